@@ -1,0 +1,295 @@
+"""Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, verify)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.errors import BriefIdInvalid, BriefInvalid
+from assay.records import validate_brief_id
+
+KEYS = ("title", "desk", "priority", "depends_on", "labels", "verify")
+VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
+DEFAULT_PRIORITY = 5
+DEFAULT_VERIFY_TIMEOUT_S = 600
+_LABEL = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class VerifyRow:
+    id: str
+    run: str
+    expect_exit: int = 0
+    timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Brief:
+    id: str
+    title: str
+    body: str
+    path: str
+    desk: str | None = None
+    priority: int = DEFAULT_PRIORITY
+    depends_on: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    verify: tuple[VerifyRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    line: int | None
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+
+@dataclass
+class _Checker:
+    path: str
+    offset: int  # lines before the YAML text in the file
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, node: Any, message: str, hint: str = "") -> None:
+        line = node.start_mark.line + 1 + self.offset if node is not None else None
+        self.problems.append(Problem(self.path, line, message, hint))
+
+
+def brief_id_from_path(path: Path) -> str:
+    return path.name.removesuffix(".md")
+
+
+def parse_brief(text: str, path: str, brief_id: str) -> Brief:
+    """Parse one brief, raising BriefInvalid (with file and line) on the first problem."""
+    brief, problems = check_brief(text, path, brief_id)
+    if problems or brief is None:
+        first = problems[0]
+        raise BriefInvalid(first.path, first.line, first.message, first.hint)
+    return brief
+
+
+def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list[Problem]]:
+    """Every problem of one brief file, each with its line; the brief if there were none."""
+    import yaml
+
+    checker = _Checker(path, 1)
+    try:
+        validate_brief_id(brief_id)
+    except BriefIdInvalid as exc:
+        checker.problems.append(Problem(path, None, f"the file name gives {exc.message}",
+                                        "rename the file to <id>.md with a valid id"))
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        checker.problems.append(Problem(path, 1, "a brief must start with a '---' line opening its YAML front matter",
+                                        "see `assay brief new` for a skeleton"))
+        return None, checker.problems
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        checker.problems.append(Problem(path, 1, "the front matter is never closed by a '---' line"))
+        return None, checker.problems
+    try:
+        root = yaml.compose("\n".join(lines[1:end]), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        line = mark.line + 2 if mark else None
+        checker.problems.append(Problem(path, line, f"front matter is not valid YAML: {problem}"))
+        return None, checker.problems
+    if not isinstance(root, yaml.MappingNode):
+        checker.problems.append(Problem(path, 2, "the front matter must be a mapping of keys such as `title:`"))
+        return None, checker.problems
+    fields = _mapping(checker, root, KEYS, "brief")
+    title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
+    desk = _ident(checker, fields.get("desk"), "desk")
+    priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
+    depends = _ident_list(checker, fields.get("depends_on"), "depends_on")
+    if brief_id in depends:
+        checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
+    labels = _label_list(checker, fields.get("labels"))
+    verify = _verify_rows(checker, fields.get("verify"))
+    body = "\n".join(lines[end + 1:]).strip("\n")
+    if checker.problems:
+        return None, sorted(checker.problems, key=lambda p: p.line or 0)
+    return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
+                 depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify)), []
+
+
+def _mapping(checker: _Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        if key not in keys:
+            checker.add(key_node, f"unknown {what} key {key!r}", f"allowed: {', '.join(keys)}")
+        elif key in out:
+            checker.add(key_node, f"{what} key {key!r} appears twice")
+        else:
+            out[key] = value_node
+    return out
+
+
+def _scalar(node: Any) -> Any:
+    import yaml
+
+    return yaml.SafeLoader(" ").construct_object(node, deep=True) if node is not None else None
+
+
+def _string(checker: _Checker, node: Any, name: str, required: bool = False,
+            node_for_missing: Any = None) -> str | None:
+    if node is None:
+        if required:
+            checker.add(node_for_missing, f"`{name}:` is required", f"add `{name}: ...` to the front matter")
+        return None
+    value = _scalar(node)
+    if isinstance(value, bool | int | float):
+        checker.add(node, f"`{name}` must be a string, but YAML reads {node.value!r} as a {type(value).__name__}",
+                    f"quote it: {name}: \"{node.value}\"")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        checker.add(node, f"`{name}` must be a non-empty string")
+        return None
+    return value.strip()
+
+
+def _ident(checker: _Checker, node: Any, name: str) -> str | None:
+    value = _string(checker, node, name)
+    if value is not None:
+        try:
+            validate_brief_id(value)
+        except BriefIdInvalid as exc:
+            checker.add(node, f"`{name}`: {exc.problem}", "use a-z 0-9 . _ - (at most 64 characters)")
+            return None
+    return value
+
+
+def _int(checker: _Checker, node: Any, name: str, low: int, high: int, default: int) -> int:
+    if node is None:
+        return default
+    value = _scalar(node)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        checker.add(node, f"`{name}` must be a whole number from {low} to {high}, not {node.value!r}")
+        return default
+    return value
+
+
+def _list(checker: _Checker, node: Any, name: str) -> list[Any]:
+    import yaml
+
+    if node is None:
+        return []
+    if not isinstance(node, yaml.SequenceNode):
+        checker.add(node, f"`{name}` must be a list", f"write `{name}: [a, b]` or one `- item` per line")
+        return []
+    return list(node.value)
+
+
+def _ident_list(checker: _Checker, node: Any, name: str) -> list[str]:
+    out = []
+    for item in _list(checker, node, name):
+        value = _ident(checker, item, name)
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _label_list(checker: _Checker, node: Any) -> list[str]:
+    out = []
+    for item in _list(checker, node, "labels"):
+        value = _string(checker, item, "labels")
+        if value is not None and not _LABEL.fullmatch(value):
+            checker.add(item, f"label {value!r} must use a-z 0-9 . _ -")
+        elif value is not None:
+            out.append(value)
+    return out
+
+
+def _verify_rows(checker: _Checker, node: Any) -> list[VerifyRow]:
+    import yaml
+
+    rows: list[VerifyRow] = []
+    seen: set[str] = set()
+    for item in _list(checker, node, "verify"):
+        if not isinstance(item, yaml.MappingNode):
+            checker.add(item, "each verify row must be a mapping with `id:` and `run:`")
+            continue
+        fields = _mapping(checker, item, VERIFY_KEYS, "verify row")
+        row_id = _ident(checker, fields.get("id"), "verify id")
+        if "id" not in fields:
+            checker.add(item, "a verify row needs `id:`")
+        run = _string(checker, fields.get("run"), "run", required=True, node_for_missing=item)
+        expect = _int(checker, fields.get("expect_exit"), "expect_exit", 0, 255, 0)
+        timeout = _int(checker, fields.get("timeout_s"), "timeout_s", 1, 86400, DEFAULT_VERIFY_TIMEOUT_S)
+        if row_id is not None and row_id in seen:
+            checker.add(fields["id"], f"verify id {row_id!r} is used twice")
+        if row_id is not None:
+            seen.add(row_id)
+            if run is not None:
+                rows.append(VerifyRow(row_id, run, expect, timeout))
+    return rows
+
+
+def brief_files(folder: Path) -> list[Path]:
+    """The brief files of a folder (`*.md`, README.md excepted)."""
+    return sorted(p for p in folder.glob("*.md") if p.name.lower() != "readme.md")
+
+
+def lint_folder(folder: Path, display_root: Path | None = None) -> tuple[list[Brief], list[Problem]]:
+    """Check every brief in `folder`, then the links between them (unknown dependencies, cycles)."""
+    briefs: list[Brief] = []
+    problems: list[Problem] = []
+    for path in brief_files(folder):
+        shown = str(path.relative_to(display_root)) if display_root else str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            problems.append(Problem(shown, None, "the file is not UTF-8 text"))
+            continue
+        brief, found = check_brief(text, shown, brief_id_from_path(path))
+        problems += found
+        if brief:
+            briefs.append(brief)
+    problems += check_links(briefs)
+    return briefs, problems
+
+
+def check_links(briefs: list[Brief]) -> list[Problem]:
+    by_id = {b.id: b for b in briefs}
+    problems = [Problem(b.path, None, f"depends on {dep!r}, which is not a brief here",
+                        f"add briefs/{dep}.md or remove it from depends_on")
+                for b in briefs for dep in b.depends_on if dep not in by_id]
+    for cycle in _cycles(by_id):
+        problems.append(Problem(by_id[cycle[0]].path, None,
+                                "dependency cycle: " + " -> ".join([*cycle, cycle[0]]),
+                                "remove one of these dependencies"))
+    return problems
+
+
+def _cycles(by_id: dict[str, Brief]) -> list[list[str]]:
+    state: dict[str, int] = {}
+    found: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in by_id[node].depends_on:
+            if dep not in by_id:
+                continue
+            if state.get(dep) == 1:
+                found.append(stack[stack.index(dep):])
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(by_id):
+        if node not in state:
+            visit(node, [])
+    return found

@@ -1,0 +1,273 @@
+"""The claim state machine over CAS refs: the only writer of `refs/assay/claims/*`.
+
+A claim chain is never deleted: every change is a new commit on top of the
+tip, pushed with a lease on that tip, so two racing writers can never both
+win. `transition` owns the whole table; an illegal change is refused before
+anything is pushed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from assay.crash import crash_point
+from assay.errors import BriefNotFound, ClaimLost, Conflict, ForgeError, IllegalTransition, RecordInvalid, UsageError
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, redact
+from assay.records import (
+    CLAIMS_PREFIX,
+    MAIN_REF,
+    TOMBSTONES,
+    ClaimRecord,
+    claim_ref,
+    decode_claim,
+    utc_now_iso,
+    validate_brief_id,
+)
+
+Clock = Callable[[], float]
+
+# action -> (states it may start from; None is "no claim yet"), the state it leads to
+# (None: the state is the caller's choice among `OUTCOMES`, or unchanged for renew).
+TRANSITIONS: dict[str, tuple[frozenset[str | None], str | None]] = {
+    "claim": (frozenset({None, "released", "expired", "abandoned"}), "held"),
+    "takeover": (frozenset({"held", "waiting"}), "held"),
+    "renew": (frozenset({"held", "waiting"}), None),
+    "wait": (frozenset({"held"}), "waiting"),
+    "wake": (frozenset({"waiting"}), "held"),
+    "block": (frozenset({"held", "waiting"}), "blocked"),
+    "release": (frozenset({"held", "waiting", "blocked"}), None),
+    "expire": (frozenset({"held", "waiting"}), "expired"),
+    "force_release": (frozenset({"held", "waiting", "blocked"}), "released"),
+}
+OUTCOMES = ("released", "done", "abandoned")
+HOLDER_ACTIONS = frozenset({"renew", "wait", "wake", "block", "release"})
+NEW_EPOCH_ACTIONS = frozenset({"claim", "takeover"})
+DEFAULT_LEASE_S = 600
+MAX_LEASE_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim record and the commit that holds it."""
+
+    record: ClaimRecord
+    sha: str
+
+
+@dataclass(frozen=True)
+class InvalidClaim:
+    ref: str
+    sha: str
+    problem: str
+
+
+def new_holder(desk: str) -> str:
+    return f"{desk}/{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(2)}"
+
+
+def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str, desk: str = "",
+               holder: str = "", lease_s: int | None = None, outcome: str | None = None,
+               reason: str = "", epoch: int | None = None, wait: dict[str, object] | None = None) -> ClaimRecord:
+    """The one transition table. Returns the next record or raises before anything is written."""
+    if action not in TRANSITIONS:
+        raise UsageError(f"unknown claim action {action!r}")
+    allowed, target = TRANSITIONS[action]
+    state = current.state if current else None
+    if state not in allowed:
+        if action == "claim" and current is not None and current.live:
+            raise ClaimLost(brief, current.state, current.desk, current.holder, current.epoch)
+        why = "a done brief is finished; reopen it on main as a new brief" if state == "done" else ""
+        raise IllegalTransition(brief, action.replace("_", "-"), state or "absent", why)
+    if action in HOLDER_ACTIONS or action == "takeover":
+        assert current is not None
+        if desk and current.desk != desk:
+            raise ClaimLost(brief, current.state, current.desk, current.holder, current.epoch)
+    if epoch is not None and current is not None and current.epoch != epoch:
+        raise Conflict(f"fenced: brief {brief!r} is at epoch {current.epoch}, not {epoch}",
+                       hint="this desk lost the claim; stop working on it")
+    if action in NEW_EPOCH_ACTIONS:
+        return ClaimRecord(brief=brief, state="held", epoch=(current.epoch + 1) if current else 1, desk=desk,
+                           holder=holder or new_holder(desk), lease_s=lease_s or DEFAULT_LEASE_S,
+                           branch=f"assay/{brief}", at=at, reason=reason)
+    assert current is not None
+    if action == "renew":
+        return current.but(at=at, lease_s=lease_s or current.lease_s)
+    if action == "release":
+        if outcome not in OUTCOMES:
+            raise UsageError(f"release outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
+        return current.but(state=outcome, at=at, reason=reason, wait=None)
+    if action == "force_release" and not reason.strip():
+        raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
+    assert target is not None
+    return current.but(state=target, at=at, reason=reason, wait=wait if action == "wait" else None)
+
+
+class Claims:
+    """Claim operations on one forge. Receives its git port and clock."""
+
+    def __init__(self, git: ForgeGit, clock: Clock = time.time) -> None:
+        self.git = git
+        self.clock = clock
+        self._brief_on_main: dict[tuple[str, str], bool] = {}
+
+    # -- reading --------------------------------------------------------------------
+
+    def read(self, brief: str) -> Claim | None:
+        ref = claim_ref(brief)
+        tip = self.git.ls_remote(ref).get(ref)
+        return self._load(ref, tip) if tip else None
+
+    def _load(self, ref: str, sha: str) -> Claim:
+        self.git.ensure_objects({ref: sha})
+        return Claim(decode_claim(self.git.read_objects([f"{sha}:claim.json"])[0], ref), sha)
+
+    def list_all(self) -> tuple[list[Claim], list[InvalidClaim]]:
+        """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""
+        tips = self.git.ls_remote(CLAIMS_PREFIX + "*")
+        self.git.ensure_objects(tips)
+        refs = sorted(tips)
+        blobs = self.git.read_objects([f"{tips[r]}:claim.json" for r in refs])
+        good: list[Claim] = []
+        bad: list[InvalidClaim] = []
+        for ref, data in zip(refs, blobs, strict=False):
+            try:
+                good.append(Claim(decode_claim(data, ref), tips[ref]))
+            except RecordInvalid as exc:
+                bad.append(InvalidClaim(ref, tips[ref], exc.problem))
+        return good, bad
+
+    def history(self, brief: str) -> list[Claim | InvalidClaim]:
+        """The custody chain of `brief`, oldest first."""
+        ref = claim_ref(brief)
+        tip = self.git.ls_remote(ref).get(ref)
+        if not tip:
+            return []
+        self.git.ensure_objects({ref: tip})
+        shas = list(reversed(self.git.rev_list(tip)))
+        out: list[Claim | InvalidClaim] = []
+        for sha, data in zip(shas, self.git.read_objects([f"{s}:claim.json" for s in shas]), strict=False):
+            try:
+                out.append(Claim(decode_claim(data, ref), sha))
+            except RecordInvalid as exc:
+                out.append(InvalidClaim(ref, sha, exc.problem))
+        return out
+
+    # -- writing --------------------------------------------------------------------
+
+    def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
+              holder: str = "", require_brief: bool = True) -> Claim:
+        """Take `brief` for `desk`; exactly one of any number of racing callers wins."""
+        validate_brief_id(brief)
+        validate_desk(desk)
+        validate_lease(lease_s)
+        ref = claim_ref(brief)
+        refs = self.git.ls_remote(ref, MAIN_REF)
+        if require_brief:
+            self._require_brief(brief, refs.get(MAIN_REF))
+        current = self._load(ref, refs[ref]) if ref in refs else None
+        action = "claim"
+        if singleton and current and current.record.live and current.record.desk == desk:
+            action = "takeover"
+        record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
+                            holder=holder, lease_s=lease_s)
+        return self._write(current, record, action)
+
+    def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None) -> Claim:
+        if lease_s is not None:
+            validate_lease(lease_s)
+        return self.change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s)
+
+    def release(self, brief: str, desk: str, outcome: str = "released", reason: str = "",
+                epoch: int | None = None) -> Claim:
+        return self.change(brief, "release", desk=desk, outcome=outcome, reason=reason, epoch=epoch)
+
+    def force_release(self, brief: str, reason: str, by: str) -> Claim:
+        """A person takes a claim away; the reason and who did it stay in the chain."""
+        if not reason.strip():
+            raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
+        return self.change(brief, "force_release", reason=f"forced by {by}: {reason}", author=by)
+
+    def change(self, brief: str, action: str, *, author: str = "", retries: int = 3, **args: object) -> Claim:
+        """Apply `action` to the current tip; if the tip moved under us, re-read and re-check."""
+        validate_brief_id(brief)
+        for _ in range(retries):
+            current = self.read(brief)
+            if current is None:
+                raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")
+            record = transition(current.record, action, brief, at=self._now(), **args)  # type: ignore[arg-type]
+            try:
+                return self._write(current, record, action, author=author)
+            except _Moved:
+                continue
+        raise Conflict(f"brief {brief!r} kept changing under {action}; try again")
+
+    def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> Claim:
+        ref = claim_ref(record.brief)
+        blob = self.git.write_blob(record.encode())
+        tree = self.git.write_tree([TreeEntry("claim.json", blob)])
+        who = author or record.desk or "assay"
+        message = f"assay: {action} {record.brief} -> {record.state} (epoch {record.epoch}, desk {record.desk})"
+        if record.reason:
+            message += f"\n\n{record.reason}"
+        commit = self.git.write_commit(tree, [current.sha] if current else [], message,
+                                       Signature(who, f"{who.replace('/', '.')}@assay.invalid"), self.clock())
+        expected = current.sha if current else ZERO
+        crash_point(f"{action}.before-push")
+        result = self.git.push([RefUpdate(ref, commit, expected)])[ref]
+        crash_point(f"{action}.after-push")
+        if result.ok:
+            return Claim(record, commit)
+        if result.status != "stale":
+            raise ForgeError(f"the forge refused the claim update for {record.brief!r}: {result.detail}")
+        if action in ("claim", "takeover"):
+            winner = self.read(record.brief)
+            if winner and winner.record.live:
+                r = winner.record
+                raise ClaimLost(record.brief, r.state, r.desk, r.holder, r.epoch)
+            raise Conflict(f"brief {record.brief!r} changed while claiming it"
+                           + (f" (now {winner.record.state})" if winner else ""), hint="run the claim again")
+        raise _Moved()
+
+    def _require_brief(self, brief: str, main: str | None) -> None:
+        if not main:
+            raise BriefNotFound(brief, f"the forge {redact(self.git.url)} (it has no main branch)")
+        key = (main, brief)
+        if key not in self._brief_on_main:
+            self.git.ensure_objects({MAIN_REF: main})
+            found = self.git.read_objects([f"{main}:briefs/{brief}.md"])[0] is not None
+            if not found:  # be sure before refusing: fetch main for real and look again
+                self.git.ensure_objects({MAIN_REF: main}, force=True)
+                found = self.git.read_objects([f"{main}:briefs/{brief}.md"])[0] is not None
+            self._brief_on_main[key] = found
+        if not self._brief_on_main[key]:
+            raise BriefNotFound(brief, f"the forge's main ({main[:10]})")
+
+    def _now(self) -> str:
+        return utc_now_iso(self.clock())
+
+
+class _Moved(Exception):
+    """The tip moved between our read and our push; the caller re-reads."""
+
+
+def validate_desk(desk: str) -> str:
+    try:
+        return validate_brief_id(desk)
+    except UsageError:
+        raise UsageError(f"invalid desk name {desk!r}",
+                         hint="desk names use a-z 0-9 . _ - (at most 64), starting with a letter or digit") from None
+
+
+def validate_lease(lease_s: int) -> int:
+    if not 1 <= lease_s <= MAX_LEASE_S:
+        raise UsageError(f"lease of {lease_s}s is out of range", hint=f"use 1 to {MAX_LEASE_S} seconds")
+    return lease_s
+
+
+def is_tombstone(record: ClaimRecord) -> bool:
+    return record.state in TOMBSTONES

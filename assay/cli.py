@@ -1,0 +1,225 @@
+"""The `assay` command line: each command parses, calls one function, renders."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from assay import __version__
+from assay.errors import AssayError
+
+_debug = False
+
+
+def forge_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--forge", metavar="URL|PATH",
+                        help="The forge (git URL or path). Default: ASSAY_FORGE, .assay.yaml, then origin.")(f)
+
+
+def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+
+
+def desk_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--desk", required=True, envvar="ASSAY_DESK", metavar="NAME",
+                        help="The desk acting (default: ASSAY_DESK).")(f)
+
+
+def _claims(forge: str | None) -> Any:
+    from assay.config import open_claims
+
+    return open_claims(forge)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, envvar="ASSAY_DEBUG", help="Show tracebacks for unexpected errors.")
+@click.version_option(__version__, prog_name="assay")
+def cli(debug: bool) -> None:
+    """Assay: many coding-agent desks sharing one repository safely, through the git forge."""
+    global _debug
+    _debug = debug
+
+
+@cli.command()
+@click.option("--local-forge", type=click.Path(path_type=Path), metavar="DIR",
+              help="Create a bare repository at DIR and use it as the forge (no server needed).")
+def init(local_forge: Path | None) -> None:
+    """Write .assay.yaml and the default briefs/, desks/, sweepers/ and board/ folders."""
+    from assay.project import init_project
+
+    report = init_project(Path.cwd(), local_forge)
+    for item in report.created:
+        click.echo(f"created {item}")
+    if report.forge:
+        click.echo(f"forge: {report.forge}" + (" (main pushed)" if report.pushed_main else ""))
+    click.echo(f"wrote {report.config.name}; next: `assay claims` or `assay claim hello --desk me`")
+
+
+class _ClaimGroup(click.Group):
+    """`assay claim BRIEF …` takes a claim; `assay claim history BRIEF` shows its chain."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["take", *args]
+        return super().parse_args(ctx, args)
+
+
+@cli.group(cls=_ClaimGroup)
+def claim() -> None:
+    """Claim a brief (`assay claim BRIEF --desk NAME`) or show its custody (`assay claim history BRIEF`)."""
+
+
+@claim.command("take")
+@click.argument("brief")
+@desk_option
+@click.option("--lease", "lease_s", type=int, default=600, show_default=True, help="Lease in seconds.")
+@click.option("--singleton", is_flag=True, help="Take over this desk's own live claim (after a restart).")
+@forge_option
+@json_option
+def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, forge: str | None, as_json: bool) -> None:
+    """Claim BRIEF for a desk. Exactly one of many racing desks wins; the others exit 3."""
+    from assay import views
+
+    claims = _claims(forge)
+    view = views.claim_view(claims.claim(brief, desk, lease_s, singleton=singleton), time.time())
+    views.print_json(view) if as_json else views.render_claim_result("claimed", view)
+
+
+@claim.command("history")
+@click.argument("brief")
+@forge_option
+@json_option
+def claim_history(brief: str, forge: str | None, as_json: bool) -> None:
+    """Show the custody chain of BRIEF, oldest first."""
+    from assay import views
+
+    now = time.time()
+    rows = [views.claim_view(c, now) if hasattr(c, "record") else views.invalid_view(c)
+            for c in _claims(forge).history(brief)]
+    views.print_json({"brief": brief, "history": rows}) if as_json else views.render_history(brief, rows)
+
+
+@cli.command()
+@click.argument("brief")
+@desk_option
+@click.option("--epoch", type=int, help="Fail (exit 3) unless the claim is still at this epoch.")
+@click.option("--lease", "lease_s", type=int, help="A new lease in seconds.")
+@forge_option
+@json_option
+def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, forge: str | None, as_json: bool) -> None:
+    """Renew the lease on a claim this desk holds."""
+    from assay import views
+
+    view = views.claim_view(_claims(forge).renew(brief, desk, epoch=epoch, lease_s=lease_s), time.time())
+    views.print_json(view) if as_json else views.render_claim_result("renewed", view)
+
+
+@cli.command()
+@click.argument("brief")
+@click.option("--desk", envvar="ASSAY_DESK", metavar="NAME", help="The desk releasing (default: ASSAY_DESK).")
+@click.option("--outcome", type=click.Choice(["released", "done", "abandoned"]), default="released",
+              show_default=True, help="How the claim ends.")
+@click.option("--reason", default="", help="Why; recorded in the claim chain.")
+@click.option("--epoch", type=int, help="Fail (exit 3) unless the claim is still at this epoch.")
+@click.option("--force", is_flag=True, help="A person takes the claim away from its desk (needs --reason).")
+@forge_option
+@json_option
+def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int | None, force: bool,
+            forge: str | None, as_json: bool) -> None:
+    """Release a claim: released, done or abandoned. The chain keeps a tombstone; the next claim gets epoch + 1."""
+    from assay import views
+
+    claims = _claims(forge)
+    if force:
+        result = claims.force_release(brief, reason, by=os.environ.get("USER", "a person"))
+    elif not desk:
+        raise click.UsageError("--desk is required (or --force with --reason, for a person)")
+    else:
+        result = claims.release(brief, desk, outcome=outcome, reason=reason, epoch=epoch)
+    view = views.claim_view(result, time.time())
+    views.print_json(view) if as_json else views.render_claim_result("released", view)
+
+
+@cli.command("claims")
+@forge_option
+@json_option
+def claims_cmd(forge: str | None, as_json: bool) -> None:
+    """List every claim on the forge: brief, state, epoch, desk, holder, age."""
+    from assay import views
+
+    good, bad = _claims(forge).list_all()
+    now = time.time()
+    rows = [views.claim_view(c, now) for c in good]
+    invalid = [views.invalid_view(b) for b in bad]
+    views.print_json({"claims": rows, "invalid": invalid}) if as_json else views.render_claims(rows, invalid)
+
+
+@cli.group()
+def brief() -> None:
+    """Work with brief files (briefs/<id>.md)."""
+
+
+@brief.command("lint")
+@click.argument("folder", required=False, type=click.Path(path_type=Path, file_okay=False))
+def brief_lint(folder: Path | None) -> None:
+    """Check every brief in FOLDER (default: briefs/ of this repository); exit 2 on any problem."""
+    from assay import views
+    from assay.briefs import lint_folder
+    from assay.errors import UsageError
+
+    target = folder or Path.cwd() / "briefs"
+    if not target.is_dir():
+        raise UsageError(f"no briefs folder at {target}", hint="run inside a repository with briefs/, or pass FOLDER")
+    briefs, problems = lint_folder(target, display_root=Path.cwd() if folder is None else None)
+    views.render_problems(problems, len(briefs) + len({p.path for p in problems}))
+    if problems:
+        sys.exit(2)
+
+
+@cli.command()
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("assay-demo"), show_default=True,
+              help="Where the demo forge and desks live.")
+@click.option("--desks", "n_desks", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="How many desk processes race for the briefs.")
+def demo(directory: Path, n_desks: int) -> None:
+    """Run the embedded demo: a local forge, briefs, and desks racing for them as real processes."""
+    from assay.demo import run_demo
+
+    run_demo(directory, n_desks, echo=click.echo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: a user's mistake is one `error:` line and an exit code, never a traceback."""
+    from assay import views
+
+    try:
+        rv = cli.main(args=argv, prog_name="assay", standalone_mode=False)
+    except AssayError as exc:
+        if _debug:
+            raise
+        views.render_error(exc.message, exc.hint)
+        sys.exit(exc.code)
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # a bug, not a user mistake: still no traceback unless asked
+        if _debug or os.environ.get("ASSAY_DEBUG"):
+            raise
+        views.render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

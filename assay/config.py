@@ -1,0 +1,96 @@
+"""Which forge: `--forge` > `ASSAY_FORGE` > `.assay.yaml` `forge:` > the repo's `origin`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from assay.errors import ConfigInvalid, UsageError
+from assay.git import is_local_path, local_repo_origin
+
+if TYPE_CHECKING:
+    from assay.claims import Claims
+    from assay.git import ForgeGit
+
+CONFIG_NAME = ".assay.yaml"
+
+
+@dataclass(frozen=True)
+class ForgeChoice:
+    url: str
+    source: str  # where it came from, for messages
+
+
+def find_config(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path) -> dict[str, object]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigInvalid(f"{where}: not valid YAML", hint="fix the file or run `assay init` again") from None
+    except OSError as exc:
+        raise ConfigInvalid(f"{path}: cannot read ({exc.strerror})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigInvalid(f"{path}: expected a mapping such as `forge: ../forge.git`")
+    return data
+
+
+def resolve_forge(flag: str | None, cwd: Path | None = None) -> ForgeChoice:
+    cwd = cwd or Path.cwd()
+    if flag:
+        return ForgeChoice(_normalise(flag, cwd), "--forge")
+    env = os.environ.get("ASSAY_FORGE")
+    if env:
+        return ForgeChoice(_normalise(env, cwd), "ASSAY_FORGE")
+    config = find_config(cwd)
+    if config:
+        forge = load_config(config).get("forge")
+        if forge is not None:
+            if not isinstance(forge, str) or not forge.strip():
+                raise ConfigInvalid(f"{config}: `forge:` must be a URL or path")
+            return ForgeChoice(_normalise(forge, config.parent), str(config))
+    origin = local_repo_origin(cwd) if (cwd / ".git").exists() or _inside_repo(cwd) else None
+    if origin:
+        return ForgeChoice(_normalise(origin, cwd), "the repository's origin")
+    raise UsageError("no forge is configured",
+                     hint="pass --forge URL|PATH, set ASSAY_FORGE, or run `assay init --local-forge DIR`")
+
+
+def _inside_repo(cwd: Path) -> bool:
+    return any((p / ".git").exists() for p in (cwd, *cwd.parents))
+
+
+def _normalise(url: str, base: Path) -> str:
+    url = url.strip()
+    if url.startswith("file://"):
+        return url
+    if is_local_path(url):
+        return str((base / os.path.expanduser(url)).resolve())
+    return url
+
+
+def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
+    """The git port for the chosen forge."""
+    from assay.git import ForgeGit
+
+    return ForgeGit(resolve_forge(flag, cwd).url)
+
+
+def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:
+    from assay.claims import Claims
+
+    return Claims(open_forge(flag, cwd))

@@ -1,0 +1,114 @@
+"""Errors are types: each carries the exit code a user sees (DESIGN.md, *Exit codes*)."""
+
+from __future__ import annotations
+
+
+class AssayError(Exception):
+    """Base of every error a user can cause or meet; never shown as a traceback."""
+
+    code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ForgeError(AssayError):
+    """The forge could not be reached, or git failed in a way we did not expect."""
+
+    code = 1
+
+
+class UsageError(AssayError):
+    """Bad input: a malformed id, file, option or configuration."""
+
+    code = 2
+
+
+class BriefIdInvalid(UsageError):
+    def __init__(self, brief: str, problem: str) -> None:
+        super().__init__(
+            f"invalid brief id {brief!r}: {problem}",
+            hint="brief ids are 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit",
+        )
+        self.brief = brief
+        self.problem = problem
+
+
+class BriefInvalid(UsageError):
+    """A brief file that does not parse or validate; carries file and line."""
+
+    def __init__(self, path: str, line: int | None, problem: str, hint: str = "") -> None:
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {problem}", hint=hint)
+        self.path = path
+        self.line = line
+        self.problem = problem
+
+
+class BriefNotFound(UsageError):
+    def __init__(self, brief: str, where: str) -> None:
+        super().__init__(
+            f"brief {brief!r} is not on {where}",
+            hint=f"add briefs/{brief}.md to main and push it, then claim again",
+        )
+        self.brief = brief
+
+
+class ConfigInvalid(UsageError):
+    pass
+
+
+class RecordInvalid(AssayError):
+    """A ref on the forge holds something that is not a valid v1 record."""
+
+    code = 1
+
+    def __init__(self, ref: str, problem: str) -> None:
+        super().__init__(
+            f"{ref}: {problem}",
+            hint="inspect it with `git show <ref>`; a newer Assay may have written it",
+        )
+        self.ref = ref
+        self.problem = problem
+
+
+class Conflict(AssayError):
+    """Lost a race, not the holder, or fenced."""
+
+    code = 3
+
+
+class ClaimLost(Conflict):
+    def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int) -> None:
+        super().__init__(
+            f"brief {brief!r} is {state} by desk {desk!r} (holder {holder}, epoch {epoch})",
+            hint="pick another brief, or wait for its release or expiry",
+        )
+        self.brief = brief
+        self.state = state
+        self.desk = desk
+        self.holder = holder
+        self.epoch = epoch
+
+
+class IllegalTransition(Conflict):
+    def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
+        msg = f"cannot {action} brief {brief!r}: its claim is {state}"
+        super().__init__(msg + (f" ({why})" if why else ""))
+        self.brief = brief
+        self.action = action
+        self.state = state
+
+
+class Refused(AssayError):
+    """A repeat of an effect whose outcome is unknown."""
+
+    code = 4
+
+
+class NeedsPerson(AssayError):
+    """Replay mismatch or a blocked brief."""
+
+    code = 5

@@ -1,0 +1,441 @@
+"""The only module that runs git.
+
+A `ForgeGit` pairs a forge (any git URL or path) with a local bare *cache*
+repository where Assay writes its objects and keeps what it fetched. Every
+write to the forge is a compare-and-swap push (`--force-with-lease`, never a
+`+` refspec); a push whose outcome we did not hear is resolved by re-reading
+the refs, never by guessing.
+
+GitPython is deliberately not used on this path: importing it costs more than
+a whole claim push, and its push-info parser cannot report per-ref results when
+the source is a raw object id. We run the `git` binary and parse `--porcelain`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import time
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from assay.errors import ForgeError
+
+ZERO = "0" * 40
+PushStatus = Literal["ok", "stale", "rejected"]
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """Move `ref` to `new` only if it is now `expected` (ZERO: only if absent)."""
+
+    ref: str
+    new: str
+    expected: str = ZERO
+
+
+@dataclass(frozen=True)
+class PushResult:
+    ref: str
+    status: PushStatus
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    name: str
+    sha: str
+    mode: str = "100644"
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    email: str
+
+
+def git_env() -> dict[str, str]:
+    """The environment git runs in: no prompts, stable messages."""
+    env = dict(os.environ)
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    return env
+
+
+def default_cache_root() -> Path:
+    explicit = os.environ.get("ASSAY_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "assay"
+
+
+def _timeout() -> float:
+    try:
+        return float(os.environ.get("ASSAY_GIT_TIMEOUT", "120"))
+    except ValueError:
+        return 120.0
+
+
+def run_git(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
+            timeout: float | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """Run one git command; a failure raises ForgeError with git's own words."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
+                              env=git_env(), timeout=timeout or _timeout())
+    except subprocess.TimeoutExpired as exc:
+        raise ForgeError(f"git {args[0]} timed out after {exc.timeout:.0f}s") from None
+    except FileNotFoundError:
+        raise ForgeError("the git binary was not found", hint="install git and put it on PATH") from None
+    if check and proc.returncode != 0:
+        raise ForgeError(f"git {args[0]} failed: {_first_error(proc.stderr)}")
+    return proc
+
+
+_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
+
+
+def redact(text: str) -> str:
+    """Remove credentials embedded in URLs (`https://user:token@host` -> `https://***@host`)."""
+    return _CREDENTIALS.sub(r"\1***@", text)
+
+
+def _first_error(stderr: bytes) -> str:
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    text = (fatal or lines or ["no message"])[0]
+    return redact(text.removeprefix("fatal: ").removeprefix("error: "))
+
+
+class ForgeGit:
+    """Reads and CAS-writes refs of one forge through a local cache repository."""
+
+    def __init__(self, url: str, cache_root: Path | None = None) -> None:
+        self.url = url
+        root = cache_root or default_cache_root()
+        self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
+        self._batch: subprocess.Popen[bytes] | None = None
+        self._ensure_cache()
+
+    # -- the local cache ----------------------------------------------------------
+
+    def _ensure_cache(self) -> None:
+        if (self.cache / "objects").is_dir():
+            return
+        self.cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=self.cache.parent))
+        run_git(["init", "--bare", "-q", str(tmp)])
+        # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
+        # process sharing this cache never sees a commit whose tree is still being written.
+        for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
+                           ("core.logAllRefUpdates", "false"), ("assay.forge", self.url)):
+            run_git(["config", key, value], cwd=tmp)
+        try:
+            os.rename(tmp, self.cache)
+        except OSError:  # another process made it first; theirs is as good as ours
+            _rmtree(tmp)
+
+    def _git(self, *args: str, input: bytes | None = None, check: bool = True,
+             timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
+        return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout)
+
+    # -- reading the forge ----------------------------------------------------------
+
+    def ls_remote(self, *patterns: str) -> dict[str, str]:
+        """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip."""
+        proc = self._git("ls-remote", self.url, *patterns, check=False)
+        if proc.returncode != 0:
+            raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
+                             hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
+        refs: dict[str, str] = {}
+        for line in proc.stdout.decode().splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref and not ref.endswith("^{}"):
+                refs[ref] = sha
+        return refs
+
+    def ensure_objects(self, refs: dict[str, str], force: bool = False) -> None:
+        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most."""
+        missing = [ref for ref, sha in refs.items() if force or not self.has_object(sha)]
+        if not missing:
+            return
+        proc = self._git("fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+                         "--no-auto-maintenance", "-q", "--stdin", self.url, check=False,
+                         input="".join(f"{ref}\n" for ref in missing).encode())
+        if proc.returncode != 0:
+            raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {_first_error(proc.stderr)}")
+
+    def has_object(self, sha: str) -> bool:
+        if (self.cache / "objects" / sha[:2] / sha[2:]).exists():
+            return True
+        return self.read_objects([sha])[0] is not None
+
+    def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
+        """Contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`."""
+        if not names:
+            return []
+        proc = self._batch_process()
+        assert proc.stdin and proc.stdout
+        proc.stdin.write("".join(f"{n}\n" for n in names).encode())
+        proc.stdin.flush()
+        return [self._read_one(proc.stdout) for _ in names]
+
+    def _batch_process(self) -> subprocess.Popen[bytes]:
+        if self._batch is None or self._batch.poll() is not None:
+            self._batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self.cache, env=git_env(),
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            atexit.register(self.close)
+        return self._batch
+
+    @staticmethod
+    def _read_one(out: IO[bytes]) -> bytes | None:
+        header = out.readline().decode()
+        parts = header.split()
+        if len(parts) != 3:  # "<name> missing" or "<name> ambiguous"
+            return None
+        size = int(parts[2])
+        data = out.read(size)
+        out.read(1)
+        return data
+
+    def close(self) -> None:
+        if self._batch is not None:
+            if self._batch.stdin:
+                self._batch.stdin.close()
+            self._batch.wait()
+            if self._batch.stdout:
+                self._batch.stdout.close()
+            self._batch = None
+
+    def rev_list(self, tip: str, limit: int | None = None) -> list[str]:
+        """Commits reachable from `tip`, newest first (first-parent chain)."""
+        args = ["rev-list", "--first-parent", tip]
+        if limit:
+            args.insert(1, f"--max-count={limit}")
+        return self._git(*args).stdout.decode().split()
+
+    def commit_parents(self, sha: str) -> list[str]:
+        data = self.read_objects([sha])[0]
+        if data is None:
+            return []
+        parents = []
+        for line in data.decode("utf-8", "replace").splitlines():
+            if not line:
+                break
+            if line.startswith("parent "):
+                parents.append(line[7:])
+        return parents
+
+    # -- writing objects (into the cache, before a push) ----------------------------
+
+    def write_object(self, kind: str, data: bytes) -> str:
+        """Store a loose object in the cache; atomic (temp file, then rename)."""
+        raw = f"{kind} {len(data)}\0".encode() + data
+        sha = hashlib.sha1(raw).hexdigest()
+        folder = self.cache / "objects" / sha[:2]
+        final = folder / sha[2:]
+        if final.exists():
+            return sha
+        folder.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(zlib.compress(raw, 1))
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, final)
+        return sha
+
+    def write_blob(self, data: bytes) -> str:
+        return self.write_object("blob", data)
+
+    def write_tree(self, entries: Iterable[TreeEntry]) -> str:
+        def key(e: TreeEntry) -> bytes:  # git sorts trees as if directory names end in "/"
+            return e.name.encode() + (b"/" if e.mode == "40000" else b"")
+        body = b"".join(f"{e.mode} {e.name}".encode() + b"\0" + bytes.fromhex(e.sha)
+                        for e in sorted(entries, key=key))
+        return self.write_object("tree", body)
+
+    def write_commit(self, tree: str, parents: Sequence[str], message: str, author: Signature,
+                     when: float | None = None) -> str:
+        stamp = f"{int(when if when is not None else time.time())} +0000"
+        who = f"{author.name} <{author.email}> {stamp}"
+        lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {who}", f"committer {who}", "", message]
+        return self.write_object("commit", ("\n".join(lines).rstrip("\n") + "\n").encode())
+
+    # -- compare-and-swap push ------------------------------------------------------
+
+    def push(self, updates: Sequence[RefUpdate], atomic: bool = False) -> dict[str, PushResult]:
+        """CAS-push `updates`; each result is ok, stale (someone else moved the ref) or rejected.
+
+        An outcome we did not hear (git died, timed out, the connection dropped)
+        and a rejection that may be lock contention between racing pushes are
+        settled by re-reading the refs: our commits are new objects, so whether
+        they landed is decidable. If nothing landed and nothing moved, the same
+        push is tried again; it cannot apply twice, the lease forbids it.
+        """
+        for _ in range(3):
+            heard = self._push_once(updates, atomic)
+            if heard is not None and all(r.status != "rejected" for r in heard.values()):
+                return heard
+            tips = self._reread(updates)
+            settled = {u.ref: _settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
+            nothing_happened = all(r.status == "rejected" for r in settled.values())
+            if not nothing_happened or (heard is not None and not _contention(heard)):
+                return settled
+        if heard is not None:
+            return settled
+        raise ForgeError(f"push to {redact(self.url)} failed three times and nothing was written",
+                         hint="check the forge is reachable and accepts pushes, then run the command again")
+
+    def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
+        args = ["push", "--porcelain", "--no-verify"]
+        if atomic:
+            args.append("--atomic")
+        args += [f"--force-with-lease={u.ref}:{u.expected}" for u in updates]
+        args.append(self.url)
+        args += [f"{u.new}:{u.ref}" for u in updates]  # never a "+" refspec: it would override the lease
+        try:
+            proc = self._git(*args, check=False)
+        except ForgeError:
+            return None  # timed out: outcome unknown
+        results = parse_porcelain(proc.stdout.decode("utf-8", "replace"))
+        if all(u.ref in results for u in updates):
+            return {u.ref: results[u.ref] for u in updates}
+        return None
+
+    def _reread(self, updates: Sequence[RefUpdate]) -> dict[str, str]:
+        last: ForgeError | None = None
+        for delay in (0.0, 0.5, 2.0):
+            time.sleep(delay)
+            try:
+                return self.ls_remote(*[u.ref for u in updates])
+            except ForgeError as exc:
+                last = exc
+        raise ForgeError(f"the outcome of a push to {redact(self.url)} is unknown and the forge cannot be re-read: "
+                         f"{last.message if last else ''}",
+                         hint="run the command again when the forge is reachable; it re-reads before writing")
+
+
+def _settle(u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
+    if tip == u.new:
+        return PushResult(u.ref, "ok", "landed (confirmed by re-reading)")
+    if tip == u.expected:
+        detail = heard[u.ref].detail if heard and u.ref in heard else "not written"
+        return PushResult(u.ref, "rejected", detail)
+    return PushResult(u.ref, "stale", "moved by another writer")
+
+
+_CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
+
+
+def _contention(heard: dict[str, PushResult]) -> bool:
+    """A rejection that racing writers cause (ref locks), as opposed to a policy refusal."""
+    return any(any(word in r.detail.lower() for word in _CONTENTION) for r in heard.values() if r.status != "ok")
+
+
+def parse_porcelain(text: str) -> dict[str, PushResult]:
+    """Per-ref results of `git push --porcelain` (`<flag>\\t<from>:<to>\\t<summary>`)."""
+    results: dict[str, PushResult] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or len(parts[0]) != 1:
+            continue
+        flag, spec, summary = parts[0], parts[1], parts[2]
+        ref = spec.rpartition(":")[2]
+        if flag in " +*=-":
+            results[ref] = PushResult(ref, "ok", summary)
+        elif "stale info" in summary:
+            results[ref] = PushResult(ref, "stale", summary)
+        else:
+            results[ref] = PushResult(ref, "rejected", summary)
+    return results
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def is_local_path(url: str) -> bool:
+    return "://" not in url and not (":" in url.split("/")[0] and not url.startswith("/"))
+
+
+def init_bare(path: Path) -> None:
+    """Create a bare repository to serve as a forge on disk."""
+    run_git(["init", "--bare", "-q", "--initial-branch=main", str(path)])
+
+
+def local_repo_origin(start: Path) -> str | None:
+    proc = run_git(["config", "--get", "remote.origin.url"], cwd=start, check=False)
+    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def repo_root(start: Path) -> Path | None:
+    proc = run_git(["rev-parse", "--show-toplevel"], cwd=start, check=False)
+    return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
+
+
+class WorkRepo:
+    """A working repository (a person's checkout, a desk's worktree): plain git porcelain."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def init(cls, path: Path) -> WorkRepo:
+        run_git(["init", "-q", "--initial-branch=main", str(path)])
+        return cls(path)
+
+    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        return run_git(list(args), cwd=self.path, check=check)
+
+    def has_commits(self) -> bool:
+        return self.git("rev-parse", "--verify", "-q", "HEAD", check=False).returncode == 0
+
+    def commit_all(self, message: str, paths: Sequence[str] = (".",)) -> bool:
+        """Stage `paths` and commit; False when there was nothing to commit."""
+        self.git("add", "--", *paths)
+        if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
+            return False
+        ident = ["-c", "user.name=assay", "-c", "user.email=assay@assay.invalid"]
+        if self.git("config", "user.email", check=False).returncode == 0:
+            ident = []
+        self.git(*ident, "commit", "-q", "-m", message)
+        return True
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").stdout.decode().strip()
+
+    def push_new_branch(self, url: str, branch: str = "main") -> None:
+        """Push HEAD to `branch` of `url` only if the forge does not have that branch yet."""
+        proc = self.git("push", "--porcelain", f"--force-with-lease=refs/heads/{branch}:{ZERO}", url,
+                        f"HEAD:refs/heads/{branch}", check=False)
+        result = parse_porcelain(proc.stdout.decode("utf-8", "replace")).get(f"refs/heads/{branch}")
+        if result is None or not result.ok:
+            raise ForgeError(f"could not push {branch} to {redact(url)}: "
+                             f"{result.detail if result else _first_error(proc.stderr)}")
+
+    def set_remote(self, name: str, url: str) -> None:
+        if self.git("remote", "get-url", name, check=False).returncode == 0:
+            self.git("remote", "set-url", name, url)
+        else:
+            self.git("remote", "add", name, url)
+
+
+def remote_has_ref(url: str, ref: str) -> bool:
+    proc = run_git(["ls-remote", url, ref], check=False)
+    if proc.returncode != 0:
+        raise ForgeError(f"cannot read forge {redact(url)}: {_first_error(proc.stderr)}")
+    return bool(proc.stdout.strip())

@@ -1,0 +1,107 @@
+"""`assay init`: the config file, the default folders, and optionally a forge on disk."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assay.config import CONFIG_NAME
+from assay.errors import UsageError
+from assay.git import WorkRepo, init_bare, remote_has_ref, repo_root
+
+DEFAULT_FOLDERS = ("desks", "sweepers", "board")
+EXAMPLE_BRIEF = """---
+title: Say hello
+priority: 5
+labels: [demo]
+verify:
+  - id: hello-exists
+    run: test -f hello.txt
+---
+Create `hello.txt` at the top of the repository containing a friendly greeting.
+"""
+
+
+@dataclass
+class InitReport:
+    root: Path
+    config: Path
+    forge: str | None
+    created: list[str] = field(default_factory=list)
+    pushed_main: bool = False
+
+
+def defaults_dir(kind: str) -> Path:
+    """Where the shipped defaults live: inside the installed package, or the source checkout."""
+    packaged = Path(__file__).parent / "_defaults" / kind
+    if packaged.is_dir():
+        return packaged
+    source = Path(__file__).parent.parent / kind
+    if source.is_dir():
+        return source
+    raise UsageError(f"the default {kind}/ folder is missing from this installation", hint="reinstall assay")
+
+
+def init_project(cwd: Path, local_forge: Path | None) -> InitReport:
+    root = repo_root(cwd) or cwd
+    repo = WorkRepo(root) if (root / ".git").exists() else WorkRepo.init(root)
+    config = root / CONFIG_NAME
+    report = InitReport(root=root, config=config, forge=None)
+    for kind in DEFAULT_FOLDERS:
+        _copy_missing(defaults_dir(kind), root / kind, root, report)
+    briefs = root / "briefs"
+    if not briefs.exists():
+        briefs.mkdir()
+        (briefs / "hello.md").write_text(EXAMPLE_BRIEF, encoding="utf-8")
+        report.created.append("briefs/hello.md")
+    if local_forge is not None:
+        forge = local_forge.expanduser().resolve()
+        if forge.exists() and any(forge.iterdir()):
+            if not (forge / "HEAD").is_file() or not (forge / "objects").is_dir():
+                raise UsageError(f"{forge} exists and is not a bare git repository",
+                                 hint="choose a new or empty directory for --local-forge")
+        else:
+            init_bare(forge)
+            report.created.append(str(forge))
+        report.forge = str(forge)
+        _write_config(config, _relative(forge, root), report)
+        repo.commit_all("assay init", [CONFIG_NAME, "briefs", *DEFAULT_FOLDERS])
+        if not remote_has_ref(str(forge), "refs/heads/main"):
+            repo.push_new_branch(str(forge))
+            report.pushed_main = True
+        if not _has_origin(repo):
+            repo.set_remote("origin", str(forge))
+    elif not config.exists():
+        _write_config(config, None, report)
+    return report
+
+
+def _copy_missing(source: Path, target: Path, root: Path, report: InitReport) -> None:
+    target.mkdir(exist_ok=True)
+    for item in sorted(source.iterdir()):
+        dest = target / item.name
+        if item.is_file() and not dest.exists():
+            shutil.copyfile(item, dest)
+            report.created.append(str(dest.relative_to(root)))
+
+
+def _write_config(config: Path, forge: str | None, report: InitReport) -> None:
+    lines = ["# Assay: which forge holds claims, journals and reviews (a git URL or a path).\n"]
+    lines.append(f"forge: {forge}\n" if forge else "# forge: ../forge.git   (default: this repository's origin)\n")
+    config.write_text("".join(lines), encoding="utf-8")
+    if CONFIG_NAME not in report.created:
+        report.created.append(CONFIG_NAME)
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        import os
+
+        return os.path.relpath(path, base)
+
+
+def _has_origin(repo: WorkRepo) -> bool:
+    return repo.git("remote", "get-url", "origin", check=False).returncode == 0

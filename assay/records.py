@@ -1,0 +1,121 @@
+"""The on-forge records (format v1, docs/data-model.md): encode, decode, validate."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from assay.errors import BriefIdInvalid, RecordInvalid
+
+FORMAT_VERSION = 1
+CLAIMS_PREFIX = "refs/assay/claims/"
+JOURNAL_PREFIX = "refs/assay/journal/"
+REVIEWS_PREFIX = "refs/assay/reviews/"
+MAIN_REF = "refs/heads/main"
+
+STATES = ("held", "waiting", "blocked", "released", "expired", "abandoned", "done")
+LIVE_STATES = frozenset({"held", "waiting", "blocked"})
+TOMBSTONES = frozenset({"released", "expired", "abandoned"})
+
+_BRIEF_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def validate_brief_id(brief: str) -> str:
+    """Return `brief` if it is a safe file name and ref component, else raise BriefIdInvalid."""
+    if not brief:
+        raise BriefIdInvalid(brief, "it is empty")
+    if not brief.isascii():
+        raise BriefIdInvalid(brief, "it has non-ASCII characters")
+    if "/" in brief or "\\" in brief:
+        raise BriefIdInvalid(brief, "it contains a path separator")
+    if ".." in brief:
+        raise BriefIdInvalid(brief, "it contains '..'")
+    if brief.endswith(".lock"):
+        raise BriefIdInvalid(brief, "it ends in '.lock', which git reserves")
+    if len(brief) > 64:
+        raise BriefIdInvalid(brief, f"it is {len(brief)} characters long; the limit is 64")
+    if brief != brief.lower():
+        raise BriefIdInvalid(brief, "it has upper-case letters")
+    if not _BRIEF_ID.fullmatch(brief):
+        raise BriefIdInvalid(brief, "it must start with a-z or 0-9 and use only a-z 0-9 . _ -")
+    return brief
+
+
+def utc_now_iso(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """One commit of a claim chain: `claim.json` at `refs/assay/claims/<brief>`."""
+
+    brief: str
+    state: str
+    epoch: int
+    desk: str
+    holder: str
+    lease_s: int
+    branch: str
+    at: str
+    wait: dict[str, Any] | None = None
+    reason: str = ""
+    v: int = FORMAT_VERSION
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def but(self, **changes: Any) -> ClaimRecord:
+        return replace(self, **changes)
+
+    def encode(self) -> bytes:
+        return (json.dumps(asdict(self), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "v": int, "brief": str, "state": str, "epoch": int, "desk": str, "holder": str,
+    "lease_s": int, "branch": str, "at": str, "reason": str, "wait": (dict, type(None)),
+}
+
+
+def decode_claim(data: bytes | None, ref: str) -> ClaimRecord:
+    """Parse claim.json; anything that is not a valid v1 claim raises RecordInvalid(ref, …)."""
+    if data is None:
+        raise RecordInvalid(ref, "the commit has no claim.json")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordInvalid(ref, f"claim.json is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordInvalid(ref, "claim.json is not a JSON object")
+    version = obj.get("v")
+    if version != FORMAT_VERSION:
+        raise RecordInvalid(ref, f"claim.json has format version {version!r}; this Assay reads version "
+                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+    for key, kind in _FIELDS.items():
+        if key not in obj:
+            raise RecordInvalid(ref, f"claim.json lacks {key!r}")
+        if not isinstance(obj[key], kind) or (kind is int and isinstance(obj[key], bool)):
+            raise RecordInvalid(ref, f"claim.json field {key!r} has the wrong type")
+    extra = set(obj) - set(_FIELDS)
+    if extra:
+        raise RecordInvalid(ref, f"claim.json has unknown fields {sorted(extra)}")
+    if obj["state"] not in STATES:
+        raise RecordInvalid(ref, f"claim.json state {obj['state']!r} is not one of {', '.join(STATES)}")
+    if obj["epoch"] < 1:
+        raise RecordInvalid(ref, "claim.json epoch must be >= 1")
+    expected_brief = ref.removeprefix(CLAIMS_PREFIX)
+    if ref.startswith(CLAIMS_PREFIX) and obj["brief"] != expected_brief:
+        raise RecordInvalid(ref, f"claim.json names brief {obj['brief']!r}, not {expected_brief!r}")
+    return ClaimRecord(**obj)
+
+
+def claim_ref(brief: str) -> str:
+    return CLAIMS_PREFIX + validate_brief_id(brief)

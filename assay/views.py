@@ -1,0 +1,110 @@
+"""Output types: what `--json` prints and what the tables show. Never domain objects printed raw."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from assay.briefs import Problem
+from assay.claims import Claim, InvalidClaim
+from assay.records import parse_iso
+
+
+def claim_view(claim: Claim, now: float) -> dict[str, Any]:
+    r = claim.record
+    age = max(0, int(now - parse_iso(r.at).timestamp()))
+    return {"brief": r.brief, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
+            "lease_s": r.lease_s, "branch": r.branch, "wait": r.wait, "reason": r.reason, "at": r.at,
+            "age_s": age, "commit": claim.sha}
+
+
+def invalid_view(item: InvalidClaim) -> dict[str, Any]:
+    return {"ref": item.ref, "commit": item.sha, "problem": item.problem}
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def human_age(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+_STATE_STYLE = {"held": "cyan", "waiting": "yellow", "blocked": "bold red", "done": "green",
+                "released": "dim", "expired": "magenta", "abandoned": "dim red"}
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 200  # pipes and logs get whole lines, not 80 columns
+    return Console(stderr=stderr, highlight=False, width=width)
+
+
+def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not views and not invalid:
+        console.print("no claims on this forge yet")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("brief", "state", "epoch", "desk", "holder", "age"):
+        table.add_column(col, justify="right" if col in ("epoch", "age") else "left")
+    for v in views:
+        style = _STATE_STYLE.get(v["state"], "")
+        table.add_row(v["brief"], f"[{style}]{v['state']}[/]", str(v["epoch"]), v["desk"], v["holder"],
+                      human_age(v["age_s"]))
+    console.print(table)
+    for bad in invalid:
+        _console(stderr=True).print(f"[yellow]warning:[/] {bad['ref']} ({bad['commit'][:10]}): {bad['problem']}")
+
+
+def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not rows:
+        console.print(f"brief {brief!r} has never been claimed")
+        return
+    table = Table(box=None, header_style="bold", title=f"custody of {brief}", title_justify="left")
+    for col in ("at", "state", "epoch", "desk", "holder", "reason", "commit"):
+        table.add_column(col)
+    for v in rows:
+        if "problem" in v:
+            table.add_row("?", "[yellow]invalid[/]", "", "", "", v["problem"], v["commit"][:10])
+            continue
+        style = _STATE_STYLE.get(v["state"], "")
+        table.add_row(v["at"], f"[{style}]{v['state']}[/]", str(v["epoch"]), v["desk"], v["holder"],
+                      v["reason"], v["commit"][:10])
+    console.print(table)
+
+
+def render_claim_result(verb: str, view: dict[str, Any]) -> None:
+    _console().print(f"{verb} [bold]{view['brief']}[/]: {view['state']}, epoch {view['epoch']}, "
+                     f"desk {view['desk']} (holder {view['holder']}, lease {view['lease_s']}s)")
+
+
+def render_problems(problems: Sequence[Problem], checked: int) -> None:
+    for p in problems:
+        sys.stdout.write(f"{p}\n")
+    word = "brief" if checked == 1 else "briefs"
+    if problems:
+        sys.stdout.write(f"{len(problems)} problem(s) in {checked} {word}\n")
+    else:
+        sys.stdout.write(f"{checked} {word} ok\n")
+
+
+def render_error(message: str, hint: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")

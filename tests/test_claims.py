@@ -1,0 +1,157 @@
+"""Claims on a real bare forge, read back with plain git."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from assay.claims import Claims, InvalidClaim
+from assay.errors import BriefNotFound, ClaimLost, Conflict, IllegalTransition, RecordInvalid, UsageError
+from tests.conftest import Forge, brief_md, git
+
+
+def test_claim_creates_epoch_one_on_the_forge(forge: Forge, claims: Claims) -> None:
+    got = claims.claim("alpha", "builder", lease_s=120)
+    assert forge.tip("refs/assay/claims/alpha") == got.sha
+    on_forge = forge.claim_json("alpha")
+    assert on_forge["state"] == "held" and on_forge["epoch"] == 1 and on_forge["desk"] == "builder"
+    assert on_forge["lease_s"] == 120 and on_forge["v"] == 1 and on_forge["branch"] == "assay/alpha"
+
+
+def test_a_second_desk_loses_and_learns_the_holder(forge: Forge, claims: Claims) -> None:
+    first = claims.claim("alpha", "builder")
+    with pytest.raises(ClaimLost) as info:
+        claims.claim("alpha", "reviewer")
+    assert (info.value.desk, info.value.holder, info.value.epoch) == ("builder", first.record.holder, 1)
+    assert forge.tip("refs/assay/claims/alpha") == first.sha
+
+
+def test_release_writes_a_tombstone_and_the_next_claim_rises_an_epoch(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "builder")
+    claims.release("alpha", "builder", reason="handing over")
+    again = claims.claim("alpha", "reviewer")
+    assert again.record.epoch == 2
+    chain = forge.chain("alpha")
+    assert [(c["state"], c["epoch"], c["desk"]) for c in chain] == [
+        ("held", 1, "builder"), ("released", 1, "builder"), ("held", 2, "reviewer")]
+    assert chain[1]["reason"] == "handing over"
+
+
+def test_renew_moves_the_tip_and_keeps_the_epoch(forge: Forge, claims: Claims) -> None:
+    held = claims.claim("alpha", "builder")
+    renewed = claims.renew("alpha", "builder", epoch=1, lease_s=900)
+    assert renewed.sha != held.sha
+    assert forge.claim_json("alpha")["epoch"] == 1 and forge.claim_json("alpha")["lease_s"] == 900
+    assert git("--git-dir", str(forge.path), "rev-parse", f"{renewed.sha}^").strip() == held.sha
+
+
+def test_a_fenced_desk_cannot_renew_or_release(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "builder")
+    claims.force_release("alpha", "desk died", by="ops")
+    claims.claim("alpha", "builder")  # epoch 2
+    before = forge.tip("refs/assay/claims/alpha")
+    with pytest.raises(Conflict, match="fenced"):
+        claims.renew("alpha", "builder", epoch=1)
+    with pytest.raises(Conflict, match="fenced"):
+        claims.release("alpha", "builder", epoch=1)
+    assert forge.tip("refs/assay/claims/alpha") == before
+
+
+def test_done_is_final(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "builder")
+    claims.release("alpha", "builder", outcome="done")
+    with pytest.raises(IllegalTransition) as info:
+        claims.claim("alpha", "builder")
+    assert info.value.code == 3
+    assert forge.claim_json("alpha")["state"] == "done"
+
+
+def test_forced_release_records_who_and_why(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "builder")
+    with pytest.raises(UsageError):
+        claims.force_release("alpha", "", by="ops")
+    claims.force_release("alpha", "machine is gone", by="ops")
+    tip = forge.claim_json("alpha")
+    assert tip["state"] == "released" and tip["reason"] == "forced by ops: machine is gone"
+    author = git("--git-dir", str(forge.path), "log", "-1", "--format=%an", "refs/assay/claims/alpha").strip()
+    assert author == "ops"
+
+
+def test_singleton_takeover_of_its_own_claim_after_a_restart(forge: Forge, claims: Claims) -> None:
+    old = claims.claim("alpha", "builder")
+    with pytest.raises(ClaimLost):
+        claims.claim("alpha", "builder")  # not singleton: must wait for the lease
+    new = claims.claim("alpha", "builder", singleton=True)
+    assert new.record.epoch == 2 and new.record.holder != old.record.holder
+    with pytest.raises(ClaimLost):
+        claims.claim("alpha", "other", singleton=True)  # only its own desk's claims
+
+
+def test_a_brief_missing_from_main_is_refused_and_nothing_is_written(forge: Forge, claims: Claims) -> None:
+    with pytest.raises(BriefNotFound) as info:
+        claims.claim("nope", "builder")
+    assert info.value.code == 2
+    assert forge.tip("refs/assay/claims/nope") is None
+
+
+def test_a_brief_added_to_main_later_becomes_claimable(forge: Forge, claims: Claims) -> None:
+    with pytest.raises(BriefNotFound):
+        claims.claim("late", "builder")
+    forge.add_brief("late", brief_md("Late"))
+    assert claims.claim("late", "builder").record.epoch == 1
+
+
+def test_history_is_the_whole_chain_oldest_first(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "a")
+    claims.renew("alpha", "a")
+    claims.release("alpha", "a", outcome="abandoned", reason="too hard")
+    claims.claim("alpha", "b")
+    states = [(c.record.state, c.record.epoch) for c in claims.history("alpha") if not isinstance(c, InvalidClaim)]
+    assert states == [("held", 1), ("held", 1), ("abandoned", 1), ("held", 2)]
+    assert claims.history("beta") == []
+
+
+def push_junk(forge: Forge, brief: str, content: bytes) -> None:
+    """Write a claim ref by hand, as a buggy or newer tool might."""
+    sha = subprocess.run(["git", "--git-dir", str(forge.path), "hash-object", "-w", "--stdin"], input=content,
+                         capture_output=True, check=True).stdout.decode().strip()
+    tree = subprocess.run(["git", "--git-dir", str(forge.path), "mktree"],
+                          input=f"100644 blob {sha}\tclaim.json\n".encode(), capture_output=True,
+                          check=True).stdout.decode().strip()
+    commit = git("--git-dir", str(forge.path), "commit-tree", tree, "-m", "junk").strip()
+    git("--git-dir", str(forge.path), "update-ref", f"refs/assay/claims/{brief}", commit)
+
+
+def test_junk_and_future_records_are_listed_as_invalid_without_breaking_the_listing(
+        forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "builder")
+    push_junk(forge, "beta", b"not json at all")
+    push_junk(forge, "gamma", b'{"v": 9, "brief": "gamma"}')
+    good, bad = claims.list_all()
+    assert [c.record.brief for c in good] == ["alpha"]
+    problems = {b.ref: b.problem for b in bad}
+    assert "not JSON" in problems["refs/assay/claims/beta"]
+    assert "format version 9" in problems["refs/assay/claims/gamma"]
+
+
+def test_claiming_over_a_junk_record_is_refused_cleanly(forge: Forge, claims: Claims) -> None:
+    push_junk(forge, "beta", b"garbage")
+    before = forge.tip("refs/assay/claims/beta")
+    with pytest.raises(RecordInvalid, match="refs/assay/claims/beta"):
+        claims.claim("beta", "builder")
+    assert forge.tip("refs/assay/claims/beta") == before
+
+
+def test_listing_reads_many_claims(forge: Forge, claims: Claims) -> None:
+    for brief in ("alpha", "beta", "gamma", "delta"):
+        claims.claim(brief, "builder")
+    good, bad = claims.list_all()
+    assert sorted(c.record.brief for c in good) == ["alpha", "beta", "delta", "gamma"] and bad == []
+
+
+@pytest.mark.parametrize("lease", [0, -5, 10**9])
+def test_out_of_range_leases_are_bad_input(forge: Forge, claims: Claims, lease: int) -> None:
+    with pytest.raises(UsageError):
+        claims.claim("alpha", "builder", lease_s=lease)
+    assert forge.tip("refs/assay/claims/alpha") is None

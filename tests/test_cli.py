@@ -1,0 +1,185 @@
+"""The CLI as a user meets it: real processes, exit codes, messages, JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+
+from assay.cli import cli
+from tests.conftest import Forge, assay, git
+
+
+def all_commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    out = []
+    for name, cmd in group.commands.items():
+        out.append((f"{prefix}{name}", cmd))
+        if isinstance(cmd, click.Group):
+            out += all_commands(cmd, f"{prefix}{name} ")
+    return out
+
+
+@pytest.mark.parametrize(("name", "cmd"), all_commands(cli))
+def test_every_command_has_help(name: str, cmd: click.Command) -> None:
+    assert (cmd.help or "").strip(), f"`assay {name}` has no help text"
+    for param in cmd.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            assert param.help or param.name in ("help",), f"`assay {name} --{param.name}` has no help"
+
+
+def no_traceback(run_err: str) -> None:
+    assert "Traceback" not in run_err
+
+
+def test_claim_renew_release_through_the_cli(forge: Forge) -> None:
+    won = assay("claim", "alpha", "--desk", "builder", "--forge", forge.url, "--json")
+    assert won.code == 0, won.err
+    view = won.json()
+    assert isinstance(view, dict) and view["state"] == "held" and view["epoch"] == 1
+    assert forge.claim_json("alpha")["holder"] == view["holder"]
+    lost = assay("claim", "alpha", "--desk", "other", "--forge", forge.url)
+    assert lost.code == 3
+    assert "held by desk 'builder'" in lost.err and view["holder"] in lost.err
+    no_traceback(lost.err)
+    assert assay("renew", "alpha", "--desk", "builder", "--forge", forge.url).code == 0
+    assert assay("release", "alpha", "--desk", "other", "--forge", forge.url).code == 3
+    done = assay("release", "alpha", "--desk", "builder", "--outcome", "done", "--forge", forge.url)
+    assert done.code == 0 and forge.claim_json("alpha")["state"] == "done"
+    history = assay("claim", "history", "alpha", "--forge", forge.url, "--json").json()
+    assert isinstance(history, dict)
+    assert [h["state"] for h in history["history"]] == ["held", "held", "done"]
+
+
+def test_claims_json_lists_every_claim(forge: Forge) -> None:
+    for brief in ("alpha", "beta"):
+        assert assay("claim", brief, "--desk", "d1", "--forge", forge.url).code == 0
+    listing = assay("claims", "--forge", forge.url, "--json").json()
+    assert isinstance(listing, dict)
+    assert [(c["brief"], c["state"], c["desk"]) for c in listing["claims"]] == [
+        ("alpha", "held", "d1"), ("beta", "held", "d1")]
+    assert listing["invalid"] == []
+    table = assay("claims", "--forge", forge.url)
+    assert table.code == 0 and "alpha" in table.out and "held" in table.out
+
+
+@pytest.mark.parametrize("bad", ["../escape", "UPPER", "a..b", "x.lock", "é"])
+def test_bad_brief_ids_exit_2_and_write_nothing(forge: Forge, bad: str) -> None:
+    run = assay("claim", bad, "--desk", "d", "--forge", forge.url)
+    assert run.code == 2 and run.err.startswith("error: invalid brief id")
+    no_traceback(run.err)
+    assert git("ls-remote", forge.url, "refs/assay/*") == ""
+
+
+def test_a_missing_forge_is_exit_1_with_a_clear_message(tmp_path: Path) -> None:
+    run = assay("claims", "--forge", str(tmp_path / "nowhere.git"))
+    assert run.code == 1 and "cannot read forge" in run.err and "hint:" in run.err
+    no_traceback(run.err)
+
+
+def test_an_unreachable_network_forge_is_exit_1_and_hides_credentials() -> None:
+    run = assay("claims", "--forge", "http://user:s3cr3t-token@127.0.0.1:9/forge.git")
+    assert run.code == 1 and "cannot read forge" in run.err
+    assert "s3cr3t-token" not in run.err + run.out
+    no_traceback(run.err)
+
+
+def test_no_forge_configured_is_bad_input(tmp_path: Path) -> None:
+    run = assay("claims", cwd=tmp_path)
+    assert run.code == 2 and "no forge is configured" in run.err
+
+
+def test_forge_precedence_flag_env_config_origin(forge: Forge, tmp_path: Path) -> None:
+    other = tmp_path / "other.git"
+    git("init", "-q", "--bare", str(other))
+    work = tmp_path / "work"
+    git("init", "-q", str(work))
+    git("remote", "add", "origin", str(other), cwd=work)
+    assert assay("claims", "--json", cwd=work).json() == {"claims": [], "invalid": []}  # origin: empty forge
+    assay("claim", "alpha", "--desk", "d", "--forge", forge.url)
+    (work / ".assay.yaml").write_text(f"forge: {forge.url}\n")
+    assert len(assay("claims", "--json", cwd=work).json()["claims"]) == 1  # type: ignore[index]
+    assert assay("claims", "--json", cwd=work, env={"ASSAY_FORGE": str(other)}).json()["claims"] == []  # type: ignore[index]
+    flag = assay("claims", "--json", "--forge", forge.url, cwd=work, env={"ASSAY_FORGE": str(other)}).json()
+    assert len(flag["claims"]) == 1  # type: ignore[index]
+
+
+def test_a_malformed_config_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / ".assay.yaml").write_text("forge: [unclosed\n")
+    run = assay("claims", cwd=tmp_path)
+    assert run.code == 2 and ".assay.yaml:" in run.err
+    no_traceback(run.err)
+
+
+def test_init_with_a_local_forge_then_claim(tmp_path: Path) -> None:
+    work = tmp_path / "project"
+    work.mkdir()
+    init = assay("init", "--local-forge", "../forge.git", cwd=work)
+    assert init.code == 0, init.err
+    for folder in ("desks", "sweepers", "board", "briefs"):
+        assert any((work / folder).iterdir())
+    assert (work / ".assay.yaml").read_text().strip().endswith("forge: ../forge.git")
+    assert "briefs/hello.md" in git("ls-tree", "-r", "--name-only", "main", cwd=tmp_path / "forge.git")
+    assert assay("claim", "hello", "--desk", "me", cwd=work).code == 0
+    assert assay("init", "--local-forge", "../forge.git", cwd=work).code == 0  # again: idempotent
+
+
+def test_init_refuses_a_non_repository_forge_dir(tmp_path: Path) -> None:
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "file.txt").write_text("x")
+    run = assay("init", "--local-forge", str(junk), cwd=tmp_path)
+    assert run.code == 2 and "not a bare git repository" in run.err
+
+
+def hook(forge: Forge, body: str) -> None:
+    path = forge.path / "hooks" / "reference-transaction"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+def test_ambiguous_claim_push_that_landed_is_a_win(forge: Forge) -> None:
+    hook(forge, '[ "$1" = committed ] && kill -9 $PPID\nexit 0\n')
+    run = assay("claim", "alpha", "--desk", "builder", "--forge", forge.url, "--json")
+    assert run.code == 0, run.err
+    view = run.json()
+    assert isinstance(view, dict) and forge.tip("refs/assay/claims/alpha") == view["commit"]
+
+
+def test_ambiguous_claim_push_that_did_not_land_fails_and_writes_nothing(forge: Forge) -> None:
+    hook(forge, '[ "$1" = prepared ] && exit 1\nexit 0\n')
+    run = assay("claim", "alpha", "--desk", "builder", "--forge", forge.url)
+    assert run.code == 1 and "nothing was written" in run.err
+    no_traceback(run.err)
+    assert forge.tip("refs/assay/claims/alpha") is None
+
+
+def test_force_release_by_a_person(forge: Forge) -> None:
+    assay("claim", "alpha", "--desk", "builder", "--forge", forge.url)
+    assert assay("release", "alpha", "--force", "--forge", forge.url).code == 2  # needs --reason
+    run = assay("release", "alpha", "--force", "--reason", "desk is gone", "--forge", forge.url,
+                env={"USER": "ops"})
+    assert run.code == 0 and forge.claim_json("alpha")["reason"] == "forced by ops: desk is gone"
+
+
+def test_release_without_desk_is_usage_error(forge: Forge) -> None:
+    run = assay("release", "alpha", "--forge", forge.url)
+    assert run.code == 2 and "--desk" in run.err
+
+
+def test_demo_runs_and_every_brief_ends_done(tmp_path: Path) -> None:
+    run = assay("demo", "--dir", str(tmp_path / "demo"), timeout=120)
+    assert run.code == 0, run.err
+    assert "all 6 briefs done" in run.out
+    forge = tmp_path / "demo" / "forge.git"
+    tips = git("for-each-ref", "--format=%(refname)", "refs/assay/claims/", cwd=forge).split()
+    assert len(tips) == 6
+    again = assay("demo", "--dir", str(tmp_path / "demo"), timeout=120)  # an earlier demo is replaced
+    assert again.code == 0
+
+
+def test_demo_refuses_a_folder_that_is_not_a_demo(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("precious")
+    run = assay("demo", "--dir", str(tmp_path))
+    assert run.code == 2 and "not an earlier demo" in run.err
+    assert (tmp_path / "mine.txt").read_text() == "precious"

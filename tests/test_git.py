@@ -1,0 +1,137 @@
+"""The git port against real git: objects, porcelain parsing, CAS pushes and ambiguous outcomes."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from assay.errors import ForgeError
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, parse_porcelain, redact
+from tests.conftest import Forge, git
+
+
+@pytest.fixture
+def port(forge: Forge):
+    p = ForgeGit(forge.url)
+    yield p
+    p.close()
+
+
+def test_objects_we_write_are_the_objects_git_would_write(port: ForgeGit) -> None:
+    blob = port.write_blob(b"hello\n")
+    assert blob == subprocess.run(["git", "hash-object", "--stdin"], input=b"hello\n",
+                                  capture_output=True).stdout.decode().strip()
+    sub = port.write_tree([TreeEntry("x", blob)])
+    entries = [TreeEntry("b.txt", blob), TreeEntry("a", sub, "40000"), TreeEntry("a.txt", blob)]
+    tree = port.write_tree(entries)
+    mktree = subprocess.run(["git", "mktree"], cwd=port.cache, capture_output=True, input=(
+        f"100644 blob {blob}\tb.txt\n040000 tree {sub}\ta\n100644 blob {blob}\ta.txt\n").encode()).stdout
+    assert tree == mktree.decode().strip()
+    commit = port.write_commit(tree, [], "msg", Signature("n", "e@x"), when=0)
+    assert git("cat-file", "-t", commit, cwd=port.cache).strip() == "commit"
+    assert git("fsck", "--no-dangling", cwd=port.cache) == ""
+
+
+def test_read_objects_batches_and_reports_missing(port: ForgeGit) -> None:
+    a = port.write_blob(b"a")
+    b = port.write_blob(b"")
+    assert port.read_objects([a, "0" * 40, b]) == [b"a", None, b""]
+
+
+def new_commit(port: ForgeGit, text: str, parents: list[str] | None = None) -> str:
+    tree = port.write_tree([TreeEntry("f", port.write_blob(text.encode()))])
+    return port.write_commit(tree, parents or [], text, Signature("t", "t@x"), when=0)
+
+
+def test_cas_create_then_stale_then_update(port: ForgeGit, forge: Forge) -> None:
+    first = new_commit(port, "one")
+    assert port.push([RefUpdate("refs/assay/t", first)])["refs/assay/t"].ok
+    second = new_commit(port, "two", [first])
+    stale = port.push([RefUpdate("refs/assay/t", second)])["refs/assay/t"]  # expects absent: stale
+    assert stale.status == "stale"
+    assert forge.tip("refs/assay/t") == first
+    assert port.push([RefUpdate("refs/assay/t", second, first)])["refs/assay/t"].ok
+    assert forge.tip("refs/assay/t") == second
+
+
+def test_atomic_push_moves_both_refs_or_neither(port: ForgeGit, forge: Forge) -> None:
+    a, b = new_commit(port, "a"), new_commit(port, "b")
+    assert port.push([RefUpdate("refs/assay/x", a)])["refs/assay/x"].ok
+    out = port.push([RefUpdate("refs/assay/x", b), RefUpdate("refs/assay/y", b)], atomic=True)
+    assert out["refs/assay/x"].status == "stale" and not out["refs/assay/y"].ok
+    assert forge.tip("refs/assay/y") is None and forge.tip("refs/assay/x") == a
+    out = port.push([RefUpdate("refs/assay/x", b, a), RefUpdate("refs/assay/y", b)], atomic=True)
+    assert all(r.ok for r in out.values())
+
+
+def test_porcelain_parsing() -> None:
+    text = ("To /f.git\n*\tabc:refs/a\t[new reference]\n!\tabc:refs/b\t[rejected] (stale info)\n"
+            "!\tabc:refs/c\t[remote rejected] (hook declined)\n=\tabc:refs/d\t[up to date]\nDone\n")
+    got = {ref: r.status for ref, r in parse_porcelain(text).items()}
+    assert got == {"refs/a": "ok", "refs/b": "stale", "refs/c": "rejected", "refs/d": "ok"}
+
+
+def hook(forge: Forge, body: str) -> None:
+    path = forge.path / "hooks" / "reference-transaction"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_ambiguous_push_that_landed_is_resolved_as_landed(port: ForgeGit, forge: Forge) -> None:
+    # the update is committed, then receive-pack dies: the client never hears the outcome
+    hook(forge, '[ "$1" = committed ] && kill -9 $PPID\nexit 0\n')
+    sha = new_commit(port, "landed")
+    result = port.push([RefUpdate("refs/assay/amb", sha)])["refs/assay/amb"]
+    assert result.ok and "re-reading" in result.detail
+    assert forge.tip("refs/assay/amb") == sha
+
+
+def test_a_push_that_never_lands_fails_clearly_and_writes_nothing(port: ForgeGit, forge: Forge) -> None:
+    # the forge aborts every update before committing it, and hangs up: the client hears nothing
+    hook(forge, '[ "$1" = prepared ] && exit 1\nexit 0\n')
+    sha = new_commit(port, "refused")
+    with pytest.raises(ForgeError, match="nothing was written"):
+        port.push([RefUpdate("refs/assay/no", sha)])
+    assert forge.tip("refs/assay/no") is None
+
+
+def test_a_policy_refusal_is_reported_as_rejected(port: ForgeGit, forge: Forge) -> None:
+    path = forge.path / "hooks" / "pre-receive"
+    path.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
+    path.chmod(0o755)
+    result = port.push([RefUpdate("refs/assay/no", new_commit(port, "x"))])["refs/assay/no"]
+    assert result.status == "rejected" and "hook declined" in result.detail
+    assert forge.tip("refs/assay/no") is None
+
+
+def test_a_dropped_connection_before_the_update_is_retried_once(port: ForgeGit, forge: Forge, tmp_path: Path) -> None:
+    # receive-pack dies before applying the first push; the retry (same commit, same lease) lands
+    flag = tmp_path / "dropped-once"
+    path = forge.path / "hooks" / "pre-receive"
+    path.write_text(f"#!/bin/sh\nif [ ! -e {flag} ]; then touch {flag}; kill -9 $PPID; fi\nexit 0\n")
+    path.chmod(0o755)
+    sha = new_commit(port, "retry")
+    assert port.push([RefUpdate("refs/assay/r", sha)])["refs/assay/r"].ok
+    assert flag.exists() and forge.tip("refs/assay/r") == sha
+
+
+def test_an_unreachable_forge_is_a_forge_error(tmp_path: Path) -> None:
+    port = ForgeGit(str(tmp_path / "missing.git"))
+    with pytest.raises(ForgeError, match="does not appear to be a git repository"):
+        port.ls_remote("refs/heads/main")
+
+
+def test_credentials_in_urls_are_redacted() -> None:
+    assert redact("https://x-access-token:ghp_secret@github.com/o/r") == "https://***@github.com/o/r"
+    assert "ghp_secret" not in redact("fatal: unable to access 'https://u:ghp_secret@host/r/': 403")
+
+
+def test_the_cache_is_shared_safely_by_name(forge: Forge) -> None:
+    a, b = ForgeGit(forge.url), ForgeGit(forge.url)
+    assert a.cache == b.cache and (a.cache / "objects").is_dir()
+    assert os.environ["ASSAY_CACHE_DIR"] in str(a.cache)
+    assert ZERO == "0" * 40

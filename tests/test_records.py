@@ -1,0 +1,91 @@
+"""Brief ids and claim records: the v1 format, and junk that must never crash a reader."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assay.errors import BriefIdInvalid, RecordInvalid
+from assay.records import ClaimRecord, decode_claim, validate_brief_id
+
+GOOD_IDS = ["a", "fix-login", "v1.2_patch", "0day", "x" * 64, "a.b-c_d"]
+BAD_IDS = {
+    "": "empty",
+    "../etc": "path separator",
+    "a/b": "path separator",
+    "a\\b": "path separator",
+    "a..b": "'..'",
+    "main.lock": ".lock",
+    "Fix-Login": "upper-case",
+    "x" * 65: "65 characters",
+    "café": "non-ASCII",
+    "-leading": "start with",
+    ".hidden": "start with",
+    "sp ace": "only a-z",
+    "semi;colon": "only a-z",
+}
+
+
+@pytest.mark.parametrize("brief", GOOD_IDS)
+def test_valid_brief_ids_pass(brief: str) -> None:
+    assert validate_brief_id(brief) == brief
+
+
+@pytest.mark.parametrize(("brief", "problem"), BAD_IDS.items())
+def test_invalid_brief_ids_are_refused_with_the_reason(brief: str, problem: str) -> None:
+    with pytest.raises(BriefIdInvalid) as info:
+        validate_brief_id(brief)
+    assert problem in info.value.message
+    assert info.value.code == 2
+
+
+def record(**changes: object) -> ClaimRecord:
+    base = ClaimRecord(brief="fix-login", state="held", epoch=3, desk="builder", holder="builder/h/1/ab",
+                       lease_s=600, branch="assay/fix-login", at="2026-11-29T07:00:00Z")
+    return base.but(**changes)
+
+
+def test_claim_record_round_trips_with_sorted_keys() -> None:
+    rec = record(wait={"on": "review"}, reason="x")
+    data = rec.encode()
+    assert list(json.loads(data)) == sorted(json.loads(data))
+    assert decode_claim(data, "refs/assay/claims/fix-login") == rec
+
+
+def test_encoding_matches_the_documented_example() -> None:
+    expected = ('{"at": "2026-11-29T07:00:00Z", "branch": "assay/fix-login", "brief": "fix-login", '
+                '"desk": "builder", "epoch": 3, "holder": "builder/h/1/ab", "lease_s": 600, "reason": "", '
+                '"state": "held", "v": 1, "wait": null}\n')
+    assert record().encode().decode() == expected
+
+
+def good() -> dict[str, object]:
+    data: dict[str, object] = json.loads(record().encode())
+    return data
+
+
+JUNK: dict[str, tuple[bytes | None, str]] = {
+    "missing file": (None, "no claim.json"),
+    "not json": (b"{nope", "not JSON"),
+    "not utf8": (b"\xff\xfe", "not JSON"),
+    "a list": (b"[1, 2]", "not a JSON object"),
+    "future version": (json.dumps({**good(), "v": 2}).encode(), "format version 2"),
+    "no version": (json.dumps({k: v for k, v in good().items() if k != "v"}).encode(), "format version None"),
+    "missing field": (json.dumps({k: v for k, v in good().items() if k != "holder"}).encode(), "lacks 'holder'"),
+    "wrong type": (json.dumps({**good(), "epoch": "3"}).encode(), "'epoch' has the wrong type"),
+    "bool epoch": (json.dumps({**good(), "epoch": True}).encode(), "'epoch' has the wrong type"),
+    "unknown state": (json.dumps({**good(), "state": "stolen"}).encode(), "state 'stolen'"),
+    "extra field": (json.dumps({**good(), "owner": "x"}).encode(), "unknown fields"),
+    "zero epoch": (json.dumps({**good(), "epoch": 0}).encode(), "epoch must be >= 1"),
+    "other brief": (json.dumps({**good(), "brief": "other"}).encode(), "names brief 'other'"),
+}
+
+
+@pytest.mark.parametrize("case", JUNK)
+def test_junk_records_raise_record_invalid_naming_the_ref(case: str) -> None:
+    data, problem = JUNK[case]
+    with pytest.raises(RecordInvalid) as info:
+        decode_claim(data, "refs/assay/claims/fix-login")
+    assert info.value.ref == "refs/assay/claims/fix-login"
+    assert problem in info.value.problem
