@@ -107,12 +107,21 @@ def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str,
     return current.but(state=target, at=at, reason=reason, wait=wait if action == "wait" else None)
 
 
+@dataclass
+class ForgeView:
+    """Claim tips and main as one ls-remote saw them: a hint for the next push, never the check."""
+
+    tips: dict[str, str]
+    main: str | None
+
+
 class Claims:
     """Claim operations on one forge. Receives its git port and clock."""
 
     def __init__(self, git: ForgeGit, clock: Clock = time.time) -> None:
         self.git = git
         self.clock = clock
+        self.view: ForgeView | None = None
         self._brief_on_main: dict[tuple[str, str], bool] = {}
 
     # -- reading --------------------------------------------------------------------
@@ -159,23 +168,42 @@ class Claims:
 
     # -- writing --------------------------------------------------------------------
 
+    def sync(self) -> ForgeView:
+        """Read every claim tip and main in one round trip, for callers that pick among many briefs."""
+        refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF)
+        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF))
+        return self.view
+
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
               holder: str = "", require_brief: bool = True) -> Claim:
-        """Take `brief` for `desk`; exactly one of any number of racing callers wins."""
+        """Take `brief` for `desk`; exactly one of any number of racing callers wins.
+
+        After `sync()`, the first attempt trusts the synced tip: the lease on the push
+        is the real check, and a stale view costs one re-read, never a double claim.
+        """
         validate_brief_id(brief)
         validate_desk(desk)
         validate_lease(lease_s)
         ref = claim_ref(brief)
-        refs = self.git.ls_remote(ref, MAIN_REF)
-        if require_brief:
-            self._require_brief(brief, refs.get(MAIN_REF))
-        current = self._load(ref, refs[ref]) if ref in refs else None
-        action = "claim"
-        if singleton and current and current.record.live and current.record.desk == desk:
-            action = "takeover"
-        record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
-                            holder=holder, lease_s=lease_s)
-        return self._write(current, record, action)
+        for attempt in range(3):
+            if attempt == 0 and self.view is not None:
+                tip, main = self.view.tips.get(ref), self.view.main
+            else:
+                refs = self.git.ls_remote(ref, MAIN_REF)
+                tip, main = refs.get(ref), refs.get(MAIN_REF)
+            if require_brief:
+                self._require_brief(brief, main)
+            current = self._load(ref, tip) if tip else None
+            action = "claim"
+            if singleton and current and current.record.live and current.record.desk == desk:
+                action = "takeover"
+            record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
+                                holder=holder, lease_s=lease_s)
+            try:
+                return self._write(current, record, action)
+            except _Moved:
+                continue  # someone moved the tip: re-read; a live claim there means we lost
+        raise Conflict(f"brief {brief!r} kept changing while claiming it", hint="run the claim again")
 
     def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None) -> Claim:
         if lease_s is not None:
@@ -221,16 +249,13 @@ class Claims:
         result = self.git.push([RefUpdate(ref, commit, expected)])[ref]
         crash_point(f"{action}.after-push")
         if result.ok:
+            if self.view is not None:
+                self.view.tips[ref] = commit
             return Claim(record, commit)
         if result.status != "stale":
-            raise ForgeError(f"the forge refused the claim update for {record.brief!r}: {result.detail}")
-        if action in ("claim", "takeover"):
-            winner = self.read(record.brief)
-            if winner and winner.record.live:
-                r = winner.record
-                raise ClaimLost(record.brief, r.state, r.desk, r.holder, r.epoch)
-            raise Conflict(f"brief {record.brief!r} changed while claiming it"
-                           + (f" (now {winner.record.state})" if winner else ""), hint="run the claim again")
+            raise ForgeError(f"the forge refused the claim update for {record.brief!r}: {result.detail}",
+                             hint="a hook on the forge, or a stale lock file left by a crashed server, "
+                                  f"can cause this; check {ref} on the forge")
         raise _Moved()
 
     def _require_brief(self, brief: str, main: str | None) -> None:

@@ -155,3 +155,20 @@ def test_out_of_range_leases_are_bad_input(forge: Forge, claims: Claims, lease: 
     with pytest.raises(UsageError):
         claims.claim("alpha", "builder", lease_s=lease)
     assert forge.tip("refs/assay/claims/alpha") is None
+
+
+def test_a_stale_synced_view_never_double_claims(forge: Forge, claims: Claims) -> None:
+    from assay.git import ForgeGit
+
+    other = Claims(ForgeGit(forge.url))
+    claims.sync()
+    won = other.claim("alpha", "other")
+    with pytest.raises(ClaimLost) as info:
+        claims.claim("alpha", "mine")  # the view says absent; the lease says otherwise
+    assert info.value.holder == won.record.holder
+    other.release("alpha", "other")
+    claims.sync()
+    other.claim("beta", "other")
+    other.release("beta", "other")  # beta is a tombstone the view has not seen
+    assert claims.claim("beta", "mine").record.epoch == 2
+    assert [c["epoch"] for c in forge.chain("beta")] == [1, 1, 2]
