@@ -197,8 +197,13 @@ class Claims:
             action = "claim"
             if singleton and current and current.record.live and current.record.desk == desk:
                 action = "takeover"
-            record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
-                                holder=holder, lease_s=lease_s)
+            try:
+                record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
+                                    holder=holder, lease_s=lease_s)
+            except ClaimLost:
+                if attempt == 0 and self.view is not None:
+                    continue  # the synced view may be older than a release: look again before giving up
+                raise
             try:
                 return self._write(current, record, action)
             except _Moved:
@@ -245,9 +250,10 @@ class Claims:
         commit = self.git.write_commit(tree, [current.sha] if current else [], message,
                                        Signature(who, f"{who.replace('/', '.')}@assay.invalid"), self.clock())
         expected = current.sha if current else ZERO
-        crash_point(f"{action}.before-push")
+        point = action.replace("_", "-")
+        crash_point(f"{point}.before-push")
         result = self.git.push([RefUpdate(ref, commit, expected)])[ref]
-        crash_point(f"{action}.after-push")
+        crash_point(f"{point}.after-push")
         if result.ok:
             if self.view is not None:
                 self.view.tips[ref] = commit

@@ -33,6 +33,8 @@ def validate_brief_id(brief: str) -> str:
         raise BriefIdInvalid(brief, "it contains a path separator")
     if ".." in brief:
         raise BriefIdInvalid(brief, "it contains '..'")
+    if brief.endswith("."):
+        raise BriefIdInvalid(brief, "it ends in '.', which git refuses in ref names")
     if brief.endswith(".lock"):
         raise BriefIdInvalid(brief, "it ends in '.lock', which git reserves")
     if len(brief) > 64:

@@ -172,3 +172,13 @@ def test_a_stale_synced_view_never_double_claims(forge: Forge, claims: Claims) -
     other.release("beta", "other")  # beta is a tombstone the view has not seen
     assert claims.claim("beta", "mine").record.epoch == 2
     assert [c["epoch"] for c in forge.chain("beta")] == [1, 1, 2]
+
+
+def test_a_synced_view_older_than_a_release_does_not_lose_the_claim(forge: Forge, claims: Claims) -> None:
+    from assay.git import ForgeGit
+
+    other = Claims(ForgeGit(forge.url))
+    other.claim("gamma", "other")
+    claims.sync()  # sees gamma held
+    other.release("gamma", "other")
+    assert claims.claim("gamma", "mine").record.epoch == 2

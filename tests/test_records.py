@@ -17,6 +17,7 @@ BAD_IDS = {
     "a\\b": "path separator",
     "a..b": "'..'",
     "main.lock": ".lock",
+    "trailing.": "ends in '.'",
     "Fix-Login": "upper-case",
     "x" * 65: "65 characters",
     "café": "non-ASCII",
