@@ -129,9 +129,10 @@ class Claims:
     def read(self, brief: str) -> Claim | None:
         ref = claim_ref(brief)
         tip = self.git.ls_remote(ref).get(ref)
-        return self._load(ref, tip) if tip else None
+        return self.load(ref, tip) if tip else None
 
-    def _load(self, ref: str, sha: str) -> Claim:
+    def load(self, ref: str, sha: str) -> Claim:
+        """The claim record in commit `sha` of `ref` (fetched if the cache lacks it)."""
         self.git.ensure_objects({ref: sha})
         return Claim(decode_claim(self.git.read_objects([f"{sha}:claim.json"])[0], ref), sha)
 
@@ -193,7 +194,7 @@ class Claims:
                 tip, main = refs.get(ref), refs.get(MAIN_REF)
             if require_brief:
                 self._require_brief(brief, main)
-            current = self._load(ref, tip) if tip else None
+            current = self.load(ref, tip) if tip else None
             action = "claim"
             if singleton and current and current.record.live and current.record.desk == desk:
                 action = "takeover"
@@ -239,8 +240,12 @@ class Claims:
                 continue
         raise Conflict(f"brief {brief!r} kept changing under {action}; try again")
 
-    def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> Claim:
-        ref = claim_ref(record.brief)
+    def prepare(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> RefUpdate:
+        """The claim commit for `record` on top of `current`, written to the cache but not pushed.
+
+        The journal pushes it together with its entries (`--atomic`), so every
+        append is also a renewal and a fencing check.
+        """
         blob = self.git.write_blob(record.encode())
         tree = self.git.write_tree([TreeEntry("claim.json", blob)])
         who = author or record.desk or "assay"
@@ -249,19 +254,27 @@ class Claims:
             message += f"\n\n{record.reason}"
         commit = self.git.write_commit(tree, [current.sha] if current else [], message,
                                        Signature(who, f"{who.replace('/', '.')}@assay.invalid"), self.clock())
-        expected = current.sha if current else ZERO
+        return RefUpdate(claim_ref(record.brief), commit, current.sha if current else ZERO)
+
+    def renewal(self, current: Claim, desk: str, epoch: int) -> tuple[ClaimRecord, RefUpdate]:
+        """A renewal of `current` by `desk` at `epoch`, checked by the transition table, not pushed."""
+        record = transition(current.record, "renew", current.record.brief, at=self._now(), desk=desk, epoch=epoch)
+        return record, self.prepare(current, record, "renew")
+
+    def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> Claim:
+        update = self.prepare(current, record, action, author)
         point = action.replace("_", "-")
         crash_point(f"{point}.before-push")
-        result = self.git.push([RefUpdate(ref, commit, expected)])[ref]
+        result = self.git.push([update])[update.ref]
         crash_point(f"{point}.after-push")
         if result.ok:
             if self.view is not None:
-                self.view.tips[ref] = commit
-            return Claim(record, commit)
+                self.view.tips[update.ref] = update.new
+            return Claim(record, update.new)
         if result.status != "stale":
             raise ForgeError(f"the forge refused the claim update for {record.brief!r}: {result.detail}",
                              hint="a hook on the forge, or a stale lock file left by a crashed server, "
-                                  f"can cause this; check {ref} on the forge")
+                                  f"can cause this; check {update.ref} on the forge")
         raise _Moved()
 
     def _require_brief(self, brief: str, main: str | None) -> None:

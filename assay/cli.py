@@ -160,6 +160,79 @@ def claims_cmd(forge: str | None, as_json: bool) -> None:
     views.print_json({"claims": rows, "invalid": invalid}) if as_json else views.render_claims(rows, invalid)
 
 
+def context_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The step context a desk hands its agent; each flag overrides its ASSAY_* variable."""
+    for name, kind, text in reversed([
+            ("--forge", str, "The forge (default: ASSAY_FORGE, .assay.yaml, origin)."),
+            ("--brief", str, "The brief (default: ASSAY_BRIEF)."),
+            ("--desk", str, "The desk holding the brief (default: ASSAY_DESK)."),
+            ("--epoch", int, "The claim epoch the desk holds (default: ASSAY_EPOCH)."),
+            ("--run", str, "This run of the agent (default: ASSAY_RUN).")]):
+        f = click.option(name, type=kind, help=text)(f)
+    return f
+
+
+@cli.group()
+def step() -> None:
+    """Journaled effects and recorded values, for agents (context from ASSAY_* variables)."""
+
+
+@step.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--name", required=True, help="The step's name, e.g. deploy.")
+@click.option("--policy", type=click.Choice(["safe", "idempotent", "unsafe"]), default="unsafe", show_default=True,
+              help="What recovery may do with an interrupted run of this step.")
+@click.option("--input", "input_json", metavar="JSON", help="The step's input (default: the command line).")
+@context_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def step_run(name: str, policy: str, input_json: str | None, forge: str | None, brief: str | None,
+             desk: str | None, epoch: int | None, run: str | None, command: tuple[str, ...]) -> None:
+    """Run COMMAND (after `--`) as a durable step: intent journaled first, result after.
+
+    The command gets its idempotency key in ASSAY_IDEMPOTENCY_KEY. A completed step
+    is not run again; an interrupted unsafe one is refused once (exit 4).
+    """
+    from assay.agent import context_from, open_context_session, parse_input, run_effect
+
+    session = open_context_session(context_from(forge, brief, desk, epoch, run))
+    step_input = parse_input(input_json) if input_json is not None else {"argv": list(command)}
+    sys.exit(run_effect(session, name, policy, step_input, list(command)))
+
+
+@step.command("value")
+@click.argument("kind", type=click.Choice(["now", "uuid", "random"]))
+@click.option("--bytes", "n_bytes", type=click.IntRange(1, 4096), default=16, show_default=True,
+              help="How many random bytes (for `random`), printed as hex.")
+@context_options
+def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, desk: str | None,
+               epoch: int | None, run: str | None) -> None:
+    """Print a clock, uuid or random value, recorded: a replayed run gets the same one."""
+    from assay.agent import context_from, open_context_session
+
+    session = open_context_session(context_from(forge, brief, desk, epoch, run))
+    if kind == "now":
+        value = f"{session.now():.6f}"
+    elif kind == "uuid":
+        value = session.uuid()
+    else:
+        value = session.random_bytes(n_bytes).hex()
+    session.flush()
+    click.echo(value)
+
+
+@cli.command()
+@click.argument("brief_id", metavar="BRIEF")
+@forge_option
+@json_option
+def journal(brief_id: str, forge: str | None, as_json: bool) -> None:
+    """Show a brief's journal as a timeline: claims, intents, results, unknown outcomes, refusals."""
+    from assay import views
+    from assay.config import open_forge
+    from assay.journal import entry_view, read_log
+
+    entries = [entry_view(e) for e in read_log(open_forge(forge), brief_id).entries]
+    views.print_json({"brief": brief_id, "entries": entries}) if as_json else views.render_journal(brief_id, entries)
+
+
 @cli.group()
 def brief() -> None:
     """Work with brief files (briefs/<id>.md)."""

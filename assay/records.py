@@ -121,3 +121,86 @@ def decode_claim(data: bytes | None, ref: str) -> ClaimRecord:
 
 def claim_ref(brief: str) -> str:
     return CLAIMS_PREFIX + validate_brief_id(brief)
+
+
+# -- journal entries -----------------------------------------------------------------------
+
+ENTRY_KINDS = ("claim", "intent", "result", "outcome_unknown", "refused", "nondeterminism", "wait", "wake",
+               "verify", "checkpoint", "steer", "note")
+POLICIES = ("safe", "idempotent", "unsafe")
+RESULT_STATUSES = ("completed", "failed", "cancelled")
+_STEP_KINDS = frozenset({"intent", "result", "outcome_unknown", "refused"})
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One line of `entries.jsonl` at `refs/assay/journal/<brief>`.
+
+    `intent` is the seq of the intent an entry resolves (result, outcome_unknown,
+    refused); `data` holds kind-specific values (output, exit code, a recorded
+    clock value, a note's text).
+    """
+
+    seq: int
+    epoch: int
+    kind: str
+    at: str
+    run: str = ""
+    step: str | None = None
+    ordinal: int | None = None
+    input_sha: str | None = None
+    key: str | None = None
+    policy: str | None = None
+    status: str | None = None
+    intent: int | None = None
+    data: dict[str, Any] | None = None
+    v: int = FORMAT_VERSION
+
+    def encode(self) -> str:
+        obj = {k: v for k, v in asdict(self).items() if v is not None}
+        return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return (self.step or "", self.input_sha or "")
+
+
+_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "v": int, "seq": int, "epoch": int, "kind": str, "at": str, "run": str, "step": str, "ordinal": int,
+    "input_sha": str, "key": str, "policy": str, "status": str, "intent": int, "data": dict,
+}
+
+
+def decode_entry(line: str, ref: str) -> JournalEntry:
+    """Parse one journal line; anything that is not a valid v1 entry raises RecordInvalid(ref, …)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordInvalid(ref, f"journal line is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordInvalid(ref, "journal line is not a JSON object")
+    if obj.get("v") != FORMAT_VERSION:
+        raise RecordInvalid(ref, f"journal entry has format version {obj.get('v')!r}; this Assay reads version "
+                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+    for key, value in obj.items():
+        kind = _ENTRY_TYPES.get(key)
+        if kind is None:
+            raise RecordInvalid(ref, f"journal entry has unknown field {key!r}")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise RecordInvalid(ref, f"journal entry field {key!r} has the wrong type")
+    for key in ("seq", "epoch", "kind", "at"):
+        if key not in obj:
+            raise RecordInvalid(ref, f"journal entry lacks {key!r}")
+    if obj["kind"] not in ENTRY_KINDS:
+        raise RecordInvalid(ref, f"journal entry kind {obj['kind']!r} is not one of {', '.join(ENTRY_KINDS)}")
+    if obj["kind"] in _STEP_KINDS and not {"step", "input_sha"} <= set(obj):
+        raise RecordInvalid(ref, f"journal {obj['kind']} entry {obj['seq']} lacks its step identity")
+    if "policy" in obj and obj["policy"] not in POLICIES:
+        raise RecordInvalid(ref, f"journal entry policy {obj['policy']!r} is not one of {', '.join(POLICIES)}")
+    if obj["kind"] == "result" and obj.get("status") not in RESULT_STATUSES:
+        raise RecordInvalid(ref, f"journal result {obj['seq']} has status {obj.get('status')!r}")
+    return JournalEntry(**obj)
+
+
+def journal_ref(brief: str) -> str:
+    return JOURNAL_PREFIX + validate_brief_id(brief)

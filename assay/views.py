@@ -108,3 +108,45 @@ def render_error(message: str, hint: str) -> None:
     sys.stderr.write(f"error: {message}\n")
     if hint:
         sys.stderr.write(f"hint: {hint}\n")
+
+
+_KIND_STYLE = {"intent": "cyan", "result": "green", "outcome_unknown": "bold yellow", "refused": "bold red",
+               "nondeterminism": "magenta", "note": "dim", "claim": "blue"}
+
+
+def _entry_detail(e: dict[str, Any]) -> str:
+    data = e.get("data") or {}
+    if e["kind"] == "result":
+        out = data.get("output")
+        if isinstance(out, dict) and "exit_code" in out:
+            return f"{e.get('status')} exit {out['exit_code']} in {out.get('duration_ms', 0)}ms"
+        return str(e.get("status")) + (f": {data['error']}" if "error" in data else "")
+    if e["kind"] == "outcome_unknown":
+        return f"Outcome unknown ({data.get('reason', 'interrupted')}); will NOT be replayed automatically"
+    if e["kind"] == "refused":
+        return "repeat refused: the previous run may or may not have completed"
+    if e["kind"] == "nondeterminism":
+        return f"{data.get('name')} = {data.get('value')}"
+    if e["kind"] == "intent":
+        return f"key {e.get('key')}"
+    return ", ".join(f"{k}={v}" for k, v in data.items())
+
+
+def render_journal(brief: str, entries: Sequence[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not entries:
+        console.print(f"brief {brief!r} has no journal yet")
+        return
+    table = Table(box=None, header_style="bold", title=f"journal of {brief}", title_justify="left")
+    for col in ("seq", "at", "epoch", "run", "kind", "step", "policy", "detail"):
+        table.add_column(col, justify="right" if col in ("seq", "epoch") else "left")
+    for e in entries:
+        style = _KIND_STYLE.get(e["kind"], "")
+        step = e.get("step") or ""
+        if e.get("ordinal") is not None and step:
+            step += f"#{e['ordinal']}"
+        table.add_row(str(e["seq"]), e["at"], str(e["epoch"]), e.get("run", ""), f"[{style}]{e['kind']}[/]",
+                      step, e.get("policy") or "", _entry_detail(e))
+    console.print(table)

@@ -1,0 +1,353 @@
+"""Durable steps: write the intent down, do the effect, write the result; replay after a crash.
+
+A step's identity is (name, sha256 of its canonical JSON input); its ordinal is
+its position among calls of that identity in one run. On recovery the program
+runs again from the top and its k-th call of an identity meets the k-th
+recorded call:
+
+| policy     | completed                 | interrupted (intent, no result)                  |
+|------------|---------------------------|--------------------------------------------------|
+| safe       | recorded result returned  | re-run                                           |
+| idempotent | recorded result returned  | re-run with the same idempotency key             |
+| unsafe     | recorded result returned  | `outcome_unknown`; never re-run automatically    |
+
+A call whose identity matches an interrupted intent is a repeat of it, in
+whatever run it comes. After `outcome_unknown` the first repeat is refused
+(exit 4) and the refusal journaled; a second, deliberate call goes through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import signal
+import uuid as uuid_module
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from assay.crash import crash_point
+from assay.errors import AssayError, NeedsPerson, Refused, UsageError
+from assay.journal import INLINE_LIMIT, Draft, Journal
+from assay.records import POLICIES, JournalEntry
+
+CALL_MARKERS = frozenset({"intent", "refused"})
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def unknown_message(name: str) -> str:
+    return (f"The previous `{name}` operation was interrupted. It may or may not have completed successfully. "
+            "Do not repeat it blindly. Inspect the current system state before deciding what to do.")
+
+
+class OutcomeUnknown(Refused):
+    """The first repeat of an interrupted unsafe step: refused, exit 4."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(unknown_message(name),
+                         hint="Operation will NOT be replayed automatically; call it again deliberately to proceed")
+        self.step = name
+
+
+class ReplayMismatch(NeedsPerson):
+    def __init__(self, brief: str, problem: str) -> None:
+        super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
+                         hint="the brief is now blocked; a person must inspect `assay journal` and release it")
+
+
+class StepFailed(AssayError):
+    """A step's function raised; the failure is recorded and replayed as such."""
+
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__(f"step {name!r} failed: {error}")
+        self.step = name
+        self.error = error
+
+
+class Cancelled(BaseException):
+    """SIGTERM during a step (Ctrl-C arrives as KeyboardInterrupt)."""
+
+
+def canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"step input must be JSON: {exc}") from None
+
+
+def input_sha(value: Any) -> str:
+    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Call:
+    name: str
+    sha: str
+    ordinal: int
+    policy: str
+    input: Any
+
+
+class Session:
+    """Durable steps for one brief, one run. Receives its journal."""
+
+    def __init__(self, journal: Journal, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+        self.journal = journal
+        self.max_attempts = max_attempts
+        self._calls: dict[tuple[str, str], int] = {}
+        self._nondet_used = 0
+        self._indexed = -1
+        self._resolutions: dict[int, JournalEntry] = {}
+        for e in journal.entries:  # calls this run already made (each `assay step run` is its own process)
+            if e.run == journal.run:
+                if e.kind in CALL_MARKERS or (e.kind == "note" and (e.data or {}).get("call")):
+                    self._calls[e.identity] = self._calls.get(e.identity, 0) + 1
+                if e.kind == "nondeterminism" or (e.kind == "note" and (e.data or {}).get("replay") == "value"):
+                    self._nondet_used += 1
+
+    # -- the index over the journal -----------------------------------------------------------
+
+    def _resolution(self, intent: JournalEntry) -> JournalEntry | None:
+        entries = self.journal.entries
+        if self._indexed != len(entries):
+            self._resolutions = {e.intent: e for e in entries
+                                 if e.intent is not None and e.kind in ("result", "outcome_unknown")}
+            self._indexed = len(entries)
+        return self._resolutions.get(intent.seq)
+
+    def _interrupted(self, identity: tuple[str, str]) -> JournalEntry | None:
+        for e in self.journal.entries:
+            if e.kind == "intent" and e.identity == identity and self._resolution(e) is None:
+                return e
+        return None
+
+    def _refused(self, intent: JournalEntry) -> bool:
+        return any(e.kind == "refused" and e.intent == intent.seq for e in self.journal.entries)
+
+    def _slot(self, call: Call) -> JournalEntry | None:
+        """The latest earlier-run intent or refusal at this identity and ordinal."""
+        found = None
+        for e in self.journal.entries:
+            if e.kind in CALL_MARKERS and e.identity == (call.name, call.sha) and e.ordinal == call.ordinal \
+                    and e.run != self.journal.run:
+                found = e
+        return found
+
+    def _unrefused_unknown(self, identity: tuple[str, str]) -> JournalEntry | None:
+        for e in self.journal.entries:
+            if e.kind == "outcome_unknown" and e.identity == identity:
+                intent = next(i for i in self.journal.entries if i.seq == e.intent)
+                if not self._refused(intent):
+                    return intent
+        return None
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[[str], Any], input: Any = None, policy: str = "safe",
+             reuse: bool = True) -> Any:
+        """Run `fn(idempotency_key)` as a durable step, or return what it returned before."""
+        if policy not in POLICIES:
+            raise UsageError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+        identity = (name, input_sha(input))
+        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input)
+        self._calls[identity] = call.ordinal + 1
+        interrupted = self._interrupted(identity)
+        if interrupted is not None:
+            self._check_policy(interrupted, call)
+            if interrupted.policy == "unsafe":
+                crash_point("recovery.before-outcome-unknown", name)
+                self.journal.add("outcome_unknown", sync=True, resolves=interrupted, step=name, input_sha=call.sha,
+                                 ordinal=interrupted.ordinal, key=interrupted.key, policy="unsafe",
+                                 data={"reason": "interrupted"})
+                crash_point("recovery.after-outcome-unknown", name)
+                return self._refuse(call, interrupted)
+            self._mark(call, "resume", interrupted.seq)
+            return self._execute(call, fn, interrupted)
+        slot = self._slot(call)
+        if slot is not None and slot.kind == "intent":
+            self._check_policy(slot, call)
+            resolution = self._resolution(slot)
+            assert resolution is not None  # no interrupted intent is left for this identity
+            if resolution.kind == "result" and resolution.status in ("completed", "failed") \
+                    and (reuse or policy != "safe"):
+                self._mark(call, "replay", resolution.seq)
+                return self._replay(call, resolution)
+            if resolution.kind == "outcome_unknown":
+                if not self._refused(slot):
+                    return self._refuse(call, slot)
+                self._mark(call, "replay", resolution.seq)
+                raise OutcomeUnknown(name)
+        elif slot is not None:  # an earlier run was refused here; it replays as refused
+            self._mark(call, "replay", slot.seq)
+            raise OutcomeUnknown(name)
+        unknown = self._unrefused_unknown(identity)
+        if unknown is not None:
+            return self._refuse(call, unknown)
+        return self._execute(call, fn, None)
+
+    def _check_policy(self, recorded: JournalEntry, call: Call) -> None:
+        if recorded.policy and recorded.policy != call.policy:
+            self.mismatch(f"step {call.name!r} was recorded with policy {recorded.policy}, now called as "
+                          f"{call.policy}")
+
+    def _ids(self, call: Call) -> dict[str, Any]:
+        return {"step": call.name, "input_sha": call.sha, "ordinal": call.ordinal}
+
+    def _mark(self, call: Call, what: str, of: int) -> None:
+        self.journal.add("note", sync=False, **self._ids(call), data={"call": what, "of": of})
+
+    def _refuse(self, call: Call, intent: JournalEntry) -> Any:
+        self.journal.add("refused", sync=True, resolves=intent, **self._ids(call), key=intent.key,
+                         policy=intent.policy, data={"message": unknown_message(call.name)})
+        raise OutcomeUnknown(call.name)
+
+    def _execute(self, call: Call, fn: Callable[[str], Any], resume: JournalEntry | None) -> Any:
+        durable_first = call.policy != "safe"
+        ids = self._ids(call)
+        if resume is not None:
+            ids["ordinal"] = resume.ordinal  # the result belongs to the intent it resolves
+            intent: Draft | JournalEntry = resume
+            key = resume.key or ""
+        else:
+            key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
+            small_input = canonical(call.input)
+            intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,
+                                      data={"input": call.input} if len(small_input) <= INLINE_LIMIT else None)
+        crash_point("step.before-execute", call.name)
+        try:
+            with _sigterm_as_cancel():
+                output = fn(key)
+        except (KeyboardInterrupt, Cancelled):
+            if call.policy == "unsafe":
+                self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
+                                 policy=call.policy, data={"reason": "cancelled"})
+            else:
+                self.journal.add("result", sync=True, resolves=intent, **ids, key=key,
+                                 policy=call.policy, status="cancelled")
+            raise
+        except StepFailed as exc:
+            self._result(call, ids, intent, key, "failed", {"error": exc.error}, durable_first)
+            raise
+        except AssayError:
+            raise
+        except Exception as exc:
+            self._result(call, ids, intent, key, "failed", {"error": f"{type(exc).__name__}: {exc}"}, durable_first)
+            raise StepFailed(call.name, f"{type(exc).__name__}: {exc}") from exc
+        crash_point("step.after-execute", call.name)
+        self._result(call, ids, intent, key, "completed", {"output": output}, durable_first)
+        crash_point("step.after-result", call.name)
+        return output
+
+    def _result(self, call: Call, ids: dict[str, Any], intent: Draft | JournalEntry, key: str, status: str,
+                data: dict[str, Any], sync: bool) -> None:
+        blobs: dict[str, bytes] = {}
+        if "output" in data:
+            text = canonical(data["output"])
+            if len(text) > INLINE_LIMIT:
+                blobs["output"] = text.encode("utf-8")
+                data = {}
+        self.journal.add("result", sync=sync, resolves=intent, blobs=blobs, **ids, key=key,
+                         policy=call.policy, status=status, data=data or None)
+
+    def _replay(self, call: Call, result: JournalEntry) -> Any:
+        data = result.data or {}
+        if result.status == "failed":
+            raise StepFailed(call.name, str(data.get("error", "failed")))
+        if "output_blob" in data:
+            return json.loads(self.journal.blob(result, data["output_blob"]))
+        return data.get("output")
+
+    # -- recorded nondeterminism --------------------------------------------------------------
+
+    def now(self) -> float:
+        """The clock, recorded; a replay gets the same value."""
+        value = self._value("now", None, lambda: self.journal.clock())
+        return float(value)
+
+    def uuid(self) -> str:
+        return str(self._value("uuid", None, lambda: str(uuid_module.uuid4())))
+
+    def random_bytes(self, n: int) -> bytes:
+        return bytes.fromhex(str(self._value("random", n, lambda: secrets.token_hex(n))))
+
+    def _value(self, name: str, arg: Any, make: Callable[[], Any]) -> Any:
+        recorded = [e for e in self.journal.entries if e.kind == "nondeterminism"]
+        index = self._nondet_used
+        self._nondet_used += 1
+        if index < len(recorded):
+            r = (recorded[index].data or {})
+            if r.get("name") != name or r.get("arg") != arg:
+                want = f"{name}({arg})" if arg is not None else name
+                got = f"{r.get('name')}({r.get('arg')})" if r.get("arg") is not None else r.get("name")
+                self.mismatch(f"read #{index + 1} asked for {want}, but the journal recorded {got}")
+            self.journal.add("note", sync=False, data={"replay": "value", "of": recorded[index].seq})
+            return r.get("value")
+        value = make()
+        self.journal.add("nondeterminism", sync=False, data={"name": name, "arg": arg, "value": value})
+        return value
+
+    # -- the rest -----------------------------------------------------------------------------
+
+    def mismatch(self, problem: str) -> None:
+        """Halt: journal the mismatch, block the brief for a person, raise ReplayMismatch."""
+        self.journal.add("note", sync=True, data={"replay_mismatch": problem})
+        self.journal.claims.change(self.journal.brief, "block", desk=self.journal.desk, epoch=self.journal.epoch,
+                                   reason=f"replay mismatch: {problem}")
+        raise ReplayMismatch(self.journal.brief, problem)
+
+    def note(self, text: str, sync: bool = False) -> None:
+        self.journal.add("note", sync=sync, data={"text": text})
+
+    def checkpoint(self, name: str, data: bytes) -> None:
+        self.journal.add("checkpoint", sync=True, blobs={"checkpoint": data}, data={"name": name})
+        crash_point("journal.after-checkpoint", name)
+
+    def flush(self) -> None:
+        self.journal.flush()
+
+    def begin_run(self) -> None:
+        """Count this run; after `max_attempts` runs of this epoch that never finished, block the brief."""
+        starts = 0
+        for e in self.journal.entries:
+            event = (e.data or {}).get("run") if e.kind == "note" and e.epoch == self.journal.epoch else None
+            if event == "start":
+                starts += 1
+            elif event == "end":
+                starts = 0
+        if starts >= self.max_attempts:
+            reason = f"{starts} runs in a row ended without finishing"
+            self.journal.add("note", sync=True, data={"blocked": reason})
+            self.journal.claims.change(self.journal.brief, "block", desk=self.journal.desk, epoch=self.journal.epoch,
+                                       reason=reason)
+            raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
+                              hint="inspect `assay journal`, fix the cause, then release the claim")
+        self.journal.add("note", sync=True, data={"run": "start"})
+
+    def end_run(self) -> None:
+        self.journal.add("note", sync=True, data={"run": "end"})
+
+
+@contextmanager
+def _sigterm_as_cancel() -> Iterator[None]:
+    """Turn SIGTERM into Cancelled while a step runs, so its end is recorded."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Cancelled()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def open_session(claims: Any, brief: str, desk: str, epoch: int, run: str | None = None,
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Session:
+    """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given."""
+    return Session(Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12]), max_attempts)

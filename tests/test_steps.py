@@ -1,0 +1,202 @@
+"""Durable steps through the Python API, on a real forge; journals read back with plain git."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from assay.claims import Claims
+from assay.errors import NeedsPerson
+from assay.git import ForgeGit
+from assay.journal import Fenced
+from assay.steps import OutcomeUnknown, ReplayMismatch, Session, StepFailed, open_session
+from tests.conftest import Forge
+from tests.journal_check import claim_chain, entries, invariants, journal_commits
+
+
+class Crash(BaseException):
+    """Stands in for the process dying inside an effect: nothing after it is written."""
+
+
+@pytest.fixture
+def held(forge: Forge, claims: Claims) -> Claims:
+    claims.claim("alpha", "d")
+    return claims
+
+
+def session(claims: Claims, run: str, epoch: int = 1) -> Session:
+    return open_session(claims, "alpha", "d", epoch, run=run)
+
+
+def counter() -> tuple[list[str], Callable[[str], Any]]:
+    calls: list[str] = []
+
+    def fn(key: str) -> Any:
+        calls.append(key)
+        return {"n": len(calls)}
+    return calls, fn
+
+
+def crashing(key: str) -> Any:
+    raise Crash()
+
+
+def test_a_completed_step_is_not_redone(forge: Forge, held: Claims) -> None:
+    calls, fn = counter()
+    s1 = session(held, "r1")
+    assert s1.step("build", fn, input={"v": 1}) == {"n": 1}
+    s1.flush()
+    s2 = session(held, "r2")
+    assert s2.step("build", fn, input={"v": 1}) == {"n": 1}
+    assert s2.step("build", fn, input={"v": 2}) == {"n": 2}  # another input: another step
+    s2.flush()
+    assert len(calls) == 2
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_reuse_false_reruns_a_safe_step(held: Claims) -> None:
+    calls, fn = counter()
+    session(held, "r1").step("read", fn)
+    assert session(held, "r2").step("read", fn, reuse=False) == {"n": 2}
+
+
+def test_interrupted_safe_step_reruns(forge: Forge, held: Claims) -> None:
+    s1 = session(held, "r1")
+    s1.step("prep", lambda k: 1)
+    s1.flush()
+    with pytest.raises(Crash):
+        s1.step("fetch", crashing)
+    s1.flush()  # the safe intent reached the forge in a group commit; its result never will
+    calls, fn = counter()
+    assert session(held, "r2").step("fetch", fn) == {"n": 1}
+    assert calls
+
+
+def test_interrupted_idempotent_step_reruns_with_the_same_key(forge: Forge, held: Claims) -> None:
+    with pytest.raises(Crash):
+        session(held, "r1").step("charge", crashing, input={"amount": 5}, policy="idempotent")
+    calls, fn = counter()
+    s2 = session(held, "r2")
+    s2.step("charge", fn, input={"amount": 5}, policy="idempotent")
+    s2.flush()
+    intent = next(e for e in entries(forge.path, "alpha") if e["kind"] == "intent")
+    assert calls == [intent["key"]]
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_interrupted_unsafe_step_is_unknown_refused_once_then_allowed(forge: Forge, held: Claims) -> None:
+    with pytest.raises(Crash):
+        session(held, "r1").step("deploy", crashing, policy="unsafe")
+    calls, fn = counter()
+    s2 = session(held, "r2")
+    with pytest.raises(OutcomeUnknown) as info:
+        s2.step("deploy", fn, policy="unsafe")
+    assert "may or may not have completed" in info.value.message and info.value.code == 4
+    assert calls == []
+    assert s2.step("deploy", fn, policy="unsafe") == {"n": 1}  # the deliberate second call
+    s2.flush()
+    kinds = [e["kind"] for e in entries(forge.path, "alpha")]
+    assert kinds.count("outcome_unknown") == 1 and kinds.count("refused") == 1
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_a_failed_step_is_recorded_and_replayed_as_failed(held: Claims) -> None:
+    def boom(key: str) -> Any:
+        raise ValueError("disk full")
+    with pytest.raises(StepFailed, match="disk full"):
+        session(held, "r1").step("write", boom, policy="idempotent")
+    calls, fn = counter()
+    with pytest.raises(StepFailed, match="disk full"):
+        session(held, "r2").step("write", fn, policy="idempotent")
+    assert calls == []
+
+
+def test_recorded_clock_uuid_and_random_replay_identically(held: Claims) -> None:
+    s1 = session(held, "r1")
+    first = (s1.now(), s1.uuid(), s1.random_bytes(8))
+    s1.flush()
+    s2 = session(held, "r2")
+    assert (s2.now(), s2.uuid(), s2.random_bytes(8)) == first
+    fresh = s2.uuid()  # past the recording: a new value, recorded in turn
+    s2.flush()
+    s3 = session(held, "r3")
+    assert (s3.now(), s3.uuid(), s3.random_bytes(8), s3.uuid()) == (*first, fresh)
+
+
+def test_a_replay_that_asks_for_something_else_halts_and_blocks(forge: Forge, held: Claims) -> None:
+    s1 = session(held, "r1")
+    s1.now()
+    s1.flush()
+    with pytest.raises(ReplayMismatch) as info:
+        session(held, "r2").uuid()
+    assert info.value.code == 5
+    assert claim_chain(forge.path, "alpha")[-1]["state"] == "blocked"
+
+
+def test_changing_a_steps_policy_is_a_replay_mismatch(held: Claims) -> None:
+    session(held, "r1").step("deploy", lambda k: 1, policy="unsafe")
+    with pytest.raises(ReplayMismatch, match="policy"):
+        session(held, "r2").step("deploy", lambda k: 1, policy="safe")
+
+
+def test_large_outputs_go_to_blobs_and_replay(forge: Forge, held: Claims) -> None:
+    big = "x" * 20000
+    s1 = session(held, "r1")
+    s1.step("log", lambda k: big, policy="idempotent")
+    assert session(held, "r2").step("log", lambda k: "other", policy="idempotent") == big
+    result = next(e for e in entries(forge.path, "alpha") if e["kind"] == "result")
+    assert result["data"]["output_blob"].startswith("blobs/")
+
+
+def test_safe_steps_are_group_committed(forge: Forge, held: Claims) -> None:
+    s1 = session(held, "r1")
+    for i in range(50):
+        s1.step("tick", lambda k: None, input=i)
+    s1.flush()
+    assert len(entries(forge.path, "alpha")) == 100
+    assert journal_commits(forge.path, "alpha") == 1
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_every_append_renews_the_claim(forge: Forge, held: Claims) -> None:
+    before = len(claim_chain(forge.path, "alpha"))
+    s1 = session(held, "r1")
+    s1.step("deploy", lambda k: 1, policy="unsafe")
+    chain = claim_chain(forge.path, "alpha")
+    assert len(chain) == before + 2 and chain[-1]["state"] == "held" and chain[-1]["epoch"] == 1
+
+
+def test_a_fenced_desk_writes_nothing(forge: Forge, held: Claims) -> None:
+    s1 = session(held, "r1")
+    s1.step("prep", lambda k: 1, policy="unsafe")
+    other = Claims(ForgeGit(forge.url))
+    other.force_release("alpha", "stuck", by="ops")
+    other.claim("alpha", "d2")
+    journal_before = entries(forge.path, "alpha")
+    calls, fn = counter()
+    with pytest.raises(Fenced) as info:
+        s1.step("deploy", fn, policy="unsafe")
+    assert info.value.code == 3 and calls == []
+    assert entries(forge.path, "alpha") == journal_before
+    with pytest.raises(Fenced):
+        session(held, "r2")  # a fresh session at the old epoch is refused too
+
+
+def test_runs_that_keep_failing_block_the_brief(forge: Forge, held: Claims) -> None:
+    for run in ("r1", "r2", "r3"):
+        session(held, run).begin_run()  # and never end_run: each one "crashed"
+    with pytest.raises(NeedsPerson):
+        session(held, "r4").begin_run()
+    assert claim_chain(forge.path, "alpha")[-1]["state"] == "blocked"
+
+
+def test_a_run_that_ends_resets_the_count(held: Claims) -> None:
+    for run in ("r1", "r2"):
+        session(held, run).begin_run()
+    s = session(held, "r3")
+    s.begin_run()
+    s.end_run()
+    for run in ("r4", "r5", "r6"):
+        session(held, run).begin_run()
