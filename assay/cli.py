@@ -270,6 +270,7 @@ def demo(directory: Path, n_desks: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: a user's mistake is one `error:` line and an exit code, never a traceback."""
     from assay import views
+    from assay.steps import Cancelled
 
     try:
         rv = cli.main(args=argv, prog_name="assay", standalone_mode=False)
@@ -285,7 +286,11 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except Cancelled:
+        sys.stderr.write("cancelled by SIGTERM; the step's end is recorded in the journal\n")
+        sys.exit(143)
     except Exception as exc:  # a bug, not a user mistake: still no traceback unless asked
         if _debug or os.environ.get("ASSAY_DEBUG"):
             raise
