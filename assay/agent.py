@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from assay.errors import UsageError
-from assay.steps import Cancelled, Session
+from assay.errors import Cancelled, UsageError
+from assay.steps import Session
 
 TAIL_BYTES = 4000
 _SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")

@@ -9,8 +9,6 @@ anything is pushed.
 from __future__ import annotations
 
 import os
-import secrets
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,7 +65,8 @@ class InvalidClaim:
 
 
 def new_holder(desk: str) -> str:
-    return f"{desk}/{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(2)}"
+    """desk/host/pid/nonce: which process of which desk holds a claim."""
+    return f"{desk}/{os.uname().nodename}/{os.getpid()}/{os.urandom(2).hex()}"
 
 
 def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str, desk: str = "",
@@ -95,8 +94,8 @@ def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str,
                            holder=holder or new_holder(desk), lease_s=lease_s or DEFAULT_LEASE_S,
                            branch=f"assay/{brief}", at=at, reason=reason)
     assert current is not None
-    if action == "renew":
-        return current.but(at=at, lease_s=lease_s or current.lease_s)
+    if action == "renew":  # `at` is when the state last changed; a renewal is the commit itself
+        return current.but(lease_s=lease_s or current.lease_s)
     if action == "release":
         if outcome not in OUTCOMES:
             raise UsageError(f"release outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")

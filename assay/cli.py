@@ -267,17 +267,22 @@ def demo(directory: Path, n_desks: int) -> None:
     run_demo(directory, n_desks, echo=click.echo)
 
 
+def _render_error(message: str, hint: str) -> None:
+    from assay.views import render_error
+
+    render_error(message, hint)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: a user's mistake is one `error:` line and an exit code, never a traceback."""
-    from assay import views
-    from assay.steps import Cancelled
+    from assay.errors import Cancelled
 
     try:
         rv = cli.main(args=argv, prog_name="assay", standalone_mode=False)
     except AssayError as exc:
         if _debug:
             raise
-        views.render_error(exc.message, exc.hint)
+        _render_error(exc.message, exc.hint)
         sys.exit(exc.code)
     except click.exceptions.Abort:
         sys.stderr.write("aborted\n")
@@ -294,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug, not a user mistake: still no traceback unless asked
         if _debug or os.environ.get("ASSAY_DEBUG"):
             raise
-        views.render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
+        _render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 

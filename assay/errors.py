@@ -112,3 +112,7 @@ class NeedsPerson(AssayError):
     """Replay mismatch or a blocked brief."""
 
     code = 5
+
+
+class Cancelled(BaseException):
+    """SIGTERM arrived while a step ran (Ctrl-C arrives as KeyboardInterrupt)."""

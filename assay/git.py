@@ -22,9 +22,8 @@ import tempfile
 import time
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, NamedTuple
 
 from assay.errors import ForgeError
 
@@ -32,8 +31,7 @@ ZERO = "0" * 40
 PushStatus = Literal["ok", "stale", "rejected"]
 
 
-@dataclass(frozen=True)
-class RefUpdate:
+class RefUpdate(NamedTuple):
     """Move `ref` to `new` only if it is now `expected` (ZERO: only if absent)."""
 
     ref: str
@@ -41,8 +39,7 @@ class RefUpdate:
     expected: str = ZERO
 
 
-@dataclass(frozen=True)
-class PushResult:
+class PushResult(NamedTuple):
     ref: str
     status: PushStatus
     detail: str = ""
@@ -52,15 +49,13 @@ class PushResult:
         return self.status == "ok"
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
     name: str
     sha: str
     mode: str = "100644"
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     name: str
     email: str
 
@@ -142,6 +137,8 @@ class ForgeGit:
         for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
                            ("core.logAllRefUpdates", "false"), ("assay.forge", self.url)):
             run_git(["config", key, value], cwd=tmp)
+        for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
+            (tmp / "objects" / f"{i:02x}").mkdir(exist_ok=True)
         try:
             os.rename(tmp, self.cache)
         except OSError:  # another process made it first; theirs is as good as ours
@@ -244,15 +241,16 @@ class ForgeGit:
         """Store a loose object in the cache; atomic (temp file, then rename)."""
         raw = f"{kind} {len(data)}\0".encode() + data
         sha = hashlib.sha1(raw).hexdigest()
-        folder = self.cache / "objects" / sha[:2]
-        final = folder / sha[2:]
-        if final.exists():
+        folder = f"{self.cache}/objects/{sha[:2]}"
+        final = f"{folder}/{sha[2:]}"
+        if os.path.exists(final):
             return sha
-        folder.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(zlib.compress(raw, 1))
-        os.chmod(tmp, 0o444)
+        tmp = f"{folder}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            os.write(fd, zlib.compress(raw, 1))
+        finally:
+            os.close(fd)
         os.replace(tmp, final)
         return sha
 

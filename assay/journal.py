@@ -24,6 +24,8 @@ from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry
 from assay.records import JournalEntry, claim_ref, decode_entry, journal_ref, utc_now_iso, validate_brief_id
 
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
+MAX_PENDING = 256  # a group commit carries at most this many entries …
+MAX_PENDING_S = 2.0  # … and waits at most this long for more
 
 
 class Fenced(Conflict):
@@ -102,6 +104,7 @@ class Journal:
         self.tip: str | None = None
         self.claim: Claim | None = None
         self.pending: list[Draft] = []
+        self._oldest_pending = 0.0
 
     @classmethod
     def open(cls, claims: Claims, brief: str, desk: str, epoch: int, run: str,
@@ -145,8 +148,10 @@ class Journal:
             resolves: Draft | JournalEntry | None = None, **fields: Any) -> Draft:
         """Draft an entry; with sync=True it is on the forge (with everything before it) on return."""
         draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves)
+        if not self.pending:
+            self._oldest_pending = time.monotonic()
         self.pending.append(draft)
-        if sync:
+        if sync or len(self.pending) >= MAX_PENDING or time.monotonic() - self._oldest_pending > MAX_PENDING_S:
             self.flush()
         return draft
 

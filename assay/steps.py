@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any
 
 from assay.crash import crash_point
-from assay.errors import AssayError, NeedsPerson, Refused, UsageError
+from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
 from assay.journal import INLINE_LIMIT, Draft, Journal
 from assay.records import POLICIES, JournalEntry
 
@@ -65,10 +65,6 @@ class StepFailed(AssayError):
         super().__init__(f"step {name!r} failed: {error}")
         self.step = name
         self.error = error
-
-
-class Cancelled(BaseException):
-    """SIGTERM during a step (Ctrl-C arrives as KeyboardInterrupt)."""
 
 
 def canonical(value: Any) -> str:

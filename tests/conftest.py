@@ -37,8 +37,9 @@ def pinned_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in PINNED.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "cache"))
-    for key in ("ASSAY_FORGE", "ASSAY_DESK", "ASSAY_CRASH_AT", "ASSAY_DEBUG"):
+    for key in [k for k in os.environ if k.startswith("ASSAY_")]:
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
