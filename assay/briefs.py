@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import BriefIdInvalid, BriefInvalid
+from assay.git import ForgeGit
 from assay.records import validate_brief_id
 
 KEYS = ("title", "desk", "priority", "depends_on", "labels", "verify")
@@ -293,3 +294,60 @@ def _cycles(by_id: dict[str, Brief]) -> list[list[str]]:
         if node not in state:
             visit(node, [])
     return found
+
+
+def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]]:
+    """Every brief on the forge's `main` at commit `main` (one cat-file batch), with its problems."""
+    git.ensure_objects({"refs/heads/main": main})
+    tree = git.read_tree(f"{main}:briefs") or []
+    files = sorted(e for e in tree if e.name.endswith(".md") and e.name.lower() != "readme.md")
+    texts = git.read_objects([e.sha for e in files])
+    briefs: list[Brief] = []
+    problems: list[Problem] = []
+    for entry, data in zip(files, texts, strict=True):
+        path = f"briefs/{entry.name}"
+        try:
+            text = (data or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(Problem(path, None, "the file is not UTF-8 text"))
+            continue
+        brief, found = check_brief(text, path, entry.name.removesuffix(".md"))
+        problems += found
+        if brief:
+            briefs.append(brief)
+    return briefs, problems + check_links(briefs)
+
+
+SKELETON = """---
+title: {title}
+priority: {priority}
+labels: [{labels}]
+depends_on: [{depends}]
+verify:
+  - id: tests
+    run: "true"
+    expect_exit: 0
+    timeout_s: 600
+---
+Describe the task here: what to change, why, and how a reviewer can tell it is done.
+Replace the verify row with commands that prove it (they run from main's copy of this file).
+"""
+
+
+def new_brief(folder: Path, brief_id: str, title: str, priority: int = DEFAULT_PRIORITY,
+              labels: tuple[str, ...] = (), depends_on: tuple[str, ...] = ()) -> Path:
+    """Write a valid skeleton `briefs/<id>.md`; refuses to overwrite."""
+    from assay.errors import UsageError
+
+    validate_brief_id(brief_id)
+    path = folder / f"{brief_id}.md"
+    if path.exists():
+        raise UsageError(f"{path} already exists", hint="pick another id or edit the file")
+    text = SKELETON.format(title=title.replace("\n", " "), priority=priority, labels=", ".join(labels),
+                           depends=", ".join(depends_on))
+    _, problems = check_brief(text, str(path), brief_id)
+    if problems:
+        raise UsageError(f"the brief would be invalid: {problems[0]}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -255,16 +255,190 @@ def brief_lint(folder: Path | None) -> None:
         sys.exit(2)
 
 
+@cli.command("briefs")
+@forge_option
+@json_option
+def briefs_cmd(forge: str | None, as_json: bool) -> None:
+    """List the briefs on the forge's main with their state (ready, blocked by dependencies, claimed, done)."""
+    from assay import views
+    from assay.config import open_claims
+    from assay.desk import sync
+
+    claims = open_claims(forge)
+    board = sync(claims.git, claims)
+    rows = views.brief_rows(board)
+    views.print_json({"main": board.main, "briefs": rows}) if as_json else views.render_briefs(rows)
+
+
+@brief.command("new")
+@click.argument("brief_id", metavar="ID")
+@click.option("--title", required=True, help="One line saying what the brief is for.")
+@click.option("--priority", type=click.IntRange(0, 9), default=5, show_default=True, help="0 is most urgent.")
+@click.option("--label", "labels", multiple=True, help="A label desks match on (repeatable).")
+@click.option("--depends-on", "depends", multiple=True, help="A brief that must be done first (repeatable).")
+def brief_new(brief_id: str, title: str, priority: int, labels: tuple[str, ...], depends: tuple[str, ...]) -> None:
+    """Write a valid skeleton briefs/ID.md; commit and push it to main to make it claimable."""
+    from assay.briefs import new_brief
+
+    path = new_brief(Path.cwd() / "briefs", brief_id, title, priority, labels, depends)
+    click.echo(f"wrote {path.relative_to(Path.cwd())}; edit it, then commit and push it to main")
+
+
+@cli.group()
+def desk() -> None:
+    """Run desks: claim ready briefs and work them into reviews."""
+
+
+@desk.command("run")
+@click.argument("name")
+@click.option("--once", is_flag=True, help="One pass: work what is ready now, then exit.")
+@click.option("--max-briefs", type=click.IntRange(1), help="Stop after working this many briefs.")
+@click.option("--poll", "poll_s", type=float, default=5.0, show_default=True, help="Seconds between idle passes.")
+@click.option("--state-dir", type=click.Path(path_type=Path), help="Where worktrees and prompts live "
+              "(default: ASSAY_STATE_DIR or ~/.local/state/assay).")
+@forge_option
+def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None,
+             forge: str | None) -> None:
+    """Run desk NAME (desks/NAME.yaml on main) until stopped, or once."""
+    from assay.desk import run_desk
+
+    report = run_desk(forge, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo)
+    click.echo(f"{name}: worked {len(report.worked)} brief(s): "
+               + (", ".join(f"{b} {o}" for b, o in report.outcomes.items()) or "none"))
+
+
+@cli.group()
+def review() -> None:
+    """Draft reviews of work branches (refs/assay/reviews/* on a plain git forge)."""
+
+
+@review.command("list")
+@forge_option
+@json_option
+def review_list(forge: str | None, as_json: bool) -> None:
+    """List every review: brief, state, branch, approvals."""
+    from assay import views
+    from assay.config import open_reviews
+
+    rows = [views.review_view(r) for r in open_reviews(forge).list()]
+    views.print_json({"reviews": rows}) if as_json else views.render_reviews(rows)
+
+
+@review.command("show")
+@click.argument("brief_id", metavar="BRIEF")
+@forge_option
+@json_option
+def review_show(brief_id: str, forge: str | None, as_json: bool) -> None:
+    """Show one review with its comments."""
+    from assay import views
+    from assay.config import open_reviews
+    from assay.errors import UsageError
+
+    found = open_reviews(forge).get(brief_id)
+    if found is None:
+        raise UsageError(f"brief {brief_id!r} has no review", hint="`assay review list` shows the reviews")
+    view = views.review_view(found)
+    views.print_json(view) if as_json else views.render_review(view)
+
+
+def _person() -> str:
+    return os.environ.get("ASSAY_PERSON") or os.environ.get("USER") or "a-person"
+
+
+@review.command("comment")
+@click.argument("brief_id", metavar="BRIEF")
+@click.argument("text")
+@forge_option
+def review_comment(brief_id: str, text: str, forge: str | None) -> None:
+    """Add a comment to a review."""
+    from assay.config import open_reviews
+
+    open_reviews(forge).comment(brief_id, _person(), text)
+    click.echo(f"commented on {brief_id}")
+
+
+@review.command("approve")
+@click.argument("brief_id", metavar="BRIEF")
+@forge_option
+def review_approve(brief_id: str, forge: str | None) -> None:
+    """Approve a review."""
+    from assay.config import open_reviews
+
+    open_reviews(forge).approve(brief_id, _person())
+    click.echo(f"approved {brief_id}")
+
+
+@review.command("merge")
+@click.argument("brief_id", metavar="BRIEF")
+@forge_option
+def review_merge(brief_id: str, forge: str | None) -> None:
+    """Merge a ready review into main on the forge (a compare-and-swap on main)."""
+    from assay.config import open_reviews
+
+    merged = open_reviews(forge).merge(brief_id, _person())
+    click.echo(f"merged {brief_id} into main at {merged.record.merged_commit[:10]}")
+
+
+@review.command("close")
+@click.argument("brief_id", metavar="BRIEF")
+@click.option("--reason", default="", help="Why it is closed without merging.")
+@forge_option
+def review_close(brief_id: str, reason: str, forge: str | None) -> None:
+    """Close a review without merging it."""
+    from assay.config import open_reviews
+
+    open_reviews(forge).close(brief_id, _person(), reason)
+    click.echo(f"closed {brief_id}")
+
+
+@cli.command("wait")
+@click.argument("brief_id", metavar="BRIEF")
+@click.option("--on", "on", required=True, metavar="CONDITION",
+              help="review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ.")
+@click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
+@forge_option
+def wait_cmd(brief_id: str, on: str, desk: str | None, forge: str | None) -> None:
+    """Park a held brief on a condition; it holds no compute until woken."""
+    from assay import waits
+
+    parked = waits.wait(_claims(forge), brief_id, on, _person(), desk)
+    click.echo(f"{brief_id} is waiting on {on} (epoch {parked.record.epoch})")
+
+
+@cli.command("wake")
+@click.argument("brief_id", metavar="BRIEF")
+@click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
+@forge_option
+def wake_cmd(brief_id: str, desk: str | None, forge: str | None) -> None:
+    """Wake a waiting brief; its desk resumes it from the journal."""
+    from assay import waits
+
+    woken = waits.wake(_claims(forge), brief_id, _person(), desk)
+    click.echo(f"{brief_id} is held again by desk {woken.record.desk} (epoch {woken.record.epoch})")
+
+
+@cli.command("steer")
+@click.argument("brief_id", metavar="BRIEF")
+@click.argument("text")
+@forge_option
+def steer_cmd(brief_id: str, text: str, forge: str | None) -> None:
+    """Journal guidance the agent receives on its next run, and after any recovery."""
+    from assay import waits
+
+    seq = waits.steer(_claims(forge), brief_id, text, _person())
+    click.echo(f"steering for {brief_id} journaled (seq {seq}); the agent gets it on its next run")
+
+
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("assay-demo"), show_default=True,
-              help="Where the demo forge and desks live.")
-@click.option("--desks", "n_desks", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="How many desk processes race for the briefs.")
-def demo(directory: Path, n_desks: int) -> None:
-    """Run the embedded demo: a local forge, briefs, and desks racing for them as real processes."""
+              help="Where the demo forge, desks and worktrees live; an earlier demo there is resumed.")
+@click.option("--crash-at", metavar="POINT[:STEP]", help="Arm a named crash point in every desk, e.g. "
+              "step.after-execute:deploy; the demo stops at the crash. Run the demo again to recover.")
+def demo(directory: Path, crash_at: str | None) -> None:
+    """Run the embedded demo: a forge on disk, six briefs, three desks with the scripted agent."""
     from assay.demo import run_demo
 
-    run_demo(directory, n_desks, echo=click.echo)
+    sys.exit(run_demo(directory, crash_at, echo=click.echo))
 
 
 def _render_error(message: str, hint: str) -> None:

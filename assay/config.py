@@ -12,6 +12,7 @@ from assay.git import is_local_path, local_repo_origin
 
 if TYPE_CHECKING:
     from assay.claims import Claims
+    from assay.forge.plain import PlainReviews
     from assay.git import ForgeGit
 
 CONFIG_NAME = ".assay.yaml"
@@ -94,3 +95,20 @@ def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:
     from assay.claims import Claims
 
     return Claims(open_forge(flag, cwd))
+
+
+def open_reviews(flag: str | None, cwd: Path | None = None) -> PlainReviews:
+    from assay.forge.plain import PlainReviews
+
+    return PlainReviews(open_forge(flag, cwd))
+
+
+def state_dir_for(url: str, explicit: Path | None = None) -> Path:
+    """Where a desk keeps worktrees and prompts for this forge."""
+    import hashlib
+
+    if explicit:
+        return explicit
+    base = os.environ.get("ASSAY_STATE_DIR") or os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
+    root = Path(base) if os.environ.get("ASSAY_STATE_DIR") else Path(base) / "assay"
+    return root / hashlib.sha256(url.encode()).hexdigest()[:20]

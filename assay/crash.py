@@ -1,4 +1,5 @@
-"""Named crash points: `ASSAY_CRASH_AT=<point>[:<step>]` SIGKILLs the process there.
+"""Named crash points: `ASSAY_CRASH_AT=<point>[:<step>]` SIGKILLs the process there
+(its whole process group with `ASSAY_CRASH_SCOPE=group`).
 
 They sit at the durable boundaries so the crash suite can prove that a process
 killed at any of them loses nothing and repeats no unsafe effect.
@@ -20,4 +21,6 @@ def crash_point(point: str, step: str | None = None) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    if os.environ.get("ASSAY_CRASH_SCOPE") == "group":  # the whole machine "dies": desk, agent and all
+        os.killpg(os.getpgrp(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

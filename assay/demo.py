@@ -1,133 +1,152 @@
-"""`assay demo`: a forge on disk, six briefs, and desks racing for them as real processes.
+"""`assay demo`: a forge on disk, six briefs, three desks running the scripted agent as real processes.
 
-Each desk is a separate `python -m assay.demo desk …` process. Desks take ready
-briefs (dependencies done) in priority order; a lost race is exit-3 business as
-usual and the desk moves on. The summary is read back from the forge.
+The demo plays the person too: it merges each review once the desk marked it
+ready. With `--crash-at POINT` every desk runs with that crash point armed and
+the demo stops at the first crash; running `assay demo` again recovers from
+what the forge holds.
 """
 
 from __future__ import annotations
 
-import shutil
+import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from assay.briefs import Brief, lint_folder
 from assay.claims import Claims
-from assay.errors import AssayError, Conflict, UsageError
+from assay.errors import AssayError, UsageError
+from assay.forge.plain import PlainReviews
 from assay.git import ForgeGit, WorkRepo, init_bare
 
+Echo = Callable[[str], None]
 MARKER = ".assay-demo"
-BRIEFS = {
-    "setup-ci": ("Set up CI", 1, [], "true"),
-    "fix-login": ("Fix the login redirect", 2, ["setup-ci"], "test -n login"),
-    "add-search": ("Add search to the catalogue", 3, ["setup-ci"], "true"),
-    "rate-limit": ("Rate-limit the public API", 3, ["fix-login"], "true"),
-    "docs-api": ("Document the API", 5, ["add-search", "rate-limit"], "true"),
-    "cleanup": ("Remove dead feature flags", 7, [], "true"),
+TIMEOUT_S = 180
+DESKS = ("demo-1", "demo-2", "demo-3")
+
+# id: (title, priority, depends_on, script lines, verify command)
+BRIEFS: dict[str, tuple[str, int, list[str], list[str], str]] = {
+    "setup-ci": ("Set up CI", 1, [], ["write ci.txt CI is ready"], "grep -q ready ci.txt"),
+    "fix-login": ("Fix the login redirect", 2, ["setup-ci"],
+                  ["write login.txt redirect to the page asked for", "run test -f ci.txt"], "test -f login.txt"),
+    "add-search": ("Add search to the catalogue", 3, ["setup-ci"], ["write search.txt search: enabled"],
+                   "grep -q enabled search.txt"),
+    "rate-limit": ("Rate-limit the public API", 3, ["fix-login"],
+                   ["write ratelimit.txt 100 requests per minute", "deploy"], "test -f ratelimit.txt"),
+    "docs-api": ("Document the API", 5, ["add-search", "rate-limit"],
+                 ["steering", "write docs/api.md # API\\nsearch and rate limits"], "test -f docs/api.md"),
+    "cleanup": ("Remove dead feature flags", 7, [], ["fail-attempts 1", "write cleanup.txt flags removed"],
+                "test -f cleanup.txt"),
 }
 
 
-def brief_text(title: str, priority: int, deps: list[str], verify: str) -> str:
+def brief_text(title: str, priority: int, deps: list[str], script: list[str], verify: str) -> str:
     dep_line = f"depends_on: [{', '.join(deps)}]\n" if deps else ""
-    return (f"---\ntitle: {title}\npriority: {priority}\n{dep_line}labels: [demo]\n"
-            f"verify:\n  - id: check\n    run: \"{verify}\"\n---\n{title}.\n")
+    body = "\n".join(script)
+    return (f"---\ntitle: {title}\npriority: {priority}\n{dep_line}labels: [demo]\nverify:\n"
+            f"  - id: check\n    run: \"{verify}\"\n    timeout_s: 30\n---\n{title}.\n\n"
+            f"```assay-script\n{body}\n```\n")
 
 
-def prepare(directory: Path) -> tuple[Path, Path]:
-    """Lay out DIR/forge.git with main holding the briefs; refuse a folder that is not ours."""
+def desk_text(name: str) -> str:
+    return (f"name: {name}\ntakes:\n  labels: [demo]\nagent:\n  command: [python, -m, assay.agents.scripted]\n"
+            "lease_s: 120\nheartbeat_s: 10\nsingleton: false\nattempts: 2\nverify_timeout_s: 60\n")
+
+
+def prepare(directory: Path, echo: Echo) -> Path:
+    """A new demo in an empty folder, or the earlier demo found there; refuses anything else."""
+    forge = directory / "forge.git"
     if directory.exists() and any(directory.iterdir()):
         if not (directory / MARKER).exists():
             raise UsageError(f"{directory} is not empty and is not an earlier demo",
                              hint="pass --dir with a new or empty folder")
-        shutil.rmtree(directory)
+        echo(f"resuming the demo in {directory}: recovering from what the forge holds")
+        return forge
     directory.mkdir(parents=True, exist_ok=True)
     (directory / MARKER).write_text("made by `assay demo`; safe to delete\n")
-    forge = directory / "forge.git"
     init_bare(forge)
     seed = directory / "seed"
     repo = WorkRepo.init(seed)
     (seed / "briefs").mkdir()
-    for brief_id, (title, prio, deps, verify) in BRIEFS.items():
-        (seed / "briefs" / f"{brief_id}.md").write_text(brief_text(title, prio, deps, verify))
-    (seed / ".assay.yaml").write_text("forge: ../forge.git\n")
-    repo.commit_all("demo: six briefs")
+    (seed / "desks").mkdir()
+    for brief_id, (title, prio, deps, script, verify) in BRIEFS.items():
+        (seed / "briefs" / f"{brief_id}.md").write_text(brief_text(title, prio, deps, script, verify))
+    for name in DESKS:
+        (seed / "desks" / f"{name}.yaml").write_text(desk_text(name))
+    (seed / "README.md").write_text("The demo project.\n")
+    repo.commit_all("demo: six briefs and three desks")
     repo.push_new_branch(str(forge))
-    return forge, seed
+    echo(f"new demo in {directory}: forge {forge}, {len(BRIEFS)} briefs, {len(DESKS)} desks")
+    return forge
 
 
-def run_demo(directory: Path, n_desks: int, echo: Callable[[str], None]) -> None:
+def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
     from assay import views
+    from assay.waits import steer
 
     directory = directory.resolve()
-    forge, seed = prepare(directory)
-    echo(f"forge: {forge}")
-    echo(f"starting {n_desks} desks as separate processes …")
+    forge = prepare(directory, echo)
+    cache = directory / "cache"
+    os.environ["ASSAY_CACHE_DIR"] = str(cache)
+    git = ForgeGit(str(forge))
+    claims, reviews = Claims(git), PlainReviews(git)
+    if not (directory / "steered").exists():  # once per demo: steering typed before any desk runs
+        steer(claims, "docs-api", "Mention the rate limits next to search.", "demo")
+        (directory / "steered").write_text("yes\n")
+    env = {**os.environ, "ASSAY_CACHE_DIR": str(cache), "ASSAY_EFFECTS_LOG": str(directory / "effects.log")}
+    if crash_at:
+        env.update({"ASSAY_CRASH_AT": crash_at, "ASSAY_CRASH_SCOPE": "group"})
     started = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, "-m", "assay.demo", "desk", f"desk-{i + 1}", str(forge), str(seed)],
-                              stdout=subprocess.PIPE, text=True) for i in range(n_desks)]
-    for proc in procs:
-        out, _ = proc.communicate()
-        for line in out.splitlines():
-            echo("  " + line)
-    claims = Claims(ForgeGit(str(forge)))
+    procs = {name: subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", name, "--forge", str(forge),
+                                     "--state-dir", str(directory / "state"), "--poll", "0.2"],
+                                    env=env, start_new_session=True) for name in DESKS}
+    crashed = None
+    try:
+        while True:
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    crashed = crashed or (name if proc.returncode == -signal.SIGKILL else None)
+                    if proc.returncode not in (0, -signal.SIGKILL):
+                        raise AssayError(f"desk {name} exited with {proc.returncode}")
+            if crashed:
+                break
+            _merge_ready(reviews, echo)
+            good, _ = claims.list_all()
+            if len([c for c in good if c.record.state == "done"]) == len(BRIEFS):
+                break
+            if time.monotonic() - started > TIMEOUT_S:
+                raise AssayError(f"the demo did not finish in {TIMEOUT_S}s", hint="see `assay claims` in the demo")
+            time.sleep(0.2)  # the demo's reviewer polls the forge like a person refreshing a page
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs.values():
+            proc.wait()
+    if crashed:
+        echo(f"crash injected at {crash_at} (desk {crashed} and its agent were SIGKILLed)")
+        echo(f"run `assay demo --dir {directory}` again to recover from the forge")
+        return 0
     good, bad = claims.list_all()
     now = time.time()
     views.render_claims([views.claim_view(c, now) for c in good], [views.invalid_view(b) for b in bad])
-    echo(f"all {len(good)} briefs done in {time.monotonic() - started:.1f}s; "
-         f"custody: `assay claim history BRIEF --forge {forge}`")
-
-
-def desk_loop(desk: str, forge: str, seed: Path) -> int:
-    """One demo desk: claim ready briefs in priority order until every brief is done."""
-    briefs, problems = lint_folder(seed / "briefs")
-    if problems:
-        print(f"{desk}: the briefs have problems: {problems[0]}", flush=True)
-        return 2
-    claims = Claims(ForgeGit(forge))
-    races_lost = 0
-    while True:
-        good, _ = claims.list_all()
-        states = {c.record.brief: c.record.state for c in good}
-        if all(states.get(b.id) == "done" for b in briefs):
-            break
-        ready = [b for b in sorted(briefs, key=lambda b: (b.priority, b.id))
-                 if states.get(b.id) in (None, "released", "expired", "abandoned")
-                 and all(states.get(d) == "done" for d in b.depends_on)]
-        if not ready and not any(state in ("held", "waiting") for state in states.values()):
-            print(f"{desk}: nothing is ready and nothing is in progress; stopping", flush=True)
-            return 1
-        if not ready:
-            time.sleep(0.05)  # a demo desk polling the forge for work, not test synchronisation
-            continue
-        for brief in ready:
-            if _work_one(claims, desk, brief):
-                break
-            races_lost += 1
-    print(f"{desk}: finished; lost {races_lost} race(s) to other desks", flush=True)
+    deploys = [line for line in (directory / "effects.log").read_text().splitlines() if line.startswith("deployed")] \
+        if (directory / "effects.log").exists() else []
+    echo(f"all {len(BRIEFS)} briefs done in {time.monotonic() - started:.1f}s; deploy ran {len(deploys)} time(s)")
+    echo(f"look closer: assay journal rate-limit --forge {forge}")
+    echo(f"             assay review list --forge {forge}   |   assay claim history docs-api --forge {forge}")
     return 0
 
 
-def _work_one(claims: Claims, desk: str, brief: Brief) -> bool:
-    try:
-        held = claims.claim(brief.id, desk, lease_s=60)
-    except Conflict:
-        return False
-    print(f"{desk}: claimed {brief.id} (epoch {held.record.epoch})", flush=True)
-    ok = all(subprocess.run(row.run, shell=True, capture_output=True).returncode == row.expect_exit
-             for row in brief.verify)
-    claims.release(brief.id, desk, outcome="done" if ok else "released", reason="verify rows passed" if ok else "")
-    print(f"{desk}: {brief.id} -> {'done' if ok else 'released'}", flush=True)
-    return True
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "desk":
-        try:
-            sys.exit(desk_loop(sys.argv[2], sys.argv[3], Path(sys.argv[4])))
-        except AssayError as exc:
-            print(f"{sys.argv[2]}: error: {exc.message}", flush=True)
-            sys.exit(exc.code)
-    sys.exit("usage: python -m assay.demo desk NAME FORGE SEED")
+def _merge_ready(reviews: PlainReviews, echo: Echo) -> None:
+    for review in reviews.list():
+        if hasattr(review, "record") and review.record.state == "ready":
+            try:
+                reviews.approve(review.record.brief, "demo-reviewer")
+                merged = reviews.merge(review.record.brief, "demo-reviewer")
+            except AssayError as exc:
+                echo(f"reviewer: could not merge {review.record.brief}: {exc.message}")
+                continue
+            echo(f"reviewer: merged {merged.record.brief} into main ({merged.record.merged_commit[:10]})")

@@ -107,6 +107,11 @@ def redact(text: str) -> str:
     return _CREDENTIALS.sub(r"\1***@", text)
 
 
+def strip_credentials(url: str) -> str:
+    """The URL without a user:token part, for processes that must not see forge credentials."""
+    return _CREDENTIALS.sub(r"\1", url)
+
+
 def _first_error(stderr: bytes) -> str:
     lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
     fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
@@ -216,6 +221,22 @@ class ForgeGit:
                 self._batch.stdout.close()
             self._batch = None
 
+    def read_tree(self, spec: str) -> list[TreeEntry] | None:
+        """The entries of a tree (`sha` or `sha:path`), parsed from git's binary tree format."""
+        data = self.read_objects([spec])[0]
+        if data is None:
+            return None
+        entries: list[TreeEntry] = []
+        i = 0
+        while i < len(data):
+            space = data.index(b" ", i)
+            nul = data.index(b"\0", space)
+            mode = data[i:space].decode()
+            name = data[space + 1:nul].decode("utf-8", "replace")
+            entries.append(TreeEntry(name, data[nul + 1:nul + 21].hex(), mode))
+            i = nul + 21
+        return entries
+
     def rev_list(self, tip: str, limit: int | None = None) -> list[str]:
         """Commits reachable from `tip`, newest first (first-parent chain)."""
         args = ["rev-list", "--first-parent", tip]
@@ -234,6 +255,27 @@ class ForgeGit:
             if line.startswith("parent "):
                 parents.append(line[7:])
         return parents
+
+    # -- worktrees (one per desk and brief, never shared) ------------------------------
+
+    def worktree(self, path: Path, commit: str) -> WorkRepo:
+        """A worktree of the cache at `path`: adopted as it is if it exists (work in progress survives a crash)."""
+        if (path / ".git").exists():
+            return WorkRepo(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._git("worktree", "prune")
+        self._git("worktree", "add", "--detach", "--force", str(path), commit)
+        return WorkRepo(path)
+
+    def merge_tree(self, ours: str, theirs: str) -> str | None:
+        """The tree of merging commit `theirs` into `ours` (both in the cache), or None if they conflict."""
+        proc = self._git("merge-tree", "--write-tree", "--no-messages", ours, theirs, check=False)
+        if proc.returncode == 1:
+            return None
+        if proc.returncode != 0:
+            raise ForgeError(f"git merge-tree failed: {_first_error(proc.stderr)}",
+                             hint="merging reviews needs git 2.38 or newer")
+        return proc.stdout.decode().split()[0]
 
     # -- writing objects (into the cache, before a push) ----------------------------
 
@@ -402,13 +444,15 @@ class WorkRepo:
     def has_commits(self) -> bool:
         return self.git("rev-parse", "--verify", "-q", "HEAD", check=False).returncode == 0
 
-    def commit_all(self, message: str, paths: Sequence[str] = (".",)) -> bool:
+    def commit_all(self, message: str, paths: Sequence[str] = (".",), author: Signature | None = None) -> bool:
         """Stage `paths` and commit; False when there was nothing to commit."""
-        self.git("add", "--", *paths)
+        self.git("add", "-A", "--", *paths)
         if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
             return False
         ident = ["-c", "user.name=assay", "-c", "user.email=assay@assay.invalid"]
-        if self.git("config", "user.email", check=False).returncode == 0:
+        if author is not None:
+            ident = ["-c", f"user.name={author.name}", "-c", f"user.email={author.email}"]
+        elif self.git("config", "user.email", check=False).returncode == 0:
             ident = []
         self.git(*ident, "commit", "-q", "-m", message)
         return True

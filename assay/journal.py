@@ -104,6 +104,7 @@ class Journal:
         self.tip: str | None = None
         self.claim: Claim | None = None
         self.pending: list[Draft] = []
+        self.extra_refs: list[RefUpdate] = []
         self._oldest_pending = 0.0
 
     @classmethod
@@ -145,9 +146,15 @@ class Journal:
     # -- writing ------------------------------------------------------------------------
 
     def add(self, kind: str, *, sync: bool = True, blobs: dict[str, bytes] | None = None,
-            resolves: Draft | JournalEntry | None = None, **fields: Any) -> Draft:
-        """Draft an entry; with sync=True it is on the forge (with everything before it) on return."""
+            resolves: Draft | JournalEntry | None = None, refs: list[RefUpdate] | None = None,
+            **fields: Any) -> Draft:
+        """Draft an entry; with sync=True it is on the forge (with everything before it) on return.
+
+        `refs` are moved in the same atomic push (a work branch, say), so they are
+        fenced exactly like the entry: a desk that lost its claim moves nothing.
+        """
         draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves)
+        self.extra_refs += refs or []
         if not self.pending:
             self._oldest_pending = time.monotonic()
         self.pending.append(draft)
@@ -169,7 +176,8 @@ class Journal:
             crash_point("journal.before-push", step)
             if len(entries) > 1:  # a group commit: named by the first step it carries
                 crash_point("journal.group-flush", next((e.step for e in entries if e.step), None))
-            results = self.git.push([RefUpdate(jref, commit, self.tip or ZERO), renewal], atomic=True)
+            results = self.git.push([RefUpdate(jref, commit, self.tip or ZERO), renewal, *self.extra_refs],
+                                    atomic=True)
             if all(r.ok for r in results.values()):
                 self._landed(entries, commit, Claim(record, renewal.new))
                 for e in entries:
@@ -177,6 +185,12 @@ class Journal:
                         crash_point("journal.after-intent", e.step)
                 crash_point("journal.after-push", step)
                 return
+            moved = [u.ref for u in self.extra_refs if results[u.ref].status == "stale"]
+            if moved:
+                self.pending.clear()
+                self.extra_refs.clear()
+                raise Conflict(f"{', '.join(moved)} moved under desk {self.desk!r}; nothing was written",
+                               hint="another writer pushed to the work branch; inspect it before going on")
             if not any(r.status == "stale" for r in results.values()):
                 detail = "; ".join(f"{ref}: {r.detail}" for ref, r in results.items() if not r.ok)
                 raise ForgeError(f"the forge refused a journal append for {self.brief!r}: {detail}")
@@ -224,7 +238,35 @@ class Journal:
         self.tip = commit
         self.claim = claim
         self.pending.clear()
+        self.extra_refs.clear()
 
 
 def entry_view(entry: JournalEntry) -> dict[str, Any]:
     return {k: v for k, v in entry.__dict__.items() if v is not None}
+
+
+def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str,
+                     clock: Callable[[], float] = time.time) -> JournalEntry:
+    """A person's entry (steering, a wait or wake by hand): the journal ref alone, under its lease.
+
+    It renews no claim, so it needs none; it is stamped with the current claim's
+    epoch (0 if the brief was never claimed) and kept for the next run.
+    """
+    git = claims.git
+    jref, cref = journal_ref(brief), claim_ref(brief)
+    for _ in range(8):
+        refs = git.ls_remote(jref, cref)
+        epoch = claims.load(cref, refs[cref]).record.epoch if cref in refs else 0
+        log = read_log(git, brief, refs.get(jref))
+        seq = (log.entries[-1].seq + 1) if log.entries else 1
+        entry = JournalEntry(seq=seq, epoch=epoch, kind=kind, at=utc_now_iso(clock()), run=f"person:{by}",
+                             data=data)
+        tree = git.write_tree([TreeEntry("entries.jsonl", git.write_blob((entry.encode() + "\n").encode()))])
+        commit = git.write_commit(tree, [log.tip] if log.tip else [], f"assay: journal {brief} seq {seq} ({kind})",
+                                  Signature(by, f"{by}@assay.invalid"), clock())
+        result = git.push([RefUpdate(jref, commit, log.tip or ZERO)])[jref]
+        if result.ok:
+            return entry
+        if result.status != "stale":
+            raise ForgeError(f"the forge refused a journal append for {brief!r}: {result.detail}")
+    raise Conflict(f"the journal of {brief!r} kept moving; try again")

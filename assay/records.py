@@ -204,3 +204,103 @@ def decode_entry(line: str, ref: str) -> JournalEntry:
 
 def journal_ref(brief: str) -> str:
     return JOURNAL_PREFIX + validate_brief_id(brief)
+
+
+# -- reviews (draft pull requests on forges without them) ----------------------------------
+
+REVIEW_STATES = ("draft", "ready", "merged", "closed")
+_SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
+
+
+@dataclass(frozen=True)
+class ReviewComment:
+    by: str
+    at: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ReviewRecord:
+    """One commit of a review chain: `review.json` at `refs/assay/reviews/<brief>`.
+
+    `head` is the branch tip last recorded ("" if unknown); `merged_commit` is
+    the merge commit on main once merged ("" before).
+    """
+
+    brief: str
+    branch: str
+    title: str
+    state: str
+    opened_at: str
+    at: str
+    base: str = "main"
+    head: str = ""
+    merged_commit: str = ""
+    approvals: tuple[str, ...] = ()
+    comments: tuple[ReviewComment, ...] = ()
+    v: int = FORMAT_VERSION
+
+    def but(self, **changes: Any) -> ReviewRecord:
+        return replace(self, **changes)
+
+    def encode(self) -> bytes:
+        return (json.dumps(asdict(self), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+_REVIEW_FIELDS: dict[str, type] = {
+    "v": int, "brief": str, "branch": str, "title": str, "state": str, "base": str, "head": str,
+    "merged_commit": str, "approvals": list, "comments": list, "opened_at": str, "at": str,
+}
+_COMMENT_FIELDS = ("at", "by", "text")
+
+
+def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
+    """Parse review.json; anything that is not a valid v1 review raises RecordInvalid(ref, …)."""
+    if data is None:
+        raise RecordInvalid(ref, "the commit has no review.json")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordInvalid(ref, f"review.json is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordInvalid(ref, "review.json is not a JSON object")
+    version = obj.get("v")
+    if version != FORMAT_VERSION:
+        raise RecordInvalid(ref, f"review.json has format version {version!r}; this Assay reads version "
+                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+    for key, kind in _REVIEW_FIELDS.items():
+        if key not in obj:
+            raise RecordInvalid(ref, f"review.json lacks {key!r}")
+        if not isinstance(obj[key], kind) or (kind is int and isinstance(obj[key], bool)):
+            raise RecordInvalid(ref, f"review.json field {key!r} has the wrong type")
+    extra = set(obj) - set(_REVIEW_FIELDS)
+    if extra:
+        raise RecordInvalid(ref, f"review.json has unknown fields {sorted(extra)}")
+    if obj["state"] not in REVIEW_STATES:
+        raise RecordInvalid(ref, f"review.json state {obj['state']!r} is not one of {', '.join(REVIEW_STATES)}")
+    for key in ("head", "merged_commit"):
+        if not _SHA.fullmatch(obj[key]):
+            raise RecordInvalid(ref, f"review.json field {key!r} is not a commit id")
+    if obj["state"] == "merged" and not obj["merged_commit"]:
+        raise RecordInvalid(ref, "review.json is merged but names no merged_commit")
+    if not obj["branch"] or not obj["base"]:
+        raise RecordInvalid(ref, "review.json has an empty branch or base")
+    if not all(isinstance(name, str) for name in obj["approvals"]):
+        raise RecordInvalid(ref, "review.json approvals must be names (strings)")
+    comments = [_decode_comment(c, ref) for c in obj["comments"]]
+    expected_brief = ref.removeprefix(REVIEWS_PREFIX)
+    if ref.startswith(REVIEWS_PREFIX) and obj["brief"] != expected_brief:
+        raise RecordInvalid(ref, f"review.json names brief {obj['brief']!r}, not {expected_brief!r}")
+    return ReviewRecord(**{**obj, "approvals": tuple(obj["approvals"]), "comments": tuple(comments)})
+
+
+def _decode_comment(obj: object, ref: str) -> ReviewComment:
+    if not isinstance(obj, dict) or sorted(obj) != list(_COMMENT_FIELDS):
+        raise RecordInvalid(ref, 'review.json comments must be objects with exactly "by", "at" and "text"')
+    if not all(isinstance(obj[k], str) for k in _COMMENT_FIELDS):
+        raise RecordInvalid(ref, "review.json comment fields must be strings")
+    return ReviewComment(by=obj["by"], at=obj["at"], text=obj["text"])
+
+
+def review_ref(brief: str) -> str:
+    return REVIEWS_PREFIX + validate_brief_id(brief)

@@ -42,6 +42,18 @@ _STATE_STYLE = {"held": "cyan", "waiting": "yellow", "blocked": "bold red", "don
                 "released": "dim", "expired": "magenta", "abandoned": "dim red"}
 
 
+def _styled(text: Any, style: str) -> str:
+    from rich.markup import escape
+
+    return f"[{style}]{escape(str(text))}[/]" if style else escape(str(text))
+
+
+def _plain(text: Any) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
@@ -62,11 +74,12 @@ def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, A
         table.add_column(col, justify="right" if col in ("epoch", "age") else "left")
     for v in views:
         style = _STATE_STYLE.get(v["state"], "")
-        table.add_row(v["brief"], f"[{style}]{v['state']}[/]", str(v["epoch"]), v["desk"], v["holder"],
+        table.add_row(v["brief"], _styled(v["state"], style), str(v["epoch"]), v["desk"], v["holder"],
                       human_age(v["age_s"]))
     console.print(table)
     for bad in invalid:
-        _console(stderr=True).print(f"[yellow]warning:[/] {bad['ref']} ({bad['commit'][:10]}): {bad['problem']}")
+        where = f"{bad['ref']} ({bad['commit'][:10]})"
+        _console(stderr=True).print(f"[yellow]warning:[/] {where}: {_plain(bad['problem'])}")
 
 
 def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -81,11 +94,11 @@ def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
         table.add_column(col)
     for v in rows:
         if "problem" in v:
-            table.add_row("?", "[yellow]invalid[/]", "", "", "", v["problem"], v["commit"][:10])
+            table.add_row("?", "[yellow]invalid[/]", "", "", "", _plain(v["problem"]), v["commit"][:10])
             continue
         style = _STATE_STYLE.get(v["state"], "")
-        table.add_row(v["at"], f"[{style}]{v['state']}[/]", str(v["epoch"]), v["desk"], v["holder"],
-                      v["reason"], v["commit"][:10])
+        table.add_row(v["at"], _styled(v["state"], style), str(v["epoch"]), v["desk"], v["holder"],
+                      _plain(v["reason"]), v["commit"][:10])
     console.print(table)
 
 
@@ -147,6 +160,78 @@ def render_journal(brief: str, entries: Sequence[dict[str, Any]]) -> None:
         step = e.get("step") or ""
         if e.get("ordinal") is not None and step:
             step += f"#{e['ordinal']}"
-        table.add_row(str(e["seq"]), e["at"], str(e["epoch"]), e.get("run", ""), f"[{style}]{e['kind']}[/]",
-                      step, e.get("policy") or "", _entry_detail(e))
+        table.add_row(str(e["seq"]), e["at"], str(e["epoch"]), _plain(e.get("run", "")), _styled(e["kind"], style),
+                      _plain(step), e.get("policy") or "", _plain(_entry_detail(e)))
     console.print(table)
+
+
+def brief_rows(board: Any) -> list[dict[str, Any]]:
+    """One row per brief on main: its claim state, or ready / waiting on dependencies."""
+    rows = []
+    for brief in sorted(board.briefs.values(), key=lambda b: (b.priority, b.id)):
+        claim = board.claims.get(brief.id)
+        state = claim.record.state if claim else None
+        if state in (None, "released", "expired", "abandoned"):
+            missing = [d for d in brief.depends_on if board.state(d) != "done"]
+            state = f"needs {', '.join(missing)}" if missing else "ready"
+        rows.append({"brief": brief.id, "title": brief.title, "priority": brief.priority, "state": state,
+                     "desk": claim.record.desk if claim and claim.record.live else (brief.desk or ""),
+                     "labels": list(brief.labels), "depends_on": list(brief.depends_on),
+                     "epoch": claim.record.epoch if claim else 0, "verify": [v.id for v in brief.verify]})
+    return rows
+
+
+def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not rows:
+        console.print("no briefs on main yet: `assay brief new ID --title ...`, then commit and push")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("brief", "p", "state", "desk", "title"):
+        table.add_column(col)
+    for r in rows:
+        style = _STATE_STYLE.get(r["state"], "green" if r["state"] == "ready" else "dim")
+        table.add_row(r["brief"], str(r["priority"]), _styled(r["state"], style), r["desk"], _plain(r["title"]))
+    console.print(table)
+
+
+def review_view(review: Any) -> dict[str, Any]:
+    if not hasattr(review, "record"):
+        return {"ref": review.ref, "commit": review.sha, "problem": review.problem}
+    r = review.record
+    return {"brief": r.brief, "state": r.state, "branch": r.branch, "title": r.title, "head": r.head,
+            "base": r.base, "merged_commit": r.merged_commit, "approvals": list(r.approvals),
+            "comments": [{"by": c.by, "at": c.at, "text": c.text} for c in r.comments],
+            "opened_at": r.opened_at, "at": r.at, "commit": review.sha}
+
+
+def render_reviews(rows: Sequence[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not rows:
+        console.print("no reviews yet")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("brief", "state", "branch", "approvals", "title"):
+        table.add_column(col)
+    for r in rows:
+        if "problem" in r:
+            table.add_row(r["ref"], "[yellow]invalid[/]", "", "", r["problem"])
+            continue
+        table.add_row(r["brief"], r["state"], r["branch"], _plain(", ".join(r["approvals"])), _plain(r["title"]))
+    console.print(table)
+
+
+def render_review(v: dict[str, Any]) -> None:
+    console = _console()
+    console.print(f"[bold]{v['brief']}[/]: {_plain(v['title'])}")
+    console.print(f"state {v['state']}, {v['branch']} -> {v['base']} (head {v['head'][:10] or '?'})")
+    if v["merged_commit"]:
+        console.print(f"merged as {v['merged_commit'][:10]}")
+    if v["approvals"]:
+        console.print("approved by " + ", ".join(v["approvals"]))
+    for c in v["comments"]:
+        console.print(_plain(f"- {c.get('by')} at {c.get('at')}: {c.get('text')}"))

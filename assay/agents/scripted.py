@@ -1,0 +1,110 @@
+"""The scripted agent: deterministic, for the demo and the tests.
+
+It reads its prompt (ASSAY_PROMPT_FILE), finds the ```assay-script block the
+brief carries, and runs it line by line in the current directory (the desk's
+worktree for the brief):
+
+    write PATH TEXT       write TEXT (with \\n for newlines) to PATH
+    append PATH TEXT      append a line
+    run CMD               run a shell command; stop if it fails
+    deploy                an unsafe effect through `assay step run` that appends to $ASSAY_EFFECTS_LOG;
+                          if its outcome is unknown, inspect (check_deployment) instead of deploying again
+    sleep SECONDS         wait
+    fail-attempts N       exit 1 while ASSAY_ATTEMPT <= N (a failure on purpose)
+    steering              print the steering the desk passed on
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REFUSED = 4
+
+
+def script_lines(prompt: str) -> list[str]:
+    lines, inside = [], False
+    for line in prompt.splitlines():
+        if line.strip().startswith("```assay-script"):
+            inside = True
+        elif inside and line.strip().startswith("```"):
+            inside = False
+        elif inside and line.strip() and not line.strip().startswith("#"):
+            lines.append(line.strip())
+    return lines
+
+
+def assay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "assay", *args], text=True, capture_output=True)
+
+
+def say(text: str) -> None:
+    print(f"[agent] {text}", flush=True)
+
+
+def deploy() -> int:
+    log = os.environ.get("ASSAY_EFFECTS_LOG", "effects.log")
+    effect = f'echo "deployed $ASSAY_BRIEF key=$ASSAY_IDEMPOTENCY_KEY" >> {shlex.quote(log)}'
+    run = assay("step", "run", "--name", "deploy", "--policy", "unsafe", "--", "sh", "-c", effect)
+    if run.returncode != REFUSED:
+        say(f"deploy exited {run.returncode}")
+        return run.returncode
+    say("Outcome unknown: " + run.stderr.strip().splitlines()[0].removeprefix("error: "))
+    say("Operation will NOT be replayed automatically; inspecting the deployment instead")
+    check = assay("step", "run", "--name", "check_deployment", "--policy", "safe", "--", "sh", "-c",
+                  f'grep -q "deployed $ASSAY_BRIEF " {shlex.quote(log)}')
+    if check.returncode == 0:
+        say("check_deployment: the deployment is there; not deploying again")
+        return 0
+    say("check_deployment: no deployment found; deploying deliberately")
+    again = assay("step", "run", "--name", "deploy", "--policy", "unsafe", "--", "sh", "-c", effect)
+    return again.returncode
+
+
+def main() -> int:
+    prompt_file = os.environ.get("ASSAY_PROMPT_FILE")
+    if not prompt_file:
+        print("scripted agent: ASSAY_PROMPT_FILE is not set", file=sys.stderr)
+        return 2
+    prompt = Path(prompt_file).read_text(encoding="utf-8")
+    attempt = int(os.environ.get("ASSAY_ATTEMPT", "1"))
+    for line in script_lines(prompt):
+        verb, _, rest = line.partition(" ")
+        if verb in ("write", "append"):
+            path, _, text = rest.partition(" ")
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            body = text.replace("\\n", "\n") + ("\n" if verb == "append" or not text.endswith("\\n") else "")
+            with target.open("a" if verb == "append" else "w", encoding="utf-8") as fh:
+                fh.write(body)
+            say(f"{verb} {path}")
+        elif verb == "run":
+            code = subprocess.run(rest, shell=True).returncode
+            say(f"run {rest!r} -> {code}")
+            if code:
+                return code
+        elif verb == "deploy":
+            code = deploy()
+            if code:
+                return code
+        elif verb == "sleep":
+            time.sleep(float(rest))
+        elif verb == "fail-attempts":
+            if attempt <= int(rest):
+                say(f"failing on purpose (attempt {attempt} <= {rest})")
+                return 1
+        elif verb == "steering":
+            steering = prompt.partition("## Steering\n")[2].strip()
+            say(f"steering received: {steering or '(none)'}")
+        else:
+            say(f"unknown script verb {verb!r}")
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

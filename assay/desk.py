@@ -1,0 +1,369 @@
+"""`assay desk run`: from a ready brief to a draft review with verify evidence, as durable steps.
+
+One pass: sync (main and every claim); settle this desk's waiting briefs
+(merged -> done, closed -> abandoned, a passed time -> woken); resume this
+desk's orphaned claims; then claim the next ready brief and work it:
+
+    branch (idempotent) -> worktree -> review (idempotent)
+    -> [agent (idempotent) -> push (idempotent, fenced) -> verify (safe)] x attempts
+    -> ready (idempotent) -> claim waits on the review
+
+Everything that matters is journaled, so a desk killed at any point is
+restarted and carries on from the forge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from assay.agent import scrubbed_env
+from assay.briefs import Brief, briefs_on_main
+from assay.claims import Claim, Claims, new_holder
+from assay.deskspec import DeskSpec
+from assay.errors import AssayError, Conflict, NeedsPerson
+from assay.forge.base import Reviews
+from assay.git import ForgeGit, RefUpdate, Signature, strip_credentials
+from assay.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES, ClaimRecord, parse_iso
+from assay.steps import Session, open_session
+
+Echo = Callable[[str], None]
+TAIL = 4000
+
+
+@dataclass
+class Board:
+    """What one sync saw: main, its briefs, and every claim record."""
+
+    main: str
+    briefs: dict[str, Brief]
+    claims: dict[str, Claim]
+
+    def state(self, brief: str) -> str | None:
+        claim = self.claims.get(brief)
+        return claim.record.state if claim else None
+
+    def ready(self, brief: Brief) -> bool:
+        """Unclaimed (or released) and every dependency done."""
+        if self.state(brief.id) not in (None, *TOMBSTONES):
+            return False
+        return all(self.state(dep) == "done" for dep in brief.depends_on)
+
+
+@dataclass
+class DeskReport:
+    worked: list[str] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)
+
+
+def sync(git: ForgeGit, claims: Claims) -> Board:
+    view = claims.sync()
+    if not view.main:
+        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+    git.ensure_objects({**view.tips, MAIN_REF: view.main})
+    briefs, _problems = briefs_on_main(git, view.main)
+    loaded: dict[str, Claim] = {}
+    for ref, sha in view.tips.items():
+        try:
+            loaded[ref.removeprefix(CLAIMS_PREFIX)] = claims.load(ref, sha)
+        except AssayError:
+            continue  # a junk record is reported by `assay claims`; a desk just leaves that brief alone
+    return Board(view.main, {b.id: b for b in briefs}, loaded)
+
+
+class Desk:
+    """One desk process. Receives its ports; owns no state that the forge does not have."""
+
+    def __init__(self, git: ForgeGit, claims: Claims, reviews: Reviews, spec: DeskSpec, state_dir: Path,
+                 echo: Echo = print, clock: Callable[[], float] = time.time) -> None:
+        self.git, self.claims, self.reviews, self.spec = git, claims, reviews, spec
+        self.state_dir = state_dir
+        self.echo = echo
+        self.clock = clock
+        self.holder = new_holder(spec.name)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self, once: bool = False, max_briefs: int | None = None, poll_s: float = 5.0) -> DeskReport:
+        report = DeskReport()
+        while max_briefs is None or len(report.worked) < max_briefs:
+            board = sync(self.git, self.claims)
+            progressed = self._settle_waiting(board, report)
+            brief, claim = self._next(board)
+            if brief is not None and claim is not None:
+                report.worked.append(brief.id)
+                report.outcomes[brief.id] = self.work(board, brief, claim)
+                continue
+            if once and not progressed:
+                break
+            if not progressed:
+                time.sleep(poll_s)  # nothing to do: poll the forge again later
+        return report
+
+    def _mine(self, record: ClaimRecord) -> bool:
+        return record.desk == self.spec.name
+
+    def _settle_waiting(self, board: Board, report: DeskReport) -> bool:
+        """Waiting briefs of this desk whose condition the forge now shows as met."""
+        progressed = False
+        for brief_id, claim in sorted(board.claims.items()):
+            r = claim.record
+            if r.state != "waiting" or not self._mine(r):
+                continue
+            on = str((r.wait or {}).get("on", ""))
+            if on in ("review", "merge"):
+                review = self.reviews.get(brief_id)
+                state = review.record.state if review else "missing"
+                if state == "merged":
+                    self.claims.release(brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch)
+                    self.echo(f"{self.spec.name}: {brief_id} merged -> done")
+                    report.outcomes[brief_id] = "done"
+                    progressed = True
+                elif state == "closed":
+                    self.claims.release(brief_id, r.desk, outcome="abandoned", reason="review closed",
+                                        epoch=r.epoch)
+                    self.echo(f"{self.spec.name}: {brief_id} review closed -> abandoned")
+                    progressed = True
+            elif on.startswith("time:") and self.clock() >= parse_iso(on[5:]).timestamp():
+                self.claims.change(brief_id, "wake", desk=r.desk, epoch=r.epoch)
+                progressed = True
+        return progressed
+
+    def _next(self, board: Board) -> tuple[Brief | None, Claim | None]:
+        """This desk's orphaned or woken claims first, then the most urgent ready brief."""
+        for brief_id, claim in sorted(board.claims.items()):
+            r = claim.record
+            if r.state != "held" or not self._mine(r) or brief_id not in board.briefs:
+                continue
+            if r.holder == self.holder:
+                return board.briefs[brief_id], claim  # woken, or left over from this process
+            if self.spec.singleton or _dead_here(r.holder):
+                try:
+                    taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
+                                              holder=self.holder)
+                except Conflict:
+                    continue
+                self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
+                return board.briefs[brief_id], taken
+        ready = sorted((b for b in board.briefs.values() if self.spec.takes(b) and board.ready(b)),
+                       key=lambda b: (b.priority, b.id))
+        for brief in ready:
+            try:
+                claim = self.claims.claim(brief.id, self.spec.name, self.spec.lease_s, holder=self.holder)
+            except Conflict:
+                continue  # another desk won it: try the next one
+            self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
+            return brief, claim
+        return None, None
+
+    # -- one brief ------------------------------------------------------------------------------
+
+    def work(self, board: Board, brief: Brief, claim: Claim) -> str:
+        epoch = claim.record.epoch
+        try:
+            session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
+            session.begin_run()
+            return self._work(session, board, brief, epoch)
+        except NeedsPerson as exc:
+            self.echo(f"{self.spec.name}: {brief.id} needs a person: {exc.message}")
+            return "blocked"
+        except Conflict as exc:
+            self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
+            return "lost"
+
+    def _work(self, session: Session, board: Board, brief: Brief, epoch: int) -> str:
+        branch_ref = f"refs/heads/assay/{brief.id}"
+        head = session.step("branch", lambda key: self._ensure_branch(session, branch_ref, board.main),
+                            policy="idempotent")
+        worktree = self.state_dir / "worktrees" / self.spec.name / brief.id
+        self.git.ensure_objects({branch_ref: head})
+        self.git.worktree(worktree, head)
+        session.step("review", lambda key: self._open_review(brief, head), policy="idempotent")
+        feedback = ""
+        for attempt in range(1, self.spec.attempts + 1):
+            prompt = self._prompt(session, brief, feedback)
+            agent = session.step("agent", partial(self._run_agent, brief, epoch, attempt, prompt, worktree),
+                                 input={"attempt": attempt}, policy="idempotent")  # intent on the forge first
+            head = session.step("push", lambda key: self._push(session, brief, epoch, worktree, branch_ref),
+                                input={"attempt": attempt}, policy="idempotent")
+            verdict = session.step("verify", partial(self._verify, session, brief, worktree, head),
+                                   input={"attempt": attempt, "head": head}, policy="safe")
+            if verdict["passed"] and agent["exit_code"] == 0:
+                break
+            feedback = f"Attempt {attempt} did not pass: agent exit {agent['exit_code']}; " + verdict["summary"]
+            self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {verdict['summary']}")
+        else:
+            reason = f"{self.spec.attempts} attempts failed verification"
+            session.note(reason, sync=True)
+            self.claims.change(brief.id, "block", desk=self.spec.name, epoch=epoch, reason=reason)
+            self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
+            return "blocked"
+        session.step("ready", lambda key: self._mark_ready(brief, head), input={"head": head}, policy="idempotent")
+        session.end_run()
+        session.journal.add("wait", sync=True, data={"on": "review"})
+        self.claims.change(brief.id, "wait", desk=self.spec.name, epoch=epoch, wait={"on": "review"})
+        self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
+        return "waiting"
+
+    def _ensure_branch(self, session: Session, branch_ref: str, main: str) -> str:
+        """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""
+        tip = self.git.ls_remote(branch_ref).get(branch_ref)
+        if tip:
+            return tip
+        session.journal.add("note", sync=True, data={"branch": "created", "at_commit": main},
+                            refs=[RefUpdate(branch_ref, main)])
+        return main
+
+    def _open_review(self, brief: Brief, head: str) -> str:
+        return self.reviews.open(brief.id, f"assay/{brief.id}", brief.title, head).record.state
+
+    def _mark_ready(self, brief: Brief, head: str) -> str:
+        return self.reviews.mark_ready(brief.id, head).record.state
+
+    def _prompt(self, session: Session, brief: Brief, feedback: str) -> str:
+        steering = [str((e.data or {}).get("text", "")) for e in session.journal.entries if e.kind == "steer"]
+        parts = [f"# {brief.title}", "", brief.body, ""]
+        if brief.verify:
+            parts += ["## Verify rows (run by Assay from main's copy of this brief)", ""]
+            parts += [f"- {row.id}: `{row.run}` (expects exit {row.expect_exit})" for row in brief.verify] + [""]
+        if feedback:
+            parts += ["## Feedback", "", feedback, ""]
+        parts += ["## Steering", "", *steering]
+        return "\n".join(parts) + "\n"
+
+    def _run_agent(self, brief: Brief, epoch: int, attempt: int, prompt: str, worktree: Path,
+                   key: str) -> dict[str, Any]:
+        run_id = uuid.uuid4().hex[:12]
+        prompt_file = self.state_dir / "prompts" / f"{brief.id}-{epoch}-{attempt}.md"
+        prompt_file.parent.mkdir(parents=True, exist_ok=True)
+        prompt_file.write_text(prompt, encoding="utf-8")
+        values = {"prompt": prompt, "prompt_file": str(prompt_file), "brief": brief.id, "title": brief.title,
+                  "worktree": str(worktree)}
+        argv = [_fill(part, values) for part in self.spec.command]
+        if argv[0] == "python":
+            argv[0] = sys.executable  # the scripted agent runs on this interpreter
+        env = scrubbed_env(allow=set(self.spec.env_allow))
+        env.update({"ASSAY_FORGE": strip_credentials(self.git.url), "ASSAY_BRIEF": brief.id,
+                    "ASSAY_DESK": self.spec.name, "ASSAY_EPOCH": str(epoch), "ASSAY_RUN": run_id,
+                    "ASSAY_ATTEMPT": str(attempt), "ASSAY_PROMPT_FILE": str(prompt_file)})
+        self.echo(f"{self.spec.name}: {brief.id} agent attempt {attempt} (run {run_id})")
+        started = time.monotonic()
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(brief.id, epoch, stop), daemon=True)
+        beat.start()
+        tail = ""
+        try:
+            proc = subprocess.Popen(argv, cwd=worktree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, preexec_fn=_die_with_parent)
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self.echo(f"  {brief.id} | {line.rstrip()}")
+                tail = (tail + line)[-TAIL:]
+            code = proc.wait()
+        except OSError as exc:
+            code, tail = 127, f"cannot start the agent {argv[0]!r}: {exc.strerror}"
+            self.echo(f"{self.spec.name}: {tail}")
+        finally:
+            stop.set()
+            beat.join()
+        return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
+                "run": run_id}
+
+    def _heartbeat(self, brief: str, epoch: int, stop: threading.Event) -> None:
+        """Renew the lease while the agent works (its own port: the main one is busy)."""
+        claims = Claims(ForgeGit(self.git.url, self.git.cache.parent))
+        while not stop.wait(self.spec.heartbeat_s):
+            try:
+                claims.renew(brief, self.spec.name, epoch=epoch)
+            except AssayError as exc:
+                self.echo(f"{self.spec.name}: heartbeat for {brief} failed: {exc.message}")
+        claims.git.close()
+
+    def _push(self, session: Session, brief: Brief, epoch: int, worktree: Path, branch_ref: str) -> str:
+        """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
+        repo = self.git.worktree(worktree, "HEAD")
+        message = f"{brief.title}\n\nAssay-Brief: {brief.id}\nAssay-Epoch: {epoch}\n"
+        repo.commit_all(message, author=Signature(self.spec.name, f"{self.spec.name}@assay.invalid"))
+        head = repo.head()
+        tip = self.git.ls_remote(branch_ref).get(branch_ref)
+        if tip != head:
+            session.journal.add("note", sync=True, data={"pushed": head},
+                                refs=[RefUpdate(branch_ref, head, tip or "0" * 40)])
+        return head
+
+    def _verify(self, session: Session, brief: Brief, worktree: Path, head: str, key: str) -> dict[str, Any]:
+        """Run the verify rows of main's brief in the worktree; journal each row's evidence."""
+        failures = []
+        for row in brief.verify:
+            started = time.monotonic()
+            try:
+                proc = subprocess.run(row.run, shell=True, cwd=worktree, capture_output=True,
+                                      timeout=min(row.timeout_s, self.spec.verify_timeout_s),
+                                      env=scrubbed_env(allow=set(self.spec.env_allow)))
+                code, output = proc.returncode, proc.stdout + proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                code, output = -1, (exc.stdout or b"") + b"\n(timed out)"
+            passed = code == row.expect_exit
+            session.journal.add("verify", sync=False, data={
+                "row": row.id, "command": row.run, "head": head, "exit_code": code, "expect_exit": row.expect_exit,
+                "passed": passed, "duration_ms": int((time.monotonic() - started) * 1000),
+                "output_sha256": hashlib.sha256(output).hexdigest(),
+                "tail": output[-1000:].decode("utf-8", "replace")})
+            if not passed:
+                failures.append(f"{row.id} exited {code}, expected {row.expect_exit}")
+        session.flush()
+        return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        template = template.replace("{" + key + "}", value)
+    return template
+
+
+def _dead_here(holder: str) -> bool:
+    """A holder on this host whose process is gone: evidence the claim is orphaned."""
+    parts = holder.split("/")
+    if len(parts) != 4 or parts[1] != os.uname().nodename or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _die_with_parent() -> None:
+    """The agent dies with its desk (Linux), so a killed desk leaves no agent working unfenced."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def run_desk(forge: str | None, name: str, state_dir: Path | None, *, once: bool = False,
+             max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print) -> DeskReport:
+    """Wire a desk to its forge and run it."""
+    from assay.config import open_claims, state_dir_for
+    from assay.deskspec import load_desk
+    from assay.forge.plain import PlainReviews
+
+    claims = open_claims(forge)
+    spec = load_desk(claims.git, claims.sync().main, name)
+    desk = Desk(claims.git, claims, PlainReviews(claims.git), spec, state_dir_for(claims.git.url, state_dir), echo)
+    return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

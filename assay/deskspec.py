@@ -1,0 +1,116 @@
+"""Desk definitions: `desks/<name>.yaml`, validated with file and line for every problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from assay.briefs import Brief, Problem
+from assay.errors import ConfigInvalid
+from assay.git import ForgeGit
+
+KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "verify_timeout_s")
+DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
+PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{brief}", "{title}", "{worktree}")
+
+
+@dataclass(frozen=True)
+class DeskSpec:
+    name: str
+    command: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+    lease_s: int = 600
+    heartbeat_s: int = 60
+    singleton: bool = False
+    attempts: int = 3
+    env_allow: tuple[str, ...] = DEFAULT_ENV
+    verify_timeout_s: int = 600
+
+    def takes(self, brief: Brief) -> bool:
+        """A brief naming a desk goes to that desk; otherwise to desks whose labels it carries."""
+        if brief.desk:
+            return brief.desk == self.name
+        return not self.labels or bool(set(self.labels) & set(brief.labels))
+
+
+def parse_desk(text: str, path: str) -> DeskSpec:
+    spec, problems = check_desk(text, path)
+    if problems or spec is None:
+        raise ConfigInvalid(str(problems[0]), hint="see desks/scripted.yaml for a complete example")
+    return spec
+
+
+def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
+    import yaml
+
+    problems: list[Problem] = []
+
+    def bad(node: Any, message: str, hint: str = "") -> None:
+        problems.append(Problem(path, node.start_mark.line + 1 if node is not None else None, message, hint))
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        return None, [Problem(path, mark.line + 1 if mark else None, "not valid YAML")]
+    if not isinstance(root, yaml.MappingNode):
+        return None, [Problem(path, 1, "a desk definition is a mapping of keys such as `name:`")]
+    nodes: dict[str, Any] = {}
+    for key, value in root.value:
+        if key.value not in KEYS:
+            bad(key, f"unknown desk key {key.value!r}", f"allowed: {', '.join(KEYS)}")
+        nodes[key.value] = value
+    data = {k: yaml.SafeLoader(" ").construct_object(v, deep=True) for k, v in nodes.items()}
+
+    def need(key: str, kind: type, check: Any = None, message: str = "") -> Any:
+        if key not in data:
+            return None
+        value = data[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (check and not check(value)):
+            bad(nodes[key], message or f"`{key}` must be a {kind.__name__}")
+            return None
+        return value
+
+    name = need("name", str, lambda v: v.strip(), "`name` must be a non-empty string")
+    if "name" not in data:
+        bad(root, "`name:` is required")
+    agent = need("agent", dict, lambda v: isinstance(v.get("command"), list) and v["command"]
+                 and all(isinstance(a, str) for a in v["command"]),
+                 "`agent:` must be a mapping with `command:`, a non-empty list of strings")
+    if "agent" not in data:
+        bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
+    takes = need("takes", dict) or {}
+    labels = takes.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        bad(nodes.get("takes"), "`takes.labels` must be a list of labels")
+        labels = []
+    ints = {k: need(k, int, lambda v: v > 0, f"`{k}` must be a whole number above 0")
+            for k in ("lease_s", "heartbeat_s", "attempts", "verify_timeout_s")}
+    singleton = need("singleton", bool, message="`singleton` must be true or false")
+    env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) for x in v),
+                     "`env_allow` must be a list of variable names")
+    if ints["heartbeat_s"] and ints["lease_s"] and ints["heartbeat_s"] * 2 > ints["lease_s"]:
+        bad(nodes["heartbeat_s"], "`heartbeat_s` must be at most half of `lease_s`, or a slow renewal loses the claim")
+    if problems or not name or not agent:
+        return None, problems
+    defaults = DeskSpec(name=name, command=tuple(agent["command"]))
+    return DeskSpec(
+        name=name, command=tuple(agent["command"]), labels=tuple(labels),
+        lease_s=ints["lease_s"] or defaults.lease_s, heartbeat_s=ints["heartbeat_s"] or defaults.heartbeat_s,
+        singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
+        env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
+        verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s), []
+
+
+def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:
+    """`desks/<name>.yaml` from the forge's main, so every machine runs the same definition."""
+    if main:
+        git.ensure_objects({"refs/heads/main": main})
+        data = git.read_objects([f"{main}:desks/{name}.yaml"])[0]
+        if data is not None:
+            return parse_desk(data.decode("utf-8", "replace"), f"desks/{name}.yaml")
+        known = [e.name.removesuffix(".yaml") for e in git.read_tree(f"{main}:desks") or [] if e.name.endswith(".yaml")]
+    else:
+        known = []
+    raise ConfigInvalid(f"no desk {name!r} on the forge's main",
+                        hint=f"known desks: {', '.join(known) or 'none'}; add desks/{name}.yaml to main")

@@ -1,0 +1,85 @@
+"""The review port: draft pull requests, on a plain git forge or on GitHub.
+
+Every implementation passes the same contract: an illegal change (approving a
+merged review, merging a draft) raises `IllegalReviewChange` before anything
+is written, and a merge lands on main together with its record or not at all.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from assay.errors import Conflict
+from assay.records import ReviewRecord
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Review:
+    """A review record and the commit (or forge object) that holds it."""
+
+    record: ReviewRecord
+    sha: str
+
+    @property
+    def brief(self) -> str:
+        return self.record.brief
+
+    @property
+    def state(self) -> str:
+        return self.record.state
+
+
+@dataclass(frozen=True)
+class InvalidReview:
+    """A review ref whose record does not decode; listed, never fatal."""
+
+    ref: str
+    sha: str
+    problem: str
+
+
+class IllegalReviewChange(Conflict):
+    def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
+        msg = f"cannot {action} the review of {brief!r}: it is {state}"
+        super().__init__(msg + (f" ({why})" if why else ""))
+        self.brief = brief
+        self.action = action
+        self.state = state
+
+
+class MergeConflict(Conflict):
+    def __init__(self, brief: str, branch: str, base: str) -> None:
+        super().__init__(f"{branch} does not merge cleanly into {base}; rebase it",
+                         hint=f"rebase {branch} onto {base}, push it, then merge {brief!r} again")
+        self.brief = brief
+        self.branch = branch
+        self.base = base
+
+
+class Reviews(Protocol):
+    """Reviews of work branches, one per brief."""
+
+    def get(self, brief: str) -> Review | None: ...
+
+    def list(self) -> builtins.list[Review | InvalidReview]: ...
+
+    def open(self, brief: str, branch: str, title: str, head: str) -> Review:
+        """Open a draft; if a review of `branch` exists and is not closed, return it unchanged."""
+        ...
+
+    def mark_ready(self, brief: str, head: str) -> Review: ...
+
+    def comment(self, brief: str, by: str, text: str) -> Review: ...
+
+    def approve(self, brief: str, by: str) -> Review: ...
+
+    def merge(self, brief: str, by: str) -> Review:
+        """Merge the branch's tip on the forge into main; requires state ready, refuses conflicts."""
+        ...
+
+    def close(self, brief: str, by: str, reason: str) -> Review: ...

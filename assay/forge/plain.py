@@ -1,0 +1,226 @@
+"""Reviews on any git forge: the only writer of `refs/assay/reviews/*`.
+
+A review is a commit chain that is never deleted: each change is a new commit
+on the tip, pushed with a lease on that tip; a stale push re-reads and
+re-applies. `review_transition` owns the table, so an illegal change is refused
+before anything is pushed. A merge moves main and the review ref in one atomic
+push, so main never holds a merge the review does not record, nor the reverse.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import time
+
+from assay.crash import crash_point
+from assay.errors import Conflict, ForgeError, RecordInvalid, UsageError
+from assay.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry
+from assay.records import (
+    REVIEWS_PREFIX,
+    ReviewComment,
+    ReviewRecord,
+    decode_review,
+    review_ref,
+    utc_now_iso,
+    validate_brief_id,
+)
+
+# action -> the states it may start from (None: no review yet)
+ACTIONS: dict[str, frozenset[str | None]] = {
+    "open": frozenset({None, "closed", "draft", "ready", "merged"}),
+    "mark_ready": frozenset({"draft", "ready"}),
+    "comment": frozenset({"draft", "ready", "merged", "closed"}),
+    "approve": frozenset({"draft", "ready"}),
+    "merge": frozenset({"ready"}),
+    "close": frozenset({"draft", "ready", "closed"}),
+}
+_WHY = {
+    ("merge", "draft"): "mark it ready first",
+    ("merge", "merged"): "it is already on main",
+    ("mark_ready", "absent"): "open it first",
+}
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_BRANCH = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
+
+
+def check_action(current: ReviewRecord | None, action: str, brief: str) -> None:
+    """Raise IllegalReviewChange if `action` may not start from `current`'s state."""
+    if action not in ACTIONS:
+        raise UsageError(f"unknown review action {action!r}")
+    state = current.state if current else None
+    if state not in ACTIONS[action]:
+        shown = state or "absent"
+        raise IllegalReviewChange(brief, action.replace("_", " "), shown, _WHY.get((action, shown), ""))
+
+
+def review_transition(current: ReviewRecord | None, action: str, brief: str, *, at: str, by: str = "",
+                      text: str = "", branch: str = "", title: str = "", head: str = "",
+                      merged_commit: str = "") -> ReviewRecord:
+    """The one transition table. Returns the next record, `current` itself when nothing changes."""
+    check_action(current, action, brief)
+    if action == "open":
+        if current is not None and current.state != "closed":
+            if current.branch != branch:
+                raise IllegalReviewChange(brief, "open", current.state, f"its review is of {current.branch}")
+            return current
+        return ReviewRecord(brief=brief, branch=branch, title=title, state="draft", opened_at=at, at=at, head=head,
+                            comments=current.comments if current else ())
+    assert current is not None
+    if action == "mark_ready":
+        if current.state == "ready" and head in ("", current.head):
+            return current
+        return current.but(state="ready", head=head or current.head, at=at)
+    if action == "comment":
+        return current.but(comments=(*current.comments, ReviewComment(by, at, text)), at=at)
+    if action == "approve":
+        if by in current.approvals:
+            return current
+        return current.but(approvals=(*current.approvals, by), at=at)
+    if action == "merge":
+        return current.but(state="merged", head=head, merged_commit=merged_commit, at=at)
+    if current.state == "closed":  # close
+        return current
+    comments = (*current.comments, ReviewComment(by, at, f"closed: {text}")) if text else current.comments
+    return current.but(state="closed", comments=comments, at=at)
+
+
+class PlainReviews:
+    """Reviews kept in `refs/assay/reviews/<brief>` on the forge. Receives its git port and clock."""
+
+    def __init__(self, git: ForgeGit, clock: Clock = time.time) -> None:
+        self.git = git
+        self.clock = clock
+
+    # -- reading --------------------------------------------------------------------
+
+    def get(self, brief: str) -> Review | None:
+        ref = review_ref(brief)
+        tip = self.git.ls_remote(ref).get(ref)
+        return self._load(ref, tip) if tip else None
+
+    def list(self) -> builtins.list[Review | InvalidReview]:
+        """Every review tip on the forge, by ref: one ls-remote, one fetch, one cat-file."""
+        tips = self.git.ls_remote(REVIEWS_PREFIX + "*")
+        self.git.ensure_objects(tips)
+        refs = sorted(tips)
+        out: builtins.list[Review | InvalidReview] = []
+        for ref, data in zip(refs, self.git.read_objects([f"{tips[r]}:review.json" for r in refs]), strict=True):
+            try:
+                out.append(Review(decode_review(data, ref), tips[ref]))
+            except RecordInvalid as exc:
+                out.append(InvalidReview(ref, tips[ref], exc.problem))
+        return out
+
+    def _load(self, ref: str, sha: str) -> Review:
+        self.git.ensure_objects({ref: sha})
+        return Review(decode_review(self.git.read_objects([f"{sha}:review.json"])[0], ref), sha)
+
+    # -- changes --------------------------------------------------------------------
+
+    def open(self, brief: str, branch: str, title: str, head: str) -> Review:
+        if not _BRANCH.fullmatch(branch) or ".." in branch or branch.endswith(".lock"):
+            raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use assay/{brief}")
+        if not title.strip():
+            raise UsageError("a review needs a title")
+        return self._change(brief, "open", "assay", branch=branch, title=title.strip(), head=_commit_id(head))
+
+    def mark_ready(self, brief: str, head: str) -> Review:
+        return self._change(brief, "mark_ready", "assay", head=_commit_id(head))
+
+    def comment(self, brief: str, by: str, text: str) -> Review:
+        if not text.strip():
+            raise UsageError("a comment needs text")
+        return self._change(brief, "comment", by, text=text)
+
+    def approve(self, brief: str, by: str) -> Review:
+        return self._change(brief, "approve", by)
+
+    def close(self, brief: str, by: str, reason: str) -> Review:
+        return self._change(brief, "close", by, text=reason.strip())
+
+    def merge(self, brief: str, by: str) -> Review:
+        _name(by)
+        ref = review_ref(brief)
+        for _ in range(3):
+            current = self.get(brief)
+            check_action(current.record if current else None, "merge", brief)
+            assert current is not None
+            record = current.record
+            base_ref, branch_ref = f"refs/heads/{record.base}", f"refs/heads/{record.branch}"
+            refs = self.git.ls_remote(ref, base_ref, branch_ref)
+            main, tip = refs.get(base_ref), refs.get(branch_ref)
+            if refs.get(ref) != current.sha:
+                continue  # the review changed between our two reads: look again
+            if not main or not tip:
+                missing = base_ref if not main else branch_ref
+                raise UsageError(f"cannot merge the review of {brief!r}: the forge has no {missing}",
+                                 hint=f"push {record.branch} to the forge first" if main else "")
+            self.git.ensure_objects({base_ref: main, branch_ref: tip})
+            tree = self.git.merge_tree(main, tip)
+            if tree is None:
+                raise MergeConflict(brief, record.branch, record.base)
+            message = f"Merge {record.branch}: {record.title}\n\nAssay-Brief: {brief}\n"
+            merged = self.git.write_commit(tree, [main, tip], message, _signature(by), self.clock())
+            after = review_transition(record, "merge", brief, at=self._now(), by=by, head=tip,
+                                      merged_commit=merged)
+            update = self._prepare(current, after, "merge", by)
+            crash_point("merge.before-push")
+            results = self.git.push([RefUpdate(base_ref, merged, main), update], atomic=True)
+            crash_point("merge.after-push")
+            if all(r.ok for r in results.values()):
+                return Review(after, update.new)
+            if not any(r.status == "stale" for r in results.values()):
+                detail = "; ".join(f"{r.ref}: {r.detail}" for r in results.values() if not r.ok)
+                raise ForgeError(f"the forge refused the merge of {brief!r}: {detail}")
+        raise Conflict(f"main or the review of {brief!r} kept moving while merging", hint="run the merge again")
+
+    def _change(self, brief: str, action: str, by: str, **fields: str) -> Review:
+        validate_brief_id(brief)
+        _name(by)
+        for _ in range(3):
+            current = self.get(brief)
+            before = current.record if current else None
+            record = review_transition(before, action, brief, at=self._now(), by=by, **fields)
+            if current is not None and record is before:
+                return current
+            update = self._prepare(current, record, action, by, fields.get("text", ""))
+            crash_point("review.before-push", action)
+            result = self.git.push([update])[update.ref]
+            crash_point("review.after-push", action)
+            if result.ok:
+                return Review(record, update.new)
+            if result.status != "stale":
+                raise ForgeError(f"the forge refused the review update for {brief!r}: {result.detail}",
+                                 hint=f"check {update.ref} on the forge")
+        raise Conflict(f"the review of {brief!r} kept changing under {action.replace('_', ' ')}; try again")
+
+    def _prepare(self, current: Review | None, record: ReviewRecord, action: str, by: str,
+                 note: str = "") -> RefUpdate:
+        blob = self.git.write_blob(record.encode())
+        tree = self.git.write_tree([TreeEntry("review.json", blob)])
+        message = f"assay: review {action.replace('_', '-')} {record.brief} -> {record.state}"
+        if note:
+            message += f"\n\n{note}"
+        commit = self.git.write_commit(tree, [current.sha] if current else [], message, _signature(by), self.clock())
+        return RefUpdate(review_ref(record.brief), commit, current.sha if current else ZERO)
+
+    def _now(self) -> str:
+        return utc_now_iso(self.clock())
+
+
+def _commit_id(head: str) -> str:
+    if head and not _SHA.fullmatch(head):
+        raise UsageError(f"{head!r} is not a full commit id")
+    return head
+
+
+def _name(by: str) -> str:
+    if not by.strip() or any(c in by for c in "<>\n\r\0"):
+        raise UsageError(f"invalid name {by!r}", hint="a name is non-empty text without <, > or line breaks")
+    return by
+
+
+def _signature(by: str) -> Signature:
+    return Signature(by, f"{by.replace('/', '.').replace(' ', '.')}@assay.invalid")

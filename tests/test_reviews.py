@@ -1,0 +1,318 @@
+"""Reviews on a plain git forge: a real bare forge, read back with plain git."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from assay.errors import Conflict, RecordInvalid
+from assay.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.forge.plain import PlainReviews
+from assay.git import ForgeGit, PushResult, RefUpdate
+from assay.records import ReviewComment, ReviewRecord, decode_review
+from tests.conftest import Forge, git
+
+REF = "refs/assay/reviews/alpha"
+BRANCH = "refs/heads/assay/alpha"
+
+
+class InterleavedGit(ForgeGit):
+    """The real git port, with another writer's action slipped in before our next push."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.before_push: Callable[[], None] | None = None
+        self.pushes = 0
+
+    def push(self, updates: Sequence[RefUpdate], atomic: bool = False) -> dict[str, PushResult]:
+        self.pushes += 1
+        hook, self.before_push = self.before_push, None
+        if hook is not None:
+            hook()
+        return super().push(updates, atomic)
+
+
+@pytest.fixture
+def port(forge: Forge) -> Iterator[InterleavedGit]:
+    git_port = InterleavedGit(forge.url)
+    yield git_port
+    git_port.close()
+
+
+@pytest.fixture
+def reviews(port: InterleavedGit) -> PlainReviews:
+    ticks = count()
+    return PlainReviews(port, clock=lambda: 1_767_225_600.0 + next(ticks))
+
+
+def commit_on(forge: Forge, where: Path, ref: str, files: dict[str, str], message: str) -> str:
+    """Commit `files` on top of `ref` of the forge in a fresh clone and push it there; returns the commit."""
+    if not where.exists():
+        git("clone", "-q", forge.url, str(where))
+    git("fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*", cwd=where)
+    start = "origin/" + ref.removeprefix("refs/heads/")
+    if not git("rev-parse", "--verify", "-q", start, cwd=where, check=False).strip():
+        start = "origin/main"
+    git("checkout", "-q", "--detach", start, cwd=where)
+    for name, text in files.items():
+        (where / name).write_text(text)
+    git("add", "-A", cwd=where)
+    git("commit", "-q", "-m", message, cwd=where)
+    git("push", "-q", "origin", f"HEAD:{ref}", cwd=where)
+    return git("rev-parse", "HEAD", cwd=where).strip()
+
+
+@pytest.fixture
+def branch(forge: Forge, tmp_path: Path) -> str:
+    return commit_on(forge, tmp_path / "desk", BRANCH, {"feature.txt": "the feature\n"}, "add the feature")
+
+
+def review_json(forge: Forge, rev: str = REF) -> dict[str, object]:
+    data: dict[str, object] = json.loads(git("--git-dir", str(forge.path), "show", f"{rev}:review.json"))
+    return data
+
+
+def chain(forge: Forge, ref: str = REF) -> list[dict[str, object]]:
+    shas = git("--git-dir", str(forge.path), "rev-list", "--reverse", ref).split()
+    return [review_json(forge, sha) for sha in shas]
+
+
+def opened(reviews: PlainReviews, head: str, ready: bool = True) -> Review:
+    review = reviews.open("alpha", "assay/alpha", "Add the feature", head)
+    return reviews.mark_ready("alpha", head) if ready else review
+
+
+def test_open_writes_a_draft_and_opening_again_returns_it(forge: Forge, reviews: PlainReviews, branch: str) -> None:
+    first = reviews.open("alpha", "assay/alpha", "Add the feature", branch)
+    on_forge = review_json(forge)
+    assert forge.tip(REF) == first.sha
+    assert on_forge == {"v": 1, "brief": "alpha", "branch": "assay/alpha", "title": "Add the feature",
+                        "state": "draft", "base": "main", "head": branch, "merged_commit": "", "approvals": [],
+                        "comments": [], "opened_at": "2026-01-01T00:00:00Z", "at": "2026-01-01T00:00:00Z"}
+    raw = git("--git-dir", str(forge.path), "show", f"{REF}:review.json")
+    assert list(json.loads(raw)) == sorted(on_forge)  # keys sorted on the forge
+    again = reviews.open("alpha", "assay/alpha", "Another title", branch)
+    assert again == first and forge.tip(REF) == first.sha and len(chain(forge)) == 1
+    with pytest.raises(IllegalReviewChange) as info:
+        reviews.open("alpha", "assay/other", "Other", branch)
+    assert info.value.code == 3 and forge.tip(REF) == first.sha
+
+
+def test_ready_comment_and_approve_each_add_a_commit(forge: Forge, reviews: PlainReviews, branch: str) -> None:
+    reviews.open("alpha", "assay/alpha", "Add the feature", "")
+    ready = reviews.mark_ready("alpha", branch)
+    assert reviews.mark_ready("alpha", branch) == ready  # nothing changed, nothing written
+    reviews.comment("alpha", "ann", "looks right\nbut name the file better")
+    approved = reviews.approve("alpha", "bob")
+    assert reviews.approve("alpha", "bob") == approved
+    states = [(c["state"], c["head"], c["approvals"]) for c in chain(forge)]
+    assert states == [("draft", "", []), ("ready", branch, []), ("ready", branch, []), ("ready", branch, ["bob"])]
+    tip = review_json(forge)
+    text = "looks right\nbut name the file better"
+    assert tip["comments"] == [{"by": "ann", "at": chain(forge)[2]["at"], "text": text}]
+    authors = git("--git-dir", str(forge.path), "log", "--format=%an", REF).split()
+    assert authors == ["bob", "ann", "assay", "assay"]
+    got = reviews.get("alpha")
+    assert got is not None and got.sha == forge.tip(REF) and got.record.approvals == ("bob",)
+
+
+def test_merge_puts_the_branch_on_main_and_records_it(forge: Forge, reviews: PlainReviews, branch: str) -> None:
+    old_main = forge.tip("refs/heads/main")
+    opened(reviews, branch)
+    merged = reviews.merge("alpha", "carol")
+    main = forge.tip("refs/heads/main")
+    assert main == merged.record.merged_commit and main != old_main
+    assert git("--git-dir", str(forge.path), "show", "main:feature.txt") == "the feature\n"
+    assert git("--git-dir", str(forge.path), "rev-parse", "main^1", "main^2").split() == [old_main, branch]
+    message = git("--git-dir", str(forge.path), "log", "-1", "--format=%B", "main")
+    assert message.startswith("Merge assay/alpha: Add the feature\n")
+    trailer = git("--git-dir", str(forge.path), "log", "-1", "--format=%(trailers:key=Assay-Brief,valueonly)", "main")
+    assert trailer.strip() == "alpha"
+    assert git("--git-dir", str(forge.path), "log", "-1", "--format=%an", "main").strip() == "carol"
+    on_forge = review_json(forge)
+    assert on_forge["state"] == "merged" and on_forge["merged_commit"] == main and on_forge["head"] == branch
+    assert forge.tip(REF) == merged.sha
+    with pytest.raises(IllegalReviewChange, match="already on main"):
+        reviews.merge("alpha", "carol")
+    with pytest.raises(IllegalReviewChange):
+        reviews.approve("alpha", "bob")
+    with pytest.raises(IllegalReviewChange):
+        reviews.close("alpha", "bob", "too late")
+    assert forge.tip("refs/heads/main") == main
+    reviews.comment("alpha", "bob", "thanks")  # discussion goes on after a merge
+    assert review_json(forge)["state"] == "merged"
+
+
+def test_a_draft_is_not_merged(forge: Forge, reviews: PlainReviews, branch: str) -> None:
+    draft = opened(reviews, branch, ready=False)
+    main = forge.tip("refs/heads/main")
+    with pytest.raises(IllegalReviewChange, match="draft") as info:
+        reviews.merge("alpha", "carol")
+    assert info.value.code == 3
+    assert forge.tip("refs/heads/main") == main and forge.tip(REF) == draft.sha
+
+
+def test_a_conflicting_branch_is_refused_and_main_is_untouched(forge: Forge, reviews: PlainReviews, branch: str,
+                                                               tmp_path: Path) -> None:
+    main = commit_on(forge, tmp_path / "other", "refs/heads/main", {"feature.txt": "a different feature\n"}, "clash")
+    ready = opened(reviews, branch)
+    with pytest.raises(MergeConflict, match="does not merge cleanly into main; rebase it") as info:
+        reviews.merge("alpha", "carol")
+    assert info.value.code == 3
+    assert forge.tip("refs/heads/main") == main and forge.tip(REF) == ready.sha
+    assert review_json(forge)["state"] == "ready"
+
+
+def test_merge_onto_a_main_that_moved_since_the_review_was_read(forge: Forge, reviews: PlainReviews, branch: str,
+                                                                tmp_path: Path) -> None:
+    opened(reviews, branch)
+    reviews.get("alpha")
+    moved = commit_on(forge, tmp_path / "other", "refs/heads/main", {"other.txt": "unrelated\n"}, "unrelated")
+    merged = reviews.merge("alpha", "carol")
+    assert forge.tip("refs/heads/main") == merged.record.merged_commit
+    assert git("--git-dir", str(forge.path), "rev-parse", "main^1", "main^2").split() == [moved, branch]
+
+
+def test_main_moving_between_read_and_push_is_re_read_and_merged(forge: Forge, reviews: PlainReviews,
+                                                                 port: InterleavedGit, branch: str,
+                                                                 tmp_path: Path) -> None:
+    opened(reviews, branch)
+    racer: list[str] = []
+    port.before_push = lambda: racer.append(
+        commit_on(forge, tmp_path / "racer", "refs/heads/main", {"other.txt": "raced in\n"}, "raced"))
+    pushes = port.pushes
+    merged = reviews.merge("alpha", "carol")
+    assert port.pushes - pushes == 2  # the first push was stale and nothing of it landed
+    main = forge.tip("refs/heads/main")
+    assert main == merged.record.merged_commit and review_json(forge)["merged_commit"] == main
+    assert git("--git-dir", str(forge.path), "rev-parse", "main^1", "main^2").split() == [racer[0], branch]
+    assert git("--git-dir", str(forge.path), "show", "main:other.txt") == "raced in\n"
+    assert [c["state"] for c in chain(forge)] == ["draft", "ready", "merged"]
+
+
+def test_a_review_changed_between_read_and_push_keeps_both_changes(forge: Forge, reviews: PlainReviews,
+                                                                   port: InterleavedGit, branch: str) -> None:
+    opened(reviews, branch)
+    other = PlainReviews(ForgeGit(forge.url))
+
+    def interleave() -> None:
+        other.comment("alpha", "ann", "first")
+
+    port.before_push = interleave
+    reviews.comment("alpha", "bob", "second")
+    got = reviews.get("alpha")
+    assert got is not None and got.sha == forge.tip(REF)
+    assert [(c.by, c.text) for c in got.record.comments] == [("ann", "first"), ("bob", "second")]
+    assert [len(c["comments"]) for c in chain(forge)] == [0, 0, 1, 2]  # type: ignore[arg-type]
+    other.git.close()
+
+
+def test_close_records_the_reason_and_a_reopen_starts_a_new_draft(forge: Forge, reviews: PlainReviews,
+                                                                  branch: str) -> None:
+    opened(reviews, branch)
+    reviews.approve("alpha", "bob")
+    closed = reviews.close("alpha", "carol", "superseded by beta")
+    assert reviews.close("alpha", "carol", "again") == closed
+    on_forge = review_json(forge)
+    assert on_forge["state"] == "closed"
+    assert on_forge["comments"] == [{"by": "carol", "at": on_forge["at"], "text": "closed: superseded by beta"}]
+    for refused in (lambda: reviews.merge("alpha", "carol"), lambda: reviews.approve("alpha", "bob"),
+                    lambda: reviews.mark_ready("alpha", branch)):
+        with pytest.raises(IllegalReviewChange):
+            refused()
+    assert forge.tip(REF) == closed.sha
+    reopened = reviews.open("alpha", "assay/alpha", "Add the feature, again", branch)
+    assert reopened.record.state == "draft" and reopened.record.approvals == ()
+    assert [c["state"] for c in chain(forge)] == ["draft", "ready", "ready", "closed", "draft"]
+
+
+def test_changes_to_a_missing_review_are_refused(forge: Forge, reviews: PlainReviews) -> None:
+    assert reviews.get("beta") is None
+    with pytest.raises(IllegalReviewChange, match="absent"):
+        reviews.mark_ready("beta", "")
+    with pytest.raises(IllegalReviewChange):
+        reviews.merge("beta", "carol")
+    assert forge.tip("refs/assay/reviews/beta") is None
+
+
+def push_junk(forge: Forge, brief: str, content: bytes) -> None:
+    """Write a review ref by hand, as a buggy or newer tool might."""
+    sha = subprocess.run(["git", "--git-dir", str(forge.path), "hash-object", "-w", "--stdin"], input=content,
+                         capture_output=True, check=True).stdout.decode().strip()
+    tree = subprocess.run(["git", "--git-dir", str(forge.path), "mktree"],
+                          input=f"100644 blob {sha}\treview.json\n".encode(), capture_output=True,
+                          check=True).stdout.decode().strip()
+    commit = git("--git-dir", str(forge.path), "commit-tree", tree, "-m", "junk").strip()
+    git("--git-dir", str(forge.path), "update-ref", f"refs/assay/reviews/{brief}", commit)
+
+
+def test_junk_reviews_are_listed_as_invalid(forge: Forge, reviews: PlainReviews, branch: str) -> None:
+    opened(reviews, branch)
+    push_junk(forge, "beta", b"not json")
+    push_junk(forge, "gamma", b'{"v": 2, "brief": "gamma"}')
+    listed = reviews.list()
+    assert [type(r).__name__ for r in listed] == ["Review", "InvalidReview", "InvalidReview"]
+    problems = {r.ref: r.problem for r in listed if isinstance(r, InvalidReview)}
+    assert "not JSON" in problems["refs/assay/reviews/beta"]
+    assert "format version 2" in problems["refs/assay/reviews/gamma"]
+    before = forge.tip("refs/assay/reviews/beta")
+    with pytest.raises(RecordInvalid, match="refs/assay/reviews/beta"):
+        reviews.comment("beta", "ann", "hello")
+    assert forge.tip("refs/assay/reviews/beta") == before
+
+
+def test_bad_input_is_refused_before_anything_is_written(forge: Forge, reviews: PlainReviews, branch: str) -> None:
+    from assay.errors import UsageError
+
+    for brief, name, title, head in (("alpha", "assay/../x", "t", branch), ("alpha", "assay/a", " ", ""),
+                                     ("alpha", "assay/alpha", "t", "not-a-sha"), ("Bad", "b", "t", "")):
+        with pytest.raises(UsageError):
+            reviews.open(brief, name, title, head)
+    opened(reviews, branch)
+    with pytest.raises(UsageError):
+        reviews.comment("alpha", "ann", "  ")
+    with pytest.raises(UsageError):
+        reviews.approve("alpha", "eve <e@x>")
+    assert len(chain(forge)) == 2
+
+
+# -- the record ---------------------------------------------------------------------------
+
+GOOD = ReviewRecord(brief="alpha", branch="assay/alpha", title="T", state="ready", opened_at="x", at="y",
+                    head="a" * 40, approvals=("bob",), comments=(ReviewComment("ann", "x", "hi"),))
+
+
+def test_a_review_record_round_trips() -> None:
+    assert decode_review(GOOD.encode(), REF) == GOOD
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"extra": 1}, "unknown fields"),
+    ({"v": 2}, "format version 2"),
+    ({"brief": "beta"}, "not 'alpha'"),
+    ({"approvals": "bob"}, "wrong type"),
+    ({"approvals": [1]}, "names"),
+    ({"comments": [{"by": "a", "text": "t"}]}, "exactly"),
+    ({"state": "open"}, "not one of"),
+    ({"head": "main"}, "not a commit id"),
+    ({"state": "merged"}, "no merged_commit"),
+    ({"v": True}, "wrong type"),
+])
+def test_a_bad_review_record_is_invalid(change: dict[str, object], problem: str) -> None:
+    obj = {**json.loads(GOOD.encode()), **change}
+    with pytest.raises(RecordInvalid, match=problem):
+        decode_review(json.dumps(obj).encode(), REF)
+    missing = json.loads(GOOD.encode())
+    del missing["title"]
+    with pytest.raises(RecordInvalid, match="lacks 'title'"):
+        decode_review(json.dumps(missing).encode(), REF)
+
+
+def test_conflict_errors_exit_3() -> None:
+    assert MergeConflict("alpha", "assay/alpha", "main").code == 3
+    assert issubclass(IllegalReviewChange, Conflict)
