@@ -168,14 +168,30 @@ def test_release_without_desk_is_usage_error(forge: Forge) -> None:
 
 
 def test_demo_runs_and_every_brief_ends_done(tmp_path: Path) -> None:
-    run = assay("demo", "--dir", str(tmp_path / "demo"), timeout=120)
+    run = assay("demo", "--dir", str(tmp_path / "demo"), timeout=170)
     assert run.code == 0, run.err
-    assert "all 6 briefs done" in run.out
+    assert "all 6 briefs done" in run.out and "deploy ran 1 time(s)" in run.out
     forge = tmp_path / "demo" / "forge.git"
     tips = git("for-each-ref", "--format=%(refname)", "refs/assay/claims/", cwd=forge).split()
     assert len(tips) == 6
-    again = assay("demo", "--dir", str(tmp_path / "demo"), timeout=120)  # an earlier demo is replaced
-    assert again.code == 0
+    for ref in tips:
+        assert '"state": "done"' in git("show", f"{ref}:claim.json", cwd=forge)
+    assert "steering received: Mention the rate limits" in run.out
+    assert "failing on purpose" in run.out  # cleanup fails its first attempt and passes its second
+
+
+def test_demo_crash_then_recover(tmp_path: Path) -> None:
+    where = str(tmp_path / "demo")
+    crashed = assay("demo", "--dir", where, "--crash-at", "step.after-execute:deploy", timeout=170)
+    assert crashed.code == 0, crashed.err
+    assert "crash injected at step.after-execute:deploy" in crashed.out
+    assert (tmp_path / "demo" / "effects.log").read_text().count("deployed rate-limit") == 1
+    recovered = assay("demo", "--dir", where, timeout=170)
+    assert recovered.code == 0, recovered.err
+    assert "Outcome unknown" in recovered.out
+    assert "Operation will NOT be replayed automatically" in recovered.out
+    assert "not deploying again" in recovered.out and "all 6 briefs done" in recovered.out
+    assert (tmp_path / "demo" / "effects.log").read_text().count("deployed rate-limit") == 1
 
 
 def test_demo_refuses_a_folder_that_is_not_a_demo(tmp_path: Path) -> None:

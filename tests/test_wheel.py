@@ -44,3 +44,6 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     on_forge = json.loads(git("--git-dir", str(tmp_path / "forge.git"), "show", "refs/assay/claims/hello:claim.json"))
     assert on_forge["holder"] == listing["claims"][0]["holder"]
     assert run("--version").stdout.startswith("assay, version")
+    demo = run("demo", "--dir", str(tmp_path / "demo"))
+    assert demo.returncode == 0, demo.stderr
+    assert "all 6 briefs done" in demo.stdout

@@ -10,6 +10,7 @@ worktree for the brief):
     deploy                an unsafe effect through `assay step run` that appends to $ASSAY_EFFECTS_LOG;
                           if its outcome is unknown, inspect (check_deployment) instead of deploying again
     sleep SECONDS         wait
+    sleep-once S MARKER   wait S seconds the first time only (MARKER is a file it creates)
     fail-attempts N       exit 1 while ASSAY_ATTEMPT <= N (a failure on purpose)
     steering              print the steering the desk passed on
 """
@@ -93,6 +94,12 @@ def main() -> int:
                 return code
         elif verb == "sleep":
             time.sleep(float(rest))
+        elif verb == "sleep-once":
+            seconds, _, marker = rest.partition(" ")
+            if not Path(marker).exists():
+                Path(marker).write_text("slept\n")
+                say(f"working for up to {seconds}s")
+                time.sleep(float(seconds))
         elif verb == "fail-attempts":
             if attempt <= int(rest):
                 say(f"failing on purpose (attempt {attempt} <= {rest})")

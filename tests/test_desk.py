@@ -1,0 +1,210 @@
+"""Desks end to end on a temporary forge: real desk and agent processes, read back with plain git."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Forge, Run, assay, git
+from tests.journal_check import claim_chain, entries, invariants
+
+DESK = """name: {name}
+takes:
+  labels: [work]
+agent:
+  command: [python, -m, assay.agents.scripted]
+lease_s: 120
+heartbeat_s: 5
+attempts: {attempts}
+"""
+
+
+def brief(title: str, script: list[str], verify: str, deps: str = "") -> str:
+    dep = f"depends_on: [{deps}]\n" if deps else ""
+    return (f"---\ntitle: {title}\nlabels: [work]\n{dep}verify:\n  - id: check\n    run: \"{verify}\"\n---\n"
+            f"{title}.\n\n```assay-script\n" + "\n".join(script) + "\n```\n")
+
+
+def publish(forge: Forge, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        target = forge.seed / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git("add", "-A", cwd=forge.seed)
+    git("commit", "-q", "-m", "add work", cwd=forge.seed)
+    git("push", "-q", forge.url, "HEAD:refs/heads/main", cwd=forge.seed)
+
+
+def desk_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log"), "ASSAY_STATE_DIR": str(tmp_path / "state"), **extra}
+
+
+def run_desk(forge: Forge, name: str, tmp_path: Path, **extra: str) -> Run:
+    return assay("desk", "run", name, "--once", "--forge", forge.url, env=desk_env(tmp_path, **extra), timeout=120)
+
+
+@pytest.fixture
+def work(forge: Forge) -> Forge:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "desks/other.yaml": DESK.format(name="other", attempts=2)})
+    return forge
+
+
+def test_a_brief_goes_from_ready_to_merged_and_done(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/greet.md": brief("Greet", ["write greet.txt hello", "deploy"], "grep -q hello greet.txt")})
+    assert "greet" in assay("briefs", "--forge", work.url).out
+    first = run_desk(work, "builder", tmp_path)
+    assert first.code == 0, first.err
+    assert "review ready; waiting for merge" in first.out
+    assert claim_chain(work.path, "greet")[-1]["state"] == "waiting"
+    branch_log = git("--git-dir", str(work.path), "log", "-1", "--format=%B", "refs/heads/assay/greet")
+    assert "Assay-Brief: greet" in branch_log and "Assay-Epoch: 1" in branch_log
+    assert assay("review", "merge", "greet", "--forge", work.url).code == 0
+    second = run_desk(work, "builder", tmp_path)
+    assert second.code == 0 and "greet merged -> done" in second.out
+    chain = claim_chain(work.path, "greet")
+    assert [c["state"] for c in chain][0] == "held" and chain[-1]["state"] == "done"
+    assert git("--git-dir", str(work.path), "show", "main:greet.txt").strip() == "hello"
+    review = assay("review", "show", "greet", "--forge", work.url, "--json").json()
+    assert isinstance(review, dict) and review["state"] == "merged"
+    kinds = [e["kind"] for e in entries(work.path, "greet")]
+    assert "verify" in kinds and "wait" in kinds
+    verify = next(e for e in entries(work.path, "greet") if e["kind"] == "verify")["data"]
+    assert verify["passed"] is True and verify["command"] == "grep -q hello greet.txt" and len(verify["head"]) == 40
+    assert invariants(work.path, "greet") == []
+    assert (tmp_path / "effects.log").read_text().count("deployed greet") == 1
+
+
+def test_a_branch_cannot_weaken_its_own_verify_rows(work: Forge, tmp_path: Path) -> None:
+    cheat = brief("Cheat", [], "true").replace("\n", "\\n")
+    publish(work, {"briefs/cheat.md": brief("Cheat", [f"write briefs/cheat.md {cheat}"], "test -f proof.txt")})
+    run = run_desk(work, "builder", tmp_path)
+    assert run.code == 0, run.err
+    assert "blocked" in run.out
+    assert claim_chain(work.path, "cheat")[-1]["state"] == "blocked"
+    rows = [e["data"] for e in entries(work.path, "cheat") if e["kind"] == "verify"]
+    assert len(rows) == 2 and all(r["command"] == "test -f proof.txt" and not r["passed"] for r in rows)
+    on_branch = git("--git-dir", str(work.path), "show", "refs/heads/assay/cheat:briefs/cheat.md")
+    assert 'run: "true"' in on_branch  # the branch did edit its copy; main's rows judged it
+
+
+def test_the_agent_gets_no_forge_credentials(work: Forge, tmp_path: Path) -> None:
+    dump = tmp_path / "agent-env.txt"
+    publish(work, {"briefs/env.md": brief("Env", [f"run env > {dump}", "write ok.txt ok"], "test -f ok.txt")})
+    secrets = {"GITHUB_TOKEN": "ghp_secret1", "GH_TOKEN": "gho_secret2", "ASSAY_GITHUB_TOKEN": "s3",
+               "ASSAY_TOKEN": "s4"}
+    assert run_desk(work, "builder", tmp_path, **secrets).code == 0
+    seen = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+    assert not set(secrets) & set(seen)
+    assert seen["ASSAY_BRIEF"] == "env" and seen["ASSAY_EPOCH"] == "1" and seen["ASSAY_DESK"] == "builder"
+
+
+def test_two_desks_never_share_a_worktree(work: Forge, tmp_path: Path) -> None:
+    where = tmp_path / "where.log"
+    publish(work, {f"briefs/{b}.md": brief(b, [f"run pwd >> {where}", f"write {b}.txt x"], f"test -f {b}.txt")
+                   for b in ("left", "right")})
+    env = {**os.environ, **desk_env(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", name, "--once", "--max-briefs", "1",
+                               "--forge", work.url], env=env, stdout=subprocess.PIPE, text=True)
+             for name in ("builder", "other")]
+    for p in procs:
+        p.communicate(timeout=120)
+        assert p.returncode == 0
+    paths = where.read_text().split()
+    assert len(paths) == 2 and len(set(paths)) == 2
+    assert {Path(p).parent.name for p in paths} == {"builder", "other"}
+    claims = {c["desk"] for b in ("left", "right") for c in claim_chain(work.path, b)}
+    assert claims == {"builder", "other"}
+
+
+def test_sigkill_during_the_agent_then_restart_resumes_without_repeating(work: Forge, tmp_path: Path) -> None:
+    marker = tmp_path / "slept-once"
+    publish(work, {"briefs/ship.md": brief("Ship", ["write ship.txt v1", "deploy", f"sleep-once 60 {marker}"],
+                                           "test -f ship.txt")})
+    env = {**os.environ, **desk_env(tmp_path)}
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--once", "--forge", work.url],
+                            env=env, stdout=subprocess.PIPE, text=True)
+    assert desk.stdout is not None
+    for line in desk.stdout:  # wait until the agent is mid-work, past its unsafe deploy
+        if "working for up to" in line:
+            break
+    desk.send_signal(signal.SIGKILL)
+    desk.wait()
+    assert claim_chain(work.path, "ship")[-1]["state"] == "held"
+    again = run_desk(work, "builder", tmp_path)
+    assert again.code == 0, again.err
+    assert "took over ship" in again.out and "review ready" in again.out
+    chain = claim_chain(work.path, "ship")
+    assert chain[-1]["state"] == "waiting" and chain[-1]["epoch"] == 2
+    assert (tmp_path / "effects.log").read_text().count("deployed ship") == 1
+    assert git("--git-dir", str(work.path), "for-each-ref", "--format=%(refname)", "refs/heads/assay/").split() \
+        == ["refs/heads/assay/ship"]
+    reviews = assay("review", "list", "--forge", work.url, "--json").json()
+    assert isinstance(reviews, dict) and [r["brief"] for r in reviews["reviews"]] == ["ship"]
+    assert invariants(work.path, "ship") == []
+
+
+def test_dependencies_and_priority_order(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/base.md": brief("Base", ["write base.txt b"], "test -f base.txt"),
+                   "briefs/top.md": brief("Top", ["write top.txt t"], "test -f top.txt", deps="base")})
+    listing = assay("briefs", "--forge", work.url, "--json").json()
+    assert isinstance(listing, dict)
+    states = {r["brief"]: r["state"] for r in listing["briefs"]}
+    assert states["top"] == "needs base" and states["base"] == "ready"
+    run = run_desk(work, "builder", tmp_path)
+    assert "claimed base" in run.out and "claimed top" not in run.out
+
+
+def test_waits_wakes_and_steering(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/w.md": brief("W", ["steering", "write w.txt w"], "test -f w.txt")})
+    assert assay("steer", "w", "Use the staging database", "--forge", work.url).code == 0
+    assert assay("claim", "w", "--desk", "builder", "--forge", work.url).code == 0
+    bad = assay("wait", "w", "--on", "tomorrow", "--forge", work.url)
+    assert bad.code == 2 and "unknown wait condition" in bad.err
+    assert assay("wait", "w", "--on", "manual", "--forge", work.url).code == 0
+    assert claim_chain(work.path, "w")[-1]["state"] == "waiting"
+    assert assay("wake", "w", "--forge", work.url).code == 0
+    assert claim_chain(work.path, "w")[-1]["state"] == "held"
+    kinds = [e["kind"] for e in entries(work.path, "w")]
+    assert kinds == ["steer", "wait", "wake"]
+    steer = entries(work.path, "w")[0]["data"]
+    assert steer["text"] == "Use the staging database"
+
+
+def test_steering_reaches_the_agent(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/s.md": brief("S", ["steering", "write s.txt s"], "test -f s.txt")})
+    assert assay("steer", "s", "Prefer small commits", "--forge", work.url).code == 0
+    run = run_desk(work, "builder", tmp_path)
+    assert "steering received: Prefer small commits" in run.out
+
+
+def test_brief_new_writes_a_valid_skeleton(tmp_path: Path) -> None:
+    made = assay("brief", "new", "add-cache", "--title", "Add a cache", "--label", "work", cwd=tmp_path)
+    assert made.code == 0
+    assert assay("brief", "lint", cwd=tmp_path).code == 0
+    again = assay("brief", "new", "add-cache", "--title", "x", cwd=tmp_path)
+    assert again.code == 2 and "already exists" in again.err
+    bad = assay("brief", "new", "Bad_ID", "--title", "x", cwd=tmp_path)
+    assert bad.code == 2
+
+
+def test_an_unknown_desk_and_a_broken_desk_file_are_clear_errors(work: Forge, tmp_path: Path) -> None:
+    missing = run_desk(work, "ghost", tmp_path)
+    assert missing.code == 2 and "no desk 'ghost'" in missing.err and "builder" in missing.err
+    publish(work, {"desks/broken.yaml": "name: broken\nagent: {command: []}\nlease_s: -1\n"})
+    broken = run_desk(work, "broken", tmp_path)
+    assert broken.code == 2 and "desks/broken.yaml:2" in broken.err and "Traceback" not in broken.err
+
+
+def test_journal_json_of_a_desk_run_is_complete(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/j.md": brief("J", ["write j.txt j"], "test -f j.txt")})
+    run_desk(work, "builder", tmp_path)
+    data = json.loads(assay("journal", "j", "--forge", work.url, "--json").out)
+    steps = [e.get("step") for e in data["entries"] if e["kind"] == "result"]
+    assert steps == ["branch", "review", "agent", "push", "verify", "ready"]
