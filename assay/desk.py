@@ -34,6 +34,7 @@ from assay.deskspec import DeskSpec
 from assay.errors import AssayError, Conflict, NeedsPerson
 from assay.forge.base import Reviews
 from assay.git import ForgeGit, RefUpdate, Signature, strip_credentials
+from assay.journal import Fenced
 from assay.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES, ClaimRecord, parse_iso
 from assay.steps import Session, open_session
 
@@ -208,7 +209,8 @@ class Desk:
             self.claims.change(brief.id, "block", desk=self.spec.name, epoch=epoch, reason=reason)
             self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
             return "blocked"
-        session.step("ready", lambda key: self._mark_ready(brief, head), input={"head": head}, policy="idempotent")
+        session.step("ready", lambda key: self._mark_ready(session, brief, head), input={"head": head},
+                     policy="idempotent")
         session.end_run()
         session.journal.add("wait", sync=True, data={"on": "review"})
         self.claims.change(brief.id, "wait", desk=self.spec.name, epoch=epoch, wait={"on": "review"})
@@ -227,8 +229,20 @@ class Desk:
     def _open_review(self, brief: Brief, head: str) -> str:
         return self.reviews.open(brief.id, f"assay/{brief.id}", brief.title, head).record.state
 
-    def _mark_ready(self, brief: Brief, head: str) -> str:
-        return self.reviews.mark_ready(brief.id, head).record.state
+    def _mark_ready(self, session: Session, brief: Brief, head: str) -> str:
+        """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot."""
+        for _ in range(3):
+            update = self.reviews.ready_update(brief.id, head)
+            if update is None:
+                return "ready"
+            try:
+                session.journal.add("note", sync=True, data={"review": "ready", "head": head}, refs=[update])
+                return "ready"
+            except Fenced:
+                raise
+            except Conflict:
+                continue  # the review moved (a comment, say): prepare again on its new tip
+        raise Conflict(f"the review of {brief.id!r} kept changing; not marked ready")
 
     def _prompt(self, session: Session, brief: Brief, feedback: str) -> str:
         steering = [str((e.data or {}).get("text", "")) for e in session.journal.entries if e.kind == "steer"]

@@ -208,3 +208,40 @@ def test_journal_json_of_a_desk_run_is_complete(work: Forge, tmp_path: Path) -> 
     data = json.loads(assay("journal", "j", "--forge", work.url, "--json").out)
     steps = [e.get("step") for e in data["entries"] if e["kind"] == "result"]
     assert steps == ["branch", "review", "agent", "push", "verify", "ready"]
+
+
+def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path) -> None:
+    from assay.briefs import briefs_on_main
+    from assay.claims import Claims
+    from assay.desk import Desk
+    from assay.deskspec import DeskSpec
+    from assay.forge.plain import PlainReviews
+    from assay.git import ForgeGit
+    from assay.journal import Fenced
+    from assay.steps import open_session
+
+    publish(work, {"briefs/f.md": brief("F", [], "true")})
+    git_port = ForgeGit(work.url)
+    claims, reviews = Claims(git_port), PlainReviews(git_port)
+    claims.claim("f", "builder")
+    main = claims.sync().main
+    assert main is not None
+    head = git("--git-dir", str(work.path), "rev-parse", "main").strip()
+    reviews.open("f", "assay/f", "F", head)
+    session = open_session(claims, "f", "builder", 1)
+    claims.force_release("f", "taken away", by="ops")
+    claims.claim("f", "other")
+    desk = Desk(git_port, claims, reviews, DeskSpec(name="builder", command=("true",)), tmp_path / "state")
+    f = next(b for b in briefs_on_main(git_port, main)[0] if b.id == "f")
+    with pytest.raises(Fenced):
+        desk._mark_ready(session, f, head)
+    assert reviews.get("f") is not None and reviews.get("f").record.state == "draft"  # type: ignore[union-attr]
+
+
+def test_the_shipped_desk_presets_are_valid() -> None:
+    from assay.deskspec import check_desk
+    from tests.conftest import REPO
+
+    for path in sorted((REPO / "desks").glob("*.yaml")):
+        spec, problems = check_desk(path.read_text(), str(path))
+        assert problems == [] and spec is not None and spec.name == path.stem

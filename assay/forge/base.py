@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from assay.errors import Conflict
+from assay.git import RefUpdate
 from assay.records import ReviewRecord
 
 Clock = Callable[[], float]
@@ -73,6 +74,10 @@ class Reviews(Protocol):
         ...
 
     def mark_ready(self, brief: str, head: str) -> Review: ...
+
+    def ready_update(self, brief: str, head: str) -> RefUpdate | None:
+        """Where reviews are refs: the unpushed update marking it ready (a desk pushes it fenced)."""
+        ...
 
     def comment(self, brief: str, by: str, text: str) -> Review: ...
 

@@ -129,6 +129,18 @@ class PlainReviews:
     def mark_ready(self, brief: str, head: str) -> Review:
         return self._change(brief, "mark_ready", "assay", head=_commit_id(head))
 
+    def ready_update(self, brief: str, head: str) -> RefUpdate | None:
+        """The ref update that marks the review ready, unpushed: a desk pushes it with its journal, fenced.
+
+        None when the review is ready at `head` already.
+        """
+        current = self.get(brief)
+        before = current.record if current else None
+        record = review_transition(before, "mark_ready", brief, at=self._now(), by="assay", head=_commit_id(head))
+        if current is not None and record is before:
+            return None
+        return self._prepare(current, record, "mark_ready", "assay")
+
     def comment(self, brief: str, by: str, text: str) -> Review:
         if not text.strip():
             raise UsageError("a comment needs text")
