@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.errors import Cancelled, UsageError
+from assay.git import strip_credentials
 from assay.steps import Session
 
 TAIL_BYTES = 4000
@@ -27,7 +28,10 @@ def scrubbed_env(base: dict[str, str] | None = None, allow: set[str] | None = No
     env = dict(os.environ if base is None else base)
     if allow is not None:
         env = {k: v for k, v in env.items() if k in allow or k.startswith("ASSAY_")}
-    return {k: v for k, v in env.items() if not _SECRET_NAMES.match(k)}
+    env = {k: v for k, v in env.items() if not _SECRET_NAMES.match(k)}
+    if "ASSAY_FORGE" in env:
+        env["ASSAY_FORGE"] = strip_credentials(env["ASSAY_FORGE"])
+    return env
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,11 @@ def run_effect(session: Session, name: str, policy: str, step_input: Any, argv: 
         ran.append(key)
         return _run_command(argv, key)
 
-    result = session.step(name, effect, input=step_input, policy=policy)
+    try:
+        result = session.step(name, effect, input=step_input, policy=policy)
+    except BaseException:
+        _flush_quietly(session)  # replay and call notes count this run's calls: they must land
+        raise
     session.flush()
     if not isinstance(result, dict) or "exit_code" not in result:
         raise UsageError(f"step {name!r} was recorded by something other than `assay step run`")
@@ -121,3 +129,11 @@ def _run_command(argv: list[str], key: str) -> dict[str, Any]:
         raise
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
             "tail": tail.decode("utf-8", "replace")}
+
+
+def _flush_quietly(session: Session) -> None:
+    """Flush while another error is on its way out: that error is the one the user must see."""
+    try:
+        session.flush()
+    except Exception:  # noqa: BLE001
+        pass

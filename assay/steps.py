@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import secrets
 import signal
 import uuid as uuid_module
@@ -35,6 +37,7 @@ from assay.journal import INLINE_LIMIT, Draft, Journal
 from assay.records import POLICIES, JournalEntry
 
 CALL_MARKERS = frozenset({"intent", "refused"})
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_ATTEMPTS = 3
 
 
@@ -135,8 +138,8 @@ class Session:
     def _unrefused_unknown(self, identity: tuple[str, str]) -> JournalEntry | None:
         for e in self.journal.entries:
             if e.kind == "outcome_unknown" and e.identity == identity:
-                intent = next(i for i in self.journal.entries if i.seq == e.intent)
-                if not self._refused(intent):
+                intent = next((i for i in self.journal.entries if i.seq == e.intent), None)
+                if intent is not None and not self._refused(intent):
                     return intent
         return None
 
@@ -145,12 +148,18 @@ class Session:
     def step(self, name: str, fn: Callable[[str], Any], input: Any = None, policy: str = "safe",
              reuse: bool = True) -> Any:
         """Run `fn(idempotency_key)` as a durable step, or return what it returned before."""
+        if not _STEP_NAME.fullmatch(name):
+            raise UsageError(f"invalid step name {name!r}", hint="use 1-64 of A-Z a-z 0-9 . _ -, no '/'")
         if policy not in POLICIES:
             raise UsageError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         identity = (name, input_sha(input))
         call = Call(name, identity[1], self._calls.get(identity, 0), policy, input)
         self._calls[identity] = call.ordinal + 1
         interrupted = self._interrupted(identity)
+        if interrupted is not None and _still_running(interrupted):
+            raise Refused(f"step {name!r} is running now (intent {interrupted.seq}, process "
+                          f"{(interrupted.data or {}).get('pid')}); it is not started twice",
+                          hint="wait for it to finish, then call again to get its result")
         if interrupted is not None:
             self._check_policy(interrupted, call)
             if interrupted.policy == "unsafe":
@@ -210,8 +219,11 @@ class Session:
         else:
             key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
             small_input = canonical(call.input)
+            data: dict[str, Any] = {"host": os.uname().nodename, "pid": os.getpid()}
+            if len(small_input) <= INLINE_LIMIT:
+                data["input"] = call.input
             intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,
-                                      data={"input": call.input} if len(small_input) <= INLINE_LIMIT else None)
+                                      data=data)
         crash_point("step.before-execute", call.name)
         try:
             with _sigterm_as_cancel():
@@ -347,3 +359,22 @@ def open_session(claims: Any, brief: str, desk: str, epoch: int, run: str | None
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Session:
     """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given."""
     return Session(Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12]), max_attempts)
+
+
+def _still_running(intent: JournalEntry) -> bool:
+    """The intent's writer is alive on this host: the step is in progress, not interrupted.
+
+    On another host there is no such evidence, and the intent counts as interrupted.
+    """
+    data = intent.data or {}
+    if data.get("host") != os.uname().nodename or not isinstance(data.get("pid"), int):
+        return False
+    if data["pid"] == os.getpid():
+        return False  # our own earlier intent: this process is past it
+    try:
+        os.kill(data["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -146,3 +146,35 @@ def test_journal_timeline_and_json(forge: Forge, ctx: dict[str, str], tmp_path: 
     assert [e["kind"] for e in data["entries"]] == ["intent", "result"]
     table = assay("journal", "alpha", "--forge", forge.url)
     assert table.code == 0 and "deploy#0" in table.out and "completed exit 0" in table.out
+
+
+def test_a_step_running_now_is_not_started_twice(forge: Forge, ctx: dict[str, str], tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    env = {**os.environ, **ctx}
+    args = ["step", "run", "--name", "pay", "--", "sh", "-c", f"echo paid >> {log}; echo started; exec sleep 60"]
+    first = subprocess.Popen([sys.executable, "-m", "assay", *args], env=env, stdout=subprocess.PIPE, text=True)
+    assert first.stdout is not None and first.stdout.readline().strip() == "started"
+    second = assay(*args, env=ctx)
+    assert second.code == 4 and "is running now" in second.err
+    first.terminate()
+    first.wait(timeout=30)
+    assert lines(log) == ["paid"]
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_replayed_refusals_keep_the_run_count(forge: Forge, ctx: dict[str, str], tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    assert deploy(log, ctx, crash="step.after-execute:deploy").code == -signal.SIGKILL
+    assert deploy(log, ctx).code == 4  # refused
+    assert deploy(log, ctx).code == 0  # deliberate
+    # a later run replays: refused (call 0 was interrupted), refused (call 1), then the recorded success
+    codes = [deploy(log, ctx, run="r2").code for _ in range(3)]
+    assert codes == [4, 4, 0]
+    assert len(lines(log)) == 2
+
+
+def test_a_credentialed_forge_url_is_stripped_for_the_command(ctx: dict[str, str], tmp_path: Path) -> None:
+    from assay.agent import scrubbed_env
+
+    env = scrubbed_env({"ASSAY_FORGE": "https://x-access-token:ghs_abc@github.com/o/r.git", "PATH": "/bin"})
+    assert env["ASSAY_FORGE"] == "https://github.com/o/r.git"
