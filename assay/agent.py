@@ -77,7 +77,7 @@ def open_context_session(ctx: StepContext) -> Session:
     from assay.config import open_claims
     from assay.steps import open_session
 
-    return open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run)
+    return open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True)
 
 
 def run_effect(session: Session, name: str, policy: str, step_input: Any, argv: list[str]) -> int:

@@ -93,13 +93,19 @@ class Call:
 class Session:
     """Durable steps for one brief, one run. Receives its journal."""
 
-    def __init__(self, journal: Journal, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+    def __init__(self, journal: Journal, max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False) -> None:
+        """`call_notes`: journal replays and resumes too, for runs made of many processes
+        (`assay step run`), which count their calls from the journal; one process counts in memory."""
         self.journal = journal
         self.max_attempts = max_attempts
+        self.call_notes = call_notes
         self._calls: dict[tuple[str, str], int] = {}
         self._nondet_used = 0
-        self._indexed = -1
+        self._indexed = 0
         self._resolutions: dict[int, JournalEntry] = {}
+        self._refusals: set[int] = set()
+        self._by_identity: dict[tuple[str, str], list[JournalEntry]] = {}
+        self._nondet: list[JournalEntry] = []
         for e in journal.entries:  # calls this run already made (each `assay step run` is its own process)
             if e.run == journal.run:
                 if e.kind in CALL_MARKERS or (e.kind == "note" and (e.data or {}).get("call")):
@@ -107,38 +113,54 @@ class Session:
                 if e.kind == "nondeterminism" or (e.kind == "note" and (e.data or {}).get("replay") == "value"):
                     self._nondet_used += 1
 
-    # -- the index over the journal -----------------------------------------------------------
+    # -- the index over the journal (kept up to date as the journal grows) -------------------
+
+    def _index(self) -> None:
+        entries = self.journal.entries
+        if self._indexed > len(entries):  # never happens with a gapless journal; rebuild to be safe
+            self._indexed, self._by_identity, self._resolutions, self._refusals, self._nondet = 0, {}, {}, set(), []
+        for e in entries[self._indexed:]:
+            if e.intent is not None and e.kind in ("result", "outcome_unknown"):
+                self._resolutions[e.intent] = e
+            if e.intent is not None and e.kind == "refused":
+                self._refusals.add(e.intent)
+            if e.step is not None and e.kind in ("intent", "refused", "outcome_unknown"):
+                self._by_identity.setdefault(e.identity, []).append(e)
+            if e.kind == "nondeterminism":
+                self._nondet.append(e)
+        self._indexed = len(entries)
+
+    def _calls_of(self, identity: tuple[str, str]) -> list[JournalEntry]:
+        self._index()
+        return self._by_identity.get(identity, [])
 
     def _resolution(self, intent: JournalEntry) -> JournalEntry | None:
-        entries = self.journal.entries
-        if self._indexed != len(entries):
-            self._resolutions = {e.intent: e for e in entries
-                                 if e.intent is not None and e.kind in ("result", "outcome_unknown")}
-            self._indexed = len(entries)
+        self._index()
         return self._resolutions.get(intent.seq)
 
     def _interrupted(self, identity: tuple[str, str]) -> JournalEntry | None:
-        for e in self.journal.entries:
-            if e.kind == "intent" and e.identity == identity and self._resolution(e) is None:
+        for e in self._calls_of(identity):
+            if e.kind == "intent" and self._resolution(e) is None:
                 return e
         return None
 
     def _refused(self, intent: JournalEntry) -> bool:
-        return any(e.kind == "refused" and e.intent == intent.seq for e in self.journal.entries)
+        self._index()
+        return intent.seq in self._refusals
 
     def _slot(self, call: Call) -> JournalEntry | None:
         """The latest earlier-run intent or refusal at this identity and ordinal."""
         found = None
-        for e in self.journal.entries:
-            if e.kind in CALL_MARKERS and e.identity == (call.name, call.sha) and e.ordinal == call.ordinal \
-                    and e.run != self.journal.run:
+        for e in self._calls_of((call.name, call.sha)):
+            if e.kind in CALL_MARKERS and e.ordinal == call.ordinal and e.run != self.journal.run:
                 found = e
         return found
 
     def _unrefused_unknown(self, identity: tuple[str, str]) -> JournalEntry | None:
-        for e in self.journal.entries:
-            if e.kind == "outcome_unknown" and e.identity == identity:
-                intent = next((i for i in self.journal.entries if i.seq == e.intent), None)
+        calls = self._calls_of(identity)
+        for e in calls:
+            if e.kind == "outcome_unknown":
+                intent = next((i for i in calls if i.kind == "intent" and i.seq == e.intent), None)
                 if intent is not None and not self._refused(intent):
                     return intent
         return None
@@ -202,7 +224,8 @@ class Session:
         return {"step": call.name, "input_sha": call.sha, "ordinal": call.ordinal}
 
     def _mark(self, call: Call, what: str, of: int) -> None:
-        self.journal.add("note", sync=False, **self._ids(call), data={"call": what, "of": of})
+        if self.call_notes:
+            self.journal.add("note", sync=False, **self._ids(call), data={"call": what, "of": of})
 
     def _refuse(self, call: Call, intent: JournalEntry) -> Any:
         self.journal.add("refused", sync=True, resolves=intent, **self._ids(call), key=intent.key,
@@ -282,7 +305,8 @@ class Session:
         return bytes.fromhex(str(self._value("random", n, lambda: secrets.token_hex(n))))
 
     def _value(self, name: str, arg: Any, make: Callable[[], Any]) -> Any:
-        recorded = [e for e in self.journal.entries if e.kind == "nondeterminism"]
+        self._index()
+        recorded = self._nondet
         index = self._nondet_used
         self._nondet_used += 1
         if index < len(recorded):
@@ -291,7 +315,8 @@ class Session:
                 want = f"{name}({arg})" if arg is not None else name
                 got = f"{r.get('name')}({r.get('arg')})" if r.get("arg") is not None else r.get("name")
                 self.mismatch(f"read #{index + 1} asked for {want}, but the journal recorded {got}")
-            self.journal.add("note", sync=False, data={"replay": "value", "of": recorded[index].seq})
+            if self.call_notes:
+                self.journal.add("note", sync=False, data={"replay": "value", "of": recorded[index].seq})
             return r.get("value")
         value = make()
         self.journal.add("nondeterminism", sync=False, data={"name": name, "arg": arg, "value": value})
@@ -356,9 +381,10 @@ def _sigterm_as_cancel() -> Iterator[None]:
 
 
 def open_session(claims: Any, brief: str, desk: str, epoch: int, run: str | None = None,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Session:
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False) -> Session:
     """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given."""
-    return Session(Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12]), max_attempts)
+    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12])
+    return Session(journal, max_attempts, call_notes)
 
 
 def _still_running(intent: JournalEntry) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -200,3 +201,27 @@ def test_a_run_that_ends_resets_the_count(held: Claims) -> None:
     s.end_run()
     for run in ("r4", "r5", "r6"):
         session(held, run).begin_run()
+
+
+def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, held: Claims, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import assay.git
+    from assay.journal import read_log
+
+    s1 = session(held, "r1")
+    for i in range(1500):
+        s1.step("tick", lambda k: None, input=i)
+        if i % 100 == 99:
+            s1.flush()  # 15 commits of 200 entries
+    s1.flush()
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    seen: list[str] = []
+    real = assay.git.run_git
+
+    def counting(args, *a, **k):
+        seen.append(args[0])
+        return real(args, *a, **k)
+    monkeypatch.setattr(assay.git, "run_git", counting)
+    log = read_log(ForgeGit(forge.url), "alpha")
+    assert len(log.entries) == 3000  # every intent and result, nothing lost
+    assert seen.count("fetch") == 1 and seen.count("ls-remote") == 1
