@@ -245,3 +245,23 @@ def test_the_shipped_desk_presets_are_valid() -> None:
     for path in sorted((REPO / "desks").glob("*.yaml")):
         spec, problems = check_desk(path.read_text(), str(path))
         assert problems == [] and spec is not None and spec.name == path.stem
+
+
+def test_a_brief_waiting_on_a_past_time_is_woken_and_resumed(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/t.md": brief("T", ["write t.txt t"], "test -f t.txt")})
+    assert assay("claim", "t", "--desk", "builder", "--forge", work.url).code == 0
+    assert assay("wait", "t", "--on", "time:2020-01-01T00:00:00Z", "--forge", work.url).code == 0
+    run = run_desk(work, "builder", tmp_path)
+    assert run.code == 0, run.err
+    assert "took over t" in run.out and "review ready" in run.out  # woken, then its dead holder's claim resumed
+    states = [c["state"] for c in claim_chain(work.path, "t")]
+    assert states[:3] == ["held", "waiting", "held"] and states[-1] == "waiting"
+
+
+def test_desks_take_only_briefs_with_their_labels_or_name(work: Forge, tmp_path: Path) -> None:
+    named = brief("Named", ["write n.txt n"], "test -f n.txt").replace("labels: [work]", "desk: other")
+    publish(work, {"briefs/named.md": named,
+                   "briefs/foreign.md": brief("Foreign", [], "true").replace("labels: [work]", "labels: [infra]")})
+    run = run_desk(work, "builder", tmp_path)
+    assert "claimed" not in run.out
+    assert "claimed named" in run_desk(work, "other", tmp_path).out
