@@ -267,7 +267,12 @@ def briefs_cmd(forge: str | None, as_json: bool) -> None:
     claims = open_claims(forge)
     board = sync(claims.git, claims)
     rows = views.brief_rows(board)
-    views.print_json({"main": board.main, "briefs": rows}) if as_json else views.render_briefs(rows)
+    problems = [str(p) for p in board.problems]
+    if as_json:
+        views.print_json({"main": board.main, "briefs": rows, "problems": problems})
+    else:
+        views.render_briefs(rows)
+        views.render_warnings(problems)
 
 
 @brief.command("new")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.agent import scrubbed_env
-from assay.briefs import Brief, briefs_on_main
+from assay.briefs import Brief, Problem, briefs_on_main
 from assay.claims import Claim, Claims, new_holder
 from assay.deskspec import DeskSpec
 from assay.errors import AssayError, Conflict, NeedsPerson
@@ -49,6 +49,7 @@ class Board:
     main: str
     briefs: dict[str, Brief]
     claims: dict[str, Claim]
+    problems: list[Problem] = field(default_factory=list)
 
     def state(self, brief: str) -> str | None:
         claim = self.claims.get(brief)
@@ -72,14 +73,14 @@ def sync(git: ForgeGit, claims: Claims) -> Board:
     if not view.main:
         raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
     git.ensure_objects({**view.tips, MAIN_REF: view.main})
-    briefs, _problems = briefs_on_main(git, view.main)
+    briefs, problems = briefs_on_main(git, view.main)
     loaded: dict[str, Claim] = {}
     for ref, sha in view.tips.items():
         try:
             loaded[ref.removeprefix(CLAIMS_PREFIX)] = claims.load(ref, sha)
         except AssayError:
             continue  # a junk record is reported by `assay claims`; a desk just leaves that brief alone
-    return Board(view.main, {b.id: b for b in briefs}, loaded)
+    return Board(view.main, {b.id: b for b in briefs}, loaded, problems)
 
 
 class Desk:
@@ -97,8 +98,13 @@ class Desk:
 
     def run(self, once: bool = False, max_briefs: int | None = None, poll_s: float = 5.0) -> DeskReport:
         report = DeskReport()
+        warned: set[str] = set()
         while max_briefs is None or len(report.worked) < max_briefs:
             board = sync(self.git, self.claims)
+            for problem in board.problems:  # a broken brief is skipped, never silently
+                if str(problem) not in warned:
+                    warned.add(str(problem))
+                    self.echo(f"{self.spec.name}: skipping a brief on main: {problem}")
             progressed = self._settle_waiting(board, report)
             brief, claim = self._next(board)
             if brief is not None and claim is not None:

@@ -235,3 +235,9 @@ def render_review(v: dict[str, Any]) -> None:
         console.print("approved by " + ", ".join(v["approvals"]))
     for c in v["comments"]:
         console.print(_plain(f"- {c.get('by')} at {c.get('at')}: {c.get('text')}"))
+
+
+def render_warnings(lines: Sequence[str]) -> None:
+    console = _console(stderr=True)
+    for line in lines:
+        console.print(f"[yellow]warning:[/] {_plain(line)}")

@@ -265,3 +265,11 @@ def test_desks_take_only_briefs_with_their_labels_or_name(work: Forge, tmp_path:
     run = run_desk(work, "builder", tmp_path)
     assert "claimed" not in run.out
     assert "claimed named" in run_desk(work, "other", tmp_path).out
+
+
+def test_a_malformed_brief_on_main_is_reported_not_silently_skipped(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/broken.md": "---\ntitle: Broken\npriority: urgent\n---\n"})
+    listing = assay("briefs", "--forge", work.url)
+    assert listing.code == 0 and "briefs/broken.md:3" in listing.err
+    run = run_desk(work, "builder", tmp_path)
+    assert "skipping a brief on main: briefs/broken.md:3" in run.out
