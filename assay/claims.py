@@ -19,7 +19,6 @@ from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, redact
 from assay.records import (
     CLAIMS_PREFIX,
     MAIN_REF,
-    TOMBSTONES,
     ClaimRecord,
     claim_ref,
     decode_claim,
@@ -310,7 +309,3 @@ def validate_lease(lease_s: int) -> int:
     if not 1 <= lease_s <= MAX_LEASE_S:
         raise UsageError(f"lease of {lease_s}s is out of range", hint=f"use 1 to {MAX_LEASE_S} seconds")
     return lease_s
-
-
-def is_tombstone(record: ClaimRecord) -> bool:
-    return record.state in TOMBSTONES

@@ -11,7 +11,6 @@ from assay.git import ForgeGit
 
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "verify_timeout_s")
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
-PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{brief}", "{title}", "{worktree}")
 
 
 @dataclass(frozen=True)

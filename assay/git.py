@@ -244,18 +244,6 @@ class ForgeGit:
             args.insert(1, f"--max-count={limit}")
         return self._git(*args).stdout.decode().split()
 
-    def commit_parents(self, sha: str) -> list[str]:
-        data = self.read_objects([sha])[0]
-        if data is None:
-            return []
-        parents = []
-        for line in data.decode("utf-8", "replace").splitlines():
-            if not line:
-                break
-            if line.startswith("parent "):
-                parents.append(line[7:])
-        return parents
-
     # -- worktrees (one per desk and brief, never shared) ------------------------------
 
     def worktree(self, path: Path, commit: str) -> WorkRepo:
@@ -440,9 +428,6 @@ class WorkRepo:
 
     def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         return run_git(list(args), cwd=self.path, check=check)
-
-    def has_commits(self) -> bool:
-        return self.git("rev-parse", "--verify", "-q", "HEAD", check=False).returncode == 0
 
     def commit_all(self, message: str, paths: Sequence[str] = (".",), author: Signature | None = None) -> bool:
         """Stage `paths` and commit; False when there was nothing to commit."""
