@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from assay.briefs import Brief, Problem, briefs_on_main
 from assay.claims import Claim, Claims, new_holder
 from assay.deskspec import DeskSpec
 from assay.errors import AssayError, Conflict, NeedsPerson
-from assay.forge.base import Reviews
+from assay.forge.base import IllegalReviewChange, Reviews
 from assay.git import ForgeGit, RefUpdate, Signature, strip_credentials
 from assay.journal import Fenced
 from assay.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES, ClaimRecord, parse_iso
@@ -106,7 +107,7 @@ class Desk:
                     warned.add(str(problem))
                     self.echo(f"{self.spec.name}: skipping a brief on main: {problem}")
             progressed = self._settle_waiting(board, report)
-            brief, claim = self._next(board)
+            brief, claim = self._next(board, skip=set(report.worked) if once else set())
             if brief is not None and claim is not None:
                 report.worked.append(brief.id)
                 report.outcomes[brief.id] = self.work(board, brief, claim)
@@ -137,17 +138,22 @@ class Desk:
                     report.outcomes[brief_id] = "done"
                     progressed = True
                 elif state == "closed":
-                    self.claims.release(brief_id, r.desk, outcome="abandoned", reason="review closed",
-                                        epoch=r.epoch)
-                    self.echo(f"{self.spec.name}: {brief_id} review closed -> abandoned")
+                    report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, "the review was closed")
                     progressed = True
             elif on.startswith("time:") and self.clock() >= parse_iso(on[5:]).timestamp():
                 self.claims.change(brief_id, "wake", desk=r.desk, epoch=r.epoch)
                 progressed = True
         return progressed
 
-    def _next(self, board: Board) -> tuple[Brief | None, Claim | None]:
-        """This desk's orphaned or woken claims first, then the most urgent ready brief."""
+    def _closed_by_person(self, brief_id: str, epoch: int, why: str) -> str:
+        """A person closed the review: block the brief rather than redo it; they decide what comes next."""
+        reason = f"{why}; release the claim to have it redone, or remove the brief from main"
+        self.claims.change(brief_id, "block", desk=self.spec.name, epoch=epoch, reason=reason)
+        self.echo(f"{self.spec.name}: {brief_id} blocked: {why}")
+        return "blocked"
+
+    def _next(self, board: Board, skip: set[str]) -> tuple[Brief | None, Claim | None]:
+        """This desk's orphaned or woken claims first, then the most urgent ready brief (not in `skip`)."""
         for brief_id, claim in sorted(board.claims.items()):
             r = claim.record
             if r.state != "held" or not self._mine(r) or brief_id not in board.briefs:
@@ -162,7 +168,8 @@ class Desk:
                     continue
                 self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
                 return board.briefs[brief_id], taken
-        ready = sorted((b for b in board.briefs.values() if self.spec.takes(b) and board.ready(b)),
+        ready = sorted((b for b in board.briefs.values()
+                        if self.spec.takes(b) and board.ready(b) and b.id not in skip),
                        key=lambda b: (b.priority, b.id))
         for brief in ready:
             try:
@@ -184,6 +191,8 @@ class Desk:
         except NeedsPerson as exc:
             self.echo(f"{self.spec.name}: {brief.id} needs a person: {exc.message}")
             return "blocked"
+        except IllegalReviewChange as exc:  # a person closed the review while the desk worked
+            return self._closed_by_person(brief.id, epoch, exc.message)
         except Conflict as exc:
             self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
             return "lost"
@@ -193,8 +202,9 @@ class Desk:
         head = session.step("branch", lambda key: self._ensure_branch(session, branch_ref, board.main),
                             policy="idempotent")
         worktree = self.state_dir / "worktrees" / self.spec.name / brief.id
-        self.git.ensure_objects({branch_ref: head})
-        self.git.worktree(worktree, head)
+        tip = self.git.ls_remote(branch_ref).get(branch_ref) or head  # work goes on from the branch as it is now
+        self.git.ensure_objects({branch_ref: tip})
+        self.git.worktree(worktree, tip)
         session.step("review", lambda key: self._open_review(brief, head), policy="idempotent")
         feedback = ""
         for attempt in range(1, self.spec.attempts + 1):
@@ -280,11 +290,11 @@ class Desk:
         started = time.monotonic()
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(brief.id, epoch, stop), daemon=True)
-        beat.start()
         tail = ""
         try:
             proc = subprocess.Popen(argv, cwd=worktree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, preexec_fn=_die_with_parent)
+                                    text=True, preexec_fn=_DIE_WITH_PARENT)
+            beat.start()  # after the fork: no thread runs while the child is set up
             assert proc.stdout is not None
             for line in proc.stdout:
                 self.echo(f"  {brief.id} | {line.rstrip()}")
@@ -295,7 +305,8 @@ class Desk:
             self.echo(f"{self.spec.name}: {tail}")
         finally:
             stop.set()
-            beat.join()
+            if beat.is_alive():
+                beat.join()
         return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
                 "run": run_id}
 
@@ -316,6 +327,11 @@ class Desk:
         repo.commit_all(message, author=Signature(self.spec.name, f"{self.spec.name}@assay.invalid"))
         head = repo.head()
         tip = self.git.ls_remote(branch_ref).get(branch_ref)
+        if tip and tip != head:
+            self.git.ensure_objects({branch_ref: tip})
+            if not self.git.is_ancestor(tip, head):
+                raise Conflict(f"{branch_ref} has commits that the worktree of {brief.id!r} lacks; not overwriting",
+                               hint=f"merge {branch_ref} into the worktree at {worktree}, then run the desk again")
         if tip != head:
             session.journal.add("note", sync=True, data={"pushed": head},
                                 refs=[RefUpdate(branch_ref, head, tip or "0" * 40)])
@@ -346,9 +362,8 @@ class Desk:
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
-    for key, value in values.items():
-        template = template.replace("{" + key + "}", value)
-    return template
+    """Substitute {placeholders} in one pass: text brought in by a value is never expanded again."""
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def _dead_here(holder: str) -> bool:
@@ -365,15 +380,22 @@ def _dead_here(holder: str) -> bool:
     return False
 
 
-def _die_with_parent() -> None:
-    """The agent dies with its desk (Linux), so a killed desk leaves no agent working unfenced."""
+def _death_signal() -> Callable[[], None] | None:
+    """A preexec function making the agent die with its desk (Linux), set up before any fork."""
     try:
         import ctypes
         import signal
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def set_pdeathsig() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a killed desk leaves no agent working unfenced
+    return set_pdeathsig
+
+
+_DIE_WITH_PARENT = _death_signal()
 
 
 def run_desk(forge: str | None, name: str, state_dir: Path | None, *, once: bool = False,

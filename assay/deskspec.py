@@ -88,8 +88,11 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     singleton = need("singleton", bool, message="`singleton` must be true or false")
     env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) for x in v),
                      "`env_allow` must be a list of variable names")
-    if ints["heartbeat_s"] and ints["lease_s"] and ints["heartbeat_s"] * 2 > ints["lease_s"]:
-        bad(nodes["heartbeat_s"], "`heartbeat_s` must be at most half of `lease_s`, or a slow renewal loses the claim")
+    heartbeat, lease = ints["heartbeat_s"] or DeskSpec.heartbeat_s, ints["lease_s"] or DeskSpec.lease_s
+    if heartbeat * 2 > lease:
+        bad(nodes.get("heartbeat_s") or nodes.get("lease_s"),
+            f"`heartbeat_s` ({heartbeat}) must be at most half of `lease_s` ({lease}), "
+            "or a slow renewal loses the claim")
     if problems or not name or not agent:
         return None, problems
     defaults = DeskSpec(name=name, command=tuple(agent["command"]))
@@ -107,7 +110,11 @@ def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:
         git.ensure_objects({"refs/heads/main": main})
         data = git.read_objects([f"{main}:desks/{name}.yaml"])[0]
         if data is not None:
-            return parse_desk(data.decode("utf-8", "replace"), f"desks/{name}.yaml")
+            spec = parse_desk(data.decode("utf-8", "replace"), f"desks/{name}.yaml")
+            if spec.name != name:
+                raise ConfigInvalid(f"desks/{name}.yaml names desk {spec.name!r}",
+                                    hint=f"a desk file is named after its desk: set `name: {name}`")
+            return spec
         known = [e.name.removesuffix(".yaml") for e in git.read_tree(f"{main}:desks") or [] if e.name.endswith(".yaml")]
     else:
         known = []

@@ -221,6 +221,10 @@ class ForgeGit:
                 self._batch.stdout.close()
             self._batch = None
 
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether `older` is `newer` or in its history (both must be in the cache)."""
+        return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
     def read_tree(self, spec: str) -> list[TreeEntry] | None:
         """The entries of a tree (`sha` or `sha:path`), parsed from git's binary tree format."""
         data = self.read_objects([spec])[0]

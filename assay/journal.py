@@ -12,6 +12,7 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -254,6 +255,7 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
     """
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
+    who = re.sub(r"[^A-Za-z0-9._-]+", "-", by).strip("-") or "a-person"  # safe in a commit identity
     for _ in range(8):
         refs = git.ls_remote(jref, cref)
         epoch = claims.load(cref, refs[cref]).record.epoch if cref in refs else 0
@@ -263,7 +265,7 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
                              data=data)
         tree = git.write_tree([TreeEntry("entries.jsonl", git.write_blob((entry.encode() + "\n").encode()))])
         commit = git.write_commit(tree, [log.tip] if log.tip else [], f"assay: journal {brief} seq {seq} ({kind})",
-                                  Signature(by, f"{by}@assay.invalid"), clock())
+                                  Signature(who, f"{who}@assay.invalid"), clock())
         result = git.push([RefUpdate(jref, commit, log.tip or ZERO)])[jref]
         if result.ok:
             return entry

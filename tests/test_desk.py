@@ -273,3 +273,38 @@ def test_a_malformed_brief_on_main_is_reported_not_silently_skipped(work: Forge,
     assert listing.code == 0 and "briefs/broken.md:3" in listing.err
     run = run_desk(work, "builder", tmp_path)
     assert "skipping a brief on main: briefs/broken.md:3" in run.out
+
+
+def test_a_desk_resuming_elsewhere_starts_from_the_branch_as_pushed(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/m.md": brief("M", ["write m.txt m"], "test -f m.txt")})
+    first = run_desk(work, "builder", tmp_path, ASSAY_CRASH_AT="step.before-execute:verify")
+    assert first.code == -signal.SIGKILL
+    pushed = git("--git-dir", str(work.path), "rev-parse", "refs/heads/assay/m").strip()
+    other_machine = tmp_path / "elsewhere"
+    again = assay("desk", "run", "builder", "--once", "--forge", work.url,
+                  env=desk_env(tmp_path, ASSAY_STATE_DIR=str(other_machine)), timeout=120)
+    assert again.code == 0, again.err
+    assert "review ready" in again.out
+    verify = [e["data"] for e in entries(work.path, "m") if e["kind"] == "verify"]
+    assert verify and verify[-1]["passed"] is True and verify[-1]["head"] == pushed
+    assert invariants(work.path, "m") == []
+
+
+def test_a_review_closed_while_the_desk_works_blocks_the_brief(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/c.md": brief("C", [f"run {sys.executable} -m assay review close c --reason obsolete",
+                                              "write c.txt c"], "test -f c.txt")})
+    run = run_desk(work, "builder", tmp_path)
+    assert run.code == 0, run.err
+    assert "c blocked: cannot mark ready the review of 'c': it is closed" in run.out
+    assert claim_chain(work.path, "c")[-1]["state"] == "blocked"
+    assert run_desk(work, "builder", tmp_path).out.count("claimed c") == 0  # not redone behind the person's back
+
+
+def test_desk_files_must_be_named_after_their_desk_and_keep_heartbeats_short(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"desks/misnamed.yaml": DESK.format(name="someone-else", attempts=1),
+                   "desks/slow.yaml": DESK.format(name="slow", attempts=1).replace("heartbeat_s: 5",
+                                                                                   "heartbeat_s: 400")})
+    misnamed = run_desk(work, "misnamed", tmp_path)
+    assert misnamed.code == 2 and "names desk 'someone-else'" in misnamed.err
+    slow = run_desk(work, "slow", tmp_path)
+    assert slow.code == 2 and "at most half of `lease_s`" in slow.err

@@ -170,16 +170,21 @@ class PlainReviews:
                 raise UsageError(f"cannot merge the review of {brief!r}: the forge has no {missing}",
                                  hint=f"push {record.branch} to the forge first" if main else "")
             self.git.ensure_objects({base_ref: main, branch_ref: tip})
-            tree = self.git.merge_tree(main, tip)
-            if tree is None:
-                raise MergeConflict(brief, record.branch, record.base)
-            message = f"Merge {record.branch}: {record.title}\n\nAssay-Brief: {brief}\n"
-            merged = self.git.write_commit(tree, [main, tip], message, _signature(by), self.clock())
+            updates: list[RefUpdate] = []
+            if self.git.is_ancestor(tip, main):
+                merged = main  # nothing to merge: the branch is already in main
+            else:
+                tree = self.git.merge_tree(main, tip)
+                if tree is None:
+                    raise MergeConflict(brief, record.branch, record.base)
+                message = f"Merge {record.branch}: {record.title}\n\nAssay-Brief: {brief}\n"
+                merged = self.git.write_commit(tree, [main, tip], message, _signature(by), self.clock())
+                updates.append(RefUpdate(base_ref, merged, main))
             after = review_transition(record, "merge", brief, at=self._now(), by=by, head=tip,
                                       merged_commit=merged)
             update = self._prepare(current, after, "merge", by)
             crash_point("merge.before-push")
-            results = self.git.push([RefUpdate(base_ref, merged, main), update], atomic=True)
+            results = self.git.push([*updates, update], atomic=True)
             crash_point("merge.after-push")
             if all(r.ok for r in results.values()):
                 return Review(after, update.new)
