@@ -384,7 +384,10 @@ def open_session(claims: Any, brief: str, desk: str, epoch: int, run: str | None
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False) -> Session:
     """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given."""
     journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12])
-    return Session(journal, max_attempts, call_notes)
+    session = Session(journal, max_attempts, call_notes)
+    if any(e.kind == "intent" and session._resolution(e) is None for e in journal.entries):
+        crash_point("recovery.after-load")  # a recovery has read the journal and decided nothing yet
+    return session
 
 
 def _still_running(intent: JournalEntry) -> bool:

@@ -33,6 +33,7 @@ CASES: dict[str, tuple[list[str], dict[str, int]]] = {
     "step.before-execute:deploy": (["step.before-execute:deploy"], {**CLEAN, "check_deploy": 1}),
     "step.after-execute:deploy": (["step.after-execute:deploy"], {**CLEAN, "check_deploy": 1}),
     "step.after-result:deploy": (["step.after-result:deploy"], CLEAN),
+    "recovery.after-load": (["step.after-execute:deploy", "recovery.after-load"], {**CLEAN, "check_deploy": 1}),
     "recovery.before-outcome-unknown:deploy": (
         ["step.after-execute:deploy", "recovery.before-outcome-unknown:deploy"], {**CLEAN, "check_deploy": 1}),
     "recovery.after-outcome-unknown:deploy": (
