@@ -20,6 +20,12 @@ verify:
     run: test -f hello.txt
 ---
 Create `hello.txt` at the top of the repository containing a friendly greeting.
+
+The scripted agent (`assay desk run scripted`) follows this script; a real agent reads the text above.
+
+```assay-script
+write hello.txt Hello from Assay
+```
 """
 
 
