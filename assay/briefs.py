@@ -107,14 +107,18 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         checker.problems.append(Problem(path, 2, "the front matter must be a mapping of keys such as `title:`"))
         return None, checker.problems
     fields = _mapping(checker, root, KEYS, "brief")
-    title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
-    desk = _ident(checker, fields.get("desk"), "desk")
-    priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
-    depends = _ident_list(checker, fields.get("depends_on"), "depends_on")
-    if brief_id in depends:
-        checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
-    labels = _label_list(checker, fields.get("labels"))
-    verify = _verify_rows(checker, fields.get("verify"))
+    try:
+        title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
+        desk = _ident(checker, fields.get("desk"), "desk")
+        priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
+        depends = _ident_list(checker, fields.get("depends_on"), "depends_on")
+        if brief_id in depends:
+            checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
+        labels = _label_list(checker, fields.get("labels"))
+        verify = _verify_rows(checker, fields.get("verify"))
+    except _Unreadable as exc:
+        checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
+        return None, sorted(checker.problems, key=lambda p: p.line or 0)
     body = "\n".join(lines[end + 1:]).strip("\n")
     if checker.problems:
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
@@ -137,10 +141,24 @@ def _mapping(checker: _Checker, node: Any, keys: tuple[str, ...], what: str) -> 
     return out
 
 
+class _Unreadable(Exception):
+    """A YAML value that does not construct (an unknown tag, `!!int "zz"`)."""
+
+    def __init__(self, node: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.node = node
+
+
 def _scalar(node: Any) -> Any:
     import yaml
 
-    return yaml.SafeLoader(" ").construct_object(node, deep=True) if node is not None else None
+    if node is None:
+        return None
+    try:
+        return yaml.SafeLoader(" ").construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise _Unreadable(node, f"cannot read this value: {problem}") from None
 
 
 def _string(checker: _Checker, node: Any, name: str, required: bool = False,

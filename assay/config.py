@@ -43,6 +43,8 @@ def load_config(path: Path) -> dict[str, object]:
         raise ConfigInvalid(f"{where}: not valid YAML", hint="fix the file or run `assay init` again") from None
     except OSError as exc:
         raise ConfigInvalid(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigInvalid(f"{path}: not UTF-8 text", hint="save it as UTF-8, or run `assay init` again") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -58,6 +58,8 @@ def desk_text(name: str) -> str:
 def prepare(directory: Path, echo: Echo) -> Path:
     """A new demo in an empty folder, or the earlier demo found there; refuses anything else."""
     forge = directory / "forge.git"
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{directory} is a file, not a folder", hint="pass --dir with a new or empty folder")
     if directory.exists() and any(directory.iterdir()):
         if not (directory / MARKER).exists():
             raise UsageError(f"{directory} is not empty and is not an earlier demo",

@@ -94,6 +94,7 @@ class Desk:
         self.echo = echo
         self.clock = clock
         self.holder = new_holder(spec.name)
+        self._agent: subprocess.Popen[str] | None = None
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -128,22 +129,32 @@ class Desk:
             r = claim.record
             if r.state != "waiting" or not self._mine(r):
                 continue
-            on = str((r.wait or {}).get("on", ""))
-            if on in ("review", "merge"):
-                review = self.reviews.get(brief_id)
-                state = review.record.state if review else "missing"
-                if state == "merged":
-                    self.claims.release(brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch)
-                    self.echo(f"{self.spec.name}: {brief_id} merged -> done")
-                    report.outcomes[brief_id] = "done"
-                    progressed = True
-                elif state == "closed":
-                    report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, "the review was closed")
-                    progressed = True
-            elif on.startswith("time:") and self.clock() >= parse_iso(on[5:]).timestamp():
-                self.claims.change(brief_id, "wake", desk=r.desk, epoch=r.epoch)
-                progressed = True
+            try:
+                progressed = self._settle_one(brief_id, r, report) or progressed
+            except Conflict as exc:  # another process of this desk, or a person, settled it first
+                self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
         return progressed
+
+    def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport) -> bool:
+        on = str((r.wait or {}).get("on", ""))
+        if on in ("review", "merge"):
+            review = self.reviews.get(brief_id)
+            state = review.record.state if review else "missing"
+            if state == "merged":
+                self.claims.release(brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch)
+                self.echo(f"{self.spec.name}: {brief_id} merged -> done")
+                report.outcomes[brief_id] = "done"
+                return True
+            if state == "closed":
+                report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, "the review was closed")
+                return True
+        elif on.startswith("time:") and self.clock() >= parse_iso(on[5:]).timestamp():
+            self.claims.change(brief_id, "wake", desk=r.desk, epoch=r.epoch)
+            return True
+        return False
+
+    def _orphaned(self, holder: str) -> bool:
+        return holder != self.holder and _dead_here(holder)
 
     def _closed_by_person(self, brief_id: str, epoch: int, why: str) -> str:
         """A person closed the review: block the brief rather than redo it; they decide what comes next."""
@@ -160,7 +171,7 @@ class Desk:
                 continue
             if r.holder == self.holder:
                 return board.briefs[brief_id], claim  # woken, or left over from this process
-            if self.spec.singleton or _dead_here(r.holder):
+            if self.spec.singleton or self._orphaned(r.holder):
                 try:
                     taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
                                               holder=self.holder)
@@ -213,7 +224,7 @@ class Desk:
                                  input={"attempt": attempt}, policy="idempotent")  # intent on the forge first
             head = session.step("push", lambda key: self._push(session, brief, epoch, worktree, branch_ref),
                                 input={"attempt": attempt}, policy="idempotent")
-            verdict = session.step("verify", partial(self._verify, session, brief, worktree, head),
+            verdict = session.step("verify", partial(self._verify, session, brief, head),
                                    input={"attempt": attempt, "head": head}, policy="safe")
             if verdict["passed"] and agent["exit_code"] == 0:
                 break
@@ -294,6 +305,7 @@ class Desk:
         try:
             proc = subprocess.Popen(argv, cwd=worktree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, preexec_fn=_DIE_WITH_PARENT)
+            self._agent = proc
             beat.start()  # after the fork: no thread runs while the child is set up
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -313,11 +325,23 @@ class Desk:
     def _heartbeat(self, brief: str, epoch: int, stop: threading.Event) -> None:
         """Renew the lease while the agent works (its own port: the main one is busy)."""
         claims = Claims(ForgeGit(self.git.url, self.git.cache.parent))
+        last_ok = time.monotonic()
         while not stop.wait(self.spec.heartbeat_s):
             try:
                 claims.renew(brief, self.spec.name, epoch=epoch)
+                last_ok = time.monotonic()
+                continue
+            except Conflict as exc:
+                why = f"fenced: {exc.message}"
             except AssayError as exc:
-                self.echo(f"{self.spec.name}: heartbeat for {brief} failed: {exc.message}")
+                if time.monotonic() - last_ok < self.spec.lease_s:
+                    self.echo(f"{self.spec.name}: heartbeat for {brief} failed, will retry: {exc.message}")
+                    continue
+                why = f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
+            self.echo(f"{self.spec.name}: stopping the agent on {brief}: {why}")
+            if self._agent is not None and self._agent.poll() is None:
+                self._agent.kill()  # a desk that lost its claim stops working on its own
+            break
         claims.git.close()
 
     def _push(self, session: Session, brief: Brief, epoch: int, worktree: Path, branch_ref: str) -> str:
@@ -337,8 +361,15 @@ class Desk:
                                 refs=[RefUpdate(branch_ref, head, tip or "0" * 40)])
         return head
 
-    def _verify(self, session: Session, brief: Brief, worktree: Path, head: str, key: str) -> dict[str, Any]:
-        """Run the verify rows of main's brief in the worktree; journal each row's evidence."""
+    def _verify(self, session: Session, brief: Brief, head: str, key: str) -> dict[str, Any]:
+        """Run the verify rows of main's brief on a clean checkout of the pushed commit; journal the evidence.
+
+        Never in the agent's worktree: what is judged is exactly what was pushed.
+        """
+        worktree = self.state_dir / "verify" / self.spec.name / brief.id
+        clean = self.git.worktree(worktree, head)
+        clean.git("checkout", "-q", "--force", "--detach", head)
+        clean.git("clean", "-q", "-ffdx")
         failures = []
         for row in brief.verify:
             started = time.monotonic()
@@ -367,10 +398,16 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 
 def _dead_here(holder: str) -> bool:
-    """A holder on this host whose process is gone: evidence the claim is orphaned."""
+    """A holder on this host whose process is gone: evidence the claim is orphaned.
+
+    A holder with this very process's pid (but, being another holder, an earlier
+    life: a restarted container's pid 1, say) is gone too.
+    """
     parts = holder.split("/")
     if len(parts) != 4 or parts[1] != os.uname().nodename or not parts[2].isdigit():
         return False
+    if int(parts[2]) == os.getpid():
+        return True
     try:
         os.kill(int(parts[2]), 0)
     except ProcessLookupError:

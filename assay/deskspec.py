@@ -59,7 +59,14 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         if key.value not in KEYS:
             bad(key, f"unknown desk key {key.value!r}", f"allowed: {', '.join(KEYS)}")
         nodes[key.value] = value
-    data = {k: yaml.SafeLoader(" ").construct_object(v, deep=True) for k, v in nodes.items()}
+    data: dict[str, Any] = {}
+    for key, node in nodes.items():
+        try:
+            data[key] = yaml.SafeLoader(" ").construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            bad(node, f"cannot read `{key}`: {getattr(exc, 'problem', None) or exc}", "remove the YAML tag")
+    if problems:
+        return None, problems
 
     def need(key: str, kind: type, check: Any = None, message: str = "") -> Any:
         if key not in data:

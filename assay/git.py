@@ -127,6 +127,7 @@ class ForgeGit:
         root = cache_root or default_cache_root()
         self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
         self._batch: subprocess.Popen[bytes] | None = None
+        self._last_push_error = ""
         self._ensure_cache()
 
     # -- the local cache ----------------------------------------------------------
@@ -140,7 +141,8 @@ class ForgeGit:
         # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
         # process sharing this cache never sees a commit whose tree is still being written.
         for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
-                           ("core.logAllRefUpdates", "false"), ("assay.forge", self.url)):
+                           ("core.logAllRefUpdates", "false"),
+                           ("assay.forge", strip_credentials(self.url))):
             run_git(["config", key, value], cwd=tmp)
         for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
             (tmp / "objects" / f"{i:02x}").mkdir(exist_ok=True)
@@ -321,13 +323,14 @@ class ForgeGit:
             if heard is not None and all(r.status != "rejected" for r in heard.values()):
                 return heard
             tips = self._reread(updates)
-            settled = {u.ref: _settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
+            settled = {u.ref: self._settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
             nothing_happened = all(r.status == "rejected" for r in settled.values())
             if not nothing_happened or (heard is not None and not _contention(heard)):
                 return settled
         if heard is not None:
             return settled
-        raise ForgeError(f"push to {redact(self.url)} failed three times and nothing was written",
+        raise ForgeError(f"push to {redact(self.url)} failed three times and nothing was written"
+                         + (f": {self._last_push_error}" if self._last_push_error else ""),
                          hint="check the forge is reachable and accepts pushes, then run the command again")
 
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
@@ -339,12 +342,30 @@ class ForgeGit:
         args += [f"{u.new}:{u.ref}" for u in updates]  # never a "+" refspec: it would override the lease
         try:
             proc = self._git(*args, check=False)
-        except ForgeError:
+        except ForgeError as exc:
+            self._last_push_error = exc.message
             return None  # timed out: outcome unknown
+        self._last_push_error = _first_error(proc.stderr) if proc.returncode else ""
         results = parse_porcelain(proc.stdout.decode("utf-8", "replace"))
         if all(u.ref in results for u in updates):
             return {u.ref: results[u.ref] for u in updates}
         return None
+
+    def _settle(self, u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
+        if tip == u.new:
+            return PushResult(u.ref, "ok", "landed (confirmed by re-reading)")
+        if tip == u.expected:
+            detail = heard[u.ref].detail if heard and u.ref in heard else "not written"
+            return PushResult(u.ref, "rejected", detail)
+        if tip != ZERO:
+            # our commit may have landed and another writer built on it before we looked
+            try:
+                self.ensure_objects({u.ref: tip})
+                if self.is_ancestor(u.new, tip):
+                    return PushResult(u.ref, "ok", "landed, then built upon (confirmed by re-reading)")
+            except ForgeError:
+                pass
+        return PushResult(u.ref, "stale", "moved by another writer")
 
     def _reread(self, updates: Sequence[RefUpdate]) -> dict[str, str]:
         last: ForgeError | None = None
@@ -359,13 +380,6 @@ class ForgeGit:
                          hint="run the command again when the forge is reachable; it re-reads before writing")
 
 
-def _settle(u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
-    if tip == u.new:
-        return PushResult(u.ref, "ok", "landed (confirmed by re-reading)")
-    if tip == u.expected:
-        detail = heard[u.ref].detail if heard and u.ref in heard else "not written"
-        return PushResult(u.ref, "rejected", detail)
-    return PushResult(u.ref, "stale", "moved by another writer")
 
 
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")

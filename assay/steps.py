@@ -342,10 +342,10 @@ class Session:
         self.journal.flush()
 
     def begin_run(self) -> None:
-        """Count this run; after `max_attempts` runs of this epoch that never finished, block the brief."""
+        """Count this run; after `max_attempts` runs in a row that never finished (any epoch), block the brief."""
         starts = 0
         for e in self.journal.entries:
-            event = (e.data or {}).get("run") if e.kind == "note" and e.epoch == self.journal.epoch else None
+            event = (e.data or {}).get("run") if e.kind == "note" else None  # across epochs: a restart is no fix
             if event == "start":
                 starts += 1
             elif event == "end":

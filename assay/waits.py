@@ -15,7 +15,10 @@ _TIME = re.compile(r"time:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 def parse_condition(on: str) -> str:
     if on in ("review", "merge", "manual") or _TIME.fullmatch(on):
         if on.startswith("time:"):
-            parse_iso(on[5:])
+            try:
+                parse_iso(on[5:])
+            except ValueError:
+                raise UsageError(f"{on[5:]!r} is not a real time", hint="use YYYY-MM-DDTHH:MM:SSZ, in UTC") from None
         return on
     raise UsageError(f"unknown wait condition {on!r}",
                      hint="use review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ (UTC)")

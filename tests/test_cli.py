@@ -199,3 +199,24 @@ def test_demo_refuses_a_folder_that_is_not_a_demo(tmp_path: Path) -> None:
     run = assay("demo", "--dir", str(tmp_path))
     assert run.code == 2 and "not an earlier demo" in run.err
     assert (tmp_path / "mine.txt").read_text() == "precious"
+
+
+def test_yaml_tags_and_bad_values_in_briefs_are_problems_not_crashes(tmp_path: Path) -> None:
+    (tmp_path / "briefs").mkdir()
+    (tmp_path / "briefs" / "t.md").write_text("---\ntitle: !foo bar\n---\n")
+    (tmp_path / "briefs" / "u.md").write_text('---\ntitle: U\npriority: !!int "zz"\n---\n')
+    run = assay("brief", "lint", cwd=tmp_path)
+    assert run.code == 2 and "briefs/t.md:2: cannot read this value" in run.out
+    assert "briefs/u.md:3: cannot read this value" in run.out and "Traceback" not in run.err
+
+
+def test_more_user_mistakes_are_exit_2(forge: Forge, tmp_path: Path) -> None:
+    assay("claim", "alpha", "--desk", "d", "--forge", forge.url)
+    bad_time = assay("wait", "alpha", "--on", "time:2020-13-45T00:00:00Z", "--forge", forge.url)
+    assert bad_time.code == 2 and "not a real time" in bad_time.err
+    (tmp_path / ".assay.yaml").write_bytes(b"\xff\xfe")
+    assert assay("claims", cwd=tmp_path).code == 2
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    demo = assay("demo", "--dir", str(a_file))
+    assert demo.code == 2 and "is a file" in demo.err

@@ -308,3 +308,69 @@ def test_desk_files_must_be_named_after_their_desk_and_keep_heartbeats_short(wor
     assert misnamed.code == 2 and "names desk 'someone-else'" in misnamed.err
     slow = run_desk(work, "slow", tmp_path)
     assert slow.code == 2 and "at most half of `lease_s`" in slow.err
+
+
+def test_a_fenced_desk_stops_its_agent(work: Forge, tmp_path: Path) -> None:
+    quick = DESK.format(name="quick", attempts=1).replace("lease_s: 120", "lease_s: 10").replace(
+        "heartbeat_s: 5", "heartbeat_s: 1")
+    marker = tmp_path / "slept"
+    publish(work, {"desks/quick.yaml": quick,
+                   "briefs/q.md": brief("Q", [f"sleep-once 120 {marker}", "write q.txt q"], "test -f q.txt")})
+    env = {**os.environ, **desk_env(tmp_path)}
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "quick", "--once", "--forge", work.url],
+                            env=env, stdout=subprocess.PIPE, text=True)
+    assert desk.stdout is not None
+    for line in desk.stdout:
+        if "working for up to" in line:
+            break
+    assert assay("release", "q", "--force", "--reason", "reassigned", "--forge", work.url).code == 0
+    assert assay("claim", "q", "--desk", "other", "--forge", work.url).code == 0
+    rest = desk.stdout.read()
+    desk.wait(timeout=60)
+    assert "stopping the agent on q: fenced" in rest and "lost q" in rest
+    assert not (tmp_path / "state").joinpath("worktrees", "quick", "q", "q.txt").exists()
+    assert claim_chain(work.path, "q")[-1]["desk"] == "other"
+
+
+def test_a_brief_whose_runs_keep_dying_is_blocked(work: Forge, tmp_path: Path) -> None:
+    killer = DESK.format(name="killer", attempts=3).replace("[python, -m, assay.agents.scripted]",
+                                                           '[sh, -c, "kill -9 $PPID"]')
+    publish(work, {"desks/killer.yaml": killer, "briefs/k.md": brief("K", [], "true")})
+    codes = [run_desk(work, "killer", tmp_path).code for _ in range(3)]
+    assert codes == [-signal.SIGKILL] * 3
+    last = run_desk(work, "killer", tmp_path)
+    assert last.code == 0 and "needs a person" in last.out
+    chain = claim_chain(work.path, "k")
+    assert chain[-1]["state"] == "blocked" and chain[-1]["epoch"] == 4
+
+
+def test_a_review_is_merged_only_at_the_commit_that_was_verified(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/v.md": brief("V", ["write v.txt v"], "test -f v.txt")})
+    assert "review ready" in run_desk(work, "builder", tmp_path).out
+    clone = tmp_path / "sneaky"
+    git("clone", "-q", "--branch", "assay/v", work.url, str(clone))
+    (clone / "evil.txt").write_text("unverified")
+    git("add", "-A", cwd=clone)
+    git("commit", "-q", "-m", "late change", cwd=clone)
+    git("push", "-q", "origin", "HEAD:refs/heads/assay/v", cwd=clone)
+    main_before = git("--git-dir", str(work.path), "rev-parse", "main").strip()
+    merge = assay("review", "merge", "v", "--forge", work.url)
+    assert merge.code == 3 and "not the" in merge.err and "marked ready" in merge.err
+    assert git("--git-dir", str(work.path), "rev-parse", "main").strip() == main_before
+
+
+def test_verify_judges_the_pushed_commit_not_the_worktree(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/g.md": brief("G", ["write .gitignore g.txt", "write g.txt only here"], "test -f g.txt")})
+    run = run_desk(work, "builder", tmp_path)
+    assert "blocked" in run.out
+    rows = [e["data"] for e in entries(work.path, "g") if e["kind"] == "verify"]
+    assert rows and not any(r["passed"] for r in rows)
+
+
+def test_our_own_pid_under_another_holder_is_an_earlier_life() -> None:
+    from assay.desk import _dead_here
+
+    host = os.uname().nodename
+    assert _dead_here(f"d/{host}/{os.getpid()}/zzzz") is True
+    assert _dead_here(f"d/{host}/{os.getppid()}/zzzz") is False  # alive
+    assert _dead_here(f"d/another-host/{os.getpid()}/zzzz") is False  # no evidence elsewhere

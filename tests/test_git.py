@@ -135,3 +135,21 @@ def test_the_cache_is_shared_safely_by_name(forge: Forge) -> None:
     assert a.cache == b.cache and (a.cache / "objects").is_dir()
     assert os.environ["ASSAY_CACHE_DIR"] in str(a.cache)
     assert ZERO == "0" * 40
+
+
+def test_a_push_that_landed_and_was_built_upon_before_we_looked_is_ok(forge: Forge) -> None:
+    class Unheard(ForgeGit):
+        """The push lands, another writer pushes on top, and then we learn nothing."""
+
+        def _push_once(self, updates, atomic):
+            super()._push_once(updates, atomic)
+            u = updates[0]
+            other = new_commit(self, "on top", [u.new])
+            assert super()._push_once([RefUpdate(u.ref, other, u.new)], False) is not None
+            return None
+
+    port = Unheard(forge.url)
+    sha = new_commit(port, "ours")
+    result = port.push([RefUpdate("refs/assay/j", sha)])["refs/assay/j"]
+    assert result.ok and "built upon" in result.detail
+    assert git("--git-dir", str(forge.path), "rev-parse", "refs/assay/j^").strip() == sha

@@ -169,6 +169,10 @@ class PlainReviews:
                 missing = base_ref if not main else branch_ref
                 raise UsageError(f"cannot merge the review of {brief!r}: the forge has no {missing}",
                                  hint=f"push {record.branch} to the forge first" if main else "")
+            if record.head and tip != record.head:
+                raise IllegalReviewChange(brief, "merge", record.state,
+                                          f"{record.branch} is at {tip[:10]}, not the {record.head[:10]} that was "
+                                          "marked ready; verify it and mark it ready again")
             self.git.ensure_objects({base_ref: main, branch_ref: tip})
             updates: list[RefUpdate] = []
             if self.git.is_ancestor(tip, main):
