@@ -106,6 +106,7 @@ class Journal:
         self.claim: Claim | None = None
         self.pending: list[Draft] = []
         self.extra_refs: list[RefUpdate] = []
+        self._refs_draft: Draft | None = None
         self._oldest_pending = 0.0
 
     @classmethod
@@ -155,7 +156,9 @@ class Journal:
         fenced exactly like the entry: a desk that lost its claim moves nothing.
         """
         draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves)
-        self.extra_refs += refs or []
+        if refs:
+            self.extra_refs += refs
+            self._refs_draft = draft
         if not self.pending:
             self._oldest_pending = time.monotonic()
         self.pending.append(draft)
@@ -187,9 +190,12 @@ class Journal:
                 crash_point("journal.after-push", step)
                 return
             moved = [u.ref for u in self.extra_refs if results[u.ref].status == "stale"]
-            if moved:
-                self.pending.clear()
+            if moved:  # drop the entry that carried the refs; the rest stays pending, unnumbered
+                self.pending = [d for d in self.pending if d is not self._refs_draft]
+                for d in self.pending:
+                    d.entry = None
                 self.extra_refs.clear()
+                self._refs_draft = None
                 raise Conflict(f"{', '.join(moved)} moved under desk {self.desk!r}; nothing was written",
                                hint="another writer pushed to the work branch; inspect it before going on")
             if not any(r.status == "stale" for r in results.values()):
@@ -213,7 +219,13 @@ class Journal:
             if isinstance(resolves, JournalEntry):
                 intent = resolves.seq
             elif isinstance(resolves, Draft):
-                intent = resolves.entry.seq if resolves.entry else next_seq + drafts.index(resolves)
+                in_batch = [i for i, d in enumerate(drafts) if d is resolves]  # numbered afresh on every try
+                if in_batch:
+                    intent = next_seq + in_batch[0]
+                elif resolves.entry is not None:
+                    intent = resolves.entry.seq
+                else:
+                    raise RuntimeError("an entry resolves a draft that was never journaled")
             entry = JournalEntry(seq=seq, epoch=self.epoch, kind=draft.kind, at=at, run=self.run, intent=intent,
                                  data=data or None, **fields)
             draft.entry = entry
@@ -240,6 +252,7 @@ class Journal:
         self.claim = claim
         self.pending.clear()
         self.extra_refs.clear()
+        self._refs_draft = None
 
 
 def entry_view(entry: JournalEntry) -> dict[str, Any]:

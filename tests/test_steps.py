@@ -225,3 +225,16 @@ def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, 
     log = read_log(ForgeGit(forge.url), "alpha")
     assert len(log.entries) == 3000  # every intent and result, nothing lost
     assert seen.count("fetch") == 1 and seen.count("ls-remote") == 1
+
+
+def test_a_group_commit_retried_after_a_sibling_append_keeps_its_references(forge: Forge, held: Claims) -> None:
+    s1 = session(held, "r1")
+    s1.step("tick", lambda k: 1)  # intent and result, both buffered, the result naming the intent
+    s2 = session(Claims(ForgeGit(forge.url)), "r2")
+    s2.note("a sibling process appends first", sync=True)
+    s1.flush()  # stale: re-read, renumber, push again
+    es = entries(forge.path, "alpha")
+    intent = next(e for e in es if e["kind"] == "intent")
+    result = next(e for e in es if e["kind"] == "result")
+    assert result["intent"] == intent["seq"]
+    assert invariants(forge.path, "alpha") == []
