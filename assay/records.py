@@ -87,28 +87,35 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def decode_claim(data: bytes | None, ref: str) -> ClaimRecord:
-    """Parse claim.json; anything that is not a valid v1 claim raises RecordInvalid(ref, …)."""
+def load_record(data: bytes | None, ref: str, name: str,
+                fields: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """A versioned JSON record with exactly `fields`, or RecordInvalid(ref, …) saying what is wrong."""
     if data is None:
-        raise RecordInvalid(ref, "the commit has no claim.json")
+        raise RecordInvalid(ref, f"the commit has no {name}")
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordInvalid(ref, f"claim.json is not JSON ({exc})") from None
+        raise RecordInvalid(ref, f"{name} is not JSON ({exc})") from None
     if not isinstance(obj, dict):
-        raise RecordInvalid(ref, "claim.json is not a JSON object")
+        raise RecordInvalid(ref, f"{name} is not a JSON object")
     version = obj.get("v")
     if version != FORMAT_VERSION:
-        raise RecordInvalid(ref, f"claim.json has format version {version!r}; this Assay reads version "
+        raise RecordInvalid(ref, f"{name} has format version {version!r}; this Assay reads version "
                                  f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
-    for key, kind in _FIELDS.items():
+    for key, kind in fields.items():
         if key not in obj:
-            raise RecordInvalid(ref, f"claim.json lacks {key!r}")
+            raise RecordInvalid(ref, f"{name} lacks {key!r}")
         if not isinstance(obj[key], kind) or (kind is int and isinstance(obj[key], bool)):
-            raise RecordInvalid(ref, f"claim.json field {key!r} has the wrong type")
-    extra = set(obj) - set(_FIELDS)
+            raise RecordInvalid(ref, f"{name} field {key!r} has the wrong type")
+    extra = set(obj) - set(fields)
     if extra:
-        raise RecordInvalid(ref, f"claim.json has unknown fields {sorted(extra)}")
+        raise RecordInvalid(ref, f"{name} has unknown fields {sorted(extra)}")
+    return obj
+
+
+def decode_claim(data: bytes | None, ref: str) -> ClaimRecord:
+    """Parse claim.json; anything that is not a valid v1 claim raises RecordInvalid(ref, …)."""
+    obj = load_record(data, ref, "claim.json", _FIELDS)
     if obj["state"] not in STATES:
         raise RecordInvalid(ref, f"claim.json state {obj['state']!r} is not one of {', '.join(STATES)}")
     if obj["epoch"] < 1:
@@ -247,7 +254,7 @@ class ReviewRecord:
         return (json.dumps(asdict(self), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-_REVIEW_FIELDS: dict[str, type] = {
+_REVIEW_FIELDS: dict[str, type | tuple[type, ...]] = {
     "v": int, "brief": str, "branch": str, "title": str, "state": str, "base": str, "head": str,
     "merged_commit": str, "approvals": list, "comments": list, "opened_at": str, "at": str,
 }
@@ -256,26 +263,7 @@ _COMMENT_FIELDS = ("at", "by", "text")
 
 def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
     """Parse review.json; anything that is not a valid v1 review raises RecordInvalid(ref, …)."""
-    if data is None:
-        raise RecordInvalid(ref, "the commit has no review.json")
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordInvalid(ref, f"review.json is not JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise RecordInvalid(ref, "review.json is not a JSON object")
-    version = obj.get("v")
-    if version != FORMAT_VERSION:
-        raise RecordInvalid(ref, f"review.json has format version {version!r}; this Assay reads version "
-                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
-    for key, kind in _REVIEW_FIELDS.items():
-        if key not in obj:
-            raise RecordInvalid(ref, f"review.json lacks {key!r}")
-        if not isinstance(obj[key], kind) or (kind is int and isinstance(obj[key], bool)):
-            raise RecordInvalid(ref, f"review.json field {key!r} has the wrong type")
-    extra = set(obj) - set(_REVIEW_FIELDS)
-    if extra:
-        raise RecordInvalid(ref, f"review.json has unknown fields {sorted(extra)}")
+    obj = load_record(data, ref, "review.json", _REVIEW_FIELDS)
     if obj["state"] not in REVIEW_STATES:
         raise RecordInvalid(ref, f"review.json state {obj['state']!r} is not one of {', '.join(REVIEW_STATES)}")
     for key in ("head", "merged_commit"):
