@@ -32,9 +32,9 @@ from assay.agent import scrubbed_env
 from assay.briefs import Brief, Problem, briefs_on_main
 from assay.claims import Claim, Claims, new_holder
 from assay.deskspec import DeskSpec
-from assay.errors import AssayError, Conflict, NeedsPerson
+from assay.errors import AssayError, Conflict, ForgeError, NeedsPerson
 from assay.forge.base import IllegalReviewChange, Reviews
-from assay.git import ForgeGit, RefUpdate, Signature, strip_credentials
+from assay.git import ForgeGit, RefUpdate, Signature, redact, strip_credentials
 from assay.journal import Fenced
 from assay.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES, ClaimRecord, parse_iso
 from assay.steps import Session, open_session
@@ -102,13 +102,17 @@ class Desk:
         report = DeskReport()
         warned: set[str] = set()
         while max_briefs is None or len(report.worked) < max_briefs:
-            board = sync(self.git, self.claims)
-            for problem in board.problems:  # a broken brief is skipped, never silently
-                if str(problem) not in warned:
-                    warned.add(str(problem))
-                    self.echo(f"{self.spec.name}: skipping a brief on main: {problem}")
-            progressed = self._settle_waiting(board, report)
-            brief, claim = self._next(board, skip=set(report.worked) if once else set())
+            try:
+                board = sync(self.git, self.claims)
+                self._warn(board, warned)
+                progressed = self._settle_waiting(board, report)
+                brief, claim = self._next(board, skip=set(report.worked) if once else set())
+            except ForgeError as exc:
+                if once:
+                    raise
+                self.echo(f"{self.spec.name}: the forge cannot be read now ({exc.message}); trying again")
+                time.sleep(poll_s)  # a long-running desk outlives a forge outage
+                continue
             if brief is not None and claim is not None:
                 report.worked.append(brief.id)
                 report.outcomes[brief.id] = self.work(board, brief, claim)
@@ -118,6 +122,12 @@ class Desk:
             if not progressed:
                 time.sleep(poll_s)  # nothing to do: poll the forge again later
         return report
+
+    def _warn(self, board: Board, warned: set[str]) -> None:
+        for problem in board.problems:  # a broken brief is skipped, never silently
+            if str(problem) not in warned:
+                warned.add(str(problem))
+                self.echo(f"{self.spec.name}: skipping a brief on main: {problem}")
 
     def _mine(self, record: ClaimRecord) -> bool:
         return record.desk == self.spec.name
@@ -167,7 +177,7 @@ class Desk:
         """This desk's orphaned or woken claims first, then the most urgent ready brief (not in `skip`)."""
         for brief_id, claim in sorted(board.claims.items()):
             r = claim.record
-            if r.state != "held" or not self._mine(r) or brief_id not in board.briefs:
+            if r.state != "held" or not self._mine(r) or brief_id not in board.briefs or brief_id in skip:
                 continue
             if r.holder == self.holder:
                 return board.briefs[brief_id], claim  # woken, or left over from this process
@@ -207,6 +217,9 @@ class Desk:
         except Conflict as exc:
             self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
             return "lost"
+        except ForgeError as exc:  # the journal knows how far it got; the next pass resumes from there
+            self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
+            return "interrupted"
 
     def _work(self, session: Session, board: Board, brief: Brief, epoch: int) -> str:
         branch_ref = f"refs/heads/assay/{brief.id}"
@@ -445,4 +458,5 @@ def run_desk(forge: str | None, name: str, state_dir: Path | None, *, once: bool
     claims = open_claims(forge)
     spec = load_desk(claims.git, claims.sync().main, name)
     desk = Desk(claims.git, claims, PlainReviews(claims.git), spec, state_dir_for(claims.git.url, state_dir), echo)
+    echo(f"{name}: desk started on {redact(claims.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

@@ -374,3 +374,23 @@ def test_our_own_pid_under_another_holder_is_an_earlier_life() -> None:
     assert _dead_here(f"d/{host}/{os.getpid()}/zzzz") is True
     assert _dead_here(f"d/{host}/{os.getppid()}/zzzz") is False  # alive
     assert _dead_here(f"d/another-host/{os.getpid()}/zzzz") is False  # no evidence elsewhere
+
+
+def test_a_running_desk_outlives_a_forge_outage(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/o.md": brief("O", ["write o.txt o"], "test -f o.txt")})
+    assert assay("claim", "o", "--desk", "other", "--forge", work.url).code == 0  # nothing ready for builder yet
+    env = {**os.environ, **desk_env(tmp_path)}
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--max-briefs", "1",
+                             "--poll", "0.1", "--forge", work.url], env=env, stdout=subprocess.PIPE, text=True)
+    assert desk.stdout is not None
+    assert "desk started on" in desk.stdout.readline()
+    away = work.path.with_name("forge-away.git")
+    work.path.rename(away)  # the forge goes away while the desk polls
+    for line in desk.stdout:
+        if "the forge cannot be read now" in line:
+            break
+    away.rename(work.path)  # and comes back
+    assert assay("release", "o", "--desk", "other", "--forge", work.url).code == 0
+    rest = desk.stdout.read()
+    desk.wait(timeout=60)
+    assert desk.returncode == 0 and "claimed o" in rest and "review ready" in rest
