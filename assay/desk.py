@@ -345,6 +345,8 @@ class Desk:
                 last_ok = time.monotonic()
                 continue
             except Conflict as exc:
+                if self._still_ours(claims, brief, epoch):
+                    continue  # lost a race with our own journal appends, not the claim
                 why = f"fenced: {exc.message}"
             except AssayError as exc:
                 if time.monotonic() - last_ok < self.spec.lease_s:
@@ -356,6 +358,14 @@ class Desk:
                 self._agent.kill()  # a desk that lost its claim stops working on its own
             break
         claims.git.close()
+
+    def _still_ours(self, claims: Claims, brief: str, epoch: int) -> bool:
+        try:
+            current = claims.read(brief)
+        except AssayError:
+            return True  # cannot tell now: the lease rule decides later
+        return current is not None and current.record.state in ("held", "waiting") \
+            and current.record.epoch == epoch and current.record.desk == self.spec.name
 
     def _push(self, session: Session, brief: Brief, epoch: int, worktree: Path, branch_ref: str) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
