@@ -202,7 +202,8 @@ class Journal:
                 detail = "; ".join(f"{ref}: {r.detail}" for ref, r in results.items() if not r.ok)
                 raise ForgeError(f"the forge refused a journal append for {self.brief!r}: {detail}")
             self.reload()  # the claim or the journal moved: ours (a heartbeat, a sibling process) or fenced
-        raise Conflict(f"the journal of {self.brief!r} kept moving; nothing more was written")
+        raise ForgeError(f"the journal of {self.brief!r} kept moving; nothing more was written",
+                         hint="many writers at once: run the command again")
 
     def _number(self, drafts: list[Draft]) -> list[JournalEntry]:
         next_seq = (self.entries[-1].seq + 1) if self.entries else 1
@@ -284,4 +285,4 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
             return entry
         if result.status != "stale":
             raise ForgeError(f"the forge refused a journal append for {brief!r}: {result.detail}")
-    raise Conflict(f"the journal of {brief!r} kept moving; try again")
+    raise ForgeError(f"the journal of {brief!r} kept moving; nothing was written", hint="run the command again")
