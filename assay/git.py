@@ -243,9 +243,11 @@ class ForgeGit:
             i = nul + 21
         return entries
 
-    def rev_list(self, tip: str, limit: int | None = None) -> list[str]:
-        """Commits reachable from `tip`, newest first (first-parent chain)."""
+    def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
+        """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain)."""
         args = ["rev-list", "--first-parent", tip]
+        if since:
+            args.append(f"^{since}")
         if limit:
             args.insert(1, f"--max-count={limit}")
         return self._git(*args).stdout.decode().split()

@@ -12,6 +12,7 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from assay.records import JournalEntry, claim_ref, decode_entry, journal_ref, ut
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
 MAX_PENDING = 256  # a group commit carries at most this many entries …
 MAX_PENDING_S = 2.0  # … and waits at most this long for more
+FLUSH_TRIES = 30  # pushes of one batch while other writers keep moving the journal
 
 
 class Fenced(Conflict):
@@ -63,17 +65,21 @@ class JournalLog:
     tip: str | None
 
 
-def read_log(git: ForgeGit, brief: str, tip: str | None = None) -> JournalLog:
-    """All entries of a brief's journal: one ls-remote, one fetch, one rev-list, one cat-file batch."""
+def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLog | None = None) -> JournalLog:
+    """All entries of a brief's journal: one ls-remote, one fetch, one rev-list, one cat-file batch.
+
+    With `known` (an earlier read of the same journal), only the commits after it are read.
+    """
     ref = journal_ref(brief)
     if tip is None:
         tip = git.ls_remote(ref).get(ref)
     if not tip:
         return JournalLog([], {}, None)
     git.ensure_objects({ref: tip})
-    commits = list(reversed(git.rev_list(tip)))
-    entries: list[JournalEntry] = []
-    commit_of: dict[int, str] = {}
+    since = known.tip if known and known.tip and git.is_ancestor(known.tip, tip) else None
+    commits = list(reversed(git.rev_list(tip, since=since)))
+    entries: list[JournalEntry] = list(known.entries) if since and known else []
+    commit_of: dict[int, str] = dict(known.commit_of) if since and known else {}
     for commit, data in zip(commits, git.read_objects([f"{c}:entries.jsonl" for c in commits]), strict=True):
         if data is None:
             raise RecordInvalid(ref, f"journal commit {commit[:10]} has no entries.jsonl")
@@ -128,7 +134,7 @@ class Journal:
         self._check_holder()
         tip = refs.get(jref)
         if tip != self.tip:
-            log = read_log(self.git, self.brief, tip)
+            log = read_log(self.git, self.brief, tip, JournalLog(self.entries, self.commit_of, self.tip))
             self.entries, self.commit_of, self.tip = log.entries, log.commit_of, log.tip
 
     def _check_holder(self) -> None:
@@ -170,7 +176,9 @@ class Journal:
         """Push every pending entry in one commit, renewing the claim in the same atomic push."""
         if not self.pending:
             return
-        for _ in range(8):
+        for attempt in range(FLUSH_TRIES):
+            if attempt:  # others are appending too: back off a random while, so someone wins each round
+                time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))
             assert self.claim is not None
             entries = self._number(self.pending)
             commit = self._commit(entries)

@@ -178,3 +178,18 @@ def test_a_credentialed_forge_url_is_stripped_for_the_command(ctx: dict[str, str
 
     env = scrubbed_env({"ASSAY_FORGE": "https://x-access-token:ghs_abc@github.com/o/r.git", "PATH": "/bin"})
     assert env["ASSAY_FORGE"] == "https://github.com/o/r.git"
+
+
+def test_concurrent_step_runs_of_one_brief_all_land_without_gaps(forge: Forge, ctx: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    env = {**os.environ, **ctx}
+    procs = [subprocess.Popen([sys.executable, "-m", "assay", "step", "run", "--name", f"tool{i}", "--policy",
+                               "unsafe", "--", "sh", "-c", f"echo tool{i} >> {log}"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(8)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    assert sorted(lines(log)) == sorted(f"tool{i}" for i in range(8))
+    es = entries(forge.path, "alpha")
+    assert sorted(e["step"] for e in es if e["kind"] == "result") == sorted(f"tool{i}" for i in range(8))
+    assert invariants(forge.path, "alpha") == []
