@@ -9,6 +9,7 @@ anything is pushed.
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -224,10 +225,12 @@ class Claims:
             raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
         return self.change(brief, "force_release", reason=f"forced by {by}: {reason}", author=by)
 
-    def change(self, brief: str, action: str, *, author: str = "", retries: int = 3, **args: object) -> Claim:
+    def change(self, brief: str, action: str, *, author: str = "", retries: int = 10, **args: object) -> Claim:
         """Apply `action` to the current tip; if the tip moved under us, re-read and re-check."""
         validate_brief_id(brief)
-        for _ in range(retries):
+        for attempt in range(retries):
+            if attempt:  # journal appends renew the claim too: back off a random while
+                time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))
             current = self.read(brief)
             if current is None:
                 raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")

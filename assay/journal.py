@@ -278,7 +278,9 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
     who = re.sub(r"[^A-Za-z0-9._-]+", "-", by).strip("-") or "a-person"  # safe in a commit identity
-    for _ in range(8):
+    for attempt in range(FLUSH_TRIES):
+        if attempt:
+            time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))  # back off while others append
         refs = git.ls_remote(jref, cref)
         epoch = claims.load(cref, refs[cref]).record.epoch if cref in refs else 0
         log = read_log(git, brief, refs.get(jref))

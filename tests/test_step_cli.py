@@ -193,3 +193,18 @@ def test_concurrent_step_runs_of_one_brief_all_land_without_gaps(forge: Forge, c
     es = entries(forge.path, "alpha")
     assert sorted(e["step"] for e in es if e["kind"] == "result") == sorted(f"tool{i}" for i in range(8))
     assert invariants(forge.path, "alpha") == []
+
+
+def test_a_person_steers_while_an_agent_appends(forge: Forge, ctx: dict[str, str], tmp_path: Path) -> None:
+    env = {**os.environ, **ctx}
+    procs = [subprocess.Popen([sys.executable, "-m", "assay", "step", "run", "--name", f"t{i}", "--", "true"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    procs += [subprocess.Popen([sys.executable, "-m", "assay", "steer", "alpha", f"note {i}", "--forge", forge.url],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+              for i in range(3)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 7, errors
+    es = entries(forge.path, "alpha")
+    assert sorted(e["data"]["text"] for e in es if e["kind"] == "steer") == ["note 0", "note 1", "note 2"]
+    assert invariants(forge.path, "alpha") == []
