@@ -220,3 +220,11 @@ def test_more_user_mistakes_are_exit_2(forge: Forge, tmp_path: Path) -> None:
     a_file.write_text("x")
     demo = assay("demo", "--dir", str(a_file))
     assert demo.code == 2 and "is a file" in demo.err
+
+
+def test_the_cli_reference_is_current() -> None:
+    from assay.clidocs import reference
+    from tests.conftest import REPO
+
+    on_disk = (REPO / "docs" / "cli.md").read_text()
+    assert on_disk == reference(), "docs/cli.md is stale: run `python -m assay.clidocs > docs/cli.md`"
