@@ -294,6 +294,29 @@ def desk() -> None:
     """Run desks: claim ready briefs and work them into reviews."""
 
 
+@desk.command("list")
+@forge_option
+@json_option
+def desk_list(forge: str | None, as_json: bool) -> None:
+    """List the desks defined on main (desks/*.yaml) and any that do not validate."""
+    from assay import views
+    from assay.config import open_claims
+    from assay.deskspec import desks_on_main
+    from assay.errors import UsageError
+
+    claims = open_claims(forge)
+    main = claims.sync().main
+    if not main:
+        raise UsageError("the forge has no main branch", hint="push the repository's main to the forge first")
+    specs, problems = desks_on_main(claims.git, main)
+    rows = [views.desk_view(spec) for spec in specs]
+    if as_json:
+        views.print_json({"desks": rows, "problems": [str(p) for p in problems]})
+    else:
+        views.render_desks(rows)
+        views.render_warnings([str(p) for p in problems])
+
+
 @desk.command("run")
 @click.argument("name")
 @click.option("--once", is_flag=True, help="One pass: work what is ready now, then exit.")

@@ -127,3 +127,20 @@ def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:
         known = []
     raise ConfigInvalid(f"no desk {name!r} on the forge's main",
                         hint=f"known desks: {', '.join(known) or 'none'}; add desks/{name}.yaml to main")
+
+
+def desks_on_main(git: ForgeGit, main: str) -> tuple[list[DeskSpec], list[Problem]]:
+    """Every desk definition on main, with the problems of those that do not validate."""
+    git.ensure_objects({"refs/heads/main": main})
+    files = sorted(e for e in git.read_tree(f"{main}:desks") or [] if e.name.endswith(".yaml"))
+    specs: list[DeskSpec] = []
+    problems: list[Problem] = []
+    for entry, data in zip(files, git.read_objects([e.sha for e in files]), strict=True):
+        path = f"desks/{entry.name}"
+        spec, found = check_desk((data or b"").decode("utf-8", "replace"), path)
+        if spec is not None and spec.name != entry.name.removesuffix(".yaml"):
+            found = [Problem(path, None, f"names desk {spec.name!r}; a desk file is named after its desk")]
+        problems += found
+        if spec is not None and not found:
+            specs.append(spec)
+    return specs, problems

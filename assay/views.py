@@ -241,3 +241,25 @@ def render_warnings(lines: Sequence[str]) -> None:
     console = _console(stderr=True)
     for line in lines:
         console.print(f"[yellow]warning:[/] {_plain(line)}")
+
+
+def desk_view(spec: Any) -> dict[str, Any]:
+    return {"name": spec.name, "labels": list(spec.labels), "command": list(spec.command), "lease_s": spec.lease_s,
+            "heartbeat_s": spec.heartbeat_s, "singleton": spec.singleton, "attempts": spec.attempts,
+            "env_allow": list(spec.env_allow), "verify_timeout_s": spec.verify_timeout_s}
+
+
+def render_desks(rows: Sequence[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    if not rows:
+        console.print("no desks on main: add desks/<name>.yaml (`assay init` writes presets)")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("desk", "labels", "agent", "lease", "attempts", "singleton"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], _plain(", ".join(r["labels"]) or "any"), _plain(" ".join(r["command"])),
+                      f"{r['lease_s']}s", str(r["attempts"]), "yes" if r["singleton"] else "no")
+    console.print(table)

@@ -394,3 +394,13 @@ def test_a_running_desk_outlives_a_forge_outage(work: Forge, tmp_path: Path) -> 
     rest = desk.stdout.read()
     desk.wait(timeout=60)
     assert desk.returncode == 0 and "claimed o" in rest and "review ready" in rest
+
+
+def test_desk_list_shows_valid_desks_and_reports_broken_ones(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"desks/broken.yaml": "name: broken\nlease_s: nope\n"})
+    listing = assay("desk", "list", "--forge", work.url, "--json").json()
+    assert isinstance(listing, dict)
+    assert [d["name"] for d in listing["desks"]] == ["builder", "other"]
+    assert any(p.startswith("desks/broken.yaml") for p in listing["problems"])
+    table = assay("desk", "list", "--forge", work.url)
+    assert table.code == 0 and "builder" in table.out and "desks/broken.yaml" in table.err
