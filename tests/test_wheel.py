@@ -47,3 +47,9 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     demo = run("demo", "--dir", str(tmp_path / "demo"))
     assert demo.returncode == 0, demo.stderr
     assert "all 6 briefs done" in demo.stdout
+    crashed = run("demo", "--dir", str(tmp_path / "crash"), "--crash-at", "step.after-execute:deploy")
+    assert crashed.returncode == 0 and "crash injected at step.after-execute:deploy" in crashed.stdout
+    recovered = run("demo", "--dir", str(tmp_path / "crash"))
+    assert recovered.returncode == 0, recovered.stderr
+    assert "Outcome unknown" in recovered.stdout and "Operation will NOT be replayed automatically" in recovered.stdout
+    assert (tmp_path / "crash" / "effects.log").read_text().count("deployed rate-limit") == 1
