@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from assay.claims import Claims, InvalidClaim
@@ -113,14 +111,7 @@ def test_history_is_the_whole_chain_oldest_first(forge: Forge, claims: Claims) -
 
 
 def push_junk(forge: Forge, brief: str, content: bytes) -> None:
-    """Write a claim ref by hand, as a buggy or newer tool might."""
-    sha = subprocess.run(["git", "--git-dir", str(forge.path), "hash-object", "-w", "--stdin"], input=content,
-                         capture_output=True, check=True).stdout.decode().strip()
-    tree = subprocess.run(["git", "--git-dir", str(forge.path), "mktree"],
-                          input=f"100644 blob {sha}\tclaim.json\n".encode(), capture_output=True,
-                          check=True).stdout.decode().strip()
-    commit = git("--git-dir", str(forge.path), "commit-tree", tree, "-m", "junk").strip()
-    git("--git-dir", str(forge.path), "update-ref", f"refs/assay/claims/{brief}", commit)
+    forge.write_record(f"refs/assay/claims/{brief}", "claim.json", content)
 
 
 def test_junk_and_future_records_are_listed_as_invalid_without_breaking_the_listing(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from pathlib import Path
@@ -241,14 +240,7 @@ def test_changes_to_a_missing_review_are_refused(forge: Forge, reviews: PlainRev
 
 
 def push_junk(forge: Forge, brief: str, content: bytes) -> None:
-    """Write a review ref by hand, as a buggy or newer tool might."""
-    sha = subprocess.run(["git", "--git-dir", str(forge.path), "hash-object", "-w", "--stdin"], input=content,
-                         capture_output=True, check=True).stdout.decode().strip()
-    tree = subprocess.run(["git", "--git-dir", str(forge.path), "mktree"],
-                          input=f"100644 blob {sha}\treview.json\n".encode(), capture_output=True,
-                          check=True).stdout.decode().strip()
-    commit = git("--git-dir", str(forge.path), "commit-tree", tree, "-m", "junk").strip()
-    git("--git-dir", str(forge.path), "update-ref", f"refs/assay/reviews/{brief}", commit)
+    forge.write_record(f"refs/assay/reviews/{brief}", "review.json", content)
 
 
 def test_junk_reviews_are_listed_as_invalid(forge: Forge, reviews: PlainReviews, branch: str) -> None:
