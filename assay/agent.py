@@ -12,23 +12,40 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from assay.errors import Cancelled, UsageError
 from assay.git import strip_credentials
-from assay.steps import Session
+from assay.steps import Session, canonical, validate_step
 
 TAIL_BYTES = 4000
 _SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
+# What an agent is handed by its desk (set per run), and the settings of the `assay` it calls, passed when set.
+AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASSAY_RUN", "ASSAY_ATTEMPT",
+                 "ASSAY_PROMPT_FILE")
+AGENT_SETTINGS = ("ASSAY_CACHE_DIR", "ASSAY_GIT_TIMEOUT", "ASSAY_DEBUG", "ASSAY_CRASH_AT", "ASSAY_CRASH_SCOPE")
 
 
-def scrubbed_env(base: dict[str, str] | None = None, allow: set[str] | None = None) -> dict[str, str]:
-    """The environment for agent processes: forge credentials removed (and, with `allow`, only those names)."""
-    env = dict(os.environ if base is None else base)
-    if allow is not None:
-        env = {k: v for k, v in env.items() if k in allow or k.startswith("ASSAY_")}
-    env = {k: v for k, v in env.items() if not _SECRET_NAMES.match(k)}
+def agent_env(allow: Iterable[str], context: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
+    """An allow-list: the names a desk definition gives (`env_allow`), Assay's settings, and `context`.
+
+    Nothing else of the desk's environment reaches the agent, and forge credentials never do,
+    even when a desk definition names them.
+    """
+    source = os.environ if base is None else base
+    names = set(allow) | set(AGENT_SETTINGS)
+    env = {k: v for k, v in source.items() if k in names and not _SECRET_NAMES.match(k)}
+    env.update(context)
+    if "ASSAY_FORGE" in env:
+        env["ASSAY_FORGE"] = strip_credentials(env["ASSAY_FORGE"])
+    return env
+
+
+def scrubbed_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a command run by `assay step run`: forge credentials removed."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET_NAMES.match(k)}
     if "ASSAY_FORGE" in env:
         env["ASSAY_FORGE"] = strip_credentials(env["ASSAY_FORGE"])
     return env
@@ -73,6 +90,30 @@ def parse_input(text: str) -> Any:
         raise UsageError(f"--input is not JSON: {exc}", hint="""pass e.g. --input '{"version": "abc"}'""") from None
 
 
+@dataclass(frozen=True)
+class EffectRequest:
+    """What `assay step run` was asked to do, checked before the forge is touched."""
+
+    name: str
+    policy: str
+    input: Any
+    argv: list[str]
+    fresh: bool = False
+
+
+def check_effect(name: str, policy: str, input_json: str | None, argv: list[str], fresh: bool = False) -> EffectRequest:
+    """Validate a step run's own arguments: bad input is exit 2 whatever the claim's state."""
+    validate_step(name, policy)
+    if not argv:
+        raise UsageError("no command given", hint="put the command after `--`: assay step run --name x -- CMD ...")
+    if fresh and policy != "safe":
+        raise UsageError(f"--fresh re-runs a completed step, which only a safe step allows, not {policy}",
+                         hint="use --fresh with --policy safe, for an inspection whose answer may have changed")
+    step_input = parse_input(input_json) if input_json is not None else {"argv": argv}
+    canonical(step_input)
+    return EffectRequest(name, policy, step_input, argv, fresh)
+
+
 def open_context_session(ctx: StepContext) -> Session:
     from assay.config import open_claims
     from assay.steps import open_session
@@ -80,10 +121,9 @@ def open_context_session(ctx: StepContext) -> Session:
     return open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True)
 
 
-def run_effect(session: Session, name: str, policy: str, step_input: Any, argv: list[str]) -> int:
-    """Run `argv` as the durable step `name`; returns its exit code, fresh or recorded."""
-    if not argv:
-        raise UsageError("no command given", hint="put the command after `--`: assay step run --name x -- CMD ...")
+def run_effect(session: Session, request: EffectRequest) -> int:
+    """Run the request's command as a durable step; returns its exit code, fresh or recorded."""
+    name, argv = request.name, request.argv
     ran = []
 
     def effect(key: str) -> dict[str, Any]:
@@ -91,7 +131,7 @@ def run_effect(session: Session, name: str, policy: str, step_input: Any, argv: 
         return _run_command(argv, key)
 
     try:
-        result = session.step(name, effect, input=step_input, policy=policy)
+        result = session.step(name, effect, input=request.input, policy=request.policy, reuse=not request.fresh)
     except BaseException:
         _flush_quietly(session)  # replay and call notes count this run's calls: they must land
         raise

@@ -15,8 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from assay.crash import crash_point
-from assay.errors import BriefNotFound, ClaimLost, Conflict, ForgeError, IllegalTransition, RecordInvalid, UsageError
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, redact
+from assay.errors import (
+    BriefNotFound,
+    ClaimLost,
+    Conflict,
+    ForgeRefused,
+    IllegalTransition,
+    RecordInvalid,
+    UsageError,
+)
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, redact, refusal_hint
 from assay.records import (
     CLAIMS_PREFIX,
     MAIN_REF,
@@ -219,6 +227,10 @@ class Claims:
                 epoch: int | None = None) -> Claim:
         return self.change(brief, "release", desk=desk, outcome=outcome, reason=reason, epoch=epoch)
 
+    def block(self, brief: str, desk: str, epoch: int, reason: str) -> Claim:
+        """Park a held or waiting claim for a person, with the reason in the chain."""
+        return self.change(brief, "block", desk=desk, epoch=epoch, reason=reason)
+
     def force_release(self, brief: str, reason: str, by: str) -> Claim:
         """A person takes a claim away; the reason and who did it stay in the chain."""
         if not reason.strip():
@@ -273,9 +285,8 @@ class Claims:
                 self.view.tips[update.ref] = update.new
             return Claim(record, update.new)
         if result.status != "stale":
-            raise ForgeError(f"the forge refused the claim update for {record.brief!r}: {result.detail}",
-                             hint="a hook on the forge, or a stale lock file left by a crashed server, "
-                                  f"can cause this; check {update.ref} on the forge")
+            raise ForgeRefused(f"the forge refused the claim update of {update.ref}: {result.detail}",
+                               hint=refusal_hint(result.detail))
         raise _Moved()
 
     def _require_brief(self, brief: str, main: str | None) -> None:

@@ -108,7 +108,8 @@ def claim_history(brief: str, forge: str | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("brief")
 @desk_option
-@click.option("--epoch", type=int, help="Fail (exit 3) unless the claim is still at this epoch.")
+@click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
+              help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
 @click.option("--lease", "lease_s", type=int, help="A new lease in seconds.")
 @forge_option
 @json_option
@@ -126,7 +127,8 @@ def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, forge: 
 @click.option("--outcome", type=click.Choice(["released", "done", "abandoned"]), default="released",
               show_default=True, help="How the claim ends.")
 @click.option("--reason", default="", help="Why; recorded in the claim chain.")
-@click.option("--epoch", type=int, help="Fail (exit 3) unless the claim is still at this epoch.")
+@click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
+              help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
 @click.option("--force", is_flag=True, help="A person takes the claim away from its desk (needs --reason).")
 @forge_option
 @json_option
@@ -182,20 +184,23 @@ def step() -> None:
 @click.option("--policy", type=click.Choice(["safe", "idempotent", "unsafe"]), default="unsafe", show_default=True,
               help="What recovery may do with an interrupted run of this step.")
 @click.option("--input", "input_json", metavar="JSON", help="The step's input (default: the command line).")
+@click.option("--fresh", is_flag=True, help="Run a completed safe step again instead of replaying its recorded "
+              "result: for inspections (is it deployed?) whose answer may have changed since.")
 @context_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def step_run(name: str, policy: str, input_json: str | None, forge: str | None, brief: str | None,
+def step_run(name: str, policy: str, input_json: str | None, fresh: bool, forge: str | None, brief: str | None,
              desk: str | None, epoch: int | None, run: str | None, command: tuple[str, ...]) -> None:
     """Run COMMAND (after `--`) as a durable step: intent journaled first, result after.
 
     The command gets its idempotency key in ASSAY_IDEMPOTENCY_KEY. A completed step
-    is not run again; an interrupted unsafe one is refused once (exit 4).
+    is not run again (unless --fresh, for a safe step); an interrupted unsafe one is
+    refused once (exit 4).
     """
-    from assay.agent import context_from, open_context_session, parse_input, run_effect
+    from assay.agent import check_effect, context_from, open_context_session, run_effect
 
+    request = check_effect(name, policy, input_json, list(command), fresh)  # bad input before any forge access
     session = open_context_session(context_from(forge, brief, desk, epoch, run))
-    step_input = parse_input(input_json) if input_json is not None else {"argv": list(command)}
-    sys.exit(run_effect(session, name, policy, step_input, list(command)))
+    sys.exit(run_effect(session, request))
 
 
 @step.command("value")
@@ -424,12 +429,14 @@ def review_close(brief_id: str, reason: str, forge: str | None) -> None:
 @click.option("--on", "on", required=True, metavar="CONDITION",
               help="review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ.")
 @click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
+@click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
+              help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
 @forge_option
-def wait_cmd(brief_id: str, on: str, desk: str | None, forge: str | None) -> None:
+def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, forge: str | None) -> None:
     """Park a held brief on a condition; it holds no compute until woken."""
     from assay import waits
 
-    parked = waits.wait(_claims(forge), brief_id, on, _person(), desk)
+    parked = waits.wait(_claims(forge), brief_id, on, _person(), desk, epoch)
     click.echo(f"{brief_id} is waiting on {on} (epoch {parked.record.epoch})")
 
 

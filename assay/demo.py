@@ -52,7 +52,8 @@ def brief_text(title: str, priority: int, deps: list[str], script: list[str], ve
 
 def desk_text(name: str) -> str:
     return (f"name: {name}\ntakes:\n  labels: [demo]\nagent:\n  command: [python, -m, assay.agents.scripted]\n"
-            "lease_s: 120\nheartbeat_s: 10\nsingleton: false\nattempts: 2\nverify_timeout_s: 60\n")
+            "lease_s: 120\nheartbeat_s: 10\nsingleton: false\nattempts: 2\nverify_timeout_s: 60\n"
+            "env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]\n")
 
 
 def prepare(directory: Path, echo: Echo) -> Path:

@@ -15,6 +15,7 @@ restarted and carries on from the forge.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -28,11 +29,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from assay.agent import scrubbed_env
+from assay.agent import agent_env
 from assay.briefs import Brief, Problem, briefs_on_main
 from assay.claims import Claim, Claims, new_holder
 from assay.deskspec import DeskSpec
-from assay.errors import AssayError, Conflict, ForgeError, NeedsPerson
+from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NeedsPerson, RecordInvalid
 from assay.forge.base import IllegalReviewChange, Reviews
 from assay.git import ForgeGit, RefUpdate, Signature, redact, strip_credentials
 from assay.journal import Fenced
@@ -41,6 +42,8 @@ from assay.steps import Session, open_session
 
 Echo = Callable[[str], None]
 TAIL = 4000
+REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
+MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before trying it again
 
 
 @dataclass
@@ -51,14 +54,15 @@ class Board:
     briefs: dict[str, Brief]
     claims: dict[str, Claim]
     problems: list[Problem] = field(default_factory=list)
+    invalid: dict[str, RecordInvalid] = field(default_factory=dict)  # brief -> why its claim record is junk
 
     def state(self, brief: str) -> str | None:
         claim = self.claims.get(brief)
         return claim.record.state if claim else None
 
     def ready(self, brief: Brief) -> bool:
-        """Unclaimed (or released) and every dependency done."""
-        if self.state(brief.id) not in (None, *TOMBSTONES):
+        """Unclaimed (or released), its claim record readable, and every dependency done."""
+        if brief.id in self.invalid or self.state(brief.id) not in (None, *TOMBSTONES):
             return False
         return all(self.state(dep) == "done" for dep in brief.depends_on)
 
@@ -76,12 +80,13 @@ def sync(git: ForgeGit, claims: Claims) -> Board:
     git.ensure_objects({**view.tips, MAIN_REF: view.main})
     briefs, problems = briefs_on_main(git, view.main)
     loaded: dict[str, Claim] = {}
+    invalid: dict[str, RecordInvalid] = {}
     for ref, sha in view.tips.items():
         try:
             loaded[ref.removeprefix(CLAIMS_PREFIX)] = claims.load(ref, sha)
-        except AssayError:
-            continue  # a junk record is reported by `assay claims`; a desk just leaves that brief alone
-    return Board(view.main, {b.id: b for b in briefs}, loaded, problems)
+        except RecordInvalid as exc:  # junk is a finding: that brief is left alone, every other one is worked
+            invalid[ref.removeprefix(CLAIMS_PREFIX)] = exc
+    return Board(view.main, {b.id: b for b in briefs}, loaded, problems, invalid)
 
 
 class Desk:
@@ -94,19 +99,23 @@ class Desk:
         self.echo = echo
         self.clock = clock
         self.holder = new_holder(spec.name)
+        self.poll_s = 5.0
         self._agent: subprocess.Popen[str] | None = None
+        self._told: set[str] = set()  # findings already reported
+        self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
 
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self, once: bool = False, max_briefs: int | None = None, poll_s: float = 5.0) -> DeskReport:
         report = DeskReport()
-        warned: set[str] = set()
+        self.poll_s = poll_s
         while max_briefs is None or len(report.worked) < max_briefs:
             try:
                 board = sync(self.git, self.claims)
-                self._warn(board, warned)
+                self._report_findings(board)
                 progressed = self._settle_waiting(board, report)
-                brief, claim = self._next(board, skip=set(report.worked) if once else set())
+                skip = self._resting() | (set(report.worked) if once else set())
+                brief, claim = self._next(board, skip)
             except ForgeError as exc:
                 if once:
                     raise
@@ -123,11 +132,28 @@ class Desk:
                 time.sleep(poll_s)  # nothing to do: poll the forge again later
         return report
 
-    def _warn(self, board: Board, warned: set[str]) -> None:
-        for problem in board.problems:  # a broken brief is skipped, never silently
-            if str(problem) not in warned:
-                warned.add(str(problem))
-                self.echo(f"{self.spec.name}: skipping a brief on main: {problem}")
+    def _tell_once(self, finding: str) -> None:
+        if finding not in self._told:
+            self._told.add(finding)
+            self.echo(f"{self.spec.name}: {finding}")
+
+    def _report_findings(self, board: Board) -> None:
+        """Broken briefs and junk claim records are skipped, never silently."""
+        for problem in board.problems:
+            self._tell_once(f"skipping a brief on main: {problem}")
+        for brief_id, exc in sorted(board.invalid.items()):
+            self._tell_once(f"finding: leaving {brief_id} alone: {exc.message}")
+
+    def _rest(self, brief_id: str) -> int:
+        """Leave `brief_id` alone for a while (longer each time in a row); returns how many times in a row."""
+        trouble = self._trouble.setdefault(brief_id, [0, 0.0])
+        trouble[0] += 1
+        trouble[1] = time.monotonic() + min(self.poll_s * 2 ** trouble[0], MAX_REST_S)
+        return int(trouble[0])
+
+    def _resting(self) -> set[str]:
+        now = time.monotonic()
+        return {brief_id for brief_id, (_, until) in self._trouble.items() if until > now}
 
     def _mine(self, record: ClaimRecord) -> bool:
         return record.desk == self.spec.name
@@ -143,6 +169,8 @@ class Desk:
                 progressed = self._settle_one(brief_id, r, report) or progressed
             except Conflict as exc:  # another process of this desk, or a person, settled it first
                 self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
+            except RecordInvalid as exc:  # a junk review: leave this brief waiting, settle the others
+                self._tell_once(f"finding: cannot settle {brief_id}: {exc.message}")
         return progressed
 
     def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport) -> bool:
@@ -185,7 +213,7 @@ class Desk:
                 try:
                     taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
                                               holder=self.holder)
-                except Conflict:
+                except (Conflict, RecordInvalid):
                     continue
                 self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
                 return board.briefs[brief_id], taken
@@ -197,6 +225,9 @@ class Desk:
                 claim = self.claims.claim(brief.id, self.spec.name, self.spec.lease_s, holder=self.holder)
             except Conflict:
                 continue  # another desk won it: try the next one
+            except RecordInvalid as exc:  # junk appeared since the sync
+                self._tell_once(f"finding: leaving {brief.id} alone: {exc.message}")
+                continue
             self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
             return brief, claim
         return None, None
@@ -205,10 +236,21 @@ class Desk:
 
     def work(self, board: Board, brief: Brief, claim: Claim) -> str:
         epoch = claim.record.epoch
+        session: Session | None = None
         try:
             session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
             session.begin_run()
-            return self._work(session, board, brief, epoch)
+            outcome = self._work(session, board, brief, epoch)
+            self._trouble.pop(brief.id, None)
+            return outcome
+        except RecordInvalid as exc:  # junk on the forge: a finding; the desk works on the rest meanwhile
+            self._rest(brief.id)
+            self.echo(f"{self.spec.name}: finding: {brief.id} paused: {exc.message}")
+            if session is not None:
+                session.stop_run(f"paused: {exc.message}")
+            return "paused"
+        except ForgeRefused as exc:
+            return self._refused(brief.id, epoch, exc)
         except NeedsPerson as exc:
             self.echo(f"{self.spec.name}: {brief.id} needs a person: {exc.message}")
             return "blocked"
@@ -218,8 +260,26 @@ class Desk:
             self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
             return "lost"
         except ForgeError as exc:  # the journal knows how far it got; the next pass resumes from there
+            self._rest(brief.id)
             self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
             return "interrupted"
+
+    def _refused(self, brief_id: str, epoch: int, exc: ForgeRefused) -> str:
+        """The forge refuses this brief's writes: back off, and after `REFUSALS` in a row block it for a person."""
+        count = self._rest(brief_id)
+        if count < REFUSALS:
+            self.echo(f"{self.spec.name}: {brief_id} interrupted ({count} of {REFUSALS}): {exc.message}")
+            return "interrupted"
+        reason = f"the forge refused this brief's writes {count} times in a row: {exc.message} ({exc.hint})"
+        try:
+            self.claims.block(brief_id, self.spec.name, epoch, reason)
+        except AssayError as again:
+            self._trouble[brief_id][1] = math.inf  # nothing can be written for it: leave it to a person
+            self.echo(f"{self.spec.name}: {brief_id} left for a person: {exc.message} ({exc.hint}); "
+                      f"blocking it failed too: {again.message}")
+            return "interrupted"
+        self.echo(f"{self.spec.name}: {brief_id} blocked: {reason}")
+        return "blocked"
 
     def _work(self, session: Session, board: Board, brief: Brief, epoch: int) -> str:
         branch_ref = f"refs/heads/assay/{brief.id}"
@@ -270,9 +330,19 @@ class Desk:
         return self.reviews.open(brief.id, f"assay/{brief.id}", brief.title, head).record.state
 
     def _mark_ready(self, session: Session, brief: Brief, head: str) -> str:
-        """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot."""
+        """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot.
+
+        A review that a person merged meanwhile (the desk died after marking it ready, say) is
+        left as it is: the claim waits on it and the next pass settles it as done.
+        """
         for _ in range(3):
-            update = self.reviews.ready_update(brief.id, head)
+            try:
+                update = self.reviews.ready_update(brief.id, head)
+            except IllegalReviewChange as exc:
+                if exc.state == "merged":
+                    session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
+                    return "merged"
+                raise
             if update is None:
                 return "ready"
             try:
@@ -306,10 +376,10 @@ class Desk:
         argv = [_fill(part, values) for part in self.spec.command]
         if argv[0] == "python":
             argv[0] = sys.executable  # the scripted agent runs on this interpreter
-        env = scrubbed_env(allow=set(self.spec.env_allow))
-        env.update({"ASSAY_FORGE": strip_credentials(self.git.url), "ASSAY_BRIEF": brief.id,
-                    "ASSAY_DESK": self.spec.name, "ASSAY_EPOCH": str(epoch), "ASSAY_RUN": run_id,
-                    "ASSAY_ATTEMPT": str(attempt), "ASSAY_PROMPT_FILE": str(prompt_file)})
+        env = agent_env(self.spec.env_allow, {
+            "ASSAY_FORGE": strip_credentials(self.git.url), "ASSAY_BRIEF": brief.id, "ASSAY_DESK": self.spec.name,
+            "ASSAY_EPOCH": str(epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(attempt),
+            "ASSAY_PROMPT_FILE": str(prompt_file)})
         self.echo(f"{self.spec.name}: {brief.id} agent attempt {attempt} (run {run_id})")
         started = time.monotonic()
         stop = threading.Event()
@@ -399,7 +469,7 @@ class Desk:
             try:
                 proc = subprocess.run(row.run, shell=True, cwd=worktree, capture_output=True,
                                       timeout=min(row.timeout_s, self.spec.verify_timeout_s),
-                                      env=scrubbed_env(allow=set(self.spec.env_allow)))
+                                      env=agent_env(self.spec.env_allow, {}))
                 code, output = proc.returncode, proc.stdout + proc.stderr
             except subprocess.TimeoutExpired as exc:
                 code, output = -1, (exc.stdout or b"") + b"\n(timed out)"

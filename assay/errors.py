@@ -20,6 +20,10 @@ class ForgeError(AssayError):
     code = 1
 
 
+class ForgeRefused(ForgeError):
+    """The forge answered and refused a write that no other writer explains (a hook, a stale lock)."""
+
+
 class UsageError(AssayError):
     """Bad input: a malformed id, file, option or configuration."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import random
 import re
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ from typing import IO, Literal, NamedTuple
 from assay.errors import ForgeError
 
 ZERO = "0" * 40
+PUSH_TRIES = 3  # pushes of one update while racing writers hold ref locks
 PushStatus = Literal["ok", "stale", "rejected"]
 
 
@@ -110,6 +112,23 @@ def redact(text: str) -> str:
 def strip_credentials(url: str) -> str:
     """The URL without a user:token part, for processes that must not see forge credentials."""
     return _CREDENTIALS.sub(r"\1", url)
+
+
+def _remote_error(stderr: bytes) -> str:
+    """The forge's first `remote: error: …` line: why it refused (a stale lock names its file)."""
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        text = line.strip().removeprefix("remote:").strip()
+        if text.startswith(("error:", "fatal:")) and line.strip().startswith("remote:"):
+            return redact(text.removeprefix("error:").removeprefix("fatal:").strip())
+    return ""
+
+
+def refusal_hint(detail: str) -> str:
+    """What a person can do about a refused push, from git's own reason."""
+    if ".lock" in detail and "exists" in detail:
+        return ("a push killed mid-way can leave a stale lock file on the forge; if no push to it is running, "
+                "remove the .lock file named above")
+    return "a hook or a policy on the forge refused it; check the ref on the forge"
 
 
 def _first_error(stderr: bytes) -> str:
@@ -320,7 +339,9 @@ class ForgeGit:
         they landed is decidable. If nothing landed and nothing moved, the same
         push is tried again; it cannot apply twice, the lease forbids it.
         """
-        for _ in range(3):
+        for attempt in range(PUSH_TRIES):
+            if attempt:  # racing writers hold ref locks for a moment: back off a random while
+                time.sleep(random.uniform(0, 0.05 * 2 ** attempt))
             heard = self._push_once(updates, atomic)
             if heard is not None and all(r.status != "rejected" for r in heard.values()):
                 return heard
@@ -331,7 +352,7 @@ class ForgeGit:
                 return settled
         if heard is not None:
             return settled
-        raise ForgeError(f"push to {redact(self.url)} failed three times and nothing was written"
+        raise ForgeError(f"push to {redact(self.url)} failed {PUSH_TRIES} times and nothing was written"
                          + (f": {self._last_push_error}" if self._last_push_error else ""),
                          hint="check the forge is reachable and accepts pushes, then run the command again")
 
@@ -349,9 +370,11 @@ class ForgeGit:
             return None  # timed out: outcome unknown
         self._last_push_error = _first_error(proc.stderr) if proc.returncode else ""
         results = parse_porcelain(proc.stdout.decode("utf-8", "replace"))
-        if all(u.ref in results for u in updates):
-            return {u.ref: results[u.ref] for u in updates}
-        return None
+        if not all(u.ref in results for u in updates):
+            return None
+        cause = _remote_error(proc.stderr)  # git's own reason ("cannot lock ref …"), not just "remote rejected"
+        return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
+                else results[u.ref] for u in updates}
 
     def _settle(self, u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
         if tip == u.new:

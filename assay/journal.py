@@ -21,8 +21,8 @@ from typing import Any
 
 from assay.claims import Claim, Claims
 from assay.crash import crash_point
-from assay.errors import Conflict, ForgeError, RecordInvalid
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry
+from assay.errors import Conflict, ForgeError, ForgeRefused, RecordInvalid
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, refusal_hint
 from assay.records import JournalEntry, claim_ref, decode_entry, journal_ref, utc_now_iso, validate_brief_id
 
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
@@ -207,8 +207,9 @@ class Journal:
                 raise Conflict(f"{', '.join(moved)} moved under desk {self.desk!r}; nothing was written",
                                hint="another writer pushed to the work branch; inspect it before going on")
             if not any(r.status == "stale" for r in results.values()):
-                detail = "; ".join(f"{ref}: {r.detail}" for ref, r in results.items() if not r.ok)
-                raise ForgeError(f"the forge refused a journal append for {self.brief!r}: {detail}")
+                detail = "; ".join(sorted({r.detail for r in results.values() if not r.ok}))
+                raise ForgeRefused(f"the forge refused a journal append for {self.brief!r}: {detail}",
+                                   hint=refusal_hint(detail))
             self.reload()  # the claim or the journal moved: ours (a heartbeat, a sibling process) or fenced
         raise ForgeError(f"the journal of {self.brief!r} kept moving; nothing more was written",
                          hint="many writers at once: run the command again")
@@ -294,5 +295,6 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
         if result.ok:
             return entry
         if result.status != "stale":
-            raise ForgeError(f"the forge refused a journal append for {brief!r}: {result.detail}")
+            raise ForgeRefused(f"the forge refused a journal append for {brief!r}: {result.detail}",
+                               hint=refusal_hint(result.detail))
     raise ForgeError(f"the journal of {brief!r} kept moving; nothing was written", hint="run the command again")

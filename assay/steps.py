@@ -70,6 +70,14 @@ class StepFailed(AssayError):
         self.error = error
 
 
+def validate_step(name: str, policy: str) -> None:
+    """A step's name and policy, checked before anything is read or written."""
+    if not _STEP_NAME.fullmatch(name):
+        raise UsageError(f"invalid step name {name!r}", hint="use 1-64 of A-Z a-z 0-9 . _ -, no '/'")
+    if policy not in POLICIES:
+        raise UsageError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+
+
 def canonical(value: Any) -> str:
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -170,10 +178,7 @@ class Session:
     def step(self, name: str, fn: Callable[[str], Any], input: Any = None, policy: str = "safe",
              reuse: bool = True) -> Any:
         """Run `fn(idempotency_key)` as a durable step, or return what it returned before."""
-        if not _STEP_NAME.fullmatch(name):
-            raise UsageError(f"invalid step name {name!r}", hint="use 1-64 of A-Z a-z 0-9 . _ -, no '/'")
-        if policy not in POLICIES:
-            raise UsageError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+        validate_step(name, policy)
         identity = (name, input_sha(input))
         call = Call(name, identity[1], self._calls.get(identity, 0), policy, input)
         self._calls[identity] = call.ordinal + 1
@@ -361,6 +366,13 @@ class Session:
 
     def end_run(self) -> None:
         self.journal.add("note", sync=True, data={"run": "end"})
+
+    def stop_run(self, reason: str) -> None:
+        """End this run early, not dead: it does not count towards blocking. Best effort (the forge may refuse)."""
+        try:
+            self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
+        except AssayError:
+            self.journal.pending.clear()
 
 
 @contextmanager

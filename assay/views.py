@@ -38,7 +38,7 @@ def human_age(seconds: int) -> str:
     return f"{seconds // 86400}d"
 
 
-_STATE_STYLE = {"held": "cyan", "waiting": "yellow", "blocked": "bold red", "done": "green",
+_STATE_STYLE = {"invalid": "bold red", "held": "cyan", "waiting": "yellow", "blocked": "bold red", "done": "green",
                 "released": "dim", "expired": "magenta", "abandoned": "dim red"}
 
 
@@ -171,13 +171,19 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
     for brief in sorted(board.briefs.values(), key=lambda b: (b.priority, b.id)):
         claim = board.claims.get(brief.id)
         state = claim.record.state if claim else None
-        if state in (None, "released", "expired", "abandoned"):
+        junk = board.invalid.get(brief.id)
+        if junk is not None:
+            state = "invalid"
+        elif state in (None, "released", "expired", "abandoned"):
             missing = [d for d in brief.depends_on if board.state(d) != "done"]
             state = f"needs {', '.join(missing)}" if missing else "ready"
-        rows.append({"brief": brief.id, "title": brief.title, "priority": brief.priority, "state": state,
-                     "desk": claim.record.desk if claim and claim.record.live else (brief.desk or ""),
-                     "labels": list(brief.labels), "depends_on": list(brief.depends_on),
-                     "epoch": claim.record.epoch if claim else 0, "verify": [v.id for v in brief.verify]})
+        row = {"brief": brief.id, "title": brief.title, "priority": brief.priority, "state": state,
+               "desk": claim.record.desk if claim and claim.record.live else (brief.desk or ""),
+               "labels": list(brief.labels), "depends_on": list(brief.depends_on),
+               "epoch": claim.record.epoch if claim else 0, "verify": [v.id for v in brief.verify]}
+        if junk is not None:
+            row["invalid"] = {"ref": junk.ref, "problem": junk.problem}
+        rows.append(row)
     return rows
 
 
@@ -195,6 +201,9 @@ def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
         style = _STATE_STYLE.get(r["state"], "green" if r["state"] == "ready" else "dim")
         table.add_row(r["brief"], str(r["priority"]), _styled(r["state"], style), r["desk"], _plain(r["title"]))
     console.print(table)
+    for r in rows:
+        if "invalid" in r:
+            console.print(_styled(f"invalid: {r['invalid']['ref']}: {r['invalid']['problem']}", "bold red"))
 
 
 def review_view(review: Any) -> dict[str, Any]:

@@ -33,12 +33,16 @@ def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> 
     return current
 
 
-def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None) -> Claim:
-    """Park a held brief on a condition: the claim stays, no process works on it."""
+def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, epoch: int | None = None) -> Claim:
+    """Park a held brief on a condition: the claim stays, no process works on it.
+
+    With `epoch` (an agent's ASSAY_EPOCH), a process from an older epoch is fenced (exit 3).
+    """
     condition = parse_condition(on)
     current = _holder_claim(claims, brief, desk, "wait")
     r = current.record
-    parked = claims.change(brief, "wait", desk=r.desk, epoch=r.epoch, wait={"on": condition})
+    parked = claims.change(brief, "wait", desk=r.desk, epoch=r.epoch if epoch is None else epoch,
+                           wait={"on": condition})
     append_as_person(claims, brief, "wait", {"on": condition, "by": by}, by)
     return parked
 

@@ -180,7 +180,11 @@ def test_demo_runs_and_every_brief_ends_done(tmp_path: Path) -> None:
     assert "failing on purpose" in run.out  # cleanup fails its first attempt and passes its second
 
 
-def test_demo_crash_then_recover(tmp_path: Path) -> None:
+@pytest.mark.parametrize("round_", [1, 2, 3])
+def test_demo_crash_then_recover(tmp_path: Path, round_: int) -> None:
+    """Three times over: the interrupted deploy ends as outcome_unknown in the journal, and ran once."""
+    from tests.journal_check import entries, invariants
+
     where = str(tmp_path / "demo")
     crashed = assay("demo", "--dir", where, "--crash-at", "step.after-execute:deploy", timeout=170)
     assert crashed.code == 0, crashed.err
@@ -192,6 +196,11 @@ def test_demo_crash_then_recover(tmp_path: Path) -> None:
     assert "Operation will NOT be replayed automatically" in recovered.out
     assert "not deploying again" in recovered.out and "all 6 briefs done" in recovered.out
     assert (tmp_path / "demo" / "effects.log").read_text().count("deployed rate-limit") == 1
+    forge = tmp_path / "demo" / "forge.git"
+    deploys = [e for e in entries(forge, "rate-limit") if e.get("step") == "deploy"]
+    intent = next(e for e in deploys if e["kind"] == "intent")
+    assert [e["kind"] for e in deploys if e.get("intent") == intent["seq"]] == ["outcome_unknown", "refused"]
+    assert invariants(forge, "rate-limit") == []
 
 
 def test_demo_refuses_a_folder_that_is_not_a_demo(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ agent:
 lease_s: 120
 heartbeat_s: 5
 attempts: {attempts}
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
 """
 
 

@@ -56,7 +56,8 @@ def deploy() -> int:
         return run.returncode
     say("Outcome unknown: " + run.stderr.strip().splitlines()[0].removeprefix("error: "))
     say("Operation will NOT be replayed automatically; inspecting the deployment instead")
-    check = assay("step", "run", "--name", "check_deployment", "--policy", "safe", "--", "sh", "-c",
+    # --fresh: an inspection must look at the system now, not replay what an earlier run saw
+    check = assay("step", "run", "--name", "check_deployment", "--policy", "safe", "--fresh", "--", "sh", "-c",
                   f'grep -q "deployed $ASSAY_BRIEF " {shlex.quote(log)}')
     if check.returncode == 0:
         say("check_deployment: the deployment is there; not deploying again")

@@ -14,9 +14,9 @@ import re
 import time
 
 from assay.crash import crash_point
-from assay.errors import Conflict, ForgeError, RecordInvalid, UsageError
+from assay.errors import Conflict, ForgeRefused, RecordInvalid, UsageError
 from assay.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, Review
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, refusal_hint
 from assay.records import (
     REVIEWS_PREFIX,
     ReviewComment,
@@ -194,7 +194,7 @@ class PlainReviews:
                 return Review(after, update.new)
             if not any(r.status == "stale" for r in results.values()):
                 detail = "; ".join(f"{r.ref}: {r.detail}" for r in results.values() if not r.ok)
-                raise ForgeError(f"the forge refused the merge of {brief!r}: {detail}")
+                raise ForgeRefused(f"the forge refused the merge of {brief!r}: {detail}", hint=refusal_hint(detail))
         raise Conflict(f"main or the review of {brief!r} kept moving while merging", hint="run the merge again")
 
     def _change(self, brief: str, action: str, by: str, **fields: str) -> Review:
@@ -213,8 +213,8 @@ class PlainReviews:
             if result.ok:
                 return Review(record, update.new)
             if result.status != "stale":
-                raise ForgeError(f"the forge refused the review update for {brief!r}: {result.detail}",
-                                 hint=f"check {update.ref} on the forge")
+                raise ForgeRefused(f"the forge refused the review update of {update.ref}: {result.detail}",
+                                   hint=refusal_hint(result.detail))
         raise Conflict(f"the review of {brief!r} kept changing under {action.replace('_', ' ')}; try again")
 
     def _prepare(self, current: Review | None, record: ReviewRecord, action: str, by: str,
