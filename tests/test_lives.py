@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from assay.claims import holder_life, new_holder
 from assay.lives import Life, is_running, life_of, life_state, this_life
 from tests.helpers import procs
 
@@ -94,3 +95,11 @@ def test_records_round_trip_and_junk_names_no_life() -> None:
     for junk in ({"host": "h"}, {"host": "h", "pid": True}, {"host": "h", "pid": 0}, {"pid": 5}):
         assert Life.from_data(junk) is None
 
+
+def test_a_holder_names_its_life_and_old_holders_still_parse() -> None:
+    mine = this_life()
+    assert mine.boot is not None
+    assert holder_life(new_holder("builder")) == replace(mine, boot=mine.boot[:8])
+    assert holder_life("builder/vm/17103/5f4e") == Life("vm", 17103)
+    assert holder_life("builder/vm/17103/5f4e.99.f504e144") == Life("vm", 17103, 99, "f504e144")
+    assert holder_life("builder/vm/x/5f4e") is None and holder_life("a/b/1/c/d") is None
