@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from assay.errors import (
     UsageError,
 )
 from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, redact, refusal_hint
+from assay.lives import BOOT_PREFIX, Life, this_life
 from assay.records import (
     CLAIMS_PREFIX,
     MAIN_REF,
@@ -36,6 +38,8 @@ from assay.records import (
 )
 
 Clock = Callable[[], float]
+_HOLDER = re.compile(r"[^/]*/(?P<host>[^/]*)/(?P<pid>[0-9]{1,10})/[^/.]*(?:\.(?P<start>[0-9]{1,20})"
+                     r"(?:\.(?P<boot>[0-9a-f][0-9a-f-]{7,35}))?)?")
 
 # action -> (states it may start from; None is "no claim yet"), the state it leads to
 # (None: the state is the caller's choice among `OUTCOMES`, or unchanged for renew).
@@ -73,8 +77,24 @@ class InvalidClaim:
 
 
 def new_holder(desk: str) -> str:
-    """desk/host/pid/nonce: which process of which desk holds a claim."""
-    return f"{desk}/{os.uname().nodename}/{os.getpid()}/{os.urandom(2).hex()}"
+    """desk/host/pid/nonce.start.boot: which process life of which desk holds a claim.
+
+    `start` and `boot` (the first 8 characters of the boot id) are left out where
+    they are unknown; holders written before them are desk/host/pid/nonce.
+    """
+    life = this_life()
+    tail = "" if life.start is None else f".{life.start}"
+    if tail and life.boot is not None:
+        tail += f".{life.boot[:BOOT_PREFIX]}"
+    return f"{desk}/{life.host}/{life.pid}/{os.urandom(2).hex()}{tail}"
+
+
+def holder_life(holder: str) -> Life | None:
+    """The process life a holder names; None for a holder not in the `new_holder` form."""
+    m = _HOLDER.fullmatch(holder)
+    if m is None:
+        return None
+    return Life(m["host"], int(m["pid"]), int(m["start"]) if m["start"] else None, m["boot"])
 
 
 def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str, desk: str = "",

@@ -31,12 +31,13 @@ from typing import Any
 
 from assay.agent import agent_env
 from assay.briefs import Brief, Problem, briefs_on_main
-from assay.claims import Claim, Claims, new_holder
+from assay.claims import Claim, Claims, holder_life, new_holder
 from assay.deskspec import DeskSpec
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NeedsPerson, RecordInvalid
 from assay.forge.base import IllegalReviewChange, Reviews
 from assay.git import ForgeGit, RefUpdate, Signature, redact, strip_credentials
 from assay.journal import Fenced
+from assay.lives import life_state
 from assay.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES, ClaimRecord, parse_iso
 from assay.steps import Session, open_session
 
@@ -491,23 +492,18 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 
 def _dead_here(holder: str) -> bool:
-    """A holder on this host whose process is gone: evidence the claim is orphaned.
+    """A holder on this host whose process life is over (gone, a zombie, or its pid reused): the claim is orphaned.
 
-    A holder with this very process's pid (but, being another holder, an earlier
-    life: a restarted container's pid 1, say) is gone too.
+    An older holder without a start time that names this very process's pid
+    (but, being another holder, an earlier life: a restarted container's pid 1,
+    say) is over too.
     """
-    parts = holder.split("/")
-    if len(parts) != 4 or parts[1] != os.uname().nodename or not parts[2].isdigit():
+    life = holder_life(holder)
+    if life is None:
         return False
-    if int(parts[2]) == os.getpid():
+    if life.pid == os.getpid() and life.start is None and life.host == os.uname().nodename:
         return True
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return life_state(life) == "dead"
 
 
 def _death_signal() -> Callable[[], None] | None:

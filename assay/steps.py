@@ -34,6 +34,7 @@ from typing import Any
 from assay.crash import crash_point
 from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
 from assay.journal import INLINE_LIMIT, Draft, Journal
+from assay.lives import Life, is_running, this_life
 from assay.records import POLICIES, JournalEntry
 
 CALL_MARKERS = frozenset({"intent", "refused"})
@@ -247,7 +248,7 @@ class Session:
         else:
             key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
             small_input = canonical(call.input)
-            data: dict[str, Any] = {"host": os.uname().nodename, "pid": os.getpid()}
+            data: dict[str, Any] = this_life().to_data()  # the writer, so a repeat can tell if it still runs
             if len(small_input) <= INLINE_LIMIT:
                 data["input"] = call.input
             intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,
@@ -403,19 +404,12 @@ def open_session(claims: Any, brief: str, desk: str, epoch: int, run: str | None
 
 
 def _still_running(intent: JournalEntry) -> bool:
-    """The intent's writer is alive on this host: the step is in progress, not interrupted.
+    """The intent's writer is provably still running: the step is in progress, not interrupted.
 
-    On another host there is no such evidence, and the intent counts as interrupted.
+    A writer that is gone, a zombie, or whose pid now belongs to another process
+    is not; nor is one on another host, where there is no evidence either way.
     """
-    data = intent.data or {}
-    if data.get("host") != os.uname().nodename or not isinstance(data.get("pid"), int):
-        return False
-    if data["pid"] == os.getpid():
-        return False  # our own earlier intent: this process is past it
-    try:
-        os.kill(data["pid"], 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    life = Life.from_data(intent.data or {})
+    if life is None or life.pid == os.getpid():
+        return False  # our own pid: this process is past its earlier intent, or that was an earlier life
+    return is_running(life)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Forge, Run, assay, git
+from tests.helpers import procs
 from tests.journal_check import claim_chain, entries, invariants
 
 DESK = """name: {name}
@@ -375,6 +376,50 @@ def test_our_own_pid_under_another_holder_is_an_earlier_life() -> None:
     assert _dead_here(f"d/{host}/{os.getpid()}/zzzz") is True
     assert _dead_here(f"d/{host}/{os.getppid()}/zzzz") is False  # alive
     assert _dead_here(f"d/another-host/{os.getpid()}/zzzz") is False  # no evidence elsewhere
+
+
+def holder_of(pid: int, start: int) -> str:
+    """A holder string for a process life on this host, written out by hand (the format in data-model.md)."""
+    return f"builder/{os.uname().nodename}/{pid}/abcd.{start}.{procs.boot_id()[:8]}"
+
+
+def test_a_holder_is_judged_by_its_process_life() -> None:
+    from assay.claims import new_holder
+    from assay.desk import _dead_here
+
+    with procs.sleeper() as other:
+        start = procs.start_ticks(other.pid)
+        assert _dead_here(holder_of(other.pid, start)) is False  # that very process runs
+        assert _dead_here(holder_of(other.pid, start + 1)) is True  # its pid now belongs to another process
+        assert _dead_here(f"builder/{os.uname().nodename}/{other.pid}/abcd.{start}.00000000") is True  # rebooted
+    with procs.zombie() as gone:
+        assert _dead_here(holder_of(gone.pid, procs.start_ticks(gone.pid))) is True
+        assert _dead_here(f"d/{os.uname().nodename}/{gone.pid}/zzzz") is True  # an older holder: pid only
+    assert _dead_here(new_holder("d")) is False  # another holder in this very process: alive
+
+
+@pytest.mark.parametrize("holder_process", ["reused pid", "zombie"])
+def test_a_desk_takes_over_a_claim_whose_holder_life_is_over(work: Forge, tmp_path: Path,
+                                                             holder_process: str) -> None:
+    from assay.claims import Claims
+    from assay.git import ForgeGit
+
+    publish(work, {"briefs/r.md": brief("R", ["write r.txt r"], "test -f r.txt")})
+    with procs.sleeper() if holder_process == "reused pid" else procs.zombie() as other:
+        start = procs.start_ticks(other.pid) + (1 if holder_process == "reused pid" else 0)
+        planted = holder_of(other.pid, start)
+        claims = Claims(ForgeGit(work.url))
+        claims.claim("r", "builder", 120, holder=planted)
+        claims.git.close()
+        run = run_desk(work, "builder", tmp_path)
+        assert procs.state(other.pid) == ("Z" if holder_process == "zombie" else "S")
+    assert run.code == 0, run.err
+    assert f"took over r from {planted} (epoch 2)" in run.out
+    chain = claim_chain(work.path, "r")
+    assert (chain[0]["holder"], chain[0]["epoch"]) == (planted, 1)
+    taken = next(c for c in chain if c["epoch"] == 2)
+    assert taken["state"] == "held" and taken["holder"] not in (planted, "") and taken["desk"] == "builder"
+    assert invariants(work.path, "r") == []
 
 
 def test_a_running_desk_outlives_a_forge_outage(work: Forge, tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from assay.claims import Claims
-from tests.conftest import Forge, Run, assay
+from tests.conftest import REPO, Forge, Run, assay
+from tests.helpers import procs
 from tests.journal_check import claim_chain, entries, invariants
 
 
@@ -23,12 +24,16 @@ def ctx(forge: Forge, claims: Claims) -> dict[str, str]:
             "ASSAY_RUN": "r1"}
 
 
+def deploy_args(log: Path, name: str = "deploy") -> list[str]:
+    return ["step", "run", "--name", name, "--", "sh", "-c", f'echo "deployed $ASSAY_IDEMPOTENCY_KEY" >> {log}; '
+            'echo shipped']
+
+
 def deploy(log: Path, ctx: dict[str, str], run: str = "r1", crash: str | None = None, name: str = "deploy") -> Run:
     env = {**ctx, "ASSAY_RUN": run}
     if crash:
         env["ASSAY_CRASH_AT"] = crash
-    return assay("step", "run", "--name", name, "--", "sh", "-c", f'echo "deployed $ASSAY_IDEMPOTENCY_KEY" >> {log}; '
-                 'echo shipped', env=env)
+    return assay(*deploy_args(log, name), env=env)
 
 
 def lines(log: Path) -> list[str]:
@@ -160,6 +165,60 @@ def test_a_step_running_now_is_not_started_twice(forge: Forge, ctx: dict[str, st
     first.wait(timeout=30)
     assert lines(log) == ["paid"]
     assert invariants(forge.path, "alpha") == []
+
+
+def refused_as_interrupted(forge: Forge, repeat: Run) -> None:
+    assert repeat.code == 4 and "running now" not in repeat.err, repeat.err
+    assert "It may or may not have completed successfully" in repeat.err
+    assert [e["kind"] for e in entries(forge.path, "alpha")] == ["intent", "outcome_unknown", "refused"]
+    assert entries(forge.path, "alpha")[1]["data"] == {"reason": "interrupted"}
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_a_zombie_writer_is_not_running_now(forge: Forge, ctx: dict[str, str], tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    env = {**os.environ, **ctx, "ASSAY_CRASH_AT": "step.before-execute:deploy"}
+    parent = subprocess.Popen([sys.executable, str(REPO / "tests" / "helpers" / "no_reaper.py"), sys.executable,
+                               "-m", "assay", *deploy_args(log)], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert parent.stdin is not None and parent.stdout is not None
+    try:
+        writer = int(parent.stdout.readline())
+        procs.await_state(writer, "Z")  # killed itself after the intent; its parent does not reap it
+        life = (os.uname().nodename, writer, procs.start_ticks(writer), procs.boot_id())
+        repeat = deploy(log, ctx)
+        assert procs.state(writer) == "Z"
+    finally:
+        parent.stdin.close()
+        parent.wait(timeout=30)
+    refused_as_interrupted(forge, repeat)
+    assert lines(log) == []
+    intent = entries(forge.path, "alpha")[0]["data"]
+    assert (intent["host"], intent["pid"], intent.get("start"), intent.get("boot")) == life
+
+
+def replace_journal(forge: Forge, brief: str, entries_jsonl: list[dict[str, object]]) -> None:
+    """Rewrite the journal as one root commit holding these entries, as an older or foreign writer might."""
+    text = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries_jsonl)
+    forge.write_record(f"refs/assay/journal/{brief}", "entries.jsonl", text.encode())
+
+
+def test_a_writer_whose_pid_was_reused_is_not_running_now(forge: Forge, ctx: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    log = tmp_path / "effects.log"
+    assert deploy(log, ctx, crash="step.before-execute:deploy").code == -signal.SIGKILL
+    [intent] = entries(forge.path, "alpha")
+    with procs.sleeper() as other:  # a live process, unrelated to the writer, now holds a pid
+        start = procs.start_ticks(other.pid)
+        replace_journal(forge, "alpha", [{**intent, "data": {**intent["data"], "pid": other.pid, "start": start}}])
+        same_life = deploy(log, ctx)
+        assert same_life.code == 4 and "is running now" in same_life.err  # the very life named: it runs
+        assert len(entries(forge.path, "alpha")) == 1
+        replace_journal(forge, "alpha", [{**intent, "data": {**intent["data"], "pid": other.pid, "start": start - 1}}])
+        repeat = deploy(log, ctx)
+        assert procs.state(other.pid) in ("S", "R")
+    refused_as_interrupted(forge, repeat)
+    assert lines(log) == []
 
 
 def test_replayed_refusals_keep_the_run_count(forge: Forge, ctx: dict[str, str], tmp_path: Path) -> None:

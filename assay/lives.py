@@ -1,0 +1,155 @@
+"""Process lives: a record names one run of one process, not a pid that may be reused.
+
+A life is (host, boot id, pid, start time). On Linux the start time is field 22
+of `/proc/<pid>/stat` (clock ticks since boot) and the boot id is
+`/proc/sys/kernel/random/boot_id`; where they cannot be read they are None.
+
+| the life                                  | judged here as                                    |
+|-------------------------------------------|---------------------------------------------------|
+| on another host                           | unknown: no evidence either way                   |
+| same host, another boot                   | dead                                              |
+| pid gone, a zombie, or another start time | dead                                              |
+| pid there, not a zombie, same start       | alive                                             |
+| no start recorded (an older record)       | alive if the pid is there and is not a zombie     |
+| no /proc here                             | alive if `kill(pid, 0)` finds the pid             |
+| pid there but hidden from /proc           | unknown                                           |
+
+"Running now" is said only of a life judged alive.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeGuard
+
+LifeState = Literal["alive", "dead", "unknown"]
+PROC = Path("/proc")
+BOOT_PREFIX = 8  # a boot id shortened to this many characters still tells boots apart
+_BOOT = re.compile(r"[0-9a-f][0-9a-f-]{7,35}")
+_GONE_STATES = frozenset("ZXx")  # zombie, dead (x: older kernels)
+
+
+@dataclass(frozen=True)
+class Life:
+    """One life of one process. `boot` may be a prefix of the boot id (at least 8 characters)."""
+
+    host: str
+    pid: int
+    start: int | None = None
+    boot: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        """For a record: `host`, `pid`, and `start`, `boot` when known."""
+        data: dict[str, Any] = {"host": self.host, "pid": self.pid}
+        if self.start is not None:
+            data["start"] = self.start
+        if self.boot is not None:
+            data["boot"] = self.boot
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Life | None:
+        """The life a record names; None when it names no usable host and pid."""
+        host, pid = data.get("host"), data.get("pid")
+        if not isinstance(host, str) or not _is_count(pid) or pid < 1:
+            return None
+        start = data.get("start")
+        boot = data.get("boot")
+        return cls(host, pid, start if _is_count(start) else None,
+                   boot if isinstance(boot, str) and _BOOT.fullmatch(boot) else None)
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class _Stat:
+    state: str
+    start: int
+
+
+def _read_stat(pid: int) -> _Stat | None:
+    """State and start time from /proc/<pid>/stat; None when there is no such entry we may read."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:  # gone; or hidden from us (hidepid), which `life_state` tells apart
+        return None
+    # the command name in parentheses may hold spaces and ')': the fields start after the last ')'
+    fields = text[text.rfind(")") + 1:].split()
+    try:
+        return _Stat(fields[0], int(fields[19]))  # fields 3 and 22 of proc(5)
+    except (IndexError, ValueError):
+        return None
+
+
+@functools.cache
+def _have_proc() -> bool:
+    return (PROC / "self" / "stat").is_file()
+
+
+@functools.cache
+def boot_id() -> str | None:
+    try:
+        text = (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
+        return None
+    return text if _BOOT.fullmatch(text) else None
+
+
+def life_of(pid: int) -> Life | None:
+    """The life pid has now on this host; None when it has none we can see (gone, a zombie, hidden)."""
+    host = os.uname().nodename
+    if not _have_proc():
+        return Life(host, pid) if _pid_exists(pid) else None
+    stat = _read_stat(pid)
+    if stat is None or stat.state in _GONE_STATES:
+        return None
+    return Life(host, pid, stat.start, boot_id())
+
+
+_mine: Life | None = None
+
+
+def this_life() -> Life:
+    """This process's life, computed once per process (a forked child computes its own)."""
+    global _mine
+    if _mine is None or _mine.pid != os.getpid():
+        _mine = life_of(os.getpid()) or Life(os.uname().nodename, os.getpid())
+    return _mine
+
+
+def life_state(life: Life) -> LifeState:
+    """Whether `life` is still running, judged from this host."""
+    if life.host != os.uname().nodename or life.pid < 1:
+        return "unknown"
+    here = boot_id()
+    if life.boot is not None and here is not None and not here.startswith(life.boot):
+        return "dead"
+    if not _have_proc():
+        return "alive" if _pid_exists(life.pid) else "dead"
+    stat = _read_stat(life.pid)
+    if stat is None:  # gone, or hidden from us (/proc mounted with hidepid, another pid namespace)
+        return "unknown" if _pid_exists(life.pid) else "dead"
+    if stat.state in _GONE_STATES or (life.start is not None and stat.start != life.start):
+        return "dead"
+    return "alive"
+
+
+def is_running(life: Life) -> bool:
+    return life_state(life) == "alive"
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

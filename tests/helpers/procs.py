@@ -1,0 +1,68 @@
+"""Real processes in states a pid check gets wrong: live, zombie, reused. Read from /proc, not from assay."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields 3 onwards of /proc/<pid>/stat (state first); None when the pid has no entry."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    return text[text.rindex(")") + 1:].split()
+
+
+def state(pid: int) -> str | None:
+    fields = stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def start_ticks(pid: int) -> int:
+    fields = stat_fields(pid)
+    assert fields is not None, f"pid {pid} is gone"
+    return int(fields[19])
+
+
+def boot_id() -> str:
+    return BOOT_ID.read_text().strip()
+
+
+def await_state(pid: int, wanted: str, deadline_s: float = 60) -> None:
+    """Poll /proc until `pid` is in state `wanted` (bounded)."""
+    deadline = time.monotonic() + deadline_s
+    while state(pid) != wanted:
+        assert time.monotonic() < deadline, f"pid {pid} never reached state {wanted} (now {state(pid)})"
+        time.sleep(0.01)
+
+
+@contextmanager
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process unrelated to assay."""
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def zombie() -> Iterator[subprocess.Popen[bytes]]:
+    """A child killed and not yet reaped: /proc shows it as Z until the context ends."""
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        os.kill(proc.pid, signal.SIGKILL)  # not proc.kill(): nothing may reap it before the test is done
+        await_state(proc.pid, "Z")
+        yield proc
+    finally:
+        proc.wait()
