@@ -286,7 +286,7 @@ class Claims:
         if record.reason:
             message += f"\n\n{record.reason}"
         commit = self.git.write_commit(tree, [current.sha] if current else [], message,
-                                       Signature(who, f"{who.replace('/', '.')}@assay.invalid"), self.clock())
+                                       Signature.of(who), self.clock())
         return RefUpdate(claim_ref(record.brief), commit, current.sha if current else ZERO)
 
     def renewal(self, current: Claim, desk: str, epoch: int) -> tuple[ClaimRecord, RefUpdate]:

@@ -93,15 +93,17 @@ def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, forge: str 
 
 @claim.command("history")
 @click.argument("brief")
+@click.option("--desk", metavar="NAME", help="Only the custody records of this desk.")
 @forge_option
 @json_option
-def claim_history(brief: str, forge: str | None, as_json: bool) -> None:
-    """Show the custody chain of BRIEF, oldest first."""
+def claim_history(brief: str, desk: str | None, forge: str | None, as_json: bool) -> None:
+    """Show the custody chain of BRIEF, oldest first (a brief named `history` is claimed with `claim take`)."""
     from assay import views
 
     now = time.time()
     rows = [views.claim_view(c, now) if hasattr(c, "record") else views.invalid_view(c)
             for c in _claims(forge).history(brief)]
+    rows = [r for r in rows if desk is None or r.get("desk") == desk]
     views.print_json({"brief": brief, "history": rows}) if as_json else views.render_history(brief, rows)
 
 
@@ -139,7 +141,7 @@ def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int 
 
     claims = _claims(forge)
     if force:
-        result = claims.force_release(brief, reason, by=os.environ.get("USER", "a person"))
+        result = claims.force_release(brief, reason, by=_person())
     elif not desk:
         raise click.UsageError("--desk is required (or --force with --reason, for a person)")
     else:

@@ -442,7 +442,7 @@ class Desk:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
         repo = self.git.worktree(worktree, "HEAD")
         message = f"{brief.title}\n\nAssay-Brief: {brief.id}\nAssay-Epoch: {epoch}\n"
-        repo.commit_all(message, author=Signature(self.spec.name, f"{self.spec.name}@assay.invalid"))
+        repo.commit_all(message, author=Signature.of(self.spec.name))
         head = repo.head()
         tip = self.git.ls_remote(branch_ref).get(branch_ref)
         if tip and tip != head:

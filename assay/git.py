@@ -61,6 +61,13 @@ class Signature(NamedTuple):
     name: str
     email: str
 
+    @classmethod
+    def of(cls, name: str) -> Signature:
+        """The identity of a desk or a person in a commit: the name (no <, > or line breaks), a valid email."""
+        clean = re.sub(r"[<>\x00-\x1f]", "", name).strip() or "assay"
+        local = re.sub(r"[^A-Za-z0-9._-]+", "-", clean).strip("-.") or "assay"
+        return cls(clean, f"{local}@assay.invalid")
+
 
 def git_env() -> dict[str, str]:
     """The environment git runs in: no prompts, stable messages."""

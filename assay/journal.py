@@ -13,7 +13,6 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,7 +251,7 @@ class Journal:
         kinds = ", ".join(sorted({e.kind for e in entries}))
         message = f"assay: journal {self.brief} seq {entries[0].seq}-{entries[-1].seq} ({kinds})"
         return self.git.write_commit(self.git.write_tree(tree), [self.tip] if self.tip else [], message,
-                                     Signature(self.desk, f"{self.desk}@assay.invalid"), self.clock())
+                                     Signature.of(self.desk), self.clock())
 
     def _landed(self, entries: list[JournalEntry], commit: str, claim: Claim) -> None:
         self.entries.extend(entries)
@@ -278,7 +277,6 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
     """
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
-    who = re.sub(r"[^A-Za-z0-9._-]+", "-", by).strip("-") or "a-person"  # safe in a commit identity
     for attempt in range(FLUSH_TRIES):
         if attempt:
             time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))  # back off while others append
@@ -290,7 +288,7 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
                              data=data)
         tree = git.write_tree([TreeEntry("entries.jsonl", git.write_blob((entry.encode() + "\n").encode()))])
         commit = git.write_commit(tree, [log.tip] if log.tip else [], f"assay: journal {brief} seq {seq} ({kind})",
-                                  Signature(who, f"{who}@assay.invalid"), clock())
+                                  Signature.of(by), clock())
         result = git.push([RefUpdate(jref, commit, log.tip or ZERO)])[jref]
         if result.ok:
             return entry

@@ -51,6 +51,19 @@ def test_claim_renew_release_through_the_cli(forge: Forge) -> None:
     assert [h["state"] for h in history["history"]] == ["held", "held", "done"]
 
 
+def test_history_by_desk_and_a_forced_release_by_a_person_with_a_spaced_name(forge: Forge) -> None:
+    assert assay("claim", "alpha", "--desk", "one", "--forge", forge.url).code == 0
+    forced = assay("release", "alpha", "--force", "--reason", "gone", "--forge", forge.url,
+                   env={"USER": "Ada Lovelace"})
+    assert forced.code == 0, forced.err
+    author = git("--git-dir", str(forge.path), "log", "-1", "--format=%an|%ae", "refs/assay/claims/alpha").strip()
+    assert author == "Ada Lovelace|Ada-Lovelace@assay.invalid"
+    assert assay("claim", "alpha", "--desk", "two", "--forge", forge.url).code == 0
+    mine = assay("claim", "history", "alpha", "--desk", "two", "--forge", forge.url, "--json")
+    assert mine.code == 0, mine.err
+    assert [(h["desk"], h["epoch"]) for h in mine.json()["history"]] == [("two", 2)]  # type: ignore[index]
+
+
 def test_claims_json_lists_every_claim(forge: Forge) -> None:
     for brief in ("alpha", "beta"):
         assert assay("claim", brief, "--desk", "d1", "--forge", forge.url).code == 0

@@ -244,4 +244,4 @@ def _name(by: str) -> str:
 
 
 def _signature(by: str) -> Signature:
-    return Signature(by, f"{by.replace('/', '.').replace(' ', '.')}@assay.invalid")
+    return Signature.of(by)
