@@ -74,6 +74,15 @@ class RecordInvalid(AssayError):
         self.problem = problem
 
 
+class NotATree(UsageError):
+    """A path that should be a folder is some other object (a file, say)."""
+
+    def __init__(self, spec: str, kind: str) -> None:
+        super().__init__(f"{spec} is a {kind}, not a folder")
+        self.spec = spec
+        self.kind = kind
+
+
 class Conflict(AssayError):
     """Lost a race, not the holder, or fenced."""
 
