@@ -61,9 +61,9 @@ class ConfigInvalid(UsageError):
 
 
 class RecordInvalid(AssayError):
-    """A ref on the forge holds something that is not a valid v1 record."""
+    """A ref on the forge holds something that is not a valid v1 record: bad input, like a bad file."""
 
-    code = 1
+    code = 2
 
     def __init__(self, ref: str, problem: str) -> None:
         super().__init__(
