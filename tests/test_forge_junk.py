@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from assay.briefs import briefs_on_main
 from assay.claims import Claims
 from assay.errors import RecordInvalid
 from assay.journal import read_log
@@ -34,6 +35,22 @@ def write_loose_ref(forge: Forge, ref: str, sha: str) -> None:
 
 def no_traceback(err: str) -> None:
     assert "Traceback" not in err and "unexpected" not in err
+
+
+def test_a_file_named_briefs_on_main_is_a_problem_not_a_crash(forge: Forge, claims: Claims) -> None:
+    git("rm", "-r", "-q", "briefs", cwd=forge.seed)
+    (forge.seed / "briefs").write_text("not a folder\n")
+    git("add", "-A", cwd=forge.seed)
+    git("commit", "-q", "-m", "briefs as a file", cwd=forge.seed)
+    git("push", "-q", forge.url, "HEAD:refs/heads/main", cwd=forge.seed)
+    main = forge.tip("refs/heads/main")
+    assert main
+    briefs, problems = briefs_on_main(claims.git, main)
+    assert briefs == [] and [(p.path, p.message) for p in problems] == [
+        ("briefs", "main's `briefs` is a file, not a folder")]
+    run = assay("briefs", "--forge", forge.url)
+    assert run.code == 2 and "main's `briefs` is a file, not a folder" in run.err
+    no_traceback(run.err)
 
 
 def test_a_journal_that_is_not_utf8_is_invalid_naming_ref_and_commit(forge: Forge) -> None:
@@ -93,3 +110,11 @@ def test_a_journal_ref_at_a_blob_is_invalid_not_empty(forge: Forge, claims: Clai
     run = assay("journal", "alpha", "--forge", forge.url)
     assert run.code == 2 and "refs/assay/journal/alpha: points at a blob, not a commit" in run.err
     no_traceback(run.err)
+
+
+def test_main_at_a_blob_is_bad_input_naming_main(forge: Forge) -> None:
+    write_loose_ref(forge, "refs/heads/main", hash_object(forge, b"not a commit\n"))
+    for args in (["briefs"], ["claim", "alpha", "--desk", "d1"], ["desk", "list"]):
+        run = assay(*args, "--forge", forge.url)
+        assert run.code == 2 and "refs/heads/main: points at a blob, not a commit" in run.err, (args, run.err)
+        no_traceback(run.err)
