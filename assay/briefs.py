@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import BriefIdInvalid, BriefInvalid
-from assay.git import ForgeGit
-from assay.records import validate_brief_id
+from assay.git import ForgeGit, TreeEntry, parse_tree
+from assay.records import MAIN_REF, check_tip, validate_brief_id
 
 KEYS = ("title", "desk", "priority", "depends_on", "labels", "verify")
 VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
 DEFAULT_PRIORITY = 5
+BRIEFS_DIR = "briefs"  # on main
 DEFAULT_VERIFY_TIMEOUT_S = 600
 _LABEL = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
@@ -314,16 +315,32 @@ def _cycles(by_id: dict[str, Brief]) -> list[list[str]]:
     return found
 
 
+def main_folder(git: ForgeGit, main: str, folder: str) -> tuple[list[TreeEntry], list[Problem]]:
+    """The entries of `folder` in main's commit `main`, read together with main itself.
+
+    Main at anything but a commit is RecordInvalid naming refs/heads/main; something
+    other than a folder at `folder` is a Problem on that path, so readers of main go on.
+    """
+    head, found = git.read_typed([main, f"{main}:{folder}"])
+    check_tip(MAIN_REF, main, head.kind if head else None)
+    if found is None:
+        return [], []
+    if found.kind != "tree":
+        what = {"blob": "file", "commit": "submodule"}.get(found.kind, found.kind)
+        return [], [Problem(folder, None, f"main's `{folder}` is a {what}, not a folder",
+                            f"{folder}/ holds one file per item; move the {what} away and push main")]
+    return parse_tree(found.data), []
+
+
 def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]]:
     """Every brief on the forge's `main` at commit `main` (one cat-file batch), with its problems."""
-    git.ensure_objects({"refs/heads/main": main})
-    tree = git.read_tree(f"{main}:briefs") or []
+    git.ensure_objects({MAIN_REF: main})
+    tree, problems = main_folder(git, main, BRIEFS_DIR)
     files = sorted(e for e in tree if e.name.endswith(".md") and e.name.lower() != "readme.md")
     texts = git.read_objects([e.sha for e in files])
     briefs: list[Brief] = []
-    problems: list[Problem] = []
     for entry, data in zip(files, texts, strict=True):
-        path = f"briefs/{entry.name}"
+        path = f"{BRIEFS_DIR}/{entry.name}"
         try:
             text = (data or b"").decode("utf-8")
         except UnicodeDecodeError:

@@ -25,12 +25,14 @@ from assay.errors import (
     RecordInvalid,
     UsageError,
 )
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, redact, refusal_hint
+from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, redact, refusal_hint
 from assay.lives import BOOT_PREFIX, Life, this_life
 from assay.records import (
     CLAIMS_PREFIX,
     MAIN_REF,
     ClaimRecord,
+    brief_of_ref,
+    check_tip,
     claim_ref,
     decode_claim,
     utc_now_iso,
@@ -159,37 +161,40 @@ class Claims:
         return self.load(ref, tip) if tip else None
 
     def load(self, ref: str, sha: str) -> Claim:
-        """The claim record in commit `sha` of `ref` (fetched if the cache lacks it)."""
+        """The claim record in commit `sha` of `ref` (fetched if the cache lacks it); RecordInvalid for junk."""
+        brief_of_ref(ref, CLAIMS_PREFIX)  # before fetching: git refuses to fetch a malformed ref name
         self.git.ensure_objects({ref: sha})
-        return Claim(decode_claim(self.git.read_objects([f"{sha}:claim.json"])[0], ref), sha)
+        tip, blob = self.git.read_typed([sha, f"{sha}:claim.json"])
+        return _decode(ref, sha, tip, blob)
 
     def list_all(self) -> tuple[list[Claim], list[InvalidClaim]]:
         """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""
-        tips = self.git.ls_remote(CLAIMS_PREFIX + "*")
+        tips, bad = _split_by_name(self.git.ls_remote(CLAIMS_PREFIX + "*"))
         self.git.ensure_objects(tips)
         refs = sorted(tips)
-        blobs = self.git.read_objects([f"{tips[r]}:claim.json" for r in refs])
+        objects = self.git.read_typed([name for r in refs for name in (tips[r], f"{tips[r]}:claim.json")])
         good: list[Claim] = []
-        bad: list[InvalidClaim] = []
-        for ref, data in zip(refs, blobs, strict=False):
+        for i, ref in enumerate(refs):
             try:
-                good.append(Claim(decode_claim(data, ref), tips[ref]))
+                good.append(_decode(ref, tips[ref], objects[2 * i], objects[2 * i + 1]))
             except RecordInvalid as exc:
                 bad.append(InvalidClaim(ref, tips[ref], exc.problem))
-        return good, bad
+        return good, sorted(bad, key=lambda b: b.ref)
 
     def history(self, brief: str) -> list[Claim | InvalidClaim]:
-        """The custody chain of `brief`, oldest first."""
+        """The custody chain of `brief`, oldest first; RecordInvalid if its ref is not a commit."""
         ref = claim_ref(brief)
         tip = self.git.ls_remote(ref).get(ref)
         if not tip:
             return []
         self.git.ensure_objects({ref: tip})
-        shas = list(reversed(self.git.rev_list(tip)))
+        shas = list(reversed(self.git.rev_list(tip)))  # empty if the tip is no commit
+        head, *blobs = self.git.read_typed([tip, *(f"{s}:claim.json" for s in shas)])
+        check_tip(ref, tip, head.kind if head else None)
         out: list[Claim | InvalidClaim] = []
-        for sha, data in zip(shas, self.git.read_objects([f"{s}:claim.json" for s in shas]), strict=False):
+        for sha, blob in zip(shas, blobs, strict=True):
             try:
-                out.append(Claim(decode_claim(data, ref), sha))
+                out.append(Claim(decode_claim(blob.data if blob and blob.kind == "blob" else None, ref), sha))
             except RecordInvalid as exc:
                 out.append(InvalidClaim(ref, sha, exc.problem))
         return out
@@ -199,7 +204,8 @@ class Claims:
     def sync(self) -> ForgeView:
         """Read every claim tip and main in one round trip, for callers that pick among many briefs."""
         refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF)
-        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF))
+        tips, _ = _split_by_name({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)})
+        self.view = ForgeView(tips, refs.get(MAIN_REF))  # a ref naming no brief is junk `assay claims` reports
         return self.view
 
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
@@ -315,16 +321,40 @@ class Claims:
         key = (main, brief)
         if key not in self._brief_on_main:
             self.git.ensure_objects({MAIN_REF: main})
-            found = self.git.read_objects([f"{main}:briefs/{brief}.md"])[0] is not None
+            found = self._brief_in(main, brief)
             if not found:  # be sure before refusing: fetch main for real and look again
                 self.git.ensure_objects({MAIN_REF: main}, force=True)
-                found = self.git.read_objects([f"{main}:briefs/{brief}.md"])[0] is not None
+                found = self._brief_in(main, brief)
             self._brief_on_main[key] = found
         if not self._brief_on_main[key]:
             raise BriefNotFound(brief, f"the forge's main ({main[:10]})")
 
+    def _brief_in(self, main: str, brief: str) -> bool:
+        head, found = self.git.read_typed([main, f"{main}:briefs/{brief}.md"])
+        check_tip(MAIN_REF, main, head.kind if head else None)
+        return found is not None and found.kind == "blob"
+
     def _now(self) -> str:
         return utc_now_iso(self.clock())
+
+
+def _decode(ref: str, sha: str, tip: GitObject | None, blob: GitObject | None) -> Claim:
+    """The claim of commit `sha`, from cat-file's answers for `sha` and `sha:claim.json`."""
+    check_tip(ref, sha, tip.kind if tip else None)
+    return Claim(decode_claim(blob.data if blob and blob.kind == "blob" else None, ref), sha)
+
+
+def _split_by_name(tips: dict[str, str]) -> tuple[dict[str, str], list[InvalidClaim]]:
+    """Claim tips whose ref names a brief, and the others as invalid (git cannot even fetch some of them)."""
+    good: dict[str, str] = {}
+    bad: list[InvalidClaim] = []
+    for ref, sha in tips.items():
+        try:
+            brief_of_ref(ref, CLAIMS_PREFIX)
+            good[ref] = sha
+        except RecordInvalid as exc:
+            bad.append(InvalidClaim(ref, sha, exc.problem))
+    return good, bad
 
 
 class _Moved(Exception):

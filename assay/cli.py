@@ -268,11 +268,16 @@ def brief_lint(folder: Path | None) -> None:
 def briefs_cmd(forge: str | None, as_json: bool) -> None:
     """List the briefs on the forge's main with their state (ready, blocked by dependencies, claimed, done)."""
     from assay import views
+    from assay.briefs import BRIEFS_DIR
     from assay.config import open_claims
     from assay.desk import sync
+    from assay.errors import UsageError
 
     claims = open_claims(forge)
     board = sync(claims.git, claims)
+    unreadable = next((p for p in board.problems if p.path == BRIEFS_DIR), None)
+    if unreadable is not None:  # not one bad brief: main has no briefs folder to read at all
+        raise UsageError(unreadable.message, hint=unreadable.hint)
     rows = views.brief_rows(board)
     problems = [str(p) for p in board.problems]
     if as_json:

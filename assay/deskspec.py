@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assay.briefs import Brief, Problem
+from assay.briefs import Brief, Problem, main_folder
 from assay.errors import ConfigInvalid
 from assay.git import ForgeGit
+from assay.records import MAIN_REF, check_tip
 
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "verify_timeout_s")
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
@@ -114,15 +115,16 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
 def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:
     """`desks/<name>.yaml` from the forge's main, so every machine runs the same definition."""
     if main:
-        git.ensure_objects({"refs/heads/main": main})
-        data = git.read_objects([f"{main}:desks/{name}.yaml"])[0]
-        if data is not None:
-            spec = parse_desk(data.decode("utf-8", "replace"), f"desks/{name}.yaml")
+        git.ensure_objects({MAIN_REF: main})
+        head, found = git.read_typed([main, f"{main}:desks/{name}.yaml"])
+        check_tip(MAIN_REF, main, head.kind if head else None)
+        if found is not None and found.kind == "blob":
+            spec = parse_desk(found.data.decode("utf-8", "replace"), f"desks/{name}.yaml")
             if spec.name != name:
                 raise ConfigInvalid(f"desks/{name}.yaml names desk {spec.name!r}",
                                     hint=f"a desk file is named after its desk: set `name: {name}`")
             return spec
-        known = [e.name.removesuffix(".yaml") for e in git.read_tree(f"{main}:desks") or [] if e.name.endswith(".yaml")]
+        known = [e.name.removesuffix(".yaml") for e in main_folder(git, main, "desks")[0] if e.name.endswith(".yaml")]
     else:
         known = []
     raise ConfigInvalid(f"no desk {name!r} on the forge's main",
@@ -131,10 +133,10 @@ def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:
 
 def desks_on_main(git: ForgeGit, main: str) -> tuple[list[DeskSpec], list[Problem]]:
     """Every desk definition on main, with the problems of those that do not validate."""
-    git.ensure_objects({"refs/heads/main": main})
-    files = sorted(e for e in git.read_tree(f"{main}:desks") or [] if e.name.endswith(".yaml"))
+    git.ensure_objects({MAIN_REF: main})
+    tree, problems = main_folder(git, main, "desks")
+    files = sorted(e for e in tree if e.name.endswith(".yaml"))
     specs: list[DeskSpec] = []
-    problems: list[Problem] = []
     for entry, data in zip(files, git.read_objects([e.sha for e in files]), strict=True):
         path = f"desks/{entry.name}"
         spec, found = check_desk((data or b"").decode("utf-8", "replace"), path)

@@ -65,9 +65,9 @@ class ConfigInvalid(UsageError):
 
 
 class RecordInvalid(AssayError):
-    """A ref on the forge holds something that is not a valid v1 record."""
+    """A ref on the forge holds something that is not a valid v1 record: bad input, like a bad file."""
 
-    code = 1
+    code = 2
 
     def __init__(self, ref: str, problem: str) -> None:
         super().__init__(
@@ -76,6 +76,15 @@ class RecordInvalid(AssayError):
         )
         self.ref = ref
         self.problem = problem
+
+
+class NotATree(UsageError):
+    """A path that should be a folder is some other object (a file, say)."""
+
+    def __init__(self, spec: str, kind: str) -> None:
+        super().__init__(f"{spec} is a {kind}, not a folder")
+        self.spec = spec
+        self.kind = kind
 
 
 class Conflict(AssayError):

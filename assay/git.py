@@ -18,15 +18,17 @@ import hashlib
 import os
 import random
 import re
+import select
 import subprocess
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
-from assay.errors import ForgeError
+from assay.errors import ForgeError, NotATree
 
 ZERO = "0" * 40
 PUSH_TRIES = 3  # pushes of one update while racing writers hold ref locks
@@ -55,6 +57,13 @@ class TreeEntry(NamedTuple):
     name: str
     sha: str
     mode: str = "100644"
+
+
+class GitObject(NamedTuple):
+    """An object as `cat-file --batch` gives it: its type (blob, tree, commit, tag) and contents."""
+
+    kind: str
+    data: bytes
 
 
 class Signature(NamedTuple):
@@ -214,13 +223,46 @@ class ForgeGit:
 
     def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
         """Contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`."""
-        if not names:
-            return []
+        return [obj.data if obj else None for obj in self.read_typed(names)]
+
+    def read_typed(self, names: Sequence[str]) -> list[GitObject | None]:
+        """Type and contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`.
+
+        None for a name git cannot find, and for a name with a newline, which the
+        batch protocol cannot carry.
+        """
+        asked = [n for n in names if "\n" not in n]
+        answers = iter(self._exchange(asked) if asked else [])
+        return [None if "\n" in n else next(answers) for n in names]
+
+    def _exchange(self, names: Sequence[str]) -> list[GitObject | None]:
+        """Ask the batch process for `names` and read every answer.
+
+        Names are written while answers are read (by a writer thread, unless they fit
+        in the pipe at once), so neither side ever waits on a full pipe, whatever the
+        count. A process left out of step by an error is killed, never reused.
+        """
         proc = self._batch_process()
         assert proc.stdin and proc.stdout
-        proc.stdin.write("".join(f"{n}\n" for n in names).encode())
-        proc.stdin.flush()
-        return [self._read_one(proc.stdout) for _ in names]
+        payload = "".join(f"{n}\n" for n in names).encode()
+        writer = None
+        if len(payload) <= select.PIPE_BUF:  # an empty pipe takes this much without blocking
+            proc.stdin.write(payload)
+            proc.stdin.flush()
+        else:
+            writer = threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True)
+            writer.start()
+        try:
+            return [_read_answer(proc.stdout) for _ in names]
+        except BaseException:
+            self._batch = None  # out of step with us: never reused
+            proc.kill()
+            raise
+        finally:
+            if writer is not None:
+                writer.join()
+            if proc is not self._batch:
+                _close_quietly(proc)
 
     def _batch_process(self) -> subprocess.Popen[bytes]:
         if self._batch is None or self._batch.poll() is not None:
@@ -228,17 +270,6 @@ class ForgeGit:
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             atexit.register(self.close)
         return self._batch
-
-    @staticmethod
-    def _read_one(out: IO[bytes]) -> bytes | None:
-        header = out.readline().decode()
-        parts = header.split()
-        if len(parts) != 3:  # "<name> missing" or "<name> ambiguous"
-            return None
-        size = int(parts[2])
-        data = out.read(size)
-        out.read(1)
-        return data
 
     def close(self) -> None:
         if self._batch is not None:
@@ -254,20 +285,13 @@ class ForgeGit:
         return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
     def read_tree(self, spec: str) -> list[TreeEntry] | None:
-        """The entries of a tree (`sha` or `sha:path`), parsed from git's binary tree format."""
-        data = self.read_objects([spec])[0]
-        if data is None:
+        """The entries of a tree (`sha` or `sha:path`); None if absent, NotATree if it is another object."""
+        obj = self.read_typed([spec])[0]
+        if obj is None:
             return None
-        entries: list[TreeEntry] = []
-        i = 0
-        while i < len(data):
-            space = data.index(b" ", i)
-            nul = data.index(b"\0", space)
-            mode = data[i:space].decode()
-            name = data[space + 1:nul].decode("utf-8", "replace")
-            entries.append(TreeEntry(name, data[nul + 1:nul + 21].hex(), mode))
-            i = nul + 21
-        return entries
+        if obj.kind != "tree":
+            raise NotATree(spec, obj.kind)
+        return parse_tree(obj.data)
 
     def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
         """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain)."""
@@ -438,6 +462,53 @@ def parse_porcelain(text: str) -> dict[str, PushResult]:
         else:
             results[ref] = PushResult(ref, "rejected", summary)
     return results
+
+
+def _feed(stream: IO[bytes], payload: bytes) -> None:
+    """Write `payload` to the batch process; a process killed meanwhile just ends the writing."""
+    try:
+        stream.write(payload)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+
+
+def _read_answer(out: IO[bytes]) -> GitObject | None:
+    """One answer of `cat-file --batch`: `<sha> <type> <size>` and the contents, or `<name> missing`."""
+    header = out.readline()
+    if not header.endswith(b"\n"):
+        raise ForgeError("git cat-file stopped answering", hint="run the command again")
+    parts = header.decode("utf-8", "replace").split()
+    if len(parts) != 3 or not parts[2].isdigit():  # "<name> missing" or "<name> ambiguous"
+        return None
+    data = out.read(int(parts[2]))
+    if len(data) != int(parts[2]) or out.read(1) != b"\n":
+        raise ForgeError("git cat-file stopped answering", hint="run the command again")
+    return GitObject(parts[1], data)
+
+
+def parse_tree(data: bytes) -> list[TreeEntry]:
+    """The entries of a tree object, from git's binary format (`<mode> <name>\\0<20-byte sha>`)."""
+    entries: list[TreeEntry] = []
+    i = 0
+    while i < len(data):
+        space = data.index(b" ", i)
+        nul = data.index(b"\0", space)
+        mode = data[i:space].decode()
+        name = data[space + 1:nul].decode("utf-8", "replace")
+        entries.append(TreeEntry(name, data[nul + 1:nul + 21].hex(), mode))
+        i = nul + 21
+    return entries
 
 
 def _rmtree(path: Path) -> None:

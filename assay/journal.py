@@ -21,8 +21,16 @@ from typing import Any
 from assay.claims import Claim, Claims
 from assay.crash import crash_point
 from assay.errors import Conflict, ForgeError, ForgeRefused, RecordInvalid
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, refusal_hint
-from assay.records import JournalEntry, claim_ref, decode_entry, journal_ref, utc_now_iso, validate_brief_id
+from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, refusal_hint
+from assay.records import (
+    JournalEntry,
+    check_tip,
+    claim_ref,
+    decode_entry,
+    journal_ref,
+    utc_now_iso,
+    validate_brief_id,
+)
 
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
 MAX_PENDING = 256  # a group commit carries at most this many entries …
@@ -76,21 +84,32 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
         return JournalLog([], {}, None)
     git.ensure_objects({ref: tip})
     since = known.tip if known and known.tip and git.is_ancestor(known.tip, tip) else None
-    commits = list(reversed(git.rev_list(tip, since=since)))
+    commits = list(reversed(git.rev_list(tip, since=since)))  # empty if the tip is no commit
+    head, *texts = git.read_typed([tip, *(f"{c}:entries.jsonl" for c in commits)])
+    check_tip(ref, tip, head.kind if head else None)
     entries: list[JournalEntry] = list(known.entries) if since and known else []
     commit_of: dict[int, str] = dict(known.commit_of) if since and known else {}
-    for commit, data in zip(commits, git.read_objects([f"{c}:entries.jsonl" for c in commits]), strict=True):
-        if data is None:
-            raise RecordInvalid(ref, f"journal commit {commit[:10]} has no entries.jsonl")
-        for line in data.decode("utf-8").splitlines():
-            if line.strip():
-                entry = decode_entry(line, ref)
-                entries.append(entry)
-                commit_of[entry.seq] = commit
+    for commit, found in zip(commits, texts, strict=True):
+        for line in _entry_lines(ref, commit, found):
+            entry = decode_entry(line, ref)
+            entries.append(entry)
+            commit_of[entry.seq] = commit
     for expected, entry in enumerate(entries, start=1):
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
     return JournalLog(entries, commit_of, tip)
+
+
+def _entry_lines(ref: str, commit: str, found: GitObject | None) -> list[str]:
+    """The non-blank lines of one journal commit's `entries.jsonl`; RecordInvalid if it is not UTF-8 text."""
+    if found is None or found.kind != "blob":
+        raise RecordInvalid(ref, f"journal commit {commit[:10]} has no entries.jsonl")
+    try:
+        text = found.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordInvalid(ref, f"journal commit {commit[:10]}: entries.jsonl is not UTF-8 text "
+                                 f"(byte {exc.start})") from None
+    return [line for line in text.splitlines() if line.strip()]
 
 
 class Journal:

@@ -46,6 +46,22 @@ def validate_brief_id(brief: str) -> str:
     return brief
 
 
+def brief_of_ref(ref: str, prefix: str) -> str:
+    """The brief a ref such as `refs/assay/claims/<brief>` is for; RecordInvalid(ref, …) if it names none."""
+    try:
+        return validate_brief_id(ref.removeprefix(prefix))
+    except BriefIdInvalid as exc:
+        raise RecordInvalid(ref, f"not a valid brief id ({exc.problem})") from None
+
+
+def check_tip(ref: str, sha: str, kind: str | None) -> None:
+    """A ref Assay reads must point at a commit (`kind` is git's type of `sha`, None if it is absent)."""
+    if kind is None:
+        raise RecordInvalid(ref, f"its tip {sha[:10]} is not in the forge's objects")
+    if kind != "commit":
+        raise RecordInvalid(ref, f"points at a {kind}, not a commit")
+
+
 def utc_now_iso(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.errors import ForgeError
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, parse_porcelain, redact
+from assay.errors import ForgeError, NotATree
+from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain, redact
 from tests.conftest import Forge, git
 
 
@@ -40,6 +40,24 @@ def test_read_objects_batches_and_reports_missing(port: ForgeGit) -> None:
     a = port.write_blob(b"a")
     b = port.write_blob(b"")
     assert port.read_objects([a, "0" * 40, b]) == [b"a", None, b""]
+
+
+def test_read_typed_answers_far_more_names_than_the_pipes_hold(port: ForgeGit) -> None:
+    blobs = [port.write_blob(f"blob {i}\n".encode() * 20) for i in range(2000)]
+    tree = port.write_tree([TreeEntry("f", blobs[0])])
+    names = [*blobs, tree, f"{tree}:f", f"{tree}:absent"] * 10  # ~1 MB of names, ~6 MB of answers
+    answers = port.read_typed(names)
+    assert [a.kind if a else None for a in answers[2000:2003]] == ["tree", "blob", None]
+    assert answers[-4] == GitObject("blob", b"blob 1999\n" * 20) and len(answers) == len(names)
+    assert port.read_tree(f"{tree}") == [TreeEntry("f", blobs[0])]
+    with pytest.raises(NotATree, match="is a blob, not a folder"):
+        port.read_tree(blobs[0])
+
+
+def test_a_name_with_a_newline_does_not_put_the_batch_out_of_step(port: ForgeGit) -> None:
+    a, b, c = (port.write_blob(text) for text in (b"a", b"b", b"c"))
+    assert port.read_objects([f"{a}\n{b}"]) == [None]
+    assert port.read_objects([c]) == [b"c"]
 
 
 def new_commit(port: ForgeGit, text: str, parents: list[str] | None = None) -> str:

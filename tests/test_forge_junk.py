@@ -1,0 +1,120 @@
+"""Junk on the forge is bad input: readers name the ref or file, exit 2, and never show a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from assay.briefs import briefs_on_main
+from assay.claims import Claims
+from assay.errors import RecordInvalid
+from assay.journal import read_log
+from assay.records import ClaimRecord
+from tests.conftest import Forge, assay, git
+
+
+def hash_object(forge: Forge, content: bytes) -> str:
+    return subprocess.run(["git", "--git-dir", str(forge.path), "hash-object", "-w", "--stdin"], input=content,
+                          capture_output=True, check=True).stdout.decode().strip()
+
+
+def tree_with(forge: Forge, name: str, content: bytes) -> str:
+    blob = hash_object(forge, content)
+    listing = f"100644 blob {blob}\t{name}\n".encode()
+    return subprocess.run(["git", "--git-dir", str(forge.path), "mktree"], input=listing, capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def write_loose_ref(forge: Forge, ref: str, sha: str) -> None:
+    """Write a ref file by hand, as git itself refuses to (a malformed name, a branch at a blob)."""
+    path = forge.path / ref
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(sha + "\n")
+
+
+def no_traceback(err: str) -> None:
+    assert "Traceback" not in err and "unexpected" not in err
+
+
+def test_a_file_named_briefs_on_main_is_a_problem_not_a_crash(forge: Forge, claims: Claims) -> None:
+    git("rm", "-r", "-q", "briefs", cwd=forge.seed)
+    (forge.seed / "briefs").write_text("not a folder\n")
+    git("add", "-A", cwd=forge.seed)
+    git("commit", "-q", "-m", "briefs as a file", cwd=forge.seed)
+    git("push", "-q", forge.url, "HEAD:refs/heads/main", cwd=forge.seed)
+    main = forge.tip("refs/heads/main")
+    assert main
+    briefs, problems = briefs_on_main(claims.git, main)
+    assert briefs == [] and [(p.path, p.message) for p in problems] == [
+        ("briefs", "main's `briefs` is a file, not a folder")]
+    run = assay("briefs", "--forge", forge.url)
+    assert run.code == 2 and "main's `briefs` is a file, not a folder" in run.err
+    no_traceback(run.err)
+
+
+def test_a_journal_that_is_not_utf8_is_invalid_naming_ref_and_commit(forge: Forge) -> None:
+    forge.write_record("refs/assay/journal/alpha", "entries.jsonl", b'{"v": 1, "seq": 1, \xff\xfe}\n')
+    commit = forge.tip("refs/assay/journal/alpha")
+    assert commit
+    run = assay("journal", "alpha", "--forge", forge.url)
+    assert run.code == 2 and "refs/assay/journal/alpha" in run.err and commit[:10] in run.err
+    assert "not UTF-8" in run.err
+    no_traceback(run.err)
+
+
+def test_a_claim_ref_that_names_no_brief_is_listed_invalid_and_the_rest_works(forge: Forge, claims: Claims) -> None:
+    tip = claims.claim("alpha", "d1").sha
+    write_loose_ref(forge, "refs/assay/claims/a..b", tip)
+    good, bad = claims.list_all()
+    assert [c.record.brief for c in good] == ["alpha"]
+    assert [(b.ref, "not a valid brief id" in b.problem) for b in bad] == [("refs/assay/claims/a..b", True)]
+    with pytest.raises(RecordInvalid, match=r"refs/assay/claims/a\.\.b: not a valid brief id"):
+        claims.load("refs/assay/claims/a..b", tip)
+    listing = assay("claims", "--forge", forge.url, "--json")
+    assert listing.code == 0, listing.err
+    shown = listing.json()
+    assert isinstance(shown, dict) and [c["brief"] for c in shown["claims"]] == ["alpha"]
+    assert shown["invalid"] == [{"ref": "refs/assay/claims/a..b", "commit": "0" * 40,
+                                 "problem": "not a valid brief id (it contains '..')"}]
+    board = assay("briefs", "--forge", forge.url, "--json")
+    assert board.code == 0, board.err
+    rows = board.json()
+    assert isinstance(rows, dict)
+    states = {row["brief"]: row["state"] for row in rows["briefs"]}
+    assert states["alpha"] == "held" and states["beta"] == "ready"
+
+
+def test_a_claim_ref_at_a_tree_is_invalid_not_held(forge: Forge, claims: Claims) -> None:
+    claim = ClaimRecord(brief="beta", state="held", epoch=1, desk="d2", holder="d2/h/1/ab", lease_s=600,
+                        branch="assay/beta", at="2026-01-01T00:00:00Z")
+    tree = tree_with(forge, "claim.json", claim.encode())  # a valid record, in a tree with no commit
+    git("--git-dir", str(forge.path), "update-ref", "refs/assay/claims/beta", tree)
+    good, bad = claims.list_all()
+    assert good == [] and [(b.ref, b.problem) for b in bad] == [
+        ("refs/assay/claims/beta", "points at a tree, not a commit")]
+    with pytest.raises(RecordInvalid, match="refs/assay/claims/beta: points at a tree, not a commit"):
+        claims.read("beta")
+    with pytest.raises(RecordInvalid, match="points at a tree"):
+        claims.history("beta")
+    run = assay("claim", "beta", "--desk", "d1", "--forge", forge.url)
+    assert run.code == 2 and "refs/assay/claims/beta: points at a tree, not a commit" in run.err
+    no_traceback(run.err)
+
+
+def test_a_journal_ref_at_a_blob_is_invalid_not_empty(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d1")
+    git("--git-dir", str(forge.path), "update-ref", "refs/assay/journal/alpha", hash_object(forge, b"junk\n"))
+    with pytest.raises(RecordInvalid, match="refs/assay/journal/alpha: points at a blob, not a commit"):
+        read_log(claims.git, "alpha")
+    run = assay("journal", "alpha", "--forge", forge.url)
+    assert run.code == 2 and "refs/assay/journal/alpha: points at a blob, not a commit" in run.err
+    no_traceback(run.err)
+
+
+def test_main_at_a_blob_is_bad_input_naming_main(forge: Forge) -> None:
+    write_loose_ref(forge, "refs/heads/main", hash_object(forge, b"not a commit\n"))
+    for args in (["briefs"], ["claim", "alpha", "--desk", "d1"], ["desk", "list"]):
+        run = assay(*args, "--forge", forge.url)
+        assert run.code == 2 and "refs/heads/main: points at a blob, not a commit" in run.err, (args, run.err)
+        no_traceback(run.err)
