@@ -1,179 +1,149 @@
-"""What an agent's shell reaches: journaled effects (`assay step run`) and recorded values.
-
-The desk hands its context to the agent in `ASSAY_FORGE`, `ASSAY_BRIEF`,
-`ASSAY_DESK`, `ASSAY_EPOCH` and `ASSAY_RUN`; flags of the same names override
-them. Forge credentials never reach the agent or the commands it runs.
-"""
+"""The agent process: started with the brief as its prompt, an allow-listed environment and no forge
+credentials, its lease renewed by a heartbeat while it works, and killed when its desk loses the claim."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from assay.errors import Cancelled, UsageError
-from assay.git import strip_credentials
-from assay.steps import Session, canonical, validate_step
+from assay.briefs import Brief
+from assay.claims import Claims
+from assay.deskspec import DeskSpec
+from assay.envs import agent_env
+from assay.errors import AssayError, Conflict
+from assay.git import ForgeGit, strip_credentials
 
-TAIL_BYTES = 4000
-_SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
-# What an agent is handed by its desk (set per run), and the settings of the `assay` it calls, passed when set.
-AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASSAY_RUN", "ASSAY_ATTEMPT",
-                 "ASSAY_PROMPT_FILE")
-AGENT_SETTINGS = ("ASSAY_CACHE_DIR", "ASSAY_GIT_TIMEOUT", "ASSAY_DEBUG", "ASSAY_CRASH_AT", "ASSAY_CRASH_SCOPE")
-
-
-def agent_env(allow: Iterable[str], context: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
-    """An allow-list: the names a desk definition gives (`env_allow`), Assay's settings, and `context`.
-
-    Nothing else of the desk's environment reaches the agent, and forge credentials never do,
-    even when a desk definition names them.
-    """
-    source = os.environ if base is None else base
-    names = set(allow) | set(AGENT_SETTINGS)
-    env = {k: v for k, v in source.items() if k in names and not _SECRET_NAMES.match(k)}
-    env.update(context)
-    if "ASSAY_FORGE" in env:
-        env["ASSAY_FORGE"] = strip_credentials(env["ASSAY_FORGE"])
-    return env
-
-
-def scrubbed_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a command run by `assay step run`: forge credentials removed."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET_NAMES.match(k)}
-    if "ASSAY_FORGE" in env:
-        env["ASSAY_FORGE"] = strip_credentials(env["ASSAY_FORGE"])
-    return env
+Echo = Callable[[str], None]
+TAIL = 4000
 
 
 @dataclass(frozen=True)
-class StepContext:
-    forge: str | None
-    brief: str
-    desk: str
+class AgentRun:
+    """One attempt: where it works, what it is told, and who it works for."""
+
+    brief: Brief
     epoch: int
-    run: str
+    attempt: int
+    prompt: str
+    worktree: Path
+    prompt_file: Path
 
 
-def context_from(forge: str | None, brief: str | None, desk: str | None, epoch: int | None,
-                 run: str | None) -> StepContext:
-    """Flags first, then the ASSAY_* variables the desk sets; anything missing is bad input."""
-    env = os.environ
-    values = {"brief": brief or env.get("ASSAY_BRIEF"), "desk": desk or env.get("ASSAY_DESK"),
-              "run": run or env.get("ASSAY_RUN")}
-    raw_epoch: Any = epoch if epoch is not None else env.get("ASSAY_EPOCH")
-    missing = [f"--{k} / ASSAY_{k.upper()}" for k, v in values.items() if not v]
-    if raw_epoch is None:
-        missing.append("--epoch / ASSAY_EPOCH")
-    if missing:
-        raise UsageError(f"no step context: missing {', '.join(missing)}",
-                         hint="run this from an agent that a desk started, or pass the flags")
-    try:
-        epoch_value = int(raw_epoch)
-    except ValueError:
-        raise UsageError(f"ASSAY_EPOCH must be a whole number, not {raw_epoch!r}") from None
-    return StepContext(forge or env.get("ASSAY_FORGE"), str(values["brief"]), str(values["desk"]), epoch_value,
-                       str(values["run"]))
-
-
-def parse_input(text: str) -> Any:
-    import json
-
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--input is not JSON: {exc}", hint="""pass e.g. --input '{"version": "abc"}'""") from None
-
-
-@dataclass(frozen=True)
-class EffectRequest:
-    """What `assay step run` was asked to do, checked before the forge is touched."""
-
-    name: str
-    policy: str
-    input: Any
-    argv: list[str]
-    fresh: bool = False
-
-
-def check_effect(name: str, policy: str, input_json: str | None, argv: list[str], fresh: bool = False) -> EffectRequest:
-    """Validate a step run's own arguments: bad input is exit 2 whatever the claim's state."""
-    validate_step(name, policy)
-    if not argv:
-        raise UsageError("no command given", hint="put the command after `--`: assay step run --name x -- CMD ...")
-    if fresh and policy != "safe":
-        raise UsageError(f"--fresh re-runs a completed step, which only a safe step allows, not {policy}",
-                         hint="use --fresh with --policy safe, for an inspection whose answer may have changed")
-    step_input = parse_input(input_json) if input_json is not None else {"argv": argv}
-    canonical(step_input)
-    return EffectRequest(name, policy, step_input, argv, fresh)
-
-
-def open_context_session(ctx: StepContext) -> Session:
-    from assay.config import open_claims
-    from assay.steps import open_session
-
-    return open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True)
-
-
-def run_effect(session: Session, request: EffectRequest) -> int:
-    """Run the request's command as a durable step; returns its exit code, fresh or recorded."""
-    name, argv = request.name, request.argv
-    ran = []
-
-    def effect(key: str) -> dict[str, Any]:
-        ran.append(key)
-        return _run_command(argv, key)
-
-    try:
-        result = session.step(name, effect, input=request.input, policy=request.policy, reuse=not request.fresh)
-    except BaseException:
-        _flush_quietly(session)  # replay and call notes count this run's calls: they must land
-        raise
-    session.flush()
-    if not isinstance(result, dict) or "exit_code" not in result:
-        raise UsageError(f"step {name!r} was recorded by something other than `assay step run`")
-    if not ran:  # a recorded result: show what it printed then, and say it did not run again
-        sys.stdout.write(str(result.get("tail", "")))
-        sys.stderr.write(f"assay: step {name!r} already completed (exit {result['exit_code']}); "
-                         "recorded result returned, not run again\n")
-    return int(result["exit_code"])
-
-
-def _run_command(argv: list[str], key: str) -> dict[str, Any]:
-    env = scrubbed_env()
-    env["ASSAY_IDEMPOTENCY_KEY"] = key
+def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[str, Any]:
+    """Run the desk's agent command to its end; the claim is renewed meanwhile. Returns its exit and tail."""
+    run_id = uuid.uuid4().hex[:12]
+    run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
+    run.prompt_file.write_text(run.prompt, encoding="utf-8")
+    values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
+              "title": run.brief.title, "worktree": str(run.worktree)}
+    argv = [fill(part, values) for part in spec.command]
+    if argv[0] == "python":
+        argv[0] = sys.executable  # the scripted agent runs on this interpreter
+    env = agent_env(spec.env_allow, {
+        "ASSAY_FORGE": strip_credentials(git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
+        "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
+        "ASSAY_PROMPT_FILE": str(run.prompt_file)})
+    echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
-    tail = bytearray()
+    heartbeat = Heartbeat(git, spec, run.brief.id, run.epoch, echo)
+    tail = ""
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    except OSError as exc:
-        return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
-    assert proc.stdout is not None
-    try:
-        out = proc.stdout
-        for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-            tail += chunk
-            del tail[:-TAIL_BYTES]
+        proc = subprocess.Popen(argv, cwd=run.worktree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, preexec_fn=_DIE_WITH_PARENT)
+        heartbeat.start(proc)  # after the fork: no thread runs while the child is set up
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            echo(f"  {run.brief.id} | {line.rstrip()}")
+            tail = (tail + line)[-TAIL:]
         code = proc.wait()
-    except (KeyboardInterrupt, Cancelled):
-        proc.terminate()
-        proc.wait()
-        raise
-    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
-            "tail": tail.decode("utf-8", "replace")}
+    except OSError as exc:
+        code, tail = 127, f"cannot start the agent {argv[0]!r}: {exc.strerror}"
+        echo(f"{spec.name}: {tail}")
+    finally:
+        heartbeat.stop()
+    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
+            "run": run_id}
 
 
-def _flush_quietly(session: Session) -> None:
-    """Flush while another error is on its way out: that error is the one the user must see."""
+class Heartbeat:
+    """Renews the lease every `heartbeat_s` while the agent works, on a port of its own (the desk's is busy).
+
+    Fenced (any Conflict): the claim is gone, so the agent is killed. Other failures are retried until a
+    whole lease has passed without a renewal; then the agent is killed too, as its claim may expire.
+    """
+
+    def __init__(self, git: ForgeGit, spec: DeskSpec, brief: str, epoch: int, echo: Echo) -> None:
+        self.url, self.cache_root = git.url, git.cache.parent
+        self.spec, self.brief, self.epoch, self.echo = spec, brief, epoch, echo
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, agent: subprocess.Popen[str]) -> None:
+        self._thread = threading.Thread(target=self._beat, args=(agent,), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join()
+
+    def _beat(self, agent: subprocess.Popen[str]) -> None:
+        claims = Claims(ForgeGit(self.url, self.cache_root))
+        last_ok = time.monotonic()
+        try:
+            while not self._stop.wait(self.spec.heartbeat_s):
+                why = self._renew(claims, last_ok)
+                if why is None:
+                    last_ok = time.monotonic()
+                    continue
+                if why:
+                    self.echo(f"{self.spec.name}: stopping the agent on {self.brief}: {why}")
+                    if agent.poll() is None:
+                        agent.kill()  # a desk that lost its claim stops working on its own
+                    return
+        finally:
+            claims.git.close()
+
+    def _renew(self, claims: Claims, last_ok: float) -> str | None:
+        """None if renewed; "" to try again later; else why the agent must stop."""
+        try:
+            claims.renew(self.brief, self.spec.name, epoch=self.epoch)
+            return None
+        except Conflict as exc:  # Fenced, or the claim moved to a state this desk may not renew
+            return f"fenced: {exc.message}"
+        except AssayError as exc:  # the forge is away or busy: the lease rule decides
+            if time.monotonic() - last_ok < self.spec.lease_s:
+                self.echo(f"{self.spec.name}: heartbeat for {self.brief} failed, will retry: {exc.message}")
+                return ""
+            return f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """Substitute {placeholders} in one pass: text brought in by a value is never expanded again."""
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """A preexec function making the agent die with its desk (Linux), set up before any fork."""
     try:
-        session.flush()
-    except Exception:  # noqa: BLE001
-        pass
+        import ctypes
+        import signal
+
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def set_pdeathsig() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a killed desk leaves no agent working unfenced
+    return set_pdeathsig
+
+
+_DIE_WITH_PARENT = _death_signal()

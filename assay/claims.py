@@ -9,29 +9,27 @@ anything is pushed.
 from __future__ import annotations
 
 import os
-import random
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from assay.crash import crash_point
+from assay import chain
 from assay.errors import (
     BriefNotFound,
     ClaimLost,
-    Conflict,
-    ForgeRefused,
+    Fenced,
     IllegalTransition,
     RecordInvalid,
     UsageError,
 )
-from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, redact, refusal_hint
+from assay.git import ForgeGit, RefUpdate, redact
 from assay.lives import BOOT_PREFIX, Life, this_life
 from assay.records import (
     CLAIMS_PREFIX,
     MAIN_REF,
     ClaimRecord,
-    brief_of_ref,
     check_tip,
     claim_ref,
     decode_claim,
@@ -71,11 +69,7 @@ class Claim:
     sha: str
 
 
-@dataclass(frozen=True)
-class InvalidClaim:
-    ref: str
-    sha: str
-    problem: str
+InvalidClaim = chain.InvalidRecord
 
 
 def new_holder(desk: str) -> str:
@@ -107,6 +101,8 @@ def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str,
         raise UsageError(f"unknown claim action {action!r}")
     allowed, target = TRANSITIONS[action]
     state = current.state if current else None
+    if action in HOLDER_ACTIONS and epoch is not None:
+        fence(current, brief, desk, epoch)
     if state not in allowed:
         if action == "claim" and current is not None and current.live:
             raise ClaimLost(brief, current.state, current.desk, current.holder, current.epoch)
@@ -116,9 +112,6 @@ def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str,
         assert current is not None
         if desk and current.desk != desk:
             raise ClaimLost(brief, current.state, current.desk, current.holder, current.epoch)
-    if epoch is not None and current is not None and current.epoch != epoch:
-        raise Conflict(f"fenced: brief {brief!r} is at epoch {current.epoch}, not {epoch}",
-                       hint="this desk lost the claim; stop working on it")
     if action in NEW_EPOCH_ACTIONS:
         return ClaimRecord(brief=brief, state="held", epoch=(current.epoch + 1) if current else 1, desk=desk,
                            holder=holder or new_holder(desk), lease_s=lease_s or DEFAULT_LEASE_S,
@@ -134,6 +127,15 @@ def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str,
         raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
     assert target is not None
     return current.but(state=target, at=at, reason=reason, wait=wait if action == "wait" else None)
+
+
+def fence(current: ClaimRecord | None, brief: str, desk: str, epoch: int) -> None:
+    """Raise Fenced unless `desk` (any desk, if empty) still holds `brief` at `epoch`."""
+    if current is None:
+        raise Fenced(brief, desk, epoch, "the brief has never been claimed")
+    if current.epoch != epoch or (desk and current.desk != desk) or not current.live:
+        raise Fenced(brief, desk or current.desk, epoch,
+                     f"the claim is now {current.state} at epoch {current.epoch} by desk {current.desk!r}")
 
 
 @dataclass
@@ -162,24 +164,16 @@ class Claims:
 
     def load(self, ref: str, sha: str) -> Claim:
         """The claim record in commit `sha` of `ref` (fetched if the cache lacks it); RecordInvalid for junk."""
-        brief_of_ref(ref, CLAIMS_PREFIX)  # before fetching: git refuses to fetch a malformed ref name
-        self.git.ensure_objects({ref: sha})
-        tip, blob = self.git.read_typed([sha, f"{sha}:claim.json"])
-        return _decode(ref, sha, tip, blob)
+        return Claim(chain.read_one(self.git, ref, sha, CLAIMS_PREFIX, "claim.json", decode_claim), sha)
+
+    def load_tips(self, tips: dict[str, str]) -> tuple[list[Claim], list[InvalidClaim]]:
+        """The claims at `tips` (ref -> sha), and the junk among them: one fetch, one cat-file batch."""
+        good, bad = chain.read_tips(self.git, tips, CLAIMS_PREFIX, "claim.json", decode_claim)
+        return [Claim(record, sha) for record, sha in good], bad
 
     def list_all(self) -> tuple[list[Claim], list[InvalidClaim]]:
         """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""
-        tips, bad = _split_by_name(self.git.ls_remote(CLAIMS_PREFIX + "*"))
-        self.git.ensure_objects(tips)
-        refs = sorted(tips)
-        objects = self.git.read_typed([name for r in refs for name in (tips[r], f"{tips[r]}:claim.json")])
-        good: list[Claim] = []
-        for i, ref in enumerate(refs):
-            try:
-                good.append(_decode(ref, tips[ref], objects[2 * i], objects[2 * i + 1]))
-            except RecordInvalid as exc:
-                bad.append(InvalidClaim(ref, tips[ref], exc.problem))
-        return good, sorted(bad, key=lambda b: b.ref)
+        return self.load_tips(self.git.ls_remote(CLAIMS_PREFIX + "*"))
 
     def history(self, brief: str) -> list[Claim | InvalidClaim]:
         """The custody chain of `brief`, oldest first; RecordInvalid if its ref is not a commit."""
@@ -204,8 +198,7 @@ class Claims:
     def sync(self) -> ForgeView:
         """Read every claim tip and main in one round trip, for callers that pick among many briefs."""
         refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF)
-        tips, _ = _split_by_name({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)})
-        self.view = ForgeView(tips, refs.get(MAIN_REF))  # a ref naming no brief is junk `assay claims` reports
+        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF))
         return self.view
 
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
@@ -219,8 +212,11 @@ class Claims:
         validate_desk(desk)
         validate_lease(lease_s)
         ref = claim_ref(brief)
-        for attempt in range(3):
-            if attempt == 0 and self.view is not None:
+
+        def attempt(n: int) -> Claim:
+            trust_view = n == 0 and self.view is not None
+            if trust_view:
+                assert self.view is not None
                 tip, main = self.view.tips.get(ref), self.view.main
             else:
                 refs = self.git.ls_remote(ref, MAIN_REF)
@@ -235,49 +231,46 @@ class Claims:
                 record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
                                     holder=holder, lease_s=lease_s)
             except ClaimLost:
-                if attempt == 0 and self.view is not None:
-                    continue  # the synced view may be older than a release: look again before giving up
+                if trust_view:
+                    raise chain.Moved([ref]) from None  # the synced view may be older than a release: look again
                 raise
-            try:
-                return self._write(current, record, action)
-            except _Moved:
-                continue  # someone moved the tip: re-read; a live claim there means we lost
-        raise Conflict(f"brief {brief!r} kept changing while claiming it", hint="run the claim again")
+            return self._write(current, record, action)  # Moved: re-read; a live claim there means we lost
+
+        return chain.retrying(attempt, f"claiming {brief!r}")
 
     def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None) -> Claim:
         if lease_s is not None:
             validate_lease(lease_s)
-        return self.change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s)
+        return self._change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s)
 
     def release(self, brief: str, desk: str, outcome: str = "released", reason: str = "",
                 epoch: int | None = None) -> Claim:
-        return self.change(brief, "release", desk=desk, outcome=outcome, reason=reason, epoch=epoch)
+        return self._change(brief, "release", desk=desk, outcome=outcome, reason=reason, epoch=epoch)
 
     def block(self, brief: str, desk: str, epoch: int, reason: str) -> Claim:
         """Park a held or waiting claim for a person, with the reason in the chain."""
-        return self.change(brief, "block", desk=desk, epoch=epoch, reason=reason)
+        return self._change(brief, "block", desk=desk, epoch=epoch, reason=reason)
 
     def force_release(self, brief: str, reason: str, by: str) -> Claim:
         """A person takes a claim away; the reason and who did it stay in the chain."""
-        if not reason.strip():
-            raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
-        return self.change(brief, "force_release", reason=f"forced by {by}: {reason}", author=by)
+        return self._change(brief, "force_release", reason=forced_reason(reason, by), author=by)
 
-    def change(self, brief: str, action: str, *, author: str = "", retries: int = 10, **args: object) -> Claim:
-        """Apply `action` to the current tip; if the tip moved under us, re-read and re-check."""
+    def _change(self, brief: str, action: str, *, author: str = "", **args: object) -> Claim:
+        """Apply `action` to the current tip alone (no journal entry); if the tip moved, re-read and re-check.
+
+        Desks and people change claims through `custody.py`, which journals each change in the same
+        push; these claim-only changes are for a journal that cannot be written (a stale lock, junk).
+        """
         validate_brief_id(brief)
-        for attempt in range(retries):
-            if attempt:  # journal appends renew the claim too: back off a random while
-                time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))
+
+        def attempt(_: int) -> Claim:
             current = self.read(brief)
             if current is None:
                 raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")
             record = transition(current.record, action, brief, at=self._now(), **args)  # type: ignore[arg-type]
-            try:
-                return self._write(current, record, action, author=author)
-            except _Moved:
-                continue
-        raise Conflict(f"brief {brief!r} kept changing under {action}; try again")
+            return self._write(current, record, action, author=author)
+
+        return chain.retrying(attempt, f"{action.replace('_', ' ')} of {brief!r}")
 
     def prepare(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> RefUpdate:
         """The claim commit for `record` on top of `current`, written to the cache but not pushed.
@@ -285,35 +278,25 @@ class Claims:
         The journal pushes it together with its entries (`--atomic`), so every
         append is also a renewal and a fencing check.
         """
-        blob = self.git.write_blob(record.encode())
-        tree = self.git.write_tree([TreeEntry("claim.json", blob)])
-        who = author or record.desk or "assay"
         message = f"assay: {action} {record.brief} -> {record.state} (epoch {record.epoch}, desk {record.desk})"
         if record.reason:
             message += f"\n\n{record.reason}"
-        commit = self.git.write_commit(tree, [current.sha] if current else [], message,
-                                       Signature.of(who), self.clock())
-        return RefUpdate(claim_ref(record.brief), commit, current.sha if current else ZERO)
+        return chain.commit(self.git, claim_ref(record.brief), current.sha if current else None,
+                            {"claim.json": record.encode()}, message, author or record.desk or "assay", self.clock())
 
-    def renewal(self, current: Claim, desk: str, epoch: int) -> tuple[ClaimRecord, RefUpdate]:
-        """A renewal of `current` by `desk` at `epoch`, checked by the transition table, not pushed."""
-        record = transition(current.record, "renew", current.record.brief, at=self._now(), desk=desk, epoch=epoch)
-        return record, self.prepare(current, record, "renew")
+    def transition_update(self, current: Claim, action: str, author: str = "",
+                          **args: Any) -> tuple[ClaimRecord, RefUpdate]:
+        """`action` applied to `current` by the transition table, as a commit not yet pushed (it may ride
+        in a journal push, so that every append renews the claim and a transition lands with its entry)."""
+        record = transition(current.record, action, current.record.brief, at=self._now(), **args)
+        return record, self.prepare(current, record, action, author)
 
     def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> Claim:
         update = self.prepare(current, record, action, author)
-        point = action.replace("_", "-")
-        crash_point(f"{point}.before-push")
-        result = self.git.push([update])[update.ref]
-        crash_point(f"{point}.after-push")
-        if result.ok:
-            if self.view is not None:
-                self.view.tips[update.ref] = update.new
-            return Claim(record, update.new)
-        if result.status != "stale":
-            raise ForgeRefused(f"the forge refused the claim update of {update.ref}: {result.detail}",
-                               hint=refusal_hint(result.detail))
-        raise _Moved()
+        chain.push(self.git, [update], action.replace("_", "-"))
+        if self.view is not None:
+            self.view.tips[update.ref] = update.new
+        return Claim(record, update.new)
 
     def _require_brief(self, brief: str, main: str | None) -> None:
         if not main:
@@ -338,27 +321,10 @@ class Claims:
         return utc_now_iso(self.clock())
 
 
-def _decode(ref: str, sha: str, tip: GitObject | None, blob: GitObject | None) -> Claim:
-    """The claim of commit `sha`, from cat-file's answers for `sha` and `sha:claim.json`."""
-    check_tip(ref, sha, tip.kind if tip else None)
-    return Claim(decode_claim(blob.data if blob and blob.kind == "blob" else None, ref), sha)
-
-
-def _split_by_name(tips: dict[str, str]) -> tuple[dict[str, str], list[InvalidClaim]]:
-    """Claim tips whose ref names a brief, and the others as invalid (git cannot even fetch some of them)."""
-    good: dict[str, str] = {}
-    bad: list[InvalidClaim] = []
-    for ref, sha in tips.items():
-        try:
-            brief_of_ref(ref, CLAIMS_PREFIX)
-            good[ref] = sha
-        except RecordInvalid as exc:
-            bad.append(InvalidClaim(ref, sha, exc.problem))
-    return good, bad
-
-
-class _Moved(Exception):
-    """The tip moved between our read and our push; the caller re-reads."""
+def forced_reason(reason: str, by: str) -> str:
+    if not reason.strip():
+        raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
+    return f"forced by {by}: {reason}"
 
 
 def validate_desk(desk: str) -> str:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from assay import __version__
 from assay.errors import AssayError
+
+if TYPE_CHECKING:
+    from assay.config import Ports
 
 _debug = False
 
@@ -31,10 +35,18 @@ def desk_option(f: Callable[..., Any]) -> Callable[..., Any]:
                         help="The desk acting (default: ASSAY_DESK).")(f)
 
 
-def _claims(forge: str | None) -> Any:
-    from assay.config import open_claims
+def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--forge`, turned into the command's `ports` (git, claims, reviews), closed when the command ends."""
+    @functools.wraps(f)
+    def wrapper(*args: Any, forge: str | None, **kwargs: Any) -> Any:
+        from assay.config import Ports
 
-    return open_claims(forge)
+        ports = Ports(forge)
+        try:
+            return f(*args, ports=ports, **kwargs)
+        finally:
+            ports.close()
+    return forge_option(wrapper)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -80,13 +92,13 @@ def claim() -> None:
 @desk_option
 @click.option("--lease", "lease_s", type=int, default=600, show_default=True, help="Lease in seconds.")
 @click.option("--singleton", is_flag=True, help="Take over this desk's own live claim (after a restart).")
-@forge_option
+@pass_ports
 @json_option
-def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, forge: str | None, as_json: bool) -> None:
+def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, ports: Ports, as_json: bool) -> None:
     """Claim BRIEF for a desk. Exactly one of many racing desks wins; the others exit 3."""
     from assay import views
 
-    claims = _claims(forge)
+    claims = ports.claims
     view = views.claim_view(claims.claim(brief, desk, lease_s, singleton=singleton), time.time())
     views.print_json(view) if as_json else views.render_claim_result("claimed", view)
 
@@ -94,15 +106,16 @@ def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, forge: str 
 @claim.command("history")
 @click.argument("brief")
 @click.option("--desk", metavar="NAME", help="Only the custody records of this desk.")
-@forge_option
+@pass_ports
 @json_option
-def claim_history(brief: str, desk: str | None, forge: str | None, as_json: bool) -> None:
+def claim_history(brief: str, desk: str | None, ports: Ports, as_json: bool) -> None:
     """Show the custody chain of BRIEF, oldest first (a brief named `history` is claimed with `claim take`)."""
     from assay import views
+    from assay.chain import InvalidRecord
 
     now = time.time()
-    rows = [views.claim_view(c, now) if hasattr(c, "record") else views.invalid_view(c)
-            for c in _claims(forge).history(brief)]
+    rows = [views.invalid_view(c) if isinstance(c, InvalidRecord) else views.claim_view(c, now)
+            for c in ports.claims.history(brief)]
     rows = [r for r in rows if desk is None or r.get("desk") == desk]
     views.print_json({"brief": brief, "history": rows}) if as_json else views.render_history(brief, rows)
 
@@ -113,13 +126,13 @@ def claim_history(brief: str, desk: str | None, forge: str | None, as_json: bool
 @click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
               help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
 @click.option("--lease", "lease_s", type=int, help="A new lease in seconds.")
-@forge_option
+@pass_ports
 @json_option
-def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, forge: str | None, as_json: bool) -> None:
+def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, ports: Ports, as_json: bool) -> None:
     """Renew the lease on a claim this desk holds."""
     from assay import views
 
-    view = views.claim_view(_claims(forge).renew(brief, desk, epoch=epoch, lease_s=lease_s), time.time())
+    view = views.claim_view(ports.claims.renew(brief, desk, epoch=epoch, lease_s=lease_s), time.time())
     views.print_json(view) if as_json else views.render_claim_result("renewed", view)
 
 
@@ -132,32 +145,32 @@ def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, forge: 
 @click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
               help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
 @click.option("--force", is_flag=True, help="A person takes the claim away from its desk (needs --reason).")
-@forge_option
+@pass_ports
 @json_option
 def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int | None, force: bool,
-            forge: str | None, as_json: bool) -> None:
+            ports: Ports, as_json: bool) -> None:
     """Release a claim: released, done or abandoned. The chain keeps a tombstone; the next claim gets epoch + 1."""
-    from assay import views
+    from assay import custody, views
 
-    claims = _claims(forge)
+    claims = ports.claims
     if force:
-        result = claims.force_release(brief, reason, by=_person())
+        result = custody.force_release(claims, brief, reason, by=_person())
     elif not desk:
         raise click.UsageError("--desk is required (or --force with --reason, for a person)")
     else:
-        result = claims.release(brief, desk, outcome=outcome, reason=reason, epoch=epoch)
+        result = custody.release(claims, brief, desk, outcome=outcome, reason=reason, epoch=epoch)
     view = views.claim_view(result, time.time())
     views.print_json(view) if as_json else views.render_claim_result("released", view)
 
 
 @cli.command("claims")
-@forge_option
+@pass_ports
 @json_option
-def claims_cmd(forge: str | None, as_json: bool) -> None:
+def claims_cmd(ports: Ports, as_json: bool) -> None:
     """List every claim on the forge: brief, state, epoch, desk, holder, age."""
     from assay import views
 
-    good, bad = _claims(forge).list_all()
+    good, bad = ports.claims.list_all()
     now = time.time()
     rows = [views.claim_view(c, now) for c in good]
     invalid = [views.invalid_view(b) for b in bad]
@@ -198,7 +211,7 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, forge:
     is not run again (unless --fresh, for a safe step); an interrupted unsafe one is
     refused once (exit 4).
     """
-    from assay.agent import check_effect, context_from, open_context_session, run_effect
+    from assay.effects import check_effect, context_from, open_context_session, run_effect
 
     request = check_effect(name, policy, input_json, list(command), fresh)  # bad input before any forge access
     session = open_context_session(context_from(forge, brief, desk, epoch, run))
@@ -213,7 +226,7 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, forge:
 def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, desk: str | None,
                epoch: int | None, run: str | None) -> None:
     """Print a clock, uuid or random value, recorded: a replayed run gets the same one."""
-    from assay.agent import context_from, open_context_session
+    from assay.effects import context_from, open_context_session
 
     session = open_context_session(context_from(forge, brief, desk, epoch, run))
     if kind == "now":
@@ -228,15 +241,14 @@ def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, de
 
 @cli.command()
 @click.argument("brief_id", metavar="BRIEF")
-@forge_option
+@pass_ports
 @json_option
-def journal(brief_id: str, forge: str | None, as_json: bool) -> None:
+def journal(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Show a brief's journal as a timeline: claims, intents, results, unknown outcomes, refusals."""
     from assay import views
-    from assay.config import open_forge
     from assay.journal import entry_view, read_log
 
-    entries = [entry_view(e) for e in read_log(open_forge(forge), brief_id).entries]
+    entries = [entry_view(e) for e in read_log(ports.git, brief_id).entries]
     views.print_json({"brief": brief_id, "entries": entries}) if as_json else views.render_journal(brief_id, entries)
 
 
@@ -263,18 +275,16 @@ def brief_lint(folder: Path | None) -> None:
 
 
 @cli.command("briefs")
-@forge_option
+@pass_ports
 @json_option
-def briefs_cmd(forge: str | None, as_json: bool) -> None:
+def briefs_cmd(ports: Ports, as_json: bool) -> None:
     """List the briefs on the forge's main with their state (ready, blocked by dependencies, claimed, done)."""
     from assay import views
     from assay.briefs import BRIEFS_DIR
-    from assay.config import open_claims
-    from assay.desk import sync
     from assay.errors import UsageError
+    from assay.queue import read_snapshot
 
-    claims = open_claims(forge)
-    board = sync(claims.git, claims)
+    board = read_snapshot(ports.claims)
     unreadable = next((p for p in board.problems if p.path == BRIEFS_DIR), None)
     if unreadable is not None:  # not one bad brief: main has no briefs folder to read at all
         raise UsageError(unreadable.message, hint=unreadable.hint)
@@ -307,16 +317,15 @@ def desk() -> None:
 
 
 @desk.command("list")
-@forge_option
+@pass_ports
 @json_option
-def desk_list(forge: str | None, as_json: bool) -> None:
+def desk_list(ports: Ports, as_json: bool) -> None:
     """List the desks defined on main (desks/*.yaml) and any that do not validate."""
     from assay import views
-    from assay.config import open_claims
     from assay.deskspec import desks_on_main
     from assay.errors import UsageError
 
-    claims = open_claims(forge)
+    claims = ports.claims
     main = claims.sync().main
     if not main:
         raise UsageError("the forge has no main branch", hint="push the repository's main to the forge first")
@@ -336,13 +345,13 @@ def desk_list(forge: str | None, as_json: bool) -> None:
 @click.option("--poll", "poll_s", type=float, default=5.0, show_default=True, help="Seconds between idle passes.")
 @click.option("--state-dir", type=click.Path(path_type=Path), help="Where worktrees and prompts live "
               "(default: ASSAY_STATE_DIR or ~/.local/state/assay).")
-@forge_option
+@pass_ports
 def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None,
-             forge: str | None) -> None:
+             ports: Ports) -> None:
     """Run desk NAME (desks/NAME.yaml on main) until stopped, or once."""
     from assay.desk import run_desk
 
-    report = run_desk(forge, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo)
+    report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo)
     click.echo(f"{name}: worked {len(report.worked)} brief(s): "
                + (", ".join(f"{b} {o}" for b, o in report.outcomes.items()) or "none"))
 
@@ -353,28 +362,26 @@ def review() -> None:
 
 
 @review.command("list")
-@forge_option
+@pass_ports
 @json_option
-def review_list(forge: str | None, as_json: bool) -> None:
+def review_list(ports: Ports, as_json: bool) -> None:
     """List every review: brief, state, branch, approvals."""
     from assay import views
-    from assay.config import open_reviews
 
-    rows = [views.review_view(r) for r in open_reviews(forge).list()]
+    rows = [views.review_view(r) for r in ports.reviews.list()]
     views.print_json({"reviews": rows}) if as_json else views.render_reviews(rows)
 
 
 @review.command("show")
 @click.argument("brief_id", metavar="BRIEF")
-@forge_option
+@pass_ports
 @json_option
-def review_show(brief_id: str, forge: str | None, as_json: bool) -> None:
+def review_show(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Show one review with its comments."""
     from assay import views
-    from assay.config import open_reviews
     from assay.errors import UsageError
 
-    found = open_reviews(forge).get(brief_id)
+    found = ports.reviews.get(brief_id)
     if found is None:
         raise UsageError(f"brief {brief_id!r} has no review", hint="`assay review list` shows the reviews")
     view = views.review_view(found)
@@ -388,46 +395,42 @@ def _person() -> str:
 @review.command("comment")
 @click.argument("brief_id", metavar="BRIEF")
 @click.argument("text")
-@forge_option
-def review_comment(brief_id: str, text: str, forge: str | None) -> None:
+@pass_ports
+def review_comment(brief_id: str, text: str, ports: Ports) -> None:
     """Add a comment to a review."""
-    from assay.config import open_reviews
 
-    open_reviews(forge).comment(brief_id, _person(), text)
+    ports.reviews.comment(brief_id, _person(), text)
     click.echo(f"commented on {brief_id}")
 
 
 @review.command("approve")
 @click.argument("brief_id", metavar="BRIEF")
-@forge_option
-def review_approve(brief_id: str, forge: str | None) -> None:
+@pass_ports
+def review_approve(brief_id: str, ports: Ports) -> None:
     """Approve a review."""
-    from assay.config import open_reviews
 
-    open_reviews(forge).approve(brief_id, _person())
+    ports.reviews.approve(brief_id, _person())
     click.echo(f"approved {brief_id}")
 
 
 @review.command("merge")
 @click.argument("brief_id", metavar="BRIEF")
-@forge_option
-def review_merge(brief_id: str, forge: str | None) -> None:
+@pass_ports
+def review_merge(brief_id: str, ports: Ports) -> None:
     """Merge a ready review into main on the forge (a compare-and-swap on main)."""
-    from assay.config import open_reviews
 
-    merged = open_reviews(forge).merge(brief_id, _person())
+    merged = ports.reviews.merge(brief_id, _person())
     click.echo(f"merged {brief_id} into main at {merged.record.merged_commit[:10]}")
 
 
 @review.command("close")
 @click.argument("brief_id", metavar="BRIEF")
 @click.option("--reason", default="", help="Why it is closed without merging.")
-@forge_option
-def review_close(brief_id: str, reason: str, forge: str | None) -> None:
+@pass_ports
+def review_close(brief_id: str, reason: str, ports: Ports) -> None:
     """Close a review without merging it."""
-    from assay.config import open_reviews
 
-    open_reviews(forge).close(brief_id, _person(), reason)
+    ports.reviews.close(brief_id, _person(), reason)
     click.echo(f"closed {brief_id}")
 
 
@@ -438,36 +441,36 @@ def review_close(brief_id: str, reason: str, forge: str | None) -> None:
 @click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
 @click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
               help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
-@forge_option
-def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, forge: str | None) -> None:
+@pass_ports
+def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, ports: Ports) -> None:
     """Park a held brief on a condition; it holds no compute until woken."""
-    from assay import waits
+    from assay import custody
 
-    parked = waits.wait(_claims(forge), brief_id, on, _person(), desk, epoch)
+    parked = custody.wait(ports.claims, brief_id, on, _person(), desk, epoch)
     click.echo(f"{brief_id} is waiting on {on} (epoch {parked.record.epoch})")
 
 
 @cli.command("wake")
 @click.argument("brief_id", metavar="BRIEF")
 @click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
-@forge_option
-def wake_cmd(brief_id: str, desk: str | None, forge: str | None) -> None:
+@pass_ports
+def wake_cmd(brief_id: str, desk: str | None, ports: Ports) -> None:
     """Wake a waiting brief; its desk resumes it from the journal."""
-    from assay import waits
+    from assay import custody
 
-    woken = waits.wake(_claims(forge), brief_id, _person(), desk)
+    woken = custody.wake(ports.claims, brief_id, _person(), desk)
     click.echo(f"{brief_id} is held again by desk {woken.record.desk} (epoch {woken.record.epoch})")
 
 
 @cli.command("steer")
 @click.argument("brief_id", metavar="BRIEF")
 @click.argument("text")
-@forge_option
-def steer_cmd(brief_id: str, text: str, forge: str | None) -> None:
+@pass_ports
+def steer_cmd(brief_id: str, text: str, ports: Ports) -> None:
     """Journal guidance the agent receives on its next run, and after any recovery."""
-    from assay import waits
+    from assay import custody
 
-    seq = waits.steer(_claims(forge), brief_id, text, _person())
+    seq = custody.steer(ports.claims, brief_id, text, _person())
     click.echo(f"steering for {brief_id} journaled (seq {seq}); the agent gets it on its next run")
 
 

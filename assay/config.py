@@ -86,6 +86,45 @@ def _normalise(url: str, base: Path) -> str:
     return url
 
 
+class Ports:
+    """The forge's ports for one command, built on first use and closed when it ends (ghstack's cli_context).
+
+    Verbs receive it; none builds its own git, claims or reviews.
+    """
+
+    def __init__(self, flag: str | None, cwd: Path | None = None) -> None:
+        self.flag, self.cwd = flag, cwd
+        self._git: ForgeGit | None = None
+        self._claims: Claims | None = None
+        self._reviews: PlainReviews | None = None
+
+    @property
+    def git(self) -> ForgeGit:
+        if self._git is None:
+            self._git = open_forge(self.flag, self.cwd)
+        return self._git
+
+    @property
+    def claims(self) -> Claims:
+        if self._claims is None:
+            from assay.claims import Claims
+
+            self._claims = Claims(self.git)
+        return self._claims
+
+    @property
+    def reviews(self) -> PlainReviews:
+        if self._reviews is None:
+            from assay.forge.plain import PlainReviews
+
+            self._reviews = PlainReviews(self.git)
+        return self._reviews
+
+    def close(self) -> None:
+        if self._git is not None:
+            self._git.close()
+
+
 def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
     """The git port for the chosen forge."""
     from assay.git import ForgeGit
@@ -94,15 +133,7 @@ def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
 
 
 def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:
-    from assay.claims import Claims
-
-    return Claims(open_forge(flag, cwd))
-
-
-def open_reviews(flag: str | None, cwd: Path | None = None) -> PlainReviews:
-    from assay.forge.plain import PlainReviews
-
-    return PlainReviews(open_forge(flag, cwd))
+    return Ports(flag, cwd).claims
 
 
 def state_dir_for(url: str, explicit: Path | None = None) -> Path:

@@ -87,7 +87,7 @@ def prepare(directory: Path, echo: Echo) -> Path:
 
 def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
     from assay import views
-    from assay.waits import steer
+    from assay.custody import steer
 
     directory = directory.resolve()
     forge = prepare(directory, echo)

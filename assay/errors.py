@@ -20,6 +20,10 @@ class ForgeError(AssayError):
     code = 1
 
 
+class Busy(ForgeError):
+    """Other writers kept moving a ref under a change: nothing (more) was written; running again is safe."""
+
+
 class ForgeRefused(ForgeError):
     """The forge answered and refused a write that no other writer explains (a hook, a stale lock)."""
 
@@ -91,6 +95,17 @@ class Conflict(AssayError):
     """Lost a race, not the holder, or fenced."""
 
     code = 3
+
+
+class Fenced(Conflict):
+    """This desk no longer holds the brief at its epoch: stop, write nothing."""
+
+    def __init__(self, brief: str, desk: str, epoch: int, now: str) -> None:
+        super().__init__(f"desk {desk!r} is fenced off brief {brief!r} at epoch {epoch}: {now}",
+                         hint="another desk, a sweeper or a person took the claim; stop working on this brief")
+        self.brief = brief
+        self.desk = desk
+        self.epoch = epoch
 
 
 class ClaimLost(Conflict):

@@ -12,16 +12,16 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.claims import Claim, Claims
+from assay import chain
+from assay.claims import Claim, Claims, fence
 from assay.crash import crash_point
-from assay.errors import Conflict, ForgeError, ForgeRefused, RecordInvalid
-from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, refusal_hint
+from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
+from assay.git import ForgeGit, GitObject, RefUpdate
 from assay.records import (
     JournalEntry,
     check_tip,
@@ -35,15 +35,6 @@ from assay.records import (
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
 MAX_PENDING = 256  # a group commit carries at most this many entries …
 MAX_PENDING_S = 2.0  # … and waits at most this long for more
-FLUSH_TRIES = 30  # pushes of one batch while other writers keep moving the journal
-
-
-class Fenced(Conflict):
-    """This desk no longer holds the brief at its epoch: stop, write nothing."""
-
-    def __init__(self, brief: str, desk: str, epoch: int, now: str) -> None:
-        super().__init__(f"desk {desk!r} is fenced off brief {brief!r} at epoch {epoch}: {now}",
-                         hint="another desk or a sweeper took the claim; stop working on this brief")
 
 
 @dataclass
@@ -157,10 +148,9 @@ class Journal:
 
     def _check_holder(self) -> None:
         assert self.claim is not None
-        r = self.claim.record
-        if r.epoch != self.epoch or r.desk != self.desk or r.state not in ("held", "waiting"):
-            raise Fenced(self.brief, self.desk, self.epoch,
-                         f"the claim is now {r.state} at epoch {r.epoch} by desk {r.desk!r}")
+        fence(self.claim.record, self.brief, self.desk, self.epoch)
+        if self.claim.record.state == "blocked":
+            raise Fenced(self.brief, self.desk, self.epoch, "the claim is blocked for a person")
 
     def blob(self, entry: JournalEntry, path: str) -> bytes:
         commit = self.commit_of.get(entry.seq)
@@ -190,47 +180,57 @@ class Journal:
             self.flush()
         return draft
 
-    def flush(self) -> None:
-        """Push every pending entry in one commit, renewing the claim in the same atomic push."""
+    def flush(self, action: str = "renew", **args: Any) -> None:
+        """Push every pending entry in one commit, with the claim change `action` (a renewal, unless a
+        transition rides along) in the same atomic push: an append is a heartbeat and a fencing check."""
         if not self.pending:
             return
-        for attempt in range(FLUSH_TRIES):
-            if attempt:  # others are appending too: back off a random while, so someone wins each round
-                time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))
-            assert self.claim is not None
-            entries = self._number(self.pending)
-            commit = self._commit(entries)
-            record, renewal = self.claims.renewal(self.claim, self.desk, self.epoch)
-            jref = journal_ref(self.brief)
-            step = next((e.step for e in entries if e.kind == "intent"), None)
-            crash_point("journal.before-push", step)
-            if len(entries) > 1:  # a group commit: named by the first step it carries
-                crash_point("journal.group-flush", next((e.step for e in entries if e.step), None))
-            results = self.git.push([RefUpdate(jref, commit, self.tip or ZERO), renewal, *self.extra_refs],
-                                    atomic=True)
-            if all(r.ok for r in results.values()):
-                self._landed(entries, commit, Claim(record, renewal.new))
-                for e in entries:
-                    if e.kind == "intent":
-                        crash_point("journal.after-intent", e.step)
-                crash_point("journal.after-push", step)
-                return
-            moved = [u.ref for u in self.extra_refs if results[u.ref].status == "stale"]
-            if moved:  # drop the entry that carried the refs; the rest stays pending, unnumbered
-                self.pending = [d for d in self.pending if d is not self._refs_draft]
-                for d in self.pending:
-                    d.entry = None
-                self.extra_refs.clear()
-                self._refs_draft = None
-                raise Conflict(f"{', '.join(moved)} moved under desk {self.desk!r}; nothing was written",
-                               hint="another writer pushed to the work branch; inspect it before going on")
-            if not any(r.status == "stale" for r in results.values()):
-                detail = "; ".join(sorted({r.detail for r in results.values() if not r.ok}))
-                raise ForgeRefused(f"the forge refused a journal append for {self.brief!r}: {detail}",
-                                   hint=refusal_hint(detail))
+        chain.retrying(lambda n: self._flush_once(n, action, args), f"appending to the journal of {self.brief!r}")
+
+    def transition(self, action: str, kind: str, data: dict[str, Any], **args: Any) -> Claim:
+        """The claim transition `action` (wait, block, release…) and its entry, with everything pending, in
+        one atomic push: the journal never shows a change the claim lacks, nor the reverse."""
+        self.add(kind, sync=False, data=data)
+        self.flush(action, **args)
+        assert self.claim is not None
+        return self.claim
+
+    def _flush_once(self, attempt: int, action: str, args: dict[str, Any]) -> None:
+        if attempt:
             self.reload()  # the claim or the journal moved: ours (a heartbeat, a sibling process) or fenced
-        raise ForgeError(f"the journal of {self.brief!r} kept moving; nothing more was written",
-                         hint="many writers at once: run the command again")
+        assert self.claim is not None
+        entries = self._number(self.pending)
+        jref = journal_ref(self.brief)
+        update = chain.commit(self.git, jref, self.tip, self._files(entries), _message(self.brief, entries),
+                              self.desk, self.clock())
+        record, claim_update = self.claims.transition_update(self.claim, action, desk=self.desk, epoch=self.epoch,
+                                                             **args)
+        step = next((e.step for e in entries if e.kind == "intent"), None)
+        if len(entries) > 1:  # a group commit: named by the first step it carries
+            crash_point("journal.group-flush", next((e.step for e in entries if e.step), None))
+        try:
+            chain.push(self.git, [update, claim_update, *self.extra_refs],
+                       "journal" if action == "renew" else action.replace("_", "-"), step)
+        except chain.Moved as moved:
+            self._drop_moved_refs(moved)
+            raise
+        self._landed(entries, update.new, Claim(record, claim_update.new))
+        for e in entries:
+            if e.kind == "intent":
+                crash_point("journal.after-intent", e.step)
+
+    def _drop_moved_refs(self, moved: chain.Moved) -> None:
+        """A work branch moved under us: drop the entry that carried it (the rest stays pending) and stop."""
+        mine = [u.ref for u in self.extra_refs if u.ref in moved.refs]
+        if not mine:
+            return
+        self.pending = [d for d in self.pending if d is not self._refs_draft]
+        for d in self.pending:
+            d.entry = None
+        self.extra_refs.clear()
+        self._refs_draft = None
+        raise Conflict(f"{', '.join(mine)} moved under desk {self.desk!r}; nothing was written",
+                       hint="another writer pushed to the work branch; inspect it before going on")
 
     def _number(self, drafts: list[Draft]) -> list[JournalEntry]:
         next_seq = (self.entries[-1].seq + 1) if self.entries else 1
@@ -260,17 +260,13 @@ class Journal:
             out.append(entry)
         return out
 
-    def _commit(self, entries: list[JournalEntry]) -> str:
-        text = "".join(e.encode() + "\n" for e in entries).encode("utf-8")
-        tree: list[TreeEntry] = [TreeEntry("entries.jsonl", self.git.write_blob(text))]
-        blob_entries = [TreeEntry(f"{e.seq}-{name}", self.git.write_blob(data))
-                        for e, d in zip(entries, self.pending, strict=True) for name, data in d.blobs.items()]
-        if blob_entries:
-            tree.append(TreeEntry("blobs", self.git.write_tree(blob_entries), "40000"))
-        kinds = ", ".join(sorted({e.kind for e in entries}))
-        message = f"assay: journal {self.brief} seq {entries[0].seq}-{entries[-1].seq} ({kinds})"
-        return self.git.write_commit(self.git.write_tree(tree), [self.tip] if self.tip else [], message,
-                                     Signature.of(self.desk), self.clock())
+    def _files(self, entries: list[JournalEntry]) -> dict[str, bytes | dict[str, bytes]]:
+        files: dict[str, bytes | dict[str, bytes]] = {"entries.jsonl": _jsonl(entries)}
+        blobs = {f"{e.seq}-{name}": data for e, d in zip(entries, self.pending, strict=True)
+                 for name, data in d.blobs.items()}
+        if blobs:
+            files["blobs"] = blobs
+        return files
 
     def _landed(self, entries: list[JournalEntry], commit: str, claim: Claim) -> None:
         self.entries.extend(entries)
@@ -289,29 +285,55 @@ def entry_view(entry: JournalEntry) -> dict[str, Any]:
 
 def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str,
                      clock: Callable[[], float] = time.time) -> JournalEntry:
-    """A person's entry (steering, a wait or wake by hand): the journal ref alone, under its lease.
+    """A person's entry (steering): the journal ref alone, under its lease. It changes no claim, so it
+    needs none; it is stamped with the current claim's epoch (0 if the brief was never claimed)."""
+    return _append(claims, brief, kind, data, by, None, {}, clock)[0]
 
-    It renews no claim, so it needs none; it is stamped with the current claim's
-    epoch (0 if the brief was never claimed) and kept for the next run.
-    """
+
+def transition_as(claims: Claims, brief: str, action: str, kind: str, data: dict[str, Any], by: str,
+                  clock: Callable[[], float] = time.time, **args: Any) -> Claim:
+    """The claim transition `action` and its journal entry, written by a person or by a desk between runs,
+    in one atomic push of both refs under their leases."""
+    claim = _append(claims, brief, kind, data, by, action, args, clock)[1]
+    assert claim is not None
+    return claim
+
+
+def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str, action: str | None,
+            args: dict[str, Any], clock: Callable[[], float]) -> tuple[JournalEntry, Claim | None]:
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
-    for attempt in range(FLUSH_TRIES):
-        if attempt:
-            time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, 0.5)))  # back off while others append
+    known = JournalLog([], {}, None)
+
+    def attempt(_: int) -> tuple[JournalEntry, Claim | None]:
+        nonlocal known
         refs = git.ls_remote(jref, cref)
-        epoch = claims.load(cref, refs[cref]).record.epoch if cref in refs else 0
-        log = read_log(git, brief, refs.get(jref))
-        seq = (log.entries[-1].seq + 1) if log.entries else 1
+        current = claims.load(cref, refs[cref]) if cref in refs else None
+        known = read_log(git, brief, refs.get(jref), known)
+        updates: list[RefUpdate] = []
+        claim = None
+        if action is not None:
+            if current is None:
+                raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")
+            record, update = claims.transition_update(current, action, author=by, **args)
+            updates.append(update)
+            claim = Claim(record, update.new)
+        epoch = claim.record.epoch if claim else current.record.epoch if current else 0
+        seq = (known.entries[-1].seq + 1) if known.entries else 1
         entry = JournalEntry(seq=seq, epoch=epoch, kind=kind, at=utc_now_iso(clock()), run=f"person:{by}",
                              data=data)
-        tree = git.write_tree([TreeEntry("entries.jsonl", git.write_blob((entry.encode() + "\n").encode()))])
-        commit = git.write_commit(tree, [log.tip] if log.tip else [], f"assay: journal {brief} seq {seq} ({kind})",
-                                  Signature.of(by), clock())
-        result = git.push([RefUpdate(jref, commit, log.tip or ZERO)])[jref]
-        if result.ok:
-            return entry
-        if result.status != "stale":
-            raise ForgeRefused(f"the forge refused a journal append for {brief!r}: {result.detail}",
-                               hint=refusal_hint(result.detail))
-    raise ForgeError(f"the journal of {brief!r} kept moving; nothing was written", hint="run the command again")
+        updates.insert(0, chain.commit(git, jref, known.tip, {"entries.jsonl": _jsonl([entry])},
+                                       _message(brief, [entry]), by, clock()))
+        chain.push(git, updates, action.replace("_", "-") if action else "journal")
+        return entry, claim
+
+    return chain.retrying(attempt, f"{action or kind} on {brief!r}")
+
+
+def _jsonl(entries: list[JournalEntry]) -> bytes:
+    return "".join(e.encode() + "\n" for e in entries).encode("utf-8")
+
+
+def _message(brief: str, entries: list[JournalEntry]) -> str:
+    kinds = ", ".join(sorted({e.kind for e in entries}))
+    return f"assay: journal {brief} seq {entries[0].seq}-{entries[-1].seq} ({kinds})"

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from assay.crash import crash_point
 from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
@@ -37,6 +37,10 @@ from assay.journal import INLINE_LIMIT, Draft, Journal
 from assay.lives import Life, is_running, this_life
 from assay.records import POLICIES, JournalEntry
 
+if TYPE_CHECKING:
+    from assay.claims import Claims
+
+T = TypeVar("T")
 CALL_MARKERS = frozenset({"intent", "refused"})
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_ATTEMPTS = 3
@@ -176,8 +180,8 @@ class Session:
 
     # -- steps --------------------------------------------------------------------------------
 
-    def step(self, name: str, fn: Callable[[str], Any], input: Any = None, policy: str = "safe",
-             reuse: bool = True) -> Any:
+    def step(self, name: str, fn: Callable[[str], T], input: Any = None, policy: str = "safe",
+             reuse: bool = True) -> T:
         """Run `fn(idempotency_key)` as a durable step, or return what it returned before."""
         validate_step(name, policy)
         identity = (name, input_sha(input))
@@ -207,7 +211,7 @@ class Session:
             if resolution.kind == "result" and resolution.status in ("completed", "failed") \
                     and (reuse or policy != "safe"):
                 self._mark(call, "replay", resolution.seq)
-                return self._replay(call, resolution)
+                return cast(T, self._replay(call, resolution))  # what `fn` returned then, read back as JSON
             if resolution.kind == "outcome_unknown":
                 if not self._refused(slot):
                     return self._refuse(call, slot)
@@ -233,12 +237,12 @@ class Session:
         if self.call_notes:
             self.journal.add("note", sync=False, **self._ids(call), data={"call": what, "of": of})
 
-    def _refuse(self, call: Call, intent: JournalEntry) -> Any:
+    def _refuse(self, call: Call, intent: JournalEntry) -> NoReturn:
         self.journal.add("refused", sync=True, resolves=intent, **self._ids(call), key=intent.key,
                          policy=intent.policy, data={"message": unknown_message(call.name)})
         raise OutcomeUnknown(call.name)
 
-    def _execute(self, call: Call, fn: Callable[[str], Any], resume: JournalEntry | None) -> Any:
+    def _execute(self, call: Call, fn: Callable[[str], T], resume: JournalEntry | None) -> T:
         durable_first = call.policy != "safe"
         ids = self._ids(call)
         if resume is not None:
@@ -332,10 +336,17 @@ class Session:
 
     def mismatch(self, problem: str) -> None:
         """Halt: journal the mismatch, block the brief for a person, raise ReplayMismatch."""
-        self.journal.add("note", sync=True, data={"replay_mismatch": problem})
-        self.journal.claims.change(self.journal.brief, "block", desk=self.journal.desk, epoch=self.journal.epoch,
-                                   reason=f"replay mismatch: {problem}")
+        self.block(f"replay mismatch: {problem}", {"replay_mismatch": problem})
         raise ReplayMismatch(self.journal.brief, problem)
+
+    def block(self, reason: str, data: dict[str, Any] | None = None) -> None:
+        """Block the brief for a person: the claim change and its entry in one push, after all that is pending."""
+        self.journal.transition("block", "claim", {"action": "block", "reason": reason, **(data or {})},
+                                reason=reason)
+
+    def wait(self, on: str) -> None:
+        """Park the claim on a condition (`review`, say), with its entry, after all that is pending."""
+        self.journal.transition("wait", "wait", {"on": on}, wait={"on": on})
 
     def note(self, text: str, sync: bool = False) -> None:
         self.journal.add("note", sync=sync, data={"text": text})
@@ -358,15 +369,14 @@ class Session:
                 starts = 0
         if starts >= self.max_attempts:
             reason = f"{starts} runs in a row ended without finishing"
-            self.journal.add("note", sync=True, data={"blocked": reason})
-            self.journal.claims.change(self.journal.brief, "block", desk=self.journal.desk, epoch=self.journal.epoch,
-                                       reason=reason)
+            self.block(reason)
             raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
                               hint="inspect `assay journal`, fix the cause, then release the claim")
         self.journal.add("note", sync=True, data={"run": "start"})
 
-    def end_run(self) -> None:
-        self.journal.add("note", sync=True, data={"run": "end"})
+    def end_run(self, sync: bool = True) -> None:
+        """This run finished (sync=False: the note goes with the next push, a claim change say)."""
+        self.journal.add("note", sync=sync, data={"run": "end"})
 
     def stop_run(self, reason: str) -> None:
         """End this run early, not dead: it does not count towards blocking. Best effort (the forge may refuse)."""
@@ -393,7 +403,7 @@ def _sigterm_as_cancel() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def open_session(claims: Any, brief: str, desk: str, epoch: int, run: str | None = None,
+def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | None = None,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False) -> Session:
     """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given."""
     journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12])

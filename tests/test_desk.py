@@ -215,12 +215,12 @@ def test_journal_json_of_a_desk_run_is_complete(work: Forge, tmp_path: Path) -> 
 def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path) -> None:
     from assay.briefs import briefs_on_main
     from assay.claims import Claims
-    from assay.desk import Desk
     from assay.deskspec import DeskSpec
+    from assay.errors import Fenced
     from assay.forge.plain import PlainReviews
     from assay.git import ForgeGit
-    from assay.journal import Fenced
     from assay.steps import open_session
+    from assay.work import BriefWork
 
     publish(work, {"briefs/f.md": brief("F", [], "true")})
     git_port = ForgeGit(work.url)
@@ -233,10 +233,11 @@ def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path)
     session = open_session(claims, "f", "builder", 1)
     claims.force_release("f", "taken away", by="ops")
     claims.claim("f", "other")
-    desk = Desk(git_port, claims, reviews, DeskSpec(name="builder", command=("true",)), tmp_path / "state")
     f = next(b for b in briefs_on_main(git_port, main)[0] if b.id == "f")
+    pipeline = BriefWork(git_port, reviews, DeskSpec(name="builder", command=("true",)), tmp_path / "state", print,
+                     session, f, 1)
     with pytest.raises(Fenced):
-        desk._mark_ready(session, f, head)
+        pipeline._mark_ready(head)
     assert reviews.get("f") is not None and reviews.get("f").record.state == "draft"  # type: ignore[union-attr]
 
 

@@ -102,7 +102,8 @@ def test_a_fenced_agent_cannot_run_an_unsafe_effect(forge: Forge, ctx: dict[str,
     assert assay("claim", "alpha", "--desk", "d", "--forge", forge.url).code == 0  # epoch 2
     run = deploy(log, ctx)  # still says epoch 1
     assert run.code == 3 and "fenced" in run.err
-    assert lines(log) == [] and entries(forge.path, "alpha") == []
+    assert lines(log) == []
+    assert [(e["kind"], e["data"]["action"]) for e in entries(forge.path, "alpha")] == [("claim", "force-release")]
 
 
 def test_missing_context_is_bad_input(forge: Forge) -> None:
@@ -233,7 +234,7 @@ def test_replayed_refusals_keep_the_run_count(forge: Forge, ctx: dict[str, str],
 
 
 def test_a_credentialed_forge_url_is_stripped_for_the_command(ctx: dict[str, str], tmp_path: Path) -> None:
-    from assay.agent import scrubbed_env
+    from assay.envs import scrubbed_env
 
     env = scrubbed_env({"ASSAY_FORGE": "https://x-access-token:ghs_abc@github.com/o/r.git", "PATH": "/bin"})
     assert env["ASSAY_FORGE"] == "https://github.com/o/r.git"

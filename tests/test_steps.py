@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from assay.claims import Claims
-from assay.errors import NeedsPerson
+from assay.errors import Fenced, NeedsPerson
 from assay.git import ForgeGit
-from assay.journal import Fenced
 from assay.steps import OutcomeUnknown, ReplayMismatch, Session, StepFailed, open_session
 from tests.conftest import Forge
 from tests.journal_check import claim_chain, entries, invariants, journal_commits

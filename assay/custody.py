@@ -1,0 +1,100 @@
+"""Claim changes that desks and people make between runs, each journaled in the same atomic push.
+
+wait, wake, block, release and a person's forced release move the claim and append their journal
+entry together (`journal.transition_as`), so the journal never tells a story the claim lacks.
+Steering is an entry alone. Inside a run a desk uses `Journal.transition` on its own session.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from assay.claims import Claim, Claims, forced_reason
+from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
+from assay.journal import append_as_person, transition_as
+from assay.records import parse_iso
+
+_TIME = re.compile(r"time:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def parse_condition(on: str) -> str:
+    if on in ("review", "merge", "manual") or _TIME.fullmatch(on):
+        if on.startswith("time:"):
+            try:
+                parse_iso(on[5:])
+            except ValueError:
+                raise UsageError(f"{on[5:]!r} is not a real time", hint="use YYYY-MM-DDTHH:MM:SSZ, in UTC") from None
+        return on
+    raise UsageError(f"unknown wait condition {on!r}",
+                     hint="use review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ (UTC)")
+
+
+def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> Claim:
+    current = claims.read(brief)
+    if current is None:
+        raise IllegalTransition(brief, action, "absent", "nobody has claimed it")
+    if desk and current.record.desk != desk:
+        raise IllegalTransition(brief, action, current.record.state, f"it belongs to desk {current.record.desk!r}")
+    return current
+
+
+def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, epoch: int | None = None) -> Claim:
+    """Park a held brief on a condition: the claim stays, no process works on it.
+
+    With `epoch` (an agent's ASSAY_EPOCH), a process from an older epoch is fenced (exit 3).
+    """
+    condition = parse_condition(on)
+    r = _holder_claim(claims, brief, desk, "wait").record
+    return transition_as(claims, brief, "wait", "wait", {"on": condition, "by": by}, by, desk=r.desk,
+                         epoch=r.epoch if epoch is None else epoch, wait={"on": condition})
+
+
+def wake(claims: Claims, brief: str, by: str, desk: str | None = None, epoch: int | None = None) -> Claim:
+    """Wake a waiting brief; its desk resumes it from the journal on its next pass."""
+    r = _holder_claim(claims, brief, desk, "wake").record
+    return transition_as(claims, brief, "wake", "wake", {"by": by, "was": r.wait}, by, desk=r.desk,
+                         epoch=r.epoch if epoch is None else epoch)
+
+
+def block(claims: Claims, brief: str, desk: str, epoch: int, reason: str, by: str | None = None) -> Claim:
+    """Park a claim for a person, with the reason in the claim chain and the journal.
+
+    If the forge refuses the journal (a stale lock on it, say), the claim alone is blocked: a person
+    must see the brief stopped, with the reason, even when its journal cannot be written.
+    """
+    data = {"action": "block", "reason": reason}
+    try:
+        return transition_as(claims, brief, "block", "claim", data, by or desk, desk=desk, epoch=epoch, reason=reason)
+    except (ForgeRefused, RecordInvalid) as exc:
+        return claims.block(brief, desk, epoch, f"{reason} (not journaled: {exc.message})")
+
+
+def release(claims: Claims, brief: str, desk: str, outcome: str = "released", reason: str = "",
+            epoch: int | None = None, by: str | None = None) -> Claim:
+    """End a claim as released, done or abandoned; the next claim gets epoch + 1."""
+    data: dict[str, Any] = {"action": "release", "outcome": outcome, "reason": reason}
+    return transition_as(claims, brief, "release", "claim", data, by or desk, desk=desk, outcome=outcome,
+                         reason=reason, epoch=epoch)
+
+
+def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:
+    """A person takes a claim away; the reason and who did it stay in the chain and the journal.
+
+    A journal that holds junk does not stop a person: the claim alone is released then.
+    """
+    why = forced_reason(reason, by)
+    try:
+        return transition_as(claims, brief, "force_release", "claim", {"action": "force-release", "reason": why},
+                             by, reason=why)
+    except RecordInvalid as exc:
+        if exc.ref.startswith("refs/assay/claims/"):
+            raise
+        return claims.force_release(brief, f"{reason} (not journaled: {exc.message})", by)
+
+
+def steer(claims: Claims, brief: str, text: str, by: str) -> int:
+    """Journal guidance for the agent's next run (and every run after a recovery). Returns its seq."""
+    if not text.strip():
+        raise UsageError("steering text is empty", hint='assay steer BRIEF "what the agent should know"')
+    return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq

@@ -1,0 +1,148 @@
+"""One brief worked as durable steps, from its branch to a verified review the claim waits on.
+
+    branch (idempotent) -> worktree -> review (idempotent)
+    -> [agent (idempotent) -> push (idempotent, fenced) -> verify (safe)] x attempts
+    -> ready (idempotent, fenced) -> the claim waits on the review (with its entry)
+
+Every step is journaled, so a desk killed anywhere runs this again from the top
+and carries on from what the forge shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from assay.agent import AgentRun, run_agent
+from assay.briefs import Brief
+from assay.deskspec import DeskSpec
+from assay.envs import agent_env
+from assay.errors import Conflict, Fenced
+from assay.forge.base import IllegalReviewChange, Reviews
+from assay.git import ZERO, ForgeGit, RefUpdate, Signature
+from assay.steps import Session
+from assay.verify import verify
+
+Echo = Callable[[str], None]
+
+
+class BriefWork:
+    """The step pipeline of one brief at one epoch. Receives its ports and the session holding the claim."""
+
+    def __init__(self, git: ForgeGit, reviews: Reviews, spec: DeskSpec, state_dir: Path, echo: Echo,
+                 session: Session, brief: Brief, epoch: int) -> None:
+        self.git, self.reviews, self.spec, self.echo = git, reviews, spec, echo
+        self.session, self.brief, self.epoch = session, brief, epoch
+        self.branch_ref = f"refs/heads/assay/{brief.id}"
+        self.worktree = state_dir / "worktrees" / spec.name / brief.id
+        self.checkout = state_dir / "verify" / spec.name / brief.id
+        self.prompts = state_dir / "prompts"
+
+    def run(self, main: str) -> str:
+        """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
+        session, brief = self.session, self.brief
+        head = session.step("branch", lambda key: self._ensure_branch(main), policy="idempotent")
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
+        self.git.ensure_objects({self.branch_ref: tip})
+        self.git.worktree(self.worktree, tip)
+        session.step("review", lambda key: self._open_review(head), policy="idempotent")
+        feedback = ""
+        for attempt in range(1, self.spec.attempts + 1):
+            agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
+                                 input={"attempt": attempt}, policy="idempotent")  # intent on the forge first
+            head = session.step("push", lambda key: self._push(), input={"attempt": attempt}, policy="idempotent")
+            verdict = session.step("verify", partial(self._verify, head), input={"attempt": attempt, "head": head},
+                                   policy="safe")
+            if verdict["passed"] and agent["exit_code"] == 0:
+                break
+            feedback = f"Attempt {attempt} did not pass: agent exit {agent['exit_code']}; " + verdict["summary"]
+            self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {verdict['summary']}")
+        else:
+            reason = f"{self.spec.attempts} attempts failed verification"
+            session.block(reason)
+            self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
+            return "blocked"
+        session.step("ready", lambda key: self._mark_ready(head), input={"head": head}, policy="idempotent")
+        session.end_run(sync=False)
+        session.wait("review")  # the run's end, the entry and the claim change in one push
+        self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
+        return "waiting"
+
+    def _ensure_branch(self, main: str) -> str:
+        """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
+        if tip:
+            return tip
+        self.session.journal.add("note", sync=True, data={"branch": "created", "at_commit": main},
+                                 refs=[RefUpdate(self.branch_ref, main)])
+        return main
+
+    def _open_review(self, head: str) -> str:
+        return self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head).record.state
+
+    def _prompt(self, feedback: str) -> str:
+        brief = self.brief
+        steering = [str((e.data or {}).get("text", "")) for e in self.session.journal.entries if e.kind == "steer"]
+        parts = [f"# {brief.title}", "", brief.body, ""]
+        if brief.verify:
+            parts += ["## Verify rows (run by Assay from main's copy of this brief)", ""]
+            parts += [f"- {row.id}: `{row.run}` (expects exit {row.expect_exit})" for row in brief.verify] + [""]
+        if feedback:
+            parts += ["## Feedback", "", feedback, ""]
+        parts += ["## Steering", "", *steering]
+        return "\n".join(parts) + "\n"
+
+    def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
+        prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
+        return run_agent(self.git, self.spec, AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree,
+                                                       prompt_file), self.echo)
+
+    def _push(self) -> str:
+        """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
+        repo = self.git.worktree(self.worktree, "HEAD")
+        message = f"{self.brief.title}\n\nAssay-Brief: {self.brief.id}\nAssay-Epoch: {self.epoch}\n"
+        repo.commit_all(message, author=Signature.of(self.spec.name))
+        head = repo.head()
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
+        if tip and tip != head:
+            self.git.ensure_objects({self.branch_ref: tip})
+            if not self.git.is_ancestor(tip, head):
+                raise Conflict(f"{self.branch_ref} has commits that the worktree of {self.brief.id!r} lacks; "
+                               "not overwriting",
+                               hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
+                                    "desk again")
+        if tip != head:
+            self.session.journal.add("note", sync=True, data={"pushed": head},
+                                     refs=[RefUpdate(self.branch_ref, head, tip or ZERO)])
+        return head
+
+    def _verify(self, head: str, key: str) -> dict[str, Any]:
+        return verify(self.git, self.session, self.brief, head, self.checkout, self.spec.verify_timeout_s,
+                      agent_env(self.spec.env_allow, {}))
+
+    def _mark_ready(self, head: str) -> str:
+        """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot.
+
+        A review that a person merged meanwhile (the desk died after marking it ready, say) is
+        left as it is: the claim waits on it and the next pass settles it as done.
+        """
+        for _ in range(3):
+            try:
+                update = self.reviews.ready_update(self.brief.id, head)
+            except IllegalReviewChange as exc:
+                if exc.state == "merged":
+                    self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
+                    return "merged"
+                raise
+            if update is None:
+                return "ready"
+            try:
+                self.session.journal.add("note", sync=True, data={"review": "ready", "head": head}, refs=[update])
+                return "ready"
+            except Fenced:
+                raise
+            except Conflict:
+                continue  # the review moved (a comment, say): prepare again on its new tip
+        raise Conflict(f"the review of {self.brief.id!r} kept changing; not marked ready")
