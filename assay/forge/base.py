@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from assay.chain import InvalidRecord
 from assay.errors import Conflict
 from assay.git import RefUpdate
 from assay.records import ReviewRecord
@@ -35,13 +36,7 @@ class Review:
         return self.record.state
 
 
-@dataclass(frozen=True)
-class InvalidReview:
-    """A review ref whose record does not decode; listed, never fatal."""
-
-    ref: str
-    sha: str
-    problem: str
+InvalidReview = InvalidRecord  # a review ref whose record does not decode; listed, never fatal
 
 
 class IllegalReviewChange(Conflict):

@@ -13,10 +13,10 @@ import builtins
 import re
 import time
 
-from assay.crash import crash_point
-from assay.errors import Conflict, ForgeRefused, RecordInvalid, UsageError
+from assay import chain
+from assay.errors import UsageError
 from assay.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, Review
-from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, refusal_hint
+from assay.git import ForgeGit, RefUpdate, Signature
 from assay.records import (
     REVIEWS_PREFIX,
     ReviewComment,
@@ -98,24 +98,16 @@ class PlainReviews:
     def get(self, brief: str) -> Review | None:
         ref = review_ref(brief)
         tip = self.git.ls_remote(ref).get(ref)
-        return self._load(ref, tip) if tip else None
+        if not tip:
+            return None
+        return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
 
     def list(self) -> builtins.list[Review | InvalidReview]:
-        """Every review tip on the forge, by ref: one ls-remote, one fetch, one cat-file."""
-        tips = self.git.ls_remote(REVIEWS_PREFIX + "*")
-        self.git.ensure_objects(tips)
-        refs = sorted(tips)
-        out: builtins.list[Review | InvalidReview] = []
-        for ref, data in zip(refs, self.git.read_objects([f"{tips[r]}:review.json" for r in refs]), strict=True):
-            try:
-                out.append(Review(decode_review(data, ref), tips[ref]))
-            except RecordInvalid as exc:
-                out.append(InvalidReview(ref, tips[ref], exc.problem))
-        return out
-
-    def _load(self, ref: str, sha: str) -> Review:
-        self.git.ensure_objects({ref: sha})
-        return Review(decode_review(self.git.read_objects([f"{sha}:review.json"])[0], ref), sha)
+        """Every review tip on the forge, by ref (junk listed as invalid): one ls-remote, one fetch, one cat-file."""
+        good, bad = chain.read_tips(self.git, self.git.ls_remote(REVIEWS_PREFIX + "*"), REVIEWS_PREFIX,
+                                    "review.json", decode_review)
+        found: builtins.list[Review | InvalidReview] = [Review(record, sha) for record, sha in good]
+        return sorted([*found, *bad], key=lambda r: r.ref if isinstance(r, InvalidReview) else review_ref(r.brief))
 
     # -- changes --------------------------------------------------------------------
 
@@ -154,78 +146,67 @@ class PlainReviews:
 
     def merge(self, brief: str, by: str) -> Review:
         _name(by)
+        return chain.retrying(lambda _: self._merge_once(brief, by), f"merging {brief!r}")
+
+    def _merge_once(self, brief: str, by: str) -> Review:
+        """One try: main and the review ref in one atomic push, under leases on both."""
         ref = review_ref(brief)
-        for _ in range(3):
-            current = self.get(brief)
-            check_action(current.record if current else None, "merge", brief)
-            assert current is not None
-            record = current.record
-            base_ref, branch_ref = f"refs/heads/{record.base}", f"refs/heads/{record.branch}"
-            refs = self.git.ls_remote(ref, base_ref, branch_ref)
-            main, tip = refs.get(base_ref), refs.get(branch_ref)
-            if refs.get(ref) != current.sha:
-                continue  # the review changed between our two reads: look again
-            if not main or not tip:
-                missing = base_ref if not main else branch_ref
-                raise UsageError(f"cannot merge the review of {brief!r}: the forge has no {missing}",
-                                 hint=f"push {record.branch} to the forge first" if main else "")
-            if record.head and tip != record.head:
-                raise IllegalReviewChange(brief, "merge", record.state,
-                                          f"{record.branch} is at {tip[:10]}, not the {record.head[:10]} that was "
-                                          "marked ready; verify it and mark it ready again")
-            self.git.ensure_objects({base_ref: main, branch_ref: tip})
-            updates: list[RefUpdate] = []
-            if self.git.is_ancestor(tip, main):
-                merged = main  # nothing to merge: the branch is already in main
-            else:
-                tree = self.git.merge_tree(main, tip)
-                if tree is None:
-                    raise MergeConflict(brief, record.branch, record.base)
-                message = f"Merge {record.branch}: {record.title}\n\nAssay-Brief: {brief}\n"
-                merged = self.git.write_commit(tree, [main, tip], message, _signature(by), self.clock())
-                updates.append(RefUpdate(base_ref, merged, main))
-            after = review_transition(record, "merge", brief, at=self._now(), by=by, head=tip,
-                                      merged_commit=merged)
-            update = self._prepare(current, after, "merge", by)
-            crash_point("merge.before-push")
-            results = self.git.push([*updates, update], atomic=True)
-            crash_point("merge.after-push")
-            if all(r.ok for r in results.values()):
-                return Review(after, update.new)
-            if not any(r.status == "stale" for r in results.values()):
-                detail = "; ".join(f"{r.ref}: {r.detail}" for r in results.values() if not r.ok)
-                raise ForgeRefused(f"the forge refused the merge of {brief!r}: {detail}", hint=refusal_hint(detail))
-        raise Conflict(f"main or the review of {brief!r} kept moving while merging", hint="run the merge again")
+        current = self.get(brief)
+        check_action(current.record if current else None, "merge", brief)
+        assert current is not None
+        record = current.record
+        base_ref, branch_ref = f"refs/heads/{record.base}", f"refs/heads/{record.branch}"
+        refs = self.git.ls_remote(ref, base_ref, branch_ref)
+        main, tip = refs.get(base_ref), refs.get(branch_ref)
+        if refs.get(ref) != current.sha:
+            raise chain.Moved([ref])  # the review changed between our two reads: look again
+        if not main or not tip:
+            missing = base_ref if not main else branch_ref
+            raise UsageError(f"cannot merge the review of {brief!r}: the forge has no {missing}",
+                             hint=f"push {record.branch} to the forge first" if main else "")
+        if record.head and tip != record.head:
+            raise IllegalReviewChange(brief, "merge", record.state,
+                                      f"{record.branch} is at {tip[:10]}, not the {record.head[:10]} that was "
+                                      "marked ready; verify it and mark it ready again")
+        self.git.ensure_objects({base_ref: main, branch_ref: tip})
+        updates: list[RefUpdate] = []
+        if self.git.is_ancestor(tip, main):
+            merged = main  # nothing to merge: the branch is already in main
+        else:
+            tree = self.git.merge_tree(main, tip)
+            if tree is None:
+                raise MergeConflict(brief, record.branch, record.base)
+            message = f"Merge {record.branch}: {record.title}\n\nAssay-Brief: {brief}\n"
+            merged = self.git.write_commit(tree, [main, tip], message, Signature.of(by), self.clock())
+            updates.append(RefUpdate(base_ref, merged, main))
+        after = review_transition(record, "merge", brief, at=self._now(), by=by, head=tip, merged_commit=merged)
+        update = self._prepare(current, after, "merge", by)
+        chain.push(self.git, [*updates, update], "merge")
+        return Review(after, update.new)
 
     def _change(self, brief: str, action: str, by: str, **fields: str) -> Review:
         validate_brief_id(brief)
         _name(by)
-        for _ in range(3):
+
+        def attempt(_: int) -> Review:
             current = self.get(brief)
             before = current.record if current else None
             record = review_transition(before, action, brief, at=self._now(), by=by, **fields)
             if current is not None and record is before:
                 return current
             update = self._prepare(current, record, action, by, fields.get("text", ""))
-            crash_point("review.before-push", action)
-            result = self.git.push([update])[update.ref]
-            crash_point("review.after-push", action)
-            if result.ok:
-                return Review(record, update.new)
-            if result.status != "stale":
-                raise ForgeRefused(f"the forge refused the review update of {update.ref}: {result.detail}",
-                                   hint=refusal_hint(result.detail))
-        raise Conflict(f"the review of {brief!r} kept changing under {action.replace('_', ' ')}; try again")
+            chain.push(self.git, [update], "review", action)
+            return Review(record, update.new)
+
+        return chain.retrying(attempt, f"the review of {brief!r} ({action.replace('_', ' ')})")
 
     def _prepare(self, current: Review | None, record: ReviewRecord, action: str, by: str,
                  note: str = "") -> RefUpdate:
-        blob = self.git.write_blob(record.encode())
-        tree = self.git.write_tree([TreeEntry("review.json", blob)])
         message = f"assay: review {action.replace('_', '-')} {record.brief} -> {record.state}"
         if note:
             message += f"\n\n{note}"
-        commit = self.git.write_commit(tree, [current.sha] if current else [], message, _signature(by), self.clock())
-        return RefUpdate(review_ref(record.brief), commit, current.sha if current else ZERO)
+        return chain.commit(self.git, review_ref(record.brief), current.sha if current else None,
+                            {"review.json": record.encode()}, message, by, self.clock())
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())
@@ -241,7 +222,3 @@ def _name(by: str) -> str:
     if not by.strip() or any(c in by for c in "<>\n\r\0"):
         raise UsageError(f"invalid name {by!r}", hint="a name is non-empty text without <, > or line breaks")
     return by
-
-
-def _signature(by: str) -> Signature:
-    return Signature.of(by)
