@@ -50,14 +50,16 @@ def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, 
                          epoch=r.epoch if epoch is None else epoch, wait={"on": condition})
 
 
-def wake(claims: Claims, brief: str, by: str, desk: str | None = None, epoch: int | None = None) -> Claim:
+def wake(claims: Claims, brief: str, by: str, desk: str | None = None, epoch: int | None = None,
+         run: str = "") -> Claim:
     """Wake a waiting brief; its desk resumes it from the journal on its next pass."""
     r = _holder_claim(claims, brief, desk, "wake").record
-    return transition_as(claims, brief, "wake", "wake", {"by": by, "was": r.wait}, by, desk=r.desk,
+    return transition_as(claims, brief, "wake", "wake", {"by": by, "was": r.wait}, by, run, desk=r.desk,
                          epoch=r.epoch if epoch is None else epoch)
 
 
-def block(claims: Claims, brief: str, desk: str, epoch: int, reason: str, by: str | None = None) -> Claim:
+def block(claims: Claims, brief: str, desk: str, epoch: int, reason: str, by: str | None = None,
+          run: str = "") -> Claim:
     """Park a claim for a person, with the reason in the claim chain and the journal.
 
     If the forge refuses the journal (a stale lock on it, say), the claim alone is blocked: a person
@@ -65,16 +67,17 @@ def block(claims: Claims, brief: str, desk: str, epoch: int, reason: str, by: st
     """
     data = {"action": "block", "reason": reason}
     try:
-        return transition_as(claims, brief, "block", "claim", data, by or desk, desk=desk, epoch=epoch, reason=reason)
+        return transition_as(claims, brief, "block", "claim", data, by or desk, run, desk=desk, epoch=epoch,
+                             reason=reason)
     except (ForgeRefused, RecordInvalid) as exc:
         return claims.block(brief, desk, epoch, f"{reason} (not journaled: {exc.message})")
 
 
 def release(claims: Claims, brief: str, desk: str, outcome: str = "released", reason: str = "",
-            epoch: int | None = None, by: str | None = None) -> Claim:
+            epoch: int | None = None, by: str | None = None, run: str = "") -> Claim:
     """End a claim as released, done or abandoned; the next claim gets epoch + 1."""
     data: dict[str, Any] = {"action": "release", "outcome": outcome, "reason": reason}
-    return transition_as(claims, brief, "release", "claim", data, by or desk, desk=desk, outcome=outcome,
+    return transition_as(claims, brief, "release", "claim", data, by or desk, run, desk=desk, outcome=outcome,
                          reason=reason, epoch=epoch)
 
 

@@ -54,6 +54,7 @@ class Desk:
         self.echo = echo
         self.clock = clock
         self.holder = new_holder(spec.name)
+        self._run = f"desk:{spec.name}"  # how this desk's entries between runs name their writer
         self.poll_s = 5.0
         self._told: set[str] = set()  # findings already reported
         self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
@@ -133,7 +134,8 @@ class Desk:
             review = self.reviews.get(brief_id)
             state = review.record.state if review else "missing"
             if state == "merged":
-                custody.release(self.claims, brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch)
+                custody.release(self.claims, brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch,
+                                run=self._run)
                 self.echo(f"{self.spec.name}: {brief_id} merged -> done")
                 report.outcomes[brief_id] = "done"
                 return True
@@ -141,7 +143,7 @@ class Desk:
                 report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, "the review was closed")
                 return True
         elif on.startswith("time:") and self.clock() >= parse_iso(on[5:]).timestamp():
-            custody.wake(self.claims, brief_id, by=self.spec.name, desk=r.desk, epoch=r.epoch)
+            custody.wake(self.claims, brief_id, by=self.spec.name, desk=r.desk, epoch=r.epoch, run=self._run)
             return True
         return False
 
@@ -151,7 +153,7 @@ class Desk:
     def _closed_by_person(self, brief_id: str, epoch: int, why: str) -> str:
         """A person closed the review: block the brief rather than redo it; they decide what comes next."""
         reason = f"{why}; release the claim to have it redone, or remove the brief from main"
-        custody.block(self.claims, brief_id, self.spec.name, epoch, reason)
+        custody.block(self.claims, brief_id, self.spec.name, epoch, reason, run=self._run)
         self.echo(f"{self.spec.name}: {brief_id} blocked: {why}")
         return "blocked"
 
@@ -226,7 +228,7 @@ class Desk:
             return "interrupted"
         reason = f"the forge refused this brief's writes {count} times in a row: {exc.message} ({exc.hint})"
         try:
-            custody.block(self.claims, brief_id, self.spec.name, epoch, reason)
+            custody.block(self.claims, brief_id, self.spec.name, epoch, reason, run=self._run)
         except AssayError as again:
             self._trouble[brief_id][1] = math.inf  # nothing can be written for it: leave it to a person
             self.echo(f"{self.spec.name}: {brief_id} left for a person: {exc.message} ({exc.hint}); "

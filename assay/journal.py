@@ -287,19 +287,20 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
                      clock: Callable[[], float] = time.time) -> JournalEntry:
     """A person's entry (steering): the journal ref alone, under its lease. It changes no claim, so it
     needs none; it is stamped with the current claim's epoch (0 if the brief was never claimed)."""
-    return _append(claims, brief, kind, data, by, None, {}, clock)[0]
+    return _append(claims, brief, kind, data, by, f"person:{by}", None, {}, clock)[0]
 
 
 def transition_as(claims: Claims, brief: str, action: str, kind: str, data: dict[str, Any], by: str,
-                  clock: Callable[[], float] = time.time, **args: Any) -> Claim:
+                  run: str = "", clock: Callable[[], float] = time.time, **args: Any) -> Claim:
     """The claim transition `action` and its journal entry, written by a person or by a desk between runs,
-    in one atomic push of both refs under their leases."""
-    claim = _append(claims, brief, kind, data, by, action, args, clock)[1]
+    in one atomic push of both refs under their leases. `run` names the writer in the entry
+    (default `person:<by>`; a desk passes `desk:<name>`)."""
+    claim = _append(claims, brief, kind, data, by, run or f"person:{by}", action, args, clock)[1]
     assert claim is not None
     return claim
 
 
-def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str, action: str | None,
+def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str, run: str, action: str | None,
             args: dict[str, Any], clock: Callable[[], float]) -> tuple[JournalEntry, Claim | None]:
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
@@ -320,7 +321,7 @@ def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str
             claim = Claim(record, update.new)
         epoch = claim.record.epoch if claim else current.record.epoch if current else 0
         seq = (known.entries[-1].seq + 1) if known.entries else 1
-        entry = JournalEntry(seq=seq, epoch=epoch, kind=kind, at=utc_now_iso(clock()), run=f"person:{by}",
+        entry = JournalEntry(seq=seq, epoch=epoch, kind=kind, at=utc_now_iso(clock()), run=run,
                              data=data)
         updates.insert(0, chain.commit(git, jref, known.tip, {"entries.jsonl": _jsonl([entry])},
                                        _message(brief, [entry]), by, clock()))
