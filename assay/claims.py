@@ -195,7 +195,7 @@ class Claims:
 
     # -- writing --------------------------------------------------------------------
 
-    def sync(self) -> ForgeView:
+    def read_view(self) -> ForgeView:
         """Read every claim tip and main in one round trip, for callers that pick among many briefs."""
         refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF)
         self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF))
@@ -205,7 +205,7 @@ class Claims:
               holder: str = "", require_brief: bool = True) -> Claim:
         """Take `brief` for `desk`; exactly one of any number of racing callers wins.
 
-        After `sync()`, the first attempt trusts the synced tip: the lease on the push
+        After `read_view()`, the first attempt trusts the tip it saw: the lease on the push
         is the real check, and a stale view costs one re-read, never a double claim.
         """
         validate_brief_id(brief)

@@ -326,7 +326,7 @@ def desk_list(ports: Ports, as_json: bool) -> None:
     from assay.errors import UsageError
 
     claims = ports.claims
-    main = claims.sync().main
+    main = claims.read_view().main
     if not main:
         raise UsageError("the forge has no main branch", hint="push the repository's main to the forge first")
     specs, problems = desks_on_main(claims.git, main)

@@ -181,7 +181,7 @@ class Desk:
                 claim = self.claims.claim(brief.id, self.spec.name, self.spec.lease_s, holder=self.holder)
             except Conflict:
                 continue  # another desk won it: try the next one
-            except RecordInvalid as exc:  # junk appeared since the sync
+            except RecordInvalid as exc:  # junk appeared since the snapshot
                 self._tell_once(f"finding: leaving {brief.id} alone: {exc.message}")
                 continue
             self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
@@ -263,7 +263,7 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     from assay.config import state_dir_for
     from assay.deskspec import load_desk
 
-    spec = load_desk(ports.git, ports.claims.sync().main, name)
+    spec = load_desk(ports.git, ports.claims.read_view().main, name)
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

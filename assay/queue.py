@@ -37,7 +37,7 @@ class Snapshot:
 
 def read_snapshot(claims: Claims) -> Snapshot:
     """One ls-remote, one fetch and one cat-file batch for the claims, one batch for main's briefs."""
-    view = claims.sync()
+    view = claims.read_view()
     if not view.main:
         raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
     claims.git.ensure_objects({MAIN_REF: view.main})

@@ -82,7 +82,7 @@ def worker(mode: str, forge: str, desk: str, briefs: list[str], scratch: str) ->
         print("ready", flush=True)
         sys.stdin.readline()
         while True:
-            view = claims.sync()
+            view = claims.read_view()
             free = [b for b in briefs if CLAIMS_PREFIX + b not in view.tips]
             if not free:
                 break
@@ -159,7 +159,7 @@ def uncontended(forge: Path, tmp: Path, n: int) -> tuple[float, float, float]:
         t0 = time.perf_counter()
         cold.claim(f"b{2 * i:04d}", "solo")
         ours_cold.append(time.perf_counter() - t0)
-        synced.sync()
+        synced.read_view()
         t0 = time.perf_counter()
         synced.claim(f"b{2 * i + 1:04d}", "solo")
         ours_synced.append(time.perf_counter() - t0)

@@ -152,13 +152,13 @@ def test_a_stale_synced_view_never_double_claims(forge: Forge, claims: Claims) -
     from assay.git import ForgeGit
 
     other = Claims(ForgeGit(forge.url))
-    claims.sync()
+    claims.read_view()
     won = other.claim("alpha", "other")
     with pytest.raises(ClaimLost) as info:
         claims.claim("alpha", "mine")  # the view says absent; the lease says otherwise
     assert info.value.holder == won.record.holder
     other.release("alpha", "other")
-    claims.sync()
+    claims.read_view()
     other.claim("beta", "other")
     other.release("beta", "other")  # beta is a tombstone the view has not seen
     assert claims.claim("beta", "mine").record.epoch == 2
@@ -170,6 +170,6 @@ def test_a_synced_view_older_than_a_release_does_not_lose_the_claim(forge: Forge
 
     other = Claims(ForgeGit(forge.url))
     other.claim("gamma", "other")
-    claims.sync()  # sees gamma held
+    claims.read_view()  # sees gamma held
     other.release("gamma", "other")
     assert claims.claim("gamma", "mine").record.epoch == 2

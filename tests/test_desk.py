@@ -226,7 +226,7 @@ def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path)
     git_port = ForgeGit(work.url)
     claims, reviews = Claims(git_port), PlainReviews(git_port)
     claims.claim("f", "builder")
-    main = claims.sync().main
+    main = claims.read_view().main
     assert main is not None
     head = git("--git-dir", str(work.path), "rev-parse", "main").strip()
     reviews.open("f", "assay/f", "F", head)
