@@ -35,6 +35,8 @@ class UsageError(AssayError):
 
 
 class BriefIdInvalid(UsageError):
+    """A brief id that is not a safe file name and ref component."""
+
     def __init__(self, brief: str, problem: str) -> None:
         super().__init__(
             f"invalid brief id {brief!r}: {problem}",
@@ -56,6 +58,8 @@ class BriefInvalid(UsageError):
 
 
 class BriefNotFound(UsageError):
+    """The forge's main has no `briefs/<id>.md` for this brief (or the forge has no main)."""
+
     def __init__(self, brief: str, where: str) -> None:
         super().__init__(
             f"brief {brief!r} is not on {where}",
@@ -65,7 +69,7 @@ class BriefNotFound(UsageError):
 
 
 class ConfigInvalid(UsageError):
-    pass
+    """A configuration file (`.assay.yaml`, a desk definition) that does not parse or validate."""
 
 
 class RecordInvalid(AssayError):
@@ -109,6 +113,8 @@ class Fenced(Conflict):
 
 
 class ClaimLost(Conflict):
+    """Another holder has the brief: its claim is held, waiting or blocked, and not this caller's to take or change."""
+
     def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int) -> None:
         super().__init__(
             f"brief {brief!r} is {state} by desk {desk!r} (holder {holder}, epoch {epoch})",
@@ -122,6 +128,8 @@ class ClaimLost(Conflict):
 
 
 class IllegalTransition(Conflict):
+    """The claim's state does not allow this change (the transition table refused it); nothing was written."""
+
     def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
         msg = f"cannot {action} brief {brief!r}: its claim is {state}"
         super().__init__(msg + (f" ({why})" if why else ""))

@@ -61,6 +61,8 @@ class OutcomeUnknown(Refused):
 
 
 class ReplayMismatch(NeedsPerson):
+    """A replay asked for something other than what the journal recorded; the brief is blocked."""
+
     def __init__(self, brief: str, problem: str) -> None:
         super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
                          hint="the brief is now blocked; a person must inspect `assay journal` and release it")

@@ -40,6 +40,8 @@ InvalidReview = InvalidRecord  # a review ref whose record does not decode; list
 
 
 class IllegalReviewChange(Conflict):
+    """The review's state does not allow this change; nothing was written."""
+
     def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
         msg = f"cannot {action} the review of {brief!r}: it is {state}"
         super().__init__(msg + (f" ({why})" if why else ""))
@@ -49,6 +51,8 @@ class IllegalReviewChange(Conflict):
 
 
 class MergeConflict(Conflict):
+    """The branch does not merge cleanly into its base; nothing was written."""
+
     def __init__(self, brief: str, branch: str, base: str) -> None:
         super().__init__(f"{branch} does not merge cleanly into {base}; rebase it",
                          hint=f"rebase {branch} onto {base}, push it, then merge {brief!r} again")

@@ -1,0 +1,143 @@
+"""The docs are checked against the code: generated tables, module paths, dotted names and commands."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from types import ModuleType
+from typing import Any
+
+import click
+
+import assay
+from assay import docgen
+from tests.conftest import REPO
+
+DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
+_SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
+_FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
+_DOTTED = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])")
+NOT_CODE = {"agent.command"}  # a key of desks/<name>.yaml
+
+
+def _modules() -> dict[str, ModuleType]:
+    """Every module of the package, by its name without `assay.` (`forge.plain`)."""
+    out = {}
+    for info in pkgutil.walk_packages(assay.__path__, "assay."):
+        if not info.name.endswith("__main__"):
+            out[info.name.removeprefix("assay.")] = importlib.import_module(info.name)
+    return out
+
+
+def _spans(text: str) -> list[str]:
+    """Inline code spans, and the lines of fenced blocks."""
+    blocks = _FENCE.findall(text)
+    rest = _FENCE.sub("", text)
+    return [s.replace("\n", " ") for s in _SPAN.findall(rest)] + [ln for b in blocks for ln in b.splitlines()]
+
+
+def test_generated_tables_are_current() -> None:
+    stale = docgen.stale(REPO)
+    assert not stale, f"{', '.join(stale)}: generated tables are stale; run `python -m assay.docgen`"
+
+
+def test_every_generated_table_is_in_the_docs() -> None:
+    found = [name for path in DOCS for name in docgen.tables_in(path.read_text(encoding="utf-8"))]
+    assert sorted(found) == sorted(docgen.TABLES), "each table goes between its markers in exactly one doc"
+
+
+def test_a_table_between_markers_is_made_afresh() -> None:
+    text = "intro\n<!-- generated: claim-transitions -->\nold rows\n<!-- end generated -->\nafter\n"
+    made = docgen.regenerate(text)
+    assert "old rows" not in made and "| `force_release` |" in made and made.endswith("<!-- end generated -->\nafter\n")
+    assert docgen.regenerate(made) == made
+
+
+def test_the_module_files_the_docs_name_exist() -> None:
+    missing = []
+    for path in DOCS:
+        for name in re.findall(r"`([\w/]+\.py)`", path.read_text(encoding="utf-8")):
+            where = REPO / name if name.startswith(("assay/", "tests/", "benchmarks/")) else REPO / "assay" / name
+            if not where.is_file():
+                missing.append(f"{path.name}: {name}")
+    assert not missing, f"the docs name modules that do not exist: {missing}"
+
+
+def _resolve(obj: Any, parts: list[str], modules: dict[str, ModuleType]) -> bool:
+    for part in parts:
+        fields = getattr(obj, "__dataclass_fields__", {})
+        set_in_init = inspect.isclass(obj) and f"self.{part} = " in inspect.getsource(obj)
+        if hasattr(obj, part) or part in fields or set_in_init:
+            obj = getattr(obj, part, None)
+        elif inspect.ismodule(obj) and f"{obj.__name__.removeprefix('assay.')}.{part}" in modules:
+            obj = modules[f"{obj.__name__.removeprefix('assay.')}.{part}"]
+        else:
+            return False
+    return True
+
+
+def test_the_dotted_names_the_docs_use_exist() -> None:
+    modules = _modules()
+    classes = {name: cls for mod in modules.values() for name, cls in vars(mod).items()
+               if inspect.isclass(cls) and cls.__module__ == mod.__name__}
+    missing = []
+    for path in DOCS:
+        for span in _spans(path.read_text(encoding="utf-8")):
+            for token in _DOTTED.findall(span):
+                parts = token.removesuffix("()").split(".")
+                if parts[-1] in ("py", "md", "json", "jsonl", "yaml", "git", "log") or token in NOT_CODE:
+                    continue
+                if parts[0] == "assay":
+                    parts = parts[1:]
+                if parts[0] in modules:
+                    root: Any = modules[parts[0]]
+                elif parts[0] in classes:
+                    root = classes[parts[0]]
+                else:
+                    continue
+                if not _resolve(root, parts[1:], modules):
+                    missing.append(f"{path.name}: {token}")
+    assert not missing, f"the docs name things the code does not have: {sorted(set(missing))}"
+
+
+def _check_command(words: list[str]) -> str | None:
+    """None if `assay WORDS…` names real commands and options; else what is wrong."""
+    from assay.cli import cli
+
+    cmd: click.Command = cli
+    for word in words:
+        word = word.strip("[]").rstrip(",.;:)")
+        if word in ("--", "") or word.startswith(("<", "{", "…", "'", '"')) or word[:1].isupper():
+            return None
+        if word.startswith("-"):
+            if isinstance(cmd, click.Group) and cmd.name == "claim":
+                cmd = cmd.commands["take"]  # `assay claim --singleton …`
+            names = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
+            if word.split("=")[0] not in names:
+                return f"{cmd.name} has no option {word}"
+            continue
+        if not isinstance(cmd, click.Group):
+            continue  # an argument's value
+        alternatives = [w for w in word.split("|") if w]
+        if all(w in cmd.commands for w in alternatives):
+            cmd = cmd.commands[alternatives[0]]
+            if len(alternatives) > 1:
+                return None
+        elif cmd.name == "claim":
+            cmd = cmd.commands["take"]  # `assay claim BRIEF …`
+        else:
+            return f"no command {word!r} under {cmd.name}"
+    return None
+
+
+def test_the_commands_the_docs_show_exist() -> None:
+    wrong = []
+    for path in DOCS:
+        for span in _spans(path.read_text(encoding="utf-8")):
+            for m in re.finditer(r"(?<![\w./-])(?:\.venv/bin/)?assay ((?:[^\s#;&]+ ?)*)", span):
+                problem = _check_command(m[1].split())
+                if problem:
+                    wrong.append(f"{path.name}: `assay {m[1].strip()}`: {problem}")
+    assert not wrong, "\n".join(wrong)
