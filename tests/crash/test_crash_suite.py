@@ -22,6 +22,7 @@ CLEAN = {"prepare": 1, "charge": 1, "deploy": 1, "tick": 5, "notify": 1}
 CASES: dict[str, tuple[list[str], dict[str, int]]] = {
     "claim.before-push": (["claim.before-push"], CLEAN),
     "claim.after-push": (["claim.after-push"], CLEAN),
+    "takeover.before-push": (["claim.after-push", "takeover.before-push"], CLEAN),
     "takeover.after-push": (["claim.after-push", "takeover.after-push"], CLEAN),
     "journal.group-flush:prepare": (["journal.group-flush:prepare"], {**CLEAN, "prepare": 2}),
     "step.after-execute:prepare": (["step.after-execute:prepare"], {**CLEAN, "prepare": 2}),
@@ -29,6 +30,7 @@ CASES: dict[str, tuple[list[str], dict[str, int]]] = {
     "step.after-execute:charge": (["step.after-execute:charge"], {**CLEAN, "charge": 2}),
     "step.after-result:charge": (["step.after-result:charge"], CLEAN),
     "journal.before-push:deploy": (["journal.before-push:deploy"], CLEAN),
+    "journal.after-push:deploy": (["journal.after-push:deploy"], {**CLEAN, "check_deploy": 1}),
     "journal.after-intent:deploy": (["journal.after-intent:deploy"], {**CLEAN, "check_deploy": 1}),
     "step.before-execute:deploy": (["step.before-execute:deploy"], {**CLEAN, "check_deploy": 1}),
     "step.after-execute:deploy": (["step.after-execute:deploy"], {**CLEAN, "check_deploy": 1}),
