@@ -206,15 +206,31 @@ class ForgeGit:
         return refs
 
     def ensure_objects(self, refs: dict[str, str], force: bool = False) -> None:
-        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most."""
-        missing = [ref for ref, sha in refs.items() if force or not self.has_object(sha)]
+        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most.
+
+        The tips are fetched by object id: exactly what was read, and fast (git matches ref
+        names against the advertisement one by one, slow with thousands). A forge that does
+        not serve an id (it collected it, or refuses unadvertised wants) is asked by ref name.
+        """
+        missing = dict(refs) if force else self._missing(refs)
         if not missing:
             return
-        proc = self._git("fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-                         "--no-auto-maintenance", "-q", "--stdin", self.url, check=False,
-                         input="".join(f"{ref}\n" for ref in missing).encode())
+        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q",
+                "--stdin", self.url]
+        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(missing.values())).encode())
+        if by_id.returncode == 0:
+            return
+        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in missing).encode())
         if proc.returncode != 0:
             raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {_first_error(proc.stderr)}")
+
+    def _missing(self, refs: dict[str, str]) -> dict[str, str]:
+        """The refs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
+        unsure = {ref: sha for ref, sha in refs.items() if not (self.cache / "objects" / sha[:2] / sha[2:]).exists()}
+        if not unsure:
+            return {}
+        found = self.read_typed(list(unsure.values()))
+        return {ref: sha for (ref, sha), obj in zip(unsure.items(), found, strict=True) if obj is None}
 
     def has_object(self, sha: str) -> bool:
         if (self.cache / "objects" / sha[:2] / sha[2:]).exists():

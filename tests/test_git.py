@@ -171,3 +171,17 @@ def test_a_push_that_landed_and_was_built_upon_before_we_looked_is_ok(forge: For
     result = port.push([RefUpdate("refs/assay/j", sha)])["refs/assay/j"]
     assert result.ok and "built upon" in result.detail
     assert git("--git-dir", str(forge.path), "rev-parse", "refs/assay/j^").strip() == sha
+
+
+def test_tips_are_fetched_by_id_and_by_name_when_the_forge_lacks_one(port: ForgeGit, forge: Forge) -> None:
+    bare = ["--git-dir", str(forge.path)]
+    tree = subprocess.run(["git", *bare, "mktree"], input=b"", capture_output=True, check=True).stdout.decode().strip()
+    first = git(*bare, "commit-tree", tree, "-m", "first").strip()
+    git(*bare, "update-ref", "refs/t/a", first)
+    port.ensure_objects({"refs/t/a": first})  # by id: the forge advertises it
+    assert port.read_typed([first])[0] is not None
+    second = git(*bare, "commit-tree", tree, "-p", first, "-m", "second").strip()
+    git(*bare, "update-ref", "refs/t/a", second)
+    gone = "1" * 40  # a tip the forge no longer has (collected since it was read): fetched by name instead
+    port.ensure_objects({"refs/t/a": gone})
+    assert port.read_typed([second])[0] is not None
