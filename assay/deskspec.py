@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assay.briefs import Brief, Problem, main_folder
+from assay.briefs import Brief, Problem, compose_yaml, main_folder
 from assay.errors import ConfigInvalid
 from assay.git import ForgeGit
 from assay.records import MAIN_REF, check_tip
@@ -49,7 +49,7 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         problems.append(Problem(path, node.start_mark.line + 1 if node is not None else None, message, hint))
 
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return None, [Problem(path, mark.line + 1 if mark else None, "not valid YAML")]
