@@ -32,6 +32,9 @@ from assay.errors import ForgeError, NotATree
 
 ZERO = "0" * 40
 PUSH_TRIES = 3  # pushes of one update while racing writers hold ref locks
+MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
+LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
+PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
 PushStatus = Literal["ok", "stale", "rejected"]
 
 
@@ -163,6 +166,7 @@ class ForgeGit:
         self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
+        self._written = 0
         self._ensure_cache()
 
     # -- the local cache ----------------------------------------------------------
@@ -350,13 +354,38 @@ class ForgeGit:
         if os.path.exists(final):
             return sha
         tmp = f"{folder}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        fd = _create(tmp, folder)
         try:
             os.write(fd, zlib.compress(raw, 1))
         finally:
             os.close(fd)
         os.replace(tmp, final)
+        self._written += 1
+        if self._written % MAINTAIN_EVERY == 0:
+            self.maintain()
         return sha
+
+    def maintain(self) -> None:
+        """Keep the cache from growing loose files without bound, as `git gc --auto` would.
+
+        Loose objects go into a pack once there are more than `LOOSE_LIMIT` (estimated from one
+        fan-out folder, as git does); many packs are folded into one, keeping every object: the
+        cache has no refs, so nothing in it counts as reachable. Safe while other processes write:
+        a loose object is removed only once it is in a pack.
+        """
+        objects = self.cache / "objects"
+        sample = objects / "17"
+        loose = sum(1 for name in os.listdir(sample) if len(name) == 38) * 256 if sample.is_dir() else 0
+        if loose > LOOSE_LIMIT:  # by name: `git repack` would pack only what refs reach, and the cache has none
+            names = [d.name + f for d in objects.iterdir() if len(d.name) == 2 and d.is_dir()
+                     for f in os.listdir(d) if len(f) == 38]
+            packed = self._git("pack-objects", "-q", str(objects / "pack" / "pack"), check=False,
+                               input="".join(f"{n}\n" for n in names).encode())
+            if packed.returncode == 0:
+                self._git("prune-packed", "-q", check=False)
+        packs = objects / "pack"
+        if packs.is_dir() and sum(1 for n in os.listdir(packs) if n.endswith(".pack")) > PACK_LIMIT:
+            self._git("repack", "-a", "-d", "-q", "--keep-unreachable", "--no-write-bitmap-index", check=False)
 
     def write_blob(self, data: bytes) -> str:
         return self.write_object("blob", data)
@@ -525,6 +554,16 @@ def parse_tree(data: bytes) -> list[TreeEntry]:
         entries.append(TreeEntry(name, data[nul + 1:nul + 21].hex(), mode))
         i = nul + 21
     return entries
+
+
+def _create(path: str, folder: str) -> int:
+    """Open a new file in a fan-out folder, which a repack of the cache may have removed meanwhile."""
+    for _ in range(10):
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
 
 
 def _rmtree(path: Path) -> None:

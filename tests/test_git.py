@@ -185,3 +185,21 @@ def test_tips_are_fetched_by_id_and_by_name_when_the_forge_lacks_one(port: Forge
     gone = "1" * 40  # a tip the forge no longer has (collected since it was read): fetched by name instead
     port.ensure_objects({"refs/t/a": gone})
     assert port.read_typed([second])[0] is not None
+
+
+def test_the_cache_is_packed_as_it_grows_and_keeps_every_object(port: ForgeGit,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import assay.git as git_module
+
+    monkeypatch.setattr(git_module, "MAINTAIN_EVERY", 200)
+    monkeypatch.setattr(git_module, "LOOSE_LIMIT", 256)
+    monkeypatch.setattr(git_module, "PACK_LIMIT", 2)
+    shas = [port.write_blob(f"object {i}\n".encode()) for i in range(10)]
+    assert None not in port.read_typed(shas)  # a batch reader is running before the cache is packed
+    shas += [port.write_blob(f"object {i}\n".encode()) for i in range(10, 3000)]
+    loose = sum(len([n for n in os.listdir(d) if len(n) == 38]) for d in (port.cache / "objects").iterdir()
+                if len(d.name) == 2)
+    packs = [n for n in os.listdir(port.cache / "objects" / "pack") if n.endswith(".pack")]
+    assert loose < 3000 - 2000 and 1 <= len(packs) <= 2
+    found = port.read_typed(shas)
+    assert all(o is not None and o.data == f"object {i}\n".encode() for i, o in enumerate(found))
