@@ -250,3 +250,15 @@ def test_the_cli_reference_is_current() -> None:
 
     on_disk = (REPO / "docs" / "cli.md").read_text()
     assert on_disk == reference(), "docs/cli.md is stale: run `python -m assay.clidocs > docs/cli.md`"
+
+
+def test_a_large_table_is_plain_aligned_text_without_terminal_escapes(capsys: pytest.CaptureFixture[str]) -> None:
+    from assay import views
+
+    rows = [[(str(i), ""), ("held", "cyan"), (f"t\x1b[31m{i}\n", "")] for i in range(views.FAST_ROWS + 1)]
+    views.print_table(("n", "state", "title"), rows, right=frozenset({"n"}), title="big")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "big" and lines[1].split() == ["n", "state", "title"]
+    assert len(lines) == views.FAST_ROWS + 3
+    assert lines[2] == "  0  held   t?[31m0?" and lines[-1] == "500  held   t?[31m500?"
+    assert "\x1b" not in "".join(lines)
