@@ -1,3 +1,3 @@
-from assay.cli import main
+from assay.entry import main
 
 main()

@@ -1,5 +1,6 @@
 """The agent process: started with the brief as its prompt, an allow-listed environment and no forge
-credentials, its lease renewed by a heartbeat while it works, and killed when its desk loses the claim."""
+credentials, its lease renewed by a heartbeat while it works, its steps served by the desk over a local
+socket (`stepserver.py`), and killed when its desk loses the claim."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from assay.deskspec import DeskSpec
 from assay.envs import agent_env
 from assay.errors import AssayError, Conflict
 from assay.git import ForgeGit, strip_credentials
+from assay.stepserver import StepServer
 
 Echo = Callable[[str], None]
 TAIL = 4000
@@ -47,10 +49,11 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
     argv = [fill(part, values) for part in spec.command]
     if argv[0] == "python":
         argv[0] = sys.executable  # the scripted agent runs on this interpreter
+    steps = StepServer(git.url, git.cache.parent, run.brief.id, spec.name, run.epoch, run_id)
     env = agent_env(spec.env_allow, {
         "ASSAY_FORGE": strip_credentials(git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
         "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
-        "ASSAY_PROMPT_FILE": str(run.prompt_file)})
+        "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path)})
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
     heartbeat = Heartbeat(git, spec, run.brief.id, run.epoch, echo)
@@ -59,6 +62,7 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
         proc = subprocess.Popen(argv, cwd=run.worktree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, preexec_fn=_DIE_WITH_PARENT)
         heartbeat.start(proc)  # after the fork: no thread runs while the child is set up
+        steps.start()  # the agent's steps, served by this desk (it listened before the fork)
         assert proc.stdout is not None
         for line in proc.stdout:
             echo(f"  {run.brief.id} | {line.rstrip()}")
@@ -69,6 +73,7 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
         echo(f"{spec.name}: {tail}")
     finally:
         heartbeat.stop()
+        steps.stop()
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
             "run": run_id}
 

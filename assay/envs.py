@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 
 from assay.git import strip_credentials
+from assay.stepclient import SECRET_NAMES
 
-SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
 # What an agent is handed by its desk (set per run), and the settings of the `assay` it calls, passed when set.
 AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASSAY_RUN", "ASSAY_ATTEMPT",
-                 "ASSAY_PROMPT_FILE")
+                 "ASSAY_PROMPT_FILE", "ASSAY_SOCKET")
 AGENT_SETTINGS = ("ASSAY_CACHE_DIR", "ASSAY_GIT_TIMEOUT", "ASSAY_DEBUG", "ASSAY_CRASH_AT", "ASSAY_CRASH_SCOPE")
 
 

@@ -103,6 +103,7 @@ class Call:
     ordinal: int
     policy: str
     input: Any
+    writer: dict[str, Any] | None = None  # the process life running the effect, if not this process
 
 
 class Session:
@@ -183,11 +184,15 @@ class Session:
     # -- steps --------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[[str], T], input: Any = None, policy: str = "safe",
-             reuse: bool = True) -> T:
-        """Run `fn(idempotency_key)` as a durable step, or return what it returned before."""
+             reuse: bool = True, writer: dict[str, Any] | None = None) -> T:
+        """Run `fn(idempotency_key)` as a durable step, or return what it returned before.
+
+        `writer`: the life (`lives.Life.to_data()`) of the process that runs the effect when it is
+        not this one (an agent's `assay step run` served by its desk), so a repeat can tell if it runs.
+        """
         validate_step(name, policy)
         identity = (name, input_sha(input))
-        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input)
+        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer)
         self._calls[identity] = call.ordinal + 1
         interrupted = self._interrupted(identity)
         if interrupted is not None and _still_running(interrupted):
@@ -254,7 +259,7 @@ class Session:
         else:
             key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
             small_input = canonical(call.input)
-            data: dict[str, Any] = this_life().to_data()  # the writer, so a repeat can tell if it still runs
+            data: dict[str, Any] = dict(call.writer or this_life().to_data())  # so a repeat can tell if it runs
             if len(small_input) <= INLINE_LIMIT:
                 data["input"] = call.input
             intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,

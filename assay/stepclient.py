@@ -1,0 +1,167 @@
+"""The agent's fast path, agent side: `assay step run` / `assay step value` through the desk's socket.
+
+Imports next to nothing (no click, no git), so a journaled step costs little more than the
+desk's push. Anything it does not handle (context flags, help, no desk listening) returns None
+and the full command line takes over, talking to the forge directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+TAIL_BYTES = 4000
+# forge credentials, never passed to a journaled command (envs.py uses the same names)
+SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
+
+
+def main(argv: list[str]) -> int | None:
+    """`argv` after `assay`; an exit code, or None to fall back to the full CLI."""
+    path = os.environ.get("ASSAY_SOCKET")
+    if not path or argv[:1] != ["step"] or len(argv) < 2:
+        return None
+    if argv[1] == "run":
+        request = _parse_run(argv[2:])
+    elif argv[1] == "value":
+        request = _parse_value(argv[2:])
+    else:
+        return None
+    if request is None:
+        return None
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+    except OSError:
+        return None  # no desk listening (it stopped, or this is another machine): go to the forge
+    with conn, conn.makefile("rwb") as stream:
+        _send(stream, request)
+        return _converse(stream, request)
+
+
+def _converse(stream: Any, request: dict[str, Any]) -> int:
+    while True:
+        line = stream.readline()
+        if not line:
+            sys.stderr.write("error: the desk went away while serving this step\n"
+                             "hint: run it again; the journal knows whether it ran\n")
+            return 1
+        reply = json.loads(line)
+        if reply["do"] == "run":
+            crashing = bool(os.environ.get("ASSAY_CRASH_AT"))  # the crash suite's points, here where the effect runs
+            if crashing:
+                from assay.crash import crash_point
+
+                crash_point("step.before-execute", request["name"])
+            result = _run(request["argv"], reply["key"])
+            if crashing:
+                crash_point("step.after-execute", request["name"])
+            _send(stream, {"op": "done", "result": result})
+        elif reply["do"] == "error":
+            sys.stderr.write(f"error: {reply['message']}\n" + (f"hint: {reply['hint']}\n" if reply.get("hint") else ""))
+            return int(reply["code"])
+        elif "value" in reply:
+            sys.stdout.write(f"{reply['value']}\n")
+            return 0
+        else:
+            return _returned(request["name"], reply)
+
+
+def _returned(name: str, reply: dict[str, Any]) -> int:
+    result = reply.get("result")
+    if not isinstance(result, dict) or "exit_code" not in result:
+        sys.stderr.write(f"error: step {name!r} was recorded by something other than `assay step run`\n")
+        return 2
+    if not reply.get("ran"):  # a recorded result: show what it printed then, and say it did not run again
+        sys.stdout.write(str(result.get("tail", "")))
+        sys.stderr.write(f"assay: step {name!r} already completed (exit {result['exit_code']}); "
+                         "recorded result returned, not run again\n")
+    return int(result["exit_code"])
+
+
+def _parse_run(args: list[str]) -> dict[str, Any] | None:
+    """The options of `assay step run` that the fast path takes; None for anything else (e.g. --brief)."""
+    options: dict[str, Any] = {"op": "step", "name": "", "policy": "unsafe", "input": None, "fresh": False}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            options["argv"] = args[i + 1:]
+            break
+        if arg == "--fresh":
+            options["fresh"] = True
+        elif arg in ("--name", "--policy", "--input") and i + 1 < len(args):
+            options[arg[2:]] = args[i + 1]
+            i += 1
+        elif arg.startswith(("--name=", "--policy=", "--input=")):
+            key, _, value = arg[2:].partition("=")
+            options[key] = value
+        elif arg.startswith("-"):
+            return None
+        else:
+            options["argv"] = args[i:]
+            break
+        i += 1
+    options.setdefault("argv", [])
+    if options["input"] is None and options["argv"]:
+        options["input"] = json.dumps({"argv": options["argv"]})
+    options["life"] = _life()
+    return options
+
+
+def _parse_value(args: list[str]) -> dict[str, Any] | None:
+    if not args or args[0] not in ("now", "uuid", "random"):
+        return None
+    request: dict[str, Any] = {"op": "value", "kind": args[0], "bytes": 16}
+    rest = args[1:]
+    if rest[:1] == ["--bytes"] and len(rest) == 2 and rest[1].isdigit() and 1 <= int(rest[1]) <= 4096:
+        request["bytes"] = int(rest[1])
+    elif rest:
+        return None
+    return request
+
+
+def _run(argv: list[str], key: str) -> dict[str, Any]:
+    """Run the effect here, in the agent's process and directory, its output passed through."""
+    env = {k: v for k, v in os.environ.items() if not SECRET_NAMES.match(k)}
+    env["ASSAY_IDEMPOTENCY_KEY"] = key
+    started = time.monotonic()
+    tail = bytearray()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    except OSError as exc:
+        return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
+    assert proc.stdout is not None
+    out = proc.stdout
+    for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        tail += chunk
+        del tail[:-TAIL_BYTES]
+    code = proc.wait()
+    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
+            "tail": tail.decode("utf-8", "replace")}
+
+
+def _life() -> dict[str, Any]:
+    """This process's life, as `assay.lives` records it (host, pid, start, boot), without importing it."""
+    life: dict[str, Any] = {"host": os.uname().nodename, "pid": os.getpid()}
+    try:
+        with open(f"/proc/{os.getpid()}/stat") as fh:
+            stat = fh.read()
+        life["start"] = int(stat[stat.rindex(")") + 2:].split()[19])
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            life["boot"] = fh.read().strip()
+    except (OSError, ValueError, IndexError):
+        pass
+    return life
+
+
+def _send(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message).encode() + b"\n")
+    stream.flush()

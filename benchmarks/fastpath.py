@@ -1,0 +1,98 @@
+"""The agent's fast path: a whole `assay step run` process served by its desk, against raw git in the same run.
+
+    python benchmarks/fastpath.py [--rounds 30]
+
+A desk's step server (the one `assay desk run` starts for its agent) serves a claimed brief.
+Each round measures, interleaved, on the same forge:
+- the floor: one raw `git push` of a new commit (made just before, dated now) to a new ref;
+- the floor for two refs: one raw `git push --atomic` of two new commits with leases;
+- `assay step run --policy safe -- true` as a whole process (Python start-up included);
+- `assay step run --policy unsafe -- true` as a whole process (its intent and result are two pushes).
+Prints min / median / max of each, and each step's median ratio to its floor (target: a safe step's
+whole process <= 3x one raw push; the unsafe one, two pushes and a process start, is shown for scale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.claims import git, make_forge  # noqa: E402
+
+ZERO = "0" * 40
+
+
+def new_commit(repo: Path, tag: str) -> str:
+    """A commit made now (not at set-up), so the floor pays for no history the run has added."""
+    blob = git("hash-object", "-w", "--stdin", cwd=repo, input=f"{tag}-{time.time_ns()}".encode()).strip()
+    tree = git("mktree", cwd=repo, input=f"100644 blob {blob}\tx\n".encode()).strip()
+    return git("-c", "user.name=b", "-c", "user.email=b@x", "commit-tree", tree, "-m", tag, cwd=repo).strip()
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:6]} failed: {proc.stderr.decode()[-500:]}")
+    return elapsed * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=30)
+    opts = ap.parse_args()
+    from assay.claims import Claims
+    from assay.git import ForgeGit
+    from assay.stepserver import StepServer
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        os.environ["ASSAY_CACHE_DIR"] = str(tmp / "cache")
+        forge = make_forge(tmp, 1)
+        claims = Claims(ForgeGit(str(forge)))
+        claims.claim("b0000", "bench")
+        server = StepServer(str(forge), tmp / "cache", "b0000", "bench", 1, "run1")
+        server.start()
+        scratch = tmp / "scratch.git"
+        git("init", "-q", "--bare", str(scratch))
+        env = {**os.environ, "ASSAY_SOCKET": str(server.path), "ASSAY_BRIEF": "b0000", "ASSAY_DESK": "bench",
+               "ASSAY_EPOCH": "1", "ASSAY_RUN": "run1"}
+        step = [sys.executable, "-m", "assay", "step", "run"]
+        figures: dict[str, list[float]] = {"push": [], "push2": [], "safe": [], "unsafe": []}
+        for i in range(opts.rounds):
+            sha = new_commit(scratch, f"floor{i}")
+            figures["push"].append(timed(["git", "-C", str(scratch), "push", "-q",
+                                          f"--force-with-lease=refs/f/{i}:{ZERO}", str(forge), f"{sha}:refs/f/{i}"]))
+            a, b = new_commit(scratch, f"a{i}"), new_commit(scratch, f"b{i}")
+            figures["push2"].append(timed(["git", "-C", str(scratch), "push", "-q", "--atomic",
+                                           f"--force-with-lease=refs/g/{i}/a:{ZERO}",
+                                           f"--force-with-lease=refs/g/{i}/b:{ZERO}", str(forge),
+                                           f"{a}:refs/g/{i}/a", f"{b}:refs/g/{i}/b"]))
+            figures["safe"].append(timed([*step, "--name", f"s{i}", "--policy", "safe", "--", "true"], env))
+            figures["unsafe"].append(timed([*step, "--name", f"u{i}", "--policy", "unsafe", "--", "true"], env))
+        server.stop()
+        claims.git.close()
+    med = {k: statistics.median(v) for k, v in figures.items()}
+    print(f"git {git('--version').split()[-1]}, {os.cpu_count()} cores, {opts.rounds} interleaved rounds (ms)")
+    for key, label in (("push", "raw push, one ref"), ("push2", "raw atomic push, two refs"),
+                       ("safe", "`assay step run --policy safe -- true`"),
+                       ("unsafe", "`assay step run --policy unsafe -- true`")):
+        v = figures[key]
+        print(f"{label:44s} min {min(v):6.1f}  median {med[key]:6.1f}  max {max(v):6.1f}")
+    print(f"safe step process / one raw push:        {med['safe'] / med['push']:.2f} (target <= 3)")
+    print(f"unsafe step process / raw two-ref push:  {med['unsafe'] / med['push2']:.2f} (two pushes and a "
+          "process start; the step alone is in benchmarks/journal.py)")
+
+
+if __name__ == "__main__":
+    main()
