@@ -17,10 +17,11 @@ from typing import Any
 
 from assay.briefs import Brief
 from assay.claims import Claims
+from assay.credentials import strip_credentials
 from assay.deskspec import DeskSpec
 from assay.envs import agent_env
 from assay.errors import AssayError, Conflict
-from assay.git import ForgeGit, strip_credentials
+from assay.git import ForgeGit
 from assay.stepserver import StepServer
 
 Echo = Callable[[str], None]

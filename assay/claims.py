@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay import chain
+from assay.credentials import redact
 from assay.errors import (
     BriefNotFound,
     ClaimLost,
@@ -24,7 +25,7 @@ from assay.errors import (
     RecordInvalid,
     UsageError,
 )
-from assay.git import ForgeGit, RefUpdate, redact
+from assay.git import ForgeGit, RefUpdate
 from assay.lives import BOOT_PREFIX, Life, this_life
 from assay.records import (
     CLAIMS_PREFIX,

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 from assay import custody
 from assay.briefs import Brief
 from assay.claims import Claim, Claims, holder_life, new_holder
+from assay.credentials import redact
 from assay.deskspec import DeskSpec
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NeedsPerson, RecordInvalid
 from assay.forge.base import IllegalReviewChange, Reviews
-from assay.git import ForgeGit, redact
+from assay.git import ForgeGit
 from assay.lives import life_state
 from assay.queue import Snapshot, read_snapshot
 from assay.records import ClaimRecord, parse_iso

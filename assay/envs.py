@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from assay.git import strip_credentials
-from assay.stepclient import SECRET_NAMES
+from assay.credentials import SECRET_NAMES, strip_credentials
 
 # What an agent is handed by its desk (set per run), and the settings of the `assay` it calls, passed when set.
 AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASSAY_RUN", "ASSAY_ATTEMPT",

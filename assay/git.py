@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
+from assay.credentials import redact, strip_credentials
 from assay.errors import ForgeError, NotATree
 
 ZERO = "0" * 40
@@ -118,19 +119,6 @@ def run_git(args: Sequence[str], cwd: Path | None = None, input: bytes | None = 
     if check and proc.returncode != 0:
         raise ForgeError(f"git {args[0]} failed: {_first_error(proc.stderr)}")
     return proc
-
-
-_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
-
-
-def redact(text: str) -> str:
-    """Remove credentials embedded in URLs (`https://user:token@host` -> `https://***@host`)."""
-    return _CREDENTIALS.sub(r"\1***@", text)
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without a user:token part, for processes that must not see forge credentials."""
-    return _CREDENTIALS.sub(r"\1", url)
 
 
 def _remote_error(stderr: bytes) -> str:

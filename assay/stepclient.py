@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
+from assay.credentials import SECRET_NAMES
+
 TAIL_BYTES = 4000
-# forge credentials, never passed to a journaled command (envs.py uses the same names)
-SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
 
 
 def main(argv: list[str]) -> int | None:

@@ -63,6 +63,10 @@ class StepServer:
     def stop(self) -> None:
         """Stop serving; push what safe steps left pending (best effort: they are safe to redo)."""
         self._stop.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (closing alone does not, on Linux)
+        except OSError:
+            pass
         self._listener.close()
         for thread in self._threads:
             thread.join(timeout=5)

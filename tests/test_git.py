@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from assay.credentials import redact
 from assay.errors import ForgeError, NotATree
-from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain, redact
+from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
 from tests.conftest import Forge, git
 
 
