@@ -22,6 +22,7 @@ from assay.deskspec import DeskSpec
 from assay.envs import agent_env
 from assay.errors import AssayError, Conflict
 from assay.git import ForgeGit
+from assay.journal import JournalLog
 from assay.stepserver import StepServer
 
 Echo = Callable[[str], None]
@@ -38,6 +39,7 @@ class AgentRun:
     prompt: str
     worktree: Path
     prompt_file: Path
+    known: JournalLog | None = None  # the desk's read of the journal, where the agent's steps start from
 
 
 def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[str, Any]:
@@ -50,7 +52,7 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
     argv = [fill(part, values) for part in spec.command]
     if argv[0] == "python":
         argv[0] = sys.executable  # the scripted agent runs on this interpreter
-    steps = StepServer(git.url, git.cache.parent, run.brief.id, spec.name, run.epoch, run_id)
+    steps = StepServer(git.url, git.cache.parent, run.brief.id, spec.name, run.epoch, run_id, run.known)
     env = agent_env(spec.env_allow, {
         "ASSAY_FORGE": strip_credentials(git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
         "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),

@@ -126,10 +126,17 @@ class Journal:
 
     @classmethod
     def open(cls, claims: Claims, brief: str, desk: str, epoch: int, run: str,
-             clock: Callable[[], float] = time.time) -> Journal:
+             clock: Callable[[], float] = time.time, known: JournalLog | None = None) -> Journal:
+        """The journal as the forge has it now; with `known` (an earlier read), only what came since is read."""
         journal = cls(claims, brief, desk, epoch, run, clock)
+        if known is not None:
+            journal.entries, journal.commit_of, journal.tip = list(known.entries), dict(known.commit_of), known.tip
         journal.reload()
         return journal
+
+    def log(self) -> JournalLog:
+        """What this journal has read and written so far, for another reader to start from."""
+        return JournalLog(list(self.entries), dict(self.commit_of), self.tip)
 
     # -- reading ------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from assay.crash import crash_point
 from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
-from assay.journal import INLINE_LIMIT, Draft, Journal
+from assay.journal import INLINE_LIMIT, Draft, Journal, JournalLog
 from assay.lives import Life, is_running, this_life
 from assay.records import POLICIES, JournalEntry
 
@@ -411,9 +411,13 @@ def _sigterm_as_cancel() -> Iterator[None]:
 
 
 def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | None = None,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False) -> Session:
-    """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given."""
-    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12])
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False,
+                 known: JournalLog | None = None) -> Session:
+    """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given.
+
+    `known`: an earlier read of the journal (the desk's, for its agent's run), so only what came since is read.
+    """
+    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12], known=known)
     session = Session(journal, max_attempts, call_notes)
     if any(e.kind == "intent" and session._resolution(e) is None for e in journal.entries):
         crash_point("recovery.after-load")  # a recovery has read the journal and decided nothing yet

@@ -29,7 +29,7 @@ from assay.claims import Claims
 from assay.effects import check_effect
 from assay.errors import AssayError
 from assay.git import ForgeGit
-from assay.journal import MAX_PENDING_S
+from assay.journal import MAX_PENDING_S, JournalLog
 from assay.steps import Session, open_session
 
 
@@ -40,8 +40,9 @@ class ClientGone(BaseException):
 class StepServer:
     """Serves one agent run's steps. Receives the forge's URL and cache root (its own git port)."""
 
-    def __init__(self, url: str, cache_root: Path, brief: str, desk: str, epoch: int, run: str) -> None:
-        self.url, self.cache_root = url, cache_root
+    def __init__(self, url: str, cache_root: Path, brief: str, desk: str, epoch: int, run: str,
+                 known: JournalLog | None = None) -> None:
+        self.url, self.cache_root, self.known = url, cache_root, known
         self.brief, self.desk, self.epoch, self.run = brief, desk, epoch, run
         self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
         self.path = self._dir / "s"
@@ -149,7 +150,8 @@ class StepServer:
     def _open(self) -> Session:
         if self._session is None:
             self._claims = Claims(ForgeGit(self.url, self.cache_root))
-            self._session = open_session(self._claims, self.brief, self.desk, self.epoch, self.run)
+            self._session = open_session(self._claims, self.brief, self.desk, self.epoch, self.run,
+                                         known=self.known)
         return self._session
 
 
