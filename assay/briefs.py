@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,16 +168,28 @@ class _Unreadable(Exception):
         self.node = node
 
 
+@functools.cache
+def _constructor() -> Any:
+    """One safe constructor for every value (making one per value cost more than parsing)."""
+    import yaml
+
+    return yaml.SafeLoader(" ")
+
+
 def _scalar(node: Any) -> Any:
     import yaml
 
     if node is None:
         return None
+    constructor = _constructor()
     try:
-        return yaml.SafeLoader(" ").construct_object(node, deep=True)
+        return constructor.construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, TypeError) as exc:
         problem = getattr(exc, "problem", None) or str(exc)
         raise _Unreadable(node, f"cannot read this value: {problem}") from None
+    finally:  # it remembers what it built, by node: forget, or a long-running desk keeps every brief
+        constructor.constructed_objects.clear()
+        constructor.recursive_objects.clear()
 
 
 def _string(checker: _Checker, node: Any, name: str, required: bool = False,

@@ -218,7 +218,8 @@ class ForgeGit:
 
     def _missing(self, refs: dict[str, str]) -> dict[str, str]:
         """The refs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
-        unsure = {ref: sha for ref, sha in refs.items() if not (self.cache / "objects" / sha[:2] / sha[2:]).exists()}
+        objects = f"{self.cache}/objects/"
+        unsure = {ref: sha for ref, sha in refs.items() if not os.path.exists(f"{objects}{sha[:2]}/{sha[2:]}")}
         if not unsure:
             return {}
         found = self.read_typed(list(unsure.values()))
