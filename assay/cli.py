@@ -194,7 +194,7 @@ def step() -> None:
     """Journaled effects and recorded values, for agents (context from ASSAY_* variables)."""
 
 
-@step.command("run", context_settings={"ignore_unknown_options": True})
+@step.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--name", required=True, help="The step's name, e.g. deploy.")
 @click.option("--policy", type=click.Choice(["safe", "idempotent", "unsafe"]), default="unsafe", show_default=True,
               help="What recovery may do with an interrupted run of this step.")

@@ -84,14 +84,15 @@ def release(claims: Claims, brief: str, desk: str, outcome: str = "released", re
 def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:
     """A person takes a claim away; the reason and who did it stay in the chain and the journal.
 
-    A journal that holds junk does not stop a person: the claim alone is released then.
+    A journal that holds junk, or that the forge refuses (a stale lock), does not stop a person:
+    the claim alone is released then.
     """
     why = forced_reason(reason, by)
     try:
         return transition_as(claims, brief, "force_release", "claim", {"action": "force-release", "reason": why},
                              by, reason=why)
-    except RecordInvalid as exc:
-        if exc.ref.startswith("refs/assay/claims/"):
+    except (ForgeRefused, RecordInvalid) as exc:
+        if isinstance(exc, RecordInvalid) and exc.ref.startswith("refs/assay/claims/"):
             raise
         return claims.force_release(brief, f"{reason} (not journaled: {exc.message})", by)
 

@@ -9,7 +9,6 @@ neither stops the desk from working on everything else.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable
@@ -59,6 +58,7 @@ class Desk:
         self.poll_s = 5.0
         self._told: set[str] = set()  # findings already reported
         self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
+        self._refusals: dict[str, int] = {}  # brief -> passes in a row the forge refused its writes
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -119,7 +119,7 @@ class Desk:
         progressed = False
         for brief_id, claim in sorted(snapshot.claims.items()):
             r = claim.record
-            if r.state != "waiting" or not self._mine(r):
+            if r.state != "waiting" or not self._mine(r) or brief_id in self._resting():
                 continue
             try:
                 progressed = self._settle_one(brief_id, r, report) or progressed
@@ -127,6 +127,9 @@ class Desk:
                 self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
             except RecordInvalid as exc:  # a junk review: leave this brief waiting, settle the others
                 self._tell_once(f"finding: cannot settle {brief_id}: {exc.message}")
+            except ForgeRefused as exc:  # this brief's refs refuse writes: back off it, settle the others
+                self._rest(brief_id)
+                self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
         return progressed
 
     def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport) -> bool:
@@ -199,6 +202,7 @@ class Desk:
             session.begin_run()
             outcome = self._work(session, snapshot, brief, epoch)
             self._trouble.pop(brief.id, None)
+            self._refusals.pop(brief.id, None)
             return outcome
         except RecordInvalid as exc:  # junk on the forge: a finding; the desk works on the rest meanwhile
             self._rest(brief.id)
@@ -223,7 +227,8 @@ class Desk:
 
     def _refused(self, brief_id: str, epoch: int, exc: ForgeRefused) -> str:
         """The forge refuses this brief's writes: back off, and after `REFUSALS` in a row block it for a person."""
-        count = self._rest(brief_id)
+        self._rest(brief_id)
+        count = self._refusals[brief_id] = self._refusals.get(brief_id, 0) + 1
         if count < REFUSALS:
             self.echo(f"{self.spec.name}: {brief_id} interrupted ({count} of {REFUSALS}): {exc.message}")
             return "interrupted"
@@ -231,7 +236,7 @@ class Desk:
         try:
             custody.block(self.claims, brief_id, self.spec.name, epoch, reason, run=self._run)
         except AssayError as again:
-            self._trouble[brief_id][1] = math.inf  # nothing can be written for it: leave it to a person
+            self._trouble[brief_id][1] = time.monotonic() + MAX_REST_S  # nothing can be written: a person's turn
             self.echo(f"{self.spec.name}: {brief_id} left for a person: {exc.message} ({exc.hint}); "
                       f"blocking it failed too: {again.message}")
             return "interrupted"

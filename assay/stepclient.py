@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -33,31 +34,44 @@ def main(argv: list[str]) -> int | None:
         return None
     if request is None:
         return None
+    started: list[bool] = []
     try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(path)
-    except OSError:
-        return None  # no desk listening (it stopped, or this is another machine): go to the forge
-    with conn, conn.makefile("rwb") as stream:
-        _send(stream, request)
-        return _converse(stream, request)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(path)
+            with conn.makefile("rwb") as stream:
+                _send(stream, request)
+                return _converse(stream, request, started)
+    except (OSError, ValueError):
+        if not started:
+            return None  # no desk listening, or it went before the step began: go to the forge
+        return _desk_gone()
 
 
-def _converse(stream: Any, request: dict[str, Any]) -> int:
+def _desk_gone() -> int:
+    sys.stderr.write("error: the desk went away while serving this step\n"
+                     "hint: run it again; the journal knows whether it ran\n")
+    return 1
+
+
+def _converse(stream: Any, request: dict[str, Any], started: list[bool]) -> int:
     while True:
         line = stream.readline()
         if not line:
-            sys.stderr.write("error: the desk went away while serving this step\n"
-                             "hint: run it again; the journal knows whether it ran\n")
-            return 1
+            return _desk_gone() if started else 1
         reply = json.loads(line)
         if reply["do"] == "run":
+            started.append(True)
             crashing = bool(os.environ.get("ASSAY_CRASH_AT"))  # the crash suite's points, here where the effect runs
             if crashing:
                 from assay.crash import crash_point
 
                 crash_point("step.before-execute", request["name"])
             result = _run(request["argv"], reply["key"])
+            if isinstance(result, int):  # SIGTERM or Ctrl-C: the command is stopped; the desk records it
+                _send(stream, {"op": "cancelled"})
+                stream.readline()
+                sys.stderr.write("cancelled; the step's end is recorded in the journal\n")
+                return result
             if crashing:
                 crash_point("step.after-execute", request["name"])
             _send(stream, {"op": "done", "result": result})
@@ -118,31 +132,55 @@ def _parse_value(args: list[str]) -> dict[str, Any] | None:
         return None
     request: dict[str, Any] = {"op": "value", "kind": args[0], "bytes": 16}
     rest = args[1:]
-    if rest[:1] == ["--bytes"] and len(rest) == 2 and rest[1].isdigit() and 1 <= int(rest[1]) <= 4096:
-        request["bytes"] = int(rest[1])
+    if rest[:1] == ["--bytes"] and len(rest) == 2:
+        rest = [f"--bytes={rest[1]}"]
+    if len(rest) == 1 and rest[0].startswith("--bytes=") and rest[0][8:].isdigit() and 1 <= int(rest[0][8:]) <= 4096:
+        request["bytes"] = int(rest[0][8:])
     elif rest:
         return None
     return request
 
 
-def _run(argv: list[str], key: str) -> dict[str, Any]:
-    """Run the effect here, in the agent's process and directory, its output passed through."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAMES.match(k)}
+def _run(argv: list[str], key: str) -> dict[str, Any] | int:
+    """Run the effect here, in the agent's process and directory, its output passed through.
+
+    A nested `assay step` in the command goes to the forge (no ASSAY_SOCKET): its desk is busy
+    serving this one. SIGTERM or Ctrl-C stops the command and returns the exit code to end with.
+    """
+    env = {k: v for k, v in os.environ.items() if not SECRET_NAMES.match(k) and k != "ASSAY_SOCKET"}
     env["ASSAY_IDEMPOTENCY_KEY"] = key
     started = time.monotonic()
     tail = bytearray()
+    stopped: list[int] = []
+    running: list[subprocess.Popen[bytes]] = []
+
+    def stop(signum: int, frame: object) -> None:
+        stopped.append(128 + signum)
+        for proc in running:
+            proc.terminate()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}  # before the command
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    except OSError as exc:
-        return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
-    assert proc.stdout is not None
-    out = proc.stdout
-    for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.buffer.flush()
-        tail += chunk
-        del tail[:-TAIL_BYTES]
-    code = proc.wait()
+        try:
+            running.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env))
+        except OSError as exc:
+            return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
+        proc = running[0]
+        if stopped:
+            proc.terminate()
+        out = proc.stdout
+        assert out is not None
+        for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            tail += chunk
+            del tail[:-TAIL_BYTES]
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped:
+        return stopped[0]
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
             "tail": tail.decode("utf-8", "replace")}
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from assay.claims import Claims
 from assay.effects import check_effect
-from assay.errors import AssayError
+from assay.errors import AssayError, Cancelled
 from assay.git import ForgeGit
 from assay.journal import MAX_PENDING_S, JournalLog
 from assay.steps import Session, open_session
@@ -54,6 +54,7 @@ class StepServer:
         self._session: Session | None = None
         self._claims: Claims | None = None
         self._threads: list[threading.Thread] = []
+        self._open_conns: set[socket.socket] = set()
 
     def start(self) -> None:
         for target in (self._accept, self._flusher):
@@ -62,24 +63,37 @@ class StepServer:
             self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop serving; push what safe steps left pending (best effort: they are safe to redo)."""
+        """Stop serving at once. A step still in flight is cut off: its intent stays unresolved, as if
+        its client had been killed. What safe steps left pending is pushed (best effort: safe to redo)."""
         self._stop.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (closing alone does not, on Linux)
-        except OSError:
-            pass
+        for sock in (self._listener, *self._open_conns):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes accept() and readline() (closing alone does not)
+            except OSError:
+                pass
         self._listener.close()
         for thread in self._threads:
             thread.join(timeout=5)
-        with self._lock:
-            if self._session is not None:
-                try:
-                    self._session.flush()
-                except AssayError:
-                    pass
-            if self._claims is not None:
-                self._claims.git.close()
+        if self._lock.acquire(timeout=10):
+            try:
+                self._discard(flush=True)
+            finally:
+                self._lock.release()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _discard(self, flush: bool) -> None:
+        """Drop the session (the next call reads the journal afresh), pushing what it left pending if asked.
+
+        After any failure the session is dropped, so that drafts of a failed push never ride a later one.
+        """
+        if self._session is not None and flush:
+            try:
+                self._session.flush()
+            except AssayError:
+                pass
+        if self._claims is not None:
+            self._claims.git.close()
+        self._session, self._claims = None, None
 
     # -- serving ------------------------------------------------------------------------
 
@@ -99,20 +113,34 @@ class StepServer:
                     try:
                         self._session.flush()
                     except AssayError:
-                        pass  # the next call, or stop(), tries again; a fenced desk stops its agent anyway
+                        self._discard(flush=False)  # safe entries only: redone if ever asked for again
 
     def _serve(self, conn: socket.socket) -> None:
+        self._open_conns.add(conn)
         with conn, conn.makefile("rwb") as stream:
             try:
                 request = json.loads(stream.readline() or b"{}")
                 with self._lock:
-                    reply = self._answer(request, stream)
+                    if self._stop.is_set():
+                        raise ClientGone()
+                    try:
+                        reply = self._answer(request, stream)
+                    except ClientGone:
+                        self._discard(flush=True)  # the gone client's intent goes on the forge: a repeat sees it
+                        raise
+                    except BaseException:
+                        self._discard(flush=False)  # what a failed push carried never rides a later one
+                        raise
             except ClientGone:
                 return
+            except Cancelled:
+                reply = {"do": "error", "code": 143, "message": "cancelled; the step's end is recorded", "hint": ""}
             except AssayError as exc:
                 reply = {"do": "error", "code": exc.code, "message": exc.message, "hint": exc.hint}
             except (ValueError, OSError) as exc:
                 reply = {"do": "error", "code": 1, "message": f"bad request to the desk: {exc}", "hint": ""}
+            finally:
+                self._open_conns.discard(conn)
             try:
                 _send(stream, reply)
             except OSError:
@@ -128,6 +156,7 @@ class StepServer:
                 value = session.uuid()
             else:
                 value = session.random_bytes(int(request.get("bytes", 16))).hex()
+            session.flush()  # recorded before it is used: a replay must get this very value
             return {"do": "return", "value": value}
         effect = check_effect(str(request.get("name", "")), str(request.get("policy", "unsafe")),
                               request.get("input"), list(request.get("argv") or []), bool(request.get("fresh")))
@@ -139,7 +168,10 @@ class StepServer:
             line = stream.readline()
             if not line:
                 raise ClientGone()
-            return dict(json.loads(line).get("result") or {})
+            message = json.loads(line)
+            if message.get("op") == "cancelled":  # SIGTERM or Ctrl-C reached the client mid-effect
+                raise Cancelled()
+            return dict(message.get("result") or {})
 
         result = session.step(effect.name, remote, input=effect.input, policy=effect.policy,
                               reuse=not effect.fresh, writer=request.get("life"))
@@ -151,7 +183,7 @@ class StepServer:
         if self._session is None:
             self._claims = Claims(ForgeGit(self.url, self.cache_root))
             self._session = open_session(self._claims, self.brief, self.desk, self.epoch, self.run,
-                                         known=self.known)
+                                         call_notes=True, known=self.known)  # notes: a reopened one counts
         return self._session
 
 
