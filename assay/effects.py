@@ -16,9 +16,8 @@ from typing import Any
 
 from assay.envs import scrubbed_env
 from assay.errors import Cancelled, UsageError
+from assay.stepclient import relay
 from assay.steps import Session, canonical, validate_step
-
-TAIL_BYTES = 4000
 
 
 @dataclass(frozen=True)
@@ -119,26 +118,17 @@ def _run_command(argv: list[str], key: str) -> dict[str, Any]:
     env = scrubbed_env()
     env["ASSAY_IDEMPOTENCY_KEY"] = key
     started = time.monotonic()
-    tail = bytearray()
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     except OSError as exc:
         return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
-    assert proc.stdout is not None
     try:
-        out = proc.stdout
-        for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-            tail += chunk
-            del tail[:-TAIL_BYTES]
-        code = proc.wait()
+        code, tail = relay(proc)
     except (KeyboardInterrupt, Cancelled):
         proc.terminate()
         proc.wait()
         raise
-    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
-            "tail": tail.decode("utf-8", "replace")}
+    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail}
 
 
 def _flush_quietly(session: Session) -> None:

@@ -150,7 +150,6 @@ def _run(argv: list[str], key: str) -> dict[str, Any] | int:
     env = {k: v for k, v in os.environ.items() if not SECRET_NAMES.match(k) and k != "ASSAY_SOCKET"}
     env["ASSAY_IDEMPOTENCY_KEY"] = key
     started = time.monotonic()
-    tail = bytearray()
     stopped: list[int] = []
     running: list[subprocess.Popen[bytes]] = []
 
@@ -168,21 +167,26 @@ def _run(argv: list[str], key: str) -> dict[str, Any] | int:
         proc = running[0]
         if stopped:
             proc.terminate()
-        out = proc.stdout
-        assert out is not None
-        for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-            tail += chunk
-            del tail[:-TAIL_BYTES]
-        code = proc.wait()
+        code, text = relay(proc)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if stopped:
         return stopped[0]
-    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
-            "tail": tail.decode("utf-8", "replace")}
+    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": text}
+
+
+def relay(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+    """Pass a command's output through as it comes; its exit code and the last `TAIL_BYTES` of output."""
+    out = proc.stdout
+    assert out is not None
+    tail = bytearray()
+    for chunk in iter(lambda: os.read(out.fileno(), 65536), b""):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        tail += chunk
+        del tail[:-TAIL_BYTES]
+    return proc.wait(), tail.decode("utf-8", "replace")
 
 
 def _life() -> dict[str, Any]:
