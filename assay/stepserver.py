@@ -55,6 +55,7 @@ class StepServer:
         self._claims: Claims | None = None
         self._threads: list[threading.Thread] = []
         self._open_conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()  # the set is changed by serving threads while stop() reads it
 
     def start(self) -> None:
         for target in (self._accept, self._flusher):
@@ -66,7 +67,9 @@ class StepServer:
         """Stop serving at once. A step still in flight is cut off: its intent stays unresolved, as if
         its client had been killed. What safe steps left pending is pushed (best effort: safe to redo)."""
         self._stop.set()
-        for sock in (self._listener, *self._open_conns):
+        with self._conns_lock:
+            open_now = [self._listener, *self._open_conns]
+        for sock in open_now:
             try:
                 sock.shutdown(socket.SHUT_RDWR)  # wakes accept() and readline() (closing alone does not)
             except OSError:
@@ -116,7 +119,8 @@ class StepServer:
                         self._discard(flush=False)  # safe entries only: redone if ever asked for again
 
     def _serve(self, conn: socket.socket) -> None:
-        self._open_conns.add(conn)
+        with self._conns_lock:
+            self._open_conns.add(conn)
         with conn, conn.makefile("rwb") as stream:
             try:
                 request = json.loads(stream.readline() or b"{}")
@@ -140,7 +144,8 @@ class StepServer:
             except (ValueError, OSError) as exc:
                 reply = {"do": "error", "code": 1, "message": f"bad request to the desk: {exc}", "hint": ""}
             finally:
-                self._open_conns.discard(conn)
+                with self._conns_lock:
+                    self._open_conns.discard(conn)
             try:
                 _send(stream, reply)
             except OSError:
