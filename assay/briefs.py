@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -363,24 +365,79 @@ def main_folder(git: ForgeGit, main: str, folder: str) -> tuple[list[TreeEntry],
 
 
 def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]]:
-    """Every brief on the forge's `main` at commit `main` (one cat-file batch), with its problems."""
+    """Every brief on the forge's `main` at commit `main` (one cat-file batch), with its problems.
+
+    A brief already parsed (same blob, same file name) is taken from the cache's `PARSED` file:
+    a pass over 10,000 unchanged briefs parses none of them.
+    """
     git.ensure_objects({MAIN_REF: main})
     tree, problems = main_folder(git, main, BRIEFS_DIR)
     files = sorted(e for e in tree if e.name.endswith(".md") and e.name.lower() != "readme.md")
-    texts = git.read_objects([e.sha for e in files])
+    cache_path = git.cache / PARSED
+    known = _load_parsed(cache_path)
+    raw: dict[str, dict[str, Any]] = {}
+    results: dict[str, tuple[Brief | None, list[Problem]]] = {}
+    for key in (f"{e.sha}:{e.name}" for e in files):
+        if key in known:
+            try:
+                results[key], raw[key] = _from_parsed(known[key]), known[key]
+            except (TypeError, KeyError, ValueError):
+                pass  # written by another version, or damaged: parsed again below
+    todo = [e for e in files if f"{e.sha}:{e.name}" not in results]
+    for entry, data in zip(todo, git.read_objects([e.sha for e in todo]), strict=True):
+        key = f"{entry.sha}:{entry.name}"
+        raw[key] = _parse_file(entry.name, data)
+        results[key] = _from_parsed(raw[key])
+    if todo or len(raw) != len(known):
+        _save_parsed(cache_path, raw)  # only what main has now: the file never outgrows the folder
     briefs: list[Brief] = []
-    for entry, data in zip(files, texts, strict=True):
-        path = f"{BRIEFS_DIR}/{entry.name}"
-        try:
-            text = (data or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            problems.append(Problem(path, None, "the file is not UTF-8 text"))
-            continue
-        brief, found = check_brief(text, path, entry.name.removesuffix(".md"))
+    for entry in files:
+        brief, found = results[f"{entry.sha}:{entry.name}"]
         problems += found
         if brief:
             briefs.append(brief)
     return briefs, problems + check_links(briefs)
+
+
+PARSED = "briefs-parsed.v1.json"  # in the forge's cache: blob:name -> the brief, or its problems
+
+
+def _parse_file(name: str, data: bytes | None) -> dict[str, Any]:
+    path = f"{BRIEFS_DIR}/{name}"
+    try:
+        text = (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return {"problems": [asdict(Problem(path, None, "the file is not UTF-8 text"))]}
+    brief, found = check_brief(text, path, name.removesuffix(".md"))
+    return {"brief": asdict(brief) if brief else None, "problems": [asdict(p) for p in found]}
+
+
+def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
+    raw = item.get("brief")
+    brief = None
+    if raw is not None:
+        rows = tuple(VerifyRow(**row) for row in raw["verify"])
+        brief = Brief(**{**raw, "depends_on": tuple(raw["depends_on"]), "labels": tuple(raw["labels"]),
+                         "verify": rows})
+    return brief, [Problem(**p) for p in item.get("problems", [])]
+
+
+def _load_parsed(path: Path) -> dict[str, dict[str, Any]]:
+    """The cache of parsed briefs; empty if absent or unreadable (it is only ever a shortcut)."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in loaded.items() if isinstance(v, dict)} if isinstance(loaded, dict) else {}
+
+
+def _save_parsed(path: Path, parsed: dict[str, dict[str, Any]]) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(parsed), encoding="utf-8")
+        os.replace(tmp, path)  # whole or not at all; the last of racing writers wins, each one complete
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 SKELETON = """---

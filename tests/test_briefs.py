@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from assay.briefs import check_brief, lint_folder, parse_brief
 from assay.errors import BriefInvalid
-from tests.conftest import assay
+from tests.conftest import Forge, assay
 
 GOOD = """---
 title: Fix the login redirect
@@ -109,3 +110,31 @@ def test_brief_lint_cli_prints_file_and_line_and_exits_2(tmp_path: Path) -> None
     (tmp_path / "briefs" / "x.md").unlink()
     ok = assay("brief", "lint", cwd=tmp_path)
     assert ok.code == 0 and "1 brief ok" in ok.out
+
+
+def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_miss(forge: Forge) -> None:
+    from assay.briefs import PARSED, briefs_on_main
+    from assay.git import ForgeGit
+
+    forge.add_brief("bad", "---\ntitle: [x\n---\n")
+    forge.add_brief("deps", "---\ntitle: Deps\ndepends_on: [alpha]\nlabels: [web]\nverify:\n"
+                            "  - id: t\n    run: \"true\"\n---\nBody.\n")
+    port = ForgeGit(forge.url)
+    main = port.ls_remote("refs/heads/main")["refs/heads/main"]
+    cold = briefs_on_main(port, main)
+    assert (port.cache / PARSED).exists()
+    assert briefs_on_main(port, main) == cold  # warm: from the cache, the same briefs and problems
+    cached = json.loads((port.cache / PARSED).read_text())
+    key = next(k for k in cached if k.endswith(":deps.md"))
+    cached[key]["brief"]["title"] = "read from the cache"
+    (port.cache / PARSED).write_text(json.dumps(cached))
+    assert next(b.title for b in briefs_on_main(port, main)[0] if b.id == "deps") == "read from the cache"
+    (port.cache / PARSED).write_text('{"junk": 1, "' + next(iter(json.loads((port.cache / PARSED).read_text())))
+                                     + '": {"brief": {"id": 3}}}')
+    assert briefs_on_main(port, main) == cold
+    (port.cache / PARSED).write_text("not json")
+    assert briefs_on_main(port, main) == cold
+    forge.add_brief("deps", "---\ntitle: Deps, renamed\n---\n")
+    main = port.ls_remote("refs/heads/main")["refs/heads/main"]
+    assert next(b.title for b in briefs_on_main(port, main)[0] if b.id == "deps") == "Deps, renamed"
+    port.close()
