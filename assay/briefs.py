@@ -178,20 +178,26 @@ def _constructor() -> Any:
     return yaml.SafeLoader(" ")
 
 
+def construct_value(node: Any) -> Any:
+    """The Python value of a YAML node (safe types only); yaml.YAMLError, ValueError or TypeError if none."""
+    constructor = _constructor()
+    try:
+        return constructor.construct_object(node, deep=True)
+    finally:  # it remembers what it built, by node: forget, or a long-running desk keeps every brief
+        constructor.constructed_objects.clear()
+        constructor.recursive_objects.clear()
+
+
 def _scalar(node: Any) -> Any:
     import yaml
 
     if node is None:
         return None
-    constructor = _constructor()
     try:
-        return constructor.construct_object(node, deep=True)
+        return construct_value(node)
     except (yaml.YAMLError, ValueError, TypeError) as exc:
         problem = getattr(exc, "problem", None) or str(exc)
         raise _Unreadable(node, f"cannot read this value: {problem}") from None
-    finally:  # it remembers what it built, by node: forget, or a long-running desk keeps every brief
-        constructor.constructed_objects.clear()
-        constructor.recursive_objects.clear()
 
 
 def _string(checker: _Checker, node: Any, name: str, required: bool = False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assay.briefs import Brief, Problem, compose_yaml, main_folder
+from assay.briefs import Brief, Problem, compose_yaml, construct_value, main_folder
 from assay.errors import ConfigInvalid
 from assay.git import ForgeGit
 from assay.records import MAIN_REF, check_tip
@@ -63,7 +63,7 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     data: dict[str, Any] = {}
     for key, node in nodes.items():
         try:
-            data[key] = yaml.SafeLoader(" ").construct_object(node, deep=True)
+            data[key] = construct_value(node)
         except (yaml.YAMLError, ValueError, TypeError) as exc:
             bad(node, f"cannot read `{key}`: {getattr(exc, 'problem', None) or exc}", "remove the YAML tag")
     if problems:

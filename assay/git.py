@@ -225,11 +225,6 @@ class ForgeGit:
         found = self.read_typed(list(unsure.values()))
         return {ref: sha for (ref, sha), obj in zip(unsure.items(), found, strict=True) if obj is None}
 
-    def has_object(self, sha: str) -> bool:
-        if (self.cache / "objects" / sha[:2] / sha[2:]).exists():
-            return True
-        return self.read_objects([sha])[0] is not None
-
     def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
         """Contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`."""
         return [obj.data if obj else None for obj in self.read_typed(names)]

@@ -195,8 +195,3 @@ class StepServer:
 def _send(stream: Any, message: dict[str, Any]) -> None:
     stream.write(json.dumps(message).encode() + b"\n")
     stream.flush()
-
-
-def socket_env(server: StepServer) -> dict[str, str]:
-    return {"ASSAY_SOCKET": str(server.path)}
-
