@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from assay import chain
+from assay import chain, retired
 from assay.credentials import redact
 from assay.errors import (
     BriefNotFound,
@@ -145,6 +145,7 @@ class ForgeView:
 
     tips: dict[str, str]
     main: str | None
+    retired: str | None = None  # the tip of refs/assay/retired
 
 
 class Claims:
@@ -177,9 +178,10 @@ class Claims:
         return self.load_tips(self.git.ls_remote(CLAIMS_PREFIX + "*"))
 
     def history(self, brief: str) -> list[Claim | InvalidClaim]:
-        """The custody chain of `brief`, oldest first; RecordInvalid if its ref is not a commit."""
+        """The custody chain of `brief`, oldest first (also of a retired brief); RecordInvalid if its ref
+        is not a commit."""
         ref = claim_ref(brief)
-        tip = self.git.ls_remote(ref).get(ref)
+        tip = retired.tip_of(self.git, ref)
         if not tip:
             return []
         self.git.ensure_objects({ref: tip})
@@ -198,8 +200,9 @@ class Claims:
 
     def read_view(self) -> ForgeView:
         """Read every claim tip and main in one round trip, for callers that pick among many briefs."""
-        refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF)
-        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF))
+        refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF, retired.RETIRED_REF)
+        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF),
+                              refs.get(retired.RETIRED_REF))
         return self.view
 
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
@@ -218,10 +221,12 @@ class Claims:
             trust_view = n == 0 and self.view is not None
             if trust_view:
                 assert self.view is not None
-                tip, main = self.view.tips.get(ref), self.view.main
+                tip, main, retired_tip = self.view.tips.get(ref), self.view.main, self.view.retired
             else:
-                refs = self.git.ls_remote(ref, MAIN_REF)
-                tip, main = refs.get(ref), refs.get(MAIN_REF)
+                refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF)
+                tip, main, retired_tip = refs.get(ref), refs.get(MAIN_REF), refs.get(retired.RETIRED_REF)
+            if not tip:  # never claimed, or done and retired (its claim ref is gone, its record is in the index)
+                retired.refuse_if_retired(self.git, retired_tip, brief, "claim")
             if require_brief:
                 self._require_brief(brief, main)
             current = self.load(ref, tip) if tip else None
@@ -267,6 +272,7 @@ class Claims:
         def attempt(_: int) -> Claim:
             current = self.read(brief)
             if current is None:
+                retired.check_not_retired(self.git, brief, action)
                 raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")
             record = transition(current.record, action, brief, at=self._now(), **args)  # type: ignore[arg-type]
             return self._write(current, record, action, author=author)

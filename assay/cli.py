@@ -163,6 +163,25 @@ def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int 
     views.print_json(view) if as_json else views.render_claim_result("released", view)
 
 
+@cli.command()
+@click.argument("briefs", nargs=-1, metavar="[BRIEF]...")
+@click.option("--older-than", "older_than", default="0s", show_default=True, metavar="AGE",
+              help="Only briefs done at least this long ago (90s, 30m, 12h, 7d).")
+@click.option("--dry-run", is_flag=True, help="List what would be retired; write nothing.")
+@pass_ports
+@json_option
+def retire(briefs: tuple[str, ...], older_than: str, dry_run: bool, ports: Ports, as_json: bool) -> None:
+    """Fold the refs of done briefs (default: all of them) into refs/assay/retired, so they no longer slow
+    every push; their custody, journal and review stay readable. On a forge on disk, pack its refs."""
+    from assay import retired, views
+
+    done = retired.retire(ports.claims, briefs, older_than_s=retired.parse_age(older_than), by=_person(),
+                          dry_run=dry_run)
+    view = {"retired": done.retired, "kept": done.kept, "pushes": done.pushes, "packed_refs": done.packed,
+            "dry_run": dry_run}
+    views.print_json(view) if as_json else views.render_retirement(view)
+
+
 @cli.command("claims")
 @pass_ports
 @json_option
@@ -246,9 +265,9 @@ def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, de
 def journal(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Show a brief's journal as a timeline: claims, intents, results, unknown outcomes, refusals."""
     from assay import views
-    from assay.journal import entry_view, read_log
+    from assay.journal import entry_view, read_kept
 
-    entries = [entry_view(e) for e in read_log(ports.git, brief_id).entries]
+    entries = [entry_view(e) for e in read_kept(ports.git, brief_id).entries]
     views.print_json({"brief": brief_id, "entries": entries}) if as_json else views.render_journal(brief_id, entries)
 
 
@@ -381,7 +400,7 @@ def review_show(brief_id: str, ports: Ports, as_json: bool) -> None:
     from assay import views
     from assay.errors import UsageError
 
-    found = ports.reviews.get(brief_id)
+    found = ports.reviews.kept(brief_id)
     if found is None:
         raise UsageError(f"brief {brief_id!r} has no review", hint="`assay review list` shows the reviews")
     view = views.review_view(found)

@@ -25,6 +25,7 @@ PUSHES = {
     "force-release": "a person takes a claim away, with its journal entry (custody.py)",
     "review": "a review record changes: open, comment, approve, close (forge/plain.py)",
     "merge": "main and the review record move together in one atomic push (forge/plain.py)",
+    "retire": "done briefs' refs are deleted as the retired index records them, in one atomic push (retired.py)",
 }
 POINTS: dict[str, str] = {
     **{f"{what}.{when}-push": why for what, why in PUSHES.items() for when in ("before", "after")},

@@ -14,6 +14,7 @@ from assay.claims import Claim, Claims, forced_reason
 from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 from assay.journal import append_as_person, transition_as
 from assay.records import parse_iso
+from assay.retired import check_not_retired
 
 _TIME = re.compile(r"time:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
@@ -33,6 +34,7 @@ def parse_condition(on: str) -> str:
 def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> Claim:
     current = claims.read(brief)
     if current is None:
+        check_not_retired(claims.git, brief, action)
         raise IllegalTransition(brief, action, "absent", "nobody has claimed it")
     if desk and current.record.desk != desk:
         raise IllegalTransition(brief, action, current.record.state, f"it belongs to desk {current.record.desk!r}")

@@ -40,7 +40,7 @@ PushStatus = Literal["ok", "stale", "rejected"]
 
 
 class RefUpdate(NamedTuple):
-    """Move `ref` to `new` only if it is now `expected` (ZERO: only if absent)."""
+    """Move `ref` to `new` (ZERO: delete it) only if it is now `expected` (ZERO: only if absent)."""
 
     ref: str
     new: str
@@ -388,6 +388,18 @@ class ForgeGit:
         lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {who}", f"committer {who}", "", message]
         return self.write_object("commit", ("\n".join(lines).rstrip("\n") + "\n").encode())
 
+    def pack_forge_refs(self) -> bool:
+        """On a forge on disk, pack its refs into one file (deleted refs leave none behind); False elsewhere.
+
+        A forge on disk with thousands of loose ref files reads every one of them for each push
+        and listing; packed, it reads one file. A concurrent push that meets the lock is retried.
+        """
+        path = local_forge_path(self.url)
+        if path is None:
+            return False
+        proc = run_git(["--git-dir", str(path), "pack-refs", "--all", "--prune"], check=False)
+        return proc.returncode == 0
+
     # -- compare-and-swap push ------------------------------------------------------
 
     def push(self, updates: Sequence[RefUpdate], atomic: bool = False) -> dict[str, PushResult]:
@@ -422,7 +434,8 @@ class ForgeGit:
             args.append("--atomic")
         args += [f"--force-with-lease={u.ref}:{u.expected}" for u in updates]
         args.append(self.url)
-        args += [f"{u.new}:{u.ref}" for u in updates]  # never a "+" refspec: it would override the lease
+        # never a "+" refspec: it would override the lease; a new id of ZERO deletes the ref
+        args += [f"{'' if u.new == ZERO else u.new}:{u.ref}" for u in updates]
         try:
             proc = self._git(*args, check=False)
         except ForgeError as exc:
@@ -558,6 +571,13 @@ def _rmtree(path: Path) -> None:
 
 def is_local_path(url: str) -> bool:
     return "://" not in url and not (":" in url.split("/")[0] and not url.startswith("/"))
+
+
+def local_forge_path(url: str) -> Path | None:
+    """The directory of a forge on this machine (a path or a file:// URL); None for a remote forge."""
+    if url.startswith("file://"):
+        return Path(url.removeprefix("file://"))
+    return Path(url) if is_local_path(url) else None
 
 
 def init_bare(path: Path) -> None:

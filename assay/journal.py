@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay import chain
+from assay import chain, retired
 from assay.claims import Claim, Claims, fence
 from assay.crash import crash_point
 from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
@@ -89,6 +89,11 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
     return JournalLog(entries, commit_of, tip)
+
+
+def read_kept(git: ForgeGit, brief: str) -> JournalLog:
+    """A brief's journal as the forge has it, or as it was when the brief was retired."""
+    return read_log(git, brief, retired.tip_of(git, journal_ref(brief)) or "")
 
 
 def _entry_lines(ref: str, commit: str, found: GitObject | None) -> list[str]:
@@ -315,7 +320,9 @@ def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str
 
     def attempt(_: int) -> tuple[JournalEntry, Claim | None]:
         nonlocal known
-        refs = git.ls_remote(jref, cref)
+        refs = git.ls_remote(jref, cref, retired.RETIRED_REF)
+        if jref not in refs:  # a new journal, unless the brief is retired (then it is read-only)
+            retired.refuse_if_retired(git, refs.get(retired.RETIRED_REF), brief, action or kind)
         current = claims.load(cref, refs[cref]) if cref in refs else None
         known = read_log(git, brief, refs.get(jref), known)
         updates: list[RefUpdate] = []

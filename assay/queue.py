@@ -12,6 +12,7 @@ from assay.briefs import Brief, Problem, briefs_on_main
 from assay.claims import Claim, Claims
 from assay.errors import AssayError, RecordInvalid
 from assay.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES
+from assay.retired import RETIRED_REF, Index
 
 
 @dataclass
@@ -23,10 +24,13 @@ class Snapshot:
     claims: dict[str, Claim]
     problems: list[Problem] = field(default_factory=list)
     invalid: dict[str, RecordInvalid] = field(default_factory=dict)  # brief -> why its claim record is junk
+    retired: frozenset[str] = frozenset()  # done briefs whose refs are folded into refs/assay/retired
 
     def state(self, brief: str) -> str | None:
         claim = self.claims.get(brief)
-        return claim.record.state if claim else None
+        if claim is None:
+            return "done" if brief in self.retired else None
+        return claim.record.state
 
     def ready(self, brief: Brief) -> bool:
         """Unclaimed (or released), its claim record readable, and every dependency done."""
@@ -36,12 +40,18 @@ class Snapshot:
 
 
 def read_snapshot(claims: Claims) -> Snapshot:
-    """One ls-remote, one fetch and one cat-file batch for the claims, one batch for main's briefs."""
+    """One ls-remote, one fetch and one cat-file batch for the claims, one batch for main's briefs, one for
+    the retired index."""
     view = claims.read_view()
     if not view.main:
         raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
-    claims.git.ensure_objects({MAIN_REF: view.main})
+    claims.git.ensure_objects({MAIN_REF: view.main, **({RETIRED_REF: view.retired} if view.retired else {})})
     briefs, problems = briefs_on_main(claims.git, view.main)
     good, bad = claims.load_tips(view.tips)
     invalid = {b.ref.removeprefix(CLAIMS_PREFIX): RecordInvalid(b.ref, b.problem) for b in bad}
-    return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid)
+    try:
+        retired = Index(claims.git, view.retired).names()
+    except RecordInvalid as exc:  # a junk index hides nothing that is live: its briefs show as unclaimed
+        retired, problems = frozenset(), [*problems, Problem(RETIRED_REF, None, exc.problem, "")]
+    return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid,
+                    retired)

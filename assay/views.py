@@ -189,7 +189,7 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
     rows = []
     for brief in sorted(board.briefs.values(), key=lambda b: (b.priority, b.id)):
         claim = board.claims.get(brief.id)
-        state = claim.record.state if claim else None
+        state = board.state(brief.id)  # a retired brief has no claim ref: it is done
         junk = board.invalid.get(brief.id)
         if junk is not None:
             state = "invalid"
@@ -199,7 +199,8 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
         row = {"brief": brief.id, "title": brief.title, "priority": brief.priority, "state": state,
                "desk": claim.record.desk if claim and claim.record.live else (brief.desk or ""),
                "labels": list(brief.labels), "depends_on": list(brief.depends_on),
-               "epoch": claim.record.epoch if claim else 0, "verify": [v.id for v in brief.verify]}
+               "epoch": claim.record.epoch if claim else 0, "verify": [v.id for v in brief.verify],
+               "retired": claim is None and brief.id in board.retired}
         if junk is not None:
             row["invalid"] = {"ref": junk.ref, "problem": junk.problem}
         rows.append(row)
@@ -258,6 +259,21 @@ def render_review(v: dict[str, Any]) -> None:
         console.print("approved by " + ", ".join(v["approvals"]))
     for c in v["comments"]:
         console.print(_plain(f"- {c.get('by')} at {c.get('at')}: {c.get('text')}"))
+
+
+def render_retirement(view: dict[str, Any]) -> None:
+    console = _console()
+    briefs = view["retired"]
+    verb = "would retire" if view["dry_run"] else "retired"
+    if not briefs:
+        console.print("no done briefs to retire" + (f" ({len(view['kept'])} not old enough)" if view["kept"] else ""))
+        return
+    shown = ", ".join(briefs[:10]) + (f" and {len(briefs) - 10} more" if len(briefs) > 10 else "")
+    console.print(_styled(f"{verb} {len(briefs)} done brief{'s' if len(briefs) != 1 else ''}: {shown}", "green"))
+    if view["kept"]:
+        console.print(_styled(f"left {len(view['kept'])} done briefs that are not old enough", "dim"))
+    if view["packed_refs"]:
+        console.print(_styled("packed the forge's refs", "dim"))
 
 
 def render_warnings(lines: Sequence[str]) -> None:

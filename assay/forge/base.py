@@ -66,6 +66,10 @@ class Reviews(Protocol):
 
     def get(self, brief: str) -> Review | None: ...
 
+    def kept(self, brief: str) -> Review | None:
+        """The review, or the review as it was when its brief was retired (read-only)."""
+        ...
+
     def list(self) -> builtins.list[Review | InvalidReview]: ...
 
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:

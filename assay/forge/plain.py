@@ -13,7 +13,7 @@ import builtins
 import re
 import time
 
-from assay import chain
+from assay import chain, retired
 from assay.errors import UsageError
 from assay.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, Review
 from assay.git import ForgeGit, RefUpdate, Signature
@@ -98,6 +98,14 @@ class PlainReviews:
     def get(self, brief: str) -> Review | None:
         ref = review_ref(brief)
         tip = self.git.ls_remote(ref).get(ref)
+        if not tip:
+            return None
+        return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
+
+    def kept(self, brief: str) -> Review | None:
+        """The review, or the review as it was when its brief was retired (read-only)."""
+        ref = review_ref(brief)
+        tip = retired.tip_of(self.git, ref)
         if not tip:
             return None
         return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)

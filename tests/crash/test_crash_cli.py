@@ -20,6 +20,7 @@ from assay.claims import Claims
 from assay.custody import wait
 from assay.forge.plain import PlainReviews
 from assay.git import ForgeGit
+from assay.retired import entry_path
 from tests.conftest import Forge, Run, assay, git
 from tests.journal_check import claim_chain, entries, invariants
 
@@ -254,6 +255,26 @@ def check_merge(w: World, point: str) -> None:
     assert chain_len(w.forge, ref) == reviews_before + 1
 
 
+def check_retire(w: World, point: str) -> None:
+    claimed(w)
+    w.ok("release", BRIEF, "--desk", DESK, "--outcome", "done")
+    refs = [f"refs/assay/claims/{BRIEF}", f"refs/assay/journal/{BRIEF}"]
+    tips = {ref: w.forge.tip(ref) for ref in refs}
+    crashed = w.run("retire", crash_at=point)
+    assert crashed.code == SIGKILLED, (point, crashed.code, crashed.err)
+    landed = lands(point)
+    # the index and the deletions landed together, or nothing did
+    assert (w.forge.tip("refs/assay/retired") is not None) == landed
+    assert all((w.forge.tip(ref) is None) == landed for ref in refs)
+    again = w.ok("retire", "--json")
+    assert json.loads(again.out)["retired"] == ([] if landed else [BRIEF])
+    assert all(w.forge.tip(ref) is None for ref in refs)
+    assert chain_len(w.forge, "refs/assay/retired") == 1  # retired once
+    record = json.loads(git("--git-dir", str(w.forge.path), "show", f"refs/assay/retired:{entry_path(BRIEF)}"))
+    assert record["refs"] == tips
+    assert w.run("claim", BRIEF, "--desk", "other").code == 3  # still done
+
+
 # -- the cases ------------------------------------------------------------------------------------
 
 Check = Callable[[World, str], None]
@@ -263,12 +284,13 @@ SCENARIOS: dict[str, Check] = {
     "comment": check_comment,
     "approve": check_approve,
     "merge": check_merge,
+    "retire": check_retire,
 }
 
 # case -> (the crash points armed, one process each; the scenario that drives the command)
 CASES: dict[str, tuple[list[str], str]] = {
     **{f"{what}.{when}-push": ([f"{what}.{when}-push"], what)
-       for what in ("renew", "wait", "wake", "block", "release", "force-release", "merge")
+       for what in ("renew", "wait", "wake", "block", "release", "force-release", "merge", "retire")
        for when in ("before", "after")},
     "review.before-push:comment": (["review.before-push:comment"], "comment"),
     "review.after-push:approve": (["review.after-push:approve"], "approve"),
