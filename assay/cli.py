@@ -182,6 +182,26 @@ def retire(briefs: tuple[str, ...], older_than: str, dry_run: bool, ports: Ports
     views.print_json(view) if as_json else views.render_retirement(view)
 
 
+@cli.command("verify")
+@click.argument("brief_file", metavar="BRIEF_FILE", type=click.Path(path_type=Path, dir_okay=False))
+@json_option
+def verify_cmd(brief_file: Path, as_json: bool) -> None:
+    """Run BRIEF_FILE's verify rows in this directory (as CI does on a pull request, with the base branch's
+    copy of the brief); exit 1 if a row fails. Adds a summary to $GITHUB_STEP_SUMMARY when it is set."""
+    from assay import views
+    from assay.verify import verify_here
+
+    brief, rows = verify_here(brief_file, Path.cwd())
+    view = {"brief": brief.id, "passed": all(r["passed"] for r in rows), "rows": rows}
+    views.print_json(view) if as_json else views.render_verify(view)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as out:
+            out.write(views.verify_markdown(view))
+    if not view["passed"]:
+        sys.exit(1)
+
+
 @cli.command("claims")
 @pass_ports
 @json_option

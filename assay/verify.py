@@ -12,11 +12,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-from assay.briefs import Brief
+from assay.briefs import DEFAULT_VERIFY_TIMEOUT_S, Brief, VerifyRow, brief_id_from_path, parse_brief
+from assay.envs import scrubbed_env
+from assay.errors import UsageError
 from assay.git import ForgeGit
 from assay.steps import Session
 
 TAIL_BYTES = 1000
+
+
+def run_row(row: VerifyRow, cwd: Path, timeout_s: int, env: dict[str, str]) -> dict[str, Any]:
+    """Run one verify row in `cwd`: its evidence (exit code, output digest and tail, duration)."""
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(row.run, shell=True, cwd=cwd, capture_output=True, timeout=min(row.timeout_s, timeout_s),
+                              env=env)
+        code, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, output = -1, (exc.stdout or b"") + b"\n(timed out)"
+    return {"row": row.id, "command": row.run, "exit_code": code, "expect_exit": row.expect_exit,
+            "passed": code == row.expect_exit, "duration_ms": int((time.monotonic() - started) * 1000),
+            "output_sha256": hashlib.sha256(output).hexdigest(),
+            "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
 
 
 def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: Path, timeout_s: int,
@@ -27,20 +44,22 @@ def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: P
     clean.git("clean", "-q", "-ffdx")
     failures = []
     for row in brief.verify:
-        started = time.monotonic()
-        try:
-            proc = subprocess.run(row.run, shell=True, cwd=checkout, capture_output=True,
-                                  timeout=min(row.timeout_s, timeout_s), env=env)
-            code, output = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, output = -1, (exc.stdout or b"") + b"\n(timed out)"
-        passed = code == row.expect_exit
-        session.journal.add("verify", sync=False, data={
-            "row": row.id, "command": row.run, "head": head, "exit_code": code, "expect_exit": row.expect_exit,
-            "passed": passed, "duration_ms": int((time.monotonic() - started) * 1000),
-            "output_sha256": hashlib.sha256(output).hexdigest(),
-            "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")})
-        if not passed:
-            failures.append(f"{row.id} exited {code}, expected {row.expect_exit}")
+        evidence = run_row(row, checkout, timeout_s, env)
+        session.journal.add("verify", sync=False, data={"head": head, **evidence})
+        if not evidence["passed"]:
+            failures.append(f"{row.id} exited {evidence['exit_code']}, expected {row.expect_exit}")
     session.flush()
     return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
+
+
+def verify_here(brief_file: Path, cwd: Path,
+                timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S) -> tuple[Brief, list[dict[str, Any]]]:
+    """Run the rows of `brief_file` (the base branch's copy, which the change cannot edit) in `cwd`, as CI does
+    on a pull request; forge credentials are kept out of the rows' environment."""
+    try:
+        text = brief_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read brief file {brief_file}: {exc}",
+                         hint="pass the base branch's copy, e.g. git show BASE:briefs/ID.md > brief.md") from None
+    brief = parse_brief(text, str(brief_file), brief_id_from_path(brief_file))
+    return brief, [run_row(row, cwd, timeout_s, scrubbed_env()) for row in brief.verify]

@@ -276,6 +276,35 @@ def render_retirement(view: dict[str, Any]) -> None:
         console.print(_styled("packed the forge's refs", "dim"))
 
 
+def render_verify(view: dict[str, Any]) -> None:
+    rows = view["rows"]
+    if not rows:
+        _console().print(f"brief {view['brief']!r} has no verify rows")
+        return
+    print_table(("row", "result", "exit", "ms", "command"),
+                [[(r["row"], ""), ("passed" if r["passed"] else "FAILED", "green" if r["passed"] else "bold red"),
+                  (f"{r['exit_code']} (expects {r['expect_exit']})", ""), (str(r["duration_ms"]), ""),
+                  (r["command"], "")] for r in rows], title=f"verify rows of {view['brief']}")
+    for r in rows:
+        if not r["passed"] and r["tail"].strip():
+            _console().print(_styled(f"{r['row']}: {r['tail'].strip()[-400:]}", "dim"))
+
+
+def _md(text: str) -> str:
+    """Text safe inside a Markdown table cell: no HTML, no cell breaks, no line breaks."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("`", "'").replace("\n", " "))
+
+
+def verify_markdown(view: dict[str, Any]) -> str:
+    verdict = "passed" if view["passed"] else "failed"
+    lines = [f"### Assay verify: {_md(view['brief'])} {verdict}", "", "| row | result | exit | command |",
+             "|---|---|---|---|"]
+    lines += [f"| {_md(r['row'])} | {'passed' if r['passed'] else '**failed**'} | {r['exit_code']} "
+              f"(expects {r['expect_exit']}) | `{_md(r['command'])}` |" for r in view["rows"]]
+    return "\n".join(lines) + "\n\n"
+
+
 def render_warnings(lines: Sequence[str]) -> None:
     console = _console(stderr=True)
     for line in lines:
