@@ -23,6 +23,8 @@ PUSHES = {
     "block": "a claim is blocked for a person, with its journal entry (custody.py, steps.py)",
     "release": "a claim ends released, done or abandoned, with its journal entry (custody.py, desk.py)",
     "force-release": "a person takes a claim away, with its journal entry (custody.py)",
+    "expire": "a sweeper expires a claim whose tip stood still past its lease, with its journal entry (sweep.py)",
+    "sweeper": "a sweeper records its observations and findings at refs/assay/sweeper (sweep.py)",
     "review": "a review record changes: open, comment, approve, close (forge/plain.py)",
     "merge": "main and the review record move together in one atomic push (forge/plain.py)",
 }
@@ -34,6 +36,7 @@ POINTS: dict[str, str] = {
     "step.before-execute": "the intent is durable; the effect is about to run",
     "step.after-execute": "the effect ran; its result is not journaled",
     "step.after-result": "the result is journaled",
+    "sweep.after-observe": "a sweeper's observations are on the forge; nothing they call for is done yet",
     "recovery.after-load": "a recovery read the journal and found an interrupted intent; nothing decided",
     "recovery.before-outcome-unknown": "about to journal outcome_unknown for an interrupted unsafe step",
     "recovery.after-outcome-unknown": "outcome_unknown is journaled; the refusal is not",
