@@ -261,6 +261,12 @@ class Claims:
         """A person takes a claim away; the reason and who did it stay in the chain."""
         return self._change(brief, "force_release", reason=forced_reason(reason, by), author=by)
 
+    def expire(self, current: Claim, reason: str, by: str) -> Claim:
+        """Expire exactly `current`, the tip a sweeper watched stand still, without a journal entry (for a
+        journal that cannot be written). `chain.Moved` if the tip moved since: nothing is written then."""
+        record = transition(current.record, "expire", current.record.brief, at=self._now(), reason=reason)
+        return self._write(current, record, "expire", author=by)
+
     def _change(self, brief: str, action: str, *, author: str = "", **args: object) -> Claim:
         """Apply `action` to the current tip alone (no journal entry); if the tip moved, re-read and re-check.
 

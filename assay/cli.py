@@ -514,6 +514,26 @@ def steer_cmd(brief_id: str, text: str, ports: Ports) -> None:
 
 
 @cli.command()
+@click.option("--dry-run", is_flag=True, help="Report what the sweep finds and would do; write nothing.")
+@click.option("--policy", "policy_name", default="default", show_default=True, metavar="NAME",
+              help="The policy to apply: sweepers/NAME.yaml on main.")
+@click.option("--now", type=float, envvar="ASSAY_SWEEP_NOW", hidden=True,
+              help="The sweeper's clock, in seconds since the epoch (default: this machine's).")
+@pass_ports
+@json_option
+def sweep(dry_run: bool, policy_name: str, now: float | None, ports: Ports, as_json: bool) -> None:
+    """Judge every claim from forge evidence: expire dead ones, settle met waits, report the rest."""
+    from assay import views
+    from assay.sweep import sweep as run_sweep
+
+    with views.progress(enabled=not as_json) as progress:
+        report = run_sweep(ports.claims, policy_name=policy_name, now=now, dry_run=dry_run, progress=progress)
+    view = views.sweep_view(report)
+    views.print_json(view) if as_json else views.render_sweep(view)
+    views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), views.sweep_markdown(view))
+
+
+@cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("assay-demo"), show_default=True,
               help="Where the demo forge, desks and worktrees live; an earlier demo there is resumed.")
 @click.option("--crash-at", metavar="POINT[:STEP]", help="Arm a named crash point in every desk, e.g. "

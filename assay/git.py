@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
@@ -32,6 +33,7 @@ from assay.credentials import redact, strip_credentials
 from assay.errors import ForgeError, NotATree
 
 ZERO = "0" * 40
+NETWORK_COMMANDS = frozenset({"ls-remote", "fetch", "push"})  # the git commands that talk to the forge
 PUSH_TRIES = 3  # pushes of one update while racing writers hold ref locks
 MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
 LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
@@ -155,6 +157,7 @@ class ForgeGit:
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
         self._written = 0
+        self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
         self._ensure_cache()
 
     # -- the local cache ----------------------------------------------------------
@@ -180,6 +183,8 @@ class ForgeGit:
 
     def _git(self, *args: str, input: bytes | None = None, check: bool = True,
              timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
+        if args[0] in NETWORK_COMMANDS:
+            self.round_trips[args[0]] += 1
         return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout)
 
     # -- reading the forge ----------------------------------------------------------

@@ -13,7 +13,7 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -299,28 +299,38 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
                      clock: Callable[[], float] = time.time) -> JournalEntry:
     """A person's entry (steering): the journal ref alone, under its lease. It changes no claim, so it
     needs none; it is stamped with the current claim's epoch (0 if the brief was never claimed)."""
-    return _append(claims, brief, kind, data, by, f"person:{by}", None, {}, clock)[0]
+    return _append(claims, brief, kind, data, by, f"person:{by}", None, {}, clock, {})[0]
 
 
 def transition_as(claims: Claims, brief: str, action: str, kind: str, data: dict[str, Any], by: str,
-                  run: str = "", clock: Callable[[], float] = time.time, **args: Any) -> Claim:
+                  run: str = "", clock: Callable[[], float] = time.time, expect: Mapping[str, str] | None = None,
+                  **args: Any) -> Claim:
     """The claim transition `action` and its journal entry, written by a person or by a desk between runs,
     in one atomic push of both refs under their leases. `run` names the writer in the entry
-    (default `person:<by>`; a desk passes `desk:<name>`)."""
-    claim = _append(claims, brief, kind, data, by, run or f"person:{by}", action, args, clock)[1]
+    (default `person:<by>`; a desk passes `desk:<name>`).
+
+    With `expect` (ref -> tip, "" for absent), nothing is written unless every one of those refs is
+    still where the caller saw it: a sweeper expires only the claim tip it watched stand still, and a
+    desk renewing at that moment wins (`Conflict`)."""
+    claim = _append(claims, brief, kind, data, by, run or f"person:{by}", action, args, clock, expect or {})[1]
     assert claim is not None
     return claim
 
 
 def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str, run: str, action: str | None,
-            args: dict[str, Any], clock: Callable[[], float]) -> tuple[JournalEntry, Claim | None]:
+            args: dict[str, Any], clock: Callable[[], float],
+            expect: Mapping[str, str]) -> tuple[JournalEntry, Claim | None]:
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
     known = JournalLog([], {}, None)
 
     def attempt(_: int) -> tuple[JournalEntry, Claim | None]:
         nonlocal known
-        refs = git.ls_remote(jref, cref, retired.RETIRED_REF)
+        refs = git.ls_remote(jref, cref, retired.RETIRED_REF, *(r for r in expect if r not in (jref, cref)))
+        moved = sorted(r for r, tip in expect.items() if refs.get(r, "") != tip)
+        if moved:
+            raise Conflict(f"{', '.join(moved)} moved since it was read; nothing was written",
+                           hint="the writer that moved it is alive; look again")
         if jref not in refs:  # a new journal, unless the brief is retired (then it is read-only)
             retired.refuse_if_retired(git, refs.get(retired.RETIRED_REF), brief, action or kind)
         current = claims.load(cref, refs[cref]) if cref in refs else None

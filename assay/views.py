@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from assay.briefs import Problem
@@ -331,3 +332,58 @@ def render_desks(rows: Sequence[dict[str, Any]]) -> None:
         table.add_row(r["name"], _plain(", ".join(r["labels"]) or "any"), _plain(" ".join(r["command"])),
                       f"{r['lease_s']}s", str(r["attempts"]), "yes" if r["singleton"] else "no")
     console.print(table)
+
+
+# -- sweeps ---------------------------------------------------------------------------------------
+
+_FINDING_STYLE = {"lease": "magenta", "stuck": "yellow", "orphan": "cyan", "unknown": "bold yellow",
+                  "wait": "green", "blocked": "bold red", "merged-held": "yellow", "junk": "red"}
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A status line on a terminal (stderr), updated by the callable yielded; silent elsewhere."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda _: None
+        return
+    with _console(stderr=True).status("sweeping") as status:
+        yield lambda text: status.update(_plain(text))
+
+
+def sweep_view(report: Any) -> dict[str, Any]:
+    return {"policy": report.policy, "dry_run": report.dry_run, "at": report.at, "briefs": report.briefs,
+            "round_trips": dict(report.round_trips),
+            "findings": [{"kind": f.kind, "brief": f.brief, "detail": f.detail, "action": f.action, "new": f.new,
+                          "key": f.key} for f in report.findings]}
+
+
+def render_sweep(view: dict[str, Any]) -> None:
+    rows = [[(f["kind"], _FINDING_STYLE.get(f["kind"], "")), (f["brief"], "bold"), (f["action"] or "reported", ""),
+             ("new" if f["new"] else "", "bold"), (f["detail"], "")] for f in view["findings"]]
+    mode = " (dry run: nothing written)" if view["dry_run"] else ""
+    if rows:
+        print_table(["finding", "brief", "action", "", "detail"], rows)
+    new = sum(1 for f in view["findings"] if f["new"])
+    _console().print(f"swept {view['briefs']} briefs with policy {view['policy']}{mode}: "
+                     f"{len(rows)} findings, {new} new")
+
+
+def sweep_markdown(view: dict[str, Any]) -> str:
+    def cell(text: str) -> str:
+        return _CONTROL.sub(" ", text).replace("|", "\\|")
+
+    lines = [f"## Assay sweep ({view['at']}, policy `{view['policy']}`"
+             f"{', dry run' if view['dry_run'] else ''})", "",
+             f"{view['briefs']} briefs, {len(view['findings'])} findings.", ""]
+    if view["findings"]:
+        lines += ["| finding | brief | action | new | detail |", "|---|---|---|---|---|"]
+        lines += [f"| {f['kind']} | `{cell(f['brief'])}` | {cell(f['action'] or 'reported')} | "
+                  f"{'yes' if f['new'] else ''} | {cell(f['detail'])} |" for f in view["findings"]]
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(path: str | None, markdown: str) -> None:
+    """Append to `$GITHUB_STEP_SUMMARY` when it is set (a GitHub Actions job summary)."""
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(markdown + "\n")

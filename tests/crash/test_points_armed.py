@@ -186,26 +186,27 @@ def test_a_point_without_a_case_is_named() -> None:
     dropped = [{k: v for k, v in t.items() if not any(str(p).startswith("merge.after-push") for p in v[0])}
                for t in tables]
     assert missing(POINTS, dropped) == ["merge.after-push"]
-    assert missing([*POINTS, "sweep.after-observe"], tables) == ["sweep.after-observe"]
+    assert missing([*POINTS, "board.after-render"], tables) == ["board.after-render"]
 
 
 def test_an_unregistered_point_or_push_in_the_source_is_named() -> None:
     source = (
         "from assay import chain\n"
         "from assay.crash import crash_point\n"
-        "def sweep(git, updates, brief):\n"
-        "    crash_point('sweep.after-observe', brief)\n"
-        "    chain.push(git, updates, 'sweeper')\n"
+        "def render(git, updates, brief):\n"
+        "    crash_point('board.after-render', brief)\n"
+        "    chain.push(git, updates, 'board')\n"
         "    chain.push(git, updates, what=brief)\n"
         "    claims._change(brief, 'expire')\n"
     )
-    sites, actions = scan([("sweep.py", source)])
+    sites, actions = scan([("board.py", source)])
     assert actions == {"expire"}
     problems = unregistered(sites, actions)
-    assert any("'sweep.after-observe' is not in assay.crash.POINTS" in p for p in problems)
-    assert any("push 'sweeper' is not in assay.crash.PUSHES" in p for p in problems)
-    assert any("sweep.py:sweep (line 6): chain.push with a computed `what`" in p for p in problems)
+    assert any("'board.after-render' is not in assay.crash.POINTS" in p for p in problems)
+    assert any("push 'board' is not in assay.crash.PUSHES" in p for p in problems)
+    assert any("board.py:render (line 6): chain.push with a computed `what`" in p for p in problems)
     # a new claim action that reaches the claim writers' pushes needs its points too
     claims_sites, _ = scan(package_sources())
     writer = [s for s in claims_sites if s.where == "claims.py:Claims._write"]
-    assert any("push 'expire' is not in assay.crash.PUSHES" in p for p in unregistered(writer, {"expire"}))
+    assert any("push 'adopt' is not in assay.crash.PUSHES" in p for p in unregistered(writer, {"adopt"}))
+    assert unregistered(writer, {"expire"}) == []

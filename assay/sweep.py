@@ -1,0 +1,419 @@
+"""`assay sweep`: liveness judged from what the forge shows, never from a desk's word or its clock.
+
+A sweep reads every claim, journal tip, work branch and review with one ls-remote and one
+fetch, records when it first saw each tip (`observations.py`, by CAS, merged with any
+concurrent sweeper), and then acts on what has stood still too long: a held claim whose tip
+outlived its lease is expired (its desk renewing at that moment wins), a claim that renews
+without progress is reported (or released), a waiting claim whose condition the forge shows
+met is settled. Orphaned work, old unknown outcomes, blocked briefs and junk are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from assay import chain, custody
+from assay.claims import Claim, Claims, forced_reason
+from assay.crash import crash_point
+from assay.errors import AssayError, Conflict, ForgeRefused, RecordInvalid
+from assay.git import ZERO, ForgeGit
+from assay.journal import read_log, transition_as
+from assay.observations import (
+    OBSERVATIONS,
+    SWEEPER_REF,
+    BriefSeen,
+    Observations,
+    Recorded,
+    UnknownSeen,
+    decode_observations,
+    seconds,
+)
+from assay.records import (
+    CLAIMS_PREFIX,
+    JOURNAL_PREFIX,
+    MAIN_REF,
+    REVIEWS_PREFIX,
+    TOMBSTONES,
+    ReviewRecord,
+    brief_of_ref,
+    claim_ref,
+    decode_review,
+    journal_ref,
+    parse_iso,
+    utc_now_iso,
+)
+from assay.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
+
+BRANCH_PREFIX = "refs/heads/assay/"
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Finding:
+    """One thing a sweep found, what it did about it, and whether it is reported for the first time."""
+
+    kind: str  # lease, stuck, orphan, unknown, wait, blocked, merged-held, junk
+    brief: str
+    detail: str
+    key: str
+    action: str = ""  # what the sweep did ("" for a report only)
+    new: bool = True
+
+
+@dataclass
+class SweepReport:
+    policy: str
+    dry_run: bool
+    at: str
+    briefs: int
+    findings: list[Finding] = field(default_factory=list)
+    round_trips: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ForgeState:
+    """Everything one ls-remote and one fetch showed."""
+
+    main: str
+    claims: dict[str, Claim]
+    reviews: dict[str, tuple[ReviewRecord, str]]
+    journals: dict[str, str]
+    branches: dict[str, str]
+    junk: list[chain.InvalidRecord]
+    base: Observations
+    base_tip: str | None
+    base_is_commit: bool
+
+    def briefs(self) -> set[str]:
+        return set(self.claims) | set(self.journals)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def read_forge(claims: Claims) -> ForgeState:
+    """One ls-remote for every ref a sweep needs, one fetch for every tip it will read."""
+    git = claims.git
+    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", BRANCH_PREFIX + "*",
+                         MAIN_REF, SWEEPER_REF)
+    main = refs.get(MAIN_REF)
+    if not main:
+        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+    junk: list[chain.InvalidRecord] = []
+    named = {prefix: _named(refs, prefix, junk) for prefix in (CLAIMS_PREFIX, REVIEWS_PREFIX, JOURNAL_PREFIX,
+                                                                BRANCH_PREFIX)}
+    wanted = {**named[CLAIMS_PREFIX], **named[REVIEWS_PREFIX], **named[JOURNAL_PREFIX], MAIN_REF: main}
+    if SWEEPER_REF in refs:
+        wanted[SWEEPER_REF] = refs[SWEEPER_REF]
+    git.ensure_objects(wanted)
+    good, bad = claims.load_tips(named[CLAIMS_PREFIX])
+    reviews, bad_reviews = chain.read_tips(git, named[REVIEWS_PREFIX], REVIEWS_PREFIX, "review.json", decode_review)
+    junk += bad + bad_reviews
+    base, base_tip, is_commit = _observations(git, refs.get(SWEEPER_REF), junk)
+    return ForgeState(
+        main=main, claims={c.record.brief: c for c in good},
+        reviews={r.brief: (r, sha) for r, sha in reviews},
+        journals={ref.removeprefix(JOURNAL_PREFIX): sha for ref, sha in named[JOURNAL_PREFIX].items()},
+        branches={ref.removeprefix(BRANCH_PREFIX): sha for ref, sha in named[BRANCH_PREFIX].items()},
+        junk=junk, base=base, base_tip=base_tip, base_is_commit=is_commit)
+
+
+def _named(refs: dict[str, str], prefix: str, junk: list[chain.InvalidRecord]) -> dict[str, str]:
+    """The refs under `prefix` that name a brief; the others are junk."""
+    out: dict[str, str] = {}
+    for ref, sha in refs.items():
+        if not ref.startswith(prefix):
+            continue
+        try:
+            brief_of_ref(ref, prefix)
+            out[ref] = sha
+        except RecordInvalid as exc:
+            junk.append(chain.InvalidRecord(ref, sha, exc.problem))
+    return out
+
+
+def _observations(git: ForgeGit, tip: str | None,
+                  junk: list[chain.InvalidRecord]) -> tuple[Observations, str | None, bool]:
+    """The observations at `tip` (fetched already); junk there is a finding and the sweep starts afresh."""
+    if not tip:
+        return Observations(), None, False
+    head, blob = git.read_typed([tip, f"{tip}:{OBSERVATIONS}"])
+    is_commit = head is not None and head.kind == "commit"
+    try:
+        return chain.decode_tip(SWEEPER_REF, tip, head, blob, decode_observations), tip, is_commit
+    except RecordInvalid as exc:
+        junk.append(chain.InvalidRecord(SWEEPER_REF, tip, exc.problem))
+        return Observations(), tip, is_commit
+
+
+def _reread_observations(state: ForgeState, git: ForgeGit) -> None:
+    tip = git.ls_remote(SWEEPER_REF).get(SWEEPER_REF)
+    if tip:
+        git.ensure_objects({SWEEPER_REF: tip})
+    state.base, state.base_tip, state.base_is_commit = _observations(git, tip, [])
+
+
+def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tuple[int, str]] | RecordInvalid]:
+    """Per brief, the `outcome_unknown` entries nothing resolved: decoded only for journals that moved
+    since the last observation (the others keep what was observed)."""
+    out: dict[str, list[tuple[int, str]] | RecordInvalid] = {}
+    for brief, tip in state.journals.items():
+        seen = state.base.briefs.get(brief)
+        if seen is not None and seen.journal == tip:
+            out[brief] = [(u.seq, u.step) for u in seen.unknown]
+            continue
+        try:
+            entries = read_log(git, brief, tip).entries
+        except RecordInvalid as exc:
+            out[brief] = exc
+            continue
+        later: dict[tuple[str, str], int] = {}
+        for e in entries:
+            if e.kind == "intent":
+                later[e.identity] = e.seq
+        out[brief] = [(e.seq, e.step or "") for e in entries
+                      if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
+    return out
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+def observe(state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | RecordInvalid], now: float,
+            read_at: float) -> Observations:
+    """The observations after this sweep, on top of `state.base` (which may hold a concurrent sweeper's).
+
+    A tip that is where the base saw it keeps the base's first-seen time; a different tip that a
+    sweeper saw after this one read the forge is newer than what this one saw, and is kept.
+    """
+    at = utc_now_iso(now)
+    base = state.base.briefs
+    out: dict[str, BriefSeen] = {}
+    for brief in sorted(state.briefs()):
+        claim = state.claims.get(brief)
+        tip, journal, branch = claim.sha if claim else "", state.journals.get(brief, ""), state.branches.get(brief, "")
+        old = base.get(brief)
+        claim_tip, claim_seen = tip, at
+        journal_tip, branch_tip, progress_seen = journal, branch, at
+        if old is not None:
+            if old.claim == tip or seconds(old.claim_seen) >= read_at:
+                claim_tip, claim_seen = old.claim, old.claim_seen
+            if (old.journal, old.branch) == (journal, branch) or seconds(old.progress_seen) >= read_at:
+                journal_tip, branch_tip, progress_seen = old.journal, old.branch, old.progress_seen
+        found = unknowns.get(brief)
+        first = {u.seq: u.seen for u in old.unknown} if old else {}
+        unknown = tuple(UnknownSeen(seq, step, first.get(seq, at))
+                        for seq, step in (found if isinstance(found, list) else []))
+        out[brief] = BriefSeen(claim_tip, claim_seen, journal_tip, branch_tip, progress_seen, unknown)
+    for brief, old in base.items():  # a concurrent sweeper saw a brief this one did not: keep it
+        if brief not in out and seconds(old.claim_seen) >= read_at:
+            out[brief] = old
+    return Observations(at, out, {})
+
+
+def judge(state: ForgeState, seen: Observations, unknowns: dict[str, list[tuple[int, str]] | RecordInvalid],
+          policy: SweepPolicy, now: float) -> list[Finding]:
+    """Every finding the forge and the observations show now (each keyed so it is recorded once)."""
+    out: list[Finding] = []
+    for brief, claim in sorted(state.claims.items()):
+        out += _claim_findings(state, seen.briefs.get(brief), claim, policy, now)
+    out += _orphans(state)
+    for brief, found in sorted(unknowns.items()):
+        if isinstance(found, RecordInvalid):
+            out.append(Finding("junk", brief, found.problem, f"junk:{journal_ref(brief)}:{state.journals[brief]}"))
+    for brief, s in sorted(seen.briefs.items()):
+        for u in s.unknown:
+            if now - seconds(u.seen) > policy.unknown_after_s:
+                out.append(Finding("unknown", brief, f"step {u.step!r} (seq {u.seq}) may or may not have run, "
+                                   f"seen since {u.seen}; inspect the system, then run it again deliberately "
+                                   "or release the brief", f"unknown:{brief}:{u.seq}"))
+    for bad in state.junk:
+        brief = bad.ref.rsplit("/", 1)[-1] if bad.ref != SWEEPER_REF else ""
+        out.append(Finding("junk", brief, f"{bad.ref}: {bad.problem}", f"junk:{bad.ref}:{bad.sha}"))
+    return out
+
+
+def _claim_findings(state: ForgeState, seen: BriefSeen | None, claim: Claim, policy: SweepPolicy,
+                    now: float) -> list[Finding]:
+    r, brief = claim.record, claim.record.brief
+    out: list[Finding] = []
+    review = state.reviews.get(brief)
+    if r.state == "held" and seen is not None:
+        still = now - seconds(seen.claim_seen)
+        if seen.claim == claim.sha and still > r.lease_s + policy.grace_s:
+            out.append(Finding("lease", brief, f"tip {claim.sha[:10]} of epoch {r.epoch} (desk {r.desk}, holder "
+                               f"{r.holder}) has not moved for {int(still)}s; lease {r.lease_s}s + grace "
+                               f"{policy.grace_s}s", f"lease:{brief}:{claim.sha}", "expire"))
+        elif now - seconds(seen.progress_seen) > policy.stuck_after_s:
+            out.append(Finding("stuck", brief, f"desk {r.desk} renews epoch {r.epoch}, but its journal and branch "
+                               f"have not moved since {seen.progress_seen}",
+                               f"stuck:{brief}:{r.epoch}:{seen.journal}:{seen.branch}",
+                               "release" if policy.stuck_release else ""))
+        if review and review[0].state == "merged":
+            out.append(Finding("merged-held", brief, f"the review is merged while desk {r.desk} still holds epoch "
+                               f"{r.epoch}", f"merged-held:{brief}:{r.epoch}:{review[1]}"))
+    elif r.state == "waiting":
+        met = _wait_met(r.wait, review[0] if review else None, now)
+        if met and policy.settle_waits:
+            out.append(Finding("wait", brief, f"waiting on {(r.wait or {}).get('on')}: {met[1]}",
+                               f"wait:{brief}:{claim.sha}", met[0]))
+    elif r.state == "blocked":
+        out.append(Finding("blocked", brief, r.reason or "no reason recorded", f"blocked:{brief}:{claim.sha}"))
+    return out
+
+
+def _wait_met(wait: dict[str, object] | None, review: ReviewRecord | None, now: float) -> tuple[str, str] | None:
+    """(what to do, why) when the forge shows the wait's condition met; None otherwise."""
+    on = str((wait or {}).get("on", ""))
+    if on in ("review", "merge") and review is not None:
+        if review.state == "merged":
+            return "done", "the review is merged"
+        if review.state == "closed":
+            return "block", "the review was closed"
+    elif on.startswith("time:"):
+        try:
+            if now >= parse_iso(on[5:]).timestamp():
+                return "wake", f"{on[5:]} has passed"
+        except ValueError:
+            return None
+    return None
+
+
+def _orphans(state: ForgeState) -> list[Finding]:
+    out: list[Finding] = []
+    for brief in sorted(set(state.branches) | set(state.reviews)):
+        claim = state.claims.get(brief)
+        if claim is not None and claim.record.state not in TOMBSTONES:
+            continue
+        review = state.reviews.get(brief)
+        if review is not None and review[0].state in ("merged", "closed") and brief not in state.branches:
+            continue
+        if review is not None and review[0].state == "merged":
+            continue
+        branch = state.branches.get(brief, "")
+        held = f"its claim is {claim.record.state} at epoch {claim.record.epoch}" if claim else "it was never claimed"
+        work = ", ".join(x for x in (f"branch assay/{brief} at {branch[:10]}" if branch else "",
+                                     f"review {review[0].state}" if review else "") if x)
+        out.append(Finding("orphan", brief, f"{work}; {held}: adoptable, the next claim resumes from the journal",
+                           f"orphan:{brief}:{branch}:{review[1] if review else ''}"))
+    return out
+
+
+def record(findings: list[Finding], base: dict[str, Recorded], now: float, read_at: float) -> dict[str, Recorded]:
+    """Findings recorded after this sweep: the current ones (first-recorded times kept), plus any a
+    concurrent sweeper recorded after this one read the forge. Marks each finding new or not."""
+    at = utc_now_iso(now)
+    out = {k: v for k, v in base.items() if seconds(v.at) >= read_at}
+    for f in findings:
+        f.new = f.key not in base
+        out[f.key] = base.get(f.key) or Recorded(f.kind, f.brief, at)
+    return out
+
+
+# -- the sweep ----------------------------------------------------------------------------------
+
+
+def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None = None, dry_run: bool = False,
+          progress: Progress = lambda _: None) -> SweepReport:
+    """One sweep of the forge. `now` is the sweeper's clock (default: this machine's)."""
+    git = claims.git
+    before = dict(git.round_trips)
+    now = time.time() if now is None else now
+    progress("reading the forge")
+    state = read_forge(claims)
+    policy = load_policy(git, state.main, policy_name)
+    progress(f"reading {len(state.journals)} journals")
+    unknowns = unresolved_unknowns(git, state)
+    by = f"sweeper:{policy.name}"
+    if dry_run:
+        findings = judge(state, observe(state, unknowns, now, now), unknowns, policy, now)
+        record(findings, state.base.findings, now, now)
+    else:
+        progress("recording observations")
+        findings = _observe_and_record(git, state, unknowns, policy, now, by)
+        crash_point("sweep.after-observe")
+    for i, f in enumerate(findings):
+        if f.action:
+            progress(f"{f.action} {f.brief} ({i + 1}/{len(findings)})")
+            f.action = f"would {f.action}" if dry_run else _act(claims, state, f, by)
+    trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
+    return SweepReport(policy.name, dry_run, utc_now_iso(now), len(state.briefs()), findings, trips)
+
+
+def _observe_and_record(git: ForgeGit, state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | RecordInvalid],
+                        policy: SweepPolicy, now: float, by: str) -> list[Finding]:
+    """Push this sweep's observations and findings by CAS; a concurrent sweeper's push is merged, not lost."""
+    def attempt(n: int) -> list[Finding]:
+        if n:
+            _reread_observations(state, git)
+        seen = observe(state, unknowns, now, now)
+        findings = judge(state, seen, unknowns, policy, now)
+        seen.findings = record(findings, state.base.findings, now, now)
+        parent = state.base_tip if state.base_is_commit else None
+        update = chain.commit(git, SWEEPER_REF, parent, {OBSERVATIONS: seen.encode()},
+                              f"assay: sweep by {by} ({os.urandom(4).hex()}): {len(findings)} findings", by, now)
+        chain.push(git, [update._replace(expected=state.base_tip or ZERO)], "sweeper")
+        return findings
+
+    return chain.retrying(attempt, "recording the sweep's observations")
+
+
+def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
+    """Do what a finding calls for; every write is a CAS, so a concurrent writer makes this a no-op."""
+    claim = state.claims[f.brief]
+    r = claim.record
+    run = f"{by}"
+    try:
+        if f.action == "expire":
+            return _expire(claims, claim, f.detail, by)
+        if f.action == "release":
+            why = forced_reason(f"stuck: {f.detail}", by)
+            expect = {journal_ref(f.brief): state.journals.get(f.brief, ""),
+                      BRANCH_PREFIX + f.brief: state.branches.get(f.brief, "")}
+            transition_as(claims, f.brief, "force_release", "claim", {"action": "force-release", "reason": why}, by,
+                          run, expect=expect, reason=why)
+            return "released"
+        if f.action == "done":
+            custody.release(claims, f.brief, r.desk, outcome="done", reason="review merged", epoch=r.epoch, by=by,
+                            run=run)
+            return "released as done"
+        if f.action == "block":
+            custody.block(claims, f.brief, r.desk, r.epoch, "the review was closed; release the claim to have it "
+                          "redone, or remove the brief from main", by=by, run=run)
+            return "blocked for a person"
+        if f.action == "wake":
+            custody.wake(claims, f.brief, by=by, desk=r.desk, epoch=r.epoch, run=run)
+            return "woken"
+    except Conflict as exc:
+        return f"not needed: {exc.message}"
+    except (ForgeRefused, RecordInvalid) as exc:
+        return f"failed: {exc.message}"
+    raise AssertionError(f"unknown sweep action {f.action!r}")
+
+
+def _expire(claims: Claims, claim: Claim, why: str, by: str) -> str:
+    """Expire exactly the tip that stood still, journaled with it; its desk renewing first wins."""
+    brief, reason = claim.record.brief, f"expired by {by}: {why}"
+    try:
+        transition_as(claims, brief, "expire", "claim", {"action": "expire", "reason": reason}, by, by,
+                      expect={claim_ref(brief): claim.sha}, reason=reason)
+        return "expired"
+    except Conflict:
+        return _after_race(claims, claim)
+    except (ForgeRefused, RecordInvalid) as exc:  # a journal that cannot be written does not keep a dead claim
+        try:
+            claims.expire(claim, f"{reason} (not journaled: {exc.message})", by)
+        except chain.Moved:
+            return _after_race(claims, claim)
+        return "expired (claim only)"
+
+
+def _after_race(claims: Claims, claim: Claim) -> str:
+    now = claims.read(claim.record.brief)
+    if now is not None and now.record.state == "expired" and now.record.epoch == claim.record.epoch:
+        return "not needed: another sweeper expired it"
+    state = f"{now.record.state} at epoch {now.record.epoch}" if now else "gone"
+    return f"kept: the claim moved at the lease edge (now {state}); its desk is alive"
