@@ -194,10 +194,7 @@ def verify_cmd(brief_file: Path, as_json: bool) -> None:
     brief, rows = verify_here(brief_file, Path.cwd())
     view = {"brief": brief.id, "passed": all(r["passed"] for r in rows), "rows": rows}
     views.print_json(view) if as_json else views.render_verify(view)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as out:
-            out.write(views.verify_markdown(view))
+    views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), views.verify_markdown(view))
     if not view["passed"]:
         sys.exit(1)
 

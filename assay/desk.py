@@ -1,10 +1,10 @@
 """`assay desk run`: the loop that picks work from the queue and hands each brief to `work.py`.
 
-One pass: read the queue; settle this desk's waiting briefs (merged -> done,
-closed -> blocked for a person, a passed time -> woken); resume this desk's
-orphaned claims; then claim the next ready brief and work it. Junk on the forge
-is a finding and a forge that refuses a brief's writes backs the brief off;
-neither stops the desk from working on everything else.
+One pass: sweep the forge when a sweep is due (at start, then once a heartbeat); read
+the queue; settle this desk's waiting briefs (merged -> done, closed -> blocked for a
+person, a passed time -> woken); resume this desk's orphaned claims; then claim the next
+ready brief and work it. Junk on the forge is a finding and a forge that refuses a
+brief's writes backs the brief off; neither stops the desk from working on everything else.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from assay.lives import life_state
 from assay.queue import Snapshot, read_snapshot
 from assay.records import ClaimRecord, parse_iso
 from assay.steps import Session, open_session
+from assay.sweep import sweep
 from assay.work import BriefWork
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Desk:
         self._told: set[str] = set()  # findings already reported
         self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
         self._refusals: dict[str, int] = {}  # brief -> passes in a row the forge refused its writes
+        self._swept_at: float | None = None  # when this desk last swept (monotonic)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -66,6 +68,7 @@ class Desk:
         report = DeskReport()
         self.poll_s = poll_s
         while max_briefs is None or len(report.worked) < max_briefs:
+            self._sweep_if_due()
             try:
                 snapshot = read_snapshot(self.claims)
                 self._report_findings(snapshot)
@@ -87,6 +90,25 @@ class Desk:
             if not progressed:
                 time.sleep(poll_s)  # nothing to do: poll the forge again later
         return report
+
+    def _sweep_if_due(self) -> None:
+        """Sweep the forge when the desk starts and then once a heartbeat, so that recovery needs nothing
+        else running: a dead desk's claim on any machine is expired from forge evidence once its lease
+        has passed, and this desk can take the brief. A sweep that fails is a finding, never a stop."""
+        now = time.monotonic()
+        if self._swept_at is not None and now - self._swept_at < self.spec.heartbeat_s:
+            return
+        self._swept_at = now
+        try:
+            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name)
+        except AssayError as exc:
+            self._tell_once(f"finding: the sweep failed: {exc.message}")
+            return
+        for f in swept.findings:
+            if f.action:
+                self.echo(f"{self.spec.name}: sweep: {f.kind} {f.brief}: {f.action}")
+            elif f.new:
+                self._tell_once(f"finding: {f.kind} {f.brief}: {f.detail}")
 
     def _tell_once(self, finding: str) -> None:
         if finding not in self._told:

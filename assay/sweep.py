@@ -45,9 +45,11 @@ from assay.records import (
     parse_iso,
     utc_now_iso,
 )
+from assay.retired import RETIRED_REF, retire
 from assay.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
 BRANCH_PREFIX = "refs/heads/assay/"
+_SWEEP_ID = os.urandom(4).hex()
 Progress = Callable[[str], None]
 
 
@@ -55,7 +57,7 @@ Progress = Callable[[str], None]
 class Finding:
     """One thing a sweep found, what it did about it, and whether it is reported for the first time."""
 
-    kind: str  # lease, stuck, orphan, unknown, wait, blocked, merged-held, junk
+    kind: str  # lease, stuck, orphan, unknown, wait, blocked, merged-held, junk, retire
     brief: str
     detail: str
     key: str
@@ -317,8 +319,9 @@ def record(findings: list[Finding], base: dict[str, Recorded], now: float, read_
 
 
 def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None = None, dry_run: bool = False,
-          progress: Progress = lambda _: None) -> SweepReport:
-    """One sweep of the forge. `now` is the sweeper's clock (default: this machine's)."""
+          progress: Progress = lambda _: None, desk: str | None = None) -> SweepReport:
+    """One sweep of the forge. `now` is the sweeper's clock (default: this machine's); `desk`, the desk
+    sweeping, if a desk is (it leaves its own met waits to its pass)."""
     git = claims.git
     before = dict(git.round_trips)
     now = time.time() if now is None else now
@@ -336,11 +339,26 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
         findings = _observe_and_record(git, state, unknowns, policy, now, by)
         crash_point("sweep.after-observe")
     for i, f in enumerate(findings):
+        if f.action and f.kind == "wait" and f.brief in state.claims and state.claims[f.brief].record.desk == desk:
+            f.action = ""  # the sweeping desk settles its own waits on its pass, as it always does
         if f.action:
             progress(f"{f.action} {f.brief} ({i + 1}/{len(findings)})")
             f.action = f"would {f.action}" if dry_run else _act(claims, state, f, by)
+    findings += _retire(claims, state, policy, now, dry_run, by)
     trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
     return SweepReport(policy.name, dry_run, utc_now_iso(now), len(state.briefs()), findings, trips)
+
+
+def _retire(claims: Claims, state: ForgeState, policy: SweepPolicy, now: float, dry_run: bool,
+            by: str) -> list[Finding]:
+    """Retire the briefs done for longer than the policy says (by the sweeper's clock)."""
+    due = sorted(b for b, c in state.claims.items()
+                 if c.record.state == "done" and now - parse_iso(c.record.at).timestamp() >= policy.retire_after_s)
+    if not policy.retire or not due:
+        return []
+    done = retire(claims, due, by=by, dry_run=dry_run)
+    return [Finding("retire", b, f"done at {state.claims[b].record.at}; its refs are folded into {RETIRED_REF}",
+                    f"retire:{b}", "would retire" if dry_run else "retired") for b in done.retired]
 
 
 def _observe_and_record(git: ForgeGit, state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | RecordInvalid],
@@ -352,6 +370,8 @@ def _observe_and_record(git: ForgeGit, state: ForgeState, unknowns: dict[str, li
         seen = observe(state, unknowns, now, now)
         findings = judge(state, seen, unknowns, policy, now)
         seen.findings = record(findings, state.base.findings, now, now)
+        if state.base_is_commit and (seen.briefs, seen.findings) == (state.base.briefs, state.base.findings):
+            return findings  # nothing new was seen: no push (a fleet of idle desks sweeping writes nothing)
         parent = state.base_tip if state.base_is_commit else None
         update = chain.commit(git, SWEEPER_REF, parent, {OBSERVATIONS: seen.encode()},
                               f"assay: sweep by {by} ({os.urandom(4).hex()}): {len(findings)} findings", by, now)
@@ -365,10 +385,10 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
     """Do what a finding calls for; every write is a CAS, so a concurrent writer makes this a no-op."""
     claim = state.claims[f.brief]
     r = claim.record
-    run = f"{by}"
+    run = f"{by}:{_SWEEP_ID}"  # this sweeping process: two sweepers' commits are never the same commit
     try:
         if f.action == "expire":
-            return _expire(claims, claim, f.detail, by)
+            return _expire(claims, claim, f.detail, by, run)
         if f.action == "release":
             why = forced_reason(f"stuck: {f.detail}", by)
             expect = {journal_ref(f.brief): state.journals.get(f.brief, ""),
@@ -394,11 +414,11 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
     raise AssertionError(f"unknown sweep action {f.action!r}")
 
 
-def _expire(claims: Claims, claim: Claim, why: str, by: str) -> str:
+def _expire(claims: Claims, claim: Claim, why: str, by: str, run: str) -> str:
     """Expire exactly the tip that stood still, journaled with it; its desk renewing first wins."""
     brief, reason = claim.record.brief, f"expired by {by}: {why}"
     try:
-        transition_as(claims, brief, "expire", "claim", {"action": "expire", "reason": reason}, by, by,
+        transition_as(claims, brief, "expire", "claim", {"action": "expire", "reason": reason}, by, run,
                       expect={claim_ref(brief): claim.sha}, reason=reason)
         return "expired"
     except Conflict:

@@ -16,6 +16,7 @@ SECTIONS: dict[str, dict[str, type]] = {
     "stuck": {"after_s": int, "release": bool},
     "unknown": {"after_s": int},
     "waits": {"settle": bool},
+    "retire": {"after_s": int, "enabled": bool},
 }
 KEYS = ("name", *SECTIONS)
 DEFAULT_NAME = "default"
@@ -31,11 +32,14 @@ class SweepPolicy:
     stuck_release: bool = False  # … is released (journaled) rather than only reported
     unknown_after_s: int = 3600  # an outcome_unknown left this long is raised for a person
     settle_waits: bool = True  # waiting claims whose condition the forge shows met are woken or settled
+    retire_after_s: int = 7 * 86400  # a brief done this long is retired (its refs folded, retired.py)
+    retire: bool = True
 
 
 _FIELD = {("expire", "grace_s"): "grace_s", ("stuck", "after_s"): "stuck_after_s",
           ("stuck", "release"): "stuck_release", ("unknown", "after_s"): "unknown_after_s",
-          ("waits", "settle"): "settle_waits"}
+          ("waits", "settle"): "settle_waits", ("retire", "after_s"): "retire_after_s",
+          ("retire", "enabled"): "retire"}
 
 
 def check_policy(text: str, path: str) -> tuple[SweepPolicy | None, list[Problem]]:

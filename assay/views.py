@@ -370,7 +370,7 @@ def render_sweep(view: dict[str, Any]) -> None:
 
 def sweep_markdown(view: dict[str, Any]) -> str:
     def cell(text: str) -> str:
-        return _CONTROL.sub(" ", text).replace("|", "\\|")
+        return _md(_CONTROL.sub(" ", text))
 
     lines = [f"## Assay sweep ({view['at']}, policy `{view['policy']}`"
              f"{', dry run' if view['dry_run'] else ''})", "",

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_a_desk_killed_on_another_host_is_expired_and_its_brief_resumed_at_the_n
     assert chain[-1]["epoch"] == 2 and chain[-1]["state"] == "waiting"
     assert (tmp_path / "effects.log").read_text().count("deployed ship") == 1  # resumed, not redone
     expire = [e for e in entries(work.path, "ship") if (e.get("data") or {}).get("action") == "expire"]
-    assert len(expire) == 1 and expire[0]["epoch"] == 1 and expire[0]["run"] == "sweeper:default"
+    assert len(expire) == 1 and expire[0]["epoch"] == 1 and str(expire[0]["run"]).startswith("sweeper:default:")
     assert invariants(work.path, "ship") == []
 
 
@@ -273,3 +274,46 @@ def test_a_bad_policy_is_refused_with_file_and_line(policed: Forge) -> None:
     publish(policed, {"sweepers/default.yaml": POLICY})
     missing = assay("sweep", "--forge", policed.url, "--policy", "nightly")
     assert missing.code == 2 and "no sweeper policy 'nightly'" in missing.err and "default" in missing.err
+
+
+def test_briefs_done_long_enough_are_retired_by_the_sweep(policed: Forge, claims: Claims) -> None:
+    """The default policy retires briefs done for a week (by the sweeper's clock); a dry run only says so."""
+    for b in ("alpha", "beta"):
+        claims.claim(b, "d")
+        custody.release(claims, b, "d", outcome="done")
+    week_later = time.time() + 7 * 86400 + 60
+    assert findings(sweep_cli(policed, time.time()), "retire") == []  # not a week yet
+    dry = findings(sweep_cli(policed, week_later, "--dry-run"), "retire")
+    assert [(f["brief"], f["action"]) for f in dry] == [("alpha", "would retire"), ("beta", "would retire")]
+    assert policed.tip("refs/assay/claims/alpha") is not None
+    done = findings(sweep_cli(policed, week_later), "retire")
+    assert [(f["brief"], f["action"]) for f in done] == [("alpha", "retired"), ("beta", "retired")]
+    assert policed.tip("refs/assay/claims/alpha") is None and policed.tip("refs/assay/retired") is not None
+    assert findings(sweep_cli(policed, week_later + 60), "retire") == []  # nothing left to retire
+    assert assay("claim", "alpha", "--desk", "x", env={"ASSAY_FORGE": policed.url}).code == 3
+
+
+def test_a_desk_on_a_fresh_machine_sweeps_and_takes_a_dead_desks_brief(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+    """Nothing else runs: a desk started after another machine's desk died sweeps at start and once a
+    heartbeat, expires the dead claim once its lease has passed, and resumes the brief at the next epoch."""
+    desk = "name: builder\ntakes:\n  labels: [work]\nagent:\n  command: [python, -m, assay.agents.scripted]\n" \
+           "lease_s: 2\nheartbeat_s: 1\nenv_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]\n"
+    publish(work, {"desks/builder.yaml": desk, "sweepers/default.yaml": POLICY,
+                   "briefs/ship.md": brief("Ship", ["write notes.txt hi", "deploy"], "test -f notes.txt")})
+    env = {**os.environ, **desk_env(tmp_path, ASSAY_CRASH_AT="step.after-result:deploy", ASSAY_CRASH_SCOPE="group")}
+    command = [sys.executable, "-m", "assay", "desk", "run", "builder", "--once", "--forge", work.url]
+    laptop = subprocess.Popen(["unshare", "--uts", "sh", "-c", 'hostname laptop-far-away && exec "$@"', "sh",
+                               *command], env=env, start_new_session=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    _, err = laptop.communicate(timeout=120)
+    assert laptop.returncode == -signal.SIGKILL, err.decode()
+    assert work.claim_json("ship")["state"] == "held"
+
+    fresh = assay("desk", "run", "builder", "--max-briefs", "1", "--poll", "0.2", "--forge", work.url,
+                  env=desk_env(tmp_path), timeout=120)
+    assert fresh.code == 0, fresh.err
+    assert "sweep: lease ship: expired" in fresh.out, fresh.out
+    states = [(c["state"], c["epoch"]) for c in claim_chain(work.path, "ship")]
+    assert ("expired", 1) in states and states[-1] == ("waiting", 2), states
+    assert (tmp_path / "effects.log").read_text().count("deployed ship") == 1  # resumed, not redone
+    assert invariants(work.path, "ship") == []
