@@ -58,16 +58,15 @@ def _decoded(raw: Any, brief: str) -> Decoded | None:
         return None
     if not isinstance(commits, list) or not isinstance(rows, list):
         return None
-    new, width = JournalEntry.__new__, len(FIELDS) + 1
+    if any(len(row) != len(FIELDS) + 1 for row in rows) or [row[1] for row in rows] != list(range(1, len(rows) + 1)):
+        return None  # every row whole, and seq gapless from 1
+    new = JournalEntry.__new__
     entries: list[JournalEntry] = []
-    commit_of: dict[int, str] = {}
-    for seq, row in enumerate(rows, start=1):
-        if len(row) != width or row[1] != seq:
-            return None
+    for row in rows:
         entry = new(JournalEntry)
         entry.__dict__.update(zip(FIELDS, row[1:], strict=True))  # frozen: filled without re-validating
         entries.append(entry)
-        commit_of[seq] = commits[row[0]]
+    commit_of = {row[1]: commits[row[0]] for row in rows}
     return Decoded(entries, commit_of, tip)
 
 
