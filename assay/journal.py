@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay import chain, retired
+from assay import chain, journalcache, retired
 from assay.claims import Claim, Claims, fence
 from assay.crash import crash_point
 from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
@@ -35,6 +35,7 @@ from assay.records import (
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
 MAX_PENDING = 256  # a group commit carries at most this many entries …
 MAX_PENDING_S = 2.0  # … and waits at most this long for more
+KEEP_AFTER = 64  # a read that decoded this many commits keeps its log in the forge's cache
 
 
 @dataclass
@@ -61,12 +62,15 @@ class JournalLog:
     entries: list[JournalEntry]
     commit_of: dict[int, str]
     tip: str | None
+    decoded: int = 0  # commits this read decoded from git (the rest came from an earlier read)
 
 
 def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLog | None = None) -> JournalLog:
     """All entries of a brief's journal: one ls-remote, one fetch, one rev-list, one cat-file batch.
 
-    With `known` (an earlier read of the same journal), only the commits after it are read.
+    With `known` (an earlier read of the same journal), only the commits after it are read. Without
+    one, the log kept in the forge's cache (`journalcache`) is the earlier read, if it is on the chain;
+    a read that decodes `KEEP_AFTER` commits or more keeps its log there for the next process.
     """
     ref = journal_ref(brief)
     if tip is None:
@@ -74,21 +78,27 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
     if not tip:
         return JournalLog([], {}, None)
     git.ensure_objects({ref: tip})
+    if known is None or not known.tip:
+        kept = journalcache.load(git.cache, brief)
+        known = JournalLog(kept.entries, kept.commit_of, kept.tip) if kept else known
     since = known.tip if known and known.tip and git.is_ancestor(known.tip, tip) else None
     commits = list(reversed(git.rev_list(tip, since=since)))  # empty if the tip is no commit
     head, *texts = git.read_typed([tip, *(f"{c}:entries.jsonl" for c in commits)])
     check_tip(ref, tip, head.kind if head else None)
     entries: list[JournalEntry] = list(known.entries) if since and known else []
     commit_of: dict[int, str] = dict(known.commit_of) if since and known else {}
+    checked = len(entries)  # an earlier read checked its own entries
     for commit, found in zip(commits, texts, strict=True):
         for line in _entry_lines(ref, commit, found):
             entry = decode_entry(line, ref)
             entries.append(entry)
             commit_of[entry.seq] = commit
-    for expected, entry in enumerate(entries, start=1):
+    for expected, entry in enumerate(entries[checked:], start=checked + 1):
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
-    return JournalLog(entries, commit_of, tip)
+    if len(commits) >= KEEP_AFTER:
+        journalcache.save(git.cache, brief, entries, commit_of, tip)
+    return JournalLog(entries, commit_of, tip, len(commits))
 
 
 def read_kept(git: ForgeGit, brief: str) -> JournalLog:

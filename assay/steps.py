@@ -419,7 +419,9 @@ def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | N
     """
     journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12], known=known)
     session = Session(journal, max_attempts, call_notes)
-    if any(e.kind == "intent" and session._resolution(e) is None for e in journal.entries):
+    session._index()
+    resolved = session._resolutions
+    if any(e.kind == "intent" and e.seq not in resolved for e in journal.entries):
         crash_point("recovery.after-load")  # a recovery has read the journal and decided nothing yet
     return session
 
