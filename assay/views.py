@@ -258,6 +258,8 @@ def render_review(v: dict[str, Any]) -> None:
 
 
 def render_warnings(lines: Sequence[str]) -> None:
+    if not lines:
+        return  # not even rich's import
     console = _console(stderr=True)
     for line in lines:
         console.print(f"[yellow]warning:[/] {_plain(line)}")
