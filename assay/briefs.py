@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assay import cachefile
 from assay.errors import BriefIdInvalid, BriefInvalid
 from assay.git import ForgeGit, TreeEntry, parse_tree
 from assay.records import MAIN_REF, check_tip, validate_brief_id
@@ -395,7 +394,7 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
         raw[key] = _parse_file(entry.name, data)
         results[key] = _from_parsed(raw[key])
     if todo or len(raw) != len(known):
-        _save_parsed(cache_path, raw)  # only what main has now: the file never outgrows the folder
+        cachefile.save(cache_path, raw)  # only what main has now: the file never outgrows the folder
     briefs: list[Brief] = []
     for entry in files:
         brief, found = results[f"{entry.sha}:{entry.name}"]
@@ -430,20 +429,7 @@ def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
 
 def _load_parsed(path: Path) -> dict[str, dict[str, Any]]:
     """The cache of parsed briefs; empty if absent or unreadable (it is only ever a shortcut)."""
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in loaded.items() if isinstance(v, dict)} if isinstance(loaded, dict) else {}
-
-
-def _save_parsed(path: Path, parsed: dict[str, dict[str, Any]]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(parsed), encoding="utf-8")
-        os.replace(tmp, path)  # whole or not at all; the last of racing writers wins, each one complete
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    return {k: v for k, v in cachefile.load(path).items() if isinstance(v, dict)}
 
 
 SKELETON = """---

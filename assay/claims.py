@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from assay import chain, retired
+from assay import cachefile, chain, retired
 from assay.credentials import redact
 from assay.errors import (
     BriefNotFound,
@@ -29,7 +29,9 @@ from assay.git import ForgeGit, RefUpdate
 from assay.lives import BOOT_PREFIX, Life, this_life
 from assay.records import (
     CLAIMS_PREFIX,
+    FORMAT_VERSION,
     MAIN_REF,
+    STATES,
     ClaimRecord,
     check_tip,
     claim_ref,
@@ -155,6 +157,7 @@ class Claims:
         self.git = git
         self.clock = clock
         self.view: ForgeView | None = None
+        self._kept: ForgeView | None = None  # a view read with keep=True, for the next read_view
         self._brief_on_main: dict[tuple[str, str], bool] = {}
 
     # -- reading --------------------------------------------------------------------
@@ -169,9 +172,30 @@ class Claims:
         return Claim(chain.read_one(self.git, ref, sha, CLAIMS_PREFIX, "claim.json", decode_claim), sha)
 
     def load_tips(self, tips: dict[str, str]) -> tuple[list[Claim], list[InvalidClaim]]:
-        """The claims at `tips` (ref -> sha), and the junk among them: one fetch, one cat-file batch."""
-        good, bad = chain.read_tips(self.git, tips, CLAIMS_PREFIX, "claim.json", decode_claim)
-        return [Claim(record, sha) for record, sha in good], bad
+        """The claims at `tips` (ref -> sha), and the junk among them, in ref order.
+
+        A tip read before is taken from the cache's `DECODED` file (commit id -> record, so an
+        entry never goes stale); the others are read with one fetch and one cat-file batch.
+        Listings and choosing use this; every write still reads its tip and compares-and-swaps.
+        """
+        path = self.git.cache / DECODED
+        known = cachefile.load(path)
+        remembered = known.get("claims") if known.get("v") == FORMAT_VERSION else None
+        memo: dict[str, Any] = remembered if isinstance(remembered, dict) else {}
+        hits: list[Claim] = []
+        todo: dict[str, str] = {}
+        for ref, sha in tips.items():
+            record = _recall(memo.get(sha), ref)
+            if record is None:
+                todo[ref] = sha
+            else:
+                hits.append(Claim(record, sha))
+        good, bad = chain.read_tips(self.git, todo, CLAIMS_PREFIX, "claim.json", decode_claim)
+        fresh = [Claim(record, sha) for record, sha in good]
+        claims = sorted([*hits, *fresh], key=lambda c: c.record.brief) if hits and fresh else hits or fresh
+        if fresh or len(hits) != len(memo):  # only the tips seen now: the file never outgrows the forge
+            cachefile.save(path, {"v": FORMAT_VERSION, "claims": {c.sha: _remember(c.record) for c in claims}})
+        return claims, bad
 
     def list_all(self) -> tuple[list[Claim], list[InvalidClaim]]:
         """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""
@@ -198,11 +222,22 @@ class Claims:
 
     # -- writing --------------------------------------------------------------------
 
-    def read_view(self) -> ForgeView:
-        """Read every claim tip and main in one round trip, for callers that pick among many briefs."""
+    def read_view(self, keep: bool = False) -> ForgeView:
+        """Read every claim tip, main and the retired index in one round trip, for callers that pick among
+        many briefs.
+
+        With `keep`, the next call returns this view instead of reading again: for a caller that
+        needs main just before a pass that reads everything (with thousands of refs on the forge,
+        each ls-remote costs the forge a read of every ref, whatever the pattern).
+        """
+        if self._kept is not None:
+            self.view, self._kept = self._kept, None
+            return self.view
         refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF, retired.RETIRED_REF)
         self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF),
                               refs.get(retired.RETIRED_REF))
+        if keep:
+            self._kept = self.view  # the same object: a write meanwhile updates its tip in both
         return self.view
 
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
@@ -332,6 +367,29 @@ class Claims:
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())
+
+
+DECODED = "claims-decoded.v1.json"  # in the forge's cache: claim commit id -> its record, as _remember lists it
+_TYPES = (str, str, int, str, str, int, str, str, str)  # the types _remember lists, `wait` apart
+
+
+def _remember(r: ClaimRecord) -> list[Any]:
+    return [r.brief, r.state, r.epoch, r.desk, r.holder, r.lease_s, r.branch, r.at, r.reason, r.wait]
+
+
+def _recall(item: Any, ref: str) -> ClaimRecord | None:
+    """The record a cache entry holds for a tip of `ref`; None for no entry, or one that is damaged or
+    would not decode there (another brief's commit pushed to this ref is read, and reported, afresh)."""
+    if not isinstance(item, list) or len(item) != 10 or tuple(map(type, item[:9])) != _TYPES:
+        return None
+    brief, state, epoch, desk, holder, lease_s, branch, at, reason, wait = item
+    if ref != CLAIMS_PREFIX + brief or state not in STATES or epoch < 1 or not isinstance(wait, dict | None):
+        return None
+    try:
+        validate_brief_id(brief)  # as reading the ref would: git refuses to fetch a malformed ref name
+    except UsageError:
+        return None
+    return ClaimRecord(brief, state, epoch, desk, holder, lease_s, branch, at, wait, reason)
 
 
 def forced_reason(reason: str, by: str) -> str:

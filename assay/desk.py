@@ -291,7 +291,7 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     from assay.config import state_dir_for
     from assay.deskspec import load_desk
 
-    spec = load_desk(ports.git, ports.claims.read_view().main, name)
+    spec = load_desk(ports.git, ports.claims.read_view(keep=True).main, name)  # the first pass uses this view
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

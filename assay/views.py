@@ -82,15 +82,13 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Cell]], right: f
             table.add_row(*(_styled(text, style) for text, style in row))
         _console().print(table)
         return
-    rows = [[(_CONTROL.sub("?", text), style) for text, style in row] for row in rows]  # no terminal escapes
-    widths = [max(len(col), *(len(row[i][0]) for row in rows)) for i, col in enumerate(columns)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if col in right else c.ljust(w)
-                         for c, w, col in zip(cells, widths, columns, strict=True)).rstrip()
-
+    texts = [[text for text, _ in row] for row in rows]
+    if _CONTROL.search("".join(t for row in texts for t in row)):  # no terminal escapes
+        texts = [[_CONTROL.sub("?", t) for t in row] for row in texts]
+    widths = [max(len(col), *map(len, cells)) for col, cells in zip(columns, zip(*texts, strict=True), strict=True)]
+    line = "  ".join(f"{{:{'>' if col in right else '<'}{w}}}" for col, w in zip(columns, widths, strict=True))
     head = [title] if title else []
-    sys.stdout.write("\n".join([*head, line(columns), *(line([t for t, _ in row]) for row in rows)]) + "\n")
+    sys.stdout.write("\n".join([*head, *(line.format(*cells).rstrip() for cells in [list(columns), *texts])]) + "\n")
 
 
 def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, Any]]) -> None:
@@ -209,9 +207,8 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
 
 
 def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
-    console = _console()
     if not rows:
-        console.print("no briefs on main yet: `assay brief new ID --title ...`, then commit and push")
+        _console().print("no briefs on main yet: `assay brief new ID --title ...`, then commit and push")
         return
     print_table(("brief", "p", "state", "desk", "title"),
                 [[(r["brief"], ""), (str(r["priority"]), ""),
@@ -219,7 +216,7 @@ def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
                   (r["desk"], ""), (r["title"], "")] for r in rows])
     for r in rows:
         if "invalid" in r:
-            console.print(_styled(f"invalid: {r['invalid']['ref']}: {r['invalid']['problem']}", "bold red"))
+            _console().print(_styled(f"invalid: {r['invalid']['ref']}: {r['invalid']['problem']}", "bold red"))
 
 
 def review_view(review: Any) -> dict[str, Any]:
@@ -307,6 +304,8 @@ def verify_markdown(view: dict[str, Any]) -> str:
 
 
 def render_warnings(lines: Sequence[str]) -> None:
+    if not lines:
+        return  # not even rich's import
     console = _console(stderr=True)
     for line in lines:
         console.print(f"[yellow]warning:[/] {_plain(line)}")

@@ -1,14 +1,16 @@
 """Claim throughput and latency on a local forge, against raw `git push` measured in the same run.
 
-    python benchmarks/claims.py [--procs 50] [--briefs 200]
+    python benchmarks/claims.py [--procs 50] [--briefs 200] [--rounds 3] [--solo 40]
 
-Prints:
+Every floor is a raw create-only `git push --force-with-lease` of a commit made just before
+that push (untimed, dated now), so it pays for nothing the run added before. Prints:
 - double claims (must be 0): epochs held by more than one desk, read back with plain git;
-- claims/s for PROCS processes racing for BRIEFS briefs;
-- the median latency of one uncontended claim as a ratio to one uncontended raw create-only
-  `git push --force-with-lease` of a fresh commit (the floor; target <= 1.5);
-- the median latency of a claim attempt in the race as a ratio to a raw create-only push
-  attempt in the same race run with raw git (every process pushing to every ref).
+- uncontended, SOLO interleaved samples of: a raw push (the floor), a claim after a sync (a desk
+  that has just read the forge; target <= 1.5x the floor) and a claim reading tip and main itself
+  (`assay claim`); min / median / max of each and the ratios of medians;
+- the race, ROUNDS rounds, each PROCS processes racing for BRIEFS new briefs, once with plain git
+  (every process pushing to every ref) and once with Assay, alternating: claims/s and the latency
+  of one attempt, min / median / max over the rounds and attempts, and the ratios of medians.
 """
 
 from __future__ import annotations
@@ -59,6 +61,16 @@ def fresh_commits(repo: Path, n: int, tag: str) -> list[str]:
     return out
 
 
+def new_commit(repo: Path, tag: str) -> str:
+    """A commit made now, with a new claim.json: the next raw push's payload, made outside its timing."""
+    return fresh_commits(repo, 1, tag)[0]
+
+
+def spread(values: list[float], scale: float = 1000.0, unit: str = "ms") -> str:
+    return (f"min {min(values) * scale:7.1f}  median {statistics.median(values) * scale:7.1f}  "
+            f"max {max(values) * scale:7.1f} {unit}")
+
+
 def raw_push(repo: Path, forge: Path, sha: str, ref: str) -> bool:
     proc = subprocess.run(["git", "push", "--porcelain", f"--force-with-lease={ref}:{ZERO}", str(forge),
                            f"{sha}:{ref}"], cwd=repo, capture_output=True)
@@ -96,7 +108,6 @@ def worker(mode: str, forge: str, desk: str, briefs: list[str], scratch: str) ->
     else:
         repo = Path(scratch)
         git("init", "-q", "--bare", str(repo))
-        shas = dict(zip(briefs, fresh_commits(repo, len(briefs), desk), strict=True))
         print("ready", flush=True)
         sys.stdin.readline()
         while True:
@@ -104,8 +115,9 @@ def worker(mode: str, forge: str, desk: str, briefs: list[str], scratch: str) ->
             free = [b for b in briefs if f"refs/raw/{b}" not in taken]
             if not free:
                 break
+            sha = new_commit(repo, f"{desk}-{free[0]}")  # as a desk makes its claim commit: after reading
             t0 = time.perf_counter()
-            if raw_push(repo, Path(forge), shas[free[0]], f"refs/raw/{free[0]}"):
+            if raw_push(repo, Path(forge), sha, f"refs/raw/{free[0]}"):
                 won.append(free[0])
             lat.append(time.perf_counter() - t0)
     print(json.dumps({"lat": lat, "won": won}), flush=True)
@@ -140,61 +152,80 @@ def double_claims(forge: Path, briefs: list[str]) -> int:
     return doubles
 
 
-def uncontended(forge: Path, tmp: Path, n: int) -> tuple[float, float, float]:
-    """Alternate raw pushes, cold claims (own read of tip and main) and claims after a sync."""
+def uncontended(forge: Path, tmp: Path, n: int) -> dict[str, list[float]]:
+    """Interleave raw pushes (each of a commit made just before), claims after a sync and cold claims."""
     from assay.claims import Claims
     from assay.git import ForgeGit
 
     repo = tmp / "floor.git"
     git("init", "-q", "--bare", str(repo))
-    shas = fresh_commits(repo, n, "floor")
     cold, synced = Claims(ForgeGit(str(forge))), Claims(ForgeGit(str(forge)))
     cold.claim("warm-1", "bench", require_brief=False)  # start the cache and its cat-file process
     synced.claim("warm-2", "bench", require_brief=False)
-    floor, ours_cold, ours_synced = [], [], []
-    for i, sha in enumerate(shas):
+    times: dict[str, list[float]] = {"floor": [], "synced": [], "cold": []}
+    for i in range(n):
+        sha = new_commit(repo, f"floor{i}")
         t0 = time.perf_counter()
         assert raw_push(repo, forge, sha, f"refs/floor/{i}")
-        floor.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        cold.claim(f"b{2 * i:04d}", "solo")
-        ours_cold.append(time.perf_counter() - t0)
+        times["floor"].append(time.perf_counter() - t0)
         synced.read_view()
         t0 = time.perf_counter()
         synced.claim(f"b{2 * i + 1:04d}", "solo")
-        ours_synced.append(time.perf_counter() - t0)
-    return statistics.median(floor), statistics.median(ours_cold), statistics.median(ours_synced)
+        times["synced"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        cold.claim(f"b{2 * i:04d}", "solo")
+        times["cold"].append(time.perf_counter() - t0)
+    for port in (cold, synced):
+        port.git.close()
+    return times
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--procs", type=int, default=50)
-    ap.add_argument("--briefs", type=int, default=200)
-    ap.add_argument("--solo", type=int, default=40, help="sequential claims for the uncontended ratio")
+    ap.add_argument("--briefs", type=int, default=200, help="briefs raced for in each round")
+    ap.add_argument("--rounds", type=int, default=3, help="race rounds, each with plain git and with Assay")
+    ap.add_argument("--solo", type=int, default=40, help="interleaved samples for the uncontended ratios")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as d:
         tmp = Path(d)
         os.environ["ASSAY_CACHE_DIR"] = str(tmp / "cache")
-        forge = make_forge(tmp, args.briefs + 2 * args.solo)
-        floor, cold, synced = uncontended(forge, tmp, args.solo)
-        briefs = [f"b{i:04d}" for i in range(2 * args.solo, 2 * args.solo + args.briefs)]
-        raw_wall, raw_lat, raw_won = race("raw", forge, args.procs, briefs, tmp)
-        wall, lat, won = race("assay", forge, args.procs, briefs, tmp)
-        doubles = double_claims(forge, briefs)
-        print(f"git {git('--version').split()[-1]}, {os.cpu_count()} cores, {args.procs} processes, "
-              f"{args.briefs} briefs")
-        print(f"double claims:                {doubles} (must be 0); winners {len(won)} of {args.briefs}, "
-              f"distinct {len(set(won))}")
-        print(f"claims/s (race):              {len(won) / wall:.1f}  (raw git pushes: {len(raw_won) / raw_wall:.1f}/s)")
-        print(f"floor, one raw create-only push:      {floor * 1000:.1f} ms")
-        print(f"median claim after a sync (desk):     {synced * 1000:.1f} ms  ratio {synced / floor:.2f} "
-              "(target <= 1.5)")
-        print(f"median claim reading tip+main itself: {cold * 1000:.1f} ms  ratio {cold / floor:.2f} (`assay claim`)")
-        print(f"median claim attempt in the race:     {statistics.median(lat) * 1000:.1f} ms  ratio "
-              f"{statistics.median(lat) / statistics.median(raw_lat):.2f} to a raw create-only push attempt in the "
-              f"same race run with plain git ({statistics.median(raw_lat) * 1000:.1f} ms)")
-        if doubles or len(set(won)) != len(won) or len(won) != args.briefs:
-            sys.exit("FAILED: a brief was claimed twice or not at all")
+        forge = make_forge(tmp, 2 * args.solo + args.rounds * args.briefs)
+        solo = uncontended(forge, tmp, args.solo)
+        rate: dict[str, list[float]] = {"raw": [], "assay": []}
+        attempts: dict[str, list[float]] = {"raw": [], "assay": []}
+        raced: list[str] = []
+        won_all: list[str] = []
+        for r in range(args.rounds):
+            first = 2 * args.solo + r * args.briefs
+            briefs = [f"b{i:04d}" for i in range(first, first + args.briefs)]
+            raced += briefs
+            for mode in ("raw", "assay") if r % 2 == 0 else ("assay", "raw"):
+                wall, lat, won = race(mode, forge, args.procs, briefs, tmp / f"round{r}")
+                rate[mode].append(len(won) / wall)
+                attempts[mode] += lat
+                if mode == "assay":
+                    won_all += won
+        doubles = double_claims(forge, raced)
+    med = {k: statistics.median(v) for k, v in solo.items()}
+    lat_med = {k: statistics.median(v) for k, v in attempts.items()}
+    print(f"git {git('--version').split()[-1]}, {os.cpu_count()} cores; race: {args.procs} processes, "
+          f"{args.briefs} briefs, {args.rounds} rounds; uncontended: {args.solo} interleaved samples")
+    print(f"double claims:                      {doubles} (must be 0); winners {len(won_all)} of {len(raced)}, "
+          f"distinct {len(set(won_all))}")
+    print(f"floor, one raw create-only push:    {spread(solo['floor'])}")
+    print(f"claim after a sync (desk):          {spread(solo['synced'])}  ratio {med['synced'] / med['floor']:.2f} "
+          "(target <= 1.5)")
+    print(f"claim reading tip+main itself:      {spread(solo['cold'])}  ratio {med['cold'] / med['floor']:.2f} "
+          "(`assay claim`)")
+    print(f"race, raw create-only pushes/s:     {spread(rate['raw'], 1, '/s')}")
+    print(f"race, claims/s:                     {spread(rate['assay'], 1, '/s')}  ratio "
+          f"{statistics.median(rate['assay']) / statistics.median(rate['raw']):.2f} of the raw rate")
+    print(f"race, one raw push attempt:         {spread(attempts['raw'])}")
+    print(f"race, one claim attempt:            {spread(attempts['assay'])}  ratio "
+          f"{lat_med['assay'] / lat_med['raw']:.2f}")
+    if doubles or len(set(won_all)) != len(won_all) or len(won_all) != len(raced):
+        sys.exit("FAILED: a brief was claimed twice or not at all")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,18 @@
 """Journal throughput and the cost of one unsafe step, against raw git measured in the same run.
 
-    python benchmarks/journal.py [--safe 2000] [--samples 30]
+    python benchmarks/journal.py [--safe 1000] [--rounds 5] [--samples 40]
 
 Prints:
-- safe steps/s with group commit (and, if the `dbos` package is installed, the same
-  N-step workload on DBOS Transact with a SQLite system database, in the same run);
-- one unsafe step (intent push + result push) as a ratio to one raw two-ref
+- one unsafe step (intent + result pushes) as a ratio to one raw two-ref
   `git push --atomic` with leases (the floor: two commits made just before each
   push, dated now; interleaved with the steps; min, median and max; target <= 2.3);
+- safe steps/s with group commit, SAFE steps a round over ROUNDS rounds after a
+  warm-up round; min, median and max;
+- if the `dbos` package is installed (it is optional, and nothing else needs it:
+  `pip install dbos`), the same workload on DBOS Transact with a SQLite system
+  database in one long-lived process, warmed up by one untimed round, its rounds
+  alternating with Assay's; min, median and max and the ratio of medians.
+  Without it, a line says the comparison was skipped;
 - the wall time of a whole `assay step run --policy unsafe -- true` process outside
   a desk (it reads the journal and pushes itself) as a ratio to the same floor, with
   Python's own start-up for scale; under a desk, see benchmarks/fastpath.py.
@@ -16,6 +21,7 @@ Prints:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -40,38 +46,61 @@ def floor_push(repo: Path, forge: Path, i: int) -> list[str]:
             f"--force-with-lease=refs/f/{i}/b:{ZERO}", str(forge), f"{a}:refs/f/{i}/a", f"{b}:refs/f/{i}/b"]
 
 
-def spread(values: list[float]) -> str:
-    return (f"min {min(values) * 1000:6.1f}  median {statistics.median(values) * 1000:6.1f}  "
-            f"max {max(values) * 1000:6.1f} ms")
+def spread(values: list[float], scale: float = 1000.0, unit: str = "ms") -> str:
+    return (f"min {min(values) * scale:7.1f}  median {statistics.median(values) * scale:7.1f}  "
+            f"max {max(values) * scale:7.1f} {unit}")
 
 
-def dbos_steps_per_s(n: int, tmp: Path) -> float | None:
-    try:
-        import dbos  # noqa: F401
-    except ImportError:
-        return None
-    script = textwrap.dedent(f"""
-        import logging, time
-        from dbos import DBOS
-        DBOS(config={{"name": "bench", "system_database_url": "sqlite:///{tmp}/dbos.sqlite",
-                     "log_level": "WARNING"}})
-        @DBOS.step()
-        def s(i): return i
-        @DBOS.workflow()
-        def wf(n):
-            for i in range(n):
-                s(i)
-        DBOS.launch()
-        t0 = time.perf_counter(); wf({n}); print({n} / (time.perf_counter() - t0))
-        DBOS.destroy()
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    return float(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+DBOS_SERVER = textwrap.dedent("""
+    import sys, time
+    from dbos import DBOS
+    DBOS(config={"name": "bench", "system_database_url": "sqlite:///" + sys.argv[1], "log_level": "WARNING",
+                "application_version": "bench"})
+    @DBOS.step()
+    def s(i): return i
+    @DBOS.workflow()
+    def wf(n):
+        for i in range(n):
+            s(i)
+    DBOS.launch()
+    print("ready", flush=True)
+    for line in sys.stdin:  # one workflow of n steps per line, timed here, without the process start
+        t0 = time.perf_counter(); wf(int(line)); print("elapsed", time.perf_counter() - t0, flush=True)
+    DBOS.destroy()
+""")
+
+
+class Dbos:
+    """DBOS Transact on SQLite in a process of its own, timing one workflow of n steps on request."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", DBOS_SERVER, str(tmp / "dbos.sqlite")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._answer("ready")
+
+    def _answer(self, word: str) -> str:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            if line.startswith(word):
+                return line.removeprefix(word).strip()
+        raise SystemExit(f"DBOS stopped before saying {word!r} (exit {self.proc.wait()})")
+
+    def steps_per_s(self, n: int) -> float:
+        assert self.proc.stdin
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return n / float(self._answer("elapsed"))
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--safe", type=int, default=2000)
+    ap.add_argument("--safe", type=int, default=1000, help="safe steps in each round")
+    ap.add_argument("--rounds", type=int, default=5, help="timed rounds of safe steps (after one warm-up round)")
     ap.add_argument("--samples", type=int, default=40)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="assay-bench-") as d:
@@ -99,11 +128,22 @@ def main() -> None:
         floor = statistics.median(floor_times)
         unsafe_median = statistics.median(unsafe)
 
-        t0 = time.perf_counter()
-        for i in range(args.safe):
-            session.step("tick", lambda key: None, input=i, policy="safe")
-        session.flush()
-        safe_rate = args.safe / (time.perf_counter() - t0)
+        dbos = Dbos(tmp) if importlib.util.find_spec("dbos") is not None else None
+        safe_rates: list[float] = []
+        dbos_rates: list[float] = []
+        for r in range(args.rounds + 1):  # round 0 warms both up and is not counted
+            t0 = time.perf_counter()
+            for i in range(args.safe):
+                session.step("tick", lambda key: None, input=[r, i], policy="safe")
+            session.flush()
+            rate = args.safe / (time.perf_counter() - t0)
+            dbos_rate = dbos.steps_per_s(args.safe) if dbos else None
+            if r:
+                safe_rates.append(rate)
+                if dbos_rate is not None:
+                    dbos_rates.append(dbos_rate)
+        if dbos:
+            dbos.close()
 
         claims.claim("b0001", "cli")
         env = {**os.environ, "ASSAY_FORGE": str(forge), "ASSAY_BRIEF": "b0001", "ASSAY_DESK": "cli",
@@ -118,23 +158,22 @@ def main() -> None:
             subprocess.run([sys.executable, "-c", "pass"], check=True)
             bare_python.append(time.perf_counter() - t0)
         cli_median = statistics.median(cli)
-        dbos_rate = dbos_steps_per_s(args.safe, tmp)
 
         print(f"git {git('--version').split()[-1]}, {os.cpu_count()} cores")
         print(f"floor, one raw two-ref atomic push:       {spread(floor_times)}")
         print(f"one unsafe step (intent + result pushes): {spread(unsafe)}")
         print(f"unsafe step / floor (medians):            {unsafe_median / floor:.2f} (target <= 2.3)")
-        print(f"safe steps/s with group commit:           {safe_rate:.0f} ({args.safe} steps)")
-        if dbos_rate is not None:
-            print(f"DBOS Transact, SQLite, same workload:     {dbos_rate:.0f} steps/s  (assay / dbos = "
-                  f"{safe_rate / dbos_rate:.2f})")
+        print(f"safe steps/s with group commit:           {spread(safe_rates, 1, 'steps/s')}  "
+              f"({args.rounds} rounds of {args.safe} steps after a warm-up round)")
+        if dbos_rates:
+            print(f"DBOS Transact, SQLite, same rounds:       {spread(dbos_rates, 1, 'steps/s')}  (assay / dbos, "
+                  f"medians = {statistics.median(safe_rates) / statistics.median(dbos_rates):.2f})")
         else:
-            print("DBOS Transact:                            not installed (pip install dbos to compare)")
+            print("DBOS Transact:                            skipped, the `dbos` package is not installed "
+                  "(optional: pip install dbos)")
         print(f"whole `assay step run --policy unsafe -- true` outside a desk (straight to the forge): "
-              f"{cli_median * 1000:.1f} ms  ratio {cli_median / floor:.2f} (under a desk: benchmarks/fastpath.py); "
-              "python -c pass alone: "
-              f"{statistics.median(bare_python) * 1000:.1f} ms")
-
+              f"{spread(cli)}  ratio {cli_median / floor:.2f} (under a desk: benchmarks/fastpath.py)")
+        print(f"python -c pass alone:                     {spread(bare_python)}")
 
 if __name__ == "__main__":
     main()

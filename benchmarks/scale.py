@@ -5,7 +5,8 @@
 Two forges are built with `git fast-import`: 100 and N briefs on main, each with a held claim.
 Each round times, interleaved on both forges, a warm run (the cache already has the objects)
 of `assay briefs`, `assay claims` and `assay desk run scripted --once` (a pass that finds
-nothing to take). Prints the medians and each large/small ratio (target <= 5).
+nothing to take). Prints min / median / max of each, and each large/small ratio of medians
+(target <= 5).
 """
 
 from __future__ import annotations
@@ -80,10 +81,17 @@ def main() -> None:
             for name, args in commands.items():
                 for size, forge in forges.items():
                     times.setdefault((name, size), []).append(timed([*args, "--forge", str(forge)], env))
-    print(f"{os.cpu_count()} cores, warm, median of {opts.rounds} interleaved rounds: 100 briefs vs {opts.large}")
+    print(f"{os.cpu_count()} cores, warm, {opts.rounds} interleaved rounds: 100 briefs vs {opts.large} "
+          "(min / median / max ms)")
     for name in commands:
-        small, large = statistics.median(times[(name, "small")]), statistics.median(times[(name, "large")])
-        print(f"{name:14s} {small * 1000:7.0f} ms  {large * 1000:7.0f} ms  ratio {large / small:5.2f} (target <= 5)")
+        small, large = times[(name, "small")], times[(name, "large")]
+        ratio = statistics.median(large) / statistics.median(small)
+        print(f"{name:14s} 100: {spread(small)}  {opts.large}: {spread(large)}  ratio of medians {ratio:5.2f} "
+              "(target <= 5)")
+
+
+def spread(values: list[float]) -> str:
+    return "/".join(f"{v * 1000:.0f}" for v in (min(values), statistics.median(values), max(values)))
 
 
 if __name__ == "__main__":
