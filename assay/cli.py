@@ -61,11 +61,18 @@ def cli(debug: bool) -> None:
 @cli.command()
 @click.option("--local-forge", type=click.Path(path_type=Path), metavar="DIR",
               help="Create a bare repository at DIR and use it as the forge (no server needed).")
-def init(local_forge: Path | None) -> None:
+@click.option("--github", is_flag=True, help="Also write GitHub workflows: sweeps on a schedule, verify rows on "
+              "pull requests (.github/workflows/assay-*.yml).")
+@click.option("--workflows", metavar="OWNER/REPO@COMMIT",
+              help="With --github: write small callers of the reusable workflows in OWNER/REPO at COMMIT "
+              "(default: copies of them).")
+def init(local_forge: Path | None, github: bool, workflows: str | None) -> None:
     """Write .assay.yaml and the default briefs/, desks/, sweepers/ and board/ folders."""
     from assay.project import init_project
 
-    report = init_project(Path.cwd(), local_forge)
+    if workflows and not github:
+        raise click.UsageError("--workflows goes with --github")
+    report = init_project(Path.cwd(), local_forge, github, workflows)
     for item in report.created:
         click.echo(f"created {item}")
     if report.forge:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +39,47 @@ class InitReport:
     pushed_main: bool = False
 
 
+SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
+WORKFLOWS = ("sweep.yml", "verify.yml")  # the workflows a repository runs Assay's sweeps and verify rows with
+_PINNED = re.compile(r"(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{40})")
+CALLER = """# Written by `assay init --github`: calls Assay's reusable {name} workflow, pinned to a commit.
+name: assay {name}
+
+on:
+{on}
+permissions: {{}}
+
+jobs:
+  {name}:
+    permissions:
+      contents: {access}
+    uses: {repo}/.github/workflows/{name}.yml@{sha}
+"""
+CALLER_ON = {
+    "sweep": '  schedule:\n    - cron: "*/15 * * * *"\n  workflow_dispatch:\n',
+    "verify": "  pull_request:\n    types: [opened, synchronize, reopened, ready_for_review]\n",
+}
+
+
 def defaults_dir(kind: str) -> Path:
     """Where the shipped defaults live: inside the installed package, or the source checkout."""
     packaged = Path(__file__).parent / "_defaults" / kind
     if packaged.is_dir():
         return packaged
-    source = Path(__file__).parent.parent / kind
+    source = Path(__file__).parent.parent / SOURCES.get(kind, kind)
     if source.is_dir():
         return source
     raise UsageError(f"the default {kind}/ folder is missing from this installation", hint="reinstall assay")
 
 
-def init_project(cwd: Path, local_forge: Path | None) -> InitReport:
+def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
+                 workflows: str | None = None) -> InitReport:
+    """The config, the default folders, a forge on disk if asked, and GitHub workflows if asked: small
+    callers of Assay's reusable workflows pinned to `workflows` (OWNER/REPO@COMMIT), or else copies."""
+    pinned = _PINNED.fullmatch(workflows) if workflows else None
+    if workflows and pinned is None:
+        raise UsageError(f"--workflows {workflows!r} is not OWNER/REPO@COMMIT",
+                         hint="pin the repository that holds Assay's workflows to a full 40-character commit id")
     root = repo_root(cwd) or cwd
     repo = WorkRepo(root) if (root / ".git").exists() else WorkRepo.init(root)
     config = root / CONFIG_NAME
@@ -80,7 +110,25 @@ def init_project(cwd: Path, local_forge: Path | None) -> InitReport:
             repo.set_remote("origin", str(forge))
     elif not config.exists():
         _write_config(config, None, report)
+    if github:
+        _write_workflows(root, pinned, report)
     return report
+
+
+def _write_workflows(root: Path, pinned: re.Match[str] | None, report: InitReport) -> None:
+    target = root / ".github" / "workflows"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOWS:
+        dest = target / f"assay-{name}"
+        if dest.exists():
+            continue
+        if pinned is None:
+            shutil.copyfile(defaults_dir("workflows") / name, dest)
+        else:
+            kind = name.removesuffix(".yml")
+            dest.write_text(CALLER.format(name=kind, on=CALLER_ON[kind], repo=pinned["repo"], sha=pinned["sha"],
+                                          access="write" if kind == "sweep" else "read"), encoding="utf-8")
+        report.created.append(str(dest.relative_to(root)))
 
 
 def _copy_missing(source: Path, target: Path, root: Path, report: InitReport) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -11,22 +12,34 @@ from pathlib import Path
 
 import pytest
 
+from assay.claims import Claims
+from assay.git import ForgeGit
 from tests.conftest import REPO, git
+from tests.test_workflows import run_workflow_steps
 
 
-@pytest.mark.slow
-def test_wheel_installs_and_runs(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The wheel, built from this checkout, and a fresh venv with it installed."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
                    check=True, capture_output=True)
     wheel = next(dist.glob("assay-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
-    for shipped in ("assay/_defaults/desks/scripted.yaml", "assay/_defaults/sweepers/default.yaml",
-                    "assay/_defaults/board/board.css", "assay/cli.py"):
-        assert shipped in names
-    venv = tmp_path / "venv"
+    venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True, capture_output=True)
+    return wheel, venv
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_runs(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    wheel, venv = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    for shipped in ("assay/_defaults/desks/scripted.yaml", "assay/_defaults/sweepers/default.yaml",
+                    "assay/_defaults/board/board.css", "assay/_defaults/workflows/sweep.yml",
+                    "assay/_defaults/workflows/verify.yml", "assay/cli.py"):
+        assert shipped in names
     exe = str(venv / "bin" / "assay")
     work = tmp_path / "project"
     work.mkdir()
@@ -53,3 +66,51 @@ def test_wheel_installs_and_runs(tmp_path: Path) -> None:
     assert recovered.returncode == 0, recovered.stderr
     assert "Outcome unknown" in recovered.stdout and "Operation will NOT be replayed automatically" in recovered.stdout
     assert (tmp_path / "crash" / "effects.log").read_text().count("deployed rate-limit") == 1
+
+
+@pytest.mark.slow
+def test_the_sweep_workflow_runs_as_written_against_a_local_forge(installed: tuple[Path, Path],
+                                                                  tmp_path: Path) -> None:
+    """The `run:` steps of .github/workflows/sweep.yml, with the installed wheel, against a forge at the
+    path the workflow's own expressions name: a dead desk's claim is expired by the second sweep, the job
+    summary is written, and the token reaches neither a log nor the forge."""
+    wheel, venv = installed
+    server = tmp_path / "github"
+    forge = server / "owner" / "repo.git"
+    git("init", "-q", "--bare", "--initial-branch=main", str(forge))
+    seed = tmp_path / "seed"
+    git("init", "-q", "--initial-branch=main", str(seed))
+    (seed / "briefs").mkdir()
+    (seed / "briefs" / "ship.md").write_text("---\ntitle: Ship it\n---\nShip it.\n")
+    (seed / "sweepers").mkdir()
+    (seed / "sweepers" / "default.yaml").write_text("name: default\nexpire:\n  grace_s: 0\n")
+    git("add", "-A", cwd=seed)
+    git("commit", "-q", "-m", "briefs", cwd=seed)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=seed)
+    port = ForgeGit(str(forge))
+    Claims(port).claim("ship", "laptop", lease_s=1, holder="laptop/far-away-host/4242/beef")
+    port.close()
+
+    token = "ghs_" + "T0kenThatMustNeverShow" * 2
+    summary = tmp_path / "summary.md"
+    contexts = {"inputs.assay-package": str(wheel), "github.token": token, "github.server_url": f"file://{server}",
+                "github.repository": "owner/repo"}
+    env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "ASSAY_CACHE_DIR": str(tmp_path / "runner-cache"), "GITHUB_STEP_SUMMARY": str(summary),
+           "RUNNER_TEMP": str(tmp_path)}
+    logs = []
+    for now in (1_900_000_000, 1_900_000_005):  # the sweeper's clock: first sight, then past the lease
+        logs += run_workflow_steps(REPO / ".github" / "workflows" / "sweep.yml", "sweep", contexts,
+                                   {**env, "ASSAY_SWEEP_NOW": str(now)})
+    claim = json.loads(git("--git-dir", str(forge), "show", "refs/assay/claims/ship:claim.json"))
+    assert claim["state"] == "expired" and claim["epoch"] == 1
+    assert summary.read_text().count("Assay sweep") == 2 and "ship" in summary.read_text()
+    header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    for proc in logs:
+        for line in (proc.stdout + proc.stderr).splitlines():
+            assert token not in line
+            assert header not in line or line == f"::add-mask::{header}"  # the runner masks it from then on
+    objects = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "--batch-all-objects", "--batch"],
+                             capture_output=True, check=True).stdout
+    assert token.encode() not in objects and header.encode() not in objects
+    assert token not in summary.read_text()

@@ -1,0 +1,129 @@
+"""GitHub workflows: this project's, and those `assay init --github` writes, pass actionlint and zizmor; the
+reusable ones keep the properties the design asks of them (one concurrency group, least privilege, no
+`pull_request_target`, the token never in a URL or an argument)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, assay, git
+
+WORKFLOWS = REPO / ".github" / "workflows"
+BIN = Path(sys.executable).parent
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def lint(folder: Path) -> None:
+    files = sorted(str(p) for p in folder.glob("*.yml"))
+    assert files
+    actionlint = subprocess.run([str(BIN / "actionlint"), *files], capture_output=True, text=True, timeout=120)
+    assert actionlint.returncode == 0, actionlint.stdout + actionlint.stderr
+    zizmor = subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", *files], capture_output=True,
+                            text=True, timeout=120)
+    assert zizmor.returncode == 0, zizmor.stdout + zizmor.stderr
+
+
+def load(name: str) -> dict[Any, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_this_projects_workflows_pass_actionlint_and_zizmor() -> None:
+    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["ci.yml", "sweep.yml", "verify.yml"]
+    lint(WORKFLOWS)
+
+
+def test_reusable_workflows_keep_their_guarantees() -> None:
+    sweep, verify, ci = load("sweep.yml"), load("verify.yml"), load("ci.yml")
+    on = sweep[True]  # YAML 1.1 reads the key `on` as true
+    assert {"schedule", "workflow_call", "workflow_dispatch"} <= set(on)
+    assert sweep["permissions"] == {} and sweep["jobs"]["sweep"]["permissions"] == {"contents": "write"}
+    assert sweep["concurrency"]["cancel-in-progress"] is False and "assay-sweep" in sweep["concurrency"]["group"]
+    assert "pull_request_target" not in verify[True] and "pull_request" in verify[True]
+    assert verify["permissions"] == {"contents": "read"} and ci["permissions"] == {"contents": "read"}
+    for workflow in (sweep, verify, ci):
+        for job in workflow["jobs"].values():
+            for step in job["steps"]:
+                if "uses" in step:
+                    assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+                    if step["uses"].startswith("actions/checkout@"):
+                        assert step["with"]["persist-credentials"] is False
+                assert "${{" not in step.get("run", ""), step  # expressions reach scripts through env only
+    script = next(s["run"] for s in sweep["jobs"]["sweep"]["steps"] if s.get("name") == "Sweep")
+    assert "http.extraHeader" in script and "::add-mask::" in script and "unset FORGE_TOKEN" in script
+    assert "https://x-access-token" not in script and "github.com" not in script
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_init_github_writes_workflows_that_pass_the_linters(tmp_path: Path, pinned: bool) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    git("init", "-q", "--initial-branch=main", str(project))
+    args = ["init", "--github"] + (["--workflows", f"someone/assay@{SHA}"] if pinned else [])
+    done = assay(*args, cwd=project, env={"PYTHONPATH": str(REPO)})
+    assert done.code == 0, done.err
+    written = project / ".github" / "workflows"
+    assert sorted(p.name for p in written.glob("*.yml")) == ["assay-sweep.yml", "assay-verify.yml"]
+    lint(written)
+    sweep = yaml.safe_load((written / "assay-sweep.yml").read_text())
+    if pinned:
+        assert sweep["jobs"]["sweep"]["uses"] == f"someone/assay/.github/workflows/sweep.yml@{SHA}"
+        assert len((written / "assay-sweep.yml").read_text().splitlines()) < 20
+    else:
+        assert sweep == load("sweep.yml")
+
+
+def test_init_github_refuses_an_unpinned_reference(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    done = assay("init", "--github", "--workflows", "someone/assay@v1", cwd=project,
+                 env={"PYTHONPATH": str(REPO)})
+    assert done.code == 2 and "OWNER/REPO@COMMIT" in done.err, done.err
+    assert not (project / ".github").exists()
+
+
+# -- the sweep workflow's own steps, run as written ----------------------------------------------------
+
+_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def evaluate(expression: str, contexts: dict[str, str]) -> str:
+    """The few expression forms the workflows use: `a`, `a || 'b'`, `a && 'x' || 'y'` over known names."""
+    m = re.fullmatch(r"([\w.-]+)(?:\s*&&\s*'([^']*)')?(?:\s*\|\|\s*'([^']*)')?", expression)
+    assert m, f"an expression this runner does not know: {expression!r}"
+    value = contexts.get(m[1], "")
+    if m[2] is not None:
+        value = m[2] if value not in ("", "false") else ""
+    return value or (m[3] or "")
+
+
+def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict[str, str],
+                       skip_uses: bool = True) -> list[subprocess.CompletedProcess[str]]:
+    """Run the `run:` steps of `job` as GitHub does (bash -eo pipefail), their `env:` evaluated."""
+    workflow = yaml.safe_load(path.read_text())
+    done = []
+    for step in workflow["jobs"][job]["steps"]:
+        if "uses" in step and skip_uses:
+            continue
+        step_env = {k: _EXPR.sub(lambda m: evaluate(m[1], contexts), str(v)) for k, v in step.get("env", {}).items()}
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                              env={**env, **step_env}, capture_output=True, text=True, timeout=300)
+        done.append(proc)
+        assert proc.returncode == 0, (step.get("name"), proc.stdout, proc.stderr)
+    return done
+
+
+def test_the_expression_runner_refuses_what_it_does_not_know() -> None:
+    assert evaluate("inputs.dry-run && '--dry-run' || ''", {"inputs.dry-run": "true"}) == "--dry-run"
+    assert evaluate("inputs.dry-run && '--dry-run' || ''", {}) == ""
+    assert evaluate("inputs.assay-package || 'assay'", {}) == "assay"
+    with pytest.raises(AssertionError):
+        evaluate("format('{0}', github.token)", {})
