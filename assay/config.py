@@ -1,4 +1,5 @@
-"""Which forge: `--forge` > `ASSAY_FORGE` > `.assay.yaml` `forge:` > the repo's `origin`."""
+"""Which forge: `--forge` > `ASSAY_FORGE` > `.assay.yaml` `forge:` > the repo's `origin`; GitHub when it is on
+github.com (or on the host of `ASSAY_GITHUB_API`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from assay.git import is_local_path, local_repo_origin
 
 if TYPE_CHECKING:
     from assay.claims import Claims
-    from assay.forge.plain import PlainReviews
+    from assay.forge.base import Reviews
     from assay.git import ForgeGit
 
 CONFIG_NAME = ".assay.yaml"
@@ -96,7 +97,7 @@ class Ports:
         self.flag, self.cwd = flag, cwd
         self._git: ForgeGit | None = None
         self._claims: Claims | None = None
-        self._reviews: PlainReviews | None = None
+        self._reviews: Reviews | None = None
 
     @property
     def git(self) -> ForgeGit:
@@ -113,11 +114,9 @@ class Ports:
         return self._claims
 
     @property
-    def reviews(self) -> PlainReviews:
+    def reviews(self) -> Reviews:
         if self._reviews is None:
-            from assay.forge.plain import PlainReviews
-
-            self._reviews = PlainReviews(self.git)
+            self._reviews = open_reviews(self.git)
         return self._reviews
 
     def close(self) -> None:
@@ -130,6 +129,27 @@ def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
     from assay.git import ForgeGit
 
     return ForgeGit(resolve_forge(flag, cwd).url)
+
+
+def open_reviews(git: ForgeGit) -> Reviews:
+    """Pull requests when the forge is GitHub (github.com, or the host of `ASSAY_GITHUB_API`), else review
+    refs on the forge itself. PyGithub is imported only for GitHub."""
+    from assay.credentials import token_for
+    from assay.forge.github import target_of
+
+    target = target_of(git.url, os.environ.get("ASSAY_GITHUB_API") or None)
+    if target is None:
+        from assay.forge.plain import PlainReviews
+
+        return PlainReviews(git)
+    token = token_for(git.url)
+    if not token:
+        raise UsageError(f"the forge is GitHub ({target.repo}) and no token is set",
+                         hint="set GITHUB_TOKEN (or GH_TOKEN) to a token with contents, pull requests and "
+                              "statuses write access")
+    from assay.forge.github import GitHubReviews
+
+    return GitHubReviews(target, token)
 
 
 def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:

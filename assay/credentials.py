@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 # environment variables that hold forge credentials: never passed to an agent or a journaled command
@@ -17,3 +18,18 @@ def redact(text: str) -> str:
 def strip_credentials(url: str) -> str:
     """The URL without a user:token part, for processes that must not see forge credentials."""
     return _IN_URL.sub(r"\1", url)
+
+
+def _host(url: str) -> str | None:
+    m = re.match(r"(?:[a-z][a-z0-9+.-]*://(?:[^@/]+@)?|git@)(?P<host>[^/:]+)", url.strip())
+    return m["host"].lower() if m else None
+
+
+def token_for(url: str) -> str | None:
+    """The GitHub token (`GITHUB_TOKEN`, else `GH_TOKEN`) for a forge on github.com or on the host of
+    `ASSAY_GITHUB_API`; None for any other forge, which must never receive it."""
+    host = _host(url)
+    api = os.environ.get("ASSAY_GITHUB_API", "")
+    if host is None or not (host in ("github.com", "www.github.com") or (api and _host(api) == host)):
+        return None
+    return os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN") or None

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
-from assay.credentials import redact, strip_credentials
+from assay.credentials import redact, strip_credentials, token_for
 from assay.errors import ForgeError, NotATree
 
 ZERO = "0" * 40
@@ -93,6 +93,21 @@ def git_env() -> dict[str, str]:
     return env
 
 
+def auth_env(url: str, token: str) -> dict[str, str]:
+    """git's environment with `token` as an HTTP header for `url`'s host, set through GIT_CONFIG_* variables:
+    never in a URL, an argument list or a config file, and only for the git processes that talk to the forge."""
+    import base64
+
+    env = git_env()
+    n = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    host = re.match(r"[a-z]+://[^/]+/", url)
+    key = f"http.{host.group(0) if host else url}.extraHeader"
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    env.update({"GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": key,
+                f"GIT_CONFIG_VALUE_{n}": f"Authorization: Basic {basic}"})
+    return env
+
+
 def default_cache_root() -> Path:
     explicit = os.environ.get("ASSAY_CACHE_DIR")
     if explicit:
@@ -109,11 +124,12 @@ def _timeout() -> float:
 
 
 def run_git(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
-            timeout: float | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+            timeout: float | None = None, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run one git command; a failure raises ForgeError with git's own words."""
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
-                              env=git_env(), timeout=timeout or _timeout())
+                              env=env or git_env(), timeout=timeout or _timeout())
     except subprocess.TimeoutExpired as exc:
         raise ForgeError(f"git {args[0]} timed out after {exc.timeout:.0f}s") from None
     except FileNotFoundError:
@@ -150,8 +166,10 @@ def _first_error(stderr: bytes) -> str:
 class ForgeGit:
     """Reads and CAS-writes refs of one forge through a local cache repository."""
 
-    def __init__(self, url: str, cache_root: Path | None = None) -> None:
+    def __init__(self, url: str, cache_root: Path | None = None, token: str | None = None) -> None:
         self.url = url
+        token = token if token is not None else token_for(url)
+        self._env = auth_env(url, token) if token else None  # for the commands that reach the forge
         root = cache_root or default_cache_root()
         self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
         self._batch: subprocess.Popen[bytes] | None = None
@@ -185,7 +203,7 @@ class ForgeGit:
              timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
         if args[0] in NETWORK_COMMANDS:
             self.round_trips[args[0]] += 1
-        return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout)
+        return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout, env=self._env)
 
     # -- reading the forge ----------------------------------------------------------
 

@@ -55,6 +55,9 @@ class BriefWork:
             head = session.step("push", lambda key: self._push(), input={"attempt": attempt}, policy="idempotent")
             verdict = session.step("verify", partial(self._verify, head), input={"attempt": attempt, "head": head},
                                    policy="safe")
+            if not self.reviews.refs_backed:  # commit statuses: the intent is journaled (fenced) before the calls
+                session.step("statuses", partial(self._post_statuses, head), input={"head": head},
+                             policy="idempotent")
             if verdict["passed"] and agent["exit_code"] == 0:
                 break
             feedback = f"Attempt {attempt} did not pass: agent exit {agent['exit_code']}; " + verdict["summary"]
@@ -80,7 +83,17 @@ class BriefWork:
         return main
 
     def _open_review(self, head: str) -> str:
-        return self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head).record.state
+        """Open the draft review (its intent is already on the forge: the step is idempotent, so fenced)."""
+        review = self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head)
+        self.reviews.label(self.brief.id, review.record.state, self.spec.name)
+        return review.record.state
+
+    def _post_statuses(self, head: str, key: str) -> int:
+        """The verify rows' evidence at `head`, as the journal has it, posted as commit statuses."""
+        rows = {str(e.data["row"]): e.data for e in self.session.journal.entries
+                if e.kind == "verify" and e.data and e.data.get("head") == head}
+        self.reviews.post_statuses(self.brief.id, head, list(rows.values()))
+        return len(rows)
 
     def _prompt(self, feedback: str) -> str:
         brief = self.brief
@@ -128,6 +141,17 @@ class BriefWork:
         A review that a person merged meanwhile (the desk died after marking it ready, say) is
         left as it is: the claim waits on it and the next pass settles it as done.
         """
+        if not self.reviews.refs_backed:  # an API call: its intent rides a claim renewal first, so fenced
+            self.session.journal.add("note", sync=True, data={"review": "ready", "head": head, "via": "api"})
+            try:
+                review = self.reviews.mark_ready(self.brief.id, head)
+            except IllegalReviewChange as exc:
+                if exc.state == "merged":
+                    self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
+                    return "merged"
+                raise
+            self.reviews.label(self.brief.id, review.record.state, self.spec.name)
+            return review.record.state
         for _ in range(3):
             try:
                 update = self.reviews.ready_update(self.brief.id, head)

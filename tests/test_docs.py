@@ -87,7 +87,7 @@ def test_the_dotted_names_the_docs_use_exist() -> None:
         for span in _spans(path.read_text(encoding="utf-8")):
             for token in _DOTTED.findall(span):
                 parts = token.removesuffix("()").split(".")
-                if parts[-1] in ("py", "md", "json", "jsonl", "yaml", "git", "log") or token in NOT_CODE:
+                if parts[-1] in ("py", "md", "json", "jsonl", "yaml", "yml", "git", "log") or token in NOT_CODE:
                     continue
                 if parts[0] == "assay":
                     parts = parts[1:]

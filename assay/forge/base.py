@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from assay.chain import InvalidRecord
 from assay.errors import Conflict
@@ -91,3 +91,17 @@ class Reviews(Protocol):
         ...
 
     def close(self, brief: str, by: str, reason: str) -> Review: ...
+
+    @property
+    def refs_backed(self) -> bool:
+        """Reviews are refs on the forge (marked ready by `ready_update` inside a journal push), or API
+        objects (marked ready by `mark_ready` after the intent is journaled)."""
+        ...
+
+    def label(self, brief: str, state: str, desk: str) -> None:
+        """Show the review's state and desk where the forge has labels (nothing elsewhere)."""
+        ...
+
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]]) -> None:
+        """Post each verify row's evidence as a commit status where the forge has them (nothing elsewhere)."""
+        ...

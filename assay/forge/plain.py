@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import re
 import time
+from typing import Any
 
 from assay import chain, retired
 from assay.errors import UsageError
@@ -116,6 +117,16 @@ class PlainReviews:
                                     "review.json", decode_review)
         found: builtins.list[Review | InvalidReview] = [Review(record, sha) for record, sha in good]
         return sorted([*found, *bad], key=lambda r: r.ref if isinstance(r, InvalidReview) else review_ref(r.brief))
+
+    @property
+    def refs_backed(self) -> bool:
+        return True
+
+    def label(self, brief: str, state: str, desk: str) -> None:
+        """A plain forge has no labels: the state is the review record's, the desk the claim's."""
+
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]]) -> None:
+        """A plain forge has no commit statuses: verify evidence is in the journal."""
 
     # -- changes --------------------------------------------------------------------
 
