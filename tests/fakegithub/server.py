@@ -236,18 +236,18 @@ class FakeGitHub:
             quota = self.quota(user, resource)
             armed = self.faults.take(method, path)
             if armed is not None and armed.fault is not Fault.DROP_AFTER_WRITE:
-                status, extra, payload = fault_response(armed, secrets.token_hex(8), quota.reset)
+                status, extra, fault_body = fault_response(armed, secrets.token_hex(8), quota.reset)
                 quota.used += 1
                 self.calls[(method, spec)] += 1
-                self.sent.append(Sent(method, spec, status, payload))
-                return status, {**quota.headers(), **extra}, json.dumps(payload).encode()
+                self.sent.append(Sent(method, spec, status, fault_body))
+                return status, {**quota.headers(), **extra}, json.dumps(fault_body).encode()
             if route is None or match is None:
                 reply = rest.error(405 if found else 404, "Not Found" if not found else "Method Not Allowed")
                 return reply.status, quota.headers(), json.dumps(reply.body).encode()
             if (method, spec) not in FREE and quota.used >= quota.limit:
-                payload = {"message": f"API rate limit exceeded for user ID {user.id}.", "documentation_url": DOCS}
-                self.sent.append(Sent(method, spec, 403, payload))
-                return 403, quota.headers(), json.dumps(payload).encode()
+                limited = {"message": f"API rate limit exceeded for user ID {user.id}.", "documentation_url": DOCS}
+                self.sent.append(Sent(method, spec, 403, limited))
+                return 403, quota.headers(), json.dumps(limited).encode()
             request = rest.Request(method, path, query, body, user)
             reply = route.handler(self, request, {k: v for k, v in match.groupdict().items()})
             if armed is not None:  # DROP_AFTER_WRITE: the write above is applied; no answer goes out
@@ -255,7 +255,7 @@ class FakeGitHub:
                 quota.used += 1
                 return 0, {}, None
             headers = dict(reply.headers)
-            payload: Any = reply.body
+            payload = reply.body
             if reply.items is not None:
                 payload, link = _page(reply.items, query, self.urls.api + path)
                 if link:
