@@ -88,7 +88,8 @@ class FakeGitHub:
         self._server.daemon_threads = True
         web = f"http://127.0.0.1:{self._server.server_address[1]}"
         self.urls = Urls(web + API_PREFIX, web)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fakegithub", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fakegithub",
+                                        daemon=True)
         self._thread.start()
         return self
 
