@@ -13,7 +13,6 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from email.message import Message
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,9 @@ OWNER, NAME = "octo", "widgets"
 
 
 @pytest.fixture
-def gh(tmp_path: Path) -> Iterator[FakeGitHub]:
-    with FakeGitHub(tmp_path) as fake:
-        fake.create_repo(OWNER, NAME)
-        yield fake
-        assert fake.schema_problems() == []
+def gh(fake_github: FakeGitHub) -> FakeGitHub:
+    fake_github.create_repo(OWNER, NAME)
+    return fake_github
 
 
 @pytest.fixture
@@ -132,6 +129,19 @@ def test_an_atomic_push_with_leases_lands_whole_or_not_at_all(gh: FakeGitHub, wo
     tips = git("--git-dir", str(bare), "for-each-ref", "--format=%(objectname) %(refname)", "refs/assay/").split("\n")
     assert sorted(t for t in tips if t) == [f"{first} refs/assay/claims/alpha", f"{first} refs/assay/journal/alpha"]
     assert gh.git_requests["git-receive-pack"] >= 2
+
+
+def test_a_push_larger_than_the_post_buffer_is_sent_chunked(gh: FakeGitHub, work: Path) -> None:
+    (work / "blob.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    git("-C", str(work), "add", "blob.bin")
+    git("-C", str(work), "commit", "-qm", "a large file")
+    proc = subprocess.run(["git", "-C", str(work), "push", gh.git_url(OWNER, NAME), "assay/alpha"], text=True,
+                          capture_output=True, env={**os.environ, **gh.git_env(), "GIT_TRACE_CURL": "1",
+                                                    "GIT_TRACE_CURL_NO_DATA": "1"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Transfer-Encoding: chunked" in proc.stderr
+    head = git("-C", str(work), "rev-parse", "HEAD").strip()
+    assert git("--git-dir", str(gh.repo(OWNER, NAME).path), "rev-parse", "assay/alpha").strip() == head
 
 
 # the pull request's life through PyGithub --------------------------------------------
