@@ -160,7 +160,7 @@ def test_a_draft_pull_request_from_open_to_merged(gh: FakeGitHub, work: Path) ->
     got = repo.get_pull(pull.number)
     head = git("--git-dir", str(gh.repo(OWNER, NAME).path), "rev-parse", "assay/alpha").strip()
     assert (got.state, got.draft, got.merged) == ("open", True, False)
-    assert got.merged_at is None and got.merge_commit_sha is None
+    assert got.merged_at is None and got.merge_commit_sha is None and got.mergeable_state == "draft"
     assert (got.head.sha, got.head.ref, got.base.ref, got.mergeable) == (head, "assay/alpha", "main", True)
 
     got.mark_ready_for_review()
@@ -249,8 +249,10 @@ def test_bad_input_is_answered_as_github_does(gh: FakeGitHub, work: Path) -> Non
         client(gh).get_repo("octo/nothing")
     status, _, body = request(gh, "POST", f"/repos/{OWNER}/{NAME}/statuses/{'1' * 40}", {"state": "success"})
     assert status == 422 and b"No commit found" in body
-    status, _, body = request(gh, "GET", f"/repos/{OWNER}/{NAME}", headers={"Authorization": "token wrong"})
+    status, headers, body = request(gh, "GET", f"/repos/{OWNER}/{NAME}", headers={"Authorization": "token wrong"})
     assert status == 401 and json.loads(body)["message"] == "Bad credentials"
+    assert int(headers["X-RateLimit-Limit"]) == 60  # the unauthenticated quota
+    assert gh.calls[("GET", "/repos/{owner}/{repo}")] == 2  # a refused call is not counted as the token's
     pr = repo.get_pull(open_pull(gh))
     gh.pull(OWNER, NAME, pr.number).id = -1  # the node id PyGithub holds now names nothing
     with pytest.raises(UnknownObjectException):

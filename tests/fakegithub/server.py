@@ -23,7 +23,7 @@ from typing import Any
 from tests.fakegithub import gitside, rest
 from tests.fakegithub.faults import DOCS, Fault, FaultQueue, fault_response
 from tests.fakegithub.openapi import validate
-from tests.fakegithub.state import Comment, Pull, Repo, Status, Urls, User
+from tests.fakegithub.state import Comment, Pull, Repo, Status, Urls, User, now_iso
 
 API_PREFIX = "/api/v3"
 GRAPHQL_PATHS = ("/api/graphql", "/graphql")
@@ -171,7 +171,7 @@ class FakeGitHub:
     def close(self, owner: str, name: str, number: int) -> None:
         with self.lock:
             pull = self.repo(owner, name).pulls[number]
-            pull.state, pull.closed_at = "closed", pull.updated_at
+            pull.state, pull.closed_at = "closed", now_iso()
 
     # inspecting state --------------------------------------------------------
     def pulls(self, owner: str, name: str) -> list[Pull]:
@@ -221,10 +221,12 @@ class FakeGitHub:
     def unauthorized(self, method: str, path: str, message: str) -> tuple[int, dict[str, str], bytes]:
         payload = {"message": message, "documentation_url": DOCS}
         route = next((r for r in rest.ROUTES if r.method == method and r.pattern.match(path)), None)
-        if route is not None:
-            with self.lock:
+        with self.lock:
+            quota = self._quotas.setdefault(("", "core"), Quota("core", 60, int(time.time()) + 3600))
+            quota.used += 1
+            if route is not None:
                 self.sent.append(Sent(method, route.spec_path, 401, payload))
-        return 401, {}, json.dumps(payload).encode()
+        return 401, quota.headers(), json.dumps(payload).encode()
 
     def answer_api(self, method: str, path: str, query: dict[str, str], body: Any, user: User,
                    if_none_match: str | None) -> tuple[int, dict[str, str], bytes | None]:
@@ -389,7 +391,8 @@ def _handler_for(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                            b"Invalid username or token.\n")
                 return
             service = url.path.rsplit("/", 1)[1]
-            gh.git_requests[urllib.parse.parse_qs(url.query).get("service", [service])[0]] += 1
+            with gh.lock:
+                gh.git_requests[urllib.parse.parse_qs(url.query).get("service", [service])[0]] += 1
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, out, payload = gitside.http_backend(gh.git_root, self.command, urllib.parse.unquote(url.path),
                                                         url.query, headers, raw, user.login)

@@ -227,7 +227,8 @@ def pull_json(p: Pull, r: Repo, urls: Urls, simple: bool = False) -> dict[str, A
     mergeable = None if p.state != "open" else gitside.merge_tree(r.path, p.base_sha, p.head_sha) is not None
     out.update({
         "merged": p.merged_at is not None, "mergeable": mergeable, "rebaseable": mergeable,
-        "mergeable_state": {None: "unknown", True: "clean", False: "dirty"}[mergeable],
+        "mergeable_state": "draft" if p.draft and mergeable else {None: "unknown", True: "clean",
+                                                                   False: "dirty"}[mergeable],
         "merged_by": user_json(p.merged_by, urls) if p.merged_by else None,
         "comments": sum(1 for c in r.comments if c.issue == p.number), "review_comments": 0,
         "maintainer_can_modify": False, "commits": 1, "additions": 0, "deletions": 0, "changed_files": 0,
