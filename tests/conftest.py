@@ -14,6 +14,7 @@ import pytest
 
 from assay.claims import Claims
 from assay.git import ForgeGit
+from tests.fakegithub import FakeGitHub
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,3 +131,11 @@ def claims(forge: Forge) -> Iterator[Claims]:
     git_port = ForgeGit(forge.url)
     yield Claims(git_port)
     git_port.close()
+
+
+@pytest.fixture
+def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
+    """A fake GitHub on loopback; the test fails if any JSON answer it gave departs from GitHub's description."""
+    with FakeGitHub(tmp_path) as fake:
+        yield fake
+        assert fake.schema_problems() == []

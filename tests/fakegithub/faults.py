@@ -1,0 +1,84 @@
+"""Faults a test arms on the fake: "the next N requests matching METHOD PATH get fault F"."""
+
+from __future__ import annotations
+
+import enum
+import re
+import threading
+from dataclasses import dataclass, field
+
+
+class Fault(enum.Enum):
+    VALIDATION_FAILED = "422 Validation Failed"
+    NOT_FAST_FORWARD = "422 Update is not a fast forward"
+    SECONDARY_RATE_LIMIT = "403 secondary rate limit, Retry-After"
+    TOO_MANY_REQUESTS = "429 Too Many Requests, Retry-After"
+    PRIMARY_RATE_LIMIT = "403 primary rate limit, X-RateLimit-Remaining: 0"
+    BAD_GATEWAY = "502 Bad Gateway"
+    DROP_AFTER_WRITE = "the write is applied, then the connection closes with no response"
+
+
+DOCS = "https://docs.github.com/rest"
+SECONDARY_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+                     "If you reach out to GitHub Support for help, please include the request ID {rid}.")
+
+
+@dataclass
+class Armed:
+    method: str
+    path: re.Pattern[str]
+    fault: Fault
+    remaining: int
+    retry_after: int
+    fired: int = 0
+
+
+@dataclass
+class FaultQueue:
+    """Armed faults, first armed first matched; each fires on its next `times` matching requests."""
+
+    _armed: list[Armed] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def arm(self, method: str, path: str, fault: Fault, times: int = 1, retry_after: int = 1) -> Armed:
+        """`path` is a regex searched in the request path (without the API prefix or query)."""
+        armed = Armed(method.upper(), re.compile(path), fault, times, retry_after)
+        with self._lock:
+            self._armed.append(armed)
+        return armed
+
+    def take(self, method: str, path: str) -> Armed | None:
+        """The fault this request gets, if any (consuming one of its shots)."""
+        with self._lock:
+            for armed in self._armed:
+                if armed.remaining > 0 and armed.method == method and armed.path.search(path):
+                    armed.remaining -= 1
+                    armed.fired += 1
+                    return armed
+        return None
+
+    def pending(self) -> list[Armed]:
+        with self._lock:
+            return [a for a in self._armed if a.remaining > 0]
+
+
+def fault_response(armed: Armed, request_id: str, reset: int) -> tuple[int, dict[str, str], dict[str, object]]:
+    """Status, extra headers and the body GitHub sends for this fault (not DROP_AFTER_WRITE)."""
+    fault = armed.fault
+    if fault is Fault.VALIDATION_FAILED:
+        return 422, {}, {"message": "Validation Failed", "documentation_url": DOCS,
+                         "errors": [{"resource": "PullRequest", "code": "custom", "message": "Validation failed"}]}
+    if fault is Fault.NOT_FAST_FORWARD:
+        return 422, {}, {"message": "Update is not a fast forward", "documentation_url": DOCS}
+    if fault is Fault.SECONDARY_RATE_LIMIT:
+        return 403, {"Retry-After": str(armed.retry_after)}, {
+            "message": SECONDARY_MESSAGE.format(rid=request_id), "documentation_url": DOCS}
+    if fault is Fault.TOO_MANY_REQUESTS:
+        return 429, {"Retry-After": str(armed.retry_after)}, {
+            "message": SECONDARY_MESSAGE.format(rid=request_id), "documentation_url": DOCS}
+    if fault is Fault.PRIMARY_RATE_LIMIT:
+        return 403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, {
+            "message": "API rate limit exceeded for user ID 1.", "documentation_url": DOCS}
+    if fault is Fault.BAD_GATEWAY:
+        return 502, {}, {"message": "Server Error"}
+    raise ValueError(f"{fault} has no response")

@@ -1,0 +1,116 @@
+"""Cut the operations the fake GitHub serves, and every schema they reach, out of GitHub's REST description.
+
+GitHub publishes its REST description in the npm package `@octokit/openapi`
+(`generated/api.github.com.json`, ~13 MB). The fake's tests need only a few operations, so
+this script writes `subset.json` next to it: for each operation the fake implements, its
+responses, plus every component those responses reach through `$ref`, unchanged.
+Examples and prose are dropped; schemas are kept as published (OpenAPI 3.0, `nullable`
+included — `validate.py` translates them to JSON Schema when it loads the subset).
+
+Usage (the network is needed only here, never at test time):
+
+    cd "$(mktemp -d)" && npm pack @octokit/openapi && tar xzf octokit-openapi-*.tgz
+    python tests/fakegithub/openapi/extract.py package/generated/api.github.com.json \
+        --package-json package/package.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SUBSET = HERE / "subset.json"
+
+# (path template, method): every operation the fake serves. `tests/test_fakegithub.py`
+# checks that each route of the server names one of these.
+OPERATIONS: tuple[tuple[str, str], ...] = (
+    ("/rate_limit", "get"),
+    ("/repos/{owner}/{repo}", "get"),
+    ("/repos/{owner}/{repo}/pulls", "get"),
+    ("/repos/{owner}/{repo}/pulls", "post"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}", "get"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}", "patch"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/merge", "get"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/merge", "put"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "get"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "get"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "get"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "post"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "put"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", "delete"),
+    ("/repos/{owner}/{repo}/labels", "get"),
+    ("/repos/{owner}/{repo}/labels/{name}", "get"),
+    ("/repos/{owner}/{repo}/commits/{ref}", "get"),
+    ("/repos/{owner}/{repo}/commits/{ref}/status", "get"),
+    ("/repos/{owner}/{repo}/commits/{ref}/statuses", "get"),
+    ("/repos/{owner}/{repo}/statuses/{sha}", "post"),
+)
+# Components every error response of the fake is checked against when an operation does
+# not list that status (GitHub answers rate limits and 5xx on any operation).
+EXTRA_SCHEMAS = ("basic-error", "validation-error")
+DROP = {"examples", "example", "description", "summary", "externalDocs", "x-github", "x-octokit"}
+
+
+def _strip(node: Any, properties: bool = False) -> Any:
+    """Drop prose and examples; a schema property that happens to be named `description` stays."""
+    if isinstance(node, dict):
+        return {k: _strip(v, k == "properties" and not properties) for k, v in node.items()
+                if properties or k not in DROP}
+    if isinstance(node, list):
+        return [_strip(v) for v in node]
+    return node
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def extract(description: dict[str, Any], version: str) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method in OPERATIONS:
+        op = description["paths"][path][method]
+        paths.setdefault(path, {})[method] = {"operationId": op["operationId"], "responses": _strip(op["responses"])}
+    components: dict[str, dict[str, Any]] = {}
+    pending = _refs(paths) + [f"#/components/schemas/{name}" for name in EXTRA_SCHEMAS]
+    while pending:
+        ref = pending.pop()
+        kind, name = ref.removeprefix("#/components/").split("/", 1)
+        if name in components.get(kind, {}):
+            continue
+        node = _strip(description["components"][kind][name])
+        components.setdefault(kind, {})[name] = node
+        pending.extend(_refs(node))
+    return {
+        "source": {"package": "@octokit/openapi", "version": version, "file": "generated/api.github.com.json",
+                   "openapi": description["openapi"]},
+        "paths": paths,
+        "components": {kind: dict(sorted(v.items())) for kind, v in sorted(components.items())},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("description", type=Path, help="generated/api.github.com.json from @octokit/openapi")
+    parser.add_argument("--package-json", type=Path, required=True, help="the package's package.json (its version)")
+    parser.add_argument("--out", type=Path, default=SUBSET)
+    args = parser.parse_args(argv)
+    version = json.loads(args.package_json.read_text(encoding="utf-8"))["version"]
+    subset = extract(json.loads(args.description.read_text(encoding="utf-8")), version)
+    args.out.write_text(json.dumps(subset, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{args.out}: {len(OPERATIONS)} operations, "
+          f"{sum(len(v) for v in subset['components'].values())} components, @octokit/openapi {version}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

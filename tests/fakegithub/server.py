@@ -1,0 +1,401 @@
+"""A fake GitHub on loopback: REST and GraphQL for the calls Assay makes, git over smart HTTP, faults.
+
+State lives in memory per repository; the git side is a real bare repository per repository
+served by `git http-backend`, so a pull request's head follows its branch as on GitHub.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.fakegithub import gitside, rest
+from tests.fakegithub.faults import DOCS, Fault, FaultQueue, fault_response
+from tests.fakegithub.openapi import validate
+from tests.fakegithub.state import Comment, Pull, Repo, Status, Urls, User, now_iso
+
+API_PREFIX = "/api/v3"
+GRAPHQL_PATHS = ("/api/graphql", "/graphql")
+GIT_SERVICES = ("/info/refs", "/git-upload-pack", "/git-receive-pack")
+FREE = {("GET", "/rate_limit")}  # GitHub does not charge a /rate_limit call to the quota
+
+
+@dataclass
+class Quota:
+    resource: str
+    limit: int
+    reset: int
+    used: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {"limit": self.limit, "remaining": max(0, self.limit - self.used), "reset": self.reset,
+                "used": self.used}
+
+    def headers(self) -> dict[str, str]:
+        q = self.as_json()
+        return {"X-RateLimit-Limit": str(q["limit"]), "X-RateLimit-Remaining": str(q["remaining"]),
+                "X-RateLimit-Reset": str(q["reset"]), "X-RateLimit-Used": str(q["used"]),
+                "X-RateLimit-Resource": self.resource}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One JSON answer the fake gave, kept to be checked against GitHub's description."""
+
+    method: str
+    spec_path: str
+    status: int
+    body: Any
+
+
+class FakeGitHub:
+    """`with FakeGitHub(tmp_path) as gh:` serves on 127.0.0.1 until the block ends."""
+
+    def __init__(self, root: Path, login: str = "assay-bot", rate_limit: int = 5000) -> None:
+        self.root = Path(root) / "fakegithub"
+        self.git_root = self.root / "git"
+        self.token = "ghs_" + secrets.token_hex(18)
+        self.user = User(login)
+        self.people: dict[str, User] = {login: self.user}
+        self.repos: dict[tuple[str, str], Repo] = {}
+        self.faults = FaultQueue()
+        self.calls: Counter[tuple[str, str]] = Counter()  # (method, spec path) → answers that cost quota
+        self.not_modified: Counter[tuple[str, str]] = Counter()  # 304s, which cost none
+        self.git_requests: Counter[str] = Counter()  # smart-HTTP service → requests
+        self.sent: list[Sent] = []
+        self.graphql_sent: list[Any] = []
+        self.rate_limit = rate_limit
+        self._quotas: dict[tuple[str, str], Quota] = {}
+        self.lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.urls = Urls("", "")
+
+    # lifecycle ---------------------------------------------------------------
+    def start(self) -> FakeGitHub:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        web = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.urls = Urls(web + API_PREFIX, web)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fakegithub",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    # what a client needs -------------------------------------------------------
+    @property
+    def api_url(self) -> str:
+        """PyGithub's `base_url`; its GraphQL endpoint is derived from it (`/api/graphql`)."""
+        return self.urls.api
+
+    @property
+    def graphql_url(self) -> str:
+        return self.urls.web + GRAPHQL_PATHS[0]
+
+    def git_url(self, owner: str, repo: str) -> str:
+        return f"{self.urls.web}/{owner}/{repo}.git"
+
+    def git_env(self, token: str | None = None) -> dict[str, str]:
+        """Environment that makes git send the token as GitHub expects, never in a URL or argument."""
+        basic = base64.b64encode(f"x-access-token:{token or self.token}".encode()).decode()
+        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+
+    def create_repo(self, owner: str, name: str, default_branch: str = "main") -> Repo:
+        path = self.git_root / owner / f"{name}.git"
+        gitside.init_bare(path, default_branch)
+        repo = Repo(self.person(owner), name, path, default_branch)
+        with self.lock:
+            self.repos[(owner.lower(), name.lower())] = repo
+        return repo
+
+    # acting as a person ------------------------------------------------------
+    def person(self, login: str) -> User:
+        with self.lock:
+            return self.people.setdefault(login, User(login))
+
+    def repo(self, owner: str, name: str) -> Repo:
+        return self.repos[(owner.lower(), name.lower())]
+
+    def pull(self, owner: str, name: str, number: int) -> Pull:
+        with self.lock:
+            repo = self.repo(owner, name)
+            return repo.refresh(repo.pulls[number])
+
+    def merge(self, owner: str, name: str, number: int, by: str = "maintainer", method: str = "merge") -> str:
+        """Press the merge button: the merge commit's sha; AssertionError when GitHub would refuse."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            reply = rest.merge(repo, repo.refresh(repo.pulls[number]), self.person(by), method, None)
+        if reply.status != 200:
+            raise AssertionError(f"merge of #{number} refused: {reply.status} {reply.body}")
+        return str(reply.body["sha"])
+
+    def review(self, owner: str, name: str, number: int, state: str = "APPROVED", body: str = "",
+               by: str = "reviewer") -> None:
+        """Submit a review: APPROVED, CHANGES_REQUESTED or COMMENTED."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            rest.add_review(repo, repo.pulls[number], self.person(by), state, body)
+
+    def approve(self, owner: str, name: str, number: int, by: str = "reviewer") -> None:
+        self.review(owner, name, number, "APPROVED", "", by)
+
+    def comment(self, owner: str, name: str, number: int, body: str, by: str = "reviewer") -> None:
+        with self.lock:
+            self.repo(owner, name).comments.append(Comment(number, self.person(by), body))
+
+    def close(self, owner: str, name: str, number: int) -> None:
+        with self.lock:
+            pull = self.repo(owner, name).pulls[number]
+            pull.state, pull.closed_at = "closed", now_iso()
+
+    # inspecting state --------------------------------------------------------
+    def pulls(self, owner: str, name: str) -> list[Pull]:
+        with self.lock:
+            repo = self.repo(owner, name)
+            return [repo.refresh(p) for p in sorted(repo.pulls.values(), key=lambda p: p.number)]
+
+    def comments(self, owner: str, name: str, number: int) -> list[Comment]:
+        with self.lock:
+            return [c for c in self.repo(owner, name).comments if c.issue == number]
+
+    def labels(self, owner: str, name: str, number: int) -> list[str]:
+        with self.lock:
+            return list(self.repo(owner, name).pulls[number].labels)
+
+    def statuses(self, owner: str, name: str, sha: str) -> list[Status]:
+        with self.lock:
+            return [s for s in self.repo(owner, name).statuses if s.sha == sha]
+
+    def quota(self, user: User, resource: str = "core") -> Quota:
+        with self.lock:
+            key = (user.login, resource)
+            if key not in self._quotas:
+                self._quotas[key] = Quota(resource, self.rate_limit, int(time.time()) + 3600)
+            return self._quotas[key]
+
+    def schema_problems(self) -> list[str]:
+        """Every JSON answer so far that does not meet GitHub's published description."""
+        with self.lock:
+            sent = list(self.sent)
+        return [p for s in sent for p in validate.problems(s.spec_path, s.method, s.status, s.body)]
+
+    # serving -----------------------------------------------------------------
+    def authenticate(self, header: str | None) -> User | None:
+        if not header:
+            return None
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                value = base64.b64decode(value).decode().partition(":")[2]
+            except (ValueError, UnicodeDecodeError):
+                return None
+        elif scheme.lower() not in ("token", "bearer"):
+            return None
+        return self.user if secrets.compare_digest(value.strip(), self.token) else None
+
+    def unauthorized(self, method: str, path: str, message: str) -> tuple[int, dict[str, str], bytes]:
+        payload = {"message": message, "documentation_url": DOCS}
+        route = next((r for r in rest.ROUTES if r.method == method and r.pattern.match(path)), None)
+        with self.lock:
+            quota = self._quotas.setdefault(("", "core"), Quota("core", 60, int(time.time()) + 3600))
+            quota.used += 1
+            if route is not None:
+                self.sent.append(Sent(method, route.spec_path, 401, payload))
+        return 401, quota.headers(), json.dumps(payload).encode()
+
+    def answer_api(self, method: str, path: str, query: dict[str, str], body: Any, user: User,
+                   if_none_match: str | None) -> tuple[int, dict[str, str], bytes | None]:
+        """Everything under the API prefix: route, faults, quota, ETag, pagination. None body = drop."""
+        found = [(r, m) for r in rest.ROUTES if (m := r.pattern.match(path))]
+        route, match = next(((r, m) for r, m in found if r.method == method), (None, None))
+        spec = route.spec_path if route else path
+        resource = "core"
+        with self.lock:
+            quota = self.quota(user, resource)
+            armed = self.faults.take(method, path)
+            if armed is not None and armed.fault is not Fault.DROP_AFTER_WRITE:
+                status, extra, fault_body = fault_response(armed, secrets.token_hex(8), quota.reset)
+                quota.used += 1
+                self.calls[(method, spec)] += 1
+                self.sent.append(Sent(method, spec, status, fault_body))
+                return status, {**quota.headers(), **extra}, json.dumps(fault_body).encode()
+            if route is None or match is None:
+                reply = rest.error(405 if found else 404, "Not Found" if not found else "Method Not Allowed")
+                return reply.status, quota.headers(), json.dumps(reply.body).encode()
+            if (method, spec) not in FREE and quota.used >= quota.limit:
+                limited = {"message": f"API rate limit exceeded for user ID {user.id}.", "documentation_url": DOCS}
+                self.sent.append(Sent(method, spec, 403, limited))
+                return 403, quota.headers(), json.dumps(limited).encode()
+            request = rest.Request(method, path, query, body, user)
+            reply = route.handler(self, request, {k: v for k, v in match.groupdict().items()})
+            if armed is not None:  # DROP_AFTER_WRITE: the write above is applied; no answer goes out
+                self.calls[(method, spec)] += 1
+                quota.used += 1
+                return 0, {}, None
+            headers = dict(reply.headers)
+            payload = reply.body
+            if reply.items is not None:
+                payload, link = _page(reply.items, query, self.urls.api + path)
+                if link:
+                    headers["Link"] = link
+            data = b"" if payload is None else json.dumps(payload).encode()
+            etag = 'W/"' + hashlib.sha256(data).hexdigest()[:40] + '"'
+            if method == "GET" and reply.status == 200:
+                headers["ETag"] = etag
+                if if_none_match and _etag_matches(if_none_match, etag):
+                    self.not_modified[(method, spec)] += 1
+                    return 304, {**quota.headers(), "ETag": etag}, b""
+            if (method, spec) not in FREE:
+                quota.used += 1
+            self.calls[(method, spec)] += 1
+            self.sent.append(Sent(method, spec, reply.status, payload))
+            return reply.status, {**quota.headers(), **headers}, data
+
+    def answer_graphql(self, body: Any, user: User) -> tuple[int, dict[str, str], bytes | None]:
+        with self.lock:
+            quota = self.quota(user, "graphql")
+            armed = self.faults.take("POST", "/graphql")
+            if armed is not None and armed.fault is not Fault.DROP_AFTER_WRITE:
+                status, extra, payload = fault_response(armed, secrets.token_hex(8), quota.reset)
+                quota.used += 1
+                self.calls[("POST", "/graphql")] += 1
+                return status, {**quota.headers(), **extra}, json.dumps(payload).encode()
+            payload = rest.graphql(self, body)
+            quota.used += 1
+            self.calls[("POST", "/graphql")] += 1
+            self.graphql_sent.append(payload)
+            if armed is not None:
+                return 0, {}, None
+            return 200, quota.headers(), json.dumps(payload).encode()
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    def bare(tag: str) -> str:
+        return tag.strip().removeprefix("W/")
+    return header.strip() == "*" or bare(etag) in {bare(t) for t in header.split(",")}
+
+
+def _page(items: list[Any], query: dict[str, str], url: str) -> tuple[list[Any], str | None]:
+    """One page of a list, and GitHub's Link header to the others."""
+    per_page = min(100, max(1, int(query.get("per_page", "30")))) if query.get("per_page", "30").isdigit() else 30
+    page = max(1, int(query["page"])) if query.get("page", "").isdigit() else 1
+    last = max(1, -(-len(items) // per_page))
+    links = []
+
+    def link(n: int, rel: str) -> str:
+        return f'<{url}?{urllib.parse.urlencode({**query, "per_page": per_page, "page": n})}>; rel="{rel}"'
+    if page < last:
+        links += [link(page + 1, "next"), link(last, "last")]
+    if page > 1:
+        links += [link(1, "first"), link(page - 1, "prev")]
+    return items[(page - 1) * per_page:page * per_page], ", ".join(links) or None
+
+
+def _handler_for(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "FakeGitHub"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self._serve()
+
+        do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                chunks: list[bytes] = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        while self.rfile.readline().strip():
+                            pass
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _send(self, status: int, headers: dict[str, str] | list[tuple[str, str]], body: bytes | None) -> None:
+            if body is None:  # the write happened; the client never hears
+                self.close_connection = True
+                return
+            self.send_response(status)
+            items = headers.items() if isinstance(headers, dict) else headers
+            for name, value in items:
+                if name.lower() not in ("content-length", "transfer-encoding"):
+                    self.send_header(name, value)
+            if body and not any(n.lower() == "content-type" for n, _ in items):
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _serve(self) -> None:
+            raw = self._body()
+            url = urllib.parse.urlsplit(self.path)
+            user = gh.authenticate(self.headers.get("Authorization"))
+            if url.path.endswith(GIT_SERVICES) and not url.path.startswith(API_PREFIX):
+                self._serve_git(url, raw, user)
+                return
+            if user is None:
+                message = "Requires authentication" if not self.headers.get("Authorization") else "Bad credentials"
+                self._send(*gh.unauthorized(self.command, url.path.removeprefix(API_PREFIX), message))
+                return
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                self._send(400, {}, json.dumps({"message": "Problems parsing JSON", "documentation_url": DOCS})
+                           .encode())
+                return
+            if url.path in GRAPHQL_PATHS and self.command == "POST":
+                self._send(*gh.answer_graphql(body, user))
+                return
+            if not url.path.startswith(API_PREFIX + "/"):
+                self._send(404, {}, json.dumps({"message": "Not Found", "documentation_url": DOCS}).encode())
+                return
+            query = dict(urllib.parse.parse_qsl(url.query))
+            self._send(*gh.answer_api(self.command, url.path.removeprefix(API_PREFIX), query, body, user,
+                                      self.headers.get("If-None-Match")))
+
+        def _serve_git(self, url: urllib.parse.SplitResult, raw: bytes, user: User | None) -> None:
+            if user is None:
+                self._send(401, {"WWW-Authenticate": 'Basic realm="GitHub"', "Content-Type": "text/plain"},
+                           b"Invalid username or token.\n")
+                return
+            service = url.path.rsplit("/", 1)[1]
+            with gh.lock:
+                gh.git_requests[urllib.parse.parse_qs(url.query).get("service", [service])[0]] += 1
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, out, payload = gitside.http_backend(gh.git_root, self.command, urllib.parse.unquote(url.path),
+                                                        url.query, headers, raw, user.login)
+            self._send(status, out, payload)
+
+    return Handler

@@ -1,0 +1,297 @@
+"""The fake's memory per repository, and the JSON GitHub would send for each object."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fakegithub import gitside
+
+_ids = itertools.count(1001)
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def node_id(kind: str, ident: int) -> str:
+    return f"{kind}_" + base64.b64encode(f"{kind}:{ident}".encode()).decode().rstrip("=")
+
+
+@dataclass
+class Urls:
+    api: str  # http://127.0.0.1:PORT/api/v3
+    web: str  # http://127.0.0.1:PORT
+
+
+@dataclass
+class User:
+    login: str
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class Label:
+    name: str
+    color: str = "ededed"
+    description: str | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class Comment:
+    issue: int
+    user: User
+    body: str
+    at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class Status:
+    sha: str
+    state: str
+    target_url: str | None
+    description: str | None
+    context: str
+    creator: User
+    at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class Review:
+    pull: int
+    user: User
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED
+    body: str
+    commit_id: str | None
+    at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class Pull:
+    number: int
+    title: str
+    body: str | None
+    head: str
+    base: str
+    head_sha: str
+    base_sha: str
+    user: User
+    draft: bool
+    state: str = "open"
+    merged_at: str | None = None
+    merged_by: User | None = None
+    merge_commit_sha: str | None = None
+    closed_at: str | None = None
+    labels: list[str] = field(default_factory=list)
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PR", self.id)
+
+
+@dataclass
+class Repo:
+    owner: User
+    name: str
+    path: Path
+    default_branch: str
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    labels: dict[str, Label] = field(default_factory=dict)
+    comments: list[Comment] = field(default_factory=list)
+    statuses: list[Status] = field(default_factory=list)
+    reviews: list[Review] = field(default_factory=list)
+    next_number: int = 1
+    created_at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner.login}/{self.name}"
+
+    def refresh(self, pull: Pull) -> Pull:
+        """An open PR's head and base shas follow their branches in the bare repository."""
+        if pull.state == "open":
+            pull.head_sha = gitside.rev_parse(self.path, f"refs/heads/{pull.head}") or pull.head_sha
+            pull.base_sha = gitside.rev_parse(self.path, f"refs/heads/{pull.base}") or pull.base_sha
+        return pull
+
+    def label(self, name: str) -> Label:
+        """The repository's label of that name, created on first use as GitHub does."""
+        for key, existing in self.labels.items():
+            if key.lower() == name.lower():
+                return existing
+        self.labels[name] = Label(name)
+        return self.labels[name]
+
+
+def user_json(u: User, urls: Urls) -> dict[str, Any]:
+    api = f"{urls.api}/users/{u.login}"
+    return {
+        "login": u.login, "id": u.id, "node_id": node_id("U", u.id), "avatar_url": f"{urls.web}/avatars/{u.login}",
+        "gravatar_id": "", "url": api, "html_url": f"{urls.web}/{u.login}", "followers_url": f"{api}/followers",
+        "following_url": f"{api}/following{{/other_user}}", "gists_url": f"{api}/gists{{/gist_id}}",
+        "starred_url": f"{api}/starred{{/owner}}{{/repo}}", "subscriptions_url": f"{api}/subscriptions",
+        "organizations_url": f"{api}/orgs", "repos_url": f"{api}/repos", "events_url": f"{api}/events{{/privacy}}",
+        "received_events_url": f"{api}/received_events", "type": "User", "site_admin": False,
+    }
+
+
+_REPO_TEMPLATES = {
+    "archive_url": "{archive_format}{/ref}", "assignees_url": "assignees{/user}", "blobs_url": "git/blobs{/sha}",
+    "branches_url": "branches{/branch}", "collaborators_url": "collaborators{/collaborator}",
+    "comments_url": "comments{/number}", "commits_url": "commits{/sha}", "compare_url": "compare/{base}...{head}",
+    "contents_url": "contents/{+path}", "contributors_url": "contributors", "deployments_url": "deployments",
+    "downloads_url": "downloads", "events_url": "events", "forks_url": "forks", "git_commits_url": "git/commits{/sha}",
+    "git_refs_url": "git/refs{/sha}", "git_tags_url": "git/tags{/sha}", "hooks_url": "hooks",
+    "issue_comment_url": "issues/comments{/number}", "issue_events_url": "issues/events{/number}",
+    "issues_url": "issues{/number}", "keys_url": "keys{/key_id}", "labels_url": "labels{/name}",
+    "languages_url": "languages", "merges_url": "merges", "milestones_url": "milestones{/number}",
+    "notifications_url": "notifications{?since,all,participating}", "pulls_url": "pulls{/number}",
+    "releases_url": "releases{/id}", "stargazers_url": "stargazers", "statuses_url": "statuses/{sha}",
+    "subscribers_url": "subscribers", "subscription_url": "subscription", "tags_url": "tags", "teams_url": "teams",
+    "trees_url": "git/trees{/sha}",
+}
+
+
+def minimal_repo_json(r: Repo, urls: Urls) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{r.full_name}"
+    out: dict[str, Any] = {k: f"{api}/{v}" for k, v in _REPO_TEMPLATES.items()}
+    out.update({"id": r.id, "node_id": node_id("R", r.id), "name": r.name, "full_name": r.full_name,
+                "owner": user_json(r.owner, urls), "private": True, "html_url": f"{urls.web}/{r.full_name}",
+                "description": None, "fork": False, "url": api})
+    return out
+
+
+def repo_json(r: Repo, urls: Urls, full: bool = False) -> dict[str, Any]:
+    out = minimal_repo_json(r, urls)
+    open_count = sum(1 for p in r.pulls.values() if p.state == "open")
+    out.update({
+        "clone_url": f"{urls.web}/{r.full_name}.git", "git_url": f"{urls.web}/{r.full_name}.git",
+        "ssh_url": f"{urls.web}/{r.full_name}.git", "svn_url": f"{urls.web}/{r.full_name}", "mirror_url": None,
+        "homepage": None, "language": None, "license": None, "default_branch": r.default_branch,
+        "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0, "watchers_count": 0, "size": 0,
+        "open_issues": open_count, "open_issues_count": open_count, "has_issues": True, "has_projects": False,
+        "has_wiki": False, "has_pages": False, "has_downloads": False, "archived": False, "disabled": False,
+        "pushed_at": r.created_at, "created_at": r.created_at, "updated_at": r.created_at,
+        "visibility": "private", "topics": [], "is_template": False,
+        "permissions": {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True},
+    })
+    if full:
+        out.update({"subscribers_count": 0, "network_count": 0, "has_discussions": False})
+    return out
+
+
+def label_json(label: Label, r: Repo, urls: Urls) -> dict[str, Any]:
+    return {"id": label.id, "node_id": node_id("LA", label.id), "url": f"{urls.api}/repos/{r.full_name}/labels/"
+            f"{label.name}", "name": label.name, "color": label.color, "default": False,
+            "description": label.description}
+
+
+def pull_json(p: Pull, r: Repo, urls: Urls, simple: bool = False) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{r.full_name}"
+    web = f"{urls.web}/{r.full_name}/pull/{p.number}"
+    links = {"self": f"{api}/pulls/{p.number}", "html": web, "issue": f"{api}/issues/{p.number}",
+             "comments": f"{api}/issues/{p.number}/comments", "review_comments": f"{api}/pulls/{p.number}/comments",
+             "review_comment": f"{api}/pulls/comments{{/number}}", "commits": f"{api}/pulls/{p.number}/commits",
+             "statuses": f"{api}/statuses/{p.head_sha}"}
+    out: dict[str, Any] = {
+        "url": links["self"], "id": p.id, "node_id": p.node_id, "html_url": web, "diff_url": f"{web}.diff",
+        "patch_url": f"{web}.patch", "issue_url": links["issue"], "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"], "review_comment_url": links["review_comment"],
+        "comments_url": links["comments"], "statuses_url": links["statuses"], "number": p.number,
+        "state": p.state, "locked": False, "title": p.title, "user": user_json(p.user, urls), "body": p.body,
+        "labels": [label_json(r.label(n), r, urls) for n in p.labels], "milestone": None,
+        "active_lock_reason": None, "created_at": p.created_at, "updated_at": p.updated_at,
+        "closed_at": p.closed_at, "merged_at": p.merged_at, "merge_commit_sha": p.merge_commit_sha,
+        "assignee": None, "assignees": [], "requested_reviewers": [], "requested_teams": [],
+        "head": {"label": f"{r.owner.login}:{p.head}", "ref": p.head, "sha": p.head_sha,
+                 "user": user_json(r.owner, urls), "repo": repo_json(r, urls)},
+        "base": {"label": f"{r.owner.login}:{p.base}", "ref": p.base, "sha": p.base_sha,
+                 "user": user_json(r.owner, urls), "repo": repo_json(r, urls)},
+        "_links": {k: {"href": v} for k, v in links.items()}, "author_association": "CONTRIBUTOR",
+        "auto_merge": None, "draft": p.draft,
+    }
+    if simple:
+        return out
+    mergeable = None if p.state != "open" else gitside.merge_tree(r.path, p.base_sha, p.head_sha) is not None
+    out.update({
+        "merged": p.merged_at is not None, "mergeable": mergeable, "rebaseable": mergeable,
+        "mergeable_state": "draft" if p.draft and mergeable else {None: "unknown", True: "clean",
+                                                                   False: "dirty"}[mergeable],
+        "merged_by": user_json(p.merged_by, urls) if p.merged_by else None,
+        "comments": sum(1 for c in r.comments if c.issue == p.number), "review_comments": 0,
+        "maintainer_can_modify": False, "commits": 1, "additions": 0, "deletions": 0, "changed_files": 0,
+    })
+    return out
+
+
+def comment_json(c: Comment, r: Repo, urls: Urls) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{r.full_name}"
+    return {"id": c.id, "node_id": node_id("IC", c.id), "url": f"{api}/issues/comments/{c.id}",
+            "html_url": f"{urls.web}/{r.full_name}/pull/{c.issue}#issuecomment-{c.id}", "body": c.body,
+            "user": user_json(c.user, urls), "created_at": c.at, "updated_at": c.at,
+            "issue_url": f"{api}/issues/{c.issue}", "author_association": "CONTRIBUTOR"}
+
+
+def status_json(s: Status, r: Repo, urls: Urls, creator: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "url": f"{urls.api}/repos/{r.full_name}/statuses/{s.sha}", "avatar_url": None, "id": s.id,
+        "node_id": node_id("SC", s.id), "state": s.state, "description": s.description, "target_url": s.target_url,
+        "context": s.context, "created_at": s.at, "updated_at": s.at}
+    if creator:
+        out["creator"] = user_json(s.creator, urls)
+    return out
+
+
+def combined_status_json(r: Repo, sha: str, urls: Urls) -> dict[str, Any]:
+    latest: dict[str, Status] = {}
+    for s in r.statuses:
+        if s.sha == sha:
+            latest[s.context] = s  # the newest status of each context counts
+    states = {s.state for s in latest.values()}
+    state = ("failure" if states & {"failure", "error"} else
+             "pending" if not states or "pending" in states else "success")
+    api = f"{urls.api}/repos/{r.full_name}"
+    return {"state": state, "sha": sha, "total_count": len(latest),
+            "statuses": [status_json(s, r, urls, creator=False) for s in sorted(latest.values(), key=lambda s: s.id)],
+            "repository": minimal_repo_json(r, urls), "commit_url": f"{api}/commits/{sha}",
+            "url": f"{api}/commits/{sha}/status"}
+
+
+def review_json(v: Review, r: Repo, urls: Urls) -> dict[str, Any]:
+    web = f"{urls.web}/{r.full_name}/pull/{v.pull}#pullrequestreview-{v.id}"
+    api = f"{urls.api}/repos/{r.full_name}/pulls/{v.pull}"
+    return {"id": v.id, "node_id": node_id("PRR", v.id), "user": user_json(v.user, urls), "body": v.body,
+            "state": v.state, "html_url": web, "pull_request_url": api, "commit_id": v.commit_id,
+            "submitted_at": v.at, "author_association": "COLLABORATOR",
+            "_links": {"html": {"href": web}, "pull_request": {"href": api}}}
+
+
+def commit_json(c: gitside.CommitInfo, r: Repo, urls: Urls) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{r.full_name}"
+    return {
+        "url": f"{api}/commits/{c.sha}", "sha": c.sha, "node_id": node_id("C", int(c.sha[:12], 16)),
+        "html_url": f"{urls.web}/{r.full_name}/commit/{c.sha}", "comments_url": f"{api}/commits/{c.sha}/comments",
+        "commit": {
+            "url": f"{api}/git/commits/{c.sha}", "message": c.message, "comment_count": 0,
+            "author": {"name": c.author[0], "email": c.author[1], "date": c.author[2]},
+            "committer": {"name": c.committer[0], "email": c.committer[1], "date": c.committer[2]},
+            "tree": {"sha": c.tree, "url": f"{api}/git/trees/{c.tree}"},
+            "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                             "verified_at": None}},
+        "author": None, "committer": None,
+        "parents": [{"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{urls.web}/{r.full_name}/commit/{p}"}
+                    for p in c.parents],
+        "stats": {"additions": 0, "deletions": 0, "total": 0}, "files": [],
+    }
