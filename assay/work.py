@@ -1,7 +1,7 @@
 """One brief worked as durable steps, from its branch to a verified review the claim waits on.
 
-    branch (idempotent) -> worktree -> review (idempotent)
-    -> [agent (idempotent) -> push (idempotent, fenced) -> verify (safe)] x attempts
+    branch (idempotent) -> worktree -> review (idempotent; on GitHub, after the first push with commits)
+    -> [agent (idempotent) -> push (idempotent, fenced) -> verify (safe) (-> statuses, on GitHub)] x attempts
     -> ready (idempotent, fenced) -> the claim waits on the review (with its entry)
 
 Every step is journaled, so a desk killed anywhere runs this again from the top
@@ -47,12 +47,18 @@ class BriefWork:
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
-        session.step("review", lambda key: self._open_review(head), policy="idempotent")
+        # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
+        opened = self.reviews.refs_backed
+        if opened:
+            session.step("review", lambda key: self._open_review(head), policy="idempotent")
         feedback = ""
         for attempt in range(1, self.spec.attempts + 1):
             agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
                                  input={"attempt": attempt}, policy="idempotent")  # intent on the forge first
             head = session.step("push", lambda key: self._push(), input={"attempt": attempt}, policy="idempotent")
+            if not opened and head != main:
+                session.step("review", partial(self._open_review_at, head), policy="idempotent")
+                opened = True  # opened: once per run
             verdict = session.step("verify", partial(self._verify, head), input={"attempt": attempt, "head": head},
                                    policy="safe")
             if not self.reviews.refs_backed:  # commit statuses: the intent is journaled (fenced) before the calls
@@ -67,6 +73,8 @@ class BriefWork:
             session.block(reason)
             self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
             return "blocked"
+        if not opened:  # verified on a branch without commits of its own: open it now
+            session.step("review", partial(self._open_review_at, head), policy="idempotent")
         session.step("ready", lambda key: self._mark_ready(head), input={"head": head}, policy="idempotent")
         session.end_run(sync=False)
         session.wait("review")  # the run's end, the entry and the claim change in one push
@@ -87,6 +95,9 @@ class BriefWork:
         review = self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head)
         self.reviews.label(self.brief.id, review.record.state, self.spec.name)
         return review.record.state
+
+    def _open_review_at(self, head: str, key: str) -> str:
+        return self._open_review(head)
 
     def _post_statuses(self, head: str, key: str) -> int:
         """The verify rows' evidence at `head`, as the journal has it, posted as commit statuses."""

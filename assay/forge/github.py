@@ -33,7 +33,7 @@ T = TypeVar("T")
 Echo = Callable[[str], None]
 GITHUB_API = "https://api.github.com"
 BRANCH_PREFIX = "assay/"
-STATE_LABELS = ("assay/draft", "assay/ready", "assay/merged", "assay/closed")
+STATE_LABELS = ("assay:draft", "assay:ready", "assay:merged", "assay:closed")  # no "/": a label is a path part
 MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command gives up
 TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -263,12 +263,12 @@ class GitHubReviews:
         return self._review(brief, self._require(brief, "close"))
 
     def label(self, brief: str, state: str, desk: str) -> None:
-        """The state label (`assay/<state>`, the others removed) and the desk's (`desk/<name>`)."""
+        """The state label (`assay:<state>`, the others removed) and the desk's (`desk:<name>`)."""
         pull = self._require(brief, "label")
         have = {lb.name for lb in self._call("labels", lambda: list(pull.get_labels()))}
-        for stale in sorted(have & set(STATE_LABELS) - {f"assay/{state}"}):
+        for stale in sorted(have & set(STATE_LABELS) - {f"assay:{state}"}):
             self._call("label", lambda stale=stale: pull.remove_from_labels(stale), write=True)  # type: ignore[misc]
-        wanted = [name for name in (f"assay/{state}", f"desk/{desk}") if name not in have]
+        wanted = [name for name in (f"assay:{state}", f"desk:{desk}") if name not in have]
         if wanted:
             self._call("label", lambda: pull.add_to_labels(*wanted), write=True)
 

@@ -38,7 +38,7 @@ class User:
 class Label:
     name: str
     color: str = "ededed"
-    description: str | None = None
+    description: str | None = ""  # the pulls list's schema has a label's description as a string, never null
     id: int = field(default_factory=lambda: next(_ids))
 
 

@@ -1,0 +1,236 @@
+"""The review port's one contract, on a plain forge and on (a fake) GitHub; then what only GitHub has: faults
+settled without a lost or duplicated write, rate limits waited out, and desks working briefs into pull
+requests with claims and journals pushed over git's smart HTTP, the token nowhere it should not be."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from assay.forge.base import IllegalReviewChange, Review, Reviews
+from assay.forge.github import GitHubReviews, GitHubTarget
+from assay.forge.plain import PlainReviews
+from assay.git import ForgeGit
+from tests.conftest import Forge, assay, git
+from tests.fakegithub import FakeGitHub, Fault
+from tests.test_desk import brief, publish
+
+OWNER, NAME = "acme", "app"
+
+
+@dataclass
+class World:
+    """A forge, its review port, and a way to push a work branch to it (as a desk's push would)."""
+
+    reviews: Reviews
+    url: str
+    seed: Path
+    env: dict[str, str]
+
+    def push_branch(self, brief_id: str, text: str = "work") -> str:
+        git("checkout", "-q", "-B", f"w-{brief_id}", "main", cwd=self.seed)
+        (self.seed / f"{brief_id}.txt").write_text(text + "\n")
+        git("add", "-A", cwd=self.seed)
+        git("commit", "-q", "-m", f"work on {brief_id}", cwd=self.seed)
+        pushed = subprocess.run(["git", "push", "-q", self.url, f"HEAD:refs/heads/assay/{brief_id}"], cwd=self.seed,
+                                env={**os.environ, **self.env}, capture_output=True, text=True)
+        assert pushed.returncode == 0, pushed.stderr
+        head = git("rev-parse", "HEAD", cwd=self.seed).strip()
+        git("checkout", "-q", "main", cwd=self.seed)
+        return head
+
+
+def github_repo(fake: FakeGitHub, seed: Path) -> str:
+    """`acme/app` on the fake, its main pushed from `seed` over smart HTTP with the token."""
+    fake.create_repo(OWNER, NAME)
+    url = fake.git_url(OWNER, NAME)
+    pushed = subprocess.run(["git", "push", "-q", url, "HEAD:refs/heads/main"], cwd=seed,
+                            env={**os.environ, **fake.git_env()}, capture_output=True, text=True)
+    assert pushed.returncode == 0, pushed.stderr
+    return url
+
+
+def github_reviews(fake: FakeGitHub, said: list[str] | None = None, slept: list[float] | None = None) -> GitHubReviews:
+    return GitHubReviews(GitHubTarget(f"{OWNER}/{NAME}", fake.api_url), fake.token,
+                         echo=(said.append if said is not None else lambda _: None),
+                         sleep=(slept.append if slept is not None else lambda _: None))
+
+
+@pytest.fixture(params=["plain", "github"])
+def world(request: pytest.FixtureRequest, forge: Forge, tmp_path: Path) -> Iterator[World]:
+    if request.param == "plain":
+        port = ForgeGit(forge.url)
+        yield World(PlainReviews(port), forge.url, forge.seed, {})
+        port.close()
+        return
+    with FakeGitHub(tmp_path) as fake:
+        url = github_repo(fake, forge.seed)
+        yield World(github_reviews(fake), url, forge.seed, fake.git_env())
+        assert fake.schema_problems() == []
+
+
+# -- the contract, on both forges -------------------------------------------------------------------
+
+def test_open_is_idempotent_and_ready_then_merged(world: World) -> None:
+    head = world.push_branch("alpha")
+    first = world.reviews.open("alpha", "assay/alpha", "Alpha", head)
+    again = world.reviews.open("alpha", "assay/alpha", "Alpha", head)
+    assert first.state == again.state == "draft" and first.sha == again.sha
+    assert [r.brief for r in world.reviews.list() if isinstance(r, Review)] == ["alpha"]
+    with pytest.raises(IllegalReviewChange):
+        world.reviews.merge("alpha", "ana")  # a draft is not merged
+    ready = world.reviews.mark_ready("alpha", head)
+    assert ready.state == "ready" and ready.record.head == head
+    assert world.reviews.mark_ready("alpha", head).state == "ready"  # again: unchanged
+    world.reviews.comment("alpha", "ana", "looks right")
+    found = world.reviews.get("alpha")
+    assert found is not None and any("looks right" in c.text for c in found.record.comments)
+    merged = world.reviews.merge("alpha", "ana")
+    assert merged.state == "merged" and merged.record.merged_commit
+    with pytest.raises(IllegalReviewChange):
+        world.reviews.merge("alpha", "ana")
+    with pytest.raises(IllegalReviewChange):
+        world.reviews.approve("alpha", "ana")
+
+
+def test_a_closed_review_refuses_changes_and_absent_is_none(world: World) -> None:
+    head = world.push_branch("beta")
+    world.reviews.open("beta", "assay/beta", "Beta", head)
+    closed = world.reviews.close("beta", "ana", "not needed")
+    assert closed.state == "closed"
+    for change in (lambda: world.reviews.mark_ready("beta", head), lambda: world.reviews.merge("beta", "ana")):
+        with pytest.raises(IllegalReviewChange):
+            change()
+    assert world.reviews.get("gamma") is None
+    with pytest.raises(IllegalReviewChange):
+        world.reviews.comment("gamma", "ana", "hello")
+
+
+# -- GitHub only: faults, limits, calls ---------------------------------------------------------------
+
+@pytest.fixture
+def fake(forge: Forge, tmp_path: Path) -> Iterator[tuple[FakeGitHub, World]]:
+    with FakeGitHub(tmp_path) as gh:
+        url = github_repo(gh, forge.seed)
+        yield gh, World(github_reviews(gh), url, forge.seed, gh.git_env())
+        assert gh.schema_problems() == []
+
+
+def test_a_dropped_connection_after_the_pull_request_was_made_leaves_one(fake: tuple[FakeGitHub, World]) -> None:
+    gh, w = fake
+    head = w.push_branch("alpha")
+    gh.faults.arm("POST", r"/pulls$", Fault.DROP_AFTER_WRITE)
+    opened = w.reviews.open("alpha", "assay/alpha", "Alpha", head)
+    assert opened.state == "draft"
+    assert len(gh.pulls(OWNER, NAME)) == 1  # read back, not created twice
+
+
+def test_a_retried_create_that_answers_already_exists_is_read_back(fake: tuple[FakeGitHub, World]) -> None:
+    gh, w = fake
+    head = w.push_branch("alpha")
+    gh.faults.arm("POST", r"/pulls$", Fault.BAD_GATEWAY)  # a 502 ... and the create is tried again
+    assert w.reviews.open("alpha", "assay/alpha", "Alpha", head).state == "draft"
+    assert len(gh.pulls(OWNER, NAME)) == 1
+    gh.faults.arm("GET", r"/pulls$", Fault.BAD_GATEWAY)  # a read that fails once is tried again
+    assert w.reviews.open("alpha", "assay/alpha", "Alpha", head).state == "draft"
+    assert len(gh.pulls(OWNER, NAME)) == 1
+
+
+@pytest.mark.parametrize("fault", [Fault.SECONDARY_RATE_LIMIT, Fault.TOO_MANY_REQUESTS])
+def test_rate_limits_are_waited_out_visibly(fake: tuple[FakeGitHub, World], fault: Fault) -> None:
+    gh, w = fake
+    said: list[str] = []
+    slept: list[float] = []
+    reviews = github_reviews(gh, said, slept)
+    head = w.push_branch("alpha")
+    gh.faults.arm("POST", r"/pulls$", fault, retry_after=7)
+    assert reviews.open("alpha", "assay/alpha", "Alpha", head).state == "draft"
+    assert slept[0] == 7 and any("rate limit" in s and "7s" in s for s in said), (said, slept)
+    assert len(gh.pulls(OWNER, NAME)) == 1
+
+
+def test_a_spent_primary_limit_far_away_is_an_error_not_a_hang(fake: tuple[FakeGitHub, World]) -> None:
+    gh, w = fake
+    head = w.push_branch("alpha")
+    slept: list[float] = []
+    reviews = github_reviews(gh, slept=slept)
+    armed = gh.faults.arm("POST", r"/pulls$", Fault.PRIMARY_RATE_LIMIT)
+    try:
+        reviews.open("alpha", "assay/alpha", "Alpha", head)
+    except Exception as exc:  # a reset beyond the cap is reported, never slept through
+        assert "rate limit" in str(exc)
+        assert gh.pulls(OWNER, NAME) == []
+    else:  # the fake's reset was near: waited out, and then made once
+        assert slept and len(gh.pulls(OWNER, NAME)) == 1
+    assert armed is not None
+
+
+def test_labels_and_statuses_are_set_once(fake: tuple[FakeGitHub, World]) -> None:
+    gh, w = fake
+    head = w.push_branch("alpha")
+    reviews = github_reviews(gh)
+    opened = reviews.open("alpha", "assay/alpha", "Alpha", head)
+    number = int(opened.sha.split("/")[1])
+    for _ in range(2):
+        reviews.label("alpha", "draft", "builder")
+    assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:draft", "desk:builder"]
+    reviews.mark_ready("alpha", head)
+    reviews.label("alpha", "ready", "builder")
+    assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:ready", "desk:builder"]
+    row = {"row": "tests", "passed": True, "exit_code": 0, "expect_exit": 0, "duration_ms": 12,
+           "output_sha256": "ab" * 32}
+    reviews.post_statuses("alpha", head, [row, {**row, "row": "lint", "passed": False, "exit_code": 1}])
+    statuses = {s.context: s.state for s in gh.statuses(OWNER, NAME, head)}
+    assert statuses == {"assay/verify/tests": "success", "assay/verify/lint": "failure"}
+    assert reviews.calls["status"] == 2
+
+
+# -- desks on GitHub, end to end -------------------------------------------------------------------
+
+DESK = ("name: builder\ntakes:\n  labels: [work]\nagent:\n  command: [python, -m, assay.agents.scripted]\n"
+        "env_allow: [PATH, HOME, LANG, LC_ALL, TZ]\n")
+
+
+def test_desks_work_briefs_into_pull_requests_on_github(forge: Forge, tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK,
+                    "briefs/alpha.md": brief("Alpha", ["write alpha.txt hi"], "test -f alpha.txt"),
+                    "briefs/beta.md": brief("Beta", ["write beta.txt hi"], "test -f beta.txt", deps="alpha")})
+    with FakeGitHub(tmp_path) as gh:
+        url = github_repo(gh, forge.seed)
+        env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": gh.api_url, "GITHUB_TOKEN": gh.token,
+               "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
+        outputs: list[str] = []
+
+        def desk_pass() -> None:
+            done = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+            outputs.append(done.out + done.err)
+            assert done.code == 0, done.err
+
+        for brief_id in ("alpha", "beta"):
+            desk_pass()  # claim, branch, draft pull request, agent, push, verify, statuses, ready
+            pulls = [p for p in gh.pulls(OWNER, NAME) if p.head == f"assay/{brief_id}"]
+            assert len(pulls) == 1, outputs
+            [pull] = pulls
+            assert not pull.draft and pull.state == "open"
+            assert {s.context: s.state for s in gh.statuses(OWNER, NAME, pull.head_sha)} == \
+                {"assay/verify/check": "success"}
+            assert "assay:ready" in gh.labels(OWNER, NAME, pull.number)
+            gh.merge(OWNER, NAME, pull.number)  # a person merges it on GitHub
+            desk_pass()  # sees the merge: done
+        assert len(gh.pulls(OWNER, NAME)) == 2  # exactly one pull request per brief
+        claims = assay("claims", "--json", env=env)
+        assert claims.code == 0, claims.err
+        assert {c["brief"]: c["state"] for c in json.loads(claims.out)["claims"]} == {"alpha": "done", "beta": "done"}
+        # the token: in no output, no record on the forge, no journal
+        repo_path = gh.repo(OWNER, NAME).path
+        objects = subprocess.run(["git", "--git-dir", str(repo_path), "cat-file", "--batch-all-objects", "--batch"],
+                                 capture_output=True, check=True).stdout
+        assert gh.token.encode() not in objects
+        assert not [o for o in outputs if gh.token in o]
+        assert gh.git_requests["git-receive-pack"] > 0  # claims and journals went over git, not the API
