@@ -195,7 +195,8 @@ def random_journal(rng: random.Random, count: int) -> list[JournalEntry]:
             intent = rng.choice(intents)
             ids.update(step=intent.step, input_sha=intent.input_sha, ordinal=intent.ordinal, policy=intent.policy)
             status = rng.choice(["completed", "completed", "failed", "cancelled"])
-            data = {"output": {"n": seq}} if status == "completed" else {"error": "E: x"} if status == "failed" else None
+            outcomes: dict[str, dict[str, Any]] = {"completed": {"output": {"n": seq}}, "failed": {"error": "E: x"}}
+            data = outcomes.get(status)
             entry = JournalEntry(seq=seq, kind="result", status=status, intent=intent.seq, data=data, **ids)
         elif roll < 0.62:
             intent = rng.choice(intents)
@@ -203,8 +204,8 @@ def random_journal(rng: random.Random, count: int) -> list[JournalEntry]:
             kind = rng.choice(["outcome_unknown", "refused"])
             entry = JournalEntry(seq=seq, kind=kind, intent=intent.seq, data={"reason": "interrupted"}, **ids)
         elif roll < 0.75:
-            value = rng.choice([{"name": "now", "arg": None, "value": 1.5}, {"name": "uuid", "arg": None,
-                                                                             "value": f"u{seq}"}])
+            value: dict[str, Any] = rng.choice([{"name": "now", "arg": None, "value": 1.5},
+                                                {"name": "uuid", "arg": None, "value": f"u{seq}"}])
             entry = JournalEntry(seq=seq, epoch=1, kind="nondeterminism", at=AT, run=run, data=value)
         elif roll < 0.85:
             entry = JournalEntry(seq=seq, epoch=1, kind="note", at=AT, run=run,
