@@ -87,7 +87,8 @@ def open_context_session(ctx: StepContext) -> Session:
     from assay.config import open_claims
     from assay.steps import open_session
 
-    return open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True)
+    return open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True,
+                        indexed=True)  # a new process per step: it reads only what the step asks for
 
 
 def run_effect(session: Session, request: EffectRequest) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay import chain, journalcache, retired
+from assay import chain, journalcache, journalindex, retired
 from assay.claims import Claim, Claims, fence
 from assay.crash import crash_point
 from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
@@ -65,12 +65,14 @@ class JournalLog:
     decoded: int = 0  # commits this read decoded from git (the rest came from an earlier read)
 
 
-def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLog | None = None) -> JournalLog:
+def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLog | None = None,
+             first: int = 1) -> JournalLog:
     """All entries of a brief's journal: one ls-remote, one fetch, one rev-list, one cat-file batch.
 
     With `known` (an earlier read of the same journal), only the commits after it are read. Without
     one, the log kept in the forge's cache (`journalcache`) is the earlier read, if it is on the chain;
     a read that decodes `KEEP_AFTER` commits or more keeps its log there for the next process.
+    `first`: the seq of the first entry after `known` when `known` holds none (a read from an index).
     """
     ref = journal_ref(brief)
     if tip is None:
@@ -93,12 +95,87 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
             entry = decode_entry(line, ref)
             entries.append(entry)
             commit_of[entry.seq] = commit
-    for expected, entry in enumerate(entries[checked:], start=checked + 1):
+    start = entries[checked - 1].seq + 1 if checked else first if since else 1
+    for expected, entry in enumerate(entries[checked:], start=start):
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
-    if len(commits) >= KEEP_AFTER:
+    if len(commits) >= KEEP_AFTER and (not entries or entries[0].seq == 1):
         journalcache.save(git.cache, brief, entries, commit_of, tip)
     return JournalLog(entries, commit_of, tip, len(commits))
+
+
+@dataclass
+class IndexedLog:
+    """A journal as a session reads it: `base` answers for its first entries (None: there are none, or
+    too few to index), and `tail` holds the entries after them, decoded in full."""
+
+    base: journalindex.View | None
+    tail: JournalLog
+
+
+def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLog:
+    """A brief's journal through the index kept in the forge's cache (`journalindex`): only the commits after
+    the index are decoded, and an index that falls `KEEP_AFTER` commits or more behind is brought up to date.
+
+    The index is used only if its tip is on the chain (an ancestor of `tip`, or `tip` itself, or a
+    descendant of `tip`, written by a process that read later) and its last row is the last line of its
+    tip's `entries.jsonl`; otherwise the chain is decoded whole and the index built again.
+    """
+    ref = journal_ref(brief)
+    if tip is None:
+        tip = git.ls_remote(ref).get(ref)
+    if not tip:
+        return IndexedLog(None, JournalLog([], {}, None))
+    git.ensure_objects({ref: tip})
+    index = journalindex.open_index(git.cache, brief)
+    since: str | None = None
+    if index is not None:
+        if index.tip == tip or git.is_ancestor(index.tip, tip):
+            since = index.tip
+        elif git.is_ancestor(tip, index.tip):  # another process indexed further than we read: stop at our tip
+            head, found = git.read_typed([tip, f"{tip}:entries.jsonl"])
+            check_tip(ref, tip, head.kind if head else None)
+            last = decode_entry(_entry_lines(ref, tip, found)[-1], ref)
+            if index.view(last.seq, tip).commit_of(last.seq) == tip:
+                return IndexedLog(index.view(last.seq, tip), JournalLog([], {}, tip))
+            index = None
+        else:
+            index = None
+    commits = list(reversed(git.rev_list(tip, since=since)))
+    ends = [f"{since}:entries.jsonl"] if since else []
+    head, *texts = git.read_typed([tip, *ends, *(f"{c}:entries.jsonl" for c in commits)])
+    check_tip(ref, tip, head.kind if head else None)
+    end = texts.pop(0) if since else None
+    if index is not None and not _ends_with(ref, index, end):
+        index, commits, since = None, list(reversed(git.rev_list(tip))), None  # not this chain's: read it all
+        texts = git.read_typed([f"{c}:entries.jsonl" for c in commits])
+    entries: list[JournalEntry] = []
+    commit_of: dict[int, str] = {}
+    for commit, found in zip(commits, texts, strict=True):
+        for line in _entry_lines(ref, commit, found):
+            entry = decode_entry(line, ref)
+            entries.append(entry)
+            commit_of[entry.seq] = commit
+    first = index.last_seq + 1 if index is not None else 1
+    for expected, entry in enumerate(entries, start=first):
+        if entry.seq != expected:
+            raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
+    if index is None and len(commits) >= KEEP_AFTER:
+        index = journalindex.build(git.cache, brief, entries, commit_of, tip)
+        if index is not None:
+            entries, commit_of = [], {}
+    elif index is not None and since and len(commits) >= KEEP_AFTER and index.append(since, entries, commit_of, tip):
+        entries, commit_of = [], {}
+    if index is None:
+        return IndexedLog(None, JournalLog(entries, commit_of, tip, len(commits)))
+    base = index.view(entries[0].seq - 1, since or tip) if entries else index.view(index.last_seq, tip)
+    return IndexedLog(base, JournalLog(entries, commit_of, tip, len(commits)))
+
+
+def _ends_with(ref: str, index: journalindex.Index, end: GitObject | None) -> bool:
+    """The index's last row is the last entry of its tip commit: the index is of this chain."""
+    lines = _entry_lines(ref, index.tip, end) if end is not None and end.kind == "blob" else []
+    return bool(lines) and decode_entry(lines[-1], ref) == decode_entry(index.last_body(), ref)
 
 
 def read_kept(git: ForgeGit, brief: str) -> JournalLog:
@@ -133,6 +210,8 @@ class Journal:
         self.entries: list[JournalEntry] = []
         self.commit_of: dict[int, str] = {}
         self.tip: str | None = None
+        self.base: journalindex.View | None = None  # answers for the entries before `entries`, if set
+        self._indexed = False
         self.claim: Claim | None = None
         self.pending: list[Draft] = []
         self.extra_refs: list[RefUpdate] = []
@@ -141,9 +220,15 @@ class Journal:
 
     @classmethod
     def open(cls, claims: Claims, brief: str, desk: str, epoch: int, run: str,
-             clock: Callable[[], float] = time.time, known: JournalLog | None = None) -> Journal:
-        """The journal as the forge has it now; with `known` (an earlier read), only what came since is read."""
+             clock: Callable[[], float] = time.time, known: JournalLog | None = None,
+             indexed: bool = False) -> Journal:
+        """The journal as the forge has it now; with `known` (an earlier read), only what came since is read.
+
+        `indexed`: without `known`, start from the index in the forge's cache (`read_indexed`), so that
+        `entries` holds only what came after it and `base` answers for the rest.
+        """
         journal = cls(claims, brief, desk, epoch, run, clock)
+        journal._indexed = indexed and known is None
         if known is not None:
             journal.entries, journal.commit_of, journal.tip = list(known.entries), dict(known.commit_of), known.tip
         journal.reload()
@@ -151,6 +236,8 @@ class Journal:
 
     def log(self) -> JournalLog:
         """What this journal has read and written so far, for another reader to start from."""
+        if self.base is not None:
+            raise RuntimeError("an indexed journal holds only its latest entries")
         return JournalLog(list(self.entries), dict(self.commit_of), self.tip)
 
     # -- reading ------------------------------------------------------------------------
@@ -164,9 +251,30 @@ class Journal:
         self.claim = self.claims.load(cref, refs[cref])
         self._check_holder()
         tip = refs.get(jref)
-        if tip != self.tip:
+        if tip != self.tip and self._indexed and (self.base is not None or self.tip is None):
+            self._read_indexed(tip)
+        elif tip != self.tip:
             log = read_log(self.git, self.brief, tip, JournalLog(self.entries, self.commit_of, self.tip))
             self.entries, self.commit_of, self.tip = log.entries, log.commit_of, log.tip
+
+    def _read_indexed(self, tip: str | None) -> None:
+        """Bring `entries` (what came after `base`) up to `tip`: the new commits only, if it follows ours."""
+        if self.tip and tip and self.git.is_ancestor(self.tip, tip):
+            since = read_log(self.git, self.brief, tip, JournalLog([], {}, self.tip), first=self.last_seq + 1)
+            self.entries.extend(since.entries)
+            self.commit_of.update(since.commit_of)
+            self.tip = tip
+            return
+        read = read_indexed(self.git, self.brief, tip)
+        self.base, self.tip = read.base, read.tail.tip
+        self.entries, self.commit_of = read.tail.entries, read.tail.commit_of
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last entry on the forge, as far as this journal has read and written."""
+        if self.entries:
+            return self.entries[-1].seq
+        return self.base.last_seq if self.base is not None else 0
 
     def _check_holder(self) -> None:
         assert self.claim is not None
@@ -176,6 +284,8 @@ class Journal:
 
     def blob(self, entry: JournalEntry, path: str) -> bytes:
         commit = self.commit_of.get(entry.seq)
+        if commit is None and self.base is not None:
+            commit = self.base.commit_of(entry.seq)
         data = self.git.read_objects([f"{commit}:{path}"])[0] if commit else None
         if data is None:
             raise RecordInvalid(journal_ref(self.brief), f"entry {entry.seq} names {path}, which is missing")
@@ -255,7 +365,7 @@ class Journal:
                        hint="another writer pushed to the work branch; inspect it before going on")
 
     def _number(self, drafts: list[Draft]) -> list[JournalEntry]:
-        next_seq = (self.entries[-1].seq + 1) if self.entries else 1
+        next_seq = self.last_seq + 1
         at = utc_now_iso(self.clock())
         out: list[JournalEntry] = []
         for offset, draft in enumerate(drafts):

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 from assay.crash import crash_point
 from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
 from assay.journal import INLINE_LIMIT, Draft, Journal, JournalLog
+from assay.journalindex import counts_call, counts_value, run_event
 from assay.lives import Life, is_running, this_life
 from assay.records import POLICIES, JournalEntry
 
@@ -118,23 +119,31 @@ class Session:
         self._calls: dict[tuple[str, str], int] = {}
         self._nondet_used = 0
         self._indexed = 0
+        self._base = journal.base
         self._resolutions: dict[int, JournalEntry] = {}
         self._refusals: set[int] = set()
         self._by_identity: dict[tuple[str, str], list[JournalEntry]] = {}
         self._nondet: list[JournalEntry] = []
+        self._base_calls: dict[tuple[str, str], list[JournalEntry]] = {}
+        self._base_resolutions: dict[int, JournalEntry | None] = {}
+        if journal.base is not None:  # what came before the entries in memory: asked of the index
+            self._calls, self._nondet_used = journal.base.run_counts(journal.run)
         for e in journal.entries:  # calls this run already made (each `assay step run` is its own process)
             if e.run == journal.run:
-                if e.kind in CALL_MARKERS or (e.kind == "note" and (e.data or {}).get("call")):
+                if counts_call(e):
                     self._calls[e.identity] = self._calls.get(e.identity, 0) + 1
-                if e.kind == "nondeterminism" or (e.kind == "note" and (e.data or {}).get("replay") == "value"):
+                if counts_value(e):
                     self._nondet_used += 1
 
     # -- the index over the journal (kept up to date as the journal grows) -------------------
+    # Entries in `journal.entries` are indexed here; those before them (`journal.base`, an index kept
+    # in the forge's cache) are asked of it, one identity or intent at a time, and remembered.
 
     def _index(self) -> None:
         entries = self.journal.entries
-        if self._indexed > len(entries):  # never happens with a gapless journal; rebuild to be safe
+        if self._indexed > len(entries) or self._base is not self.journal.base:  # read afresh: index again
             self._indexed, self._by_identity, self._resolutions, self._refusals, self._nondet = 0, {}, {}, set(), []
+            self._base, self._base_calls, self._base_resolutions = self.journal.base, {}, {}
         for e in entries[self._indexed:]:
             if e.intent is not None and e.kind in ("result", "outcome_unknown"):
                 self._resolutions[e.intent] = e
@@ -148,11 +157,36 @@ class Session:
 
     def _calls_of(self, identity: tuple[str, str]) -> list[JournalEntry]:
         self._index()
-        return self._by_identity.get(identity, [])
+        recent = self._by_identity.get(identity, [])
+        if self._base is None:
+            return recent
+        if identity not in self._base_calls:
+            self._base_calls[identity] = self._base.calls_of(identity)
+        return [*self._base_calls[identity], *recent]
 
     def _resolution(self, intent: JournalEntry) -> JournalEntry | None:
         self._index()
-        return self._resolutions.get(intent.seq)
+        found = self._resolutions.get(intent.seq)  # a later entry resolves it again: the latest counts
+        if found is not None or self._base is None:
+            return found
+        if intent.seq not in self._base_resolutions:
+            self._base_resolutions[intent.seq] = self._base.resolution(intent.seq)
+        return self._base_resolutions[intent.seq]
+
+    def _unresolved(self) -> list[int]:
+        """Intents with neither a result nor an outcome_unknown."""
+        self._index()
+        opened = self._base.open_intents() if self._base is not None else []
+        opened += [e.seq for e in self.journal.entries if e.kind == "intent"]
+        return [seq for seq in opened if seq not in self._resolutions]
+
+    def _recorded_value(self, number: int) -> JournalEntry | None:
+        """The `number`-th recorded clock or random value of the journal (from 0), if there is one."""
+        self._index()
+        before = self._base.totals()[0] if self._base is not None else 0
+        if number < before and self._base is not None:
+            return self._base.nondet(number)
+        return self._nondet[number - before] if number - before < len(self._nondet) else None
 
     def _interrupted(self, identity: tuple[str, str]) -> JournalEntry | None:
         for e in self._calls_of(identity):
@@ -162,7 +196,7 @@ class Session:
 
     def _refused(self, intent: JournalEntry) -> bool:
         self._index()
-        return intent.seq in self._refusals
+        return intent.seq in self._refusals or (self._base is not None and self._base.refused(intent.seq))
 
     def _slot(self, call: Call) -> JournalEntry | None:
         """The latest earlier-run intent or refusal at this identity and ordinal."""
@@ -322,18 +356,17 @@ class Session:
         return bytes.fromhex(str(self._value("random", n, lambda: secrets.token_hex(n))))
 
     def _value(self, name: str, arg: Any, make: Callable[[], Any]) -> Any:
-        self._index()
-        recorded = self._nondet
         index = self._nondet_used
         self._nondet_used += 1
-        if index < len(recorded):
-            r = (recorded[index].data or {})
+        recorded = self._recorded_value(index)
+        if recorded is not None:
+            r = (recorded.data or {})
             if r.get("name") != name or r.get("arg") != arg:
                 want = f"{name}({arg})" if arg is not None else name
                 got = f"{r.get('name')}({r.get('arg')})" if r.get("arg") is not None else r.get("name")
                 self.mismatch(f"read #{index + 1} asked for {want}, but the journal recorded {got}")
             if self.call_notes:
-                self.journal.add("note", sync=False, data={"replay": "value", "of": recorded[index].seq})
+                self.journal.add("note", sync=False, data={"replay": "value", "of": recorded.seq})
             return r.get("value")
         value = make()
         self.journal.add("nondeterminism", sync=False, data={"name": name, "arg": arg, "value": value})
@@ -367,9 +400,9 @@ class Session:
 
     def begin_run(self) -> None:
         """Count this run; after `max_attempts` runs in a row that never finished (any epoch), block the brief."""
-        starts = 0
+        starts = self.journal.base.totals()[1] if self.journal.base is not None else 0
         for e in self.journal.entries:
-            event = (e.data or {}).get("run") if e.kind == "note" else None  # across epochs: a restart is no fix
+            event = run_event(e)  # across epochs: a restart is no fix
             if event == "start":
                 starts += 1
             elif event == "end":
@@ -412,16 +445,17 @@ def _sigterm_as_cancel() -> Iterator[None]:
 
 def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | None = None,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False,
-                 known: JournalLog | None = None) -> Session:
+                 known: JournalLog | None = None, indexed: bool = False) -> Session:
     """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given.
 
     `known`: an earlier read of the journal (the desk's, for its agent's run), so only what came since is read.
+    `indexed`: start from the journal's index in the forge's cache, reading only the entries the session
+    asks for (`journal.entries` then holds only the latest).
     """
-    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12], known=known)
+    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12], known=known,
+                           indexed=indexed)
     session = Session(journal, max_attempts, call_notes)
-    session._index()
-    resolved = session._resolutions
-    if any(e.kind == "intent" and e.seq not in resolved for e in journal.entries):
+    if session._unresolved():
         crash_point("recovery.after-load")  # a recovery has read the journal and decided nothing yet
     return session
 
