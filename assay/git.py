@@ -459,8 +459,8 @@ class ForgeGit:
         args.append(self.url)
         # never a "+" refspec: it would override the lease; a new id of ZERO deletes the ref
         args += [f"{'' if u.new == ZERO else u.new}:{u.ref}" for u in updates]
-        try:
-            proc = self._git(*args, check=False)
+        try:  # git matches each ref of a push against every ref the forge advertises: big pushes take longer
+            proc = self._git(*args, check=False, timeout=_timeout() + 0.1 * len(updates))
         except ForgeError as exc:
             self._last_push_error = exc.message
             return None  # timed out: outcome unknown

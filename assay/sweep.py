@@ -416,7 +416,7 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
 
 def _expire(claims: Claims, claim: Claim, why: str, by: str, run: str) -> str:
     """Expire exactly the tip that stood still, journaled with it; its desk renewing first wins."""
-    brief, reason = claim.record.brief, f"expired by {by}: {why}"
+    brief, reason = claim.record.brief, f"expired by {run}: {why}"  # {run}: two sweepers never write one commit
     try:
         transition_as(claims, brief, "expire", "claim", {"action": "expire", "reason": reason}, by, run,
                       expect={claim_ref(brief): claim.sha}, reason=reason)

@@ -146,7 +146,7 @@ def test_two_sweepers_at_once_make_one_tombstone_and_record_the_finding_once(pol
     leases = [f for out, _ in outs for f in json.loads(out)["findings"] if f["kind"] == "lease"]
     assert [c["state"] for c in claim_chain(policed.path, "alpha")] == ["held", "expired"]
     assert sum(1 for f in leases if f["new"]) == 1
-    assert sum(1 for f in leases if f["action"] == "expired") == 1
+    assert sum(1 for f in leases if f["action"] == "expired") == 1, leases
     assert len([e for e in entries(policed.path, "alpha") if e["kind"] == "claim"]) == 1
     assert invariants(policed.path, "alpha") == []
 
