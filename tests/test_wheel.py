@@ -114,3 +114,37 @@ def test_the_sweep_workflow_runs_as_written_against_a_local_forge(installed: tup
                              capture_output=True, check=True).stdout
     assert token.encode() not in objects and header.encode() not in objects
     assert token not in summary.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("passes", [True, False])
+def test_the_verify_workflow_runs_the_base_branchs_rows_as_written(installed: tuple[Path, Path], tmp_path: Path,
+                                                                   passes: bool) -> None:
+    """verify.yml's steps on a pull request's checkout: the rows come from the base branch, so a branch that
+    edits its brief's rows to pass is still judged by main's."""
+    wheel, venv = installed
+    repo = tmp_path / "repo"
+    git("init", "-q", "--initial-branch=main", str(repo))
+    (repo / "briefs").mkdir()
+    rows = "verify:\n  - id: shipped\n    run: test -f shipped.txt\n"
+    (repo / "briefs" / "ship.md").write_text(f"---\ntitle: Ship\n{rows}---\nShip it.\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "brief", cwd=repo)
+    base = git("rev-parse", "HEAD", cwd=repo).strip()
+    git("checkout", "-q", "-b", "assay/ship", cwd=repo)
+    # the branch rewrites its own copy of the rows to something that always passes
+    (repo / "briefs" / "ship.md").write_text("---\ntitle: Ship\nverify:\n  - id: shipped\n    run: \"true\"\n---\n")
+    if passes:
+        (repo / "shipped.txt").write_text("yes\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "work", cwd=repo)
+    summary = tmp_path / "summary.md"
+    contexts = {"inputs.assay-package": str(wheel), "github.head_ref": "assay/ship",
+                "github.event.pull_request.base.sha": base}
+    env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary)}
+    done = run_workflow_steps(REPO / ".github" / "workflows" / "verify.yml", "verify", contexts, env, cwd=repo,
+                              expect=0 if passes else 1)
+    assert done[-1].returncode == (0 if passes else 1)
+    assert ("passed" if passes else "**failed**") in summary.read_text()
+    assert "test -f shipped.txt" in summary.read_text()  # main's row, not the branch's

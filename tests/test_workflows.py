@@ -106,7 +106,8 @@ def evaluate(expression: str, contexts: dict[str, str]) -> str:
 
 
 def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict[str, str],
-                       skip_uses: bool = True) -> list[subprocess.CompletedProcess[str]]:
+                       skip_uses: bool = True, cwd: Path | None = None,
+                       expect: int = 0) -> list[subprocess.CompletedProcess[str]]:
     """Run the `run:` steps of `job` as GitHub does (bash -eo pipefail), their `env:` evaluated."""
     workflow = yaml.safe_load(path.read_text())
     done = []
@@ -115,9 +116,12 @@ def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict
             continue
         step_env = {k: _EXPR.sub(lambda m: evaluate(m[1], contexts), str(v)) for k, v in step.get("env", {}).items()}
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-                              env={**env, **step_env}, capture_output=True, text=True, timeout=300)
+                              env={**env, **step_env}, capture_output=True, text=True, timeout=300, cwd=cwd)
         done.append(proc)
-        assert proc.returncode == 0, (step.get("name"), proc.stdout, proc.stderr)
+        if proc.returncode != 0:  # a failing step ends the job, as on GitHub
+            assert proc.returncode == expect, (step.get("name"), proc.stdout, proc.stderr)
+            return done
+    assert expect == 0, "every step passed"
     return done
 
 
