@@ -356,7 +356,11 @@ def _retire(claims: Claims, state: ForgeState, policy: SweepPolicy, now: float, 
                  if c.record.state == "done" and now - parse_iso(c.record.at).timestamp() >= policy.retire_after_s)
     if not policy.retire or not due:
         return []
-    done = retire(claims, due, by=by, dry_run=dry_run)
+    try:
+        done = retire(claims, due, by=by, dry_run=dry_run)
+    except AssayError as exc:  # retiring is housekeeping: a failure is a finding, never a failed sweep
+        return [Finding("retire", ", ".join(due[:3]) + (" …" if len(due) > 3 else ""), f"not retired: {exc.message}",
+                        f"retire-failed:{due[0]}", "failed")]
     return [Finding("retire", b, f"done at {state.claims[b].record.at}; its refs are folded into {RETIRED_REF}",
                     f"retire:{b}", "would retire" if dry_run else "retired") for b in done.retired]
 

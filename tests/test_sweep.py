@@ -317,3 +317,16 @@ def test_a_desk_on_a_fresh_machine_sweeps_and_takes_a_dead_desks_brief(work: For
     assert ("expired", 1) in states and states[-1] == ("waiting", 2), states
     assert (tmp_path / "effects.log").read_text().count("deployed ship") == 1  # resumed, not redone
     assert invariants(work.path, "ship") == []
+
+
+def test_a_retirement_the_forge_refuses_is_a_finding_not_a_failed_sweep(policed: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d")
+    custody.release(claims, "alpha", "d", outcome="done")
+    lock = policed.path / "refs" / "assay" / "claims" / "alpha.lock"  # a push killed mid-way left it
+    lock.write_text("")
+    [retire] = findings(sweep_cli(policed, time.time() + 8 * 86400), "retire")
+    assert retire["action"] == "failed" and "lock" in str(retire["detail"]), retire
+    assert policed.tip("refs/assay/claims/alpha") is not None and policed.tip("refs/assay/retired") is None
+    lock.unlink()
+    [retire] = findings(sweep_cli(policed, time.time() + 8 * 86400 + 60), "retire")
+    assert retire["action"] == "retired" and policed.tip("refs/assay/claims/alpha") is None
