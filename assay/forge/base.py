@@ -66,6 +66,11 @@ class Reviews(Protocol):
 
     def get(self, brief: str) -> Review | None: ...
 
+    def peek(self, brief: str) -> Review | None:
+        """The review's state and head; comments and approvals may be left out (cheaper where the forge
+        charges for reads)."""
+        ...
+
     def kept(self, brief: str) -> Review | None:
         """The review, or the review as it was when its brief was retired (read-only)."""
         ...
