@@ -100,7 +100,7 @@ class Desk:
             return
         self._swept_at = now
         try:
-            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name)
+            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name, reviews=self.reviews)
         except AssayError as exc:
             self._tell_once(f"finding: the sweep failed: {exc.message}")
             return
@@ -157,7 +157,7 @@ class Desk:
     def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport) -> bool:
         on = str((r.wait or {}).get("on", ""))
         if on in ("review", "merge"):
-            review = self.reviews.get(brief_id)
+            review = self.reviews.peek(brief_id)
             state = review.record.state if review else "missing"
             if state == "merged":
                 custody.release(self.claims, brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch,
