@@ -370,16 +370,16 @@ def needs_review(claim: Claim, branches: dict[str, str]) -> bool:
 
 
 def read_api_reviews(reviews: Reviews, state: ForgeState) -> Finding | None:
-    """Fill `state.reviews` from the review port for the claims that need it (one conditional read each,
-    free when unchanged). If the forge's API cannot be read, the sweep goes on without them and says so."""
-    for brief in sorted(b for b, c in state.claims.items() if needs_review(c, state.branches)):
-        try:
-            review = reviews.peek(brief)
-        except (ForgeError, RecordInvalid) as exc:
-            return Finding("reviews", brief, f"reviews not read ({exc.message}); waits on them are not settled "
-                           "by this sweep", "reviews:unread")
-        if review is not None:
-            state.reviews[brief] = (review.record, review.sha)
+    """Fill `state.reviews` from the review port for the claims that need it (conditional reads, free
+    when unchanged). If the forge's API cannot be read, the sweep goes on without them and says so."""
+    briefs = sorted(b for b, c in state.claims.items() if needs_review(c, state.branches))
+    try:
+        found = reviews.peek_many(briefs)
+    except (ForgeError, RecordInvalid) as exc:
+        return Finding("reviews", "", f"reviews not read ({exc.message}); waits on them are not settled by this "
+                       "sweep", "reviews:unread")
+    for brief, review in found.items():
+        state.reviews[brief] = (review.record, review.sha)
     return None
 
 

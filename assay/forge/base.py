@@ -71,6 +71,10 @@ class Reviews(Protocol):
         charges for reads)."""
         ...
 
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        """`peek` of each brief that has a review, in as few reads as the forge allows."""
+        ...
+
     def kept(self, brief: str) -> Review | None:
         """The review, or the review as it was when its brief was retired (read-only)."""
         ...

@@ -216,6 +216,27 @@ class GitHubReviews:
         pull = self._find(validate_brief_id(brief))
         return self._review(brief, pull, detail=False) if pull is not None else None
 
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        """The open pull requests in one list (a page per 100), then one read for each brief not among them
+        (merged, closed or never opened). Every answer about a pull request embeds its repository, whose
+        counts change whenever any pull request opens or closes; so one list, not a read per brief, is what
+        a change anywhere costs."""
+        wanted = {validate_brief_id(b) for b in briefs}
+        out: dict[str, Review] = {}
+        if not wanted:
+            return out
+        pulls = self._get("open", f"{self._path}/pulls", {"state": "open", "per_page": 100})
+        for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
+            ref = str(_at(pull, "head", "ref") or "")
+            brief = ref.removeprefix(BRANCH_PREFIX)
+            if ref.startswith(BRANCH_PREFIX) and brief in wanted and brief not in out:
+                out[brief] = self._review(brief, pull, detail=False)
+        for brief in sorted(wanted - set(out)):
+            found = self.peek(brief)
+            if found is not None:
+                out[brief] = found
+        return out
+
     def kept(self, brief: str) -> Review | None:
         return self.get(brief)  # pull requests outlive retirement
 
