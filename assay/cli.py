@@ -531,7 +531,8 @@ def sweep(dry_run: bool, policy_name: str, now: float | None, ports: Ports, as_j
     from assay.sweep import sweep as run_sweep
 
     with views.progress(enabled=not as_json) as progress:
-        report = run_sweep(ports.claims, policy_name=policy_name, now=now, dry_run=dry_run, progress=progress)
+        report = run_sweep(ports.claims, policy_name=policy_name, now=now, dry_run=dry_run, progress=progress,
+                           reviews=ports.reviews)
     view = views.sweep_view(report)
     views.print_json(view) if as_json else views.render_sweep(view)
     views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), views.sweep_markdown(view))

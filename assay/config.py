@@ -149,7 +149,7 @@ def open_reviews(git: ForgeGit) -> Reviews:
                               "statuses write access")
     from assay.forge.github import GitHubReviews
 
-    return GitHubReviews(target, token)
+    return GitHubReviews(target, token, cache_dir=git.cache / "github")
 
 
 def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:

@@ -22,7 +22,7 @@ from assay.claims import Claim, Claims, holder_life, new_holder
 from assay.credentials import redact
 from assay.deskspec import DeskSpec
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NeedsPerson, RecordInvalid
-from assay.forge.base import IllegalReviewChange, Reviews
+from assay.forge.base import IllegalReviewChange, Review, Reviews
 from assay.git import ForgeGit
 from assay.lives import life_state
 from assay.queue import Snapshot, read_snapshot
@@ -100,6 +100,7 @@ class Desk:
             return
         self._swept_at = now
         try:
+            # liveness only: pull requests are read by `assay sweep` (one cache per repository, not one per desk)
             swept = sweep(self.claims, now=self.clock(), desk=self.spec.name)
         except AssayError as exc:
             self._tell_once(f"finding: the sweep failed: {exc.message}")
@@ -139,12 +140,17 @@ class Desk:
     def _settle_waiting(self, snapshot: Snapshot, report: DeskReport) -> bool:
         """Waiting briefs of this desk whose condition the forge now shows as met."""
         progressed = False
-        for brief_id, claim in sorted(snapshot.claims.items()):
-            r = claim.record
-            if r.state != "waiting" or not self._mine(r) or brief_id in self._resting():
-                continue
+        waiting = {b: c.record for b, c in sorted(snapshot.claims.items())
+                   if c.record.state == "waiting" and self._mine(c.record) and b not in self._resting()}
+        on_review = [b for b, r in waiting.items() if str((r.wait or {}).get("on", "")) in ("review", "merge")]
+        # on GitHub one list read for all of them, not one per brief; review refs are read one by one, so
+        # a junk one is a finding about its brief alone
+        batched = not self.reviews.refs_backed and on_review
+        reviews = self.reviews.peek_many(on_review) if batched else {}
+        for brief_id, r in waiting.items():
             try:
-                progressed = self._settle_one(brief_id, r, report) or progressed
+                review = reviews.get(brief_id) if batched else None
+                progressed = self._settle_one(brief_id, r, report, review, looked=bool(batched)) or progressed
             except Conflict as exc:  # another process of this desk, or a person, settled it first
                 self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
             except RecordInvalid as exc:  # a junk review: leave this brief waiting, settle the others
@@ -154,10 +160,11 @@ class Desk:
                 self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
         return progressed
 
-    def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport) -> bool:
+    def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport, review: Review | None,
+                    looked: bool) -> bool:
         on = str((r.wait or {}).get("on", ""))
         if on in ("review", "merge"):
-            review = self.reviews.get(brief_id)
+            review = review if looked else self.reviews.peek(brief_id)
             state = review.record.state if review else "missing"
             if state == "merged":
                 custody.release(self.claims, brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch,

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assay import chain, custody
 from assay.claims import Claim, Claims, forced_reason
 from assay.crash import crash_point
-from assay.errors import AssayError, Conflict, ForgeRefused, RecordInvalid
+from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
+from assay.forge.base import Reviews
 from assay.git import ZERO, ForgeGit
 from assay.journal import read_log, transition_as
 from assay.observations import (
@@ -319,15 +321,21 @@ def record(findings: list[Finding], base: dict[str, Recorded], now: float, read_
 
 
 def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None = None, dry_run: bool = False,
-          progress: Progress = lambda _: None, desk: str | None = None) -> SweepReport:
+          progress: Progress = lambda _: None, desk: str | None = None, reviews: Reviews | None = None) -> SweepReport:
     """One sweep of the forge. `now` is the sweeper's clock (default: this machine's); `desk`, the desk
-    sweeping, if a desk is (it leaves its own met waits to its pass)."""
+    sweeping, if a desk is (it leaves its own met waits to its pass); `reviews`, the forge's review port,
+    read where reviews are not refs (pull requests on GitHub)."""
     git = claims.git
     before = dict(git.round_trips)
+    api_before = _api_counts(reviews)
     now = time.time() if now is None else now
     progress("reading the forge")
     state = read_forge(claims)
     policy = load_policy(git, state.main, policy_name)
+    unread = None
+    if reviews is not None and not reviews.refs_backed:
+        progress("reading the pull requests that claims wait on")
+        unread = read_api_reviews(reviews, state)
     progress(f"reading {len(state.journals)} journals")
     unknowns = unresolved_unknowns(git, state)
     by = f"sweeper:{policy.name}"
@@ -345,8 +353,42 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
             progress(f"{f.action} {f.brief} ({i + 1}/{len(findings)})")
             f.action = f"would {f.action}" if dry_run else _act(claims, state, f, by)
     findings += _retire(claims, state, policy, now, dry_run, by)
+    if unread is not None:
+        findings.append(unread)
     trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
+    trips.update({k: v - api_before.get(k, 0) for k, v in _api_counts(reviews).items() if v - api_before.get(k, 0)})
     return SweepReport(policy.name, dry_run, utc_now_iso(now), len(state.briefs()), findings, trips)
+
+
+def needs_review(claim: Claim, branches: dict[str, str]) -> bool:
+    """Whether judging this claim needs its review: it waits on it, or it is held and has a work branch
+    (a pull request needs one), so a merge under a held claim is found."""
+    r = claim.record
+    if r.state == "waiting":
+        return str((r.wait or {}).get("on", "")) in ("review", "merge")
+    return r.state == "held" and r.brief in branches
+
+
+def read_api_reviews(reviews: Reviews, state: ForgeState) -> Finding | None:
+    """Fill `state.reviews` from the review port for the claims that need it (conditional reads, free
+    when unchanged). If the forge's API cannot be read, the sweep goes on without them and says so."""
+    briefs = sorted(b for b, c in state.claims.items() if needs_review(c, state.branches))
+    try:
+        found = reviews.peek_many(briefs)
+    except (ForgeError, RecordInvalid) as exc:
+        return Finding("reviews", "", f"reviews not read ({exc.message}); waits on them are not settled by this "
+                       "sweep", "reviews:unread")
+    for brief, review in found.items():
+        state.reviews[brief] = (review.record, review.sha)
+    return None
+
+
+def _api_counts(reviews: Reviews | None) -> dict[str, int]:
+    """Requests the review port made so far (`api`), and the 304s among them (`api-304`), if it counts them."""
+    calls, unchanged = getattr(reviews, "calls", None), getattr(reviews, "not_modified", None)
+    if not isinstance(calls, Counter) or not isinstance(unchanged, Counter):
+        return {}
+    return {"api": sum(calls.values()), "api-304": sum(unchanged.values())}
 
 
 def _retire(claims: Claims, state: ForgeState, policy: SweepPolicy, now: float, dry_run: bool,

@@ -66,6 +66,15 @@ class Reviews(Protocol):
 
     def get(self, brief: str) -> Review | None: ...
 
+    def peek(self, brief: str) -> Review | None:
+        """The review's state and head; comments and approvals may be left out (cheaper where the forge
+        charges for reads)."""
+        ...
+
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        """`peek` of each brief that has a review, in as few reads as the forge allows."""
+        ...
+
     def kept(self, brief: str) -> Review | None:
         """The review, or the review as it was when its brief was retired (read-only)."""
         ...

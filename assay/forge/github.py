@@ -1,7 +1,8 @@
 """Reviews as draft pull requests on GitHub, through PyGithub (imported only when the forge is GitHub).
 
 Claims, heartbeats and journals stay git refs pushed over HTTPS (no REST quota); this port
-makes REST and GraphQL calls on state changes only. Every write a desk makes here is fenced
+makes REST and GraphQL calls on state changes only, and repeats its reads conditionally
+(`If-None-Match`), so reading an unchanged pull request again costs no quota. Every write a desk makes here is fenced
 by the caller: its intent is journaled in the same atomic push that renews the claim, so a
 desk that lost its claim never reaches the API (`work.py`). Outcomes the network leaves
 unknown are settled by reading back: a pull request is found by its head branch, so opening
@@ -11,6 +12,7 @@ one twice, or after a crash between the request and its answer, never makes two.
 from __future__ import annotations
 
 import builtins
+import json
 import re
 import sys
 import time
@@ -18,10 +20,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlencode
 
 from assay.errors import ForgeError, UsageError
 from assay.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.forge.etags import ETagStore, Kept, token_identity
 from assay.git import RefUpdate
 from assay.records import ReviewComment, ReviewRecord, validate_brief_id
 
@@ -37,6 +42,8 @@ STATE_LABELS = ("assay:draft", "assay:ready", "assay:merged", "assay:closed")  #
 MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command gives up
 TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+MAX_LISTED = 10_000  # items of one list read before the rest is left unread
 
 
 @dataclass(frozen=True)
@@ -62,10 +69,17 @@ def target_of(url: str, api: str | None = None) -> GitHubTarget | None:
 
 
 class GitHubReviews:
-    """One pull request per brief, from `assay/<brief>` into main. Receives its target, token and clock."""
+    """One pull request per brief, from `assay/<brief>` into main. Receives its target, token and clock.
+
+    Reads it repeats (a pull request by head branch, its reviews and comments) are conditional:
+    sent with the ETag of the last answer (kept in `cache_dir` across processes), so an
+    unchanged one is a 304 and costs no quota. `calls` counts requests by operation,
+    `not_modified` the 304s among them.
+    """
 
     def __init__(self, target: GitHubTarget, token: str, echo: Echo | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 cache_dir: Path | None = None) -> None:
         from github import Auth, Github
 
         if not _SLUG.fullmatch(target.repo):
@@ -75,12 +89,15 @@ class GitHubReviews:
         self.echo = echo or (lambda text: print(text, file=sys.stderr))
         self.clock, self.sleep = clock, sleep
         # retries are ours (a visible wait on rate limits, a read-back after an unknown outcome);
-        # GitHub asks clients to space out writes, which a fleet does on its own
+        # GitHub asks clients to space out writes, which a fleet does on its own. Lazy: PyGithub
+        # objects are built from answers read here and never fetch on their own.
         writes = 1.0 if target.api == GITHUB_API else None
         self._gh = Github(base_url=target.api, auth=Auth.Token(token), retry=None, per_page=100, timeout=30,
-                          seconds_between_requests=None, seconds_between_writes=writes)
-        self._repo: Repository | None = None
-        self.calls: Counter[str] = Counter()  # REST and GraphQL calls, by operation
+                          seconds_between_requests=None, seconds_between_writes=writes, lazy=True)
+        self._path = f"/repos/{target.repo}"
+        self.etags = ETagStore(cache_dir, token_identity(token))
+        self.calls: Counter[str] = Counter()  # REST and GraphQL requests, by operation
+        self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
 
     # -- the calls, counted and retried ---------------------------------------------------------
 
@@ -125,54 +142,137 @@ class GitHubReviews:
         raise ForgeError(f"GitHub did not answer {op} after {TRIES} tries ({last}); nothing is assumed written",
                          hint="run the command again: it reads back before writing")
 
+    def _get(self, op: str, path: str, params: dict[str, str | int] | None = None) -> Any:
+        """GET `path` conditionally (see the class); a list's pages are read and joined."""
+        url, query = path, params
+        pages: builtins.list[Any] = []
+        while True:
+            key = url if "://" in url else self.target.api + url + ("?" + urlencode(sorted(query.items()))
+                                                                    if query else "")
+            body, following = self._get_page(op, key, url, query)
+            if not isinstance(body, builtins.list):
+                return body
+            pages += body
+            if following is None or len(pages) > MAX_LISTED:
+                return pages
+            url, query = following, None
+
+    def _get_page(self, op: str, key: str, url: str, query: dict[str, str | int] | None) -> tuple[Any, str | None]:
+        kept = self.etags.get(key)
+        headers = {"If-None-Match": kept.etag} if kept is not None else {}
+        requester = self._gh.requester
+
+        def fetch() -> tuple[int, dict[str, Any], Any]:
+            status, got, text = requester.requestJson("GET", url, dict(query) if query else None, headers)
+            try:
+                data = json.loads(text) if text else None
+            except ValueError:
+                data = {"message": str(text)[:200]}
+            if status >= 400:
+                raise requester.createException(status, got, data if isinstance(data, dict) else {})
+            return status, {k.lower(): v for k, v in got.items()}, data
+
+        status, got, data = self._call(op, fetch)
+        if status == 304:
+            if kept is None:
+                raise ForgeError(f"GitHub answered {op} with 304 Not Modified to a plain request")
+            self.not_modified[op] += 1
+            return kept.body, kept.next
+        following = _next_page(str(got.get("link", "")))
+        etag = got.get("etag")
+        if isinstance(etag, str) and etag:
+            self.etags.put(key, Kept(etag, data, following))
+        return data, following
+
     def repo(self) -> Repository:
-        if self._repo is None:
-            self._repo = self._call("repo", lambda: self._gh.get_repo(self.target.repo))
-        return self._repo
+        return self._gh.get_repo(self.target.repo)  # lazy: no request
+
+    def _obj(self, pull: dict[str, Any]) -> PullRequest:
+        """A PyGithub pull request made from an answer already read (no request), for its writes."""
+        from github.PullRequest import PullRequest
+
+        return self._gh.create_from_raw_data(PullRequest, pull)
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _find(self, brief: str) -> PullRequest | None:
+    def _find(self, brief: str) -> dict[str, Any] | None:
         """The newest pull request from `assay/<brief>` (open first), or None."""
-        head = f"{self.owner}:{BRANCH_PREFIX}{brief}"
-        pulls = self._call("find", lambda: list(self.repo().get_pulls(state="all", head=head)))
-        pulls = [p for p in pulls if p.head.ref == f"{BRANCH_PREFIX}{brief}"]
+        branch = f"{BRANCH_PREFIX}{brief}"
+        pulls = self._get("find", f"{self._path}/pulls", {"state": "all", "head": f"{self.owner}:{branch}",
+                                                           "per_page": 100})
+        pulls = [p for p in pulls or [] if isinstance(p, dict) and _at(p, "head", "ref") == branch]
         if not pulls:
             return None
-        return sorted(pulls, key=lambda p: (p.state != "closed" or p.merged, p.number))[-1]
+        newest: dict[str, Any] = max(pulls, key=lambda p: (p.get("state") != "closed" or _merged(p),
+                                                           int(p.get("number") or 0)))
+        return newest
 
     def get(self, brief: str) -> Review | None:
         pull = self._find(validate_brief_id(brief))
         return self._review(brief, pull) if pull is not None else None
 
+    def peek(self, brief: str) -> Review | None:
+        """State and head without comments and approvals: one conditional read."""
+        pull = self._find(validate_brief_id(brief))
+        return self._review(brief, pull, detail=False) if pull is not None else None
+
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        """The open pull requests in one list (a page per 100), then one read for each brief not among them
+        (merged, closed or never opened). Every answer about a pull request embeds its repository, whose
+        counts change whenever any pull request opens or closes; so one list, not a read per brief, is what
+        a change anywhere costs."""
+        wanted = {validate_brief_id(b) for b in briefs}
+        out: dict[str, Review] = {}
+        if not wanted:
+            return out
+        pulls = self._get("open", f"{self._path}/pulls", {"state": "open", "per_page": 100})
+        for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
+            ref = str(_at(pull, "head", "ref") or "")
+            brief = ref.removeprefix(BRANCH_PREFIX)
+            if ref.startswith(BRANCH_PREFIX) and brief in wanted and brief not in out:
+                out[brief] = self._review(brief, pull, detail=False)
+        for brief in sorted(wanted - set(out)):
+            found = self.peek(brief)
+            if found is not None:
+                out[brief] = found
+        return out
+
     def kept(self, brief: str) -> Review | None:
         return self.get(brief)  # pull requests outlive retirement
 
     def list(self) -> builtins.list[Review | InvalidReview]:
-        pulls = self._call("list", lambda: list(self.repo().get_pulls(state="all")))
+        pulls = self._get("list", f"{self._path}/pulls", {"state": "all", "per_page": 100})
         out: builtins.list[Review | InvalidReview] = []
         seen: set[str] = set()
-        for pull in sorted(pulls, key=lambda p: -p.number):
-            brief = pull.head.ref.removeprefix(BRANCH_PREFIX)
-            if not pull.head.ref.startswith(BRANCH_PREFIX) or brief in seen:
+        for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
+            ref = str(_at(pull, "head", "ref") or "")
+            brief = ref.removeprefix(BRANCH_PREFIX)
+            if not ref.startswith(BRANCH_PREFIX) or brief in seen:
                 continue
             seen.add(brief)
             out.append(self._review(brief, pull))
         return sorted(out, key=lambda r: r.ref if isinstance(r, InvalidReview) else r.brief)
 
-    def _review(self, brief: str, pull: PullRequest) -> Review:
-        reviews = self._call("reviews", lambda: list(pull.get_reviews()))
-        comments = self._call("comments", lambda: list(pull.get_issue_comments()))
-        state = ("merged" if pull.merged else "closed") if pull.state == "closed" else \
-            ("draft" if pull.draft else "ready")
-        approvals = tuple(sorted({r.user.login for r in reviews if r.state == "APPROVED" and r.user}))
-        record = ReviewRecord(
-            brief=brief, branch=pull.head.ref, title=pull.title, state=state, opened_at=_iso(pull.created_at),
-            at=_iso(pull.updated_at), base=pull.base.ref, head=pull.head.sha,
-            merged_commit=(pull.merge_commit_sha or "") if pull.merged else "", approvals=approvals,
-            comments=tuple(ReviewComment(by=c.user.login if c.user else "", at=_iso(c.created_at), text=c.body or "")
-                           for c in comments))
-        return Review(record, f"pull/{pull.number}")
+    def _review(self, brief: str, pull: dict[str, Any], detail: bool = True) -> Review:
+        number = int(pull.get("number") or 0)
+        reviews = self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) if detail else []
+        comments = self._get("comments", f"{self._path}/issues/{number}/comments", {"per_page": 100}) \
+            if detail else []
+        try:
+            merged = _merged(pull)
+            approvals = tuple(sorted({str(r["user"]["login"]) for r in reviews or []
+                                      if r.get("state") == "APPROVED" and r.get("user")}))
+            record = ReviewRecord(
+                brief=brief, branch=str(pull["head"]["ref"]), title=str(pull.get("title") or ""), state=_state(pull),
+                opened_at=_iso(pull.get("created_at")), at=_iso(pull.get("updated_at")),
+                base=str(pull["base"]["ref"]), head=str(pull["head"]["sha"]),
+                merged_commit=str(pull.get("merge_commit_sha") or "") if merged else "", approvals=approvals,
+                comments=tuple(ReviewComment(by=str((c.get("user") or {}).get("login") or ""),
+                                             at=_iso(c.get("created_at")), text=str(c.get("body") or ""))
+                               for c in comments or []))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ForgeError(f"GitHub's answer about pull request #{number} lacks {exc}") from None
+        return Review(record, f"pull/{number}")
 
     # -- changes --------------------------------------------------------------------------------
 
@@ -182,28 +282,33 @@ class GitHubReviews:
         if branch != f"{BRANCH_PREFIX}{brief}":
             raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use {BRANCH_PREFIX}{brief}")
         existing = self._find(brief)
-        if existing is not None and existing.state != "closed":
+        if existing is not None and existing.get("state") != "closed":
             return self._review(brief, existing)
 
-        def read_back() -> PullRequest | None:
+        def read_back() -> dict[str, Any] | None:
             found = self._find(brief)
-            return found if found is not None and found.state != "closed" else None
+            return found if found is not None and found.get("state") != "closed" else None
 
-        pull = self._call("open", lambda: self.repo().create_pull(
-            title=title, body=f"Assay-Brief: {brief}\n", base="main", head=branch, draft=True),
-            write=True, read_back=read_back)
+        def create() -> dict[str, Any]:
+            made = self.repo().create_pull(title=title, body=f"Assay-Brief: {brief}\n", base="main", head=branch,
+                                           draft=True)
+            return dict(made.raw_data)
+
+        pull = self._call("open", create, write=True, read_back=read_back)
         return self._review(brief, pull)
 
     def mark_ready(self, brief: str, head: str) -> Review:
         """Mark the pull request ready at `head` (ready already: unchanged)."""
         pull = self._require(brief, "mark_ready")
-        if pull.state == "closed":
-            raise IllegalReviewChange(brief, "mark-ready", "merged" if pull.merged else "closed")
-        if head and pull.head.sha != head:
-            raise IllegalReviewChange(brief, "mark-ready", "draft" if pull.draft else "ready",
-                                      f"its head is {pull.head.sha[:10]}, not {head[:10]}")
-        if pull.draft:
-            self._call("ready", lambda: pull.mark_ready_for_review(), write=True)
+        if pull.get("state") == "closed":
+            raise IllegalReviewChange(brief, "mark-ready", _state(pull))
+        if head and _at(pull, "head", "sha") != head:
+            raise IllegalReviewChange(brief, "mark-ready", _state(pull),
+                                      f"its head is {str(_at(pull, 'head', 'sha'))[:10]}, not {head[:10]}")
+        if not pull.get("draft"):
+            return self._review(brief, pull)
+        obj = self._obj(pull)
+        self._call("ready", lambda: obj.mark_ready_for_review(), write=True)
         return self._review(brief, self._require(brief, "mark_ready"))
 
     def ready_update(self, brief: str, head: str) -> RefUpdate | None:
@@ -217,14 +322,16 @@ class GitHubReviews:
         if not text.strip():
             raise UsageError("a comment needs text")
         pull = self._require(brief, "comment")
-        self._call("comment", lambda: pull.create_issue_comment(f"{text}\n\n— {by}"), write=True)
+        obj = self._obj(pull)
+        self._call("comment", lambda: obj.create_issue_comment(f"{text}\n\n— {by}"), write=True)
         return self._review(brief, pull)
 
     def approve(self, brief: str, by: str) -> Review:
         pull = self._require(brief, "approve")
-        if pull.state == "closed":
-            raise IllegalReviewChange(brief, "approve", "merged" if pull.merged else "closed")
-        self._call("approve", lambda: pull.create_review(body=f"Approved by {by}", event="APPROVE"), write=True)
+        if pull.get("state") == "closed":
+            raise IllegalReviewChange(brief, "approve", _state(pull))
+        obj = self._obj(pull)
+        self._call("approve", lambda: obj.create_review(body=f"Approved by {by}", event="APPROVE"), write=True)
         return self._review(brief, pull)
 
     def merge(self, brief: str, by: str) -> Review:
@@ -232,62 +339,94 @@ class GitHubReviews:
         from github import GithubException
 
         pull = self._require(brief, "merge")
-        if pull.merged:
+        state = _state(pull)
+        if state == "merged":
             raise IllegalReviewChange(brief, "merge", "merged", "it is already on main")
-        if pull.state == "closed" or pull.draft:
-            raise IllegalReviewChange(brief, "merge", "closed" if pull.state == "closed" else "draft")
+        if state in ("closed", "draft"):
+            raise IllegalReviewChange(brief, "merge", state)
+        obj, ref, base = self._obj(pull), str(_at(pull, "head", "ref")), str(_at(pull, "base", "ref"))
 
         def merge() -> Any:
             try:
-                return pull.merge(merge_method="merge", commit_title=f"Merge {pull.head.ref}: {pull.title}",
-                                  commit_message=f"Assay-Brief: {brief}")
+                return obj.merge(merge_method="merge", commit_title=f"Merge {ref}: {pull.get('title') or ''}",
+                                 commit_message=f"Assay-Brief: {brief}")
             except GithubException as exc:
                 if exc.status in (405, 409):
-                    raise MergeConflict(brief, pull.head.ref, pull.base.ref) from None
+                    raise MergeConflict(brief, ref, base) from None
                 raise
 
         def merged() -> Any:
             now = self._require(brief, "merge")
-            return now if now.merged else None
+            return now if _merged(now) else None
 
         self._call("merge", merge, write=True, read_back=merged)
         return self._review(brief, self._require(brief, "merge"))
 
     def close(self, brief: str, by: str, reason: str) -> Review:
         pull = self._require(brief, "close")
-        if pull.state == "closed":
-            raise IllegalReviewChange(brief, "close", "merged" if pull.merged else "closed")
+        if pull.get("state") == "closed":
+            raise IllegalReviewChange(brief, "close", _state(pull))
+        obj = self._obj(pull)
         if reason.strip():
-            self._call("comment", lambda: pull.create_issue_comment(f"Closed by {by}: {reason}"), write=True)
-        self._call("close", lambda: pull.edit(state="closed"), write=True)
+            self._call("comment", lambda: obj.create_issue_comment(f"Closed by {by}: {reason}"), write=True)
+        self._call("close", lambda: obj.edit(state="closed"), write=True)
         return self._review(brief, self._require(brief, "close"))
 
     def label(self, brief: str, state: str, desk: str) -> None:
-        """The state label (`assay:<state>`, the others removed) and the desk's (`desk:<name>`)."""
+        """The state label (`assay:<state>`, the others removed) and the desk's (`desk:<name>`); the labels
+        are read from the pull request's own answer, so this costs no read of its own."""
         pull = self._require(brief, "label")
-        have = {lb.name for lb in self._call("labels", lambda: list(pull.get_labels()))}
+        have = {str(lb.get("name")) for lb in pull.get("labels") or [] if isinstance(lb, dict)}
+        obj = self._obj(pull)
         for stale in sorted(have & set(STATE_LABELS) - {f"assay:{state}"}):
-            self._call("label", lambda stale=stale: pull.remove_from_labels(stale), write=True)  # type: ignore[misc]
+            self._call("label", lambda stale=stale: obj.remove_from_labels(stale), write=True)  # type: ignore[misc]
         wanted = [name for name in (f"assay:{state}", f"desk:{desk}") if name not in have]
         if wanted:
-            self._call("label", lambda: pull.add_to_labels(*wanted), write=True)
+            self._call("label", lambda: obj.add_to_labels(*wanted), write=True)
 
     def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]]) -> None:
         """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence."""
-        commit = self._call("commit", lambda: self.repo().get_commit(head))
+        if not _SHA.fullmatch(head):
+            raise UsageError(f"{head!r} is not a commit id")
         for row in rows:
             state = "success" if row["passed"] else "failure"
             summary = (f"exit {row['exit_code']} (expects {row['expect_exit']}) in {row['duration_ms']} ms; "
                        f"output sha256 {row['output_sha256'][:12]}")
-            self._call("status", lambda row=row, state=state, summary=summary: commit.create_status(  # type: ignore[misc]
-                state=state, description=summary[:140], context=f"assay/verify/{row['row']}"), write=True)
+            status = {"state": state, "description": summary[:140], "context": f"assay/verify/{row['row']}"}
+            self._call("status", lambda status=status: self._gh.requester.requestJsonAndCheck(  # type: ignore[misc]
+                "POST", f"{self._path}/statuses/{head}", input=status), write=True)
 
-    def _require(self, brief: str, action: str) -> PullRequest:
+    def _require(self, brief: str, action: str) -> dict[str, Any]:
         pull = self._find(validate_brief_id(brief))
         if pull is None:
             raise IllegalReviewChange(brief, action.replace("_", "-"), "absent", "no pull request from "
                                       f"{BRANCH_PREFIX}{brief}")
         return pull
+
+
+def _at(data: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None  # type: ignore[assignment]
+    return data
+
+
+def _merged(pull: dict[str, Any]) -> bool:
+    return bool(pull.get("merged") or pull.get("merged_at"))  # the list's answers carry merged_at only
+
+
+def _state(pull: dict[str, Any]) -> str:
+    if pull.get("state") == "closed":
+        return "merged" if _merged(pull) else "closed"
+    return "draft" if pull.get("draft") else "ready"
+
+
+def _next_page(link: str) -> str | None:
+    """The `rel="next"` URL of a Link header, if any."""
+    for part in link.split(","):
+        m = re.fullmatch(r'\s*<([^>]+)>\s*;\s*rel="next"\s*', part)
+        if m:
+            return m[1]
+    return None
 
 
 def _rate_wait(exc: Any, now: float) -> float | None:
@@ -324,7 +463,12 @@ def _forge_error(op: str, exc: Any) -> ForgeError:
                       hint="check the token's permissions (contents, pull requests, statuses: write)")
 
 
-def _iso(when: datetime | None) -> str:
-    if when is None:
+def _iso(when: object) -> str:
+    """GitHub's time (`2026-01-01T00:00:00Z`) in the records' form; "" when absent or unreadable."""
+    if not isinstance(when, str) or not when:
         return ""
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

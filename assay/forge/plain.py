@@ -103,6 +103,12 @@ class PlainReviews:
             return None
         return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
 
+    def peek(self, brief: str) -> Review | None:
+        return self.get(brief)
+
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        return {b: r for b in briefs if (r := self.get(b)) is not None}
+
     def kept(self, brief: str) -> Review | None:
         """The review, or the review as it was when its brief was retired (read-only)."""
         ref = review_ref(brief)
