@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from assay.briefs import Problem
-from assay.claims import Claim, InvalidClaim
+from assay.claims import Claim, InvalidClaim, fold_renewals
 from assay.records import parse_iso
 
 
@@ -112,16 +112,21 @@ def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
         console.print(f"brief {brief!r} has never been claimed")
         return
     table = Table(box=None, header_style="bold", title=f"custody of {brief}", title_justify="left")
-    for col in ("at", "state", "epoch", "desk", "holder", "reason", "commit"):
+    for col in ("at", "state", "epoch", "desk", "holder", "reason", "renewed", "commit"):
         table.add_column(col)
-    for v in rows:
+    for v, renewals in fold_renewals(rows, history_key):
         if "problem" in v:
-            table.add_row("?", "[yellow]invalid[/]", "", "", "", _plain(v["problem"]), v["commit"][:10])
+            table.add_row("?", "[yellow]invalid[/]", "", "", "", _plain(v["problem"]), "", v["commit"][:10])
             continue
         style = _STATE_STYLE.get(v["state"], "")
-        table.add_row(v["at"], _styled(v["state"], style), str(v["epoch"]), v["desk"], v["holder"],
-                      _plain(v["reason"]), v["commit"][:10])
+        table.add_row(v["at"], _styled(v["state"], style), str(v["epoch"]), v["desk"], _plain(v["holder"]),
+                      _plain(v["reason"]), f"{renewals}×" if renewals else "", v["commit"][:10])
     console.print(table)
+
+
+def history_key(v: dict[str, Any]) -> object:
+    """Rows of `assay claim history` that a renewal repeats (None for an invalid row: never folded)."""
+    return None if "problem" in v else (v["state"], v["epoch"], v["desk"], v["holder"], v["at"])
 
 
 def render_claim_result(verb: str, view: dict[str, Any]) -> None:
