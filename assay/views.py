@@ -386,6 +386,18 @@ def sweep_markdown(view: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def board_view(built: Any) -> dict[str, Any]:
+    return {"out": str(built.out), "briefs": built.briefs, "files": built.files, "bytes": built.bytes,
+            "columns": built.counts, "round_trips": built.round_trips, "seconds": round(built.seconds, 3)}
+
+
+def render_board(view: dict[str, Any]) -> None:
+    counts = ", ".join(f"{name} {n}" for name, n in view["columns"].items())
+    trips = ", ".join(f"{k} {n}" for k, n in sorted(view["round_trips"].items())) or "none"
+    _console().print(f"board of {view['briefs']} briefs written to {_plain(view['out'])}/index.html "
+                     f"({view['files']} files, {view['bytes']} bytes): {counts}; git round trips: {trips}")
+
+
 def append_step_summary(path: str | None, markdown: str) -> None:
     """Append to `$GITHUB_STEP_SUMMARY` when it is set (a GitHub Actions job summary)."""
     if path:
