@@ -33,7 +33,6 @@ from assay.records import (
     JOURNAL_PREFIX,
     MAIN_REF,
     REVIEWS_PREFIX,
-    TOMBSTONES,
     JournalEntry,
     brief_of_ref,
     decode_review,
@@ -298,7 +297,7 @@ def _commit_age(read: ForgeRead, brief: str, tip: Claim, now: float) -> int | No
 
 
 def _custody(history: list[Claim | InvalidClaim]) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item, renewals in fold_renewals(history, lambda c: renewal_key(c.record) if isinstance(c, Claim) else None):
         if isinstance(item, InvalidClaim):
             rows.append({"commit": item.sha, "invalid": item.problem})
