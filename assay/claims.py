@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from assay import cachefile, chain, retired
 from assay.credentials import redact
@@ -25,7 +25,7 @@ from assay.errors import (
     RecordInvalid,
     UsageError,
 )
-from assay.git import ForgeGit, RefUpdate
+from assay.git import ForgeGit, GitObject, RefUpdate
 from assay.lives import BOOT_PREFIX, Life, this_life
 from assay.records import (
     CLAIMS_PREFIX,
@@ -212,13 +212,7 @@ class Claims:
         shas = list(reversed(self.git.rev_list(tip)))  # empty if the tip is no commit
         head, *blobs = self.git.read_typed([tip, *(f"{s}:claim.json" for s in shas)])
         check_tip(ref, tip, head.kind if head else None)
-        out: list[Claim | InvalidClaim] = []
-        for sha, blob in zip(shas, blobs, strict=True):
-            try:
-                out.append(Claim(decode_claim(blob.data if blob and blob.kind == "blob" else None, ref), sha))
-            except RecordInvalid as exc:
-                out.append(InvalidClaim(ref, sha, exc.problem))
-        return out
+        return decode_chain(ref, shas, blobs)
 
     # -- writing --------------------------------------------------------------------
 
@@ -390,6 +384,39 @@ def _recall(item: Any, ref: str) -> ClaimRecord | None:
     except UsageError:
         return None
     return ClaimRecord(brief, state, epoch, desk, holder, lease_s, branch, at, wait, reason)
+
+
+T = TypeVar("T")
+
+
+def renewal_key(record: ClaimRecord) -> tuple[str, int, str, str, str]:
+    """What a renewal leaves unchanged: a renewal commit repeats the record (its lease may change)."""
+    return record.state, record.epoch, record.desk, record.holder, record.at
+
+
+def fold_renewals(items: Sequence[T], key: Callable[[T], object]) -> list[tuple[T, int]]:
+    """Consecutive items with the same non-None `key` folded into the first: (item, renewals folded into it)."""
+    out: list[tuple[T, int]] = []
+    last: object = None
+    for item in items:
+        k = key(item)
+        if out and k is not None and k == last:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((item, 0))
+        last = k
+    return out
+
+
+def decode_chain(ref: str, shas: Sequence[str], blobs: Sequence[GitObject | None]) -> list[Claim | InvalidClaim]:
+    """The claims of a chain's commits `shas`, given each commit's `claim.json` as read; junk as invalid."""
+    out: list[Claim | InvalidClaim] = []
+    for sha, blob in zip(shas, blobs, strict=True):
+        try:
+            out.append(Claim(decode_claim(blob.data if blob and blob.kind == "blob" else None, ref), sha))
+        except RecordInvalid as exc:
+            out.append(InvalidClaim(ref, sha, exc.problem))
+    return out
 
 
 def forced_reason(reason: str, by: str) -> str:

@@ -538,6 +538,39 @@ def sweep(dry_run: bool, policy_name: str, now: float | None, ports: Ports, as_j
     views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), views.sweep_markdown(view))
 
 
+@cli.group()
+def board() -> None:
+    """The board: a static site of the whole fleet, rendered from forge state alone."""
+
+
+@board.command("build")
+@click.option("-o", "--out", type=click.Path(path_type=Path), default=Path("assay-board"), show_default=True,
+              help="The folder to write the site into (index.html, briefs/, board.json, board.md).")
+@pass_ports
+@json_option
+def board_build(out: Path, ports: Ports, as_json: bool) -> None:
+    """Read the forge once and write the board: columns by state, desks, findings, a page per brief."""
+    from assay import views
+    from assay.board import build
+
+    built = build(ports.git, ports.reviews, out)
+    view = views.board_view(built)
+    views.print_json(view) if as_json else views.render_board(view)
+    views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), (out / "board.md").read_text("utf-8"))
+
+
+@board.command("serve")
+@click.option("-d", "--dir", "directory", type=click.Path(path_type=Path), default=Path("assay-board"),
+              show_default=True, help="The built site to serve.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="The port on 127.0.0.1 (0: any free port).")
+def board_serve(directory: Path, port: int) -> None:
+    """Preview a built board on http://127.0.0.1:PORT/ until interrupted."""
+    from assay.board import serve
+
+    serve(directory, port, lambda url: click.echo(f"serving {directory} on {url}", nl=True))
+
+
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("assay-demo"), show_default=True,
               help="Where the demo forge, desks and worktrees live; an earlier demo there is resumed.")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from assay.briefs import Problem
-from assay.claims import Claim, InvalidClaim
+from assay.claims import Claim, InvalidClaim, fold_renewals
 from assay.records import parse_iso
 
 
@@ -112,16 +112,21 @@ def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
         console.print(f"brief {brief!r} has never been claimed")
         return
     table = Table(box=None, header_style="bold", title=f"custody of {brief}", title_justify="left")
-    for col in ("at", "state", "epoch", "desk", "holder", "reason", "commit"):
+    for col in ("at", "state", "epoch", "desk", "holder", "reason", "renewed", "commit"):
         table.add_column(col)
-    for v in rows:
+    for v, renewals in fold_renewals(rows, history_key):
         if "problem" in v:
-            table.add_row("?", "[yellow]invalid[/]", "", "", "", _plain(v["problem"]), v["commit"][:10])
+            table.add_row("?", "[yellow]invalid[/]", "", "", "", _plain(v["problem"]), "", v["commit"][:10])
             continue
         style = _STATE_STYLE.get(v["state"], "")
-        table.add_row(v["at"], _styled(v["state"], style), str(v["epoch"]), v["desk"], v["holder"],
-                      _plain(v["reason"]), v["commit"][:10])
+        table.add_row(v["at"], _styled(v["state"], style), str(v["epoch"]), v["desk"], _plain(v["holder"]),
+                      _plain(v["reason"]), f"{renewals}×" if renewals else "", v["commit"][:10])
     console.print(table)
+
+
+def history_key(v: dict[str, Any]) -> object:
+    """Rows of `assay claim history` that a renewal repeats (None for an invalid row: never folded)."""
+    return None if "problem" in v else (v["state"], v["epoch"], v["desk"], v["holder"], v["at"])
 
 
 def render_claim_result(verb: str, view: dict[str, Any]) -> None:
@@ -379,6 +384,18 @@ def sweep_markdown(view: dict[str, Any]) -> str:
         lines += [f"| {f['kind']} | `{cell(f['brief'])}` | {cell(f['action'] or 'reported')} | "
                   f"{'yes' if f['new'] else ''} | {cell(f['detail'])} |" for f in view["findings"]]
     return "\n".join(lines) + "\n"
+
+
+def board_view(built: Any) -> dict[str, Any]:
+    return {"out": str(built.out), "briefs": built.briefs, "files": built.files, "bytes": built.bytes,
+            "columns": built.counts, "round_trips": built.round_trips, "seconds": round(built.seconds, 3)}
+
+
+def render_board(view: dict[str, Any]) -> None:
+    counts = ", ".join(f"{name} {n}" for name, n in view["columns"].items())
+    trips = ", ".join(f"{k} {n}" for k, n in sorted(view["round_trips"].items())) or "none"
+    _console().print(f"board of {view['briefs']} briefs written to {_plain(view['out'])}/index.html "
+                     f"({view['files']} files, {view['bytes']} bytes): {counts}; git round trips: {trips}")
 
 
 def append_step_summary(path: str | None, markdown: str) -> None:

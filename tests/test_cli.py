@@ -51,6 +51,20 @@ def test_claim_renew_release_through_the_cli(forge: Forge) -> None:
     assert [h["state"] for h in history["history"]] == ["held", "held", "done"]
 
 
+def test_history_folds_consecutive_renewals_in_the_table_and_keeps_each_in_json(forge: Forge) -> None:
+    assert assay("claim", "alpha", "--desk", "builder", "--forge", forge.url).code == 0
+    for _ in range(3):
+        assert assay("renew", "alpha", "--desk", "builder", "--forge", forge.url).code == 0
+    assert assay("release", "alpha", "--desk", "builder", "--forge", forge.url).code == 0
+    full = assay("claim", "history", "alpha", "--forge", forge.url, "--json").json()
+    assert [h["state"] for h in full["history"]] == ["held"] * 4 + ["released"]  # type: ignore[index]
+    table = assay("claim", "history", "alpha", "--forge", forge.url)
+    assert table.code == 0, table.err
+    rows = [line.split() for line in table.out.splitlines() if " held " in line or " released " in line]
+    assert [r[1] for r in rows] == ["held", "released"]
+    assert "3×" in rows[0] and "3×" not in rows[1]
+
+
 def test_history_by_desk_and_a_forced_release_by_a_person_with_a_spaced_name(forge: Forge) -> None:
     assert assay("claim", "alpha", "--desk", "one", "--forge", forge.url).code == 0
     forced = assay("release", "alpha", "--force", "--reason", "gone", "--forge", forge.url,

@@ -37,8 +37,19 @@ def load(name: str) -> dict[Any, Any]:
 
 
 def test_this_projects_workflows_pass_actionlint_and_zizmor() -> None:
-    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["ci.yml", "sweep.yml", "verify.yml"]
+    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["board.yml", "ci.yml", "sweep.yml", "verify.yml"]
     lint(WORKFLOWS)
+
+
+def test_the_board_workflow_deploys_with_least_privilege() -> None:
+    board = load("board.yml")
+    assert board["permissions"] == {} and {"schedule", "workflow_call"} <= set(board[True])
+    assert board["jobs"]["build"]["permissions"] == {"contents": "read"}
+    assert board["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+    uses = [s["uses"] for job in board["jobs"].values() for s in job["steps"] if "uses" in s]
+    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses), uses
+    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
+    assert any(u.startswith("actions/deploy-pages@") for u in uses)
 
 
 def test_reusable_workflows_keep_their_guarantees() -> None:

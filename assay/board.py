@@ -1,0 +1,388 @@
+"""The board: the whole fleet as one read of the forge shows it, written as a static site.
+
+`read_forge` reads every claim chain, journal, review, work branch, main, the sweeper's
+observations and the retired index with one ls-remote and one fetch, then local cat-file
+batches, whatever the number of briefs. `assemble` turns that into one data structure
+(`board.json`, documented in docs/data-model.md); `boardrender.py` draws the pages from it
+and `build` writes them. Nothing here writes to the forge.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay import chain
+from assay.briefs import Brief, briefs_on_main
+from assay.chain import InvalidRecord
+from assay.claims import Claim, InvalidClaim, decode_chain, fold_renewals, renewal_key
+from assay.credentials import redact
+from assay.errors import AssayError, RecordInvalid, UsageError
+from assay.forge.base import Review, Reviews
+from assay.forge.github import target_of
+from assay.git import ForgeGit
+from assay.journal import JournalLog, read_log
+from assay.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
+from assay.records import (
+    CLAIMS_PREFIX,
+    FORMAT_VERSION,
+    JOURNAL_PREFIX,
+    MAIN_REF,
+    REVIEWS_PREFIX,
+    JournalEntry,
+    brief_of_ref,
+    decode_review,
+    parse_iso,
+    utc_now_iso,
+)
+from assay.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
+
+COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
+COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
+                 "unknown": "Outcome unknown", "done": "Done"}
+TIMELINE_LIMIT = 2000  # journal entries a brief page lists; board.json keeps the count of all
+
+
+@dataclass
+class ForgeRead:
+    """Everything one ls-remote and one fetch showed, decoded."""
+
+    main: str
+    briefs: dict[str, Brief]
+    problems: list[str]
+    chains: dict[str, list[Claim | InvalidClaim]]  # custody, oldest first (retired briefs included)
+    journals: dict[str, JournalLog | RecordInvalid]
+    reviews: dict[str, Review]
+    branches: dict[str, str]
+    retired: dict[str, RetiredBrief]
+    observations: Observations
+    sweeper_tip: str | None
+    review_link: Callable[[Review], str] = field(default=lambda _: "")
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
+    """One ls-remote and one fetch for every ref the board shows; the rest are local reads of the cache."""
+    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", BRANCH_PREFIX + "*",
+                         MAIN_REF, SWEEPER_REF, RETIRED_REF, KEEP_REF)
+    main = refs.get(MAIN_REF)
+    if not main:
+        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+    problems: list[str] = []
+    named = {p: _named(refs, p, problems) for p in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX)}
+    wanted = {**named[CLAIMS_PREFIX], **named[JOURNAL_PREFIX], MAIN_REF: main}
+    if reviews.refs_backed:
+        wanted.update(named[REVIEWS_PREFIX])
+    wanted.update({r: refs[r] for r in (SWEEPER_REF, RETIRED_REF, KEEP_REF) if r in refs})
+    git.ensure_objects(wanted)
+    briefs, brief_problems = briefs_on_main(git, main)
+    problems += [str(p) for p in brief_problems]
+    retired = _retired(git, refs.get(RETIRED_REF), problems)
+    tips = {prefix: dict(named[prefix]) for prefix in named}
+    for record in retired.values():  # a retired brief's refs, as they were when it was retired
+        for ref, sha in record.refs.items():
+            for prefix in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX):
+                if ref.startswith(prefix) and ref not in tips[prefix]:
+                    tips[prefix][ref] = sha
+    observations, sweeper_tip = _observations(git, refs.get(SWEEPER_REF), problems)
+    return ForgeRead(main, {b.id: b for b in briefs}, problems, _chains(git, tips[CLAIMS_PREFIX]),
+                     _journals(git, tips[JOURNAL_PREFIX], problems), _reviews(git, reviews, tips[REVIEWS_PREFIX],
+                                                                              problems),
+                     {r.removeprefix(BRANCH_PREFIX): s for r, s in named[BRANCH_PREFIX].items()}, retired,
+                     observations, sweeper_tip, review_linker(git.url))
+
+
+def _named(refs: dict[str, str], prefix: str, problems: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for ref, sha in refs.items():
+        if ref.startswith(prefix):
+            try:
+                brief_of_ref(ref, prefix)
+                out[ref] = sha
+            except RecordInvalid as exc:
+                problems.append(f"{ref}: {exc.problem}")
+    return out
+
+
+def _retired(git: ForgeGit, tip: str | None, problems: list[str]) -> dict[str, RetiredBrief]:
+    try:
+        index = Index(git, tip)
+        out = {}
+        for name in sorted(index.names()):
+            record = index.get(name)
+            if record is not None:
+                out[name] = record
+        return out
+    except RecordInvalid as exc:
+        problems.append(f"{RETIRED_REF}: {exc.problem}")
+        return {}
+
+
+def _chains(git: ForgeGit, tips: dict[str, str]) -> dict[str, list[Claim | InvalidClaim]]:
+    """Every custody chain: a local rev-list per chain, then one cat-file batch for all their records."""
+    commits = {ref: list(reversed(git.rev_list(tip))) for ref, tip in sorted(tips.items())}
+    names = [f"{sha}:claim.json" for shas in commits.values() for sha in shas]
+    blobs = iter(git.read_typed(names))
+    out: dict[str, list[Claim | InvalidClaim]] = {}
+    for ref, shas in commits.items():
+        found = [next(blobs) for _ in shas]
+        brief = ref.removeprefix(CLAIMS_PREFIX)
+        out[brief] = decode_chain(ref, shas, found) if shas else [InvalidClaim(ref, tips[ref], "its tip is no commit")]
+    return out
+
+
+def _journals(git: ForgeGit, tips: dict[str, str], problems: list[str]) -> dict[str, JournalLog | RecordInvalid]:
+    out: dict[str, JournalLog | RecordInvalid] = {}
+    for ref, tip in sorted(tips.items()):
+        brief = ref.removeprefix(JOURNAL_PREFIX)
+        try:
+            out[brief] = read_log(git, brief, tip)
+        except RecordInvalid as exc:
+            out[brief] = exc
+            problems.append(f"{exc.ref}: {exc.problem}")
+    return out
+
+
+def _reviews(git: ForgeGit, reviews: Reviews, tips: dict[str, str], problems: list[str]) -> dict[str, Review]:
+    if reviews.refs_backed:
+        good, bad = chain.read_tips(git, tips, REVIEWS_PREFIX, "review.json", decode_review)
+        found: list[Review | InvalidRecord] = [*(Review(r, sha) for r, sha in good), *bad]
+    else:
+        found = list(reviews.list())
+    out: dict[str, Review] = {}
+    for item in found:
+        if isinstance(item, InvalidRecord):
+            problems.append(f"{item.ref}: {item.problem}")
+        else:
+            out[item.brief] = item
+    return out
+
+
+def _observations(git: ForgeGit, tip: str | None, problems: list[str]) -> tuple[Observations, str | None]:
+    if not tip:
+        return Observations(), None
+    head, blob = git.read_typed([tip, f"{tip}:{OBSERVATIONS}"])
+    try:
+        return chain.decode_tip(SWEEPER_REF, tip, head, blob, decode_observations), tip
+    except RecordInvalid as exc:
+        problems.append(f"{SWEEPER_REF}: {exc.problem}")
+        return Observations(), tip
+
+
+def review_linker(url: str) -> Callable[[Review], str]:
+    """A review's web address: the pull request on GitHub; on a plain forge the brief page's review section."""
+    target = target_of(url)
+    if target is None:
+        return lambda review: f"briefs/{review.brief}.html#review"
+    return lambda review: (f"https://github.com/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
+                           else f"briefs/{review.brief}.html#review")
+
+
+# -- assembling ---------------------------------------------------------------------------------
+
+
+def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
+    """The board as one JSON-ready structure: the fields are documented in docs/data-model.md."""
+    ids = sorted(set(read.briefs) | set(read.chains) | set(read.retired))
+    states = {b: _state(read, b) for b in ids}
+    cards = [_card(read, b, states, now) for b in ids]
+    cards.sort(key=lambda c: (COLUMNS.index(c["column"]), c["priority"], c["id"]))
+    counts = {col: sum(1 for c in cards if c["column"] == col) for col in COLUMNS}
+    obs = read.observations
+    return {
+        "v": FORMAT_VERSION, "generated_at": utc_now_iso(now), "forge": redact(forge), "main": read.main,
+        "columns": [{"id": col, "title": COLUMN_TITLES[col], "count": counts[col]} for col in COLUMNS],
+        "briefs": cards, "desks": _desks(read, cards, now),
+        "findings": [{"key": k, "kind": f.kind, "brief": f.brief, "at": f.at}
+                     for k, f in sorted(obs.findings.items(), key=lambda kv: (kv[1].at, kv[0]), reverse=True)],
+        "sweeper": {"at": obs.at, "commit": read.sweeper_tip} if read.sweeper_tip else None,
+        "problems": read.problems,
+    }
+
+
+def _state(read: ForgeRead, brief: str) -> str | None:
+    """The claim state of `brief` ("invalid" for a junk tip; "done" if retired; None if never claimed)."""
+    history = read.chains.get(brief)
+    if history:
+        tip = history[-1]
+        return "invalid" if isinstance(tip, InvalidClaim) else tip.record.state
+    return "done" if brief in read.retired else None
+
+
+def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float) -> dict[str, Any]:
+    spec = read.briefs.get(brief)
+    history = read.chains.get(brief, [])
+    tip = history[-1] if history and isinstance(history[-1], Claim) else None
+    log = read.journals.get(brief)
+    entries = log.entries if isinstance(log, JournalLog) else []
+    state = states[brief]
+    unknown = _unresolved(entries)
+    needs = [d for d in (spec.depends_on if spec else ()) if states.get(d) != "done"]
+    stuck = tip is not None and tip.record.state == "held" and _stuck(read, brief, tip)
+    review = read.reviews.get(brief)
+    verify = [e.data for e in entries if e.kind == "verify" and e.data]
+    last_head = verify[-1].get("head") if verify else None
+    latest = [v for v in verify if v.get("head") == last_head]
+    steps = [e for e in entries if e.step]
+    record = tip.record if tip else None
+    return {
+        "id": brief, "title": spec.title if spec else brief, "on_main": spec is not None,
+        "priority": spec.priority if spec else 0, "labels": list(spec.labels) if spec else [],
+        "depends_on": list(spec.depends_on) if spec else [], "needs": needs,
+        "column": _column(state, needs, unknown, stuck, brief in read.retired),
+        "state": state or "unclaimed", "stuck": stuck, "retired": brief in read.retired,
+        "desk": record.desk if record else (read.retired[brief].desk if brief in read.retired else ""),
+        "holder": record.holder if record else "", "epoch": record.epoch if record else 0,
+        "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
+        "lease_age_s": _commit_age(read, brief, tip, now) if tip and tip.record.live else None,
+        "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,
+                       "status": steps[-1].status} if steps else None),
+        "verify": {"head": last_head, "passed": sum(1 for v in latest if v.get("passed") is True),
+                   "failed": sum(1 for v in latest if v.get("passed") is not True),
+                   "rows": [{"row": str(v.get("row", "")), "passed": v.get("passed") is True,
+                             "exit_code": v.get("exit_code")} for v in latest]},
+        "review": ({"state": review.state, "branch": review.record.branch, "head": review.record.head,
+                    "title": review.record.title, "link": read.review_link(review),
+                    "approvals": list(review.record.approvals), "comments": len(review.record.comments)}
+                   if review else None),
+        "unknown": unknown, "journal_invalid": log.problem if isinstance(log, RecordInvalid) else None,
+        "custody": _custody(history), "journal_entries": len(entries),
+        "journal": [_entry(e) for e in entries[-TIMELINE_LIMIT:]],
+    }
+
+
+def _column(state: str | None, needs: list[str], unknown: list[int], stuck: bool, retired: bool) -> str:
+    if state == "done" or retired:
+        return "done"
+    if state == "invalid" or state == "blocked" or stuck:
+        return "blocked"
+    if unknown:
+        return "unknown"
+    if state in ("held",):
+        return "working"
+    if state == "waiting" or needs:
+        return "waiting"
+    return "ready"
+
+
+def _unresolved(entries: list[JournalEntry]) -> list[int]:
+    """The seqs of `outcome_unknown` entries that no later intent of the same step resolved."""
+    later: dict[tuple[str, str], int] = {}
+    for e in entries:
+        if e.kind == "intent":
+            later[e.identity] = e.seq
+    return [e.seq for e in entries if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
+
+
+def _stuck(read: ForgeRead, brief: str, tip: Claim) -> bool:
+    """A sweeper reported this epoch as renewing without progress, and its journal and branch still stand."""
+    log = read.journals.get(brief)
+    journal = log.tip or "" if isinstance(log, JournalLog) else ""
+    key = f"stuck:{brief}:{tip.record.epoch}:{journal}:{read.branches.get(brief, '')}"
+    return key in read.observations.findings
+
+
+def _commit_age(read: ForgeRead, brief: str, tip: Claim, now: float) -> int | None:
+    """Seconds since a sweeper first saw the claim's tip (its clock, not the desk's); None if never observed."""
+    seen = read.observations.briefs.get(brief)
+    if seen is None or seen.claim != tip.sha:
+        return None
+    return max(0, int(now - parse_iso(seen.claim_seen).timestamp()))
+
+
+def _custody(history: list[Claim | InvalidClaim]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for item, renewals in fold_renewals(history, lambda c: renewal_key(c.record) if isinstance(c, Claim) else None):
+        if isinstance(item, InvalidClaim):
+            rows.append({"commit": item.sha, "invalid": item.problem})
+            continue
+        r = item.record
+        rows.append({"commit": item.sha, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
+                     "at": r.at, "reason": r.reason, "renewals": renewals})
+    return rows
+
+
+def _entry(e: JournalEntry) -> dict[str, Any]:
+    return {"seq": e.seq, "epoch": e.epoch, "kind": e.kind, "at": e.at, "run": e.run, "step": e.step,
+            "status": e.status, "policy": e.policy}
+
+
+def _desks(read: ForgeRead, cards: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """Each desk named by a live claim: its holders and whether a sweeper saw its claims stand still."""
+    desks: dict[str, dict[str, Any]] = {}
+    for card in cards:
+        if card["state"] not in ("held", "waiting", "blocked"):
+            continue
+        d = desks.setdefault(card["desk"], {"desk": card["desk"], "holders": [], "briefs": [], "liveness": "live"})
+        d["briefs"].append(card["id"])
+        if card["holder"] not in d["holders"]:
+            d["holders"].append(card["holder"])
+        if card["state"] == "held":
+            age = card["lease_age_s"]
+            if age is not None and age > card["lease_s"]:
+                d["liveness"] = "stale"
+            elif age is None and d["liveness"] == "live" and not read.sweeper_tip:
+                d["liveness"] = "unobserved"
+    return sorted(desks.values(), key=lambda d: str(d["desk"]))
+
+
+# -- building -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """What `build` wrote, and what it cost."""
+
+    out: Path
+    briefs: int
+    files: int
+    bytes: int
+    round_trips: dict[str, int]
+    seconds: float
+    counts: dict[str, int]
+
+
+def build(git: ForgeGit, reviews: Reviews, out: Path, now: float | None = None) -> Built:
+    """Read the forge once and write `board.json`, `index.html`, `briefs/<id>.html`, `board.md` and the CSS."""
+    from assay import boardrender
+
+    started = time.perf_counter()
+    before = dict(git.round_trips)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a folder", hint="pass another -o DIR")
+    data = assemble(read_forge(git, reviews), git.url, time.time() if now is None else now)
+    files = boardrender.site(data)
+    (out / "briefs").mkdir(parents=True, exist_ok=True)
+    size = 0
+    for name, text in files.items():
+        encoded = text.encode("utf-8")
+        (out / name).write_bytes(encoded)
+        size += len(encoded)
+    board_json = (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    (out / "board.json").write_bytes(board_json)
+    trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
+    return Built(out, len(data["briefs"]), len(files) + 1, size + len(board_json), trips,
+                 time.perf_counter() - started, {c["id"]: c["count"] for c in data["columns"]})
+
+
+def serve(directory: Path, port: int, ready: Callable[[str], None]) -> None:
+    """Serve the built site in `directory` on 127.0.0.1 until interrupted; `ready` gets the URL once listening."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    if not (directory / "index.html").is_file():
+        raise UsageError(f"{directory} holds no built board (no index.html)", hint="run `assay board build` first")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(directory))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", hint="pick another --port") from None
+    with server:
+        ready(f"http://127.0.0.1:{server.server_address[1]}/")
+        server.serve_forever()

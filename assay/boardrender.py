@@ -1,0 +1,268 @@
+"""The board's pages, drawn from the structure `board.assemble` makes: HTML, an SVG timeline, Markdown.
+
+Templates are `string.Template` files in `board/` (shipped as `assay/_defaults/board/`). Every
+value that came from a brief, an agent or a record passes through `esc` before it reaches a
+page, and the pages forbid any script but the board's own filter (a Content-Security-Policy
+with its hash), so a title like `<script>…` is text and nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from html import escape
+from string import Template
+from typing import Any
+
+from assay.board import COLUMN_TITLES
+from assay.project import defaults_dir
+from assay.views import human_age
+
+FILTER_SCRIPT = """
+(function () {
+  var form = document.getElementById("filters");
+  function apply() {
+    var desk = form.elements.desk.value, column = form.elements.column.value;
+    document.querySelectorAll(".card").forEach(function (card) {
+      card.hidden = (desk && card.dataset.desk !== desk) || (column && card.dataset.column !== column);
+    });
+    document.querySelectorAll(".column").forEach(function (col) {
+      col.hidden = Boolean(column) && col.dataset.column !== column;
+    });
+  }
+  form.addEventListener("change", apply);
+  apply();
+})();
+"""
+KIND_CLASS = {"intent": "k-intent", "result": "k-result", "outcome_unknown": "k-outcome_unknown",
+              "refused": "k-refused", "verify": "k-verify"}
+NONE = '<p class="muted">none</p>'
+SVG_LIMIT = 600  # entries drawn in a timeline; older ones are summarized
+
+
+def esc(value: object) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def template(name: str) -> Template:
+    return Template((defaults_dir("board") / name).read_text(encoding="utf-8"))
+
+
+def site(data: dict[str, Any]) -> dict[str, str]:
+    """Every file of the site but board.json: relative path -> text."""
+    files = {"index.html": index_page(data), "board.md": markdown(data),
+             "board.css": (defaults_dir("board") / "board.css").read_text(encoding="utf-8")}
+    for card in data["briefs"]:
+        files[f"briefs/{card['id']}.html"] = brief_page(card)
+    return files
+
+
+# -- the index ----------------------------------------------------------------------------------
+
+
+def index_page(data: dict[str, Any]) -> str:
+    desks = sorted({c["desk"] for c in data["briefs"] if c["desk"]})
+    columns = []
+    for col in data["columns"]:
+        cards = "\n".join(card_html(c) for c in data["briefs"] if c["column"] == col["id"]) or NONE
+        columns.append(f'<section class="column" data-column="{esc(col["id"])}" aria-label="{esc(col["title"])}">'
+                       f'<h2>{esc(col["title"])} <span class="count">{col["count"]}</span></h2>\n'
+                       f"{cards}</section>")
+    sweeper = data["sweeper"]
+    return template("index.html").substitute(
+        forge=esc(data["forge"]), main=esc(data["main"][:10]), generated_at=esc(data["generated_at"]),
+        total=len(data["briefs"]),
+        desk_options="".join(f'<option value="{esc(d)}">{esc(d)}</option>' for d in desks),
+        column_options="".join(f'<option value="{esc(c["id"])}">{esc(c["title"])}</option>' for c in data["columns"]),
+        columns="\n".join(columns), desks=desks_html(data["desks"]),
+        sweeper=(f'<p class="meta">last sweep {esc(sweeper["at"])} (commit <code>{esc(sweeper["commit"][:10])}'
+                 "</code>)</p>" if sweeper else '<p class="muted">no sweeper has run on this forge</p>'),
+        findings=findings_html(data["findings"]), problems=problems_html(data["problems"]),
+        script=FILTER_SCRIPT, script_hash=script_hash(FILTER_SCRIPT))
+
+
+def script_hash(script: str) -> str:
+    return base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+
+
+def card_html(c: dict[str, Any]) -> str:
+    lines = [f'<h3><a href="briefs/{esc(c["id"])}.html">{esc(c["title"])}</a></h3>',
+             f'<p class="meta"><code>{esc(c["id"])}</code> · {esc(_state_text(c))}</p>']
+    if c["desk"]:
+        age = f" · renewed {human_age(c['lease_age_s'])} ago" if c["lease_age_s"] is not None else ""
+        lines.append(f"<p>desk {esc(c['desk'])} · epoch {c['epoch']}{esc(age)}</p>")
+    if c["last_step"]:
+        s = c["last_step"]
+        lines.append(f"<p>last step {esc(s['step'])} ({esc(s['status'] or s['kind'])})</p>")
+    v = c["verify"]
+    if v["rows"]:
+        lines.append(f'<p>verify <span class="pass">{v["passed"]} passed</span> · '
+                     f'<span class="{"fail" if v["failed"] else "muted"}">{v["failed"]} failed</span></p>')
+    if c["review"]:
+        lines.append(f'<p>review <a href="{esc(c["review"]["link"])}">{esc(c["review"]["state"])}</a></p>')
+    if c["unknown"]:
+        lines.append(f'<p class="fail">outcome unknown at seq {esc(", ".join(map(str, c["unknown"])))}</p>')
+    return (f'<article class="card" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}">'
+            + "".join(lines) + "</article>")
+
+
+def _state_text(c: dict[str, Any]) -> str:
+    if c["retired"]:
+        return "done (retired)"
+    if c["needs"] and c["column"] == "waiting" and c["state"] not in ("waiting",):
+        return "needs " + ", ".join(c["needs"])
+    return str(c["state"]) + (" · stuck" if c["stuck"] else "")
+
+
+def desks_html(desks: list[dict[str, Any]]) -> str:
+    if not desks:
+        return '<p class="muted">no desk holds a claim</p>'
+    rows = "".join(f"<tr><td>{esc(d['desk'])}</td><td class=\"{'fail' if d['liveness'] == 'stale' else ''}\">"
+                   f"{esc(d['liveness'])}</td><td>{len(d['briefs'])}</td>"
+                   f"<td>{esc(', '.join(d['holders']))}</td></tr>" for d in desks)
+    return (f'<div class="scroll"><table><thead><tr><th>desk</th><th>liveness</th><th>briefs</th><th>holders</th>'
+            f"</tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+def findings_html(findings: list[dict[str, Any]]) -> str:
+    if not findings:
+        return '<p class="muted">no findings recorded</p>'
+    rows = "".join(f"<tr><td>{esc(f['at'])}</td><td>{esc(f['kind'])}</td>"
+                   f'<td><a href="briefs/{esc(f["brief"])}.html">{esc(f["brief"])}</a></td></tr>' for f in findings)
+    return (f'<div class="scroll"><table><thead><tr><th>first seen</th><th>kind</th><th>brief</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table></div>")
+
+
+def problems_html(problems: list[str]) -> str:
+    if not problems:
+        return ""
+    items = "".join(f"<li>{esc(p)}</li>" for p in problems)
+    return f'<section id="problems"><h2>Problems on the forge</h2><ul>{items}</ul></section>'
+
+
+# -- a brief ------------------------------------------------------------------------------------
+
+
+def brief_page(c: dict[str, Any]) -> str:
+    facts = [f"desk {c['desk']}" if c["desk"] else "no desk", f"epoch {c['epoch']}", str(c["state"])]
+    return template("brief.html").substitute(
+        id=esc(c["id"]), title=esc(c["title"]), column=esc(c["column"]), column_title=esc(COLUMN_TITLES[c["column"]]),
+        facts=esc(" · ".join(facts)), summary=summary_html(c), review=review_html(c["review"]),
+        custody=custody_html(c["custody"]), timeline=timeline_svg(c["journal"]), journal=journal_html(c))
+
+
+def summary_html(c: dict[str, Any]) -> str:
+    pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
+             ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
+             ("needs", ", ".join(c["needs"])), ("reason", c["reason"]),
+             ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),
+             ("outcome unknown", ", ".join(f"seq {s}" for s in c["unknown"])),
+             ("journal", c["journal_invalid"] or f"{c['journal_entries']} entries")]
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs if v)
+    rows = "".join(f"<tr><td>{esc(r['row'])}</td><td class=\"{'pass' if r['passed'] else 'fail'}\">"
+                   f"{'passed' if r['passed'] else 'failed'}</td><td>{esc(r['exit_code'])}</td></tr>"
+                   for r in c["verify"]["rows"])
+    verify = (f"<h2>Verify at <code>{esc((c['verify']['head'] or '')[:10])}</code></h2><table><thead><tr><th>row</th>"
+              f"<th>result</th><th>exit</th></tr></thead><tbody>{rows}</tbody></table>" if rows else "")
+    return f'<dl class="facts">{items}</dl>{verify}'
+
+
+def review_html(review: dict[str, Any] | None) -> str:
+    if review is None:
+        return '<p class="muted">no review</p>'
+    link = review["link"]
+    title = (f'<a href="{esc(link)}">{esc(review["title"])}</a>' if link.startswith("https://")
+             else esc(review["title"]))
+    return (f"<p>{title}: <strong>{esc(review['state'])}</strong> · branch <code>{esc(review['branch'])}</code>"
+            f" · head <code>{esc(review['head'][:10])}</code> · {len(review['approvals'])} approvals"
+            f" · {review['comments']} comments</p>")
+
+
+def custody_html(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">never claimed</p>'
+    out = []
+    for r in rows:
+        if "invalid" in r:
+            out.append(f'<tr><td>?</td><td class="fail">invalid</td><td colspan="4">{esc(r["invalid"])}</td>'
+                       f"<td><code>{esc(r['commit'][:10])}</code></td></tr>")
+            continue
+        renewed = f"renewed {r['renewals']}×" if r["renewals"] else ""
+        out.append(f"<tr><td>{esc(r['at'])}</td><td class=\"state-{esc(r['state'])}\">{esc(r['state'])}</td>"
+                   f"<td>{r['epoch']}</td><td>{esc(r['desk'])}</td><td>{esc(r['reason'])}</td>"
+                   f"<td>{esc(renewed)}</td><td><code>{esc(r['commit'][:10])}</code></td></tr>")
+    return ('<div class="scroll"><table><thead><tr><th>at</th><th>state</th><th>epoch</th><th>desk</th>'
+            f"<th>reason</th><th>renewals</th><th>commit</th></tr></thead><tbody>{''.join(out)}</tbody></table></div>")
+
+
+def timeline_svg(entries: list[dict[str, Any]]) -> str:
+    """The journal drawn as dots on lanes by kind, over bands by epoch; each dot's title says what it is."""
+    if not entries:
+        return '<p class="muted">no journal yet</p>'
+    shown = entries[-SVG_LIMIT:]
+    kinds = sorted({e["kind"] for e in shown})
+    step, left, lane = 10, 110, 18
+    width, height = left + step * len(shown) + 20, 30 + lane * len(kinds)
+    parts = [f'<svg class="timeline" role="img" aria-label="journal timeline" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    start = 0
+    for i in range(1, len(shown) + 1):  # one band per run of entries at the same epoch
+        if i == len(shown) or shown[i]["epoch"] != shown[start]["epoch"]:
+            x = left + step * start
+            parts.append(f'<rect class="band" x="{x - step // 2}" y="0" width="{step * (i - start)}" '
+                         f'height="{height}" opacity="{0.9 if shown[start]["epoch"] % 2 else 0.4}"/>'
+                         f'<text x="{x}" y="12">epoch {shown[start]["epoch"]}</text>')
+            start = i
+    for n, kind in enumerate(kinds):
+        parts.append(f'<text x="4" y="{30 + lane * n + 4}">{esc(kind)}</text>')
+    for i, e in enumerate(shown):
+        cls = "k-failed" if e["status"] in ("failed", "cancelled") else KIND_CLASS.get(e["kind"], "k-other")
+        label = f"seq {e['seq']} · {e['kind']}" + (f" · {e['step']}" if e["step"] else "") + \
+            (f" · {e['status']}" if e["status"] else "") + f" · {e['at']}"
+        parts.append(f'<circle class="{cls}" cx="{left + step * i}" cy="{30 + lane * kinds.index(e["kind"])}" r="4">'
+                     f"<title>{esc(label)}</title></circle>")
+    parts.append("</svg>")
+    note = (f'<p class="muted">the last {len(shown)} entries are drawn</p>' if len(shown) < len(entries) else "")
+    return f'<div class="scroll">{"".join(parts)}</div>{note}'
+
+
+def journal_html(c: dict[str, Any]) -> str:
+    entries = c["journal"]
+    if not entries:
+        return ""
+    rows = "".join(f"<tr><td>{e['seq']}</td><td>{e['epoch']}</td><td>{esc(e['kind'])}</td><td>{esc(e['step'] or '')}"
+                   f"</td><td>{esc(e['status'] or '')}</td><td>{esc(e['at'])}</td></tr>" for e in entries)
+    more = (f'<p class="muted">{c["journal_entries"] - len(entries)} earlier entries are in '
+            f"<code>assay journal {esc(c['id'])}</code></p>" if c["journal_entries"] > len(entries) else "")
+    return (f'{more}<div class="scroll"><table><thead><tr><th>seq</th><th>epoch</th><th>kind</th><th>step</th>'
+            f"<th>status</th><th>at</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+
+def md(text: object) -> str:
+    """Text safe inside a Markdown table cell: no HTML, no cell breaks, no line breaks."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("`", "'").replace("\n", " "))
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """A short summary for `$GITHUB_STEP_SUMMARY` or a pinned issue."""
+    lines = [f"### Assay board ({len(data['briefs'])} briefs, built {md(data['generated_at'])})", "",
+             "| " + " | ".join(md(c["title"]) for c in data["columns"]) + " |",
+             "|" + "---|" * len(data["columns"]),
+             "| " + " | ".join(str(c["count"]) for c in data["columns"]) + " |", ""]
+    attention = [c for c in data["briefs"] if c["column"] in ("blocked", "unknown")]
+    if attention:
+        lines += ["**Needs a person:**", ""]
+        lines += [f"- `{md(c['id'])}` {md(c['title'])}: {md(c['column'])}"
+                  + (f" ({md(c['reason'])})" if c["reason"] else "") for c in attention[:20]]
+        if len(attention) > 20:
+            lines.append(f"- … and {len(attention) - 20} more")
+        lines.append("")
+    if data["desks"]:
+        lines.append("Desks: " + ", ".join(f"{md(d['desk'])} ({md(d['liveness'])}, {len(d['briefs'])} briefs)"
+                                           for d in data["desks"]))
+    lines.append(f"Sweepers' findings recorded: {len(data['findings'])}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,220 @@
+"""The board built from a known fleet state on a temporary forge: real desk runs and CLI calls make the state,
+the built pages are parsed (and, where Chromium is installed, rendered by it) and checked against it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from assay.claims import Claims
+from assay.git import ForgeGit
+from tests.conftest import REPO, Forge, assay, git
+from tests.test_desk import DESK, brief, desk_env
+
+XSS = "<script>alert(1)</script>"
+EXPECTED = {"ready": ["xss"], "working": ["alpha"], "waiting": ["beta", "greet"], "blocked": ["gamma"],
+            "unknown": ["delta"], "done": ["epsilon"]}
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+
+@dataclass
+class Fleet:
+    forge: Forge
+    out: Path
+    built: dict[str, object]
+
+
+def _publish(forge: Forge, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (forge.seed / path).parent.mkdir(parents=True, exist_ok=True)
+        (forge.seed / path).write_text(text)
+    git("add", "-A", cwd=forge.seed)
+    git("commit", "-q", "-m", "fleet", cwd=forge.seed)
+    git("push", "-q", forge.url, "HEAD:refs/heads/main", cwd=forge.seed)
+
+
+def _plain(title: str, extra: str = "") -> str:
+    return f"---\ntitle: '{title}'\n{extra}---\n{title}.\n"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    tmp = tmp_path_factory.mktemp("fleet")
+    forge = Forge(tmp / "forge.git", tmp / "seed")
+    git("init", "-q", "--bare", "--initial-branch=main", str(forge.path))
+    git("init", "-q", "--initial-branch=main", str(forge.seed))
+    _publish(forge, {
+        "desks/builder.yaml": DESK.format(name="builder", attempts=2),
+        "briefs/greet.md": brief("Greet", ["write greet.txt hello"], "grep -q hello greet.txt"),
+        "briefs/xss.md": _plain(XSS), "briefs/beta.md": _plain("Beta", "depends_on: [xss]\n"),
+        **{f"briefs/{b}.md": _plain(b.title()) for b in ("alpha", "gamma", "delta", "epsilon")},
+    })
+    desk = assay("desk", "run", "builder", "--once", "--forge", forge.url, env=desk_env(tmp), timeout=120)
+    assert desk.code == 0, desk.err
+    for b in ("alpha", "gamma", "delta", "epsilon"):
+        assert assay("claim", b, "--desk", "hand", "--forge", forge.url).code == 0
+    for _ in range(3):
+        assert assay("renew", "alpha", "--desk", "hand", "--forge", forge.url).code == 0
+    assert assay("release", "epsilon", "--desk", "hand", "--outcome", "done", "--forge", forge.url).code == 0
+    git_port = ForgeGit(forge.url, cache_root=tmp / "cache")
+    try:
+        Claims(git_port).block("gamma", "hand", 1, "needs a person: <b>creds</b>")
+    finally:
+        git_port.close()
+    ctx = {"ASSAY_FORGE": forge.url, "ASSAY_BRIEF": "delta", "ASSAY_DESK": "hand", "ASSAY_EPOCH": "1"}
+    deploy = ("step", "run", "--name", "deploy", "--", "true")
+    crashed = assay(*deploy, env={**ctx, "ASSAY_RUN": "r1", "ASSAY_CRASH_AT": "step.after-execute:deploy"})
+    assert crashed.code == -signal.SIGKILL
+    assert assay(*deploy, env={**ctx, "ASSAY_RUN": "r2"}).code == 4
+    out = tmp / "site"
+    built = assay("board", "build", "-o", str(out), "--forge", forge.url, "--json")
+    assert built.code == 0, built.err
+    data = built.json()
+    assert isinstance(data, dict)
+    return Fleet(forge, out, data)
+
+
+class Page(HTMLParser):
+    """The parts of a page the tests look at: cards by column, script elements, table cells, text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cards: dict[str, list[str]] = {}
+        self.scripts = 0
+        self.text: list[str] = []
+        self.svg_circles = 0
+        self._card: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts += 1
+        if tag == "circle":
+            self.svg_circles += 1
+        if tag == "article" and "card" in (a.get("class") or ""):
+            self._card = self.cards.setdefault(a.get("data-column") or "", [])
+        if tag == "a" and self._card is not None and (a.get("href") or "").startswith("briefs/"):
+            self._card.append((a.get("href") or "").removeprefix("briefs/").removesuffix(".html"))
+            self._card = None
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def test_the_index_has_each_brief_in_its_states_column(fleet: Fleet) -> None:
+    page = parse(fleet.out / "index.html")
+    assert {col: sorted(ids) for col, ids in page.cards.items()} == EXPECTED
+    assert fleet.built["columns"] == {col: len(ids) for col, ids in EXPECTED.items()}
+    text = "".join(page.text)
+    assert "builder" in text and "hand" in text  # the desks' table
+
+
+def test_round_trips_are_one_ls_remote_and_one_fetch(fleet: Fleet) -> None:
+    assert fleet.built["round_trips"] == {"ls-remote": 1, "fetch": 1}
+    again = assay("board", "build", "-o", str(fleet.out.parent / "again"), "--forge", fleet.forge.url, "--json")
+    trips = again.json()["round_trips"]  # type: ignore[index]
+    assert again.code == 0 and trips["ls-remote"] == 1 and trips.get("fetch", 0) <= 1
+
+
+def test_a_script_title_is_text_and_no_data_makes_an_element(fleet: Fleet) -> None:
+    index = parse(fleet.out / "index.html")
+    assert index.scripts == 1  # the board's own filter, nothing from a record
+    assert XSS in "".join(index.text)
+    page = parse(fleet.out / "briefs" / "xss.html")
+    assert page.scripts == 0 and XSS in "".join(page.text)
+    gamma = (fleet.out / "briefs" / "gamma.html").read_text()
+    assert "<b>creds</b>" not in gamma and "&lt;b&gt;creds&lt;/b&gt;" in gamma
+    assert XSS not in (fleet.out / "board.md").read_text()
+
+
+def test_a_brief_page_shows_custody_with_renewals_folded_and_a_timeline(fleet: Fleet) -> None:
+    alpha = parse(fleet.out / "briefs" / "alpha.html")
+    assert "renewed 3×" in "".join(alpha.text)
+    chain = git("--git-dir", str(fleet.forge.path), "rev-list", "refs/assay/claims/alpha").split()
+    assert len(chain) == 4  # the claim and its three renewals, folded into one row
+    greet = parse(fleet.out / "briefs" / "greet.html")
+    journal = git("--git-dir", str(fleet.forge.path), "log", "--format=%H", "refs/assay/journal/greet").split()
+    entries = [json.loads(line) for c in journal for line in
+               git("--git-dir", str(fleet.forge.path), "show", f"{c}:entries.jsonl").splitlines() if line]
+    assert greet.svg_circles == len(entries) > 5
+    card = next(c for c in json.loads((fleet.out / "board.json").read_text())["briefs"] if c["id"] == "greet")
+    assert card["verify"]["passed"] == 1 and card["verify"]["failed"] == 0
+    assert card["review"]["state"] == "ready" and card["desk"] == "builder"
+
+
+def _documented(section: str) -> set[str]:
+    text = (REPO / "docs" / "data-model.md").read_text()
+    body = text.split(f"<!-- {section} -->")[1].split("<!-- end -->")[0]
+    return {name for cell in re.findall(r"^\| (`[^|]+) \|", body, flags=re.M)
+            for name in re.findall(r"`([a-z_]+)`", cell)}
+
+
+def test_board_json_has_exactly_the_documented_fields(fleet: Fleet) -> None:
+    data = json.loads((fleet.out / "board.json").read_text())
+    assert set(data) == _documented("board-fields")
+    for card in data["briefs"]:
+        assert set(card) == _documented("board-brief-fields"), card["id"]
+
+
+def test_serve_previews_the_site_on_loopback(fleet: Fleet) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "assay", "board", "serve", "-d", str(fleet.out), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split(" on ")[-1].strip()
+        assert url.startswith("http://127.0.0.1:"), line
+        with urllib.request.urlopen(url + "index.html", timeout=10) as answer:
+            assert b"Assay board" in answer.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_bad_output_folder_and_missing_site_are_clear_errors(fleet: Fleet, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    bad = assay("board", "build", "-o", str(tmp_path / "file"), "--forge", fleet.forge.url)
+    assert bad.code == 2 and "not a folder" in bad.err and "Traceback" not in bad.err
+    empty = assay("board", "serve", "-d", str(tmp_path / "nothing"))
+    assert empty.code == 2 and "no built board" in empty.err
+
+
+def _chromium(tmp_path: Path, *args: str) -> str:
+    assert CHROMIUM is not None
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)")
+def test_chromium_renders_the_board_and_runs_no_data(fleet: Fleet, tmp_path: Path) -> None:
+    url = (fleet.out / "index.html").as_uri()
+    dom = _chromium(tmp_path, "--dump-dom", url)
+    page = Page()
+    page.feed(dom)
+    assert {col: sorted(ids) for col, ids in page.cards.items()} == EXPECTED
+    assert page.scripts == 1 and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    brief_dom = _chromium(tmp_path, "--dump-dom", (fleet.out / "briefs" / "xss.html").as_uri())
+    assert "<script" not in brief_dom and "&lt;script&gt;" in brief_dom
+    shot = tmp_path / "board.png"
+    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=390,844", url)  # a phone's viewport
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
