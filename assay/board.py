@@ -25,7 +25,7 @@ from assay.errors import AssayError, RecordInvalid, UsageError
 from assay.forge.base import Review, Reviews
 from assay.forge.github import target_of
 from assay.git import ForgeGit
-from assay.journal import JournalLog, read_log
+from assay.journal import JournalLog, read_logs
 from assay.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
 from assay.records import (
     CLAIMS_PREFIX,
@@ -125,8 +125,9 @@ def _retired(git: ForgeGit, tip: str | None, problems: list[str]) -> dict[str, R
 
 
 def _chains(git: ForgeGit, tips: dict[str, str]) -> dict[str, list[Claim | InvalidClaim]]:
-    """Every custody chain: a local rev-list per chain, then one cat-file batch for all their records."""
-    commits = {ref: list(reversed(git.rev_list(tip))) for ref, tip in sorted(tips.items())}
+    """Every custody chain: one rev-list for all of them, then one cat-file batch for all their records."""
+    walked = git.chains(list(tips.values()))
+    commits = {ref: list(reversed(walked.get(tip, []))) for ref, tip in sorted(tips.items())}
     names = [f"{sha}:claim.json" for shas in commits.values() for sha in shas]
     blobs = iter(git.read_typed(names))
     out: dict[str, list[Claim | InvalidClaim]] = {}
@@ -138,14 +139,8 @@ def _chains(git: ForgeGit, tips: dict[str, str]) -> dict[str, list[Claim | Inval
 
 
 def _journals(git: ForgeGit, tips: dict[str, str], problems: list[str]) -> dict[str, JournalLog | RecordInvalid]:
-    out: dict[str, JournalLog | RecordInvalid] = {}
-    for ref, tip in sorted(tips.items()):
-        brief = ref.removeprefix(JOURNAL_PREFIX)
-        try:
-            out[brief] = read_log(git, brief, tip)
-        except RecordInvalid as exc:
-            out[brief] = exc
-            problems.append(f"{exc.ref}: {exc.problem}")
+    out = read_logs(git, {ref.removeprefix(JOURNAL_PREFIX): tip for ref, tip in tips.items()})
+    problems += [f"{log.ref}: {log.problem}" for _, log in sorted(out.items()) if isinstance(log, RecordInvalid)]
     return out
 
 

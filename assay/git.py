@@ -329,6 +329,34 @@ class ForgeGit:
             args.insert(1, f"--max-count={limit}")
         return self._git(*args).stdout.decode().split()
 
+    def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
+        """The first-parent chain of each tip, newest first, from one `rev-list` over all of them.
+
+        A tip that is no commit in the cache gets an empty chain.
+        """
+        wanted = [t for t in dict.fromkeys(tips) if t]
+        if not wanted:
+            return {}
+        kinds = self.read_typed(wanted)
+        commits = [t for t, obj in zip(wanted, kinds, strict=True) if obj is not None and obj.kind == "commit"]
+        parent: dict[str, str | None] = {}
+        if commits:
+            out = self._git("rev-list", "--first-parent", "--parents", "--stdin",
+                            input="".join(f"{c}\n" for c in commits).encode()).stdout.decode()
+            for line in out.splitlines():
+                shas = line.split()
+                if shas:
+                    parent[shas[0]] = shas[1] if len(shas) > 1 else None
+        result: dict[str, list[str]] = {}
+        for tip in wanted:
+            chain: list[str] = []
+            sha: str | None = tip if tip in parent else None
+            while sha is not None:
+                chain.append(sha)
+                sha = parent.get(sha)
+            result[tip] = chain
+        return result
+
     # -- worktrees (one per desk and brief, never shared) ------------------------------
 
     def worktree(self, path: Path, commit: str) -> WorkRepo:

@@ -90,18 +90,50 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
     entries: list[JournalEntry] = list(known.entries) if since and known else []
     commit_of: dict[int, str] = dict(known.commit_of) if since and known else {}
     checked = len(entries)  # an earlier read checked its own entries
+    _decode(ref, commits, texts, entries, commit_of)
+    _check_seq(ref, entries[checked:], entries[checked - 1].seq + 1 if checked else first if since else 1)
+    if len(commits) >= KEEP_AFTER and (not entries or entries[0].seq == 1):
+        journalcache.save(git.cache, brief, entries, commit_of, tip)
+    return JournalLog(entries, commit_of, tip, len(commits))
+
+
+def read_logs(git: ForgeGit, tips: dict[str, str]) -> dict[str, JournalLog | RecordInvalid]:
+    """Many journals whole (brief -> tip, objects already fetched): one rev-list and one cat-file batch for
+    all of them, for readers of the whole forge (the board). A journal that holds junk is its error."""
+    chains = git.chains(list(tips.values()))
+    order = sorted(tips)
+    texts = iter(git.read_typed([f"{c}:entries.jsonl" for b in order for c in reversed(chains.get(tips[b], []))]))
+    out: dict[str, JournalLog | RecordInvalid] = {}
+    for brief in order:
+        ref, tip = journal_ref(brief), tips[brief]
+        commits = list(reversed(chains.get(tip, [])))
+        found = [next(texts) for _ in commits]
+        try:
+            if not commits:
+                raise RecordInvalid(ref, f"its tip {tip[:10]} is not a commit in the forge's objects")
+            entries: list[JournalEntry] = []
+            commit_of: dict[int, str] = {}
+            _decode(ref, commits, found, entries, commit_of)
+            _check_seq(ref, entries, 1)
+            out[brief] = JournalLog(entries, commit_of, tip, len(commits))
+        except RecordInvalid as exc:
+            out[brief] = exc
+    return out
+
+
+def _decode(ref: str, commits: list[str], texts: list[GitObject | None], entries: list[JournalEntry],
+            commit_of: dict[int, str]) -> None:
     for commit, found in zip(commits, texts, strict=True):
         for line in _entry_lines(ref, commit, found):
             entry = decode_entry(line, ref)
             entries.append(entry)
             commit_of[entry.seq] = commit
-    start = entries[checked - 1].seq + 1 if checked else first if since else 1
-    for expected, entry in enumerate(entries[checked:], start=start):
+
+
+def _check_seq(ref: str, entries: list[JournalEntry], start: int) -> None:
+    for expected, entry in enumerate(entries, start=start):
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
-    if len(commits) >= KEEP_AFTER and (not entries or entries[0].seq == 1):
-        journalcache.save(git.cache, brief, entries, commit_of, tip)
-    return JournalLog(entries, commit_of, tip, len(commits))
 
 
 @dataclass

@@ -204,3 +204,18 @@ def test_the_cache_is_packed_as_it_grows_and_keeps_every_object(port: ForgeGit,
     assert loose < 3000 - 2000 and 1 <= len(packs) <= 2
     found = port.read_typed(shas)
     assert all(o is not None and o.data == f"object {i}\n".encode() for i, o in enumerate(found))
+
+
+def test_chains_walks_many_first_parent_chains_in_one_rev_list(port: ForgeGit) -> None:
+    def chain(n: int, tag: str) -> list[str]:
+        shas: list[str] = []
+        for i in range(n):
+            tree = port.write_tree([TreeEntry("f", port.write_blob(f"{tag}{i}".encode()))])
+            shas.append(port.write_commit(tree, shas[-1:], f"{tag}{i}", Signature.of("t"), 1_700_000_000 + i))
+        return shas
+
+    a, b = chain(3, "a"), chain(5, "b")
+    blob = port.write_blob(b"not a commit")
+    found = port.chains([a[-1], b[-1], blob, a[-1]])
+    assert found == {a[-1]: a[::-1], b[-1]: b[::-1], blob: []}
+    assert found[a[-1]] == port.rev_list(a[-1]) and port.chains([]) == {}
