@@ -22,7 +22,7 @@ from assay.crash import crash_point
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
 from assay.forge.base import Reviews
 from assay.git import ZERO, ForgeGit
-from assay.journal import read_log, transition_as
+from assay.journal import read_log, read_logs, transition_as
 from assay.observations import (
     OBSERVATIONS,
     SWEEPER_REF,
@@ -52,6 +52,7 @@ from assay.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
 BRANCH_PREFIX = "refs/heads/assay/"
 _SWEEP_ID = os.urandom(4).hex()
+BATCH_JOURNALS = 16  # more moved journals than this are read in one batch
 Progress = Callable[[str], None]
 
 
@@ -164,13 +165,22 @@ def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tupl
     """Per brief, the `outcome_unknown` entries nothing resolved: decoded only for journals that moved
     since the last observation (the others keep what was observed)."""
     out: dict[str, list[tuple[int, str]] | RecordInvalid] = {}
+    moved: dict[str, str] = {}
     for brief, tip in state.journals.items():
         seen = state.base.briefs.get(brief)
         if seen is not None and seen.journal == tip:
             out[brief] = [(u.seq, u.step) for u in seen.unknown]
-            continue
+        else:
+            moved[brief] = tip
+    # many moved journals (a first sweep): one rev-list and one cat-file batch for all of them; a few: each
+    # from the decoded log kept in the cache, which reads only its new commits
+    logs = read_logs(git, moved) if len(moved) > BATCH_JOURNALS else {}
+    for brief, tip in moved.items():
         try:
-            entries = read_log(git, brief, tip).entries
+            log = logs.get(brief) or read_log(git, brief, tip)
+            if isinstance(log, RecordInvalid):
+                raise log
+            entries = log.entries
         except RecordInvalid as exc:
             out[brief] = exc
             continue

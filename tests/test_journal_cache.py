@@ -167,3 +167,27 @@ def test_racing_writers_leave_one_whole_file(forge: Forge, tmp_path: Path) -> No
     kept = journalcache.load(_kept("alpha").parent.parent, "alpha")
     assert kept is not None and kept.entries == whole(forge, tmp_path).entries
     assert [p.name for p in _kept("alpha").parent.iterdir()] == ["alpha.json"]  # no temp files left
+
+
+def test_many_journals_read_in_one_batch_equal_each_read_alone(forge: Forge, tmp_path: Path) -> None:
+    """`read_logs` (the board's and a first sweep's reader) decodes what `read_log` does, and a junk journal
+    is its own error, not the others'."""
+    for brief, count in (("alpha", 5), ("beta", 1), ("gamma", 12)):
+        append(forge, notes(1, count, brief), ref=f"refs/assay/journal/{brief}")
+    append(forge, notes(1, 2) + notes(4, 1), ref="refs/assay/journal/delta")  # seq jumps from 2 to 4
+    from assay.errors import RecordInvalid
+    from assay.journal import read_logs
+
+    port = ForgeGit(forge.url, Path(tempfile.mkdtemp(dir=tmp_path)))
+    try:
+        tips = {b: str(forge.tip(f"refs/assay/journal/{b}")) for b in ("alpha", "beta", "gamma", "delta")}
+        port.ensure_objects({f"refs/assay/journal/{b}": t for b, t in tips.items()})
+        logs = read_logs(port, tips)
+    finally:
+        port.close()
+    for brief in ("alpha", "beta", "gamma"):
+        one = whole(forge, tmp_path, brief)
+        many = logs[brief]
+        assert isinstance(many, JournalLog)
+        assert (many.entries, many.commit_of, many.tip) == (one.entries, one.commit_of, one.tip)
+    assert isinstance(logs["delta"], RecordInvalid) and "seq jumps from 2 to 4" in logs["delta"].problem
