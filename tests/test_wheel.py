@@ -107,9 +107,7 @@ def test_the_sweep_workflow_runs_as_written_against_a_local_forge(installed: tup
     assert summary.read_text().count("Assay sweep") == 2 and "ship" in summary.read_text()
     header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
     for proc in logs:
-        for line in (proc.stdout + proc.stderr).splitlines():
-            assert token not in line
-            assert header not in line or line == f"::add-mask::{header}"  # the runner masks it from then on
+        assert token not in proc.stdout + proc.stderr and header not in proc.stdout + proc.stderr
     objects = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "--batch-all-objects", "--batch"],
                              capture_output=True, check=True).stdout
     assert token.encode() not in objects and header.encode() not in objects
