@@ -283,7 +283,7 @@ class GitHubReviews:
             raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use {BRANCH_PREFIX}{brief}")
         existing = self._find(brief)
         if existing is not None and existing.get("state") != "closed":
-            return self._review(brief, existing)
+            return self._review(brief, existing, detail=False)  # its state is what opening needs
 
         def read_back() -> dict[str, Any] | None:
             found = self._find(brief)
@@ -295,7 +295,7 @@ class GitHubReviews:
             return dict(made.raw_data)
 
         pull = self._call("open", create, write=True, read_back=read_back)
-        return self._review(brief, pull)
+        return self._review(brief, pull, detail=False)  # new: no reviews or comments to read yet
 
     def mark_ready(self, brief: str, head: str) -> Review:
         """Mark the pull request ready at `head` (ready already: unchanged)."""
