@@ -1,20 +1,14 @@
 """The audit of one brief: its claim chain, journal, work branch and review merged into one timeline,
 then checked against each other. An agent's account is not evidence; the forge's refs are.
 
-| check | passes when |
-|---|---|
-| `branch-epochs` | every commit of the work branch was pushed by a journal `note` (`pushed`) and its `Assay-Epoch` trailer names the epoch of that push, which held the claim |
-| `unsafe-once` | no two intents of one unsafe step identity without an `outcome_unknown` and a `refused` for the first between them |
-| `fenced-writes` | every forge write of the review (ready; on GitHub statuses too) follows a journal entry for it under a live epoch |
-| `verify-evidence` | the head marked ready (and the head merged) has verify evidence, all of it passed and its rows are main's |
-| `seq-epochs` | journal `seq` runs 1, 2, 3 … and epochs never fall, in the journal and in the claim chain |
-| `one-holder` | a new epoch starts only on a tombstone, or a takeover by the same desk; within an epoch one desk and holder |
+The checks and what each proves are the table in docs/architecture.md (Audits).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from assay import retired
@@ -35,6 +29,7 @@ from assay.records import (
     review_ref,
     validate_brief_id,
 )
+from assay.steps import input_sha
 
 CHECKS = ("branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder")
 
@@ -185,13 +180,27 @@ def _review_chain(git: ForgeGit, brief: str) -> list[tuple[str, ReviewRecord]]:
 
 
 def _pull_history(reviews: Reviews, brief: str) -> dict[str, Any] | None:
+    """The pull request as the audit reads it: the writes a desk made to it (ready, statuses) and its events."""
     history = getattr(reviews, "history", None)
-    return history(brief) if callable(history) else None
+    pull = history(brief) if callable(history) else None
+    if not isinstance(pull, dict):
+        return None
+    head, number = str(pull["head"]), pull["number"]
+    writes: list[dict[str, Any]] = [{"kind": "status", "head": head, **s} for s in pull["statuses"]]
+    events = [{"at": pull["opened_at"], "what": f"pull request #{number} opened", "ref": f"pull/{number}"}]
+    events += [{"at": s["at"], "what": f"status {s['context']} {s['state']} on {head[:10]}", "ref": head}
+               for s in pull["statuses"]]
+    if not pull["draft"]:
+        writes.append({"kind": "ready", "head": head})
+    if pull["merged"]:
+        events.append({"at": pull["merged_at"], "what": f"merged {head[:10]}", "ref": pull["merge_commit"]})
+    return {**pull, "writes": writes, "events": events, "ready_head": "" if pull["draft"] else head,
+            "merged_head": head if pull["merged"] else ""}
 
 
 def _rows_on_main(git: ForgeGit, brief: str, commits: Sequence[str]) -> list[list[tuple[str, str]]]:
     out = []
-    for commit, data in zip(commits, git.read_objects([f"{c}:briefs/{brief}.md" for c in commits]), strict=True):
+    for data in git.read_objects([f"{c}:briefs/{brief}.md" for c in commits]):
         if data is None:
             continue
         parsed, _ = check_brief(data.decode("utf-8", "replace"), f"briefs/{brief}.md", brief)
@@ -310,37 +319,29 @@ def _pull_writes(h: History) -> list[dict[str, Any]]:
 
 
 def writes_without_intent(h: History, writes: list[dict[str, Any]], held: set[int]) -> list[str]:
-    """GitHub writes (ready, status) that no fenced journal entry announced."""
+    """GitHub writes (ready, status) that no fenced journal entry announced before them."""
     bad = []
     for w in writes:
         head = str(w.get("head", ""))
         if w.get("kind") == "status":
-            ok = any(e.kind == "intent" and e.step == "statuses" and e.epoch in held
-                     and _input_head(h, e) in (head, None) for e in h.journal)
-            if not ok or not any(e.kind == "verify" and (e.data or {}).get("head") == head for e in h.journal):
-                bad.append(f"status {w.get('context')!r} on {head[:10]} has no journal intent or evidence for it")
-            elif not _status_matches(h, w):
-                bad.append(f"status {w.get('context')!r} on {head[:10]} says {w.get('state')}, "
-                           "which the journal's evidence does not")
-        elif w.get("kind") == "ready":
-            if not any(e.kind == "note" and (e.data or {}).get("review") == "ready" and e.epoch in held
+            wanted = input_sha({"head": head})
+            if not any(e.kind == "intent" and e.step == "statuses" and e.input_sha == wanted and e.epoch in held
                        for e in h.journal):
-                bad.append("the pull request was marked ready with no journal note for it")
+                bad.append(f"status {w.get('context')!r} on {head[:10]} has no `statuses` intent for that head")
+            elif not _status_matches(h, w):
+                bad.append(f"status {w.get('context')!r} ({w.get('state')}) on {head[:10]} is no verify "
+                           "evidence that the `statuses` intent posted")
+        elif w.get("kind") == "ready" and not any(
+                e.kind == "note" and (e.data or {}).get("review") == "ready" and (e.data or {}).get("head") == head
+                and e.epoch in held for e in h.journal):
+            bad.append(f"the pull request was marked ready at {head[:10]} with no journal note for it")
     return bad
-
-
-def _input_head(h: History, intent: JournalEntry) -> str | None:
-    """The head a `statuses` intent was for: that of the verify evidence just before it, if any."""
-    before = [e for e in h.journal if e.kind == "verify" and e.seq < intent.seq]
-    return str((before[-1].data or {}).get("head")) if before else None
 
 
 def _status_matches(h: History, w: dict[str, Any]) -> bool:
     rows = [e.data for e in h.journal if e.kind == "verify" and e.data and e.data.get("head") == w.get("head")
-            and f"assay/{e.data.get('row')}" == w.get("context")]
-    if not rows:
-        return False
-    return (w.get("state") == "success") == bool(rows[-1].get("passed"))
+            and f"assay/verify/{e.data.get('row')}" == w.get("context")]
+    return bool(rows) and (w.get("state") == "success") == bool(rows[-1].get("passed"))
 
 
 def check_verify_evidence(h: History) -> Check:
@@ -385,11 +386,11 @@ def check_seq_epochs(h: History) -> Check:
         if e.seq != expected:
             bad.append(f"journal seq jumps from {expected - 1} to {e.seq}")
             break
-    for before, after in zip(h.journal, h.journal[1:]):
+    for before, after in pairwise(h.journal):
         if after.epoch < before.epoch:
             bad.append(f"journal epoch falls from {before.epoch} to {after.epoch} at #{after.seq}")
             break
-    for before_c, after_c in zip(h.claims, h.claims[1:]):
+    for before_c, after_c in pairwise(h.claims):
         if after_c.record.epoch < before_c.record.epoch:
             bad.append(f"claim epoch falls from {before_c.record.epoch} to {after_c.record.epoch} "
                        f"at {after_c.sha[:10]}")
@@ -407,7 +408,7 @@ def check_one_holder(h: History) -> Check:
     bad = []
     if h.claims and h.claims[0].record.epoch != 1:
         bad.append(f"the chain starts at epoch {h.claims[0].record.epoch}, not 1")
-    for before, after in zip(h.claims, h.claims[1:]):
+    for before, after in pairwise(h.claims):
         b, a = before.record, after.record
         if b.state == "done":
             bad.append(f"{after.sha[:10]} follows a done claim")

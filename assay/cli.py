@@ -557,7 +557,8 @@ def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> No
         views.print_json(found if every else found[0])
     else:
         views.render_audits(found, timeline=not every)
-    return 0 if all(a.passed for a in audits) else 1
+    if not all(a.passed for a in audits):
+        sys.exit(1)
 
 
 @cli.group()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,9 @@ from assay.git import ForgeGit
 from assay.journal import Journal
 from tests.conftest import Forge, assay, git
 from tests.journal_check import entries
+from tests.fakegithub import FakeGitHub
 from tests.test_desk import DESK, brief, publish, run_desk
+from tests.test_github_forge import NAME, OWNER, github_repo
 
 CHECKS = ["branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder"]
 
@@ -129,3 +133,31 @@ def test_audit_all_reports_each_brief_and_fails_if_any_does(desks: Forge, tmp_pa
 def test_bad_input_is_exit_2_without_a_traceback(desks: Forge, args: list[str]) -> None:
     run = assay("audit", *args, "--forge", desks.url)
     assert run.code == 2 and "Traceback" not in run.err and run.err.strip()
+
+
+def test_a_status_posted_on_github_without_an_intent_fails_fenced_writes(forge: Forge, fake_github: FakeGitHub,
+                                                                          tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi", "deploy"], "test -f gh.txt")})
+    url = github_repo(fake_github, forge.seed)
+    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
+           "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    desk = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert desk.code == 0 and "review ready" in desk.out, desk.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    clean = assay("audit", "gh", "--json", env=env)
+    view = clean.json()
+    assert isinstance(view, dict) and failed(view) == {} and clean.code == 0
+    assert any(e["source"] == "review" and "status assay/verify/check success" in e["what"] for e in view["timeline"])
+    body = json.dumps({"state": "success", "context": "assay/verify/extra"}).encode()
+    request = urllib.request.Request(f"{fake_github.api_url}/repos/{OWNER}/{NAME}/statuses/{pull.head_sha}",
+                                     data=body, method="POST",
+                                     headers={"Authorization": f"token {fake_github.token}",
+                                              "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 201
+    tampered = assay("audit", "gh", "--json", env=env)
+    view = tampered.json()
+    assert isinstance(view, dict) and tampered.code == 1 and set(failed(view)) == {"fenced-writes"}
+    assert "'assay/verify/extra'" in failed(view)["fenced-writes"]
