@@ -13,8 +13,8 @@ from assay.claims import Claims
 from assay.git import ForgeGit
 from assay.journal import Journal
 from tests.conftest import Forge, assay, git
-from tests.journal_check import entries
 from tests.fakegithub import FakeGitHub
+from tests.journal_check import entries
 from tests.test_desk import DESK, brief, publish, run_desk
 from tests.test_github_forge import NAME, OWNER, github_repo
 
