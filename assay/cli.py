@@ -538,6 +538,29 @@ def sweep(dry_run: bool, policy_name: str, now: float | None, ports: Ports, as_j
     views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), views.sweep_markdown(view))
 
 
+@cli.command("audit")
+@click.argument("brief", required=False)
+@click.option("--all", "every", is_flag=True, help="Audit every brief with a claim chain, live or retired.")
+@pass_ports
+@json_option
+def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> None:
+    """Check BRIEF's custody, journal, branch and review against each other; exit 1 if a check fails."""
+    from assay import views
+    from assay.audit import audit, audit_all
+
+    if bool(brief) == every:
+        raise click.UsageError("give a BRIEF or --all, not both")
+    audits = audit_all(ports.git, ports.claims, ports.reviews) if every else \
+        [audit(ports.git, ports.claims, ports.reviews, str(brief))]
+    found = [a.view() for a in audits]
+    if as_json:
+        views.print_json(found if every else found[0])
+    else:
+        views.render_audits(found, timeline=not every)
+    if not all(a.passed for a in audits):
+        sys.exit(1)
+
+
 @cli.group()
 def board() -> None:
     """The board: a static site of the whole fleet, rendered from forge state alone."""

@@ -403,3 +403,25 @@ def append_step_summary(path: str | None, markdown: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as out:
             out.write(markdown + "\n")
+
+
+def render_audits(views: Sequence[dict[str, Any]], timeline: bool) -> None:
+    """`assay audit`: each brief's timeline (for one brief) and its checks, passed or failed with the reason."""
+    from rich.table import Table
+
+    console = _console()
+    for view in views:
+        if timeline:
+            table = Table(box=None, header_style="bold", title=f"timeline of {view['brief']}", title_justify="left")
+            for col in ("at", "source", "epoch", "what"):
+                table.add_column(col)
+            for e in view["timeline"]:
+                table.add_row(e["at"], e["source"], "" if e["epoch"] is None else str(e["epoch"]), _plain(e["what"]))
+            console.print(table)
+        table = Table(box=None, header_style="bold", title=f"audit of {view['brief']}", title_justify="left")
+        for col in ("check", "result", "reason"):
+            table.add_column(col)
+        for c in view["checks"]:
+            table.add_row(c["name"], _styled("pass", "green") if c["passed"] else _styled("FAIL", "bold red"),
+                          _plain(c["reason"]))
+        console.print(table)

@@ -274,6 +274,22 @@ class GitHubReviews:
             raise ForgeError(f"GitHub's answer about pull request #{number} lacks {exc}") from None
         return Review(record, f"pull/{number}")
 
+    def history(self, brief: str) -> dict[str, Any] | None:
+        """What an audit reads of the pull request: its state, head, merge and the statuses on its head
+        (two reads, both conditional)."""
+        pull = self._find(validate_brief_id(brief))
+        if pull is None:
+            return None
+        head = str(_at(pull, "head", "sha") or "")
+        statuses = self._get("statuses", f"{self._path}/commits/{head}/statuses", {"per_page": 100}) \
+            if _SHA.fullmatch(head) else []
+        return {"number": int(pull.get("number") or 0), "state": str(pull.get("state") or ""),
+                "draft": bool(pull.get("draft")), "merged": _merged(pull), "head": head,
+                "merge_commit": str(pull.get("merge_commit_sha") or "") if _merged(pull) else "",
+                "opened_at": _iso(pull.get("created_at")), "merged_at": _iso(pull.get("merged_at")),
+                "statuses": [{"context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
+                              "at": _iso(s.get("created_at"))} for s in statuses or [] if isinstance(s, dict)]}
+
     # -- changes --------------------------------------------------------------------------------
 
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:
