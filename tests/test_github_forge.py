@@ -234,3 +234,24 @@ def test_desks_work_briefs_into_pull_requests_on_github(forge: Forge, tmp_path: 
         assert gh.token.encode() not in objects
         assert not [o for o in outputs if gh.token in o]
         assert gh.git_requests["git-receive-pack"] > 0  # claims and journals went over git, not the API
+
+
+def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_duplicates(
+        fake: tuple[FakeGitHub, World]) -> None:
+    gh, w = fake
+    head = w.push_branch("alpha")
+    reviews = github_reviews(gh)
+    number = int(reviews.open("alpha", "assay/alpha", "Alpha", head).sha.split("/")[1])
+    gh.faults.arm("POST", r"/issues/\d+/comments$", Fault.DROP_AFTER_WRITE)
+    reviews.comment("alpha", "ana", "looks right")
+    assert [c.body.split("\n")[0] for c in gh.comments(OWNER, NAME, number)] == ["looks right"]
+    row = {"row": "tests", "passed": True, "exit_code": 0, "expect_exit": 0, "duration_ms": 12,
+           "output_sha256": "ab" * 32}
+    gh.faults.arm("POST", r"/statuses/", Fault.DROP_AFTER_WRITE)
+    reviews.post_statuses("alpha", head, [row])
+    reviews.post_statuses("alpha", head, [row])  # the step run again after a crash: nothing more
+    assert [s.context for s in gh.statuses(OWNER, NAME, head)] == ["assay/verify/tests"]
+    reviews.label("alpha", "draft", "builder")
+    gh.faults.arm("DELETE", r"/labels/", Fault.DROP_AFTER_WRITE)
+    reviews.label("alpha", "ready", "builder")
+    assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:ready", "desk:builder"]

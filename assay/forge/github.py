@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import re
 import sys
 import time
@@ -20,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
@@ -339,15 +341,26 @@ class GitHubReviews:
             raise UsageError("a comment needs text")
         pull = self._require(brief, "comment")
         obj = self._obj(pull)
-        self._call("comment", lambda: obj.create_issue_comment(f"{text}\n\n— {by}"), write=True)
+        body = f"{text}\n\n— {by}\n{_marker()}"  # the marker finds this comment again after an unknown outcome
+        number = int(pull.get("number") or 0)
+        self._call("comment", lambda: obj.create_issue_comment(body), write=True,
+                   read_back=lambda: self._posted(f"{self._path}/issues/{number}/comments", body))
         return self._review(brief, pull)
+
+    def _posted(self, path: str, body: str) -> Any | None:
+        """The comment or review whose body is `body`, if it is there (it carries its own marker)."""
+        found = [c for c in self._get("read back", path, {"per_page": 100}) or [] if c.get("body") == body]
+        return found[0] if found else None
 
     def approve(self, brief: str, by: str) -> Review:
         pull = self._require(brief, "approve")
         if pull.get("state") == "closed":
             raise IllegalReviewChange(brief, "approve", _state(pull))
         obj = self._obj(pull)
-        self._call("approve", lambda: obj.create_review(body=f"Approved by {by}", event="APPROVE"), write=True)
+        body = f"Approved by {by}\n{_marker()}"
+        number = int(pull.get("number") or 0)
+        self._call("approve", lambda: obj.create_review(body=body, event="APPROVE"), write=True,
+                   read_back=lambda: self._posted(f"{self._path}/pulls/{number}/reviews", body))
         return self._review(brief, pull)
 
     def merge(self, brief: str, by: str) -> Review:
@@ -395,7 +408,7 @@ class GitHubReviews:
         have = {str(lb.get("name")) for lb in pull.get("labels") or [] if isinstance(lb, dict)}
         obj = self._obj(pull)
         for stale in sorted(have & set(STATE_LABELS) - {f"assay:{state}"}):
-            self._call("label", lambda stale=stale: obj.remove_from_labels(stale), write=True)  # type: ignore[misc]
+            self._call("label", partial(_remove_label, obj, stale), write=True)
         wanted = [name for name in (f"assay:{state}", f"desk:{desk}") if name not in have]
         if wanted:
             self._call("label", lambda: obj.add_to_labels(*wanted), write=True)
@@ -404,13 +417,25 @@ class GitHubReviews:
         """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence."""
         if not _SHA.fullmatch(head):
             raise UsageError(f"{head!r} is not a commit id")
+        listed = f"{self._path}/commits/{head}/statuses"
+        before = self._get("statuses", listed, {"per_page": 100}) or []
         for row in rows:
             state = "success" if row["passed"] else "failure"
             summary = (f"exit {row['exit_code']} (expects {row['expect_exit']}) in {row['duration_ms']} ms; "
                        f"output sha256 {row['output_sha256'][:12]}")
             status = {"state": state, "description": summary[:140], "context": f"assay/verify/{row['row']}"}
-            self._call("status", lambda status=status: self._gh.requester.requestJsonAndCheck(  # type: ignore[misc]
-                "POST", f"{self._path}/statuses/{head}", input=status), write=True)
+
+            def there(status: dict[str, str] = status) -> Any | None:
+                """This status, if the head has it already (posted before a crash, or before a dropped answer)."""
+                found = [s for s in self._get("read back", listed, {"per_page": 100}) or []
+                         if all(s.get(k) == v for k, v in status.items())]
+                return found[0] if found else None
+
+            if not any(all(s.get(k) == v for k, v in status.items()) for s in before):  # posted once, even when
+                # the statuses step runs again after a crash
+                self._call("status", partial(self._gh.requester.requestJsonAndCheck, "POST",
+                                             f"{self._path}/statuses/{head}", input=status),
+                           write=True, read_back=there)
 
     def _require(self, brief: str, action: str) -> dict[str, Any]:
         pull = self._find(validate_brief_id(brief))
@@ -488,3 +513,19 @@ def _iso(when: object) -> str:
     except ValueError:
         return ""
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _marker() -> str:
+    """An invisible, unique marker for a comment or review body (Markdown hides HTML comments)."""
+    return f"<!-- assay:{os.urandom(6).hex()} -->"
+
+
+def _remove_label(obj: Any, name: str) -> None:
+    """Remove a label; one already gone (an earlier try that was applied, say) is removed."""
+    from github import GithubException
+
+    try:
+        obj.remove_from_labels(name)
+    except GithubException as exc:
+        if exc.status != 404:
+            raise
