@@ -74,6 +74,23 @@ def test_a_clean_history_passes_every_check(desks: Forge, tmp_path: Path) -> Non
     assert table.code == 0 and "timeline of greet" in table.out and "FAIL" not in table.out
 
 
+def test_a_retired_brief_is_audited_from_the_tips_its_index_keeps(desks: Forge, tmp_path: Path) -> None:
+    ready(desks, tmp_path, "greet", ["write greet.txt hello", "deploy"], "grep -q hello greet.txt")
+    assert assay("review", "merge", "greet", "--forge", desks.url).code == 0
+    assert run_desk(desks, "builder", tmp_path).code == 0
+    code, before = audited(desks, "greet")
+    assert code == 0
+    assert assay("retire", "greet", "--forge", desks.url).code == 0
+    assert desks.tip("refs/assay/claims/greet") is None and desks.tip("refs/assay/journal/greet") is None
+    code, after = audited(desks, "greet")
+    assert code == 0 and failed(after) == {}
+    assert [c["name"] for c in after["checks"]] == CHECKS
+    assert len(after["timeline"]) == len(before["timeline"])  # the same story, read from the retired tips
+    whole = assay("audit", "--all", "--json", "--forge", desks.url)
+    assert whole.code == 0, whole.err
+    assert "greet" in whole.out
+
+
 def test_a_commit_pushed_with_a_stale_epoch_fails_branch_epochs(desks: Forge, tmp_path: Path) -> None:
     ready(desks, tmp_path, "ship", ["write ship.txt v1"], "test -f ship.txt")
     assert assay("release", "ship", "--force", "--reason", "reassigned", "--forge", desks.url).code == 0
