@@ -60,11 +60,19 @@ def site(data: dict[str, Any]) -> dict[str, str]:
 # -- the index ----------------------------------------------------------------------------------
 
 
+DONE_SHOWN = 200  # done cards on the index; the rest are counted, and keep their own pages
+
+
 def index_page(data: dict[str, Any]) -> str:
     desks = sorted({c["desk"] for c in data["briefs"] if c["desk"]})
     columns = []
     for col in data["columns"]:
-        cards = "\n".join(card_html(c) for c in data["briefs"] if c["column"] == col["id"]) or NONE
+        members = [c for c in data["briefs"] if c["column"] == col["id"]]
+        shown = members[:DONE_SHOWN] if col["id"] == "done" else members
+        cards = "\n".join(card_html(c) for c in shown) or NONE
+        if len(shown) < len(members):  # a fleet's done briefs would make the page grow without end
+            cards += (f'\n<p class="muted">and {len(members) - len(shown)} more done: each has its page under '
+                      "<code>briefs/</code>, and all are in <code>board.json</code></p>")
         columns.append(f'<section class="column" data-column="{esc(col["id"])}" aria-label="{esc(col["title"])}">'
                        f'<h2>{esc(col["title"])} <span class="count">{col["count"]}</span></h2>\n'
                        f"{cards}</section>")

@@ -218,3 +218,23 @@ def test_chromium_renders_the_board_and_runs_no_data(fleet: Fleet, tmp_path: Pat
     shot = tmp_path / "board.png"
     _chromium(tmp_path, f"--screenshot={shot}", "--window-size=390,844", url)  # a phone's viewport
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
+
+
+def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fleet) -> None:
+    import json
+
+    from assay.boardrender import DONE_SHOWN, index_page
+
+    data = json.loads((fleet.out / "board.json").read_text(encoding="utf-8"))
+    [done] = [c for c in data["briefs"] if c["column"] == "done"]
+    many = DONE_SHOWN + 37
+    data["briefs"] += [{**done, "id": f"old{i:04d}"} for i in range(many - 1)]
+    for col in data["columns"]:
+        if col["id"] == "done":
+            col["count"] = many
+    page = Page()
+    page.feed(index_page(data))
+    assert len(page.cards["done"]) == DONE_SHOWN
+    assert f"and {many - DONE_SHOWN} more done" in "".join(page.text)
+    assert {col: sorted(ids) for col, ids in page.cards.items() if col != "done"} == \
+        {col: ids for col, ids in EXPECTED.items() if col != "done"}
