@@ -353,14 +353,18 @@ def build(git: ForgeGit, reviews: Reviews, out: Path, now: float | None = None) 
         raise UsageError(f"{out} exists and is not a folder", hint="pass another -o DIR")
     data = assemble(read_forge(git, reviews), git.url, time.time() if now is None else now)
     files = boardrender.site(data)
-    (out / "briefs").mkdir(parents=True, exist_ok=True)
-    size = 0
-    for name, text in files.items():
-        encoded = text.encode("utf-8")
-        (out / name).write_bytes(encoded)
-        size += len(encoded)
     board_json = (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-    (out / "board.json").write_bytes(board_json)
+    size = 0
+    try:
+        (out / "briefs").mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            encoded = text.encode("utf-8")
+            (out / name).write_bytes(encoded)
+            size += len(encoded)
+        (out / "board.json").write_bytes(board_json)
+    except OSError as exc:
+        raise UsageError(f"cannot write the board into {out}: {exc.strerror or exc}",
+                         hint="pass -o DIR, a folder you can write") from None
     trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
     return Built(out, len(data["briefs"]), len(files) + 1, size + len(board_json), trips,
                  time.perf_counter() - started, {c["id"]: c["count"] for c in data["columns"]})

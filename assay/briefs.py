@@ -82,6 +82,21 @@ def compose_yaml(text: str) -> Any:
     return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
+def compose_mapping(text: str, path: str, what: str) -> tuple[Any, list[Problem]]:
+    """The YAML mapping a definition file holds (desks, sweepers), or the one problem, with its line, that
+    stops it from being read."""
+    import yaml
+
+    try:
+        root = compose_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        return None, [Problem(path, mark.line + 1 if mark else None, "not valid YAML")]
+    if not isinstance(root, yaml.MappingNode):
+        return None, [Problem(path, 1, f"{what} is a mapping of keys such as `name:`")]
+    return root, []
+
+
 def brief_id_from_path(path: Path) -> str:
     return path.name.removesuffix(".md")
 

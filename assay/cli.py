@@ -549,7 +549,7 @@ def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> No
     from assay.audit import audit, audit_all
 
     if bool(brief) == every:
-        raise click.UsageError("give a BRIEF or --all, not both")
+        raise click.UsageError("give a BRIEF or --all, not both" if every else "give a BRIEF, or --all for every brief")
     audits = audit_all(ports.git, ports.claims, ports.reviews) if every else \
         [audit(ports.git, ports.claims, ports.reviews, str(brief))]
     found = [a.view() for a in audits]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assay.briefs import Brief, Problem, compose_yaml, construct_value, main_folder
+from assay.briefs import Brief, Problem, compose_mapping, construct_value, main_folder
 from assay.errors import ConfigInvalid
 from assay.git import ForgeGit
 from assay.records import MAIN_REF, check_tip
@@ -48,13 +48,9 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     def bad(node: Any, message: str, hint: str = "") -> None:
         problems.append(Problem(path, node.start_mark.line + 1 if node is not None else None, message, hint))
 
-    try:
-        root = compose_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        return None, [Problem(path, mark.line + 1 if mark else None, "not valid YAML")]
-    if not isinstance(root, yaml.MappingNode):
-        return None, [Problem(path, 1, "a desk definition is a mapping of keys such as `name:`")]
+    root, unreadable = compose_mapping(text, path, "a desk definition")
+    if root is None:
+        return None, unreadable
     nodes: dict[str, Any] = {}
     for key, value in root.value:
         if key.value not in KEYS:

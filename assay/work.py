@@ -50,14 +50,14 @@ class BriefWork:
         # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
         opened = self.reviews.refs_backed
         if opened:
-            session.step("review", lambda key: self._open_review(head), policy="idempotent")
+            session.step("review", partial(self._open_review, head), policy="idempotent")
         feedback = ""
         for attempt in range(1, self.spec.attempts + 1):
             agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
                                  input={"attempt": attempt}, policy="idempotent")  # intent on the forge first
             head = session.step("push", lambda key: self._push(), input={"attempt": attempt}, policy="idempotent")
             if not opened and head != main:
-                session.step("review", partial(self._open_review_at, head), policy="idempotent")
+                session.step("review", partial(self._open_review, head), policy="idempotent")
                 opened = True  # opened: once per run
             verdict = session.step("verify", partial(self._verify, head), input={"attempt": attempt, "head": head},
                                    policy="safe")
@@ -74,7 +74,7 @@ class BriefWork:
             self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
             return "blocked"
         if not opened:  # verified on a branch without commits of its own: open it now
-            session.step("review", partial(self._open_review_at, head), policy="idempotent")
+            session.step("review", partial(self._open_review, head), policy="idempotent")
         session.step("ready", lambda key: self._mark_ready(head), input={"head": head}, policy="idempotent")
         session.end_run(sync=False)
         session.wait("review")  # the run's end, the entry and the claim change in one push
@@ -90,14 +90,11 @@ class BriefWork:
                                  refs=[RefUpdate(self.branch_ref, main)])
         return main
 
-    def _open_review(self, head: str) -> str:
+    def _open_review(self, head: str, key: str = "") -> str:
         """Open the draft review (its intent is already on the forge: the step is idempotent, so fenced)."""
         review = self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head)
         self.reviews.label(self.brief.id, review.record.state, self.spec.name)
         return review.record.state
-
-    def _open_review_at(self, head: str, key: str) -> str:
-        return self._open_review(head)
 
     def _post_statuses(self, head: str, key: str) -> int:
         """The verify rows' evidence at `head`, as the journal has it, posted as commit statuses."""

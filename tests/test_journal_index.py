@@ -22,9 +22,9 @@ from assay.git import ForgeGit
 from assay.journal import KEEP_AFTER, read_indexed, read_log
 from assay.records import JournalEntry
 from assay.steps import input_sha, open_session
-from tests.conftest import Forge, assay, git
+from tests.conftest import Forge, assay
 from tests.journal_check import entries, invariants
-from tests.test_scale import commit, fast_import
+from tests.test_journal_cache import append
 
 AT = "2026-01-01T00:00:00Z"
 REF = "refs/assay/journal/alpha"
@@ -52,17 +52,6 @@ def steps(first: int, count: int, run: str = "old") -> list[JournalEntry]:
     for i in range(count):
         out += completed(first + 2 * i, f"s{first + 2 * i}", run, f"recorded s{first + 2 * i}\n")
     return out
-
-
-def append(forge: Forge, entries: list[JournalEntry], ref: str = REF, new: bool = False) -> None:
-    """One commit per entry on `ref`, after its tip; `new`: a new chain put in its place (a forced rewrite)."""
-    target = "refs/rewrite/chain" if new else ref
-    parent = None if new else forge.tip(ref)
-    fast_import(forge, b"".join(commit(target, {"entries.jsonl": (e.encode() + "\n").encode()},
-                                       parent if i == 0 else None) for i, e in enumerate(entries)))
-    if new:
-        git("--git-dir", str(forge.path), "update-ref", ref, target)
-        git("--git-dir", str(forge.path), "update-ref", "-d", target)
 
 
 def index_file(brief: str = "alpha") -> Path:
