@@ -26,11 +26,15 @@ from assay.records import (
     JournalEntry,
     ReviewRecord,
     decode_review,
+    parse_iso,
     review_ref,
     validate_brief_id,
 )
 from assay.steps import input_sha
 
+LIVE = ("held", "waiting")  # claim states in which an epoch holds custody
+LABEL_PREFIXES = ("assay:", "desk:")  # the labels Assay writes on a pull request; people's own are not audited
+CLOCK_SKEW_S = 120  # how far a desk's clock and the forge's may disagree: writes closer than this are not judged
 CHECKS = ("branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder")
 
 
@@ -113,7 +117,8 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str) ->
                 None)
     branch = _branch_commits(git, brief, base)
     review_chain = _review_chain(git, brief) if reviews.refs_backed else []
-    pull = None if reviews.refs_backed else _pull_history(reviews, brief)
+    named = [str((e.data or {}).get(k)) for e in log.entries for k in ("head", "pushed") if (e.data or {}).get(k)]
+    pull = None if reviews.refs_backed else _pull_history(reviews, brief, list(dict.fromkeys(named)))
     mains = [base] if base else []
     merged = next((r.merged_commit for _, r in review_chain if r.merged_commit), "")
     if merged:
@@ -179,22 +184,34 @@ def _review_chain(git: ForgeGit, brief: str) -> list[tuple[str, ReviewRecord]]:
     return out
 
 
-def _pull_history(reviews: Reviews, brief: str) -> dict[str, Any] | None:
-    """The pull request as the audit reads it: the writes a desk made to it (ready, statuses) and its events."""
+def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[str, Any] | None:
+    """The pull request as the audit reads it: the writes made to it (statuses, ready, Assay's labels), each
+    with GitHub's time and author, and the events of its timeline."""
     history = getattr(reviews, "history", None)
-    pull = history(brief) if callable(history) else None
+    pull = history(brief, heads) if callable(history) else None
     if not isinstance(pull, dict):
         return None
     head, number = str(pull["head"]), pull["number"]
-    writes: list[dict[str, Any]] = [{"kind": "status", "head": head, **s} for s in pull["statuses"]]
+    writes: list[dict[str, Any]] = [{"kind": "status", **s} for s in pull["statuses"]]
     events = [{"at": pull["opened_at"], "what": f"pull request #{number} opened", "ref": f"pull/{number}"}]
-    events += [{"at": s["at"], "what": f"status {s['context']} {s['state']} on {head[:10]}", "ref": head}
-               for s in pull["statuses"]]
-    if not pull["draft"]:
-        writes.append({"kind": "ready", "head": head})
-    if pull["merged"]:
+    events += [{"at": s["at"], "what": f"status {s['context']} {s['state']} on {s['head'][:10]} by {s['by']}",
+                "ref": s["head"]} for s in pull["statuses"]]
+    for e in pull.get("events", []):
+        what, label = e["event"], e["label"]
+        if what in ("labeled", "unlabeled") and label.startswith(LABEL_PREFIXES):
+            writes.append({"kind": "label", "action": what, "label": label, "at": e["at"], "by": e["by"]})
+        elif what == "ready_for_review":
+            writes.append({"kind": "ready", "head": "", "at": e["at"], "by": e["by"]})
+        events.append({"at": e["at"], "what": " ".join(filter(None, [what, label, f"by {e['by']}"])),
+                       "ref": e["commit"] or f"pull/{number}"})
+    events += [{"at": r["at"], "what": f"review {r['state'].lower()} by {r['by']} at {r['commit'][:10]}",
+                "ref": r["commit"]} for r in pull.get("reviews", [])]
+    if not pull["draft"] and not any(w["kind"] == "ready" for w in writes):  # ready with no event (opened so)
+        writes.append({"kind": "ready", "head": head, "at": "", "by": ""})
+    if pull["merged"] and not any(e["event"] == "merged" for e in pull.get("events", [])):
         events.append({"at": pull["merged_at"], "what": f"merged {head[:10]}", "ref": pull["merge_commit"]})
-    return {**pull, "writes": writes, "events": events, "ready_head": "" if pull["draft"] else head,
+    return {**pull, "writes": writes, "events": events,
+            "ready_head": head if not pull["draft"] and not pull["merged"] else "",
             "merged_head": head if pull["merged"] else ""}
 
 
@@ -292,7 +309,7 @@ def check_unsafe_once(h: History) -> Check:
 
 
 def check_fenced_writes(h: History) -> Check:
-    held = {c.record.epoch for c in h.claims if c.record.state in ("held", "waiting")}
+    held = {c.record.epoch for c in h.claims if c.record.state in LIVE}
     notes = [e for e in h.journal if e.kind == "note" and (e.data or {}).get("review") == "ready"]
     bad, count = [], 0
     previous = None
@@ -308,33 +325,104 @@ def check_fenced_writes(h: History) -> Check:
     if h.pull is not None:
         writes = _pull_writes(h)
         count += len(writes)
-        bad += writes_without_intent(h, writes, held)
+        bad += writes_without_intent(h, writes)
     if bad:
         return Check("fenced-writes", False, "; ".join(bad))
-    return Check("fenced-writes", True, f"{count} forge write(s), each after its journal entry")
+    return Check("fenced-writes", True, f"{count} forge write(s), each after its journal entry, under a live epoch")
 
 
 def _pull_writes(h: History) -> list[dict[str, Any]]:
     return [w for w in (h.pull or {}).get("writes", []) if isinstance(w, dict)]
 
 
-def writes_without_intent(h: History, writes: list[dict[str, Any]], held: set[int]) -> list[str]:
-    """GitHub writes (ready, status) that no fenced journal entry announced before them."""
+def custody(h: History) -> dict[int, tuple[str, str, str]]:
+    """Each epoch's custody by the claim chain: (from, until or "" while it lasts, desk). It begins at the
+    epoch's first held record and ends at the first record where it is no longer held or waiting."""
+    spans: dict[int, list[str]] = {}
+    for c in h.claims:
+        r = c.record
+        for epoch, span in spans.items():
+            if not span[1] and (epoch < r.epoch or (epoch == r.epoch and r.state not in LIVE)):
+                span[1] = r.at
+        if r.state in LIVE and r.epoch not in spans:
+            spans[r.epoch] = [r.at, "", r.desk]
+    return {epoch: (span[0], span[1], span[2]) for epoch, span in spans.items()}
+
+
+def _seconds(at: str) -> float | None:
+    try:
+        return parse_iso(at).timestamp()
+    except ValueError:
+        return None
+
+
+def _live_at(spans: dict[int, tuple[str, str, str]], epoch: int, at: str) -> bool:
+    """Whether `epoch` held the claim at `at` (GitHub's clock), give or take CLOCK_SKEW_S."""
+    if epoch not in spans:
+        return False
+    when, start, end = _seconds(at), _seconds(spans[epoch][0]), _seconds(spans[epoch][1])
+    if when is None:
+        return True  # no time to judge by: the epoch held the claim at some point
+    return (start is None or start - CLOCK_SKEW_S <= when) and (end is None or when <= end + CLOCK_SKEW_S)
+
+
+def _announced(entry: JournalEntry, at: str) -> bool:
+    """Whether the journal entry came before a write made at `at`, give or take CLOCK_SKEW_S."""
+    when, said = _seconds(at), _seconds(entry.at)
+    return when is None or said is None or said <= when + CLOCK_SKEW_S
+
+
+def _unfenced(what: str, candidates: list[JournalEntry], at: str, spans: dict[int, tuple[str, str, str]]) -> str:
+    """Why none of the entries announcing a write fences it ("" if one does)."""
+    if any(_live_at(spans, e.epoch, at) and _announced(e, at) for e in candidates):
+        return ""
+    first = candidates[0]
+    if not any(_announced(e, at) for e in candidates):
+        return f"{what} came at {at}, before the journal announced it (#{first.seq} at {first.at})"
+    ended = "; ".join(f"epoch {e.epoch} held it {spans[e.epoch][0]} to {spans[e.epoch][1] or 'now'}"
+                      if e.epoch in spans else f"epoch {e.epoch} never held it" for e in candidates[-1:])
+    return f"{what} came at {at}, when no epoch that announced it held the claim ({ended})"
+
+
+def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]:
+    """GitHub writes (statuses, ready, Assay's labels) that no journal entry announced before them, under an
+    epoch that held the claim when GitHub recorded the write."""
+    spans = custody(h)
+    ready_notes = [e for e in h.journal if e.kind == "note" and (e.data or {}).get("review") == "ready"]
     bad = []
     for w in writes:
-        head = str(w.get("head", ""))
+        head, at, by = str(w.get("head", "")), str(w.get("at", "")), str(w.get("by", ""))
+        who = f" by {by}" if by else ""
         if w.get("kind") == "status":
+            what = f"status {w.get('context')!r} on {head[:10]}{who}"
             wanted = input_sha({"head": head})
-            if not any(e.kind == "intent" and e.step == "statuses" and e.input_sha == wanted and e.epoch in held
-                       for e in h.journal):
-                bad.append(f"status {w.get('context')!r} on {head[:10]} has no `statuses` intent for that head")
+            intents = [e for e in h.journal if e.kind == "intent" and e.step == "statuses" and e.input_sha == wanted]
+            if not intents:
+                bad.append(f"{what} has no `statuses` intent for that head")
+            elif why := _unfenced(what, intents, at, spans):
+                bad.append(why)
             elif not _status_matches(h, w):
                 bad.append(f"status {w.get('context')!r} ({w.get('state')}) on {head[:10]} is no verify "
                            "evidence that the `statuses` intent posted")
-        elif w.get("kind") == "ready" and not any(
-                e.kind == "note" and (e.data or {}).get("review") == "ready" and (e.data or {}).get("head") == head
-                and e.epoch in held for e in h.journal):
-            bad.append(f"the pull request was marked ready at {head[:10]} with no journal note for it")
+        elif w.get("kind") == "ready":
+            notes = [e for e in ready_notes if not head or (e.data or {}).get("head") == head]
+            what = f"the pull request was marked ready{who}" + (f" at {head[:10]}" if head else "")
+            if not notes:
+                bad.append(f"{what} with no journal note for it")
+            elif why := _unfenced(what, notes, at, spans):
+                bad.append(why)
+        elif w.get("kind") == "label":
+            label = str(w.get("label", ""))
+            what = f"label {label!r} {'added' if w.get('action') == 'labeled' else 'removed'}{who}"
+            announcing = [e for e in h.journal if (e.kind == "intent" and e.step == "review") or e in ready_notes]
+            if label.startswith("desk:"):
+                announcing = [e for e in announcing if e.epoch in spans and spans[e.epoch][2] == label[5:]]
+            if not announcing:
+                bad.append(f"{what} has no journal entry announcing it"
+                           + (f" (no epoch of desk {label[5:]!r} opened or readied the review)"
+                              if label.startswith("desk:") else ""))
+            elif why := _unfenced(what, announcing, at, spans):
+                bad.append(why)
     return bad
 
 

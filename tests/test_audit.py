@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from assay.git import ForgeGit
 from assay.journal import Journal
 from tests.conftest import Forge, assay, git
 from tests.fakegithub import FakeGitHub
+from tests.fakegithub.state import Pull
 from tests.journal_check import entries
 from tests.test_desk import DESK, brief, publish, run_desk
 from tests.test_github_forge import NAME, OWNER, github_repo
@@ -152,8 +154,16 @@ def test_bad_input_is_exit_2_without_a_traceback(desks: Forge, args: list[str]) 
     assert run.code == 2 and "Traceback" not in run.err and run.err.strip()
 
 
-def test_a_status_posted_on_github_without_an_intent_fails_fenced_writes(forge: Forge, fake_github: FakeGitHub,
-                                                                          tmp_path: Path) -> None:
+@dataclass
+class OnGitHub:
+    fake: FakeGitHub
+    env: dict[str, str]
+    pull: Pull
+
+
+@pytest.fixture
+def on_github(forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> OnGitHub:
+    """A real desk works brief `gh` on the fake GitHub to a pull request marked ready; the claim waits on it."""
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "briefs/gh.md": brief("Gh", ["write gh.txt hi", "deploy"], "test -f gh.txt")})
     url = github_repo(fake_github, forge.seed)
@@ -163,18 +173,81 @@ def test_a_status_posted_on_github_without_an_intent_fails_fenced_writes(forge: 
     desk = assay("desk", "run", "builder", "--once", env=env, timeout=180)
     assert desk.code == 0 and "review ready" in desk.out, desk.err
     [pull] = fake_github.pulls(OWNER, NAME)
-    clean = assay("audit", "gh", "--json", env=env)
-    view = clean.json()
-    assert isinstance(view, dict) and failed(view) == {} and clean.code == 0
-    assert any(e["source"] == "review" and "status assay/verify/check success" in e["what"] for e in view["timeline"])
-    body = json.dumps({"state": "success", "context": "assay/verify/extra"}).encode()
-    request = urllib.request.Request(f"{fake_github.api_url}/repos/{OWNER}/{NAME}/statuses/{pull.head_sha}",
-                                     data=body, method="POST",
-                                     headers={"Authorization": f"token {fake_github.token}",
-                                              "Content-Type": "application/json"})
+    return OnGitHub(fake_github, env, pull)
+
+
+def audited_on(gh: OnGitHub) -> tuple[int, dict[str, Any]]:
+    run = assay("audit", "gh", "--json", env=gh.env)
+    view = run.json()
+    assert isinstance(view, dict), run.err
+    return run.code, view
+
+
+def api(gh: OnGitHub, method: str, path: str, body: Any) -> int:
+    """A write to the fake's REST API with the desk's own token, as a misbehaving holder could make it."""
+    request = urllib.request.Request(f"{gh.fake.api_url}/repos/{OWNER}/{NAME}/{path}", data=json.dumps(body).encode(),
+                                     method=method, headers={"Authorization": f"token {gh.fake.token}",
+                                                             "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
-        assert answer.status == 201
-    tampered = assay("audit", "gh", "--json", env=env)
-    view = tampered.json()
-    assert isinstance(view, dict) and tampered.code == 1 and set(failed(view)) == {"fenced-writes"}
+        return int(answer.status)
+
+
+def test_a_status_posted_on_github_without_an_intent_fails_fenced_writes(on_github: OnGitHub) -> None:
+    code, view = audited_on(on_github)
+    assert failed(view) == {} and code == 0
+    assert any(e["source"] == "review" and "status assay/verify/check success" in e["what"] for e in view["timeline"])
+    assert api(on_github, "POST", f"statuses/{on_github.pull.head_sha}",
+               {"state": "success", "context": "assay/verify/extra"}) == 201
+    code, view = audited_on(on_github)
+    assert code == 1 and set(failed(view)) == {"fenced-writes"}
     assert "'assay/verify/extra'" in failed(view)["fenced-writes"]
+
+
+def test_a_merged_pull_request_passes_with_its_labels_ready_and_merge_in_the_timeline(on_github: OnGitHub) -> None:
+    on_github.fake.merge(OWNER, NAME, on_github.pull.number, by="maintainer")  # a person merges it on GitHub
+    settle = assay("desk", "run", "builder", "--once", env=on_github.env, timeout=180)
+    assert settle.code == 0, settle.err
+    claims = assay("claims", "--json", env=on_github.env).json()
+    assert isinstance(claims, dict) and [c["state"] for c in claims["claims"] if c["brief"] == "gh"] == ["done"]
+    code, view = audited_on(on_github)
+    assert code == 0 and failed(view) == {}, failed(view)
+    reasons = {c["name"]: c["reason"] for c in view["checks"]}
+    assert f"merged {on_github.pull.head_sha[:10]}" in reasons["verify-evidence"]
+    writes = int(reasons["fenced-writes"].split()[0])
+    labels = on_github.fake.labels(OWNER, NAME, on_github.pull.number)
+    assert set(labels) == {"assay:ready", "desk:builder"}
+    events = [e.event for e in on_github.fake.repo(OWNER, NAME).events]
+    assert events.count("labeled") == 3 and events.count("unlabeled") == 1  # draft, desk, ready; draft removed
+    statuses = on_github.fake.statuses(OWNER, NAME, on_github.pull.head_sha)
+    assert writes == len(statuses) + events.count("ready_for_review") + 4 == 6, reasons["fenced-writes"]
+    review = [e["what"] for e in view["timeline"] if e["source"] == "review"]
+    for expected in ("labeled assay:draft by assay-bot", "labeled desk:builder by assay-bot",
+                     "ready_for_review by assay-bot", "unlabeled assay:draft by assay-bot",
+                     "merged by maintainer"):
+        assert any(line.startswith(expected) for line in review), (expected, review)
+
+
+def test_a_label_written_after_the_epoch_ended_fails_fenced_writes(on_github: OnGitHub) -> None:
+    assert assay("release", "gh", "--force", "--reason", "reassigned", env=on_github.env).code == 0
+    assert audited_on(on_github)[1]["passed"] is True
+    on_github.fake.clock_offset_s = 3600  # GitHub stamps the next write an hour after the release
+    assert api(on_github, "POST", f"issues/{on_github.pull.number}/labels", {"labels": ["assay:done"]}) == 200
+    code, view = audited_on(on_github)
+    assert code == 1 and set(failed(view)) == {"fenced-writes"}
+    reason = failed(view)["fenced-writes"]
+    assert "label 'assay:done' added by assay-bot" in reason and "when no epoch that announced it held" in reason
+    assert "epoch 1 held it" in reason
+
+
+def test_a_merged_head_that_was_never_verified_fails_verify_evidence(on_github: OnGitHub, tmp_path: Path) -> None:
+    clone = tmp_path / "person"
+    git("clone", "-q", "--branch", "assay/gh", str(on_github.fake.repo(OWNER, NAME).path), str(clone))
+    (clone / "gh.txt").write_text("changed after verification\n")
+    git("commit", "-q", "-am", "a late change", cwd=clone)
+    git("push", "-q", "origin", "HEAD:refs/heads/assay/gh", cwd=clone)
+    head = git("rev-parse", "HEAD", cwd=clone).strip()
+    on_github.fake.merge(OWNER, NAME, on_github.pull.number, by="maintainer")
+    code, view = audited_on(on_github)
+    assert code == 1 and "verify-evidence" in failed(view)
+    assert f"the head merged ({head[:10]}) has no verify evidence" in failed(view)["verify-evidence"]
+    assert "lacks the trailers" in failed(view)["branch-epochs"]  # and the commit came from no desk

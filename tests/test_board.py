@@ -4,6 +4,7 @@ the built pages are parsed (and, where Chromium is installed, rendered by it) an
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -19,11 +20,13 @@ import pytest
 from assay.claims import Claims
 from assay.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
+from tests.pngread import mean_brightness
 from tests.test_desk import DESK, brief, desk_env
 
 XSS = "<script>alert(1)</script>"
 EXPECTED = {"ready": ["xss"], "working": ["alpha"], "waiting": ["beta", "greet"], "blocked": ["gamma"],
             "unknown": ["delta"], "done": ["epsilon"]}
+ARTIFACTS = Path(os.environ.get("ASSAY_TEST_ARTIFACTS") or REPO / "test-artifacts")  # kept after the run
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 
@@ -205,7 +208,7 @@ def _chromium(tmp_path: Path, *args: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)")
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (sh tests/install-chromium.sh)")
 def test_chromium_renders_the_board_and_runs_no_data(fleet: Fleet, tmp_path: Path) -> None:
     url = (fleet.out / "index.html").as_uri()
     dom = _chromium(tmp_path, "--dump-dom", url)
@@ -215,9 +218,11 @@ def test_chromium_renders_the_board_and_runs_no_data(fleet: Fleet, tmp_path: Pat
     assert page.scripts == 1 and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
     brief_dom = _chromium(tmp_path, "--dump-dom", (fleet.out / "briefs" / "xss.html").as_uri())
     assert "<script" not in brief_dom and "&lt;script&gt;" in brief_dom
-    shot = tmp_path / "board.png"
-    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=390,844", url)  # a phone's viewport
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    light, dark = ARTIFACTS / "board-phone-light.png", ARTIFACTS / "board-phone-dark.png"
+    _chromium(tmp_path, f"--screenshot={light}", "--window-size=390,844", url)  # a phone's viewport
+    _chromium(tmp_path, "--force-dark-mode", f"--screenshot={dark}", "--window-size=390,844", url)
+    assert mean_brightness(light.read_bytes()) > 180 > 90 > mean_brightness(dark.read_bytes())
 
 
 def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fleet) -> None:

@@ -195,6 +195,15 @@ def test_a_draft_pull_request_from_open_to_merged(gh: FakeGitHub, work: Path) ->
     merged = repo.get_pull(pull.number)
     assert (merged.state, merged.merged, merged.merge_commit_sha, merged.merged_by.login) == (
         "closed", True, result.sha, "assay-bot")
+    status, _, body = request(gh, "GET", f"/repos/{OWNER}/{NAME}/issues/{pull.number}/events")
+    raw = json.loads(body)
+    assert status == 200 and not gh.schema_problems()
+    events = [(e["event"], e.get("label", {}).get("name"), e["actor"]["login"]) for e in raw]
+    assert events == [("ready_for_review", None, "assay-bot"), ("labeled", "assay:held", "assay-bot"),
+                      ("labeled", "desk:builder", "assay-bot"), ("unlabeled", "desk:builder", "assay-bot"),
+                      ("unlabeled", "assay:held", "assay-bot"), ("labeled", "assay:done", "assay-bot"),
+                      ("merged", None, "assay-bot"), ("closed", None, "assay-bot")]
+    assert [e["commit_id"] for e in raw if e["event"] == "merged"] == [result.sha]
 
 
 def test_the_head_follows_the_branch_and_the_person_merges(gh: FakeGitHub, work: Path) -> None:

@@ -18,7 +18,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -276,21 +276,34 @@ class GitHubReviews:
             raise ForgeError(f"GitHub's answer about pull request #{number} lacks {exc}") from None
         return Review(record, f"pull/{number}")
 
-    def history(self, brief: str) -> dict[str, Any] | None:
-        """What an audit reads of the pull request: its state, head, merge and the statuses on its head
-        (two reads, both conditional)."""
+    def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
+        """What an audit reads of the pull request: its state, head and merge; its issue events (labels,
+        ready, merge, close) and reviews; and the statuses on its head and on `heads` (the other heads the
+        journal names). Every read is conditional."""
         pull = self._find(validate_brief_id(brief))
         if pull is None:
             return None
+        number = int(pull.get("number") or 0)
         head = str(_at(pull, "head", "sha") or "")
-        statuses = self._get("statuses", f"{self._path}/commits/{head}/statuses", {"per_page": 100}) \
-            if _SHA.fullmatch(head) else []
-        return {"number": int(pull.get("number") or 0), "state": str(pull.get("state") or ""),
+        statuses = []
+        for sha in dict.fromkeys([h for h in (head, *heads) if _SHA.fullmatch(h)]):
+            listed = self._get("statuses", f"{self._path}/commits/{sha}/statuses", {"per_page": 100}) or []
+            statuses += [{"head": sha, "context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
+                          "at": _iso(s.get("created_at")), "by": _login(s.get("creator"))}
+                         for s in reversed(listed) if isinstance(s, dict)]
+        events = self._get("events", f"{self._path}/issues/{number}/events", {"per_page": 100}) or []
+        reviews = self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) or []
+        return {"number": number, "state": str(pull.get("state") or ""),
                 "draft": bool(pull.get("draft")), "merged": _merged(pull), "head": head,
                 "merge_commit": str(pull.get("merge_commit_sha") or "") if _merged(pull) else "",
                 "opened_at": _iso(pull.get("created_at")), "merged_at": _iso(pull.get("merged_at")),
-                "statuses": [{"context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
-                              "at": _iso(s.get("created_at"))} for s in statuses or [] if isinstance(s, dict)]}
+                "statuses": statuses,
+                "events": [{"event": str(e.get("event") or ""), "at": _iso(e.get("created_at")),
+                            "by": _login(e.get("actor")), "label": str(_at(e, "label", "name") or ""),
+                            "commit": str(e.get("commit_id") or "")} for e in events if isinstance(e, dict)],
+                "reviews": [{"state": str(r.get("state") or ""), "at": _iso(r.get("submitted_at")),
+                             "by": _login(r.get("user")), "commit": str(r.get("commit_id") or "")}
+                            for r in reviews if isinstance(r, dict)]}
 
     # -- changes --------------------------------------------------------------------------------
 
@@ -449,6 +462,10 @@ def _at(data: dict[str, Any], *keys: str) -> Any:
     for key in keys:
         data = data.get(key) if isinstance(data, dict) else None  # type: ignore[assignment]
     return data
+
+
+def _login(user: object) -> str:
+    return str(user.get("login") or "") if isinstance(user, dict) else ""
 
 
 def _merged(pull: dict[str, Any]) -> bool:

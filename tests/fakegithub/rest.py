@@ -12,6 +12,7 @@ from tests.fakegithub import gitside
 from tests.fakegithub.faults import DOCS
 from tests.fakegithub.state import (
     Comment,
+    IssueEvent,
     Pull,
     Repo,
     Review,
@@ -20,6 +21,7 @@ from tests.fakegithub.state import (
     combined_status_json,
     comment_json,
     commit_json,
+    issue_event_json,
     label_json,
     now_iso,
     pull_json,
@@ -181,6 +183,7 @@ def update_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
     if state and state != pull.state:
         pull.state = state
         pull.closed_at = now_iso() if state == "closed" else None
+        repo.events.append(IssueEvent(pull.number, req.user, "closed" if state == "closed" else "reopened"))
     pull.updated_at = now_iso()
     return Reply(200, pull_json(repo.refresh(pull), repo, gh.urls))
 
@@ -220,6 +223,7 @@ def merge(repo: Repo, pull: Pull, user: User, method: str, sha: str | None, titl
         return error(405, "Pull Request is not mergeable")
     pull.state, pull.merged_at, pull.closed_at = "closed", now_iso(), now_iso()
     pull.merged_by, pull.merge_commit_sha, pull.updated_at = user, merged, now_iso()
+    repo.events += [IssueEvent(pull.number, user, "merged", commit_id=merged), IssueEvent(pull.number, user, "closed")]
     return Reply(200, {"sha": merged, "merged": True, "message": "Pull Request successfully merged"})
 
 
@@ -239,6 +243,15 @@ def list_comments(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
         return NOT_FOUND
     repo, pull = found
     return Reply(200, items=[comment_json(c, repo, gh.urls) for c in repo.comments if c.issue == pull.number])
+
+
+@route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/events")
+def list_issue_events(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    found = _pull(gh, m, "issue_number")
+    if found is None:
+        return NOT_FOUND
+    repo, pull = found
+    return Reply(200, items=[issue_event_json(e, repo, gh.urls) for e in repo.events if e.issue == pull.number])
 
 
 @route("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments")
@@ -288,6 +301,8 @@ def _set_labels(gh: FakeGitHub, req: Request, m: dict[str, str], replace: bool) 
         canonical = repo.label(name).name
         if canonical not in keep:
             keep.append(canonical)
+    repo.events += [IssueEvent(pull.number, req.user, "unlabeled", n) for n in pull.labels if n not in keep]
+    repo.events += [IssueEvent(pull.number, req.user, "labeled", n) for n in keep if n not in pull.labels]
     pull.labels = keep
     return _labels_reply(gh, repo, pull)
 
@@ -312,6 +327,7 @@ def remove_label(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
     kept = [n for n in pull.labels if n.lower() != name.lower()]
     if len(kept) == len(pull.labels):
         return error(404, "Label does not exist")
+    repo.events += [IssueEvent(pull.number, req.user, "unlabeled", n) for n in pull.labels if n not in kept]
     pull.labels = kept
     return _labels_reply(gh, repo, pull)
 
@@ -406,9 +422,10 @@ def add_review(repo: Repo, pull: Pull, user: User, state: str, body: str) -> Rev
 
 
 GRAPHQL_DRAFT = {"markPullRequestReadyForReview": False, "convertPullRequestToDraft": True}
+GRAPHQL_EVENT = {"markPullRequestReadyForReview": "ready_for_review", "convertPullRequestToDraft": "convert_to_draft"}
 
 
-def graphql(gh: FakeGitHub, body: Any) -> dict[str, Any]:
+def graphql(gh: FakeGitHub, body: Any, user: User) -> dict[str, Any]:
     """The two mutations PyGithub sends for a pull request's draft flag, resolved by node id."""
     query = body.get("query", "") if isinstance(body, dict) else ""
     variables = body.get("variables") or {} if isinstance(body, dict) else {}
@@ -425,6 +442,8 @@ def graphql(gh: FakeGitHub, body: Any) -> dict[str, Any]:
                 if pull.state != "open":
                     return {"data": {name: None}, "errors": [{"type": "UNPROCESSABLE", "path": [name],
                                                                 "message": "Pull request is closed"}]}
+                if pull.draft != GRAPHQL_DRAFT[name]:
+                    repo.events.append(IssueEvent(pull.number, user, GRAPHQL_EVENT[name]))
                 pull.draft, pull.updated_at = GRAPHQL_DRAFT[name], now_iso()
                 return {"data": {name: {"clientMutationId": given.get("clientMutationId"),
                                         "pullRequest": {"isDraft": pull.draft}}}}

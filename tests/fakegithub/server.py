@@ -23,7 +23,7 @@ from typing import Any
 from tests.fakegithub import gitside, rest
 from tests.fakegithub.faults import DOCS, Fault, FaultQueue, fault_response
 from tests.fakegithub.openapi import validate
-from tests.fakegithub.state import Comment, Pull, Repo, Status, Urls, User, now_iso
+from tests.fakegithub.state import CLOCK, Comment, IssueEvent, Pull, Repo, Status, Urls, User, now_iso
 
 API_PREFIX = "/api/v3"
 GRAPHQL_PATHS = ("/api/graphql", "/graphql")
@@ -81,6 +81,16 @@ class FakeGitHub:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.urls = Urls("", "")
+        self.clock_offset_s = 0.0
+
+    @property
+    def clock_offset_s(self) -> float:
+        """How far GitHub's clock runs ahead of this machine's (negative: behind), for every time it stamps."""
+        return CLOCK["offset_s"]
+
+    @clock_offset_s.setter
+    def clock_offset_s(self, seconds: float) -> None:
+        CLOCK["offset_s"] = seconds
 
     # lifecycle ---------------------------------------------------------------
     def start(self) -> FakeGitHub:
@@ -170,8 +180,10 @@ class FakeGitHub:
 
     def close(self, owner: str, name: str, number: int) -> None:
         with self.lock:
-            pull = self.repo(owner, name).pulls[number]
+            repo = self.repo(owner, name)
+            pull = repo.pulls[number]
             pull.state, pull.closed_at = "closed", now_iso()
+            repo.events.append(IssueEvent(number, self.person("maintainer"), "closed"))
 
     # inspecting state --------------------------------------------------------
     def pulls(self, owner: str, name: str) -> list[Pull]:
@@ -285,7 +297,7 @@ class FakeGitHub:
                 quota.used += 1
                 self.calls[("POST", "/graphql")] += 1
                 return status, {**quota.headers(), **extra}, json.dumps(payload).encode()
-            payload = rest.graphql(self, body)
+            payload = rest.graphql(self, body, user)
             quota.used += 1
             self.calls[("POST", "/graphql")] += 1
             self.graphql_sent.append(payload)

@@ -14,8 +14,11 @@ from tests.fakegithub import gitside
 _ids = itertools.count(1001)
 
 
+CLOCK = {"offset_s": 0.0}  # GitHub's clock against this machine's: `FakeGitHub.clock_offset_s` sets it
+
+
 def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + CLOCK["offset_s"]))
 
 
 def node_id(kind: str, ident: int) -> str:
@@ -75,6 +78,19 @@ class Review:
 
 
 @dataclass
+class IssueEvent:
+    """One entry of a pull request's issue events: labeled, unlabeled, ready_for_review, merged, closed…"""
+
+    issue: int
+    actor: User
+    event: str
+    label: str | None = None
+    commit_id: str | None = None
+    at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
 class Pull:
     number: int
     title: str
@@ -111,6 +127,7 @@ class Repo:
     comments: list[Comment] = field(default_factory=list)
     statuses: list[Status] = field(default_factory=list)
     reviews: list[Review] = field(default_factory=list)
+    events: list[IssueEvent] = field(default_factory=list)
     next_number: int = 1
     created_at: str = field(default_factory=now_iso)
     id: int = field(default_factory=lambda: next(_ids))
@@ -276,6 +293,18 @@ def review_json(v: Review, r: Repo, urls: Urls) -> dict[str, Any]:
             "state": v.state, "html_url": web, "pull_request_url": api, "commit_id": v.commit_id,
             "submitted_at": v.at, "author_association": "COLLABORATOR",
             "_links": {"html": {"href": web}, "pull_request": {"href": api}}}
+
+
+def issue_event_json(e: IssueEvent, r: Repo, urls: Urls) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{r.full_name}"
+    out: dict[str, Any] = {
+        "id": e.id, "node_id": node_id("IE", e.id), "url": f"{api}/issues/events/{e.id}",
+        "actor": user_json(e.actor, urls), "event": e.event, "commit_id": e.commit_id,
+        "commit_url": f"{api}/commits/{e.commit_id}" if e.commit_id else None, "created_at": e.at,
+        "performed_via_github_app": None}
+    if e.label is not None:
+        out["label"] = {"name": e.label, "color": r.label(e.label).color}
+    return out
 
 
 def commit_json(c: gitside.CommitInfo, r: Repo, urls: Urls) -> dict[str, Any]:

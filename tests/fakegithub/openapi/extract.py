@@ -39,6 +39,7 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}/events", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "post"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "put"),
