@@ -10,6 +10,8 @@ and `build` writes them. Nothing here writes to the forge.
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,11 +173,14 @@ def _observations(git: ForgeGit, tip: str | None, problems: list[str]) -> tuple[
 
 
 def review_linker(url: str) -> Callable[[Review], str]:
-    """A review's web address: the pull request on GitHub; on a plain forge the brief page's review section."""
-    target = target_of(url)
-    if target is None:
+    """A review's web address: the pull request on GitHub (github.com, or the host of `ASSAY_GITHUB_API`), on
+    the forge's own web host; on a plain forge the brief page's review section."""
+    target = target_of(url, os.environ.get("ASSAY_GITHUB_API") or None)
+    web = re.match(r"(?P<scheme>https?)://(?:[^@/]+@)?(?P<host>[^/]+)/|git@(?P<ssh>[^:]+):", url.strip())
+    if target is None or web is None:
         return lambda review: f"briefs/{review.brief}.html#review"
-    return lambda review: (f"https://github.com/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
+    origin = f"{web['scheme']}://{web['host']}" if web["scheme"] else f"https://{web['ssh']}"
+    return lambda review: (f"{origin}/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
                            else f"briefs/{review.brief}.html#review")
 
 

@@ -179,7 +179,7 @@ def review_html(review: dict[str, Any] | None) -> str:
     if review is None:
         return '<p class="muted">no review</p>'
     link = review["link"]
-    title = (f'<a href="{esc(link)}">{esc(review["title"])}</a>' if link.startswith("https://")
+    title = (f'<a href="{esc(link)}">{esc(review["title"])}</a>' if link.startswith(("https://", "http://"))
              else esc(review["title"]))
     return (f"<p>{title}: <strong>{esc(review['state'])}</strong> · branch <code>{esc(review['branch'])}</code>"
             f" · head <code>{esc(review['head'][:10])}</code> · {len(review['approvals'])} approvals"

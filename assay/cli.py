@@ -62,7 +62,7 @@ def cli(debug: bool) -> None:
 @click.option("--local-forge", type=click.Path(path_type=Path), metavar="DIR",
               help="Create a bare repository at DIR and use it as the forge (no server needed).")
 @click.option("--github", is_flag=True, help="Also write GitHub workflows: sweeps on a schedule, verify rows on "
-              "pull requests (.github/workflows/assay-*.yml).")
+              "pull requests, the board on GitHub Pages (.github/workflows/assay-*.yml).")
 @click.option("--workflows", metavar="OWNER/REPO@COMMIT",
               help="With --github: write small callers of the reusable workflows in OWNER/REPO at COMMIT "
               "(default: copies of them).")

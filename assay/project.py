@@ -40,7 +40,8 @@ class InitReport:
 
 
 SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
-WORKFLOWS = ("sweep.yml", "verify.yml")  # the workflows a repository runs Assay's sweeps and verify rows with
+# the workflows a repository runs Assay's sweeps, verify rows and board (on GitHub Pages) with
+WORKFLOWS = ("sweep.yml", "verify.yml", "board.yml")
 _PINNED = re.compile(r"(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{40})")
 CALLER = """# Written by `assay init --github`: calls Assay's reusable {name} workflow, pinned to a commit.
 name: assay {name}
@@ -52,12 +53,19 @@ permissions: {{}}
 jobs:
   {name}:
     permissions:
-      contents: {access}
+{permissions}
     uses: {repo}/.github/workflows/{name}.yml@{sha}
 """
 CALLER_ON = {
     "sweep": '  schedule:\n    - cron: "*/15 * * * *"\n  workflow_dispatch:\n',
     "verify": "  pull_request:\n    types: [opened, synchronize, reopened, ready_for_review]\n",
+    "board": '  schedule:\n    - cron: "7,37 * * * *"\n  workflow_dispatch:\n',
+}
+# a caller grants what every job of the called workflow asks for, and nothing more
+CALLER_PERMISSIONS = {
+    "sweep": {"contents": "write"},
+    "verify": {"contents": "read"},
+    "board": {"contents": "read", "pull-requests": "read", "pages": "write", "id-token": "write"},
 }
 
 
@@ -126,8 +134,9 @@ def _write_workflows(root: Path, pinned: re.Match[str] | None, report: InitRepor
             shutil.copyfile(defaults_dir("workflows") / name, dest)
         else:
             kind = name.removesuffix(".yml")
+            permissions = "\n".join(f"      {scope}: {access}" for scope, access in CALLER_PERMISSIONS[kind].items())
             dest.write_text(CALLER.format(name=kind, on=CALLER_ON[kind], repo=pinned["repo"], sha=pinned["sha"],
-                                          access="write" if kind == "sweep" else "read"), encoding="utf-8")
+                                          permissions=permissions), encoding="utf-8")
         report.created.append(str(dest.relative_to(root)))
 
 

@@ -243,3 +243,25 @@ def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fle
     assert f"and {many - DONE_SHOWN} more done" in "".join(page.text)
     assert {col: sorted(ids) for col, ids in page.cards.items() if col != "done"} == \
         {col: ids for col, ids in EXPECTED.items() if col != "done"}
+
+
+@pytest.mark.parametrize(("url", "api", "link"), [
+    ("https://github.com/acme/app.git", None, "https://github.com/acme/app/pull/7"),
+    ("git@github.com:acme/app.git", None, "https://github.com/acme/app/pull/7"),
+    ("https://x-access-token:s3cret@github.com/acme/app.git", None, "https://github.com/acme/app/pull/7"),
+    ("https://ghe.example.com/acme/app.git", "https://ghe.example.com/api/v3",
+     "https://ghe.example.com/acme/app/pull/7"),
+    ("https://ghe.example.com/acme/app.git", None, "briefs/app.html#review"),  # no API named: not GitHub
+    ("/srv/forge.git", "https://ghe.example.com/api/v3", "briefs/app.html#review"),
+])
+def test_a_pull_requests_link_is_on_the_forges_own_web_host(monkeypatch: pytest.MonkeyPatch, url: str,
+                                                            api: str | None, link: str) -> None:
+    from assay.board import review_linker
+    from assay.forge.base import Review
+    from assay.records import ReviewRecord
+
+    if api:
+        monkeypatch.setenv("ASSAY_GITHUB_API", api)
+    record = ReviewRecord(brief="app", branch="assay/app", title="App", state="ready", opened_at="", at="")
+    assert review_linker(url)(Review(record, "pull/7")) == link
+    assert review_linker(url)(Review(record, "0" * 40)) == "briefs/app.html#review"  # a review ref's commit

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -14,7 +15,10 @@ import pytest
 
 from assay.claims import Claims
 from assay.git import ForgeGit
-from tests.conftest import REPO, git
+from tests.conftest import REPO, Forge, assay, git
+from tests.fakegithub import FakeGitHub
+from tests.test_desk import DESK, brief, publish
+from tests.test_github_forge import NAME, OWNER, github_repo
 from tests.test_workflows import run_workflow_steps
 
 
@@ -38,7 +42,7 @@ def test_wheel_installs_and_runs(installed: tuple[Path, Path], tmp_path: Path) -
     names = zipfile.ZipFile(wheel).namelist()
     for shipped in ("assay/_defaults/desks/scripted.yaml", "assay/_defaults/sweepers/default.yaml",
                     "assay/_defaults/board/board.css", "assay/_defaults/workflows/sweep.yml",
-                    "assay/_defaults/workflows/verify.yml", "assay/cli.py"):
+                    "assay/_defaults/workflows/verify.yml", "assay/_defaults/workflows/board.yml", "assay/cli.py"):
         assert shipped in names
     exe = str(venv / "bin" / "assay")
     work = tmp_path / "project"
@@ -112,6 +116,63 @@ def test_the_sweep_workflow_runs_as_written_against_a_local_forge(installed: tup
                              capture_output=True, check=True).stdout
     assert token.encode() not in objects and header.encode() not in objects
     assert token not in summary.read_text()
+
+
+@pytest.mark.slow
+def test_the_board_workflow_builds_as_written_against_the_fake_github(installed: tuple[Path, Path], forge: Forge,
+                                                                      fake_github: FakeGitHub,
+                                                                      tmp_path: Path) -> None:
+    """The build job's `run:` steps of .github/workflows/board.yml, with the installed wheel, against the fake
+    GitHub at the address the workflow's own expressions name: the site lists a brief a real desk worked into
+    a pull request, linked to it, and the token reaches neither a log nor a built file."""
+    wheel, venv = installed
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    github_repo(fake_github, forge.seed)
+    desk = assay("desk", "run", "builder", "--once", timeout=180,
+                 env={"ASSAY_FORGE": fake_github.git_url(OWNER, NAME), "ASSAY_GITHUB_API": fake_github.api_url,
+                      "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
+                      "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")})
+    assert desk.code == 0 and "review ready" in desk.out, desk.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    asked = urllib.request.Request(f"{fake_github.api_url}/repos/{OWNER}/{NAME}/pulls/{pull.number}",
+                                   headers={"Authorization": f"token {fake_github.token}"})
+    with urllib.request.urlopen(asked, timeout=30) as answer:
+        html_url = json.load(answer)["html_url"]  # the pull request's own web address, as GitHub gives it
+
+    token = fake_github.token
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    summary = tmp_path / "summary.md"
+    web = fake_github.git_url(OWNER, NAME).removesuffix(f"/{OWNER}/{NAME}.git")
+    contexts = {"inputs.assay-package": str(wheel), "github.token": token, "github.server_url": web,
+                "github.repository": f"{OWNER}/{NAME}"}
+    env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "ASSAY_CACHE_DIR": str(tmp_path / "runner-cache"), "GITHUB_STEP_SUMMARY": str(summary),
+           "RUNNER_TEMP": str(tmp_path),
+           # the fake is on another host than github.com, so it is named as GitHub Enterprise is
+           "ASSAY_GITHUB_API": fake_github.api_url}
+    before = fake_github.git_requests["git-upload-pack"]
+    logs = run_workflow_steps(REPO / ".github" / "workflows" / "board.yml", "build", contexts, env, cwd=runner)
+    assert [proc.returncode for proc in logs] == [0, 0]  # Install Assay, Build the board
+    assert fake_github.git_requests["git-upload-pack"] > before  # git read the forge, with the token as a header
+
+    site = runner / "assay-board"  # the folder upload-pages-artifact publishes
+    assert (site / "index.html").is_file() and (site / "briefs" / "gh.html").is_file()
+    board = json.loads((site / "board.json").read_text())
+    assert board["forge"] == f"{web}/{OWNER}/{NAME}.git"
+    [card] = [c for c in board["briefs"] if c["id"] == "gh"]
+    assert card["state"] == "waiting" and card["review"]["state"] == "ready"
+    assert card["review"]["link"] == html_url == f"{web}/{OWNER}/{NAME}/pull/{pull.number}"
+    assert f'href="{html_url}"' in (site / "briefs" / "gh.html").read_text()
+    assert "### Assay board (7 briefs" in summary.read_text()  # the job summary
+    header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    for proc in logs:
+        assert token not in proc.stdout + proc.stderr and header not in proc.stdout + proc.stderr
+    built = [p for p in site.rglob("*") if p.is_file()]
+    assert len(built) >= 4
+    for path in [*built, summary]:
+        assert token.encode() not in path.read_bytes() and header.encode() not in path.read_bytes(), path
 
 
 @pytest.mark.slow

@@ -44,12 +44,18 @@ def test_this_projects_workflows_pass_actionlint_and_zizmor() -> None:
 def test_the_board_workflow_deploys_with_least_privilege() -> None:
     board = load("board.yml")
     assert board["permissions"] == {} and {"schedule", "workflow_call"} <= set(board[True])
-    assert board["jobs"]["build"]["permissions"] == {"contents": "read"}
+    assert board["jobs"]["build"]["permissions"] == {"contents": "read", "pull-requests": "read"}
     assert board["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
     uses = [s["uses"] for job in board["jobs"].values() for s in job["steps"] if "uses" in s]
     assert all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses), uses
     assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
     assert any(u.startswith("actions/deploy-pages@") for u in uses)
+    steps = board["jobs"]["build"]["steps"]
+    assert all("${{" not in s.get("run", "") for s in steps)  # expressions reach scripts through env only
+    build = next(s for s in steps if s.get("name") == "Build the board")
+    assert build["env"]["GITHUB_TOKEN"] == "${{ github.token }}"  # to Assay, which keeps it out of URLs and logs
+    assert "TOKEN" not in build["run"] and "GIT_CONFIG" not in build["run"] and "base64" not in build["run"]
+    assert [s for s in steps if "TOKEN" in str(s.get("env", {}))] == [build]  # only the step that needs it
 
 
 def test_reusable_workflows_keep_their_guarantees() -> None:
@@ -84,14 +90,24 @@ def test_init_github_writes_workflows_that_pass_the_linters(tmp_path: Path, pinn
     done = assay(*args, cwd=project, env={"PYTHONPATH": str(REPO)})
     assert done.code == 0, done.err
     written = project / ".github" / "workflows"
-    assert sorted(p.name for p in written.glob("*.yml")) == ["assay-sweep.yml", "assay-verify.yml"]
+    assert sorted(p.name for p in written.glob("*.yml")) == ["assay-board.yml", "assay-sweep.yml",
+                                                             "assay-verify.yml"]
     lint(written)
     sweep = yaml.safe_load((written / "assay-sweep.yml").read_text())
+    board = yaml.safe_load((written / "assay-board.yml").read_text())
     if pinned:
         assert sweep["jobs"]["sweep"]["uses"] == f"someone/assay/.github/workflows/sweep.yml@{SHA}"
-        assert len((written / "assay-sweep.yml").read_text().splitlines()) < 20
+        assert board["jobs"]["board"]["uses"] == f"someone/assay/.github/workflows/board.yml@{SHA}"
+        assert board["permissions"] == {} and {"schedule", "workflow_dispatch"} <= set(board[True])
+        # a caller grants the union of what the called jobs ask for (build reads, deploy publishes), no more
+        called = load("board.yml")["jobs"]
+        assert board["jobs"]["board"]["permissions"] == {**called["build"]["permissions"],
+                                                         **called["deploy"]["permissions"]}
+        assert sweep["jobs"]["sweep"]["permissions"] == load("sweep.yml")["jobs"]["sweep"]["permissions"]
+        for name in ("assay-sweep.yml", "assay-board.yml"):
+            assert len((written / name).read_text().splitlines()) < 20
     else:
-        assert sweep == load("sweep.yml")
+        assert sweep == load("sweep.yml") and board == load("board.yml")
 
 
 def test_init_github_refuses_an_unpinned_reference(tmp_path: Path) -> None:
