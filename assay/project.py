@@ -63,7 +63,7 @@ CALLER_ON = {
 }
 # a caller grants what every job of the called workflow asks for, and nothing more
 CALLER_PERMISSIONS = {
-    "sweep": {"contents": "write"},
+    "sweep": {"contents": "write", "pull-requests": "read"},
     "verify": {"contents": "read"},
     "board": {"contents": "read", "pull-requests": "read", "pages": "write", "id-token": "write"},
 }
