@@ -251,3 +251,19 @@ def test_a_merged_head_that_was_never_verified_fails_verify_evidence(on_github: 
     assert code == 1 and "verify-evidence" in failed(view)
     assert f"the head merged ({head[:10]}) has no verify evidence" in failed(view)["verify-evidence"]
     assert "lacks the trailers" in failed(view)["branch-epochs"]  # and the commit came from no desk
+
+
+def test_a_reviewers_approval_on_github_is_in_the_timeline_and_the_desks_token_cannot_approve(
+        on_github: OnGitHub) -> None:
+    own = assay("review", "approve", "gh", env=on_github.env)
+    assert own.code == 2 and "your own pull request" in own.err and "reviewer's own" in own.err, own.err
+    assert "Traceback" not in own.err and on_github.fake.repo(OWNER, NAME).reviews == []
+    person = {**on_github.env, "GITHUB_TOKEN": on_github.fake.token_of("ana"), "ASSAY_PERSON": "ana"}
+    approved = assay("review", "approve", "gh", env=person)
+    assert approved.code == 0, approved.err
+    shown = assay("review", "show", "gh", "--json", env=person).json()
+    assert isinstance(shown, dict) and shown["approvals"] == ["ana"], shown
+    code, view = audited_on(on_github)
+    assert code == 0 and failed(view) == {}
+    assert any(e["what"].startswith(f"review approved by ana at {on_github.pull.head_sha[:10]}")
+               for e in view["timeline"])

@@ -62,7 +62,8 @@ def test_reusable_workflows_keep_their_guarantees() -> None:
     sweep, verify, ci = load("sweep.yml"), load("verify.yml"), load("ci.yml")
     on = sweep[True]  # YAML 1.1 reads the key `on` as true
     assert {"schedule", "workflow_call", "workflow_dispatch"} <= set(on)
-    assert sweep["permissions"] == {} and sweep["jobs"]["sweep"]["permissions"] == {"contents": "write", "pull-requests": "read"}
+    assert sweep["permissions"] == {}
+    assert sweep["jobs"]["sweep"]["permissions"] == {"contents": "write", "pull-requests": "read"}
     assert sweep["concurrency"]["cancel-in-progress"] is False and "assay-sweep" in sweep["concurrency"]["group"]
     assert "pull_request_target" not in verify[True] and "pull_request" in verify[True]
     assert verify["permissions"] == {"contents": "read"} and ci["permissions"] == {"contents": "read"}

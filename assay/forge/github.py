@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
-from assay.errors import ForgeError, UsageError
+from assay.errors import AssayError, ForgeError, UsageError
 from assay.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
 from assay.forge.etags import ETagStore, Kept, token_identity
 from assay.git import RefUpdate
@@ -515,9 +515,15 @@ def _already_exists(exc: Any) -> bool:
     return "already exists" in text.lower()
 
 
-def _forge_error(op: str, exc: Any) -> ForgeError:
+def _forge_error(op: str, exc: Any) -> AssayError:
     data = exc.data if isinstance(exc.data, dict) else {}
-    return ForgeError(f"GitHub refused {op}: HTTP {exc.status} {data.get('message', '')}".strip(),
+    said = "; ".join(str(e) for e in data.get("errors") or [] if isinstance(e, str))
+    if "your own pull request" in said:
+        return UsageError(f"GitHub refused {op}: {said}",
+                          hint="the token belongs to the pull request's author (the desks' token); approve with "
+                               "a token of the reviewer's own in GITHUB_TOKEN or GH_TOKEN")
+    return ForgeError(f"GitHub refused {op}: HTTP {exc.status} {data.get('message', '')}".strip()
+                      + (f" ({said})" if said else ""),
                       hint="check the token's permissions (contents, pull requests, statuses: write)")
 
 

@@ -236,6 +236,28 @@ def list_reviews(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
     return Reply(200, items=[review_json(v, repo, gh.urls) for v in repo.reviews if v.pull == pull.number])
 
 
+REVIEW_EVENTS = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
+
+
+@route("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
+def create_review(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    found = _pull(gh, m, "pull_number")
+    if found is None:
+        return NOT_FOUND
+    repo, pull = found
+    body = req.body if isinstance(req.body, dict) else {}
+    event = body.get("event")
+    if event not in REVIEW_EVENTS:  # GitHub would leave a pending review; the fake needs none
+        return error(422, "Unprocessable Entity", errors=["the fake takes APPROVE, REQUEST_CHANGES or COMMENT"])
+    if pull.state != "open":
+        return error(422, "Unprocessable Entity", errors=["Can not review a closed pull request"])
+    if event != "COMMENT" and pull.user.login == req.user.login:
+        what = "approve" if event == "APPROVE" else "request changes on"
+        return error(422, "Unprocessable Entity", errors=[f"Review Can not {what} your own pull request"])
+    review = add_review(repo, pull, req.user, REVIEW_EVENTS[event], str(body.get("body") or ""))
+    return Reply(200, review_json(review, repo, gh.urls))
+
+
 @route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments")
 def list_comments(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
     found = _pull(gh, m, "issue_number")

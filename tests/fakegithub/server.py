@@ -68,6 +68,7 @@ class FakeGitHub:
         self.token = "ghs_" + secrets.token_hex(18)
         self.user = User(login)
         self.people: dict[str, User] = {login: self.user}
+        self.tokens: dict[str, User] = {self.token: self.user}
         self.repos: dict[tuple[str, str], Repo] = {}
         self.faults = FaultQueue()
         self.calls: Counter[tuple[str, str]] = Counter()  # (method, spec path) → answers that cost quota
@@ -228,7 +229,19 @@ class FakeGitHub:
                 return None
         elif scheme.lower() not in ("token", "bearer"):
             return None
-        return self.user if secrets.compare_digest(value.strip(), self.token) else None
+        given = value.strip()
+        return next((user for token, user in self.tokens.items() if secrets.compare_digest(given, token)), None)
+
+    def token_of(self, login: str) -> str:
+        """A token of a person's own (not the desks'), made on first use."""
+        with self.lock:
+            user = self.person(login)
+            found = [token for token, owner in self.tokens.items() if owner is user]
+            if found:
+                return found[0]
+            token = "ghp_" + secrets.token_hex(18)
+            self.tokens[token] = user
+            return token
 
     def unauthorized(self, method: str, path: str, message: str) -> tuple[int, dict[str, str], bytes]:
         payload = {"message": message, "documentation_url": DOCS}

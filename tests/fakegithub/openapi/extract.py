@@ -37,6 +37,7 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/repos/{owner}/{repo}/pulls/{pull_number}/merge", "get"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}/merge", "put"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "get"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "post"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/events", "get"),
