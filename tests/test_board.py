@@ -3,6 +3,7 @@ the built pages are parsed (and, where Chromium is installed, rendered by it) an
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -398,3 +399,134 @@ def test_the_filter_is_radios_and_css_and_the_pages_allow_no_script(fleet: Fleet
     for col in EXPECTED:
         assert f'id="f-col-{col}"' in index and f"#f-col-{col}:checked" in css
     assert "overflow-wrap: anywhere" not in css.split("th, td {")[1].split("}")[0]
+
+
+class Browser:
+    """Chromium with scripts disabled, driven over the DevTools protocol on a pipe: the page runs no script,
+    the test reads layout boxes (`DOM.getBoxModel` fails for an element that is not rendered) and clicks."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        assert CHROMIUM is not None
+        to_chrome, self._in = os.pipe()
+        self._out, from_chrome = os.pipe()
+        # above 9, so `3<&N 4>&M` clobbers neither (bash: dash takes no fd above 9)
+        for name, fd in (("to", to_chrome), ("from", from_chrome)):
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+            os.close(fd)
+            to_chrome, from_chrome = (high, from_chrome) if name == "to" else (to_chrome, high)
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$@" 3<&{to_chrome} 4>&{from_chrome}', "bash", CHROMIUM, "--headless", "--no-sandbox",
+             "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--blink-settings=scriptEnabled=false", "--remote-debugging-pipe", "--window-size=390,844",
+             f"--user-data-dir={tmp_path / 'cdp-profile'}", "about:blank"],
+            pass_fds=(to_chrome, from_chrome), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome)
+        os.close(from_chrome)
+        self._buffer, self._id, self.session = b"", 0, ""
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable")
+
+    def _message(self) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._out, 65536)
+            assert chunk, "Chromium closed its DevTools pipe"
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        message = json.loads(raw)
+        assert isinstance(message, dict)
+        return message
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._id += 1
+        message: dict[str, Any] = {"id": self._id, "method": method, "params": params}
+        if self.session and not method.startswith("Target."):
+            message["sessionId"] = self.session
+        os.write(self._in, json.dumps(message).encode() + b"\0")
+        while True:
+            answer = self._message()
+            if answer.get("id") == self._id:
+                if "error" in answer:
+                    raise LookupError(answer["error"].get("message", ""))
+                result = answer.get("result", {})
+                assert isinstance(result, dict)
+                return result
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+        while self._message().get("method") != "Page.loadEventFired":
+            pass
+        self.root = self.call("DOM.getDocument")["root"]["nodeId"]
+
+    def nodes(self, selector: str) -> list[int]:
+        return list(self.call("DOM.querySelectorAll", nodeId=self.root, selector=selector)["nodeIds"])
+
+    def box(self, node: int) -> tuple[float, float, float, float] | None:
+        """(x, y, width, height) of the node's border box, None when it is not rendered."""
+        try:
+            model = self.call("DOM.getBoxModel", nodeId=node)["model"]
+        except LookupError:
+            return None
+        quad = model["border"]
+        return quad[0], quad[1], float(model["width"]), float(model["height"])
+
+    def attribute(self, node: int, name: str) -> str:
+        values = self.call("DOM.getAttributes", nodeId=node)["attributes"]
+        return str(dict(zip(values[::2], values[1::2], strict=True)).get(name, ""))
+
+    def click(self, selector: str) -> None:
+        [node] = self.nodes(selector)
+        self.call("DOM.scrollIntoViewIfNeeded", nodeId=node)
+        found = self.box(node)
+        assert found is not None, selector
+        x, y, width, height = found
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x + width / 2, y=y + height / 2, button="left",
+                      clickCount=1)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        os.close(self._in)
+        os.close(self._out)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (sh tests/install-chromium.sh)")
+def test_with_scripts_disabled_the_filter_works_and_phone_tables_scroll_whole(fleet: Fleet, tmp_path: Path) -> None:
+    browser = Browser(tmp_path)
+    try:
+        browser.open((fleet.out / "index.html").as_uri())
+
+        def shown() -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for node in browser.nodes("article.card"):
+                if browser.box(node) is not None:
+                    out.setdefault(browser.attribute(node, "data-column"), []).append(browser.attribute(node,
+                                                                                                 "data-desk"))
+            return out
+
+        everything = shown()
+        assert {col: len(desks) for col, desks in everything.items()} == \
+            {col: len(ids) for col, ids in EXPECTED.items()}
+        browser.click('label[for="f-col-unknown"]')
+        assert set(shown()) == {"unknown"} and len(shown()["unknown"]) == len(EXPECTED["unknown"])
+        desks = sorted({c["desk"] for c in _data(fleet)["briefs"] if c["desk"]})
+        browser.click(f'label[for="f-desk-{desks.index("hand")}"]')
+        assert shown() == {"unknown": ["hand", "hand"]}  # delta and eta: hand's cards in the unknown column
+        browser.click('label[for="f-col-all"]')
+        hands = sum(1 for c in _data(fleet)["briefs"] if c["desk"] == "hand")
+        assert {d for ds in shown().values() for d in ds} == {"hand"} and sum(map(len, shown().values())) == hands
+        browser.click('label[for="f-desk-all"]')
+        assert shown() == everything
+        # a phone: short cells stay on one line, and the table is wider than its scrolling wrapper
+        browser.open((fleet.out / "briefs" / "alpha.html").as_uri())
+        [wrapper] = browser.nodes("#custody .scroll")
+        [table] = browser.nodes("#custody table")
+        outer, inner = browser.box(wrapper), browser.box(table)
+        assert outer is not None and inner is not None and inner[2] > outer[2]
+        line = max(b[3] for b in map(browser.box, browser.nodes("#custody th")) if b is not None)
+        for node in browser.nodes("#custody td:not(.wrap)"):
+            cell = browser.box(node)
+            assert cell is not None and cell[3] <= line + 1, browser.attribute(node, "class")
+    finally:
+        browser.close()
