@@ -17,7 +17,7 @@ from assay.chain import InvalidRecord
 from assay.claims import Claim, Claims
 from assay.errors import AssayError, RecordInvalid, UsageError
 from assay.forge.base import Reviews
-from assay.git import ForgeGit
+from assay.git import ForgeGit, committed_at
 from assay.journal import JournalLog, read_kept
 from assay.records import (
     CLAIMS_PREFIX,
@@ -146,12 +146,9 @@ def _branch_commits(git: ForgeGit, brief: str, base: str | None) -> list[BranchC
 
 def _branch_commit(sha: str, data: bytes | None) -> BranchCommit:
     text = (data or b"").decode("utf-8", "replace")
-    header, _, message = text.partition("\n\n")
-    at = ""
-    for line in header.splitlines():
-        if line.startswith("committer "):
-            stamp = line.rsplit(" ", 2)[-2]
-            at = _iso(int(stamp)) if stamp.isdigit() else ""
+    message = text.partition("\n\n")[2]
+    stamp = committed_at(data)
+    at = _iso(stamp) if stamp is not None else ""
     trailers: dict[str, str] = {}
     for line in message.splitlines():
         key, sep, value = line.partition(":")

@@ -10,8 +10,6 @@ and `build` writes them. Nothing here writes to the forge.
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +20,13 @@ from assay import chain
 from assay.briefs import Brief, briefs_on_main
 from assay.chain import InvalidRecord
 from assay.claims import Claim, InvalidClaim, decode_chain, fold_renewals, renewal_key
+from assay.config import github_target
 from assay.credentials import redact
+from assay.deskspec import desks_on_main
 from assay.errors import AssayError, RecordInvalid, UsageError
 from assay.forge.base import Review, Reviews
-from assay.forge.github import target_of
-from assay.git import ForgeGit
+from assay.forge.github import GitHubTarget
+from assay.git import ForgeGit, committed_at
 from assay.journal import JournalLog, read_logs
 from assay.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
 from assay.records import (
@@ -42,6 +42,7 @@ from assay.records import (
     utc_now_iso,
 )
 from assay.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
+from assay.steps import open_intents
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -63,6 +64,8 @@ class ForgeRead:
     retired: dict[str, RetiredBrief]
     observations: Observations
     sweeper_tip: str | None
+    desks: list[str] = field(default_factory=list)  # the desks defined on main (desks/*.yaml)
+    written: dict[str, int] = field(default_factory=dict)  # claim commit -> its committer time (the writer's clock)
     review_link: Callable[[Review], str] = field(default=lambda _: "")
 
 
@@ -93,11 +96,15 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
                 if ref.startswith(prefix) and ref not in tips[prefix]:
                     tips[prefix][ref] = sha
     observations, sweeper_tip = _observations(git, refs.get(SWEEPER_REF), problems)
-    return ForgeRead(main, {b.id: b for b in briefs}, problems, _chains(git, tips[CLAIMS_PREFIX]),
+    desks, desk_problems = desks_on_main(git, main)
+    problems += [str(p) for p in desk_problems]
+    chains, written = _chains(git, tips[CLAIMS_PREFIX])
+    return ForgeRead(main, {b.id: b for b in briefs}, problems, chains,
                      _journals(git, tips[JOURNAL_PREFIX], problems), _reviews(git, reviews, tips[REVIEWS_PREFIX],
                                                                               problems),
                      {r.removeprefix(BRANCH_PREFIX): s for r, s in named[BRANCH_PREFIX].items()}, retired,
-                     observations, sweeper_tip, review_linker(git.url))
+                     observations, sweeper_tip, [d.name for d in desks], written,
+                     review_linker(github_target(git.url)))
 
 
 def _named(refs: dict[str, str], prefix: str, problems: list[str]) -> dict[str, str]:
@@ -126,18 +133,26 @@ def _retired(git: ForgeGit, tip: str | None, problems: list[str]) -> dict[str, R
         return {}
 
 
-def _chains(git: ForgeGit, tips: dict[str, str]) -> dict[str, list[Claim | InvalidClaim]]:
-    """Every custody chain: one rev-list for all of them, then one cat-file batch for all their records."""
+def _chains(git: ForgeGit, tips: dict[str, str]) -> tuple[dict[str, list[Claim | InvalidClaim]], dict[str, int]]:
+    """Every custody chain: one rev-list for all of them, then one cat-file batch for all their records and
+    commits; with each commit's committer time (a renewal repeats its record: only its commit tells when)."""
     walked = git.chains(list(tips.values()))
     commits = {ref: list(reversed(walked.get(tip, []))) for ref, tip in sorted(tips.items())}
-    names = [f"{sha}:claim.json" for shas in commits.values() for sha in shas]
-    blobs = iter(git.read_typed(names))
+    names = [name for shas in commits.values() for sha in shas for name in (f"{sha}:claim.json", sha)]
+    found_objects = iter(git.read_typed(names))
     out: dict[str, list[Claim | InvalidClaim]] = {}
+    written: dict[str, int] = {}
     for ref, shas in commits.items():
-        found = [next(blobs) for _ in shas]
+        found = []
+        for sha in shas:
+            found.append(next(found_objects))
+            commit = next(found_objects)
+            stamp = committed_at(commit.data if commit is not None and commit.kind == "commit" else None)
+            if stamp is not None:
+                written[sha] = stamp
         brief = ref.removeprefix(CLAIMS_PREFIX)
         out[brief] = decode_chain(ref, shas, found) if shas else [InvalidClaim(ref, tips[ref], "its tip is no commit")]
-    return out
+    return out, written
 
 
 def _journals(git: ForgeGit, tips: dict[str, str], problems: list[str]) -> dict[str, JournalLog | RecordInvalid]:
@@ -172,15 +187,12 @@ def _observations(git: ForgeGit, tip: str | None, problems: list[str]) -> tuple[
         return Observations(), tip
 
 
-def review_linker(url: str) -> Callable[[Review], str]:
-    """A review's web address: the pull request on GitHub (github.com, or the host of `ASSAY_GITHUB_API`), on
-    the forge's own web host; on a plain forge the brief page's review section."""
-    target = target_of(url, os.environ.get("ASSAY_GITHUB_API") or None)
-    web = re.match(r"(?P<scheme>https?)://(?:[^@/]+@)?(?P<host>[^/]+)/|git@(?P<ssh>[^:]+):", url.strip())
-    if target is None or web is None:
+def review_linker(target: GitHubTarget | None) -> Callable[[Review], str]:
+    """A review's web address: the pull request on the forge's GitHub host (github.com, or a GitHub Enterprise
+    host that `ASSAY_GITHUB_API` names); on a plain forge the brief page's review section."""
+    if target is None:
         return lambda review: f"briefs/{review.brief}.html#review"
-    origin = f"{web['scheme']}://{web['host']}" if web["scheme"] else f"https://{web['ssh']}"
-    return lambda review: (f"{origin}/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
+    return lambda review: (f"{target.web}/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
                            else f"briefs/{review.brief}.html#review")
 
 
@@ -223,6 +235,7 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
     entries = log.entries if isinstance(log, JournalLog) else []
     state = states[brief]
     unknown = _unresolved(entries)
+    interrupted = _interrupted(entries, tip.record.epoch if tip and tip.record.state == "held" else None)
     needs = [d for d in (spec.depends_on if spec else ()) if states.get(d) != "done"]
     stuck = tip is not None and tip.record.state == "held" and _stuck(read, brief, tip)
     review = read.reviews.get(brief)
@@ -231,16 +244,17 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
     latest = [v for v in verify if v.get("head") == last_head]
     steps = [e for e in entries if e.step]
     record = tip.record if tip else None
+    age, age_by = _lease_age(read, brief, tip, now) if tip and tip.record.live else (None, None)
     return {
         "id": brief, "title": spec.title if spec else brief, "on_main": spec is not None,
         "priority": spec.priority if spec else 0, "labels": list(spec.labels) if spec else [],
         "depends_on": list(spec.depends_on) if spec else [], "needs": needs,
-        "column": _column(state, needs, unknown, stuck, brief in read.retired),
+        "column": _column(state, needs, bool(unknown or interrupted), stuck, brief in read.retired),
         "state": state or "unclaimed", "stuck": stuck, "retired": brief in read.retired,
         "desk": record.desk if record else (read.retired[brief].desk if brief in read.retired else ""),
         "holder": record.holder if record else "", "epoch": record.epoch if record else 0,
         "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
-        "lease_age_s": _commit_age(read, brief, tip, now) if tip and tip.record.live else None,
+        "lease_age_s": age, "lease_age_by": age_by,
         "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,
                        "status": steps[-1].status} if steps else None),
         "verify": {"head": last_head, "passed": sum(1 for v in latest if v.get("passed") is True),
@@ -251,19 +265,22 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
                     "title": review.record.title, "link": read.review_link(review),
                     "approvals": list(review.record.approvals), "comments": len(review.record.comments)}
                    if review else None),
-        "unknown": unknown, "journal_invalid": log.problem if isinstance(log, RecordInvalid) else None,
-        "custody": _custody(history), "journal_entries": len(entries),
+        "unknown": unknown, "interrupted": interrupted,
+        "journal_invalid": log.problem if isinstance(log, RecordInvalid) else None,
+        "custody": _custody(history, read.written), "journal_entries": len(entries),
         "journal": [_entry(e) for e in entries[-TIMELINE_LIMIT:]],
     }
 
 
-def _column(state: str | None, needs: list[str], unknown: list[int], stuck: bool, retired: bool) -> str:
+def _column(state: str | None, needs: list[str], unknown: bool, stuck: bool, retired: bool) -> str:
+    """Done first; then outcome unknown, before blocked: an effect may have happened, and a person must look at
+    the system it touched before anything else is done about the brief."""
     if state == "done" or retired:
         return "done"
-    if state == "invalid" or state == "blocked" or stuck:
-        return "blocked"
     if unknown:
         return "unknown"
+    if state == "invalid" or state == "blocked" or stuck:
+        return "blocked"
     if state in ("held",):
         return "working"
     if state == "waiting" or needs:
@@ -280,6 +297,13 @@ def _unresolved(entries: list[JournalEntry]) -> list[int]:
     return [e.seq for e in entries if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
 
 
+def _interrupted(entries: list[JournalEntry], held_epoch: int | None) -> list[int]:
+    """The seqs of unsafe intents nothing resolved (`steps.open_intents`) whose writer can no longer resolve them:
+    the claim is not held, or held at another epoch. A desk writes `outcome_unknown` only when it recovers; a
+    desk killed right after an unsafe step leaves only its intent, and the effect may have happened."""
+    return [e.seq for e in open_intents(entries) if e.policy == "unsafe" and e.epoch != held_epoch]
+
+
 def _stuck(read: ForgeRead, brief: str, tip: Claim) -> bool:
     """A sweeper reported this epoch as renewing without progress, and its journal and branch still stand."""
     log = read.journals.get(brief)
@@ -288,23 +312,31 @@ def _stuck(read: ForgeRead, brief: str, tip: Claim) -> bool:
     return key in read.observations.findings
 
 
-def _commit_age(read: ForgeRead, brief: str, tip: Claim, now: float) -> int | None:
-    """Seconds since a sweeper first saw the claim's tip (its clock, not the desk's); None if never observed."""
+def _lease_age(read: ForgeRead, brief: str, tip: Claim, now: float) -> tuple[int, str]:
+    """How long the claim's tip has stood, and by whose clock: `sweeper` when the sweepers' last observation
+    still shows this tip (seconds since one first saw it: at least that long), else `desk` (seconds since the
+    tip commit was written, a renewal or the record's change, by the writer's clock)."""
     seen = read.observations.briefs.get(brief)
-    if seen is None or seen.claim != tip.sha:
-        return None
-    return max(0, int(now - parse_iso(seen.claim_seen).timestamp()))
+    if seen is not None and seen.claim == tip.sha:
+        return max(0, int(now - parse_iso(seen.claim_seen).timestamp())), "sweeper"
+    written = read.written.get(tip.sha)
+    return max(0, int(now - (written if written is not None else parse_iso(tip.record.at).timestamp()))), "desk"
 
 
-def _custody(history: list[Claim | InvalidClaim]) -> list[dict[str, Any]]:
+def _custody(history: list[Claim | InvalidClaim], written: dict[str, int]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    at = 0  # the position in `history` of the row's first record
     for item, renewals in fold_renewals(history, lambda c: renewal_key(c.record) if isinstance(c, Claim) else None):
+        last = history[at + renewals]
+        at += renewals + 1
         if isinstance(item, InvalidClaim):
             rows.append({"commit": item.sha, "invalid": item.problem})
             continue
         r = item.record
         rows.append({"commit": item.sha, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
-                     "at": r.at, "reason": r.reason, "renewals": renewals})
+                     "at": r.at, "last_at": utc_now_iso(written[last.sha]) if last.sha in written else r.at,
+                     "reason": r.reason,
+                     "renewals": renewals})
     return rows
 
 
@@ -314,22 +346,44 @@ def _entry(e: JournalEntry) -> dict[str, Any]:
 
 
 def _desks(read: ForgeRead, cards: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
-    """Each desk named by a live claim: its holders and whether a sweeper saw its claims stand still."""
-    desks: dict[str, dict[str, Any]] = {}
+    """Every desk defined on main, and every other desk a claim names while live or as its expiry.
+
+    `liveness` comes from forge evidence only, first match: `stale` (a held claim's tip stood still longer
+    than its lease since a sweeper first saw it), `working` (a held claim with fresh evidence: a sweeper saw its
+    tip less than a lease ago, or it moved after a sweep less than a lease ago), `no-evidence` (held claims
+    no sweeper can vouch for), `dead` (a sweeper expired its claim and that expiry is still the brief's
+    latest record), `waiting` (only parked claims: waiting, or blocked for a person), else `idle`.
+    """
+    desks: dict[str, dict[str, Any]] = {
+        name: {"desk": name, "defined": True, "liveness": "idle", "briefs": [], "expired": [], "holders": []}
+        for name in read.desks}
+    evidence: dict[str, set[str]] = {}
     for card in cards:
-        if card["state"] not in ("held", "waiting", "blocked"):
+        live, expired = card["state"] in ("held", "waiting", "blocked"), card["state"] == "expired"
+        if not card["desk"] or not (live or expired):
             continue
-        d = desks.setdefault(card["desk"], {"desk": card["desk"], "holders": [], "briefs": [], "liveness": "live"})
-        d["briefs"].append(card["id"])
-        if card["holder"] not in d["holders"]:
+        d = desks.setdefault(card["desk"], {"desk": card["desk"], "defined": False, "liveness": "idle",
+                                            "briefs": [], "expired": [], "holders": []})
+        d["expired" if expired else "briefs"].append(card["id"])
+        if live and card["holder"] not in d["holders"]:
             d["holders"].append(card["holder"])
-        if card["state"] == "held":
-            age = card["lease_age_s"]
-            if age is not None and age > card["lease_s"]:
-                d["liveness"] = "stale"
-            elif age is None and d["liveness"] == "live" and not read.sweeper_tip:
-                d["liveness"] = "unobserved"
+        seen = evidence.setdefault(card["desk"], set())
+        seen.add(_evidence(read, card, now) if card["state"] == "held" else card["state"])
+    for name, seen in evidence.items():
+        desks[name]["liveness"] = next((state for marks, state in (
+            ({"stale"}, "stale"), ({"fresh"}, "working"), ({"none"}, "no-evidence"), ({"expired"}, "dead"),
+            ({"waiting", "blocked"}, "waiting")) if marks & seen), "idle")
     return sorted(desks.values(), key=lambda d: str(d["desk"]))
+
+
+def _evidence(read: ForgeRead, card: dict[str, Any], now: float) -> str:
+    """What the sweepers show of a held claim: `stale`, `fresh` or `none` (see `_desks`)."""
+    if card["lease_age_by"] == "sweeper":
+        return "stale" if card["lease_age_s"] > card["lease_s"] else "fresh"
+    obs = read.observations
+    if read.sweeper_tip and obs.at and now - parse_iso(obs.at).timestamp() <= card["lease_s"]:
+        return "fresh"  # the tip moved after a sweep that ran less than a lease ago
+    return "none"
 
 
 # -- building -----------------------------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 Templates are `string.Template` files in `board/` (shipped as `assay/_defaults/board/`). Every
 value that came from a brief, an agent or a record passes through `esc` before it reaches a
-page, and the pages forbid any script but the board's own filter (a Content-Security-Policy
-with its hash), so a title like `<script>…` is text and nothing else.
+page (`md` for board.md), and the pages forbid every script (a Content-Security-Policy of
+`default-src 'none'`), so a title like `<script>…` is text and nothing else. The index's filter
+by desk and state is radio buttons and CSS (`:has(:checked)`), so it needs no script at all.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from html import escape
 from string import Template
 from typing import Any
@@ -18,22 +17,6 @@ from assay.board import COLUMN_TITLES
 from assay.project import defaults_dir
 from assay.views import human_age
 
-FILTER_SCRIPT = """
-(function () {
-  var form = document.getElementById("filters");
-  function apply() {
-    var desk = form.elements.desk.value, column = form.elements.column.value;
-    document.querySelectorAll(".card").forEach(function (card) {
-      card.hidden = (desk && card.dataset.desk !== desk) || (column && card.dataset.column !== column);
-    });
-    document.querySelectorAll(".column").forEach(function (col) {
-      col.hidden = Boolean(column) && col.dataset.column !== column;
-    });
-  }
-  form.addEventListener("change", apply);
-  apply();
-})();
-"""
 KIND_CLASS = {"intent": "k-intent", "result": "k-result", "outcome_unknown": "k-outcome_unknown",
               "refused": "k-refused", "verify": "k-verify"}
 NONE = '<p class="muted">none</p>'
@@ -51,7 +34,8 @@ def template(name: str) -> Template:
 def site(data: dict[str, Any]) -> dict[str, str]:
     """Every file of the site but board.json: relative path -> text."""
     files = {"index.html": index_page(data), "board.md": markdown(data),
-             "board.css": (defaults_dir("board") / "board.css").read_text(encoding="utf-8")}
+             "board.css": (defaults_dir("board") / "board.css").read_text(encoding="utf-8")
+             + filter_css([c["id"] for c in data["columns"]], desk_names(data))}
     for card in data["briefs"]:
         files[f"briefs/{card['id']}.html"] = brief_page(card)
     return files
@@ -63,13 +47,34 @@ def site(data: dict[str, Any]) -> dict[str, str]:
 DONE_SHOWN = 200  # done cards on the index; the rest are counted, and keep their own pages
 
 
+def desk_names(data: dict[str, Any]) -> list[str]:
+    """The desks the filter offers, in the order of their radio buttons (`f-desk-N`, cards of class `desk-N`)."""
+    return sorted({c["desk"] for c in data["briefs"] if c["desk"]})
+
+
+def filter_css(columns: list[str], desks: list[str]) -> str:
+    """The filter's rules, appended to board.css: a checked state hides the other columns, a checked desk the
+    other desks' cards. Desks are named by number, so no desk name reaches a style sheet."""
+    rules = [f'body:has(#f-col-{c}:checked) .column:not([data-column="{c}"]) {{ display: none; }}' for c in columns]
+    rules += [f"body:has(#f-desk-{n}:checked) .card:not(.desk-{n}) {{ display: none; }}" for n in range(len(desks))]
+    return "".join(rule + "\n" for rule in rules)
+
+
+def _radios(group: str, options: list[tuple[str, str]], every: str) -> str:
+    """A filter group: "every" first and checked, then one radio per option (`f-<group>-<key>`)."""
+    items = [(f"f-{group}-all", every, " checked"), *((f"f-{group}-{key}", label, "") for key, label in options)]
+    return "".join(f'<input type="radio" name="{group}" id="{ident}"{checked}><label for="{ident}">{esc(label)}</label>'
+                   for ident, label, checked in items)
+
+
 def index_page(data: dict[str, Any]) -> str:
-    desks = sorted({c["desk"] for c in data["briefs"] if c["desk"]})
+    desks = desk_names(data)
+    number = {d: n for n, d in enumerate(desks)}
     columns = []
     for col in data["columns"]:
         members = [c for c in data["briefs"] if c["column"] == col["id"]]
         shown = members[:DONE_SHOWN] if col["id"] == "done" else members
-        cards = "\n".join(card_html(c) for c in shown) or NONE
+        cards = "\n".join(card_html(c, number.get(c["desk"])) for c in shown) or NONE
         if len(shown) < len(members):  # a fleet's done briefs would make the page grow without end
             cards += (f'\n<p class="muted">and {len(members) - len(shown)} more done: each has its page under '
                       "<code>briefs/</code>, and all are in <code>board.json</code></p>")
@@ -80,28 +85,34 @@ def index_page(data: dict[str, Any]) -> str:
     return template("index.html").substitute(
         forge=esc(data["forge"]), main=esc(data["main"][:10]), generated_at=esc(data["generated_at"]),
         total=len(data["briefs"]),
-        desk_options="".join(f'<option value="{esc(d)}">{esc(d)}</option>' for d in desks),
-        column_options="".join(f'<option value="{esc(c["id"])}">{esc(c["title"])}</option>' for c in data["columns"]),
+        desk_filter=_radios("desk", [(str(n), d) for n, d in enumerate(desks)], "all desks"),
+        column_filter=_radios("col", [(c["id"], c["title"]) for c in data["columns"]], "all states"),
         columns="\n".join(columns), desks=desks_html(data["desks"]),
         sweeper=(f'<p class="meta">last sweep {esc(sweeper["at"])} (commit <code>{esc(sweeper["commit"][:10])}'
                  "</code>)</p>" if sweeper else '<p class="muted">no sweeper has run on this forge</p>'),
-        findings=findings_html(data["findings"]), problems=problems_html(data["problems"]),
-        script=FILTER_SCRIPT, script_hash=script_hash(FILTER_SCRIPT))
+        findings=findings_html(data["findings"]), problems=problems_html(data["problems"]))
 
 
-def script_hash(script: str) -> str:
-    return base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+def lease_age_text(c: dict[str, Any]) -> str:
+    """What `lease_age_s` measures, said with it: since a sweeper first saw the tip, or since the desk wrote it."""
+    if c["lease_age_s"] is None:
+        return ""
+    age = human_age(c["lease_age_s"])
+    if c["lease_age_by"] == "sweeper":
+        return f"claim unchanged for ≥ {age} (sweeper's clock)"
+    return f"claim last written {age} ago (desk's clock)"
 
 
-def card_html(c: dict[str, Any]) -> str:
+def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
     lines = [f'<h3><a href="briefs/{esc(c["id"])}.html">{esc(c["title"])}</a></h3>',
              f'<p class="meta"><code>{esc(c["id"])}</code> · {esc(_state_text(c))}</p>']
     if c["desk"]:
-        age = f" · renewed {human_age(c['lease_age_s'])} ago" if c["lease_age_s"] is not None else ""
-        lines.append(f"<p>desk {esc(c['desk'])} · epoch {c['epoch']}{esc(age)}</p>")
+        age = lease_age_text(c)
+        lines.append(f"<p>desk {esc(c['desk'])} · epoch {c['epoch']}{esc(' · ' + age if age else '')}</p>")
     if c["last_step"]:
         s = c["last_step"]
-        lines.append(f"<p>last step {esc(s['step'])} ({esc(s['status'] or s['kind'])})</p>")
+        status = "interrupted" if s["seq"] in c["interrupted"] else s["status"] or s["kind"]
+        lines.append(f"<p>last step {esc(s['step'])} ({esc(status)})</p>")
     v = c["verify"]
     if v["rows"]:
         lines.append(f'<p>verify <span class="pass">{v["passed"]} passed</span> · '
@@ -110,7 +121,11 @@ def card_html(c: dict[str, Any]) -> str:
         lines.append(f'<p>review <a href="{esc(c["review"]["link"])}">{esc(c["review"]["state"])}</a></p>')
     if c["unknown"]:
         lines.append(f'<p class="fail">outcome unknown at seq {esc(", ".join(map(str, c["unknown"])))}</p>')
-    return (f'<article class="card" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}">'
+    if c["interrupted"]:
+        lines.append(f'<p class="fail">unsafe step interrupted at seq {esc(", ".join(map(str, c["interrupted"])))}'
+                     "; no desk holds it to recover: it may or may not have run</p>")
+    desk_class = f" desk-{desk_number}" if desk_number is not None else ""
+    return (f'<article class="card{desk_class}" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}">'
             + "".join(lines) + "</article>")
 
 
@@ -122,14 +137,18 @@ def _state_text(c: dict[str, Any]) -> str:
     return str(c["state"]) + (" · stuck" if c["stuck"] else "")
 
 
+LIVENESS_CLASS = {"working": "pass", "stale": "fail", "dead": "fail", "no-evidence": "warn"}
+
+
 def desks_html(desks: list[dict[str, Any]]) -> str:
     if not desks:
-        return '<p class="muted">no desk holds a claim</p>'
-    rows = "".join(f"<tr><td>{esc(d['desk'])}</td><td class=\"{'fail' if d['liveness'] == 'stale' else ''}\">"
-                   f"{esc(d['liveness'])}</td><td>{len(d['briefs'])}</td>"
-                   f"<td>{esc(', '.join(d['holders']))}</td></tr>" for d in desks)
-    return (f'<div class="scroll"><table><thead><tr><th>desk</th><th>liveness</th><th>briefs</th><th>holders</th>'
-            f"</tr></thead><tbody>{rows}</tbody></table></div>")
+        return '<p class="muted">no desk is defined on main or holds a claim</p>'
+    rows = "".join(f'<tr><td>{esc(d["desk"])}{"" if d["defined"] else " (not on main)"}</td>'
+                   f'<td class="{LIVENESS_CLASS.get(d["liveness"], "")}">{esc(d["liveness"])}</td>'
+                   + "".join(f'<td class="wrap">{esc(", ".join(d[k]))}</td>' for k in ("briefs", "expired", "holders"))
+                   + "</tr>" for d in desks)
+    return ('<div class="scroll"><table><thead><tr><th>desk</th><th>liveness</th><th>claims</th><th>expired</th>'
+            f"<th>holders</th></tr></thead><tbody>{rows}</tbody></table></div>")
 
 
 def findings_html(findings: list[dict[str, Any]]) -> str:
@@ -161,10 +180,12 @@ def brief_page(c: dict[str, Any]) -> str:
 
 def summary_html(c: dict[str, Any]) -> str:
     pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
+             ("claim age", lease_age_text(c)),
              ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
              ("needs", ", ".join(c["needs"])), ("reason", c["reason"]),
              ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),
              ("outcome unknown", ", ".join(f"seq {s}" for s in c["unknown"])),
+             ("interrupted", ", ".join(f"unsafe intent seq {s}" for s in c["interrupted"])),
              ("journal", c["journal_invalid"] or f"{c['journal_entries']} entries")]
     items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs if v)
     rows = "".join(f"<tr><td>{esc(r['row'])}</td><td class=\"{'pass' if r['passed'] else 'fail'}\">"
@@ -192,12 +213,13 @@ def custody_html(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
         if "invalid" in r:
-            out.append(f'<tr><td>?</td><td class="fail">invalid</td><td colspan="4">{esc(r["invalid"])}</td>'
+            out.append('<tr><td>?</td><td class="fail">invalid</td>'
+                       f'<td colspan="4" class="wrap">{esc(r["invalid"])}</td>'
                        f"<td><code>{esc(r['commit'][:10])}</code></td></tr>")
             continue
-        renewed = f"renewed {r['renewals']}×" if r["renewals"] else ""
+        renewed = f"renewed {r['renewals']}×, last at {r['last_at']}" if r["renewals"] else ""
         out.append(f"<tr><td>{esc(r['at'])}</td><td class=\"state-{esc(r['state'])}\">{esc(r['state'])}</td>"
-                   f"<td>{r['epoch']}</td><td>{esc(r['desk'])}</td><td>{esc(r['reason'])}</td>"
+                   f"<td>{r['epoch']}</td><td>{esc(r['desk'])}</td><td class=\"wrap\">{esc(r['reason'])}</td>"
                    f"<td>{esc(renewed)}</td><td><code>{esc(r['commit'][:10])}</code></td></tr>")
     return ('<div class="scroll"><table><thead><tr><th>at</th><th>state</th><th>epoch</th><th>desk</th>'
             f"<th>reason</th><th>renewals</th><th>commit</th></tr></thead><tbody>{''.join(out)}</tbody></table></div>")
@@ -249,10 +271,19 @@ def journal_html(c: dict[str, Any]) -> str:
 # -- Markdown -----------------------------------------------------------------------------------
 
 
+MD_SPECIAL = frozenset("\\`*_{}[]()#+!|<>~&")
+ZWJ = "\u200d"  # after `@` and `#`: no mention, no issue reference, whatever renders the Markdown
+
+
 def md(text: object) -> str:
-    """Text safe inside a Markdown table cell: no HTML, no cell breaks, no line breaks."""
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("`", "'").replace("\n", " "))
+    """Text that stays text in GitHub Markdown, in a table cell or a list item: every character that Markdown
+    or its HTML could read is backslash-escaped (no link, image, emphasis, code, heading, HTML, entity or cell
+    break), line breaks become spaces, and `@name` and `#123` get a zero-width joiner after their sign, since
+    GitHub links mentions and references in the rendered text, escaped or not."""
+    out = []
+    for ch in " ".join(str(text).splitlines()):
+        out.append(("\\" + ch if ch in MD_SPECIAL else ch) + (ZWJ if ch in "@#" else ""))
+    return "".join(out)
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -261,10 +292,11 @@ def markdown(data: dict[str, Any]) -> str:
              "| " + " | ".join(md(c["title"]) for c in data["columns"]) + " |",
              "|" + "---|" * len(data["columns"]),
              "| " + " | ".join(str(c["count"]) for c in data["columns"]) + " |", ""]
-    attention = [c for c in data["briefs"] if c["column"] in ("blocked", "unknown")]
+    attention = sorted((c for c in data["briefs"] if c["column"] in ("blocked", "unknown")),
+                       key=lambda c: c["column"] != "unknown")  # an effect that may have happened comes first
     if attention:
         lines += ["**Needs a person:**", ""]
-        lines += [f"- `{md(c['id'])}` {md(c['title'])}: {md(c['column'])}"
+        lines += [f"- `{c['id']}` {md(c['title'])}: {md(c['column'])}"  # an id is a-z 0-9 . _ -
                   + (f" ({md(c['reason'])})" if c["reason"] else "") for c in attention[:20]]
         if len(attention) > 20:
             lines.append(f"- … and {len(attention) - 20} more")

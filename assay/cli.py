@@ -569,14 +569,16 @@ def board() -> None:
 @board.command("build")
 @click.option("-o", "--out", type=click.Path(path_type=Path), default=Path("assay-board"), show_default=True,
               help="The folder to write the site into (index.html, briefs/, board.json, board.md).")
+@click.option("--now", type=float, envvar="ASSAY_BOARD_NOW", hidden=True,
+              help="The builder's clock, in seconds since the epoch (default: this machine's).")
 @pass_ports
 @json_option
-def board_build(out: Path, ports: Ports, as_json: bool) -> None:
+def board_build(out: Path, now: float | None, ports: Ports, as_json: bool) -> None:
     """Read the forge once and write the board: columns by state, desks, findings, a page per brief."""
     from assay import views
     from assay.board import build
 
-    built = build(ports.git, ports.reviews, out)
+    built = build(ports.git, ports.reviews, out, now)
     view = views.board_view(built)
     views.print_json(view) if as_json else views.render_board(view)
     views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), (out / "board.md").read_text("utf-8"))

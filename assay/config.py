@@ -14,6 +14,7 @@ from assay.git import is_local_path, local_repo_origin
 if TYPE_CHECKING:
     from assay.claims import Claims
     from assay.forge.base import Reviews
+    from assay.forge.github import GitHubTarget
     from assay.git import ForgeGit
 
 CONFIG_NAME = ".assay.yaml"
@@ -131,13 +132,19 @@ def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
     return ForgeGit(resolve_forge(flag, cwd).url)
 
 
+def github_target(url: str) -> GitHubTarget | None:
+    """The GitHub repository the forge `url` is: on github.com, or on the host `ASSAY_GITHUB_API` serves."""
+    from assay.forge.github import target_of
+
+    return target_of(url, os.environ.get("ASSAY_GITHUB_API") or None)
+
+
 def open_reviews(git: ForgeGit) -> Reviews:
     """Pull requests when the forge is GitHub (github.com, or the host of `ASSAY_GITHUB_API`), else review
     refs on the forge itself. PyGithub is imported only for GitHub."""
     from assay.credentials import token_for
-    from assay.forge.github import target_of
 
-    target = target_of(git.url, os.environ.get("ASSAY_GITHUB_API") or None)
+    target = github_target(git.url)
     if target is None:
         from assay.forge.plain import PlainReviews
 

@@ -534,6 +534,16 @@ class ForgeGit:
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
 
 
+def committed_at(commit: bytes | None) -> int | None:
+    """The committer time of a raw commit object, in seconds since the epoch (the writer's clock), or None."""
+    header = (commit or b"").decode("utf-8", "replace").partition("\n\n")[0]
+    for line in header.splitlines():
+        if line.startswith("committer "):
+            stamp = line.rsplit(" ", 2)[-2]
+            return int(stamp) if stamp.isdigit() else None
+    return None
+
+
 def _contention(heard: dict[str, PushResult]) -> bool:
     """A rejection that racing writers cause (ref locks), as opposed to a policy refusal."""
     return any(any(word in r.detail.lower() for word in _CONTENTION) for r in heard.values() if r.status != "ok")

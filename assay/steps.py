@@ -25,7 +25,7 @@ import re
 import secrets
 import signal
 import uuid as uuid_module
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -97,6 +97,28 @@ def input_sha(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
 
 
+def resolves(entry: JournalEntry) -> int | None:
+    """The seq of the intent `entry` resolves: a result or an outcome_unknown ends an intent; nothing else does
+    (a refusal follows an outcome_unknown, it never stands for one)."""
+    return entry.intent if entry.intent is not None and entry.kind in ("result", "outcome_unknown") else None
+
+
+def open_intents(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
+    """The intents in `entries` that no later entry resolves: steps interrupted, or running now.
+
+    A session finds them the same way over its index (`Session._unresolved`); readers of a whole
+    journal (the board) call this.
+    """
+    opened: dict[int, JournalEntry] = {}
+    for e in entries:
+        if e.kind == "intent":
+            opened[e.seq] = e
+        resolved = resolves(e)
+        if resolved is not None:
+            opened.pop(resolved, None)
+    return list(opened.values())
+
+
 @dataclass
 class Call:
     name: str
@@ -145,8 +167,9 @@ class Session:
             self._indexed, self._by_identity, self._resolutions, self._refusals, self._nondet = 0, {}, {}, set(), []
             self._base, self._base_calls, self._base_resolutions = self.journal.base, {}, {}
         for e in entries[self._indexed:]:
-            if e.intent is not None and e.kind in ("result", "outcome_unknown"):
-                self._resolutions[e.intent] = e
+            resolved = resolves(e)
+            if resolved is not None:
+                self._resolutions[resolved] = e
             if e.intent is not None and e.kind == "refused":
                 self._refusals.add(e.intent)
             if e.step is not None and e.kind in ("intent", "refused", "outcome_unknown"):
@@ -174,7 +197,7 @@ class Session:
         return self._base_resolutions[intent.seq]
 
     def _unresolved(self) -> list[int]:
-        """Intents with neither a result nor an outcome_unknown."""
+        """Intents with neither a result nor an outcome_unknown (`open_intents`, with the index's help)."""
         self._index()
         opened = self._base.open_intents() if self._base is not None else []
         opened += [e.seq for e in self.journal.entries if e.kind == "intent"]

@@ -3,6 +3,7 @@ the built pages are parsed (and, where Chromium is installed, rendered by it) an
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -10,22 +11,30 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from assay.claims import Claims
 from assay.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
+from tests.journal_check import claim_chain
 from tests.pngread import mean_brightness
 from tests.test_desk import DESK, brief, desk_env
 
 XSS = "<script>alert(1)</script>"
-EXPECTED = {"ready": ["xss"], "working": ["alpha"], "waiting": ["beta", "greet"], "blocked": ["gamma"],
-            "unknown": ["delta"], "done": ["epsilon"]}
+EXPECTED = {"ready": ["xss"], "working": ["alpha", "iota", "kappa", "lambda"], "waiting": ["beta", "greet"],
+            "blocked": ["gamma"], "unknown": ["delta", "eta", "zeta"], "done": ["epsilon"]}
+LIVENESS = {"builder": "waiting", "crasher": "dead", "hand": "working", "newcomer": "no-evidence",
+            "sleepy": "stale", "spare": "idle"}
+HOSTILE = "@octocat [x](https://evil.example/) ![i](https://evil.example/i.png) **b** _e_ #123 `c` a|b <i>h</i> ~s~"
+POLICY = "name: default\nexpire:\n  grace_s: 0\n"
 ARTIFACTS = Path(os.environ.get("ASSAY_TEST_ARTIFACTS") or REPO / "test-artifacts")  # kept after the run
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
@@ -58,9 +67,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     git("init", "-q", "--initial-branch=main", str(forge.seed))
     _publish(forge, {
         "desks/builder.yaml": DESK.format(name="builder", attempts=2),
+        "desks/spare.yaml": DESK.format(name="spare", attempts=2).replace("[work]", "[never]"),
+        "sweepers/default.yaml": POLICY,
         "briefs/greet.md": brief("Greet", ["write greet.txt hello"], "grep -q hello greet.txt"),
         "briefs/xss.md": _plain(XSS), "briefs/beta.md": _plain("Beta", "depends_on: [xss]\n"),
-        **{f"briefs/{b}.md": _plain(b.title()) for b in ("alpha", "gamma", "delta", "epsilon")},
+        "briefs/eta.md": _plain(HOSTILE.replace("'", "''")),
+        **{f"briefs/{b}.md": _plain(b.title()) for b in ("alpha", "gamma", "delta", "epsilon", "zeta", "iota",
+                                                         "kappa", "lambda")},
     })
     desk = assay("desk", "run", "builder", "--once", "--forge", forge.url, env=desk_env(tmp), timeout=120)
     assert desk.code == 0, desk.err
@@ -79,8 +92,29 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     crashed = assay(*deploy, env={**ctx, "ASSAY_RUN": "r1", "ASSAY_CRASH_AT": "step.after-execute:deploy"})
     assert crashed.code == -signal.SIGKILL
     assert assay(*deploy, env={**ctx, "ASSAY_RUN": "r2"}).code == 4
+    # desks SIGKILLed right after an unsafe step, and nothing recovered: only their intents are journaled
+    for b, d, lease in (("zeta", "crasher", "1"), ("eta", "hand", "600"), ("iota", "hand", "600")):
+        assert assay("claim", b, "--desk", d, "--lease", lease, "--forge", forge.url).code == 0
+        unsafe = assay("step", "run", "--name", "deploy", "--policy", "unsafe", "--", "true",
+                       env={**ctx, "ASSAY_BRIEF": b, "ASSAY_DESK": d, "ASSAY_RUN": "r1",
+                            "ASSAY_CRASH_AT": "step.after-execute:deploy"})
+        assert unsafe.code == -signal.SIGKILL, unsafe.err
+    git_port = ForgeGit(forge.url, cache_root=tmp / "cache2")
+    try:
+        Claims(git_port).block("eta", "hand", 1, "left for a person")  # blocked, and its outcome unknown
+    finally:
+        git_port.close()
+    assert assay("claim", "kappa", "--desk", "sleepy", "--lease", "30", "--forge", forge.url).code == 0
+    now = time.time()  # the sweepers' clock: the first sweep sees every tip, the second expires zeta (lease 1 s)
+    for at in (now, now + 5):
+        swept = assay("sweep", "--forge", forge.url, "--json", env={"ASSAY_SWEEP_NOW": str(at)})
+        assert swept.code == 0, swept.err
+    assert [c["state"] for c in claim_chain(forge.path, "zeta")][-2:] == ["held", "expired"]  # the intent renewed
+    assert assay("renew", "alpha", "--desk", "hand", "--forge", forge.url).code == 0  # moved since the sweeps
+    assert assay("claim", "lambda", "--desk", "newcomer", "--lease", "10", "--forge", forge.url).code == 0
     out = tmp / "site"
-    built = assay("board", "build", "-o", str(out), "--forge", forge.url, "--json")
+    built = assay("board", "build", "-o", str(out), "--forge", forge.url, "--json",
+                  env={"ASSAY_BOARD_NOW": str(now + 200), "ASSAY_CACHE_DIR": str(tmp / "board-cache")})
     assert built.code == 0, built.err
     data = built.json()
     assert isinstance(data, dict)
@@ -137,7 +171,7 @@ def test_round_trips_are_one_ls_remote_and_one_fetch(fleet: Fleet) -> None:
 
 def test_a_script_title_is_text_and_no_data_makes_an_element(fleet: Fleet) -> None:
     index = parse(fleet.out / "index.html")
-    assert index.scripts == 1  # the board's own filter, nothing from a record
+    assert index.scripts == 0  # the filter needs none, and nothing from a record makes one
     assert XSS in "".join(index.text)
     page = parse(fleet.out / "briefs" / "xss.html")
     assert page.scripts == 0 and XSS in "".join(page.text)
@@ -148,9 +182,9 @@ def test_a_script_title_is_text_and_no_data_makes_an_element(fleet: Fleet) -> No
 
 def test_a_brief_page_shows_custody_with_renewals_folded_and_a_timeline(fleet: Fleet) -> None:
     alpha = parse(fleet.out / "briefs" / "alpha.html")
-    assert "renewed 3×" in "".join(alpha.text)
+    assert "renewed 4×" in "".join(alpha.text)
     chain = git("--git-dir", str(fleet.forge.path), "rev-list", "refs/assay/claims/alpha").split()
-    assert len(chain) == 4  # the claim and its three renewals, folded into one row
+    assert len(chain) == 5  # the claim and its four renewals, folded into one row
     greet = parse(fleet.out / "briefs" / "greet.html")
     journal = git("--git-dir", str(fleet.forge.path), "log", "--format=%H", "refs/assay/journal/greet").split()
     entries = [json.loads(line) for c in journal for line in
@@ -215,7 +249,7 @@ def test_chromium_renders_the_board_and_runs_no_data(fleet: Fleet, tmp_path: Pat
     page = Page()
     page.feed(dom)
     assert {col: sorted(ids) for col, ids in page.cards.items()} == EXPECTED
-    assert page.scripts == 1 and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    assert page.scripts == 0 and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
     brief_dom = _chromium(tmp_path, "--dump-dom", (fleet.out / "briefs" / "xss.html").as_uri())
     assert "<script" not in brief_dom and "&lt;script&gt;" in brief_dom
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -257,11 +291,264 @@ def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fle
 def test_a_pull_requests_link_is_on_the_forges_own_web_host(monkeypatch: pytest.MonkeyPatch, url: str,
                                                             api: str | None, link: str) -> None:
     from assay.board import review_linker
+    from assay.config import github_target
     from assay.forge.base import Review
     from assay.records import ReviewRecord
 
     if api:
         monkeypatch.setenv("ASSAY_GITHUB_API", api)
     record = ReviewRecord(brief="app", branch="assay/app", title="App", state="ready", opened_at="", at="")
-    assert review_linker(url)(Review(record, "pull/7")) == link
-    assert review_linker(url)(Review(record, "0" * 40)) == "briefs/app.html#review"  # a review ref's commit
+    assert review_linker(github_target(url))(Review(record, "pull/7")) == link
+    assert review_linker(github_target(url))(Review(record, "0" * 40)) == "briefs/app.html#review"  # a ref commit
+
+
+def _data(fleet: Fleet) -> dict[str, Any]:
+    data = json.loads((fleet.out / "board.json").read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _cards(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in _data(fleet)["briefs"]}
+
+
+def _intents(forge: Forge, brief: str) -> list[int]:
+    journal = git("--git-dir", str(forge.path), "log", "--format=%H", f"refs/assay/journal/{brief}").split()
+    entries = [json.loads(line) for c in journal for line in
+               git("--git-dir", str(forge.path), "show", f"{c}:entries.jsonl").splitlines() if line]
+    return sorted(e["seq"] for e in entries if e["kind"] == "intent" and e.get("policy") == "unsafe")
+
+
+def test_an_unsafe_step_its_desk_died_in_is_outcome_unknown_once_no_desk_holds_it(fleet: Fleet) -> None:
+    cards = _cards(fleet)
+    zeta, eta, iota = cards["zeta"], cards["eta"], cards["iota"]
+    # expired by the sweeper, nothing recovered: its intent alone says the effect may have happened
+    assert (zeta["column"], zeta["state"], zeta["unknown"]) == ("unknown", "expired", [])
+    assert zeta["interrupted"] == _intents(fleet.forge, "zeta") != []
+    # blocked and unknown: unknown is the column, the state still says blocked
+    assert (eta["column"], eta["state"], eta["interrupted"]) == ("unknown", "blocked", _intents(fleet.forge, "eta"))
+    # still held at the intent's epoch: its desk may be running the step, so it is working, not unknown
+    assert (iota["column"], iota["interrupted"]) == ("working", [])
+    index = (fleet.out / "index.html").read_text(encoding="utf-8")
+    zeta_card = index.split('<a href="briefs/zeta.html">')[1].split("</article>")[0]
+    assert "last step deploy (interrupted)" in zeta_card and "unsafe step interrupted at seq 1" in zeta_card
+    assert "eta" in (fleet.out / "board.md").read_text(encoding="utf-8").split("**Needs a person:**")[1]
+
+
+def _committed(forge: Forge, ref: str) -> int:
+    return int(git("--git-dir", str(forge.path), "log", "-1", "--format=%ct", ref).strip())
+
+
+def test_lease_age_is_never_null_for_a_live_claim_and_says_whose_clock(fleet: Fleet) -> None:
+    now = _data(fleet)["generated_at"]
+    built = datetime.strptime(now, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    cards = _cards(fleet)
+    for card in cards.values():
+        assert (card["lease_age_s"] is None) == (card["state"] not in ("held", "waiting", "blocked")), card["id"]
+    # renewed after the last sweep: the sweepers never saw this tip, so the age is the desk's, from its commit
+    alpha = cards["alpha"]
+    assert alpha["lease_age_by"] == "desk"
+    assert alpha["lease_age_s"] == int(built - _committed(fleet.forge, "refs/assay/claims/alpha"))
+    assert alpha["custody"][-1]["renewals"] == 4  # its renewals, folded: the last one is when it was written
+    assert alpha["custody"][-1]["last_at"] == datetime.fromtimestamp(
+        _committed(fleet.forge, "refs/assay/claims/alpha"), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert alpha["custody"][-1]["at"] < alpha["custody"][-1]["last_at"]
+    kappa = cards["kappa"]  # seen by the first sweep, 200 s before the board was built
+    assert (kappa["lease_age_by"], kappa["lease_age_s"]) == ("sweeper", 200)
+    index = (fleet.out / "index.html").read_text(encoding="utf-8")
+    assert "claim last written" in index.split('href="briefs/alpha.html"')[1].split("</article>")[0]
+    kappa_card = index.split('href="briefs/kappa.html"')[1].split("</article>")[0]
+    assert "claim unchanged for ≥ 3m (sweeper&#x27;s clock)" in kappa_card and "renewed" not in kappa_card
+
+
+def test_every_desk_on_main_is_listed_with_its_liveness_from_the_sweepers_evidence(fleet: Fleet) -> None:
+    desks = {d["desk"]: d for d in _data(fleet)["desks"]}
+    assert {name: d["liveness"] for name, d in desks.items()} == LIVENESS
+    assert {name for name, d in desks.items() if d["defined"]} == {"builder", "spare"}
+    assert desks["spare"]["briefs"] == [] and desks["crasher"]["expired"] == ["zeta"]
+    assert desks["builder"]["briefs"] == ["greet"]
+    text = "".join(parse(fleet.out / "index.html").text)
+    assert all(state in text for state in LIVENESS.values())
+
+
+def test_board_md_escapes_markdown_and_mentions_nobody(fleet: Fleet) -> None:
+    from markdown_it import MarkdownIt
+
+    text = (fleet.out / "board.md").read_text(encoding="utf-8")
+    [line] = [t for t in text.splitlines() if t.startswith("- `eta`")]
+    assert "@octocat" not in line and "#123" not in line  # GitHub links these in rendered text, escaped or not
+    html = MarkdownIt("commonmark").enable("table").enable("strikethrough").render(line)
+    for element in ("<a", "<img", "<strong", "<em", "<del", "<s>", "<i>"):
+        assert element not in html, element
+    assert html.count("<code>") == 1  # the id, and nothing from the title
+    shown = re.sub(r"<[^>]+>", "", html).replace("\u200d", "")
+    import html as html_module
+
+    assert HOSTILE in html_module.unescape(shown)
+    table = MarkdownIt("commonmark").enable("table").render(text)
+    assert table.count("<th>") == 6  # a `|` in a title breaks no table
+
+
+def test_pull_request_links_go_to_the_forges_own_github_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.board import review_linker
+    from assay.config import github_target
+    from assay.forge.base import Review
+    from assay.records import ReviewRecord
+
+    record = ReviewRecord(brief="fix", branch="assay/fix", title="Fix", state="ready", opened_at="2030-01-01T00:00:00Z",
+                          at="2030-01-01T00:00:00Z")
+    monkeypatch.setenv("ASSAY_GITHUB_API", "https://ghe.example.com/api/v3")
+    link = review_linker(github_target("https://ghe.example.com/team/app.git"))
+    assert link(Review(record, "pull/7")) == "https://ghe.example.com/team/app/pull/7"
+    monkeypatch.setenv("ASSAY_GITHUB_API", "http://127.0.0.1:8080/api")
+    assert review_linker(github_target("http://127.0.0.1:8080/o/r.git"))(Review(record, "pull/2")) == \
+        "http://127.0.0.1:8080/o/r/pull/2"
+    monkeypatch.delenv("ASSAY_GITHUB_API")
+    assert review_linker(github_target("https://github.com/o/r"))(Review(record, "pull/3")) == \
+        "https://github.com/o/r/pull/3"
+    assert review_linker(github_target("/srv/forge.git"))(Review(record, "c" * 40)) == "briefs/fix.html#review"
+
+
+def test_the_filter_is_radios_and_css_and_the_pages_allow_no_script(fleet: Fleet) -> None:
+    index = (fleet.out / "index.html").read_text(encoding="utf-8")
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', index)
+    assert csp is not None and "script-src" not in csp.group(1) and "default-src 'none'" in csp.group(1)
+    css = (fleet.out / "board.css").read_text(encoding="utf-8")
+    desks = sorted({c["desk"] for c in _data(fleet)["briefs"] if c["desk"]})
+    for n, desk in enumerate(desks):
+        assert f'id="f-desk-{n}"' in index and f"body:has(#f-desk-{n}:checked) .card:not(.desk-{n})" in css
+        assert re.search(rf'<article class="card desk-{n}" data-desk="{re.escape(desk)}"', index), desk
+    for col in EXPECTED:
+        assert f'id="f-col-{col}"' in index and f"#f-col-{col}:checked" in css
+    assert "overflow-wrap: anywhere" not in css.split("th, td {")[1].split("}")[0]
+
+
+class Browser:
+    """Chromium with scripts disabled, driven over the DevTools protocol on a pipe: the page runs no script,
+    the test reads layout boxes (`DOM.getBoxModel` fails for an element that is not rendered) and clicks."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        assert CHROMIUM is not None
+        to_chrome, self._in = os.pipe()
+        self._out, from_chrome = os.pipe()
+        # above 9, so `3<&N 4>&M` clobbers neither (bash: dash takes no fd above 9)
+        for name, fd in (("to", to_chrome), ("from", from_chrome)):
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+            os.close(fd)
+            to_chrome, from_chrome = (high, from_chrome) if name == "to" else (to_chrome, high)
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$@" 3<&{to_chrome} 4>&{from_chrome}', "bash", CHROMIUM, "--headless", "--no-sandbox",
+             "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--blink-settings=scriptEnabled=false", "--remote-debugging-pipe", "--window-size=390,844",
+             f"--user-data-dir={tmp_path / 'cdp-profile'}", "about:blank"],
+            pass_fds=(to_chrome, from_chrome), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome)
+        os.close(from_chrome)
+        self._buffer, self._id, self.session = b"", 0, ""
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable")
+
+    def _message(self) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._out, 65536)
+            assert chunk, "Chromium closed its DevTools pipe"
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        message = json.loads(raw)
+        assert isinstance(message, dict)
+        return message
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._id += 1
+        message: dict[str, Any] = {"id": self._id, "method": method, "params": params}
+        if self.session and not method.startswith("Target."):
+            message["sessionId"] = self.session
+        os.write(self._in, json.dumps(message).encode() + b"\0")
+        while True:
+            answer = self._message()
+            if answer.get("id") == self._id:
+                if "error" in answer:
+                    raise LookupError(answer["error"].get("message", ""))
+                result = answer.get("result", {})
+                assert isinstance(result, dict)
+                return result
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+        while self._message().get("method") != "Page.loadEventFired":
+            pass
+        self.root = self.call("DOM.getDocument")["root"]["nodeId"]
+
+    def nodes(self, selector: str) -> list[int]:
+        return list(self.call("DOM.querySelectorAll", nodeId=self.root, selector=selector)["nodeIds"])
+
+    def box(self, node: int) -> tuple[float, float, float, float] | None:
+        """(x, y, width, height) of the node's border box, None when it is not rendered."""
+        try:
+            model = self.call("DOM.getBoxModel", nodeId=node)["model"]
+        except LookupError:
+            return None
+        quad = model["border"]
+        return quad[0], quad[1], float(model["width"]), float(model["height"])
+
+    def attribute(self, node: int, name: str) -> str:
+        values = self.call("DOM.getAttributes", nodeId=node)["attributes"]
+        return str(dict(zip(values[::2], values[1::2], strict=True)).get(name, ""))
+
+    def click(self, selector: str) -> None:
+        [node] = self.nodes(selector)
+        self.call("DOM.scrollIntoViewIfNeeded", nodeId=node)
+        found = self.box(node)
+        assert found is not None, selector
+        x, y, width, height = found
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x + width / 2, y=y + height / 2, button="left",
+                      clickCount=1)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        os.close(self._in)
+        os.close(self._out)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (sh tests/install-chromium.sh)")
+def test_with_scripts_disabled_the_filter_works_and_phone_tables_scroll_whole(fleet: Fleet, tmp_path: Path) -> None:
+    browser = Browser(tmp_path)
+    try:
+        browser.open((fleet.out / "index.html").as_uri())
+
+        def shown() -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for node in browser.nodes("article.card"):
+                if browser.box(node) is not None:
+                    out.setdefault(browser.attribute(node, "data-column"), []).append(browser.attribute(node,
+                                                                                                 "data-desk"))
+            return out
+
+        everything = shown()
+        assert {col: len(desks) for col, desks in everything.items()} == \
+            {col: len(ids) for col, ids in EXPECTED.items()}
+        browser.click('label[for="f-col-unknown"]')
+        assert set(shown()) == {"unknown"} and len(shown()["unknown"]) == len(EXPECTED["unknown"])
+        desks = sorted({c["desk"] for c in _data(fleet)["briefs"] if c["desk"]})
+        browser.click(f'label[for="f-desk-{desks.index("hand")}"]')
+        assert shown() == {"unknown": ["hand", "hand"]}  # delta and eta: hand's cards in the unknown column
+        browser.click('label[for="f-col-all"]')
+        hands = sum(1 for c in _data(fleet)["briefs"] if c["desk"] == "hand")
+        assert {d for ds in shown().values() for d in ds} == {"hand"} and sum(map(len, shown().values())) == hands
+        browser.click('label[for="f-desk-all"]')
+        assert shown() == everything
+        # a phone: short cells stay on one line, and the table is wider than its scrolling wrapper
+        browser.open((fleet.out / "briefs" / "alpha.html").as_uri())
+        [wrapper] = browser.nodes("#custody .scroll")
+        [table] = browser.nodes("#custody table")
+        outer, inner = browser.box(wrapper), browser.box(table)
+        assert outer is not None and inner is not None and inner[2] > outer[2]
+        line = max(b[3] for b in map(browser.box, browser.nodes("#custody th")) if b is not None)
+        for node in browser.nodes("#custody td:not(.wrap)"):
+            cell = browser.box(node)
+            assert cell is not None and cell[3] <= line + 1, browser.attribute(node, "class")
+    finally:
+        browser.close()

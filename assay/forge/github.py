@@ -54,17 +54,18 @@ class GitHubTarget:
 
     repo: str  # owner/name
     api: str = GITHUB_API
+    web: str = "https://github.com"  # the forge's own host, where its pull requests are seen
 
 
 def target_of(url: str, api: str | None = None) -> GitHubTarget | None:
     """The GitHub repository a forge URL names: github.com, or any host when an API URL is given."""
-    m = re.fullmatch(r"(?:https?://(?:[^@/]+@)?(?P<host>[^/]+)/|git@(?P<ssh>[^:]+):)(?P<slug>[^/]+/[^/]+?)(?:\.git)?/?",
-                     url.strip())
+    m = re.fullmatch(r"(?:(?P<scheme>https?)://(?:[^@/]+@)?(?P<host>[^/]+)/|git@(?P<ssh>[^:]+):)"
+                     r"(?P<slug>[^/]+/[^/]+?)(?:\.git)?/?", url.strip())
     if m is None:
         return None
     host = m["host"] or m["ssh"]
     if api:
-        return GitHubTarget(m["slug"], api.rstrip("/"))
+        return GitHubTarget(m["slug"], api.rstrip("/"), f"{m['scheme'] or 'https'}://{host}")
     if host in ("github.com", "www.github.com"):
         return GitHubTarget(m["slug"], GITHUB_API)
     return None
