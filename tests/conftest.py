@@ -43,9 +43,9 @@ def pinned_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
-    """Plain git, as an independent reader of what is on the forge."""
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+def git(*args: str, cwd: Path | None = None, check: bool = True, input: str | None = None) -> str:
+    """Plain git, as an independent reader of what is on the forge (and a planter of records on it)."""
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
     return proc.stdout

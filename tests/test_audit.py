@@ -148,6 +148,37 @@ def test_audit_all_reports_each_brief_and_fails_if_any_does(desks: Forge, tmp_pa
     assert every.code == 1 and "audit of one" in every.out and "audit of two" in every.out
 
 
+def _plant(forge: Forge, ref: str, files: dict[str, str] | None = None, blob: str = "") -> None:
+    """A record written straight into the forge with plumbing: a commit of `files`, or a ref at a blob."""
+    bare = ["--git-dir", str(forge.path)]
+    if files is None:
+        sha = git(*bare, "hash-object", "-w", "--stdin", input=blob).strip()
+    else:
+        rows = "".join(f"100644 blob {git(*bare, 'hash-object', '-w', '--stdin', input=text).strip()}\t{name}\n"
+                       for name, text in files.items())
+        sha = git(*bare, "commit-tree", git(*bare, "mktree", input=rows).strip(), "-m", "planted").strip()
+    git(*bare, "update-ref", ref, sha)
+
+
+def test_junk_on_the_forge_fails_its_own_audit_and_spares_the_others(desks: Forge, tmp_path: Path) -> None:
+    ready(desks, tmp_path, "greet", ["write greet.txt hello"], "grep -q hello greet.txt")
+    _plant(desks, "refs/assay/claims/blobref", blob="<script>alert(1)</script>")
+    _plant(desks, "refs/assay/claims/notjson", {"claim.json": "{ not json"})
+    _plant(desks, "refs/assay/journal/notjson", {"entries.jsonl": '{"seq": 1, "kind": "<b>hi</b>"'})
+    run = assay("audit", "--all", "--json", "--forge", desks.url)
+    views = run.json()
+    assert run.code == 1 and isinstance(views, list) and "Traceback" not in run.err
+    verdict = {v["brief"]: v["passed"] for v in views}
+    assert verdict == {"blobref": False, "greet": True, "notjson": False}
+    [blobref] = [v for v in views if v["brief"] == "blobref"]
+    assert "points at a blob, not a commit" in blobref["checks"][0]["reason"]
+    [notjson] = [v for v in views if v["brief"] == "notjson"]
+    reasons = " ".join(c["reason"] for c in notjson["checks"] if not c["passed"])
+    assert "refs/assay/claims/notjson" in reasons and "refs/assay/journal/notjson" in reasons
+    table = assay("audit", "--all", "--forge", desks.url)
+    assert table.code == 1 and "audit of greet" in table.out and "Traceback" not in table.err
+
+
 @pytest.mark.parametrize("args", [["nosuch"], ["Bad..Id"], [], ["greet", "--all"]])
 def test_bad_input_is_exit_2_without_a_traceback(desks: Forge, args: list[str]) -> None:
     run = assay("audit", *args, "--forge", desks.url)
