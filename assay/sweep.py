@@ -39,6 +39,7 @@ from assay.records import (
     MAIN_REF,
     REVIEWS_PREFIX,
     TOMBSTONES,
+    JournalEntry,
     ReviewRecord,
     brief_of_ref,
     claim_ref,
@@ -48,6 +49,7 @@ from assay.records import (
     utc_now_iso,
 )
 from assay.retired import RETIRED_REF, retire
+from assay.steps import open_intents
 from assay.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
 BRANCH_PREFIX = "refs/heads/assay/"
@@ -193,6 +195,25 @@ def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tupl
     return out
 
 
+def interrupted_effects(git: ForgeGit, state: ForgeState) -> dict[str, list[JournalEntry]]:
+    """Per brief whose claim is a tombstone (its holder stopped: released, expired, abandoned), the unsafe intents
+    nothing resolved. The effect may or may not have happened, and no desk has said so yet: the next holder
+    records `outcome_unknown` when it resumes. Journals are read through the decoded-log cache, so an unchanged
+    one costs no git call."""
+    out: dict[str, list[JournalEntry]] = {}
+    for brief, claim in sorted(state.claims.items()):
+        if claim.record.state not in TOMBSTONES or brief not in state.journals:
+            continue
+        try:
+            log = read_log(git, brief, state.journals[brief])
+        except RecordInvalid:
+            continue  # junk: reported from unresolved_unknowns
+        cut = [e for e in open_intents(log.entries) if e.policy == "unsafe"]
+        if cut:
+            out[brief] = cut
+    return out
+
+
 # -- judging ------------------------------------------------------------------------------------
 
 
@@ -229,9 +250,15 @@ def observe(state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | Recor
 
 
 def judge(state: ForgeState, seen: Observations, unknowns: dict[str, list[tuple[int, str]] | RecordInvalid],
-          policy: SweepPolicy, now: float) -> list[Finding]:
+          policy: SweepPolicy, now: float, interrupted: dict[str, list[JournalEntry]] | None = None) -> list[Finding]:
     """Every finding the forge and the observations show now (each keyed so it is recorded once)."""
     out: list[Finding] = []
+    for brief, cut in sorted((interrupted or {}).items()):
+        r = state.claims[brief].record
+        out += [Finding("unknown", brief, f"step {e.step!r} (seq {e.seq}) is an unsafe effect with no result, and "
+                        f"epoch {e.epoch}'s claim is {r.state}: it may or may not have run; the next holder records "
+                        "outcome_unknown and will not repeat it; inspect the system before anyone resumes",
+                        f"interrupted:{brief}:{e.seq}") for e in cut]
     for brief, claim in sorted(state.claims.items()):
         out += _claim_findings(state, seen.briefs.get(brief), claim, policy, now)
     out += _orphans(state)
@@ -348,13 +375,14 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
         unread = read_api_reviews(reviews, state)
     progress(f"reading {len(state.journals)} journals")
     unknowns = unresolved_unknowns(git, state)
+    interrupted = interrupted_effects(git, state)
     by = f"sweeper:{policy.name}"
     if dry_run:
-        findings = judge(state, observe(state, unknowns, now, now), unknowns, policy, now)
+        findings = judge(state, observe(state, unknowns, now, now), unknowns, policy, now, interrupted)
         record(findings, state.base.findings, now, now)
     else:
         progress("recording observations")
-        findings = _observe_and_record(git, state, unknowns, policy, now, by)
+        findings = _observe_and_record(git, state, unknowns, policy, now, by, interrupted)
         crash_point("sweep.after-observe")
     for i, f in enumerate(findings):
         if f.action and f.kind == "wait" and f.brief in state.claims and state.claims[f.brief].record.desk == desk:
@@ -418,13 +446,14 @@ def _retire(claims: Claims, state: ForgeState, policy: SweepPolicy, now: float, 
 
 
 def _observe_and_record(git: ForgeGit, state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | RecordInvalid],
-                        policy: SweepPolicy, now: float, by: str) -> list[Finding]:
+                        policy: SweepPolicy, now: float, by: str,
+                        interrupted: dict[str, list[JournalEntry]]) -> list[Finding]:
     """Push this sweep's observations and findings by CAS; a concurrent sweeper's push is merged, not lost."""
     def attempt(n: int) -> list[Finding]:
         if n:
             _reread_observations(state, git)
         seen = observe(state, unknowns, now, now)
-        findings = judge(state, seen, unknowns, policy, now)
+        findings = judge(state, seen, unknowns, policy, now, interrupted)
         seen.findings = record(findings, state.base.findings, now, now)
         if state.base_is_commit and (seen.briefs, seen.findings) == (state.base.briefs, state.base.findings):
             return findings  # nothing new was seen: no push (a fleet of idle desks sweeping writes nothing)

@@ -207,6 +207,21 @@ def test_an_old_unknown_outcome_is_raised_for_a_person_once(policed: Forge, clai
     assert findings(sweep_cli(policed, T0 + 103), "unknown") == []
 
 
+def test_an_unsafe_step_cut_off_with_its_holder_is_raised_once_the_claim_is_a_tombstone(policed: Forge,
+                                                                                        claims: Claims) -> None:
+    claims.claim("alpha", "d")
+    ctx = {"ASSAY_FORGE": policed.url, "ASSAY_BRIEF": "alpha", "ASSAY_DESK": "d", "ASSAY_EPOCH": "1"}
+    step = ("step", "run", "--name", "deploy", "--policy", "unsafe", "--", "true")
+    assert assay(*step, env={**ctx, "ASSAY_RUN": "r1", "ASSAY_CRASH_AT": "step.after-execute:deploy"}).code < 0
+    assert [e["kind"] for e in entries(policed.path, "alpha")][-1] == "intent"  # no result, nothing else yet
+    assert findings(sweep_cli(policed, T0), "unknown") == []  # a held claim's desk may be running it still
+    assert assay("release", "alpha", "--force", "--reason", "desk gone", "--forge", policed.url).code == 0
+    [cut] = findings(sweep_cli(policed, T0 + 1), "unknown")
+    assert cut["brief"] == "alpha" and cut["new"] is True
+    assert "'deploy'" in str(cut["detail"]) and "claim is released" in str(cut["detail"])
+    assert [f["new"] for f in findings(sweep_cli(policed, T0 + 2), "unknown")] == [False]
+
+
 def test_met_waits_are_settled_and_a_merged_but_held_claim_is_found(policed: Forge, claims: Claims) -> None:
     main = policed.tip("refs/heads/main")
     assert main
