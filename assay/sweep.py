@@ -198,14 +198,17 @@ def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tupl
 def interrupted_effects(git: ForgeGit, state: ForgeState) -> dict[str, list[JournalEntry]]:
     """Per brief whose claim is a tombstone (its holder stopped: released, expired, abandoned), the unsafe intents
     nothing resolved. The effect may or may not have happened, and no desk has said so yet: the next holder
-    records `outcome_unknown` when it resumes. Journals are read through the decoded-log cache, so an unchanged
-    one costs no git call."""
+    records `outcome_unknown` when it resumes. A few journals are read through the decoded-log cache (local git
+    only); many, in one rev-list and one cat-file batch."""
     out: dict[str, list[JournalEntry]] = {}
-    for brief, claim in sorted(state.claims.items()):
-        if claim.record.state not in TOMBSTONES or brief not in state.journals:
-            continue
+    stopped = {b: state.journals[b] for b, c in state.claims.items() if c.record.state in TOMBSTONES
+               and b in state.journals}
+    logs = read_logs(git, stopped) if len(stopped) > BATCH_JOURNALS else {}  # many: one batch for all
+    for brief, tip in sorted(stopped.items()):
         try:
-            log = read_log(git, brief, state.journals[brief])
+            log = logs.get(brief) or read_log(git, brief, tip)
+            if isinstance(log, RecordInvalid):
+                raise log
         except RecordInvalid:
             continue  # junk: reported from unresolved_unknowns
         cut = [e for e in open_intents(log.entries) if e.policy == "unsafe"]

@@ -19,6 +19,7 @@ from assay.claims import Claims
 from assay.errors import Conflict
 from assay.forge.plain import PlainReviews
 from assay.git import ForgeGit
+from assay.journal import Journal
 from assay.sweep import sweep
 from tests.conftest import Forge, Run, assay, git
 from tests.journal_check import claim_chain, entries, invariants
@@ -207,19 +208,31 @@ def test_an_old_unknown_outcome_is_raised_for_a_person_once(policed: Forge, clai
     assert findings(sweep_cli(policed, T0 + 103), "unknown") == []
 
 
+@pytest.mark.parametrize("others", [0, 17])  # 17 more stopped journals: read in one batch
 def test_an_unsafe_step_cut_off_with_its_holder_is_raised_once_the_claim_is_a_tombstone(policed: Forge,
-                                                                                        claims: Claims) -> None:
+                                                                                        claims: Claims,
+                                                                                        others: int) -> None:
+    many = [f"cut{i:02d}" for i in range(others)]
+    for brief_id in many:  # each: an unsafe intent journaled by its holder, which then stopped
+        claims.claim(brief_id, "e", require_brief=False)
+        Journal.open(claims, brief_id, "e", 1, "r1").add("intent", step="charge", input_sha="0" * 64, ordinal=0,
+                                                         policy="unsafe", key=f"{brief_id}/1/charge/0")
+        claims.force_release(brief_id, "desk gone", "ops")
     claims.claim("alpha", "d")
     ctx = {"ASSAY_FORGE": policed.url, "ASSAY_BRIEF": "alpha", "ASSAY_DESK": "d", "ASSAY_EPOCH": "1"}
     step = ("step", "run", "--name", "deploy", "--policy", "unsafe", "--", "true")
     assert assay(*step, env={**ctx, "ASSAY_RUN": "r1", "ASSAY_CRASH_AT": "step.after-execute:deploy"}).code < 0
     assert [e["kind"] for e in entries(policed.path, "alpha")][-1] == "intent"  # no result, nothing else yet
-    assert findings(sweep_cli(policed, T0), "unknown") == []  # a held claim's desk may be running it still
+    held = findings(sweep_cli(policed, T0), "unknown")
+    assert [f["brief"] for f in held if f["brief"] == "alpha"] == []  # a held claim's desk may be running it still
     assert assay("release", "alpha", "--force", "--reason", "desk gone", "--forge", policed.url).code == 0
-    [cut] = findings(sweep_cli(policed, T0 + 1), "unknown")
-    assert cut["brief"] == "alpha" and cut["new"] is True
-    assert "'deploy'" in str(cut["detail"]) and "claim is released" in str(cut["detail"])
-    assert [f["new"] for f in findings(sweep_cli(policed, T0 + 2), "unknown")] == [False]
+    found = findings(sweep_cli(policed, T0 + 1), "unknown")
+    assert sorted(str(f["brief"]) for f in found) == ["alpha", *many]
+    [cut] = [f for f in found if f["brief"] == "alpha"]
+    assert cut["new"] is True and "'deploy'" in str(cut["detail"]) and "claim is released" in str(cut["detail"])
+    assert all("'charge'" in str(f["detail"]) for f in found if f["brief"] != "alpha")
+    assert [f["new"] for f in found if f["brief"] != "alpha"] == [False] * others  # recorded by the first sweep
+    assert [f["new"] for f in findings(sweep_cli(policed, T0 + 2), "unknown")] == [False] * (1 + others)
 
 
 def test_met_waits_are_settled_and_a_merged_but_held_claim_is_found(policed: Forge, claims: Claims) -> None:
