@@ -6,7 +6,7 @@ The checks and what each proves are the table in docs/architecture.md (Audits).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -21,7 +21,9 @@ from assay.git import ForgeGit, committed_at
 from assay.journal import JournalLog, read_kept
 from assay.records import (
     CLAIMS_PREFIX,
+    JOURNAL_PREFIX,
     MAIN_REF,
+    REVIEWS_PREFIX,
     TOMBSTONES,
     JournalEntry,
     ReviewRecord,
@@ -97,15 +99,17 @@ class Audit:
 # -- reading ----------------------------------------------------------------------------------------
 
 
-def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str) -> History:
-    """Everything the forge holds about `brief` (also a retired one); UsageError if it holds nothing."""
+def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
+                 refs: Mapping[str, str] | None = None) -> History:
+    """Everything the forge holds about `brief` (also a retired one); UsageError if it holds nothing. `refs`: the
+    forge's refs read already, their objects fetched (`audit_all` reads them once for every brief)."""
     validate_brief_id(brief)
     problems: list[str] = []
-    chain = claims.history(brief)
+    chain = claims.history(brief, refs)
     good = [c for c in chain if isinstance(c, Claim)]
     problems += [f"{c.ref} at {c.sha[:10]}: {c.problem}" for c in chain if isinstance(c, InvalidRecord)]
     try:
-        log = read_kept(git, brief)
+        log = read_kept(git, brief, refs)
     except RecordInvalid as exc:
         problems.append(exc.message)
         log = JournalLog([], {}, None)
@@ -115,8 +119,8 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str) ->
     base = next((str(e.data["at_commit"]) for e in log.entries
                  if e.kind == "note" and e.data and e.data.get("branch") == "created" and e.data.get("at_commit")),
                 None)
-    branch = _branch_commits(git, brief, base)
-    review_chain = _review_chain(git, brief) if reviews.refs_backed else []
+    branch = _branch_commits(git, brief, base, refs)
+    review_chain = _review_chain(git, brief, refs) if reviews.refs_backed else []
     named = [str((e.data or {}).get(k)) for e in log.entries for k in ("head", "pushed") if (e.data or {}).get(k)]
     pull = None if reviews.refs_backed else _pull_history(reviews, brief, list(dict.fromkeys(named)))
     mains = [base] if base else []
@@ -130,15 +134,16 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str) ->
     return History(brief, good, log.entries, branch, review_chain, _rows_on_main(git, brief, mains), pull, problems)
 
 
-def _branch_commits(git: ForgeGit, brief: str, base: str | None) -> list[BranchCommit]:
+def _branch_commits(git: ForgeGit, brief: str, base: str | None,
+                    refs: Mapping[str, str] | None) -> list[BranchCommit]:
     """The work branch's own commits (after `base`, the main commit it was created at), oldest first."""
     ref = f"refs/heads/assay/{brief}"
-    tip = retired.tip_of(git, ref)
+    tip = retired.tip_of(git, ref, refs)
     if not tip:
         return []
     git.ensure_objects({ref: tip})
     if base is None or not git.read_objects([base])[0]:
-        main = git.ls_remote(MAIN_REF).get(MAIN_REF)
+        main = (git.ls_remote(MAIN_REF) if refs is None else refs).get(MAIN_REF)
         base = main if main and git.read_objects([main])[0] and not git.is_ancestor(tip, main) else None
     shas = list(reversed(git.rev_list(tip, since=base)))
     return [_branch_commit(sha, data) for sha, data in zip(shas, git.read_objects(shas), strict=True)]
@@ -165,9 +170,9 @@ def _iso(seconds: int) -> str:
     return utc_now_iso(float(seconds))
 
 
-def _review_chain(git: ForgeGit, brief: str) -> list[tuple[str, ReviewRecord]]:
+def _review_chain(git: ForgeGit, brief: str, refs: Mapping[str, str] | None) -> list[tuple[str, ReviewRecord]]:
     ref = review_ref(brief)
-    tip = retired.tip_of(git, ref)
+    tip = retired.tip_of(git, ref, refs)
     if not tip:
         return []
     git.ensure_objects({ref: tip})
@@ -519,19 +524,24 @@ def audit_history(h: History, git: ForgeGit) -> Audit:
     return Audit(h.brief, timeline(h), checks)
 
 
-def audit(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str) -> Audit:
+def audit(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
+          refs: Mapping[str, str] | None = None) -> Audit:
     """The audit of one brief; UsageError (exit 2) if the forge knows no such brief."""
-    return audit_history(read_history(git, claims, reviews, brief), git)
+    return audit_history(read_history(git, claims, reviews, brief, refs), git)
 
 
 def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews) -> list[Audit]:
-    """The audit of every brief with a claim chain, live or retired."""
-    names = {ref.removeprefix(CLAIMS_PREFIX) for ref in git.ls_remote(CLAIMS_PREFIX + "*")}
-    names |= retired.read_index(git).names()
+    """The audit of every brief with a claim chain, live or retired: one ls-remote and one fetch for all of
+    them, then local reads."""
+    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", retired.BRANCH_PREFIX + "*",
+                         MAIN_REF, retired.RETIRED_REF)
+    git.ensure_objects(dict(refs))
+    names = {ref.removeprefix(CLAIMS_PREFIX) for ref in refs if ref.startswith(CLAIMS_PREFIX)}
+    names |= retired.Index(git, refs.get(retired.RETIRED_REF)).names()
     out = []
     for brief in sorted(names):
         try:
-            out.append(audit(git, claims, reviews, brief))
+            out.append(audit(git, claims, reviews, brief, refs))
         except AssayError as exc:
             out.append(Audit(brief, [], [Check("read", False, exc.message)]))
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -201,11 +201,11 @@ class Claims:
         """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""
         return self.load_tips(self.git.ls_remote(CLAIMS_PREFIX + "*"))
 
-    def history(self, brief: str) -> list[Claim | InvalidClaim]:
+    def history(self, brief: str, refs: Mapping[str, str] | None = None) -> list[Claim | InvalidClaim]:
         """The custody chain of `brief`, oldest first (also of a retired brief); RecordInvalid if its ref
-        is not a commit."""
+        is not a commit. `refs`: the forge's refs read already (see `retired.tip_of`)."""
         ref = claim_ref(brief)
-        tip = retired.tip_of(self.git, ref)
+        tip = retired.tip_of(self.git, ref, refs)
         if not tip:
             return []
         self.git.ensure_objects({ref: tip})

@@ -210,9 +210,10 @@ def _ends_with(ref: str, index: journalindex.Index, end: GitObject | None) -> bo
     return bool(lines) and decode_entry(lines[-1], ref) == decode_entry(index.last_body(), ref)
 
 
-def read_kept(git: ForgeGit, brief: str) -> JournalLog:
-    """A brief's journal as the forge has it, or as it was when the brief was retired."""
-    return read_log(git, brief, retired.tip_of(git, journal_ref(brief)) or "")
+def read_kept(git: ForgeGit, brief: str, refs: Mapping[str, str] | None = None) -> JournalLog:
+    """A brief's journal as the forge has it, or as it was when the brief was retired. `refs`: the forge's refs
+    read already (see `retired.tip_of`)."""
+    return read_log(git, brief, retired.tip_of(git, journal_ref(brief), refs) or "")
 
 
 def _entry_lines(ref: str, commit: str, found: GitObject | None) -> list[str]:

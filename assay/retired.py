@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -147,9 +147,10 @@ def read_index(git: ForgeGit) -> Index:
     return Index(git, git.ls_remote(RETIRED_REF).get(RETIRED_REF))
 
 
-def tip_of(git: ForgeGit, ref: str) -> str | None:
-    """The tip of a brief's `ref` on the forge, or the tip it had when the brief was retired."""
-    refs = git.ls_remote(ref, RETIRED_REF)
+def tip_of(git: ForgeGit, ref: str, refs: Mapping[str, str] | None = None) -> str | None:
+    """The tip of a brief's `ref` on the forge, or the tip it had when the brief was retired. `refs`: the forge's
+    refs read already (one ls-remote for many briefs, with RETIRED_REF among them); else they are read now."""
+    refs = git.ls_remote(ref, RETIRED_REF) if refs is None else refs
     if ref in refs:
         return refs[ref]
     prefix = next((p for p in PREFIXES if ref.startswith(p)), None)

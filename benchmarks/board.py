@@ -5,9 +5,10 @@
 One forge is built with `git fast-import`: N briefs on main, each with a claim chain (a claim and
 three renewals) and a journal of four commits (intents and results of four steps, a verify row).
 Each round times, interleaved, the floor (a plain `git fetch` of every ref into an empty repository:
-what any reader of the whole fleet pays at least), a cold `assay board build` (empty cache) and a
-warm one (the cache from the cold build). Prints min / median / max of each, each board build as a
-ratio of medians against the floor, the git round trips of a build and the weight of the pages.
+what any reader of the whole fleet pays at least), a cold `assay board build` (empty cache), a warm
+one (the cache from the cold build), then `assay audit --all` with that cache. Prints min / median /
+max of each, each as a ratio of medians against the floor, the git round trips of a build and the
+weight of the pages.
 """
 
 from __future__ import annotations
@@ -98,6 +99,18 @@ def board(forge: Path, tmp: Path, cache: Path) -> tuple[float, dict[str, object]
     return elapsed, json.loads(proc.stdout)
 
 
+def audit_all(forge: Path, cache: Path) -> tuple[float, int]:
+    """`assay audit --all --json` on the same forge (the cache warm from the board): seconds, briefs that passed."""
+    env = {**os.environ, "ASSAY_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "assay", "audit", "--all", "--json", "--forge", str(forge)],
+                          env=env, capture_output=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"assay audit --all failed: {proc.stderr.decode()[-400:]}")
+    return elapsed, sum(1 for a in json.loads(proc.stdout) if a["passed"])
+
+
 def spread(values: list[float]) -> str:
     return "/".join(f"{v * 1000:.0f}" for v in (min(values), statistics.median(values), max(values)))
 
@@ -111,7 +124,8 @@ def main() -> None:
         tmp = Path(tmp_name)
         forge = tmp / "forge.git"
         build_forge(forge, opts.briefs)
-        times: dict[str, list[float]] = {"floor": [], "cold": [], "warm": []}
+        times: dict[str, list[float]] = {"floor": [], "cold": [], "warm": [], "audit": []}
+        passed = 0
         report: dict[str, object] = {}
         warm_report: dict[str, object] = {}
         for r in range(opts.rounds):
@@ -121,6 +135,8 @@ def main() -> None:
             times["cold"].append(cold)
             warm, warm_report = board(forge, tmp, cache)
             times["warm"].append(warm)
+            audited, passed = audit_all(forge, cache)
+            times["audit"].append(audited)
         index = (tmp / "site" / "index.html").stat().st_size
         pages = sorted(p.stat().st_size for p in (tmp / "site" / "briefs").glob("*.html"))
     print(f"{os.cpu_count()} cores, {opts.briefs} briefs (4 claim commits, 4 journal commits each), "
@@ -130,6 +146,9 @@ def main() -> None:
     for name in ("cold", "warm"):
         ratio = statistics.median(times[name]) / base
         print(f"board build, {name} cache: {spread(times[name])}  ratio to floor {ratio:5.2f}")
+    audit_ratio = statistics.median(times["audit"]) / base
+    print(f"assay audit --all: {spread(times['audit'])}  ratio to floor {audit_ratio:5.2f}  "
+          f"({passed} of {opts.briefs} briefs pass every check)")
     print(f"git round trips of a build: cold {report['round_trips']}, warm {warm_report['round_trips']}")
     print(f"page weight: index.html {index} bytes, brief pages median {pages[len(pages) // 2]} bytes, "
           f"whole site {report['bytes']} bytes in {report['files']} files")
