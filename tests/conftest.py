@@ -126,6 +126,14 @@ def assay(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+def audit_failures(forge_url: str, brief: str) -> dict[str, str]:
+    """The checks `assay audit BRIEF` fails (name -> reason): a real history, however it was made, must pass."""
+    run = assay("audit", brief, "--json", "--forge", forge_url)
+    view = run.json()
+    assert isinstance(view, dict) and run.code in (0, 1), run.err
+    return {str(c["name"]): str(c["reason"]) for c in view["checks"] if not c["passed"]}
+
+
 @pytest.fixture
 def claims(forge: Forge) -> Iterator[Claims]:
     git_port = ForgeGit(forge.url)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Forge, Run, assay, git
+from tests.conftest import Forge, Run, assay, audit_failures, git
 from tests.helpers import procs
 from tests.journal_check import claim_chain, entries, invariants
 
@@ -80,6 +80,7 @@ def test_a_brief_goes_from_ready_to_merged_and_done(work: Forge, tmp_path: Path)
     verify = next(e for e in entries(work.path, "greet") if e["kind"] == "verify")["data"]
     assert verify["passed"] is True and verify["command"] == "grep -q hello greet.txt" and len(verify["head"]) == 40
     assert invariants(work.path, "greet") == []
+    assert audit_failures(work.url, "greet") == {}
     assert (tmp_path / "effects.log").read_text().count("deployed greet") == 1
 
 
@@ -150,6 +151,7 @@ def test_sigkill_during_the_agent_then_restart_resumes_without_repeating(work: F
     reviews = assay("review", "list", "--forge", work.url, "--json").json()
     assert isinstance(reviews, dict) and [r["brief"] for r in reviews["reviews"]] == ["ship"]
     assert invariants(work.path, "ship") == []
+    assert audit_failures(work.url, "ship") == {}
 
 
 def test_dependencies_and_priority_order(work: Forge, tmp_path: Path) -> None:
@@ -291,6 +293,7 @@ def test_a_desk_resuming_elsewhere_starts_from_the_branch_as_pushed(work: Forge,
     verify = [e["data"] for e in entries(work.path, "m") if e["kind"] == "verify"]
     assert verify and verify[-1]["passed"] is True and verify[-1]["head"] == pushed
     assert invariants(work.path, "m") == []
+    assert audit_failures(work.url, "m") == {}
 
 
 def test_a_review_closed_while_the_desk_works_blocks_the_brief(work: Forge, tmp_path: Path) -> None:
@@ -421,6 +424,7 @@ def test_a_desk_takes_over_a_claim_whose_holder_life_is_over(work: Forge, tmp_pa
     taken = next(c for c in chain if c["epoch"] == 2)
     assert taken["state"] == "held" and taken["holder"] not in (planted, "") and taken["desk"] == "builder"
     assert invariants(work.path, "r") == []
+    assert audit_failures(work.url, "r") == {}
 
 
 def test_a_running_desk_outlives_a_forge_outage(work: Forge, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from assay.claims import Claims
 from assay.git import ForgeGit
 from assay.stepserver import StepServer
-from tests.conftest import Forge, assay
+from tests.conftest import Forge, assay, audit_failures
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import brief, publish, run_desk
 from tests.test_desk import work as work  # noqa: F401  (the fixture)
@@ -35,6 +35,7 @@ def test_an_agents_steps_go_through_its_desk_not_the_forge(work: Forge, tmp_path
     recorded = next(e for e in journal if e["kind"] == "nondeterminism")["data"]["value"]
     assert (tmp_path / "uuid.txt").read_text().strip() == recorded
     assert invariants(work.path, "p") == []
+    assert audit_failures(work.url, "p") == {}
 
 
 def test_an_agent_step_killed_after_its_effect_is_outcome_unknown_not_repeated(work: Forge, tmp_path: Path) -> None:
@@ -47,6 +48,7 @@ def test_an_agent_step_killed_after_its_effect_is_outcome_unknown_not_repeated(w
     assert [e["kind"] for e in deploys if e.get("intent") == intent["seq"]] == ["outcome_unknown", "refused"]
     assert claim_chain(work.path, "d")[-1]["state"] == "waiting"
     assert invariants(work.path, "d") == []
+    assert audit_failures(work.url, "d") == {}
 
 
 def test_with_no_desk_listening_the_step_goes_to_the_forge(forge: Forge, claims: Claims, tmp_path: Path) -> None:

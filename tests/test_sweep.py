@@ -21,7 +21,7 @@ from assay.forge.plain import PlainReviews
 from assay.git import ForgeGit
 from assay.journal import Journal
 from assay.sweep import sweep
-from tests.conftest import Forge, Run, assay, git
+from tests.conftest import Forge, Run, assay, audit_failures, git
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import brief, desk_env, publish
 from tests.test_desk import work as work  # noqa: F401  (the fixture)
@@ -92,6 +92,7 @@ def test_a_desk_killed_on_another_host_is_expired_and_its_brief_resumed_at_the_n
     expire = [e for e in entries(work.path, "ship") if (e.get("data") or {}).get("action") == "expire"]
     assert len(expire) == 1 and expire[0]["epoch"] == 1 and str(expire[0]["run"]).startswith("sweeper:default:")
     assert invariants(work.path, "ship") == []
+    assert audit_failures(work.url, "ship") == {}
 
 
 def test_a_desk_renewing_at_the_lease_edge_is_never_expired_wrongly(policed: Forge) -> None:
@@ -341,6 +342,7 @@ def test_a_desk_on_a_fresh_machine_sweeps_and_takes_a_dead_desks_brief(work: For
     assert ("expired", 1) in states and states[-1] == ("waiting", 2), states
     assert (tmp_path / "effects.log").read_text().count("deployed ship") == 1  # resumed, not redone
     assert invariants(work.path, "ship") == []
+    assert audit_failures(work.url, "ship") == {}
 
 
 def test_a_retirement_the_forge_refuses_is_a_finding_not_a_failed_sweep(policed: Forge, claims: Claims) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, Forge
+from tests.conftest import REPO, Forge, audit_failures
 from tests.journal_check import claim_chain, entries, invariants
 
 PROGRAM = REPO / "tests" / "crash" / "desk_program.py"
@@ -77,6 +77,7 @@ def test_crash_and_recover(forge: Forge, tmp_path: Path, case: str) -> None:
     for name in ("charge",):  # an idempotent step re-ran with the same key
         assert len({key for n, key in lines if n == name}) == 1
     assert invariants(forge.path, "alpha") == []
+    assert audit_failures(forge.url, "alpha") == {}  # the audit finds nothing amiss in a recovered history
     chain = claim_chain(forge.path, "alpha")
     assert chain[-1]["state"] == "done"
     kinds = Counter(e["kind"] for e in entries(forge.path, "alpha"))
