@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -234,6 +235,34 @@ def test_desks_work_briefs_into_pull_requests_on_github(forge: Forge, tmp_path: 
         assert gh.token.encode() not in objects
         assert not [o for o in outputs if gh.token in o]
         assert gh.git_requests["git-receive-pack"] > 0  # claims and journals went over git, not the API
+        audited = assay("audit", "--all", "--json", env=env)
+        views = audited.json()
+        assert audited.code == 0 and isinstance(views, list), audited.err
+        assert {v["brief"]: v["passed"] for v in views} == {"alpha": True, "beta": True}
+
+
+@pytest.mark.parametrize("point", ["step.after-execute:review", "step.after-execute:statuses",
+                                   "step.before-execute:ready", "step.after-execute:ready"])
+def test_a_desk_killed_between_a_github_write_and_its_result_resumes_without_duplicates(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path, point: str) -> None:
+    publish(forge, {"desks/builder.yaml": DESK,
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    url = github_repo(fake_github, forge.seed)
+    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
+    crashed = assay("desk", "run", "builder", "--once", env={**env, "ASSAY_CRASH_AT": point}, timeout=180)
+    assert crashed.code == -signal.SIGKILL, crashed.err
+    again = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert again.code == 0 and "review ready" in again.out, again.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    assert not pull.draft
+    assert [s.context for s in fake_github.statuses(OWNER, NAME, pull.head_sha)] == ["assay/verify/check"]
+    assert sorted(fake_github.labels(OWNER, NAME, pull.number)) == ["assay:ready", "desk:builder"]
+    fake_github.merge(OWNER, NAME, pull.number)
+    assert assay("desk", "run", "builder", "--once", env=env, timeout=180).code == 0
+    audited = assay("audit", "gh", "--json", env=env)
+    view = audited.json()
+    assert isinstance(view, dict) and audited.code == 0, [c for c in view["checks"] if not c["passed"]]
 
 
 def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_duplicates(
