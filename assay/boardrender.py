@@ -9,6 +9,7 @@ by desk and state is radio buttons and CSS (`:has(:checked)`), so it needs no sc
 
 from __future__ import annotations
 
+import re
 from html import escape
 from string import Template
 from typing import Any
@@ -273,15 +274,18 @@ def journal_html(c: dict[str, Any]) -> str:
 
 MD_SPECIAL = frozenset("\\`*_{}[]()#+!|<>~&")
 ZWJ = "\u200d"  # after `@` and `#`: no mention, no issue reference, whatever renders the Markdown
+AUTOLINK = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*:(?=//)|www(?=\.))")  # a scheme before `//`, or `www.`
 
 
 def md(text: object) -> str:
     """Text that stays text in GitHub Markdown, in a table cell or a list item: every character that Markdown
     or its HTML could read is backslash-escaped (no link, image, emphasis, code, heading, HTML, entity or cell
     break), line breaks become spaces, and `@name` and `#123` get a zero-width joiner after their sign, since
-    GitHub links mentions and references in the rendered text, escaped or not."""
+    GitHub links mentions and references in the rendered text, escaped or not. For the same reason bare
+    addresses (`https://…`, `www.…`) get one before their scheme's colon or the last `w`: no autolink."""
     out = []
-    for ch in " ".join(str(text).splitlines()):
+    plain = AUTOLINK.sub(lambda m: m[0][:-1] + ZWJ + m[0][-1], " ".join(str(text).splitlines()))
+    for ch in plain:
         out.append(("\\" + ch if ch in MD_SPECIAL else ch) + (ZWJ if ch in "@#" else ""))
     return "".join(out)
 

@@ -387,6 +387,12 @@ def test_board_md_escapes_markdown_and_mentions_nobody(fleet: Fleet) -> None:
     assert HOSTILE in html_module.unescape(shown)
     table = MarkdownIt("commonmark").enable("table").render(text)
     assert table.count("<th>") == 6  # a `|` in a title breaks no table
+    from assay.boardrender import md
+
+    bare = md("see https://evil.example/x, HTTP://evil.example or www.evil.example; a note: fine")
+    assert not re.search(r"(?i)https?://|www\.", bare)  # GitHub autolinks bare addresses in rendered text
+    assert bare.replace("\u200d", "") == "see https://evil.example/x, HTTP://evil.example or www.evil.example; " \
+        "a note: fine"
 
 
 def test_pull_request_links_go_to_the_forges_own_github_host(monkeypatch: pytest.MonkeyPatch) -> None:
