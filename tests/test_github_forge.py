@@ -262,7 +262,8 @@ def test_a_desk_killed_between_a_github_write_and_its_result_resumes_without_dup
     assert assay("desk", "run", "builder", "--once", env=env, timeout=180).code == 0
     audited = assay("audit", "gh", "--json", env=env)
     view = audited.json()
-    assert isinstance(view, dict) and audited.code == 0, [c for c in view["checks"] if not c["passed"]]
+    assert isinstance(view, dict), audited.err
+    assert audited.code == 0, [c for c in view["checks"] if not c["passed"]]
 
 
 def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_duplicates(
