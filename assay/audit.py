@@ -14,7 +14,7 @@ from typing import Any
 from assay import retired
 from assay.briefs import check_brief
 from assay.chain import InvalidRecord
-from assay.claims import Claim, Claims
+from assay.claims import NEW_EPOCH_ACTIONS, OUTCOMES, TRANSITIONS, Claim, Claims
 from assay.errors import AssayError, RecordInvalid, UsageError
 from assay.forge.base import Reviews
 from assay.git import ForgeGit, committed_at
@@ -36,6 +36,7 @@ from assay.steps import input_sha
 
 LIVE = ("held", "waiting")  # claim states in which an epoch holds custody
 LABEL_PREFIXES = ("assay:", "desk:")  # the labels Assay writes on a pull request; people's own are not audited
+STATUS_PREFIX = "assay/verify/"  # the statuses Assay posts; other CI systems' are not audited
 CLOCK_SKEW_S = 120  # how far a desk's clock and the forge's may disagree: writes closer than this are not judged
 CHECKS = ("branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder")
 
@@ -193,14 +194,22 @@ def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[st
     pull = history(brief, heads) if callable(history) else None
     if not isinstance(pull, dict):
         return None
-    head, number = str(pull["head"]), pull["number"]
-    writes: list[dict[str, Any]] = [{"kind": "status", **s} for s in pull["statuses"]]
+    head, number, desks = str(pull["head"]), pull["number"], str(pull.get("author") or "")
+
+    def by_desks(by: str) -> bool:
+        """A write the desks' token made (the pull request's author); people's edits are events, not writes."""
+        return not desks or not by or by == desks
+
+    writes: list[dict[str, Any]] = [{"kind": "status", **s} for s in pull["statuses"]
+                                    if s["context"].startswith(STATUS_PREFIX) and by_desks(s["by"])]
     events = [{"at": pull["opened_at"], "what": f"pull request #{number} opened", "ref": f"pull/{number}"}]
     events += [{"at": s["at"], "what": f"status {s['context']} {s['state']} on {s['head'][:10]} by {s['by']}",
                 "ref": s["head"]} for s in pull["statuses"]]
     for e in pull.get("events", []):
         what, label = e["event"], e["label"]
-        if what in ("labeled", "unlabeled") and label.startswith(LABEL_PREFIXES):
+        if not by_desks(e["by"]):
+            pass
+        elif what in ("labeled", "unlabeled") and label.startswith(LABEL_PREFIXES):
             writes.append({"kind": "label", "action": what, "label": label, "at": e["at"], "by": e["by"]})
         elif what == "ready_for_review":
             writes.append({"kind": "ready", "head": "", "at": e["at"], "by": e["by"]})
@@ -374,16 +383,24 @@ def _announced(entry: JournalEntry, at: str) -> bool:
     return when is None or said is None or said <= when + CLOCK_SKEW_S
 
 
-def _unfenced(what: str, candidates: list[JournalEntry], at: str, spans: dict[int, tuple[str, str, str]]) -> str:
-    """Why none of the entries announcing a write fences it ("" if one does)."""
-    if any(_live_at(spans, e.epoch, at) and _announced(e, at) for e in candidates):
+def _unfenced(what: str, candidates: list[JournalEntry], at: str, spans: dict[int, tuple[str, str, str]],
+              desk: str = "") -> str:
+    """Why none of the entries announcing a write fences it ("" if one does). A write is fenced when an entry
+    announced it before it was made, and the entry's epoch, or a later one that resumed the step, held the
+    claim when it was made (of `desk`, when given: a `desk:NAME` label)."""
+    def live(e: JournalEntry) -> bool:
+        return any(epoch >= e.epoch and (not desk or span[2] == desk) and _live_at(spans, epoch, at)
+                   for epoch, span in spans.items())
+
+    if any(_announced(e, at) and live(e) for e in candidates):
         return ""
     first = candidates[0]
     if not any(_announced(e, at) for e in candidates):
         return f"{what} came at {at}, before the journal announced it (#{first.seq} at {first.at})"
-    ended = "; ".join(f"epoch {e.epoch} held it {spans[e.epoch][0]} to {spans[e.epoch][1] or 'now'}"
-                      if e.epoch in spans else f"epoch {e.epoch} never held it" for e in candidates[-1:])
-    return f"{what} came at {at}, when no epoch that announced it held the claim ({ended})"
+    held = "; ".join(f"epoch {epoch} ({span[2]}) held it {span[0]} to {span[1] or 'now'}"
+                     for epoch, span in sorted(spans.items()) if epoch >= first.epoch)
+    return (f"{what} came at {at}, when no epoch that announced it or resumed its step held the claim"
+            + (f" for desk {desk!r}" if desk else "") + f" ({held or 'no epoch held it'})")
 
 
 def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]:
@@ -417,21 +434,21 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
             label = str(w.get("label", ""))
             what = f"label {label!r} {'added' if w.get('action') == 'labeled' else 'removed'}{who}"
             announcing = [e for e in h.journal if (e.kind == "intent" and e.step == "review") or e in ready_notes]
-            if label.startswith("desk:"):
-                announcing = [e for e in announcing if e.epoch in spans and spans[e.epoch][2] == label[5:]]
+            desk = label[5:] if label.startswith("desk:") else ""
             if not announcing:
-                bad.append(f"{what} has no journal entry announcing it"
-                           + (f" (no epoch of desk {label[5:]!r} opened or readied the review)"
-                              if label.startswith("desk:") else ""))
-            elif why := _unfenced(what, announcing, at, spans):
+                bad.append(f"{what} has no journal entry announcing it")
+            elif why := _unfenced(what, announcing, at, spans, desk):
                 bad.append(why)
     return bad
 
 
 def _status_matches(h: History, w: dict[str, Any]) -> bool:
-    rows = [e.data for e in h.journal if e.kind == "verify" and e.data and e.data.get("head") == w.get("head")
-            and f"assay/verify/{e.data.get('row')}" == w.get("context")]
-    return bool(rows) and (w.get("state") == "success") == bool(rows[-1].get("passed"))
+    """Whether a verify entry of the status's head and row, with its outcome, came before it (a row that failed
+    and then passed on one head leaves both statuses, each with its evidence)."""
+    passed = w.get("state") == "success"
+    return any(e.kind == "verify" and e.data and e.data.get("head") == w.get("head")
+               and f"{STATUS_PREFIX}{e.data.get('row')}" == w.get("context") and bool(e.data.get("passed")) == passed
+               and _announced(e, str(w.get("at", ""))) for e in h.journal)
 
 
 def check_verify_evidence(h: History) -> Check:
@@ -503,7 +520,11 @@ def check_one_holder(h: History) -> Check:
         if b.state == "done":
             bad.append(f"{after.sha[:10]} follows a done claim")
         elif a.epoch == b.epoch:
-            if (a.desk, a.holder) != (b.desk, b.holder) and b.state not in TOMBSTONES and a.state not in TOMBSTONES:
+            if b.state in TOMBSTONES:
+                bad.append(f"epoch {a.epoch} goes on at {after.sha[:10]} ({a.state}) after it ended ({b.state})")
+            elif a.state not in _same_epoch_states(b.state):
+                bad.append(f"{b.state} → {a.state} at {after.sha[:10]} is no transition of a claim")
+            elif (a.desk, a.holder) != (b.desk, b.holder) and a.state not in TOMBSTONES:
                 bad.append(f"epoch {a.epoch} changed holder from {b.holder} to {a.holder} at {after.sha[:10]}")
         elif a.epoch != b.epoch + 1:
             bad.append(f"epoch jumps from {b.epoch} to {a.epoch} at {after.sha[:10]}")
@@ -513,6 +534,17 @@ def check_one_holder(h: History) -> Check:
     if bad:
         return Check("one-holder", False, "; ".join(bad))
     return Check("one-holder", True, f"{len({c.record.epoch for c in h.claims})} epoch(s), one holder each")
+
+
+def _same_epoch_states(state: str) -> set[str]:
+    """The states a record may have after one in `state` at the same epoch (`claims.TRANSITIONS`: renew keeps
+    the state, release chooses among `OUTCOMES`)."""
+    out: set[str] = set()
+    for action, (starts, target) in TRANSITIONS.items():
+        if action in NEW_EPOCH_ACTIONS or state not in starts:
+            continue
+        out |= {state} if action == "renew" else set(OUTCOMES) if target is None else {target}
+    return out
 
 
 # -- the verbs ----------------------------------------------------------------------------------------

@@ -686,6 +686,15 @@ class WorkRepo:
     def head(self) -> str:
         return self.git("rev-parse", "HEAD").stdout.decode().strip()
 
+    def messages_since(self, base: str) -> list[str]:
+        """The messages of the commits on HEAD that `base` lacks, newest first."""
+        out = self.git("log", "-z", "--format=%B", f"{base}..HEAD").stdout.decode("utf-8", "replace")
+        return [m for m in out.split("\0") if m.strip()]
+
+    def reset_soft(self, commit: str) -> None:
+        """Move HEAD to `commit`, keeping every change staged (to commit it again)."""
+        self.git("reset", "-q", "--soft", commit)
+
     def push_new_branch(self, url: str, branch: str = "main") -> None:
         """Push HEAD to `branch` of `url` only if the forge does not have that branch yet."""
         proc = self.git("push", "--porcelain", f"--force-with-lease=refs/heads/{branch}:{ZERO}", url,

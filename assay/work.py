@@ -10,6 +10,7 @@ and carries on from what the forge shows.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from assay.agent import AgentRun, run_agent
 from assay.briefs import Brief
+from assay.crash import crash_point
 from assay.deskspec import DeskSpec
 from assay.envs import agent_env
 from assay.errors import Conflict, Fenced
@@ -26,6 +28,9 @@ from assay.steps import Session
 from assay.verify import verify
 
 Echo = Callable[[str], None]
+
+
+_EPOCH_TRAILER = re.compile(r"^Assay-Epoch: ([0-9]+)$", re.M)
 
 
 class BriefWork:
@@ -61,7 +66,8 @@ class BriefWork:
                 opened = True  # opened: once per run
             verdict = session.step("verify", partial(self._verify, head), input={"attempt": attempt, "head": head},
                                    policy="safe")
-            if not self.reviews.refs_backed:  # commit statuses: the intent is journaled (fenced) before the calls
+            if not self.reviews.refs_backed and self._own_commit(head, main):  # commit statuses, on the branch's
+                # own commits only (never on main's, which other briefs share); the intent is journaled first
                 session.step("statuses", partial(self._post_statuses, head), input={"head": head},
                              policy="idempotent")
             if verdict["passed"] and agent["exit_code"] == 0:
@@ -96,6 +102,10 @@ class BriefWork:
         self.reviews.label(self.brief.id, review.record.state, self.spec.name)
         return review.record.state
 
+    def _own_commit(self, head: str, main: str) -> bool:
+        """Whether `head` is a commit of the work branch's own, not one main already has."""
+        return head != main and not self.git.is_ancestor(head, main)
+
     def _post_statuses(self, head: str, key: str) -> int:
         """The verify rows' evidence at `head`, as the journal has it, posted as commit statuses."""
         rows = {str(e.data["row"]): e.data for e in self.session.journal.entries
@@ -123,10 +133,17 @@ class BriefWork:
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
         repo = self.git.worktree(self.worktree, "HEAD")
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
+        if tip:
+            self.git.ensure_objects({self.branch_ref: tip})
+            stale = [m for m in repo.messages_since(tip)
+                     if any(int(epoch) != self.epoch for epoch in _EPOCH_TRAILER.findall(m))]
+            if stale and self.git.is_ancestor(tip, repo.head()):  # committed by an earlier epoch that died before
+                repo.reset_soft(tip)  # its push: made again under this epoch, so its trailer tells who pushed it
         message = f"{self.brief.title}\n\nAssay-Brief: {self.brief.id}\nAssay-Epoch: {self.epoch}\n"
         repo.commit_all(message, author=Signature.of(self.spec.name))
+        crash_point("push.after-commit")
         head = repo.head()
-        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
         if tip and tip != head:
             self.git.ensure_objects({self.branch_ref: tip})
             if not self.git.is_ancestor(tip, head):

@@ -294,7 +294,7 @@ class GitHubReviews:
                          for s in reversed(listed) if isinstance(s, dict)]
         events = self._get("events", f"{self._path}/issues/{number}/events", {"per_page": 100}) or []
         reviews = self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) or []
-        return {"number": number, "state": str(pull.get("state") or ""),
+        return {"number": number, "state": str(pull.get("state") or ""), "author": _login(pull.get("user")),
                 "draft": bool(pull.get("draft")), "merged": _merged(pull), "head": head,
                 "merge_commit": str(pull.get("merge_commit_sha") or "") if _merged(pull) else "",
                 "opened_at": _iso(pull.get("created_at")), "merged_at": _iso(pull.get("merged_at")),
