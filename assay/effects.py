@@ -17,7 +17,7 @@ from typing import Any
 from assay.envs import scrubbed_env
 from assay.errors import Cancelled, UsageError
 from assay.stepclient import relay
-from assay.steps import Session, canonical, validate_step
+from assay.steps import DESK_STEPS, Session, canonical, validate_step
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,9 @@ class EffectRequest:
 def check_effect(name: str, policy: str, input_json: str | None, argv: list[str], fresh: bool = False) -> EffectRequest:
     """Validate a step run's own arguments: bad input is exit 2 whatever the claim's state."""
     validate_step(name, policy)
+    if name in DESK_STEPS:  # an agent's step must not pass for the desk's own (the audit trusts their intents)
+        raise UsageError(f"step name {name!r} is one of a desk's own steps ({', '.join(sorted(DESK_STEPS))})",
+                         hint="name the step after what it does, e.g. --name deploy")
     if not argv:
         raise UsageError("no command given", hint="put the command after `--`: assay step run --name x -- CMD ...")
     if fresh and policy != "safe":

@@ -78,6 +78,9 @@ class StepFailed(AssayError):
         self.error = error
 
 
+DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready"})  # work.py's own
+
+
 def validate_step(name: str, policy: str) -> None:
     """A step's name and policy, checked before anything is read or written."""
     if not _STEP_NAME.fullmatch(name):

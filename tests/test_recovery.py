@@ -72,7 +72,8 @@ def test_the_scripted_agent_inspects_afresh_after_an_unknown_outcome(forge: Forg
 def test_step_run_checks_its_own_arguments_before_the_claim(forge: Forge, tmp_path: Path) -> None:
     ctx = {"ASSAY_FORGE": forge.url, "ASSAY_BRIEF": "alpha", "ASSAY_DESK": "d", "ASSAY_EPOCH": "1",
            "ASSAY_RUN": "r1"}  # nobody has claimed alpha: a claim check would say "fenced", exit 3
-    cases = [("--name", "a/b", "--", "true"), ("--name", "x", "--input", "{nope", "--", "true"), ("--name", "x")]
+    cases = [("--name", "a/b", "--", "true"), ("--name", "x", "--input", "{nope", "--", "true"), ("--name", "x"),
+             ("--name", "statuses", "--", "true"), ("--name", "review", "--policy", "idempotent", "--", "true")]
     for args in cases:
         run = assay("step", "run", *args, env=ctx)
         assert run.code == 2, (args, run.err)
@@ -164,3 +165,13 @@ def test_junk_claims_and_reviews_never_stop_a_desk(work: Forge, tmp_path: Path) 
     assert "junkreview verified" in run_desk(work, "builder", tmp_path).out
     assert claim_chain(work.path, "junkreview")[-1]["state"] == "waiting"
     assert git("--git-dir", str(work.path), "show", "refs/assay/claims/junkclaim:claim.json") == "not json {"
+
+
+def test_the_reserved_step_names_are_the_ones_a_desk_runs() -> None:
+    import re
+
+    from assay.steps import DESK_STEPS
+    from tests.conftest import REPO
+
+    used = set(re.findall(r'session\.step\("([a-z_]+)"', (REPO / "assay" / "work.py").read_text()))
+    assert used == DESK_STEPS
