@@ -14,7 +14,7 @@ from typing import Any
 from assay import retired
 from assay.briefs import check_brief
 from assay.chain import InvalidRecord
-from assay.claims import NEW_EPOCH_ACTIONS, OUTCOMES, TRANSITIONS, Claim, Claims
+from assay.claims import NEW_EPOCH_ACTIONS, OUTCOMES, TRANSITIONS, Claim, Claims, fold_renewals, renewal_key
 from assay.errors import AssayError, RecordInvalid, UsageError
 from assay.forge.base import Reviews
 from assay.git import ForgeGit, committed_at
@@ -241,8 +241,9 @@ def _rows_on_main(git: ForgeGit, brief: str, commits: Sequence[str]) -> list[lis
 
 
 def timeline(h: History) -> list[Event]:
-    events = [Event(c.record.at, "claim", f"{c.record.state} by {c.record.desk}", c.record.epoch, c.sha)
-              for c in h.claims]
+    events = [Event(c.record.at, "claim", f"{c.record.state} by {c.record.desk}"
+                    + (f" (renewed {renewed}×)" if renewed else ""), c.record.epoch, c.sha)
+              for c, renewed in fold_renewals(h.claims, lambda c: renewal_key(c.record))]
     for e in h.journal:
         events.append(Event(e.at, "journal", f"#{e.seq} {e.kind}" + (f" {e.step}" if e.step else "")
                             + (f" {e.status}" if e.status else "") + _note(e), e.epoch))
