@@ -195,10 +195,12 @@ def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[st
     if not isinstance(pull, dict):
         return None
     head, number, desks = str(pull["head"]), pull["number"], str(pull.get("author") or "")
+    authors = {str(k): str(v) for k, v in (pull.get("authors") or {}).items()}
 
-    def by_desks(by: str) -> bool:
-        """A write the desks' token made (the pull request's author); people's edits are events, not writes."""
-        return not desks or not by or by == desks
+    def by_desks(by: str, on: object = None) -> bool:
+        """A write the desks' token made (the author of the pull request it is on); people's edits are events."""
+        author = authors.get(str(on), desks) if on is not None else desks
+        return not author or not by or by == author
 
     writes: list[dict[str, Any]] = [{"kind": "status", **s} for s in pull["statuses"]
                                     if s["context"].startswith(STATUS_PREFIX) and by_desks(s["by"])]
@@ -207,14 +209,15 @@ def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[st
                 "ref": s["head"]} for s in pull["statuses"]]
     for e in pull.get("events", []):
         what, label = e["event"], e["label"]
-        if not by_desks(e["by"]):
+        if not by_desks(e["by"], e.get("pull")):
             pass
         elif what in ("labeled", "unlabeled") and label.startswith(LABEL_PREFIXES):
             writes.append({"kind": "label", "action": what, "label": label, "at": e["at"], "by": e["by"]})
         elif what == "ready_for_review":
             writes.append({"kind": "ready", "head": "", "at": e["at"], "by": e["by"]})
-        events.append({"at": e["at"], "what": " ".join(filter(None, [what, label, f"by {e['by']}"])),
-                       "ref": e["commit"] or f"pull/{number}"})
+        earlier = f"(#{e['pull']})" if e.get("pull", number) != number else ""
+        events.append({"at": e["at"], "what": " ".join(filter(None, [what, label, f"by {e['by']}", earlier])),
+                       "ref": e["commit"] or f"pull/{e.get('pull', number)}"})
     events += [{"at": r["at"], "what": f"review {r['state'].lower()} by {r['by']} at {r['commit'][:10]}",
                 "ref": r["commit"]} for r in pull.get("reviews", [])]
     if not pull["draft"] and not any(w["kind"] == "ready" for w in writes):  # ready with no event (opened so)

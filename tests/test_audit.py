@@ -397,3 +397,21 @@ def test_a_row_that_fails_then_passes_on_one_head_leaves_two_statuses_each_with_
     for brief_id in ("gh", "idle"):
         code, view = audited_on(OnGitHub(fake_github, env, pull), brief_id)
         assert code == 0 and failed(view) == {}, (brief_id, failed(view))
+
+
+def test_an_earlier_closed_pull_request_of_the_brief_is_audited_too(on_github: OnGitHub) -> None:
+    first = on_github.pull.number
+    on_github.fake.close(OWNER, NAME, first)  # closed; a second one is opened from the same branch
+    assert api(on_github, "POST", "pulls", {"title": "Gh again", "head": "assay/gh", "base": "main",
+                                            "draft": True}) == 201
+    numbers = [p.number for p in on_github.fake.pulls(OWNER, NAME)]
+    assert len(numbers) == 2 and numbers[0] == first
+    code, view = audited_on(on_github)
+    assert code == 0 and failed(view) == {}, failed(view)
+    assert any(e["what"].startswith("labeled desk:builder by assay-bot") and e["what"].endswith(f"(#{first})")
+               for e in view["timeline"])
+    assert assay("release", "gh", "--force", "--reason", "try again", env=on_github.env).code == 0
+    on_github.fake.clock_offset_s = 3600  # a write to the closed one, an hour on: no epoch holds the claim
+    assert api(on_github, "POST", f"issues/{first}/labels", {"labels": ["assay:merged"]}) == 200
+    code, view = audited_on(on_github)
+    assert code == 1 and "label 'assay:merged' added by assay-bot" in failed(view)["fenced-writes"]

@@ -198,12 +198,16 @@ class GitHubReviews:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _find(self, brief: str) -> dict[str, Any] | None:
-        """The newest pull request from `assay/<brief>` (open first), or None."""
+    def _pulls(self, brief: str) -> builtins.list[dict[str, Any]]:
+        """Every pull request from `assay/<brief>`, in any state (one list read)."""
         branch = f"{BRANCH_PREFIX}{brief}"
         pulls = self._get("find", f"{self._path}/pulls", {"state": "all", "head": f"{self.owner}:{branch}",
                                                            "per_page": 100})
-        pulls = [p for p in pulls or [] if isinstance(p, dict) and _at(p, "head", "ref") == branch]
+        return [p for p in pulls or [] if isinstance(p, dict) and _at(p, "head", "ref") == branch]
+
+    def _find(self, brief: str) -> dict[str, Any] | None:
+        """The newest pull request from `assay/<brief>` (open first), or None."""
+        pulls = self._pulls(brief)
         if not pulls:
             return None
         newest: dict[str, Any] = max(pulls, key=lambda p: (p.get("state") != "closed" or _merged(p),
@@ -280,11 +284,15 @@ class GitHubReviews:
     def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
         """What an audit reads of the pull request: its state, head and merge; its issue events (labels,
         ready, merge, close) and reviews; and the statuses on its head and on `heads` (the other heads the
-        journal names). Every read is conditional."""
+        journal names). Earlier pull requests from the same branch (closed ones) add their events and reviews.
+        Every read is conditional."""
         pull = self._find(validate_brief_id(brief))
         if pull is None:
             return None
         number = int(pull.get("number") or 0)
+        authors = {int(p.get("number") or 0): _login(p.get("user")) for p in self._pulls(brief)}
+        authors.setdefault(number, _login(pull.get("user")))
+        numbers = sorted(authors)
         head = str(_at(pull, "head", "sha") or "")
         statuses = []
         for sha in dict.fromkeys([h for h in (head, *heads) if _SHA.fullmatch(h)]):
@@ -292,19 +300,24 @@ class GitHubReviews:
             statuses += [{"head": sha, "context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
                           "at": _iso(s.get("created_at")), "by": _login(s.get("creator"))}
                          for s in reversed(listed) if isinstance(s, dict)]
-        events = self._get("events", f"{self._path}/issues/{number}/events", {"per_page": 100}) or []
-        reviews = self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) or []
+        events = [{**e, "pull": n} for n in numbers for e in
+                  self._get("events", f"{self._path}/issues/{n}/events", {"per_page": 100}) or []
+                  if isinstance(e, dict)]
+        reviews = [{**r, "pull": n} for n in numbers for r in
+                   self._get("reviews", f"{self._path}/pulls/{n}/reviews", {"per_page": 100}) or []
+                   if isinstance(r, dict)]
         return {"number": number, "state": str(pull.get("state") or ""), "author": _login(pull.get("user")),
+                "authors": {str(n): login for n, login in authors.items()},
                 "draft": bool(pull.get("draft")), "merged": _merged(pull), "head": head,
                 "merge_commit": str(pull.get("merge_commit_sha") or "") if _merged(pull) else "",
                 "opened_at": _iso(pull.get("created_at")), "merged_at": _iso(pull.get("merged_at")),
                 "statuses": statuses,
                 "events": [{"event": str(e.get("event") or ""), "at": _iso(e.get("created_at")),
                             "by": _login(e.get("actor")), "label": str(_at(e, "label", "name") or ""),
-                            "commit": str(e.get("commit_id") or "")} for e in events if isinstance(e, dict)],
+                            "commit": str(e.get("commit_id") or ""), "pull": e["pull"]} for e in events],
                 "reviews": [{"state": str(r.get("state") or ""), "at": _iso(r.get("submitted_at")),
-                             "by": _login(r.get("user")), "commit": str(r.get("commit_id") or "")}
-                            for r in reviews if isinstance(r, dict)]}
+                             "by": _login(r.get("user")), "commit": str(r.get("commit_id") or ""),
+                             "pull": r["pull"]} for r in reviews]}
 
     # -- changes --------------------------------------------------------------------------------
 
