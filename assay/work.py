@@ -52,23 +52,24 @@ class BriefWork:
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
+        redo, feedback = self._round()
         # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
         opened = self.reviews.refs_backed
         if opened:
-            session.step("review", partial(self._open_review, head), policy="idempotent")
-        feedback = ""
+            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
         for attempt in range(1, self.spec.attempts + 1):
             agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
-                                 input={"attempt": attempt}, policy="idempotent")  # intent on the forge first
-            head = session.step("push", lambda key: self._push(), input={"attempt": attempt}, policy="idempotent")
+                                 input={"attempt": attempt, **redo}, policy="idempotent")  # intent on the forge first
+            head = session.step("push", lambda key: self._push(), input={"attempt": attempt, **redo},
+                                policy="idempotent")
             if not opened and head != main:
-                session.step("review", partial(self._open_review, head), policy="idempotent")
+                session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
                 opened = True  # opened: once per run
-            verdict = session.step("verify", partial(self._verify, head), input={"attempt": attempt, "head": head},
-                                   policy="safe")
+            verdict = session.step("verify", partial(self._verify, head),
+                                   input={"attempt": attempt, "head": head, **redo}, policy="safe")
             if not self.reviews.refs_backed and self._own_commit(head, main):  # commit statuses, on the branch's
                 # own commits only (never on main's, which other briefs share); the intent is journaled first
-                session.step("statuses", partial(self._post_statuses, head), input={"head": head},
+                session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
                              policy="idempotent")
             if verdict["passed"] and agent["exit_code"] == 0:
                 break
@@ -80,12 +81,33 @@ class BriefWork:
             self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
             return "blocked"
         if not opened:  # verified on a branch without commits of its own: open it now
-            session.step("review", partial(self._open_review, head), policy="idempotent")
-        session.step("ready", lambda key: self._mark_ready(head), input={"head": head}, policy="idempotent")
+            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+        session.step("ready", lambda key: self._mark_ready(head), input={"head": head, **redo}, policy="idempotent")
         session.end_run(sync=False)
         session.wait("review")  # the run's end, the entry and the claim change in one push
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
         return "waiting"
+
+    def _round(self) -> tuple[dict[str, str], str]:
+        """Which round of the work this run is, and the feedback it starts with.
+
+        A person who closes the review and releases the claim asks for the work to be done again. The steps
+        of that round get identities of their own (`{"after": <the closed review>}` in their input), so the
+        agent, verify, review and ready run again instead of returning what the closed round recorded. A
+        `note` (`review: redo`) records the round when it begins, so a run resumed after a crash finds it.
+        """
+        entries = self.session.journal.entries
+        rounds = [str((e.data or {}).get("closed")) for e in entries
+                  if e.kind == "note" and (e.data or {}).get("review") == "redo"]
+        if not any(e.kind == "intent" and e.step == "review" for e in entries):
+            return {}, ""  # no review was ever opened: a first round
+        review = self.reviews.peek(self.brief.id)
+        if review is None or review.record.state != "closed" or review.sha in rounds:
+            return ({"after": rounds[-1]}, "") if rounds else ({}, "")
+        said = review.record.comments[-1].text if review.record.comments else ""
+        self.session.journal.add("note", sync=True, data={"review": "redo", "closed": review.sha, "said": said})
+        self.echo(f"{self.spec.name}: {self.brief.id}: its review was closed; working it again")
+        return {"after": review.sha}, "The previous review was closed" + (f": {said}" if said else ".")
 
     def _ensure_branch(self, main: str) -> str:
         """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""

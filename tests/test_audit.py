@@ -415,3 +415,19 @@ def test_an_earlier_closed_pull_request_of_the_brief_is_audited_too(on_github: O
     assert api(on_github, "POST", f"issues/{first}/labels", {"labels": ["assay:merged"]}) == 200
     code, view = audited_on(on_github)
     assert code == 1 and "label 'assay:merged' added by assay-bot" in failed(view)["fenced-writes"]
+
+
+def test_a_closed_pull_request_released_is_worked_again_in_a_new_one_and_both_are_audited(
+        on_github: OnGitHub) -> None:
+    first = on_github.pull.number
+    on_github.fake.close(OWNER, NAME, first)  # a person closes it: the brief is blocked
+    assert "gh blocked" in assay("desk", "run", "builder", "--once", env=on_github.env, timeout=180).out
+    assert assay("release", "gh", "--force", "--reason", "try again", env=on_github.env).code == 0
+    again = assay("desk", "run", "builder", "--once", env=on_github.env, timeout=180)
+    assert again.code == 0 and "working it again" in again.out and "review ready" in again.out, again.err
+    pulls = on_github.fake.pulls(OWNER, NAME)
+    assert [(p.number, p.state) for p in pulls] == [(first, "closed"), (first + 1, "open")] and not pulls[1].draft
+    assert [s.state for s in on_github.fake.statuses(OWNER, NAME, pulls[1].head_sha)].count("success") >= 1
+    code, view = audited_on(on_github)
+    assert code == 0 and failed(view) == {}, failed(view)
+    assert any(e["what"].endswith(f"(#{first})") for e in view["timeline"])  # the closed one's story too

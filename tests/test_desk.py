@@ -306,6 +306,29 @@ def test_a_review_closed_while_the_desk_works_blocks_the_brief(work: Forge, tmp_
     assert run_desk(work, "builder", tmp_path).out.count("claimed c") == 0  # not redone behind the person's back
 
 
+def test_a_review_closed_by_a_person_then_released_is_worked_again_with_their_reason(work: Forge,
+                                                                                     tmp_path: Path) -> None:
+    publish(work, {"briefs/ship.md": brief("Ship", ["write ship.txt v1"], "test -f ship.txt")})
+    assert "review ready" in run_desk(work, "builder", tmp_path).out
+    assert assay("review", "close", "ship", "--reason", "use v2 wording", "--forge", work.url).code == 0
+    assert "ship blocked" in run_desk(work, "builder", tmp_path).out
+    assert assay("release", "ship", "--force", "--reason", "redo it", "--forge", work.url).code == 0
+    again = run_desk(work, "builder", tmp_path)
+    assert again.code == 0 and "its review was closed; working it again" in again.out, again.out + again.err
+    assert "ship agent attempt 1" in again.out and "review ready" in again.out and "blocked" not in again.out
+    shown = assay("review", "show", "ship", "--json", "--forge", work.url).json()
+    assert isinstance(shown, dict) and shown["state"] == "ready"
+    assert [(c["state"], c["epoch"]) for c in claim_chain(work.path, "ship")][-1] == ("waiting", 2)
+    [prompt_file] = (tmp_path / "state").glob("*/prompts/ship-2-1.md")  # the state of this forge
+    prompt = prompt_file.read_text()
+    assert "The previous review was closed" in prompt and "use v2 wording" in prompt  # the person's reason
+    redo = [e for e in entries(work.path, "ship") if (e.get("data") or {}).get("review") == "redo"]
+    assert len(redo) == 1 and redo[0]["epoch"] == 2
+    assert invariants(work.path, "ship") == []
+    assert audit_failures(work.url, "ship") == {}
+    assert run_desk(work, "builder", tmp_path).out.count("working it again") == 0  # one redo per closed review
+
+
 def test_desk_files_must_be_named_after_their_desk_and_keep_heartbeats_short(work: Forge, tmp_path: Path) -> None:
     publish(work, {"desks/misnamed.yaml": DESK.format(name="someone-else", attempts=1),
                    "desks/slow.yaml": DESK.format(name="slow", attempts=1).replace("heartbeat_s: 5",
