@@ -32,7 +32,7 @@ from assay.records import (
     review_ref,
     validate_brief_id,
 )
-from assay.steps import input_sha
+from assay.steps import input_sha, resolves
 
 LIVE = ("held", "waiting")  # claim states in which an epoch holds custody
 LABEL_PREFIXES = ("assay:", "desk:")  # the labels Assay writes on a pull request; people's own are not audited
@@ -388,12 +388,14 @@ def _announced(entry: JournalEntry, at: str) -> bool:
 
 
 def _unfenced(what: str, candidates: list[JournalEntry], at: str, spans: dict[int, tuple[str, str, str]],
-              desk: str = "") -> str:
+              resolved: dict[int, int], desk: str = "") -> str:
     """Why none of the entries announcing a write fences it ("" if one does). A write is fenced when an entry
-    announced it before it was made, and the entry's epoch, or a later one that resumed the step, held the
-    claim when it was made (of `desk`, when given: a `desk:NAME` label)."""
+    announced it before it was made, and the entry's epoch held the claim when it was made, or, for a step's
+    intent, an epoch that resumed the step before its result (`resolved`: intent seq -> the epoch of its
+    result; none yet: any later epoch). Of `desk`, when given (a `desk:NAME` label)."""
     def live(e: JournalEntry) -> bool:
-        return any(epoch >= e.epoch and (not desk or span[2] == desk) and _live_at(spans, epoch, at)
+        last = resolved.get(e.seq, 1 << 62) if e.kind == "intent" else e.epoch
+        return any(e.epoch <= epoch <= last and (not desk or span[2] == desk) and _live_at(spans, epoch, at)
                    for epoch, span in spans.items())
 
     if any(_announced(e, at) and live(e) for e in candidates):
@@ -411,6 +413,7 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
     """GitHub writes (statuses, ready, Assay's labels) that no journal entry announced before them, under an
     epoch that held the claim when GitHub recorded the write."""
     spans = custody(h)
+    resolved = {e.intent: e.epoch for e in h.journal if e.intent is not None and resolves(e) is not None}
     ready_notes = [e for e in h.journal if e.kind == "note" and (e.data or {}).get("review") == "ready"]
     bad = []
     for w in writes:
@@ -422,7 +425,7 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
             intents = [e for e in h.journal if e.kind == "intent" and e.step == "statuses" and e.input_sha == wanted]
             if not intents:
                 bad.append(f"{what} has no `statuses` intent for that head")
-            elif why := _unfenced(what, intents, at, spans):
+            elif why := _unfenced(what, intents, at, spans, resolved):
                 bad.append(why)
             elif not _status_matches(h, w):
                 bad.append(f"status {w.get('context')!r} ({w.get('state')}) on {head[:10]} is no verify "
@@ -432,7 +435,7 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
             what = f"the pull request was marked ready{who}" + (f" at {head[:10]}" if head else "")
             if not notes:
                 bad.append(f"{what} with no journal note for it")
-            elif why := _unfenced(what, notes, at, spans):
+            elif why := _unfenced(what, notes, at, spans, resolved):
                 bad.append(why)
         elif w.get("kind") == "label":
             label = str(w.get("label", ""))
@@ -441,7 +444,7 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
             desk = label[5:] if label.startswith("desk:") else ""
             if not announcing:
                 bad.append(f"{what} has no journal entry announcing it")
-            elif why := _unfenced(what, announcing, at, spans, desk):
+            elif why := _unfenced(what, announcing, at, spans, resolved, desk):
                 bad.append(why)
     return bad
 

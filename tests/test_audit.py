@@ -431,3 +431,14 @@ def test_a_closed_pull_request_released_is_worked_again_in_a_new_one_and_both_ar
     code, view = audited_on(on_github)
     assert code == 0 and failed(view) == {}, failed(view)
     assert any(e["what"].endswith(f"(#{first})") for e in view["timeline"])  # the closed one's story too
+
+
+def test_a_fenced_out_desks_label_write_during_the_next_epoch_fails_fenced_writes(on_github: OnGitHub) -> None:
+    assert assay("release", "gh", "--force", "--reason", "reassigned", env=on_github.env).code == 0
+    assert assay("claim", "gh", "--desk", "other", env=on_github.env).code == 0  # epoch 2 holds it now
+    assert audited_on(on_github)[0] == 0
+    on_github.fake.clock_offset_s = 3600  # stamped well inside epoch 2's custody, long after epoch 1 ended
+    assert api(on_github, "POST", f"issues/{on_github.pull.number}/labels", {"labels": ["assay:draft"]}) == 200
+    code, view = audited_on(on_github)
+    assert code == 1 and set(failed(view)) == {"fenced-writes"}  # epoch 2 never announced or resumed it
+    assert "label 'assay:draft' added by assay-bot" in failed(view)["fenced-writes"]
