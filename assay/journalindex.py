@@ -1,6 +1,6 @@
 """An index of a journal kept in the forge's cache: a session starts without decoding every entry.
 
-One SQLite file per brief, `journal-index.v1/<brief>.sqlite` in the forge's cache directory
+One SQLite file per brief, `journal-index.v2/<brief>.sqlite` in the forge's cache directory
 (`ForgeGit.cache`), holding the journal up to one commit (`tip`): one row per entry with its
 encoded line and the columns a session asks by (step identity, the intent it resolves, run,
 recorded values), and running counts (recorded values, unfinished runs in a row) at each
@@ -29,7 +29,7 @@ from typing import Any
 from assay.errors import AssayError
 from assay.records import JournalEntry, decode_entry, journal_ref
 
-FOLDER = "journal-index.v1"  # in the forge's cache: <brief>.sqlite per brief
+FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
 VERSION = "1"
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _CALLS = ("intent", "refused", "outcome_unknown")  # the entries a step identity is looked up by
@@ -81,7 +81,10 @@ def counts_value(entry: JournalEntry) -> bool:
 
 
 def run_event(entry: JournalEntry) -> str | None:
-    """`start` or `end` for a desk program's run notes."""
+    """`start` or `end` for a desk program's run notes; a block ends a streak of unfinished runs too (a person
+    takes the brief over, and releasing it starts the count afresh)."""
+    if entry.kind == "claim" and (entry.data or {}).get("action") == "block":
+        return "end"
     event = (entry.data or {}).get("run") if entry.kind == "note" else None
     return event if isinstance(event, str) else None
 

@@ -91,23 +91,27 @@ class BriefWork:
     def _round(self) -> tuple[dict[str, str], str]:
         """Which round of the work this run is, and the feedback it starts with.
 
-        A person who closes the review and releases the claim asks for the work to be done again. The steps
-        of that round get identities of their own (`{"after": <the closed review>}` in their input), so the
-        agent, verify, review and ready run again instead of returning what the closed round recorded. A
-        `note` (`review: redo`) records the round when it begins, so a run resumed after a crash finds it.
+        A person who releases a blocked brief (its review closed, or its attempts failed) asks for the work to
+        be done again. The steps of that round get identities of their own (`{"after": "block-<seq>"}` in their
+        input, the seq of the block entry), so the agent, verify, review and ready run again instead of
+        returning what the blocked round recorded. A `note` (`{"redo": …}`) records the round when it begins,
+        so a run resumed after a crash finds it.
         """
         entries = self.session.journal.entries
-        rounds = [str((e.data or {}).get("closed")) for e in entries
-                  if e.kind == "note" and (e.data or {}).get("review") == "redo"]
-        if not any(e.kind == "intent" and e.step == "review" for e in entries):
-            return {}, ""  # no review was ever opened: a first round
+        rounds = [e for e in entries if e.kind == "note" and (e.data or {}).get("redo")]
+        blocks = [e for e in entries if e.kind == "claim" and (e.data or {}).get("action") == "block"]
+        if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):
+            return ({"after": str((rounds[-1].data or {})["redo"])}, "") if rounds else ({}, "")
+        block = blocks[-1]
+        reason = str((block.data or {}).get("reason") or "")
         review = self.reviews.peek(self.brief.id)
-        if review is None or review.record.state != "closed" or review.sha in rounds:
-            return ({"after": rounds[-1]}, "") if rounds else ({}, "")
-        said = review.record.comments[-1].text if review.record.comments else ""
-        self.session.journal.add("note", sync=True, data={"review": "redo", "closed": review.sha, "said": said})
-        self.echo(f"{self.spec.name}: {self.brief.id}: its review was closed; working it again")
-        return {"after": review.sha}, "The previous review was closed" + (f": {said}" if said else ".")
+        said = review.record.comments[-1].text if review is not None and review.record.state == "closed" \
+            and review.record.comments else ""
+        key = f"block-{block.seq}"
+        self.session.journal.add("note", sync=True, data={"redo": key, "reason": reason, "said": said})
+        self.echo(f"{self.spec.name}: {self.brief.id} was blocked ({reason}); working it again")
+        feedback = f"The previous round was blocked: {reason}." + (f" The reviewer said: {said}" if said else "")
+        return {"after": key}, feedback
 
     def _ensure_branch(self, main: str) -> str:
         """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""

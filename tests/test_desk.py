@@ -314,19 +314,35 @@ def test_a_review_closed_by_a_person_then_released_is_worked_again_with_their_re
     assert "ship blocked" in run_desk(work, "builder", tmp_path).out
     assert assay("release", "ship", "--force", "--reason", "redo it", "--forge", work.url).code == 0
     again = run_desk(work, "builder", tmp_path)
-    assert again.code == 0 and "its review was closed; working it again" in again.out, again.out + again.err
-    assert "ship agent attempt 1" in again.out and "review ready" in again.out and "blocked" not in again.out
+    assert again.code == 0 and "ship was blocked (the review was closed" in again.out, again.out + again.err
+    assert "working it again" in again.out
+    after = again.out.split("working it again", 1)[1]
+    assert "ship agent attempt 1" in after and "review ready" in after and "blocked" not in after
     shown = assay("review", "show", "ship", "--json", "--forge", work.url).json()
     assert isinstance(shown, dict) and shown["state"] == "ready"
     assert [(c["state"], c["epoch"]) for c in claim_chain(work.path, "ship")][-1] == ("waiting", 2)
     [prompt_file] = (tmp_path / "state").glob("*/prompts/ship-2-1.md")  # the state of this forge
     prompt = prompt_file.read_text()
-    assert "The previous review was closed" in prompt and "use v2 wording" in prompt  # the person's reason
-    redo = [e for e in entries(work.path, "ship") if (e.get("data") or {}).get("review") == "redo"]
+    assert "The previous round was blocked: the review was closed" in prompt and "use v2 wording" in prompt
+    redo = [e for e in entries(work.path, "ship") if (e.get("data") or {}).get("redo")]
     assert len(redo) == 1 and redo[0]["epoch"] == 2
     assert invariants(work.path, "ship") == []
     assert audit_failures(work.url, "ship") == {}
     assert run_desk(work, "builder", tmp_path).out.count("working it again") == 0  # one redo per closed review
+
+
+def test_a_brief_blocked_by_failed_attempts_then_released_is_tried_again(work: Forge, tmp_path: Path) -> None:
+    flag = tmp_path / "fixed"
+    publish(work, {"briefs/ship.md": brief("Ship", ["write ship.txt v1"], f"test -e {flag}")})
+    first = run_desk(work, "builder", tmp_path)
+    assert "ship blocked: 2 attempts failed verification" in first.out, first.out + first.err
+    flag.touch()  # a person fixes what the rows need, then releases the brief
+    assert assay("release", "ship", "--force", "--reason", "fixed the environment", "--forge", work.url).code == 0
+    again = run_desk(work, "builder", tmp_path)
+    assert again.code == 0 and "working it again" in again.out and "ship agent attempt 1" in again.out, again.out
+    assert "review ready" in again.out and "blocked" not in again.out.split("working it again", 1)[1]
+    assert claim_chain(work.path, "ship")[-1]["state"] == "waiting"
+    assert invariants(work.path, "ship") == [] and audit_failures(work.url, "ship") == {}
 
 
 def test_desk_files_must_be_named_after_their_desk_and_keep_heartbeats_short(work: Forge, tmp_path: Path) -> None:
@@ -371,6 +387,10 @@ def test_a_brief_whose_runs_keep_dying_is_blocked(work: Forge, tmp_path: Path) -
     assert last.code == 0 and "needs a person" in last.out
     chain = claim_chain(work.path, "k")
     assert chain[-1]["state"] == "blocked" and chain[-1]["epoch"] == 4
+    publish(work, {"desks/killer.yaml": DESK.format(name="killer", attempts=3)})  # a person fixes the cause
+    assert assay("release", "k", "--force", "--reason", "fixed the agent", "--forge", work.url).code == 0
+    fixed = run_desk(work, "killer", tmp_path)  # the dead runs before the block no longer count
+    assert fixed.code == 0 and "working it again" in fixed.out and "review ready" in fixed.out, fixed.out
 
 
 def test_a_review_is_merged_only_at_the_commit_that_was_verified(work: Forge, tmp_path: Path) -> None:
