@@ -30,6 +30,12 @@ from assay.verify import verify
 Echo = Callable[[str], None]
 
 
+def _redo_feedback(data: dict[str, Any]) -> str:
+    """What the agent is told when a round begins (and again when a run of that round resumes)."""
+    said = str(data.get("said") or "")
+    return f"The previous round was blocked: {data.get('reason')}." + (f" The reviewer said: {said}" if said else "")
+
+
 _EPOCH_TRAILER = re.compile(r"^Assay-Epoch: ([0-9]+)$", re.M)
 
 
@@ -48,11 +54,11 @@ class BriefWork:
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
         session, brief = self.session, self.brief
-        head = session.step("branch", lambda key: self._ensure_branch(main), policy="idempotent")
+        redo, feedback = self._round()
+        head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent")
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
-        redo, feedback = self._round()
         # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
         opened = self.reviews.refs_backed
         if opened:
@@ -100,18 +106,18 @@ class BriefWork:
         entries = self.session.journal.entries
         rounds = [e for e in entries if e.kind == "note" and (e.data or {}).get("redo")]
         blocks = [e for e in entries if e.kind == "claim" and (e.data or {}).get("action") == "block"]
-        if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):
-            return ({"after": str((rounds[-1].data or {})["redo"])}, "") if rounds else ({}, "")
+        if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):  # no block, or its round has begun
+            data = (rounds[-1].data or {}) if rounds else {}
+            return ({"after": str(data["redo"])}, _redo_feedback(data)) if rounds else ({}, "")
         block = blocks[-1]
         reason = str((block.data or {}).get("reason") or "")
-        review = self.reviews.peek(self.brief.id)
+        review = self.reviews.get(self.brief.id)  # with its comments (once a round): the reviewer's last word
         said = review.record.comments[-1].text if review is not None and review.record.state == "closed" \
             and review.record.comments else ""
-        key = f"block-{block.seq}"
-        self.session.journal.add("note", sync=True, data={"redo": key, "reason": reason, "said": said})
+        data = {"redo": f"block-{block.seq}", "reason": reason, "said": said}
+        self.session.journal.add("note", sync=True, data=data)
         self.echo(f"{self.spec.name}: {self.brief.id} was blocked ({reason}); working it again")
-        feedback = f"The previous round was blocked: {reason}." + (f" The reviewer said: {said}" if said else "")
-        return {"after": key}, feedback
+        return {"after": data["redo"]}, _redo_feedback(data)
 
     def _ensure_branch(self, main: str) -> str:
         """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""

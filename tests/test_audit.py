@@ -420,11 +420,15 @@ def test_an_earlier_closed_pull_request_of_the_brief_is_audited_too(on_github: O
 def test_a_closed_pull_request_released_is_worked_again_in_a_new_one_and_both_are_audited(
         on_github: OnGitHub) -> None:
     first = on_github.pull.number
-    on_github.fake.close(OWNER, NAME, first)  # a person closes it: the brief is blocked
+    person = {**on_github.env, "GITHUB_TOKEN": on_github.fake.token_of("ana"), "ASSAY_PERSON": "ana"}
+    closed = assay("review", "close", "gh", "--reason", "use v2 wording", env=person)  # the brief is blocked
+    assert closed.code == 0, closed.err
     assert "gh blocked" in assay("desk", "run", "builder", "--once", env=on_github.env, timeout=180).out
     assert assay("release", "gh", "--force", "--reason", "try again", env=on_github.env).code == 0
     again = assay("desk", "run", "builder", "--once", env=on_github.env, timeout=180)
     assert again.code == 0 and "working it again" in again.out and "review ready" in again.out, again.err
+    [prompt] = Path(on_github.env["ASSAY_STATE_DIR"]).glob("*/prompts/gh-2-1.md")
+    assert "use v2 wording" in prompt.read_text()  # the reviewer's words, read from the pull request
     pulls = on_github.fake.pulls(OWNER, NAME)
     assert [(p.number, p.state) for p in pulls] == [(first, "closed"), (first + 1, "open")] and not pulls[1].draft
     assert [s.state for s in on_github.fake.statuses(OWNER, NAME, pulls[1].head_sha)].count("success") >= 1

@@ -313,16 +313,16 @@ def test_a_review_closed_by_a_person_then_released_is_worked_again_with_their_re
     assert assay("review", "close", "ship", "--reason", "use v2 wording", "--forge", work.url).code == 0
     assert "ship blocked" in run_desk(work, "builder", tmp_path).out
     assert assay("release", "ship", "--force", "--reason", "redo it", "--forge", work.url).code == 0
-    again = run_desk(work, "builder", tmp_path)
-    assert again.code == 0 and "ship was blocked (the review was closed" in again.out, again.out + again.err
-    assert "working it again" in again.out
-    after = again.out.split("working it again", 1)[1]
-    assert "ship agent attempt 1" in after and "review ready" in after and "blocked" not in after
+    crashed = run_desk(work, "builder", tmp_path, ASSAY_CRASH_AT="step.before-execute:agent")  # the round began
+    assert crashed.code == -signal.SIGKILL and "working it again" in crashed.out, crashed.out + crashed.err
+    again = run_desk(work, "builder", tmp_path)  # resumes that round at epoch 3
+    assert again.code == 0 and "working it again" not in again.out, again.out + again.err
+    assert "ship agent attempt 1" in again.out and "review ready" in again.out and "blocked" not in again.out
     shown = assay("review", "show", "ship", "--json", "--forge", work.url).json()
     assert isinstance(shown, dict) and shown["state"] == "ready"
-    assert [(c["state"], c["epoch"]) for c in claim_chain(work.path, "ship")][-1] == ("waiting", 2)
-    [prompt_file] = (tmp_path / "state").glob("*/prompts/ship-2-1.md")  # the state of this forge
-    prompt = prompt_file.read_text()
+    assert [(c["state"], c["epoch"]) for c in claim_chain(work.path, "ship")][-1] == ("waiting", 3)
+    [prompt_file] = (tmp_path / "state").glob("*/prompts/ship-3-1.md")  # the state of this forge
+    prompt = prompt_file.read_text()  # the resumed run's prompt still carries the round's reason
     assert "The previous round was blocked: the review was closed" in prompt and "use v2 wording" in prompt
     redo = [e for e in entries(work.path, "ship") if (e.get("data") or {}).get("redo")]
     assert len(redo) == 1 and redo[0]["epoch"] == 2
