@@ -209,11 +209,10 @@ def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[st
                 "ref": s["head"]} for s in pull["statuses"]]
     for e in pull.get("events", []):
         what, label = e["event"], e["label"]
-        if not by_desks(e["by"], e.get("pull")):
-            pass
-        elif what in ("labeled", "unlabeled") and label.startswith(LABEL_PREFIXES):
+        mine = by_desks(e["by"], e.get("pull"))
+        if mine and what in ("labeled", "unlabeled") and label.startswith(LABEL_PREFIXES):
             writes.append({"kind": "label", "action": what, "label": label, "at": e["at"], "by": e["by"]})
-        elif what == "ready_for_review":
+        elif mine and what == "ready_for_review":
             writes.append({"kind": "ready", "head": "", "at": e["at"], "by": e["by"]})
         earlier = f"(#{e['pull']})" if e.get("pull", number) != number else ""
         events.append({"at": e["at"], "what": " ".join(filter(None, [what, label, f"by {e['by']}", earlier])),

@@ -42,7 +42,7 @@ from assay.records import (
     utc_now_iso,
 )
 from assay.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
-from assay.steps import open_intents
+from assay.steps import open_intents, unknown_outcomes
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -234,7 +234,7 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
     log = read.journals.get(brief)
     entries = log.entries if isinstance(log, JournalLog) else []
     state = states[brief]
-    unknown = _unresolved(entries)
+    unknown = [e.seq for e in unknown_outcomes(entries)]
     interrupted = _interrupted(entries, tip.record.epoch if tip and tip.record.state == "held" else None)
     needs = [d for d in (spec.depends_on if spec else ()) if states.get(d) != "done"]
     stuck = tip is not None and tip.record.state == "held" and _stuck(read, brief, tip)
@@ -286,15 +286,6 @@ def _column(state: str | None, needs: list[str], unknown: bool, stuck: bool, ret
     if state == "waiting" or needs:
         return "waiting"
     return "ready"
-
-
-def _unresolved(entries: list[JournalEntry]) -> list[int]:
-    """The seqs of `outcome_unknown` entries that no later intent of the same step resolved."""
-    later: dict[tuple[str, str], int] = {}
-    for e in entries:
-        if e.kind == "intent":
-            later[e.identity] = e.seq
-    return [e.seq for e in entries if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
 
 
 def _interrupted(entries: list[JournalEntry], held_epoch: int | None) -> list[int]:

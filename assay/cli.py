@@ -238,7 +238,8 @@ def step() -> None:
 
 
 @step.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--name", required=True, help="The step's name, e.g. deploy.")
+@click.option("--name", required=True, help="The step's name, e.g. deploy (not one of a desk's own: branch, "
+              "review, agent, push, verify, statuses, ready).")
 @click.option("--policy", type=click.Choice(["safe", "idempotent", "unsafe"]), default="unsafe", show_default=True,
               help="What recovery may do with an interrupted run of this step.")
 @click.option("--input", "input_json", metavar="JSON", help="The step's input (default: the command line).")

@@ -25,7 +25,7 @@ import re
 import secrets
 import signal
 import uuid as uuid_module
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -104,6 +104,16 @@ def resolves(entry: JournalEntry) -> int | None:
     """The seq of the intent `entry` resolves: a result or an outcome_unknown ends an intent; nothing else does
     (a refusal follows an outcome_unknown, it never stands for one)."""
     return entry.intent if entry.intent is not None and entry.kind in ("result", "outcome_unknown") else None
+
+
+def unknown_outcomes(entries: Sequence[JournalEntry]) -> list[JournalEntry]:
+    """The `outcome_unknown` entries that no later intent of the same step identity answered: effects a person
+    must look at (the sweep's `unknown` findings, the board's "outcome unknown" column)."""
+    later: dict[tuple[str, str], int] = {}
+    for e in entries:
+        if e.kind == "intent":
+            later[e.identity] = e.seq
+    return [e for e in entries if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
 
 
 def open_intents(entries: Iterable[JournalEntry]) -> list[JournalEntry]:

@@ -49,7 +49,7 @@ from assay.records import (
     utc_now_iso,
 )
 from assay.retired import RETIRED_REF, retire
-from assay.steps import open_intents
+from assay.steps import open_intents, unknown_outcomes
 from assay.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
 BRANCH_PREFIX = "refs/heads/assay/"
@@ -186,12 +186,7 @@ def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tupl
         except RecordInvalid as exc:
             out[brief] = exc
             continue
-        later: dict[tuple[str, str], int] = {}
-        for e in entries:
-            if e.kind == "intent":
-                later[e.identity] = e.seq
-        out[brief] = [(e.seq, e.step or "") for e in entries
-                      if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
+        out[brief] = [(e.seq, e.step or "") for e in unknown_outcomes(entries)]
     return out
 
 

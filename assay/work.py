@@ -168,21 +168,19 @@ class BriefWork:
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
         if tip:
             self.git.ensure_objects({self.branch_ref: tip})
-            stale = [m for m in repo.messages_since(tip)
-                     if any(int(epoch) != self.epoch for epoch in _EPOCH_TRAILER.findall(m))]
+            stale = any(int(epoch) != self.epoch
+                        for message in repo.messages_since(tip) for epoch in _EPOCH_TRAILER.findall(message))
             if stale and self.git.is_ancestor(tip, repo.head()):  # committed by an earlier epoch that died before
                 repo.reset_soft(tip)  # its push: made again under this epoch, so its trailer tells who pushed it
         message = f"{self.brief.title}\n\nAssay-Brief: {self.brief.id}\nAssay-Epoch: {self.epoch}\n"
         repo.commit_all(message, author=Signature.of(self.spec.name))
         crash_point("push.after-commit")
         head = repo.head()
-        if tip and tip != head:
-            self.git.ensure_objects({self.branch_ref: tip})
-            if not self.git.is_ancestor(tip, head):
-                raise Conflict(f"{self.branch_ref} has commits that the worktree of {self.brief.id!r} lacks; "
-                               "not overwriting",
-                               hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
-                                    "desk again")
+        if tip and tip != head and not self.git.is_ancestor(tip, head):
+            raise Conflict(f"{self.branch_ref} has commits that the worktree of {self.brief.id!r} lacks; "
+                           "not overwriting",
+                           hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
+                                "desk again")
         if tip != head:
             self.session.journal.add("note", sync=True, data={"pushed": head},
                                      refs=[RefUpdate(self.branch_ref, head, tip or ZERO)])
@@ -191,6 +189,13 @@ class BriefWork:
     def _verify(self, head: str, key: str) -> dict[str, Any]:
         return verify(self.git, self.session, self.brief, head, self.checkout, self.spec.verify_timeout_s,
                       agent_env(self.spec.env_allow, {}))
+
+    def _merged_meanwhile(self, exc: IllegalReviewChange, head: str) -> str:
+        """"merged" when a person merged the review before it was marked ready; any other refusal is raised."""
+        if exc.state != "merged":
+            raise exc
+        self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
+        return "merged"
 
     def _mark_ready(self, head: str) -> str:
         """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot.
@@ -203,20 +208,14 @@ class BriefWork:
             try:
                 review = self.reviews.mark_ready(self.brief.id, head)
             except IllegalReviewChange as exc:
-                if exc.state == "merged":
-                    self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
-                    return "merged"
-                raise
+                return self._merged_meanwhile(exc, head)
             self.reviews.label(self.brief.id, review.record.state, self.spec.name)
             return review.record.state
         for _ in range(3):
             try:
                 update = self.reviews.ready_update(self.brief.id, head)
             except IllegalReviewChange as exc:
-                if exc.state == "merged":
-                    self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
-                    return "merged"
-                raise
+                return self._merged_meanwhile(exc, head)
             if update is None:
                 return "ready"
             try:
