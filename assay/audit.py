@@ -19,6 +19,7 @@ from assay.errors import AssayError, RecordInvalid, UsageError
 from assay.forge.base import Reviews
 from assay.git import ForgeGit, committed_at
 from assay.journal import JournalLog, read_kept
+from assay.outcomes import DID_NOT, HAPPENED, resolves, settled
 from assay.records import (
     CLAIMS_PREFIX,
     JOURNAL_PREFIX,
@@ -32,7 +33,7 @@ from assay.records import (
     review_ref,
     validate_brief_id,
 )
-from assay.steps import input_sha, resolves
+from assay.steps import input_sha
 
 LIVE = ("held", "waiting")  # claim states in which an epoch holds custody
 LABEL_PREFIXES = ("assay:", "desk:")  # the labels Assay writes on a pull request; people's own are not audited
@@ -303,23 +304,30 @@ def check_branch_epochs(h: History, git: ForgeGit) -> Check:
 
 
 def check_unsafe_once(h: History) -> Check:
+    """An unsafe step runs again only after its outcome was unknown and then either refused once (a deliberate
+    repeat) or settled as not having happened, by an inspection's evidence."""
     seen: dict[tuple[str, str, int], list[JournalEntry]] = {}
     resolved: dict[int, set[str]] = {}
     bad = []
     for e in h.journal:
         if e.intent is not None and e.kind in ("outcome_unknown", "refused"):
             resolved.setdefault(e.intent, set()).add(e.kind)
+        if e.intent is not None and settled(e):
+            resolved.setdefault(e.intent, set()).add(f"settled:{settled(e)}")
         if e.kind != "intent" or e.policy != "unsafe":
             continue
         identity = (e.step or "", e.input_sha or "", e.ordinal or 0)
         for earlier in seen.get(identity, []):
-            if resolved.get(earlier.seq, set()) != {"outcome_unknown", "refused"}:
-                bad.append(f"step {e.step!r} ran again at #{e.seq} after #{earlier.seq} with no recorded refusal")
+            ends = resolved.get(earlier.seq, set())
+            if "outcome_unknown" not in ends or not ends & {"refused", f"settled:{DID_NOT}"} \
+                    or f"settled:{HAPPENED}" in ends:
+                bad.append(f"step {e.step!r} ran again at #{e.seq} after #{earlier.seq} with no recorded refusal "
+                           "or settle that it did not happen")
         seen.setdefault(identity, []).append(e)
     if bad:
         return Check("unsafe-once", False, "; ".join(bad))
     count = sum(len(v) for v in seen.values())
-    return Check("unsafe-once", True, f"{count} unsafe intent(s), none repeated without a refusal")
+    return Check("unsafe-once", True, f"{count} unsafe intent(s), none repeated without a refusal or a settle")
 
 
 def check_fenced_writes(h: History) -> Check:

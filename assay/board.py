@@ -29,6 +29,7 @@ from assay.forge.github import GitHubTarget
 from assay.git import ForgeGit, committed_at
 from assay.journal import JournalLog, read_logs
 from assay.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
+from assay.outcomes import open_intents, unknown_outcomes
 from assay.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
@@ -42,7 +43,6 @@ from assay.records import (
     utc_now_iso,
 )
 from assay.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
-from assay.steps import open_intents, unknown_outcomes
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",

@@ -1,4 +1,4 @@
-"""Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, verify)."""
+"""Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, env, verify)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from assay.errors import BriefIdInvalid, BriefInvalid
 from assay.git import ForgeGit, TreeEntry, parse_tree
 from assay.records import MAIN_REF, check_tip, validate_brief_id
 
-KEYS = ("title", "desk", "priority", "depends_on", "labels", "verify")
+KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "verify")
 VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
 DEFAULT_PRIORITY = 5
 BRIEFS_DIR = "briefs"  # on main
@@ -40,6 +40,7 @@ class Brief:
     depends_on: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     verify: tuple[VerifyRow, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get (settings, never secrets)
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         if brief_id in depends:
             checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
         labels = _label_list(checker, fields.get("labels"))
+        env = _env_map(checker, fields.get("env"))
         verify = _verify_rows(checker, fields.get("verify"))
     except _Unreadable as exc:
         checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
@@ -158,7 +160,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     if checker.problems:
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
     return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
-                 depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify)), []
+                 depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env), []
 
 
 def _mapping(checker: _Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -281,6 +283,34 @@ def _label_list(checker: _Checker, node: Any) -> list[str]:
         elif value is not None:
             out.append(value)
     return out
+
+
+def _env_map(checker: _Checker, node: Any) -> tuple[tuple[str, str], ...]:
+    """`env:`, a mapping of variable names to the values an agent and its effects get (a deploy's target, say)."""
+    import yaml
+
+    from assay.credentials import SECRET_NAMES
+    from assay.envs import NAME
+
+    if node is None:
+        return ()
+    if not isinstance(node, yaml.MappingNode):
+        checker.add(node, "`env` must be a mapping of variable names to values",
+                    "write `env: {DEPLOY_TARGET: staging}`")
+        return ()
+    out = []
+    for key_node, value_node in node.value:
+        key, value = _scalar(key_node), _scalar(value_node)
+        if not isinstance(key, str) or not NAME.fullmatch(key):
+            checker.add(key_node, f"`env` name {key_node.value!r} is not a variable name", "use A-Z 0-9 _")
+        elif SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
+            checker.add(key_node, f"`env` may not set {key}: forge credentials and Assay's own variables are not "
+                        "a brief's to give", "a brief is public: put settings here, never secrets")
+        elif not isinstance(value, str | int | float) or isinstance(value, bool):
+            checker.add(value_node, f"`env.{key}` must be a string", f"quote it: {key}: \"{value_node.value}\"")
+        else:
+            out.append((key, str(value)))
+    return tuple(sorted(out))
 
 
 def _verify_rows(checker: _Checker, node: Any) -> list[VerifyRow]:
@@ -419,7 +449,7 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
     return briefs, problems + check_links(briefs)
 
 
-PARSED = "briefs-parsed.v1.json"  # in the forge's cache: blob:name -> the brief, or its problems
+PARSED = "briefs-parsed.v2.json"  # in the forge's cache: blob:name -> the brief, or its problems
 
 
 def _parse_file(name: str, data: bytes | None) -> dict[str, Any]:
@@ -438,7 +468,7 @@ def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
     if raw is not None:
         rows = tuple(VerifyRow(**row) for row in raw["verify"])
         brief = Brief(**{**raw, "depends_on": tuple(raw["depends_on"]), "labels": tuple(raw["labels"]),
-                         "verify": rows})
+                         "verify": rows, "env": tuple((str(k), str(v)) for k, v in raw.get("env", ()))})
     return brief, [Problem(**p) for p in item.get("problems", [])]
 
 

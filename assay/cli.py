@@ -245,10 +245,13 @@ def step() -> None:
 @click.option("--input", "input_json", metavar="JSON", help="The step's input (default: the command line).")
 @click.option("--fresh", is_flag=True, help="Run a completed safe step again instead of replaying its recorded "
               "result: for inspections (is it deployed?) whose answer may have changed since.")
+@click.option("--probe", metavar="SHELL", help="For an unsafe step: a command telling whether its effect happened "
+              "(exit 0) or not (exit 1), run by the next desk to settle an outcome a crash left unknown.")
 @context_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def step_run(name: str, policy: str, input_json: str | None, fresh: bool, forge: str | None, brief: str | None,
-             desk: str | None, epoch: int | None, run: str | None, command: tuple[str, ...]) -> None:
+def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe: str | None, forge: str | None,
+             brief: str | None, desk: str | None, epoch: int | None, run: str | None,
+             command: tuple[str, ...]) -> None:
     """Run COMMAND (after `--`) as a durable step: intent journaled first, result after.
 
     The command gets its idempotency key in ASSAY_IDEMPOTENCY_KEY. A completed step
@@ -257,9 +260,34 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, forge:
     """
     from assay.effects import check_effect, context_from, open_context_session, run_effect
 
-    request = check_effect(name, policy, input_json, list(command), fresh)  # bad input before any forge access
+    request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
     session = open_context_session(context_from(forge, brief, desk, epoch, run))
     sys.exit(run_effect(session, request))
+
+
+@step.command("settle", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.option("--happened", "verdict", flag_value="happened", help="The inspection found that the step happened.")
+@click.option("--did-not", "verdict", flag_value="did-not", help="The inspection found that it did not happen.")
+@click.option("--input", "input_json", metavar="JSON", help="Which call, when the step is unknown with several inputs.")
+@click.option("--evidence", metavar="TEXT", help="What the inspection showed (when no command is given).")
+@context_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def step_settle(name: str, verdict: str | None, input_json: str | None, evidence: str | None, forge: str | None,
+                brief: str | None, desk: str | None, epoch: int | None, run: str | None,
+                command: tuple[str, ...]) -> None:
+    """Settle an unsafe step whose outcome is unknown: it happened, or it did not.
+
+    Inspect first. A COMMAND after `--` is the inspection: it runs here, its output is
+    journaled as the evidence, and its exit code decides when neither flag is given (0: it
+    happened, 1: it did not). A step settled as happened is not run again; one that did not
+    happen runs on its next call. An agent's settle goes to its desk; a person passes --brief.
+    """
+    from assay.effects import settle_step
+
+    done = settle_step(name, verdict, input_json, evidence, list(command), forge, brief, desk, epoch, run, _person())
+    click.echo(f"{done.brief}: step {done.step!r} (intent {done.intent}) settled as {done.verdict} by {done.by} "
+               f"(seq {done.seq})")
 
 
 @step.command("value")

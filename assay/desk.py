@@ -21,7 +21,15 @@ from assay.briefs import Brief
 from assay.claims import Claim, Claims, holder_life, new_holder
 from assay.credentials import redact
 from assay.deskspec import DeskSpec
-from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NeedsPerson, RecordInvalid
+from assay.errors import (
+    AgentCannotStart,
+    AssayError,
+    Conflict,
+    ForgeError,
+    ForgeRefused,
+    NeedsPerson,
+    RecordInvalid,
+)
 from assay.forge.base import IllegalReviewChange, Review, Reviews
 from assay.git import ForgeGit
 from assay.lives import life_state
@@ -246,6 +254,12 @@ class Desk:
             return "blocked"
         except IllegalReviewChange as exc:  # a person closed the review while the desk worked
             return self._closed_by_person(brief.id, epoch, exc.message)
+        except AgentCannotStart as exc:  # not an attempt at the work: hand the brief back, and stop this desk
+            if session is not None:
+                session.stop_run(exc.message)
+            custody.release(self.claims, brief.id, self.spec.name, reason=exc.message, epoch=epoch, run=self._run)
+            self.echo(f"{self.spec.name}: released {brief.id}: {exc.message}")
+            raise
         except Conflict as exc:
             self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
             return "lost"
@@ -295,10 +309,12 @@ def _dead_here(holder: str) -> bool:
 def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = False,
              max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print) -> DeskReport:
     """Run desk `name` on the forge of `ports`."""
+    from assay.agent import preflight
     from assay.config import state_dir_for
     from assay.deskspec import load_desk
 
     spec = load_desk(ports.git, ports.claims.read_view(keep=True).main, name)  # the first pass uses this view
+    preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

@@ -6,12 +6,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.briefs import Brief, Problem, compose_mapping, construct_value, main_folder
+from assay.credentials import SECRET_NAMES
+from assay.envs import NAME, PATTERN
 from assay.errors import ConfigInvalid
 from assay.git import ForgeGit
 from assay.records import MAIN_REF, check_tip
 
-KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "verify_timeout_s")
+KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",
+        "verify_timeout_s")
+AGENT_KEYS = ("command", "timeout_s", "install")
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
+DEFAULT_AGENT_TIMEOUT_S = 3600
 
 
 @dataclass(frozen=True)
@@ -23,8 +28,11 @@ class DeskSpec:
     heartbeat_s: int = 60
     singleton: bool = False
     attempts: int = 3
-    env_allow: tuple[str, ...] = DEFAULT_ENV
+    env_allow: tuple[str, ...] = DEFAULT_ENV  # names, or shell patterns such as ANTHROPIC_*
     verify_timeout_s: int = 600
+    env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get, whatever the desk's environment
+    timeout_s: int = DEFAULT_AGENT_TIMEOUT_S  # an agent run past this is stopped, and the attempt counted
+    install: str = ""  # how to install the agent command, for the error when it is missing
 
     def takes(self, brief: Brief) -> bool:
         """A brief naming a desk goes to that desk; otherwise to desks whose labels it carries."""
@@ -82,6 +90,20 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
                  "`agent:` must be a mapping with `command:`, a non-empty list of strings")
     if "agent" not in data:
         bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
+    agent_timeout, install = DEFAULT_AGENT_TIMEOUT_S, ""
+    if agent:
+        for key in agent:
+            if key not in AGENT_KEYS:
+                bad(nodes["agent"], f"unknown agent key {key!r}", f"allowed: {', '.join(AGENT_KEYS)}")
+        raw_timeout = agent.get("timeout_s", DEFAULT_AGENT_TIMEOUT_S)
+        if not isinstance(raw_timeout, int) or isinstance(raw_timeout, bool) or raw_timeout <= 0:
+            bad(nodes["agent"], "`agent.timeout_s` must be a whole number above 0")
+        else:
+            agent_timeout = raw_timeout
+        install = agent.get("install", "")
+        if not isinstance(install, str):
+            bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
+            install = ""
     takes = need("takes", dict) or {}
     labels = takes.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
@@ -90,8 +112,15 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     ints = {k: need(k, int, lambda v: v > 0, f"`{k}` must be a whole number above 0")
             for k in ("lease_s", "heartbeat_s", "attempts", "verify_timeout_s")}
     singleton = need("singleton", bool, message="`singleton` must be true or false")
-    env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) for x in v),
-                     "`env_allow` must be a list of variable names")
+    env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) and PATTERN.fullmatch(x) for x in v),
+                     "`env_allow` must be a list of variable names or patterns (e.g. PATH, ANTHROPIC_*)")
+    env = need("env", dict, lambda v: all(isinstance(k, str) and NAME.fullmatch(k) and isinstance(x, str | int)
+                                          and not isinstance(x, bool) for k, x in v.items()),
+               "`env` must map variable names to values (strings)") or {}
+    for key in env:
+        if SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
+            bad(nodes["env"], f"`env` may not set {key}: forge credentials and Assay's own variables are not "
+                "the desk's to give", "give an effect's own settings other names")
     heartbeat, lease = ints["heartbeat_s"] or DeskSpec.heartbeat_s, ints["lease_s"] or DeskSpec.lease_s
     if heartbeat * 2 > lease:
         bad(nodes.get("heartbeat_s") or nodes.get("lease_s"),
@@ -105,7 +134,8 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         lease_s=ints["lease_s"] or defaults.lease_s, heartbeat_s=ints["heartbeat_s"] or defaults.heartbeat_s,
         singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
         env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
-        verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s), []
+        verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
+        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, install=install), []
 
 
 def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:

@@ -72,6 +72,16 @@ class ConfigInvalid(UsageError):
     """A configuration file (`.assay.yaml`, a desk definition) that does not parse or validate."""
 
 
+class AgentCannotStart(UsageError):
+    """A desk's agent command is not installed, or cannot be run (exit 126/127): nothing to claim work for."""
+
+    def __init__(self, desk: str, command: str, why: str, install: str = "") -> None:
+        super().__init__(f"desk {desk!r} cannot start its agent {command!r}: {why}",
+                         hint=(f"install it ({install}), " if install else "install it, ")
+                         + f"or put it on the PATH the desk passes, or change `agent.command` in desks/{desk}.yaml")
+        self.desk, self.command, self.why = desk, command, why
+
+
 class RecordInvalid(AssayError):
     """A ref on the forge holds something that is not a valid v1 record: bad input, like a bad file."""
 
@@ -151,4 +161,10 @@ class NeedsPerson(AssayError):
 
 
 class Cancelled(BaseException):
-    """SIGTERM arrived while a step ran (Ctrl-C arrives as KeyboardInterrupt)."""
+    """SIGTERM arrived while a step ran (Ctrl-C arrives as KeyboardInterrupt), or its desk stopped it.
+
+    `reason` goes into the journal with the step's end (`cancelled`, unless said otherwise)."""
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason

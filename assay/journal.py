@@ -455,6 +455,38 @@ def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any]
     return _append(claims, brief, kind, data, by, f"person:{by}", None, {}, clock, {})[0]
 
 
+def append_built_as_person(claims: Claims, brief: str, build: Callable[[list[JournalEntry]], list[dict[str, Any]]],
+                           by: str, clock: Callable[[], float] = time.time) -> list[JournalEntry]:
+    """A person's entries that depend on what the journal holds (settling a step's unknown outcome): `build`
+    gets the journal as it is on the forge and returns the entries' fields (`kind`, `resolves`, …); they land
+    in one push of the journal ref alone, under its lease, or `build` runs again on what moved it."""
+    git = claims.git
+    jref, cref = journal_ref(brief), claim_ref(brief)
+    known = JournalLog([], {}, None)
+
+    def attempt(_: int) -> list[JournalEntry]:
+        nonlocal known
+        refs = git.ls_remote(jref, cref, retired.RETIRED_REF)
+        if jref not in refs:
+            retired.refuse_if_retired(git, refs.get(retired.RETIRED_REF), brief, "settle")
+        current = claims.load(cref, refs[cref]) if cref in refs else None
+        known = read_log(git, brief, refs.get(jref), known)
+        first = (known.entries[-1].seq + 1) if known.entries else 1
+        entries = []
+        for offset, fields in enumerate(build(known.entries)):
+            resolves = fields.pop("resolves", None)
+            entries.append(JournalEntry(seq=first + offset, epoch=current.record.epoch if current else 0,
+                                        at=utc_now_iso(clock()), run=f"person:{by}",
+                                        intent=resolves.seq if isinstance(resolves, JournalEntry) else None,
+                                        **fields))
+        update = chain.commit(git, jref, known.tip, {"entries.jsonl": _jsonl(entries)}, _message(brief, entries), by,
+                              clock())
+        chain.push(git, [update], "journal")
+        return entries
+
+    return chain.retrying(attempt, f"journaling on {brief!r}")
+
+
 def transition_as(claims: Claims, brief: str, action: str, kind: str, data: dict[str, Any], by: str,
                   run: str = "", clock: Callable[[], float] = time.time, expect: Mapping[str, str] | None = None,
                   **args: Any) -> Claim:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import functools
 import os
 import re
+import select
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +145,31 @@ def life_state(life: Life) -> LifeState:
 
 def is_running(life: Life) -> bool:
     return life_state(life) == "alive"
+
+
+def await_end(life: Life, timeout_s: float) -> bool:
+    """Wait until `life` is no longer judged alive (True), or `timeout_s` has passed (False).
+
+    Waits on a pidfd (readable once the process has ended) where Linux gives one, so the wait is an event.
+    """
+    deadline = time.monotonic() + timeout_s
+    try:
+        fd: int | None = os.pidfd_open(life.pid)
+    except (OSError, AttributeError):
+        fd = None
+    try:
+        while is_running(life):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd is not None:
+                select.select([fd], [], [], left)
+            else:
+                time.sleep(min(0.05, left))
+        return True
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _pid_exists(pid: int) -> bool:

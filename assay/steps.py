@@ -25,7 +25,7 @@ import re
 import secrets
 import signal
 import uuid as uuid_module
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -35,7 +35,8 @@ from assay.crash import crash_point
 from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
 from assay.journal import INLINE_LIMIT, Draft, Journal, JournalLog
 from assay.journalindex import counts_call, counts_value, run_event
-from assay.lives import Life, is_running, this_life
+from assay.lives import Life, await_end, is_running, life_state, this_life
+from assay.outcomes import DESK_STEPS, DID_NOT, HAPPENED, open_intents, resolves, settled, unknown_outcomes
 from assay.records import POLICIES, JournalEntry
 
 if TYPE_CHECKING:
@@ -78,9 +79,6 @@ class StepFailed(AssayError):
         self.error = error
 
 
-DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready"})  # work.py's own
-
-
 def validate_step(name: str, policy: str) -> None:
     """A step's name and policy, checked before anything is read or written."""
     if not _STEP_NAME.fullmatch(name):
@@ -100,38 +98,6 @@ def input_sha(value: Any) -> str:
     return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
 
 
-def resolves(entry: JournalEntry) -> int | None:
-    """The seq of the intent `entry` resolves: a result or an outcome_unknown ends an intent; nothing else does
-    (a refusal follows an outcome_unknown, it never stands for one)."""
-    return entry.intent if entry.intent is not None and entry.kind in ("result", "outcome_unknown") else None
-
-
-def unknown_outcomes(entries: Sequence[JournalEntry]) -> list[JournalEntry]:
-    """The `outcome_unknown` entries that no later intent of the same step identity answered: effects a person
-    must look at (the sweep's `unknown` findings, the board's "outcome unknown" column)."""
-    later: dict[tuple[str, str], int] = {}
-    for e in entries:
-        if e.kind == "intent":
-            later[e.identity] = e.seq
-    return [e for e in entries if e.kind == "outcome_unknown" and later.get(e.identity, 0) < e.seq]
-
-
-def open_intents(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
-    """The intents in `entries` that no later entry resolves: steps interrupted, or running now.
-
-    A session finds them the same way over its index (`Session._unresolved`); readers of a whole
-    journal (the board) call this.
-    """
-    opened: dict[int, JournalEntry] = {}
-    for e in entries:
-        if e.kind == "intent":
-            opened[e.seq] = e
-        resolved = resolves(e)
-        if resolved is not None:
-            opened.pop(resolved, None)
-    return list(opened.values())
-
-
 @dataclass
 class Call:
     name: str
@@ -140,6 +106,7 @@ class Call:
     policy: str
     input: Any
     writer: dict[str, Any] | None = None  # the process life running the effect, if not this process
+    probe: str | None = None  # a shell command telling whether an unsafe effect happened (exit 0) or not (1)
 
 
 class Session:
@@ -151,6 +118,7 @@ class Session:
         self.journal = journal
         self.max_attempts = max_attempts
         self.call_notes = call_notes
+        self.probe_runner: Callable[[str], dict[str, Any]] | None = None  # runs a step's outcome probe, where set
         self._calls: dict[tuple[str, str], int] = {}
         self._nondet_used = 0
         self._indexed = 0
@@ -200,14 +168,16 @@ class Session:
             self._base_calls[identity] = self._base.calls_of(identity)
         return [*self._base_calls[identity], *recent]
 
-    def _resolution(self, intent: JournalEntry) -> JournalEntry | None:
+    def _resolution(self, intent: JournalEntry | int) -> JournalEntry | None:
+        """The latest result or outcome_unknown of an intent (a settle comes after its outcome_unknown)."""
+        seq = intent if isinstance(intent, int) else intent.seq
         self._index()
-        found = self._resolutions.get(intent.seq)  # a later entry resolves it again: the latest counts
+        found = self._resolutions.get(seq)  # a later entry resolves it again: the latest counts
         if found is not None or self._base is None:
             return found
-        if intent.seq not in self._base_resolutions:
-            self._base_resolutions[intent.seq] = self._base.resolution(intent.seq)
-        return self._base_resolutions[intent.seq]
+        if seq not in self._base_resolutions:
+            self._base_resolutions[seq] = self._base.resolution(seq)
+        return self._base_resolutions[seq]
 
     def _unresolved(self) -> list[int]:
         """Intents with neither a result nor an outcome_unknown (`open_intents`, with the index's help)."""
@@ -247,37 +217,46 @@ class Session:
         for e in calls:
             if e.kind == "outcome_unknown":
                 intent = next((i for i in calls if i.kind == "intent" and i.seq == e.intent), None)
-                if intent is not None and not self._refused(intent):
+                if intent is not None and not self._refused(intent) and not self._settled(intent.seq):
                     return intent
         return None
+
+    def _settled(self, intent: int) -> JournalEntry | None:
+        """The settle of an intent's unknown outcome, if it has one."""
+        found = self._resolution(intent)
+        return found if found is not None and settled(found) else None
 
     # -- steps --------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[[str], T], input: Any = None, policy: str = "safe",
-             reuse: bool = True, writer: dict[str, Any] | None = None) -> T:
+             reuse: bool = True, writer: dict[str, Any] | None = None, probe: str | None = None) -> T:
         """Run `fn(idempotency_key)` as a durable step, or return what it returned before.
 
         `writer`: the life (`lives.Life.to_data()`) of the process that runs the effect when it is
         not this one (an agent's `assay step run` served by its desk), so a repeat can tell if it runs.
+        `probe`: for an unsafe step, a shell command that tells whether its effect happened (exit 0) or
+        not (exit 1); once the step's writer is proven dead, the next reader runs it to settle the unknown.
         """
         validate_step(name, policy)
+        if probe is not None and policy != "unsafe":
+            raise UsageError(f"--probe settles an unknown outcome, which only unsafe steps have, not {policy} ones")
         identity = (name, input_sha(input))
-        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer)
+        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer, probe)
         self._calls[identity] = call.ordinal + 1
         interrupted = self._interrupted(identity)
         if interrupted is not None and _still_running(interrupted):
-            raise Refused(f"step {name!r} is running now (intent {interrupted.seq}, process "
-                          f"{(interrupted.data or {}).get('pid')}); it is not started twice",
-                          hint="wait for it to finish, then call again to get its result")
+            self._calls[identity] = call.ordinal  # not a call: nothing ran, nothing is replayed
+            raise self._running(interrupted)
         if interrupted is not None:
             self._check_policy(interrupted, call)
             if interrupted.policy == "unsafe":
-                crash_point("recovery.before-outcome-unknown", name)
-                self.journal.add("outcome_unknown", sync=True, resolves=interrupted, step=name, input_sha=call.sha,
-                                 ordinal=interrupted.ordinal, key=interrupted.key, policy="unsafe",
-                                 data={"reason": "interrupted"})
-                crash_point("recovery.after-outcome-unknown", name)
-                return self._refuse(call, interrupted)
+                verdict = self._cut_off(interrupted)
+                if verdict is None:
+                    return self._refuse(call, interrupted)
+                if settled(verdict) == HAPPENED:
+                    self._mark(call, "replay", verdict.seq)
+                    return cast(T, self._replay(call, verdict))
+                return self._execute(call, fn, None)  # its probe found it did not happen: this call runs it
             self._mark(call, "resume", interrupted.seq)
             return self._execute(call, fn, interrupted)
         slot = self._slot(call)
@@ -294,13 +273,100 @@ class Session:
                     return self._refuse(call, slot)
                 self._mark(call, "replay", resolution.seq)
                 raise OutcomeUnknown(name)
-        elif slot is not None:  # an earlier run was refused here; it replays as refused
-            self._mark(call, "replay", slot.seq)
-            raise OutcomeUnknown(name)
+        elif slot is not None:  # an earlier run was refused here: it replays as refused, unless settled since
+            verdict = self._settled(slot.intent) if slot.intent is not None else None
+            if verdict is not None and settled(verdict) == HAPPENED:
+                self._mark(call, "replay", verdict.seq)
+                return cast(T, self._replay(call, verdict))
+            if verdict is None:
+                self._mark(call, "replay", slot.seq)
+                raise OutcomeUnknown(name)
         unknown = self._unrefused_unknown(identity)
         if unknown is not None:
             return self._refuse(call, unknown)
         return self._execute(call, fn, None)
+
+    def _running(self, intent: JournalEntry) -> Refused:
+        """A call of a step whose writer runs now: refused, and the refusal journaled, with what will happen."""
+        pid = (intent.data or {}).get("pid")
+        if intent.epoch == self.journal.epoch:
+            hint = "it runs under this claim, and its result is journaled when it ends: call again then to get it"
+        else:
+            hint = (f"it was started at epoch {intent.epoch}, whose desk is gone, so its result can never be "
+                    "journaled; the process stops its effect when it finds its desk gone; once it has ended, "
+                    "call again: its outcome is then recorded as unknown")
+        message = f"step {intent.step!r} is running now (intent {intent.seq}, process {pid}); it is not started twice"
+        self.journal.add("note", sync=True, data={"running": intent.seq, "writer": pid, "message": message,
+                                                   "hint": hint})
+        return Refused(message, hint=hint)
+
+    def _cut_off(self, intent: JournalEntry) -> JournalEntry | None:
+        """Journal `outcome_unknown` for an unsafe intent whose writer is not running; if the step declared an
+        outcome probe and its writer is proven dead, run the probe and settle with what it found."""
+        crash_point("recovery.before-outcome-unknown", intent.step)
+        self.journal.add("outcome_unknown", sync=True, **unknown_fields(intent))
+        crash_point("recovery.after-outcome-unknown", intent.step)
+        probe = (intent.data or {}).get("probe")
+        if not isinstance(probe, str) or self.probe_runner is None:
+            return None
+        life = Life.from_data(intent.data or {})
+        if life is None or life_state(life) != "dead":
+            self.note(f"the probe of {intent.step!r} (intent {intent.seq}) was not run: its process "
+                      f"{life.pid if life else '?'} on {life.host if life else '?'} cannot be proven dead from here",
+                      sync=True)
+            return None
+        found = self.probe_runner(probe)
+        verdict = {0: HAPPENED, 1: DID_NOT}.get(int(found.get("exit_code", -1)))
+        if verdict is None:
+            self.note(f"the probe of {intent.step!r} (intent {intent.seq}) was inconclusive: exit "
+                      f"{found.get('exit_code')} (0 means it happened, 1 that it did not)", sync=True)
+            return None
+        return self._write_settle(intent, verdict, "probe", found)
+
+    def settle(self, name: str, verdict: str, by: str, evidence: dict[str, Any] | None = None,
+               sha: str | None = None) -> JournalEntry:
+        """Settle the unknown outcome of unsafe step `name` (of input `sha`, when several are unknown) as
+        `happened` or `did-not`, with the inspection's evidence. An intent still open whose writer is not
+        running gets its `outcome_unknown` first. Needs the whole journal (a session opened without the index)."""
+        if self.journal.base is not None:
+            raise RuntimeError("settle reads the whole journal: open the session without the index")
+        try:
+            intent, cut_off = settle_target(self.journal.entries, name, sha)
+        except StepRunning as running:
+            raise self._running(running.intent) from None
+        if cut_off:
+            self.journal.add("outcome_unknown", sync=False, **unknown_fields(intent))
+        draft = self.journal.add("result", sync=True, **settle_fields(intent, verdict, by, evidence or {}))
+        assert draft.entry is not None
+        return draft.entry
+
+    def _write_settle(self, intent: JournalEntry, verdict: str, by: str, evidence: dict[str, Any]) -> JournalEntry:
+        draft = self.journal.add("result", sync=True, **settle_fields(intent, verdict, by, evidence))
+        assert draft.entry is not None
+        return draft.entry
+
+    def recover(self, wait_s: float = 10.0) -> list[str]:
+        """Before an agent runs again: the unsafe steps of earlier runs that were cut off get their outcome.
+
+        A writer still running is waited for (up to `wait_s`: its desk is gone, so it stops its effect on
+        its own); then `outcome_unknown` is journaled, and a declared probe settles it where it can.
+        Returns what it found, a line each. Needs the whole journal.
+        """
+        if self.journal.base is not None:
+            raise RuntimeError("recover reads the whole journal: open the session without the index")
+        told = []
+        for intent in open_intents(self.journal.entries):
+            if intent.policy != "unsafe" or intent.step in DESK_STEPS or intent.run == self.journal.run:
+                continue
+            life = Life.from_data(intent.data or {})
+            if life is not None and _still_running(intent) and not await_end(life, wait_s):
+                self._running(intent)
+                told.append(f"step {intent.step!r} (intent {intent.seq}) still runs in process {life.pid}")
+                continue
+            verdict = self._cut_off(intent)
+            told.append(f"step {intent.step!r} (intent {intent.seq}) was cut off: outcome unknown"
+                        + (f"; its probe found it {settled(verdict)}" if verdict is not None else ""))
+        return told
 
     def _check_policy(self, recorded: JournalEntry, call: Call) -> None:
         if recorded.policy and recorded.policy != call.policy:
@@ -332,19 +398,22 @@ class Session:
             data: dict[str, Any] = dict(call.writer or this_life().to_data())  # so a repeat can tell if it runs
             if len(small_input) <= INLINE_LIMIT:
                 data["input"] = call.input
+            if call.probe is not None:
+                data["probe"] = call.probe
             intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,
                                       data=data)
         crash_point("step.before-execute", call.name)
         try:
             with _sigterm_as_cancel():
                 output = fn(key)
-        except (KeyboardInterrupt, Cancelled):
+        except (KeyboardInterrupt, Cancelled) as stop:
+            reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
             if call.policy == "unsafe":
                 self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
-                                 policy=call.policy, data={"reason": "cancelled"})
+                                 policy=call.policy, data={"reason": reason})
             else:
                 self.journal.add("result", sync=True, resolves=intent, **ids, key=key,
-                                 policy=call.policy, status="cancelled")
+                                 policy=call.policy, status="cancelled", data={"reason": reason})
             raise
         except StepFailed as exc:
             self._result(call, ids, intent, key, "failed", {"error": exc.error}, durable_first)
@@ -460,6 +529,58 @@ class Session:
             self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
         except AssayError:
             self.journal.pending.clear()
+
+
+class StepRunning(Exception):
+    """The step asked for runs now: its writer's life is provably alive."""
+
+    def __init__(self, intent: JournalEntry) -> None:
+        super().__init__(intent.step)
+        self.intent = intent
+
+
+def settle_target(entries: Sequence[JournalEntry], name: str, sha: str | None) -> tuple[JournalEntry, bool]:
+    """Which intent `assay step settle NAME` settles: the latest unknown outcome of unsafe step `name` (of input
+    `sha`), or an intent nothing resolved whose writer is not running (True: it needs its outcome_unknown first).
+    Bad input (nothing to settle, several inputs) is a UsageError; a writer running now raises StepRunning."""
+    candidates = [e for e in (*open_intents(entries), *unknown_outcomes(entries))
+                  if e.step == name and e.policy == "unsafe" and (sha is None or e.input_sha == sha)]
+    running = [e for e in candidates if e.kind == "intent" and _still_running(e)]
+    if running:
+        raise StepRunning(running[0])
+    if not candidates:
+        raise UsageError(f"step {name!r} has no unknown outcome to settle",
+                         hint="`assay journal BRIEF` shows each step's outcome")
+    inputs = {e.input_sha for e in candidates}
+    if len(inputs) > 1:
+        raise UsageError(f"step {name!r} has unknown outcomes with {len(inputs)} different inputs",
+                         hint="pass --input with the step's input (as `assay step run` got it) to pick one")
+    latest = max(candidates, key=lambda e: e.seq)
+    if latest.kind == "intent":
+        return latest, True
+    return next(e for e in entries if e.seq == latest.intent), False
+
+
+def unknown_fields(intent: JournalEntry, reason: str = "interrupted") -> dict[str, Any]:
+    """The fields of the `outcome_unknown` entry that ends `intent`."""
+    return {"resolves": intent, "step": intent.step, "input_sha": intent.input_sha, "ordinal": intent.ordinal,
+            "key": intent.key, "policy": "unsafe", "data": {"reason": reason}}
+
+
+def settle_fields(intent: JournalEntry, verdict: str, by: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    """The fields of the `result` entry that settles `intent`'s unknown outcome (`outcomes.settled` reads it):
+    `completed` when it happened (a later call returns this and does not run the step), `cancelled` when it did
+    not (a later call runs it). The evidence's output is kept to its last 1,000 characters."""
+    if verdict not in (HAPPENED, DID_NOT):
+        raise UsageError(f"a step is settled as {HAPPENED} or {DID_NOT}, not {verdict!r}")
+    said = str(evidence.get("tail", "")).strip()[-1000:]
+    data: dict[str, Any] = {"settled": verdict, "by": by, "evidence": {**evidence, "tail": said}}
+    if verdict == HAPPENED:
+        told = f"(settled by {by}: the step happened)" + (f"\n{said}" if said else "")
+        data["output"] = {"exit_code": 0, "duration_ms": 0, "tail": told}
+    return {"resolves": intent, "step": intent.step, "input_sha": intent.input_sha, "ordinal": intent.ordinal,
+            "key": intent.key, "policy": "unsafe", "status": "completed" if verdict == HAPPENED else "cancelled",
+            "data": data}
 
 
 @contextmanager

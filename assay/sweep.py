@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assay import chain, custody
-from assay.claims import Claim, Claims, forced_reason
+from assay.claims import Claim, Claims, forced_reason, holder_life
 from assay.crash import crash_point
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
 from assay.forge.base import Reviews
 from assay.git import ZERO, ForgeGit
 from assay.journal import read_log, read_logs, transition_as
+from assay.lives import Life, life_state
 from assay.observations import (
     OBSERVATIONS,
     SWEEPER_REF,
@@ -33,6 +34,7 @@ from assay.observations import (
     decode_observations,
     seconds,
 )
+from assay.outcomes import open_intents, unknown_outcomes
 from assay.records import (
     CLAIMS_PREFIX,
     JOURNAL_PREFIX,
@@ -49,7 +51,6 @@ from assay.records import (
     utc_now_iso,
 )
 from assay.retired import RETIRED_REF, retire
-from assay.steps import open_intents, unknown_outcomes
 from assay.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
 BRANCH_PREFIX = "refs/heads/assay/"
@@ -62,7 +63,7 @@ Progress = Callable[[str], None]
 class Finding:
     """One thing a sweep found, what it did about it, and whether it is reported for the first time."""
 
-    kind: str  # lease, stuck, orphan, unknown, wait, blocked, merged-held, junk, retire
+    kind: str  # lease, stuck, orphan, unknown, stray, wait, blocked, merged-held, junk, retire
     brief: str
     detail: str
     key: str
@@ -191,13 +192,14 @@ def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tupl
 
 
 def interrupted_effects(git: ForgeGit, state: ForgeState) -> dict[str, list[JournalEntry]]:
-    """Per brief whose claim is a tombstone (its holder stopped: released, expired, abandoned), the unsafe intents
-    nothing resolved. The effect may or may not have happened, and no desk has said so yet: the next holder
-    records `outcome_unknown` when it resumes. A few journals are read through the decoded-log cache (local git
-    only); many, in one rev-list and one cat-file batch."""
+    """Per brief whose desk is gone (its claim is a tombstone: released, expired, abandoned; or it is held by a
+    process whose life is over on this host), the intents nothing resolved. An unsafe one may or may not have
+    happened, and no desk has said so yet: the next holder records `outcome_unknown` when it resumes; one whose
+    writer still runs here can never journal its result. A few journals are read through the decoded-log cache
+    (local git only); many, in one rev-list and one cat-file batch."""
     out: dict[str, list[JournalEntry]] = {}
-    stopped = {b: state.journals[b] for b, c in state.claims.items() if c.record.state in TOMBSTONES
-               and b in state.journals}
+    stopped = {b: state.journals[b] for b, c in state.claims.items() if b in state.journals
+               and (c.record.state in TOMBSTONES or (c.record.state == "held" and _dead_here(c.record.holder)))}
     logs = read_logs(git, stopped) if len(stopped) > BATCH_JOURNALS else {}  # many: one batch for all
     for brief, tip in sorted(stopped.items()):
         try:
@@ -206,10 +208,21 @@ def interrupted_effects(git: ForgeGit, state: ForgeState) -> dict[str, list[Jour
                 raise log
         except RecordInvalid:
             continue  # junk: reported from unresolved_unknowns
-        cut = [e for e in open_intents(log.entries) if e.policy == "unsafe"]
+        cut = open_intents(log.entries)
         if cut:
             out[brief] = cut
     return out
+
+
+def _dead_here(holder: str) -> bool:
+    life = holder_life(holder)
+    return life is not None and life_state(life) == "dead"
+
+
+def _stray(e: JournalEntry) -> Life | None:
+    """The writer of an open intent, if it still runs on this host."""
+    life = Life.from_data(e.data or {})
+    return life if life is not None and life.pid != os.getpid() and life_state(life) == "alive" else None
 
 
 # -- judging ------------------------------------------------------------------------------------
@@ -253,10 +266,19 @@ def judge(state: ForgeState, seen: Observations, unknowns: dict[str, list[tuple[
     out: list[Finding] = []
     for brief, cut in sorted((interrupted or {}).items()):
         r = state.claims[brief].record
-        out += [Finding("unknown", brief, f"step {e.step!r} (seq {e.seq}) is an unsafe effect with no result, and "
-                        f"epoch {e.epoch}'s claim is {r.state}: it may or may not have run; the next holder records "
-                        "outcome_unknown and will not repeat it; inspect the system before anyone resumes",
-                        f"interrupted:{brief}:{e.seq}") for e in cut]
+        for e in cut:
+            stray = _stray(e)
+            if stray is not None:
+                out.append(Finding("stray", brief, f"step {e.step!r} (seq {e.seq}) still runs in process {stray.pid} "
+                                   f"on {stray.host}, but its desk (epoch {e.epoch}) is gone, so its result can never "
+                                   "be journaled; the process stops its command when it notices; if it does not, "
+                                   f"stop it (kill {stray.pid}): the next holder then records its outcome",
+                                   f"stray:{brief}:{e.seq}"))
+            elif e.policy == "unsafe" and r.state in TOMBSTONES:
+                out.append(Finding("unknown", brief, f"step {e.step!r} (seq {e.seq}) is an unsafe effect with no "
+                                   f"result, and epoch {e.epoch}'s claim is {r.state}: it may or may not have run; "
+                                   "the next holder records outcome_unknown and will not repeat it; inspect the "
+                                   "system before anyone resumes", f"interrupted:{brief}:{e.seq}"))
     for brief, claim in sorted(state.claims.items()):
         out += _claim_findings(state, seen.briefs.get(brief), claim, policy, now)
     out += _orphans(state)

@@ -156,6 +156,10 @@ _KIND_STYLE = {"intent": "cyan", "result": "green", "outcome_unknown": "bold yel
 
 def _entry_detail(e: dict[str, Any]) -> str:
     data = e.get("data") or {}
+    if e["kind"] == "result" and data.get("settled"):
+        evidence = data.get("evidence") or {}
+        shown = f"exit {evidence['exit_code']}" if "exit_code" in evidence else str(evidence.get("said", ""))
+        return f"settled: {data['settled']} (by {data.get('by')}" + (f"; {shown})" if shown else ")")
     if e["kind"] == "result":
         out = data.get("output")
         if isinstance(out, dict) and "exit_code" in out:

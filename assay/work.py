@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from assay.agent import AgentRun, run_agent
+from assay.agent import AgentRun, assay_command, run_agent
 from assay.briefs import Brief
 from assay.crash import crash_point
 from assay.deskspec import DeskSpec
@@ -24,7 +24,8 @@ from assay.envs import agent_env
 from assay.errors import Conflict, Fenced
 from assay.forge.base import IllegalReviewChange, Reviews
 from assay.git import ZERO, ForgeGit, RefUpdate, Signature
-from assay.steps import Session
+from assay.outcomes import round_entries, summary, unsettled_unsafe
+from assay.steps import Session, unknown_message
 from assay.verify import verify
 
 Echo = Callable[[str], None]
@@ -50,6 +51,7 @@ class BriefWork:
         self.worktree = state_dir / "worktrees" / spec.name / brief.id
         self.checkout = state_dir / "verify" / spec.name / brief.id
         self.prompts = state_dir / "prompts"
+        self.assay_bin = assay_command(state_dir)
 
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
@@ -63,6 +65,8 @@ class BriefWork:
         opened = self.reviews.refs_backed
         if opened:
             session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+        for line in session.recover():  # an earlier run's unsafe steps that were cut off get their outcome
+            self.echo(f"{self.spec.name}: {brief.id}: {line}")
         for attempt in range(1, self.spec.attempts + 1):
             agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
                                  input={"attempt": attempt, **redo}, policy="idempotent")  # intent on the forge first
@@ -77,12 +81,18 @@ class BriefWork:
                 # own commits only (never on main's, which other briefs share); the intent is journaled first
                 session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
                              policy="idempotent")
-            if verdict["passed"] and agent["exit_code"] == 0:
+            held = self._unsettled()  # ready means nothing is unresolved: no unsafe step without an outcome
+            if verdict["passed"] and agent["exit_code"] == 0 and not held:
                 break
-            feedback = f"Attempt {attempt} did not pass: agent exit {agent['exit_code']}; " + verdict["summary"]
-            self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {verdict['summary']}")
+            why = "; ".join(w for w in (verdict["summary"] if not verdict["passed"] else "", held) if w) \
+                or verdict["summary"]
+            if agent.get("timed_out"):
+                why = f"the agent was stopped at its time limit ({self.spec.timeout_s}s); {why}"
+            feedback = f"Attempt {attempt} did not pass: agent exit {agent['exit_code']}; {why}"
+            self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {why}")
         else:
-            reason = f"{self.spec.attempts} attempts failed verification"
+            failed = f"{self.spec.attempts} attempts failed"
+            reason = f"{failed} verification" if why == verdict["summary"] else f"{failed}: {why}"
             session.block(reason)
             self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
             return "blocked"
@@ -145,22 +155,44 @@ class BriefWork:
         self.reviews.post_statuses(self.brief.id, head, list(rows.values()))
         return len(rows)
 
+    def _unsettled(self) -> str:
+        """Why the review may not be marked ready yet: the round's unsafe steps with no known outcome ("" if none).
+
+        The journal is read again first: a person may have settled a step meanwhile."""
+        self.session.journal.reload()
+        stuck = unsettled_unsafe(round_entries(self.session.journal.entries))
+        if not stuck:
+            return ""
+        names = ", ".join(sorted({f"`{e.step}`" for e in stuck}))
+        return (f"unsafe step {names} has no known outcome (cut off, cancelled or unknown), so the review is not "
+                f"marked ready; inspect, then settle it with `{self.assay_bin} step settle NAME --happened` or "
+                "`--did-not`")
+
     def _prompt(self, feedback: str) -> str:
         brief = self.brief
         steering = [str((e.data or {}).get("text", "")) for e in self.session.journal.entries if e.kind == "steer"]
-        parts = [f"# {brief.title}", "", brief.body, ""]
+        parts = summary(self.session.journal.entries, str(self.assay_bin), unknown_message)
+        parts += [f"# {brief.title}", "", brief.body, ""]
         if brief.verify:
             parts += ["## Verify rows (run by Assay from main's copy of this brief)", ""]
             parts += [f"- {row.id}: `{row.run}` (expects exit {row.expect_exit})" for row in brief.verify] + [""]
         if feedback:
             parts += ["## Feedback", "", feedback, ""]
+        parts += ["## Effects outside this worktree", "",
+                  "Run anything that changes the world outside this worktree (a deploy, a migration, a message) "
+                  f"as a journaled step, with Assay at `{self.assay_bin}`:",
+                  f"`{self.assay_bin} step run --name NAME --policy unsafe -- COMMAND ARGS...` (add "
+                  "`--probe 'SHELL'` when a command can tell whether it happened: exit 0 yes, 1 no). "
+                  "A step that completed is not run again; one whose outcome is unknown is refused once: inspect, "
+                  f"then `{self.assay_bin} step settle NAME --happened|--did-not`.", ""]
         parts += ["## Steering", "", *steering]
         return "\n".join(parts) + "\n"
 
     def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
         prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
         return run_agent(self.git, self.spec, AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree,
-                                                       prompt_file, self.session.journal.log()), self.echo)
+                                                       prompt_file, self.session.journal.log(), self.assay_bin),
+                         self.echo)
 
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
@@ -188,7 +220,7 @@ class BriefWork:
 
     def _verify(self, head: str, key: str) -> dict[str, Any]:
         return verify(self.git, self.session, self.brief, head, self.checkout, self.spec.verify_timeout_s,
-                      agent_env(self.spec.env_allow, {}))
+                      agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(self.brief.env)}))
 
     def _merged_meanwhile(self, exc: IllegalReviewChange, head: str) -> str:
         """"merged" when a person merged the review before it was marked ready; any other refusal is raised."""

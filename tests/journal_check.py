@@ -47,12 +47,21 @@ def invariants(forge: Path, brief: str) -> list[str]:
         if c["state"] == "held":
             holders[c["epoch"]].add(c["holder"])
     problems += [f"epoch {e} had holders {sorted(h)}" for e, h in holders.items() if len(h) > 1]
-    resolved = Counter(e["intent"] for e in es if e["kind"] in ("result", "outcome_unknown"))
+    def settles(e: dict[str, Any]) -> bool:  # a later verdict on an unknown outcome, not an end of its own
+        return e["kind"] == "result" and "settled" in (e.get("data") or {})
+
+    resolved = Counter(e["intent"] for e in es if e["kind"] in ("result", "outcome_unknown") and not settles(e))
+    unknown = {e["intent"]: e["seq"] for e in es if e["kind"] == "outcome_unknown"}
+    settled = Counter(e["intent"] for e in es if settles(e))
     for e in es:
         if e["kind"] == "intent" and resolved[e["seq"]] == 0:
             problems.append(f"intent {e['seq']} ({e['step']}) has neither a result nor an outcome_unknown")
         if e["kind"] == "intent" and resolved[e["seq"]] > 1:
             problems.append(f"intent {e['seq']} ({e['step']}) is resolved {resolved[e['seq']]} times")
+        if e["kind"] == "intent" and settled[e["seq"]] > 1:
+            problems.append(f"intent {e['seq']} ({e['step']}) is settled {settled[e['seq']]} times")
+        if settles(e) and not unknown.get(e["intent"], e["seq"]) < e["seq"]:
+            problems.append(f"entry {e['seq']} settles intent {e['intent']}, whose outcome was never unknown")
     epochs_seen = {c["epoch"] for c in chain}
     problems += [f"entry {e['seq']} has epoch {e['epoch']} that no claim had"
                  for e in es if e["epoch"] not in epochs_seen]

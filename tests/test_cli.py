@@ -226,7 +226,9 @@ def test_demo_crash_then_recover(tmp_path: Path, round_: int) -> None:
     forge = tmp_path / "demo" / "forge.git"
     deploys = [e for e in entries(forge, "rate-limit") if e.get("step") == "deploy"]
     intent = next(e for e in deploys if e["kind"] == "intent")
-    assert [e["kind"] for e in deploys if e.get("intent") == intent["seq"]] == ["outcome_unknown", "refused"]
+    ended = [e for e in deploys if e.get("intent") == intent["seq"]]  # unknown, refused, then settled by inspection
+    assert [e["kind"] for e in ended] == ["outcome_unknown", "refused", "result"]
+    assert ended[-1]["data"]["settled"] == "happened" and ended[-1]["data"]["evidence"]["exit_code"] == 0
     assert invariants(forge, "rate-limit") == []
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import signal
 import subprocess
@@ -45,8 +47,10 @@ def test_an_agent_step_killed_after_its_effect_is_outcome_unknown_not_repeated(w
     assert (tmp_path / "effects.log").read_text().count("deployed d") == 1
     deploys = [e for e in entries(work.path, "d") if e.get("step") == "deploy"]
     intent = next(e for e in deploys if e["kind"] == "intent")
-    assert [e["kind"] for e in deploys if e.get("intent") == intent["seq"]] == ["outcome_unknown", "refused"]
-    assert claim_chain(work.path, "d")[-1]["state"] == "waiting"
+    ended = [e for e in deploys if e.get("intent") == intent["seq"]]
+    assert [(e["kind"], (e.get("data") or {}).get("settled")) for e in ended] == [
+        ("outcome_unknown", None), ("refused", None), ("result", "happened")]  # inspected, then settled
+    assert claim_chain(work.path, "d")[-1]["state"] == "waiting"  # settled: nothing holds the review back
     assert invariants(work.path, "d") == []
     assert audit_failures(work.url, "d") == {}
 
@@ -132,19 +136,105 @@ def test_sigterm_to_a_served_step_stops_its_command_and_records_it(served: tuple
     assert [(r["step"], r["status"]) for r in results] == [("long", "cancelled")]
 
 
-def test_stopping_a_desk_cuts_off_a_step_in_flight(served: tuple[StepServer, dict[str, str]], forge: Forge,
-                                                   tmp_path: Path) -> None:
+def fifo_step(env: dict[str, str], tmp_path: Path, name: str = "deploy",
+              policy: str = "unsafe") -> tuple[subprocess.Popen[str], Path, Path]:
+    """A step whose command says it started, then waits for the test to write to a FIFO before it 'deploys'."""
+    gate, done = tmp_path / "gate", tmp_path / "deployed"
+    os.mkfifo(gate)
+    started = tmp_path / "started"
+    step = client(env, "step", "run", "--name", name, "--policy", policy, "--", "sh", "-c",
+                  f"touch {started}; read line < {gate}; touch {done}")
+    while not started.exists():  # the command runs: its intent is on the forge
+        assert step.poll() is None, step.stderr.read() if step.stderr else ""
+    return step, gate, done
+
+
+def test_stopping_a_desk_cancels_a_step_in_flight_and_journals_it(served: tuple[StepServer, dict[str, str]],
+                                                                   forge: Forge, tmp_path: Path) -> None:
     server, env = served
-    marker = tmp_path / "started"
-    step = client(env, "step", "run", "--name", "deploy", "--", "sh", "-c", f"touch {marker}; exec sleep 60")
-    while not marker.exists():
-        assert step.poll() is None
-    server.stop()  # returns while the command still runs: the desk does not wait on its agent's effects
-    assert step.poll() is None
-    step.kill()
+    step, gate, done = fifo_step(env, tmp_path)
+    told = server.stop()  # the agent ended (or ran out of time): its step is cancelled, its end journaled
+    assert told == [f"a step in flight (process {step.pid}) was cancelled; its end is journaled"]
+    assert step.wait(timeout=30) == 143 and not done.exists()
+    journal = entries(forge.path, "alpha")
+    assert [(e["kind"], (e.get("data") or {}).get("reason")) for e in journal] == [
+        ("intent", None), ("outcome_unknown", "cancelled by its desk")]
+    assert journal[0]["data"]["pid"] == step.pid  # the writer, as the kernel names it
+
+
+def test_a_desk_that_dies_mid_step_takes_the_command_down_with_it(forge: Forge, claims: Claims,
+                                                                  tmp_path: Path) -> None:
+    """The desk is SIGKILLed while its agent's step runs in a session of its own: the client sees its desk gone,
+    stops the command before it does anything more, and says so; the next reader journals outcome_unknown."""
+    claims.claim("alpha", "d")
+    desk = subprocess.Popen([sys.executable, "-c", DESK_PROGRAM, forge.url, str(tmp_path / "cache")],
+                            stdout=subprocess.PIPE, text=True)
+    assert desk.stdout is not None
+    socket_path = desk.stdout.readline().strip()
+    env = {**os.environ, "ASSAY_SOCKET": socket_path, "ASSAY_FORGE": forge.url, "ASSAY_BRIEF": "alpha",
+           "ASSAY_DESK": "d", "ASSAY_EPOCH": "1", "ASSAY_RUN": "r1"}
+    step, gate, done = fifo_step(env, tmp_path)
+    desk.kill()
+    desk.wait()
+    out, err = step.communicate(timeout=30)
+    assert step.returncode == 75 and "the desk went away while serving this step; its command was stopped" in err
+    with pytest.raises(OSError) as nobody:  # nothing has the gate open for reading: the command is gone
+        os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    assert nobody.value.errno == errno.ENXIO and not done.exists()
+    [intent] = entries(forge.path, "alpha")
+    again = client({**env, "ASSAY_RUN": "r2", "ASSAY_SOCKET": ""}, "step", "run", "--name", "deploy",
+                   "--input", json.dumps(intent["data"]["input"]), "--", "true")  # the same call, from a new run
+    _, err = again.communicate(timeout=60)
+    assert again.returncode == 4 and "may or may not have completed" in err
+    assert [e["kind"] for e in entries(forge.path, "alpha")] == ["intent", "outcome_unknown", "refused"]
+
+
+DESK_PROGRAM = """
+import sys, time
+from assay.stepserver import StepServer
+server = StepServer(sys.argv[1], __import__("pathlib").Path(sys.argv[2]), "alpha", "d", 1, "r1")
+server.start()
+print(server.path, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_client_that_hangs_up_mid_step_is_journaled_and_the_desk_serves_on(
+        served: tuple[StepServer, dict[str, str]], forge: Forge, tmp_path: Path) -> None:
+    server, env = served
+    step, gate, done = fifo_step(env, tmp_path)
+    step.kill()  # a broken pipe for the desk; its command dies with it
     step.wait()
-    kinds = [e["kind"] for e in entries(forge.path, "alpha")]
-    assert kinds == ["intent"]  # unresolved, as if the client had been killed: the next call says outcome unknown
+    with pytest.raises(OSError) as nobody:
+        os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    assert nobody.value.errno == errno.ENXIO
+    value = client(env, "step", "value", "uuid")  # the desk is still serving
+    out, err = value.communicate(timeout=60)
+    assert value.returncode == 0 and len(out.strip()) == 36, err
+    journal = entries(forge.path, "alpha")
+    assert [(e["kind"], (e.get("data") or {}).get("reason")) for e in journal[:2]] == [
+        ("intent", None), ("outcome_unknown", "its process ended without a result")]
+    assert not done.exists()
+
+
+def test_a_sandboxed_client_is_journaled_with_its_real_life(served: tuple[StepServer, dict[str, str]],
+                                                             forge: Forge, tmp_path: Path) -> None:
+    """In a pid namespace of its own (as Codex's sandbox runs commands) a client sees itself as pid 1 or 2; the
+    desk names it by what the kernel says of the socket's peer, in the desk's namespace."""
+    _, env = served
+    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a pid namespace here: {probe.stderr.decode().strip()}")
+    step = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "assay", "step", "run",
+                             "--name", "inside", "--policy", "idempotent", "--", "sh", "-c", "echo $PPID"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = step.communicate(timeout=60)
+    assert step.returncode == 0, err
+    [intent] = [e for e in entries(forge.path, "alpha") if e["kind"] == "intent"]
+    inside = int(out.strip())
+    assert inside <= 2  # the client's own pid, as the namespace shows it
+    assert intent["data"]["pid"] > 2 and intent["data"]["pid"] != inside
+    assert intent["data"]["start"] > 0 and intent["data"]["host"] == os.uname().nodename
 
 
 def test_a_waiting_brief_the_forge_refuses_does_not_stop_the_desk(work: Forge, tmp_path: Path) -> None:

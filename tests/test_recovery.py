@@ -170,7 +170,7 @@ def test_junk_claims_and_reviews_never_stop_a_desk(work: Forge, tmp_path: Path) 
 def test_the_reserved_step_names_are_the_ones_a_desk_runs() -> None:
     import re
 
-    from assay.steps import DESK_STEPS
+    from assay.outcomes import DESK_STEPS
     from tests.conftest import REPO
 
     used = set(re.findall(r'session\.step\("([a-z_]+)"', (REPO / "assay" / "work.py").read_text()))

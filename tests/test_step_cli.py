@@ -214,7 +214,10 @@ def test_a_writer_whose_pid_was_reused_is_not_running_now(forge: Forge, ctx: dic
         replace_journal(forge, "alpha", [{**intent, "data": {**intent["data"], "pid": other.pid, "start": start}}])
         same_life = deploy(log, ctx)
         assert same_life.code == 4 and "is running now" in same_life.err  # the very life named: it runs
-        assert len(entries(forge.path, "alpha")) == 1
+        assert "its result is journaled when it ends" in same_life.err  # same epoch: the claim still holds it
+        refusal = entries(forge.path, "alpha")[1:]  # the refusal is journaled; the intent stays open
+        assert [(e["kind"], e["data"]["running"]) for e in refusal] == [("note", intent["seq"])]
+        replace_journal(forge, "alpha", [intent])
         replace_journal(forge, "alpha", [{**intent, "data": {**intent["data"], "pid": other.pid, "start": start - 1}}])
         repeat = deploy(log, ctx)
         assert procs.state(other.pid) in ("S", "R")

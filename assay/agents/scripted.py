@@ -8,7 +8,8 @@ worktree for the brief):
     append PATH TEXT      append a line
     run CMD               run a shell command; stop if it fails
     deploy                an unsafe effect through `assay step run` that appends to $ASSAY_EFFECTS_LOG;
-                          if its outcome is unknown, inspect (check_deployment) instead of deploying again
+                          if its outcome is unknown, inspect the log and settle it (`assay step settle`),
+                          deploying again only if it did not happen
     sleep SECONDS         wait
     sleep-once S MARKER   wait S seconds the first time only (MARKER is a file it creates)
     fail-attempts N       exit 1 while ASSAY_ATTEMPT <= N (a failure on purpose)
@@ -56,10 +57,13 @@ def deploy() -> int:
         return run.returncode
     say("Outcome unknown: " + run.stderr.strip().splitlines()[0].removeprefix("error: "))
     say("Operation will NOT be replayed automatically; inspecting the deployment instead")
-    # --fresh: an inspection must look at the system now, not replay what an earlier run saw
-    check = assay("step", "run", "--name", "check_deployment", "--policy", "safe", "--fresh", "--", "sh", "-c",
-                  f'grep -q "deployed $ASSAY_BRIEF " {shlex.quote(log)}')
-    if check.returncode == 0:
+    # the inspection settles the unknown, with its output as evidence: exit 0 means it happened, 1 that it did not
+    looked = f'test -f {shlex.quote(log)} && grep -q "deployed $ASSAY_BRIEF " {shlex.quote(log)}'
+    check = assay("step", "settle", "deploy", "--", "sh", "-c", looked)
+    if check.returncode != 0:
+        say(f"settling deploy failed: {check.stderr.strip()}")
+        return check.returncode
+    if "settled as happened" in check.stdout:
         say("check_deployment: the deployment is there; not deploying again")
         return 0
     say("check_deployment: no deployment found; deploying deliberately")

@@ -1,0 +1,251 @@
+"""Desks running the real agent CLIs, with each preset exactly as `assay init` writes it.
+
+Claude Code and Codex run against scripted model servers on 127.0.0.1 (tests/agentmodels/), installed by
+tests/install-agents.sh. Their model (a brain deciding from the conversation) writes a file and deploys through
+`assay step run`, reached over the desk's socket at the absolute path the prompt names. A second test SIGKILLs
+the desk's whole process group inside the deploy, while the agent's tool command lives on in a session of its
+own, and restarts the desk at once: the command is stopped with its desk, the model is told the outcome is
+unknown, settles it by inspecting, deploys once, and the review is marked ready with nothing left unresolved.
+aider edits a file under its preset (it runs no shell command unattended).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agentmodels import clis
+from tests.agentmodels.anthropic import AnthropicServer
+from tests.agentmodels.brain import Action, Brain, Conversation, Edit, Finish, Run
+from tests.agentmodels.chat import ChatServer
+from tests.agentmodels.responses import ResponsesServer
+from tests.agentmodels.server import ModelServer
+from tests.conftest import audit_failures, git
+from tests.journal_check import claim_chain, entries, invariants
+from tests.test_agent_aider import AIDER, MODEL, model_metadata
+
+TIMEOUT = 240
+ASSAY_AT = re.compile(r"with Assay at `([^`]+)`")
+DEPLOY = ('echo started >> "$DEPLOY_LOG.started"; if [ -p "$DEPLOY_GATE" ]; then read x < "$DEPLOY_GATE"; fi; '
+          'echo deployed >> "$DEPLOY_LOG"')
+INSPECT = 'test -f "$DEPLOY_LOG" && grep -q deployed "$DEPLOY_LOG"'
+BRIEF = """---
+title: Ship the greeting
+labels: [code]
+env:
+  DEPLOY_LOG: {log}
+  DEPLOY_GATE: {gate}
+verify:
+  - id: greeting
+    run: "grep -q hello greet.txt"
+---
+Write greet.txt saying hello, then deploy it (an unsafe effect: through `assay step run`).
+"""
+
+
+def ship(conversation: Conversation) -> Action:
+    """The model: write greet.txt, deploy; after a crash, inspect and settle the deploy, deploying only if it
+    did not happen. Decided from the prompt and the command results the conversation holds."""
+    found = ASSAY_AT.search(conversation.prompt)
+    if found is None:
+        return Finish("The prompt names no Assay to run steps with.")
+    assay = found.group(1)
+    write = "printf 'hello\\n' > greet.txt"
+    deploy = (f"{assay} step run --name deploy --policy unsafe --input '{{\"target\": \"prod\"}}' -- "
+              f"sh -c {shlex.quote(DEPLOY)}")
+    settle = f"{assay} step settle deploy -- sh -c {shlex.quote(INSPECT)}"
+    done = {e.command: e for e in conversation.exchanges}
+    plan = [write, deploy]
+    if "`deploy` (unsafe): OUTCOME UNKNOWN" in conversation.prompt:
+        plan = [write, settle]
+        if settle in done and "settled as did-not" in done[settle].output:
+            plan.append(deploy)
+    for command in plan:
+        if command not in done:
+            return Run(command)
+        if done[command].failed:
+            return Finish(f"Stopping: {command!r} failed: {done[command].output}")
+    return Finish("Deployed.")
+
+
+class Agent:
+    """One CLI under test: its server, and the environment a user gives the desk to point it there."""
+
+    def __init__(self, name: str, server: Callable[[Brain], ModelServer], env: Callable[[ModelServer, Path],
+                 dict[str, str]], installed: str | None) -> None:
+        self.name, self.server, self.env, self.installed = name, server, env, installed
+
+
+AGENTS = {
+    "claude": Agent("claude", AnthropicServer, lambda s, home: clis.claude_env(s.url, home), clis.claude_bin()),
+    "codex": Agent("codex", ResponsesServer, lambda s, home: clis.codex_env(s.base_url, home),
+                   clis.codex_bin()),
+}
+
+
+def project(tmp_path: Path, brief: str) -> Path:
+    """`assay init --local-forge` (the presets as shipped), plus one brief on main; returns the forge."""
+    work, forge = tmp_path / "project", tmp_path / "forge.git"
+    work.mkdir()
+    init = subprocess.run([sys.executable, "-m", "assay", "init", "--local-forge", str(forge)], cwd=work,
+                          capture_output=True, text=True, timeout=60)
+    assert init.returncode == 0, init.stderr
+    (work / "briefs" / "ship.md").write_text(brief)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "ship", cwd=work)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+    return forge
+
+
+def desk(name: str, forge: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`assay desk run NAME --once`, in a session of its own (so its whole process group can be killed)."""
+    return subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", name, "--once", "--forge", str(forge)],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen[str], server: ModelServer) -> str:
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"the desk did not finish in {TIMEOUT}s\n{out}\n{server.debug()}") from None
+    assert proc.returncode == 0, f"{out}\n{server.debug()}"
+    return out
+
+
+def desk_env(agent: Agent, server: ModelServer, tmp_path: Path) -> dict[str, str]:
+    env = {**os.environ, **agent.env(server, tmp_path / "home"), "ASSAY_STATE_DIR": str(tmp_path / "state")}
+    env["PATH"] = os.pathsep.join([*clis.path_dirs(), os.environ["PATH"]])
+    env["GITHUB_TOKEN"] = "ghp_" + "s3cret" * 6  # a forge token the desk holds: it must never reach the agent
+    return env
+
+
+def deploys(forge: Path) -> list[dict[str, Any]]:
+    return [e for e in entries(forge, "ship") if e.get("step") == "deploy"]
+
+
+def no_reader(gate: Path) -> bool:
+    """Whether no process has the FIFO open for reading (the deploy's command is gone)."""
+    try:
+        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        return exc.errno == errno.ENXIO
+    return False
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_preset_runs_its_real_cli_to_a_ready_review(name: str, tmp_path: Path) -> None:
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
+    log = tmp_path / "effects.log"
+    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
+    with agent.server(ship) as server:
+        started = time.monotonic()
+        out = finish(desk(name, forge, desk_env(agent, server, tmp_path)), server)
+        took = time.monotonic() - started
+    detail = f"{out}\n{server.debug()}"
+    assert "review ready; waiting for merge" in out, detail
+    assert log.read_text() == "deployed\n", detail  # through `assay step run`, once
+    [intent, result] = deploys(forge)
+    assert intent["kind"] == "intent" and intent["policy"] == "unsafe"
+    assert result["kind"] == "result" and result["status"] == "completed"
+    data = intent["data"]
+    assert isinstance(data, dict) and data["host"] == os.uname().nodename and data["pid"] > 2  # a real life
+    verify = [e["data"] for e in entries(forge, "ship") if e["kind"] == "verify"]
+    assert [(v["row"], v["passed"]) for v in verify] == [("greeting", True)]
+    assert claim_chain(forge, "ship")[-1]["state"] == "waiting"
+    assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
+    final = server.transcript.conversations[-1]
+    assert [e.failed for e in final.exchanges] == [False, False], detail
+    assert not any("ghp_" in text for c in server.transcript.conversations for text in c.texts), detail
+    print(f"{name}: one brief, claim to ready review, in {took:.1f}s")
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_desk_killed_inside_the_deploy_strands_nothing(name: str, tmp_path: Path) -> None:
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
+    log, gate = tmp_path / "effects.log", tmp_path / "gate"
+    os.mkfifo(gate)
+    forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
+    started = Path(f"{log}.started")
+    with agent.server(ship) as server:
+        env = desk_env(agent, server, tmp_path)
+        first = desk(name, forge, env)
+        while not started.exists():  # the deploy's command runs, held at its gate: its intent is on the forge
+            assert first.poll() is None, f"{first.communicate()[0]}\n{server.debug()}"
+        os.killpg(first.pid, signal.SIGKILL)  # the desk and its agent CLI; the tool command has its own session
+        first.wait()
+        gate.unlink()  # the next deploy, if any, runs straight through
+        out = finish(desk(name, forge, env), server)  # restarted at once
+    detail = f"{out}\n{server.debug()}"
+    assert "took over ship" in out and "review ready; waiting for merge" in out, detail
+    assert no_reader(Path(f"{gate}")) or not gate.exists()
+    assert log.read_text() == "deployed\n", detail  # at most once: the cut-off command never deployed
+    assert started.read_text() == "started\nstarted\n", detail
+    recovery = [c for c in server.transcript.conversations if "OUTCOME UNKNOWN" in c.prompt]
+    assert recovery, detail  # the model was told the truth
+    assert "The previous `deploy` operation was interrupted" in recovery[-1].prompt
+    settled = [e for e in recovery[-1].exchanges if "step settle deploy" in e.command]
+    assert settled and "settled as did-not" in settled[0].output, detail
+    ends = [(e["kind"], (e.get("data") or {}).get("settled")) for e in deploys(forge) if e["kind"] != "intent"]
+    assert ends == [("outcome_unknown", None), ("result", "did-not"), ("result", None)], detail
+    assert claim_chain(forge, "ship")[-1]["state"] == "waiting"
+    assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
+
+
+AIDER_BRIEF = """---
+title: Greet
+labels: [code]
+verify:
+  - id: greeting
+    run: "grep -q hello greet.txt"
+---
+Create greet.txt saying hello.
+"""
+
+
+def greet(conversation: Conversation) -> Action:
+    if any(text.startswith("I updated the files.") for text in conversation.texts):
+        return Finish("greet.txt says hello.")
+    return Edit("greet.txt", "hello\n")
+
+
+@pytest.mark.skipif(AIDER is None, reason="aider is not installed (sh tests/install-agents.sh)")
+def test_the_aider_preset_edits_to_a_ready_review(tmp_path: Path) -> None:
+    assert AIDER is not None
+    forge = project(tmp_path, AIDER_BRIEF)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aider").symlink_to(AIDER)  # aider on PATH, as installed; its venv's python3 not
+    with ChatServer(greet) as server:
+        env = {**os.environ, "HOME": str(tmp_path / "home"), "ASSAY_STATE_DIR": str(tmp_path / "state"),
+               "PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]]), "AIDER_MODEL": MODEL,
+               "OPENAI_API_BASE": server.url, "OPENAI_API_KEY": "sk-scripted-test-key",
+               "AIDER_MODEL_METADATA_FILE": str(model_metadata(tmp_path / "model-metadata.json")),
+               "AIDER_EDIT_FORMAT": "whole"}
+        started = time.monotonic()
+        out = finish(desk("aider", forge, env), server)
+        took = time.monotonic() - started
+    detail = f"{out}\n{server.debug()}"
+    assert "review ready; waiting for merge" in out, detail
+    files = git("--git-dir", str(forge), "ls-tree", "--name-only", "refs/heads/assay/ship").split()
+    assert "greet.txt" in files and not [f for f in files if f.startswith(".aider")], detail
+    assert git("--git-dir", str(forge), "show", "refs/heads/assay/ship:greet.txt") == "hello\n"
+    assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
+    print(f"aider: one brief, claim to ready review, in {took:.1f}s")
