@@ -27,6 +27,7 @@ from assay.envs import agent_env
 from assay.errors import AgentCannotStart, AssayError, Conflict
 from assay.git import ForgeGit
 from assay.journal import JournalLog
+from assay.stepclient import dies_with_parent
 from assay.stepserver import StepServer
 
 Echo = Callable[[str], None]
@@ -97,7 +98,7 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
     argv = agent_argv(spec, values)
     env = agent_env(spec.env_allow, {}, extra={**dict(spec.env), **dict(run.brief.env)})
     steps = StepServer(git.url, git.cache.parent, run.brief.id, spec.name, run.epoch, run_id, run.known,
-                       probe_runner=probe_runner(run.worktree, dict(env)))
+                       probe_runner=probe_runner(run.worktree, env))  # it sees `env` as the context fills it in
     context = {"ASSAY_FORGE": strip_credentials(git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
                "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
                "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),
@@ -240,19 +241,15 @@ def fill(template: str, values: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-def _death_signal() -> Callable[[], None] | None:
-    """A preexec function making the agent die with its desk (Linux), set up before any fork."""
+def protect_environment() -> None:
+    """Make this process non-dumpable (Linux): a process of the same user, an agent or anything it runs, can then
+    read neither its environment (where the forge token is) nor its memory through /proc or ptrace."""
     try:
         import ctypes
-        import signal
 
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(4, 0)  # PR_SET_DUMPABLE, 0
     except (OSError, AttributeError):
-        return None
-
-    def set_pdeathsig() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a killed desk leaves no agent working unfenced
-    return set_pdeathsig
+        pass
 
 
-_DIE_WITH_PARENT = _death_signal()
+_DIE_WITH_PARENT = dies_with_parent()  # the agent dies with its desk: a killed desk leaves no agent working unfenced

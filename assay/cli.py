@@ -119,10 +119,13 @@ def claim_history(brief: str, desk: str | None, ports: Ports, as_json: bool) -> 
     """Show the custody chain of BRIEF, oldest first (a brief named `history` is claimed with `claim take`)."""
     from assay import views
     from assay.chain import InvalidRecord
+    from assay.retired import require_known
 
     now = time.time()
-    rows = [views.invalid_view(c) if isinstance(c, InvalidRecord) else views.claim_view(c, now)
-            for c in ports.claims.history(brief)]
+    history = ports.claims.history(brief)
+    if not history:
+        require_known(ports.git, brief)
+    rows = [views.invalid_view(c) if isinstance(c, InvalidRecord) else views.claim_view(c, now) for c in history]
     rows = [r for r in rows if desk is None or r.get("desk") == desk]
     views.print_json({"brief": brief, "history": rows}) if as_json else views.render_history(brief, rows)
 
@@ -319,8 +322,11 @@ def journal(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Show a brief's journal as a timeline: claims, intents, results, unknown outcomes, refusals."""
     from assay import views
     from assay.journal import entry_view, read_kept
+    from assay.retired import require_known
 
     entries = [entry_view(e) for e in read_kept(ports.git, brief_id).entries]
+    if not entries:
+        require_known(ports.git, brief_id)
     views.print_json({"brief": brief_id, "entries": entries}) if as_json else views.render_journal(brief_id, entries)
 
 
@@ -420,12 +426,17 @@ def desk_list(ports: Ports, as_json: bool) -> None:
 @pass_ports
 def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None,
              ports: Ports) -> None:
-    """Run desk NAME (desks/NAME.yaml on main) until stopped, or once."""
+    """Run desk NAME (desks/NAME.yaml on main) until stopped, or once.
+
+    Exits 5 when a brief it worked is now blocked for a person, 1 when the forge interrupted one, and 2,
+    before claiming anything, when its agent command cannot start.
+    """
     from assay.desk import run_desk
 
     report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo)
     click.echo(f"{name}: worked {len(report.worked)} brief(s): "
                + (", ".join(f"{b} {o}" for b, o in report.outcomes.items()) or "none"))
+    sys.exit(report.exit_code())
 
 
 @cli.group()

@@ -20,6 +20,26 @@ def strip_credentials(url: str) -> str:
     return _IN_URL.sub(r"\1", url)
 
 
+_HTTP_USERINFO = re.compile(r"^(?P<scheme>https?://)(?P<user>[^/@:\s]*)(?::(?P<password>[^/@\s]*))?@(?P<rest>.*)$",
+                            re.IGNORECASE)
+
+
+def http_userinfo(url: str) -> tuple[str, str] | None:
+    """The `user:password` (or a bare token as the user) an http(s) URL carries; None when it carries none."""
+    m = _HTTP_USERINFO.match(url.strip())
+    if m is None or not (m["user"] or m["password"]):
+        return None
+    return m["user"], m["password"] or ""
+
+
+def secrets_in(text: str) -> set[str]:
+    """The credential values written into URLs in `text` (passwords, and bare tokens given as the user)."""
+    found: set[str] = set()
+    for m in re.finditer(r"https?://([^/@:\s]+)(?::([^/@\s]*))?@", text, re.IGNORECASE):
+        found.update(v for v in (m[2] or m[1],) if len(v) >= 8)
+    return found
+
+
 def _host(url: str) -> str | None:
     m = re.match(r"(?:[a-z][a-z0-9+.-]*://(?:[^@/]+@)?|git@)(?P<host>[^/:]+)", url.strip())
     return m["host"].lower() if m else None

@@ -7,28 +7,37 @@ Steering is an entry alone. Inside a run a desk uses `Journal.transition` on its
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from typing import Any
 
 from assay.claims import Claim, Claims, forced_reason
 from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 from assay.journal import append_as_person, transition_as
-from assay.records import parse_iso
+from assay.records import ReviewRecord, condition_problem, parse_iso
 from assay.retired import check_not_retired
-
-_TIME = re.compile(r"time:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 def parse_condition(on: str) -> str:
-    if on in ("review", "merge", "manual") or _TIME.fullmatch(on):
-        if on.startswith("time:"):
-            try:
-                parse_iso(on[5:])
-            except ValueError:
-                raise UsageError(f"{on[5:]!r} is not a real time", hint="use YYYY-MM-DDTHH:MM:SSZ, in UTC") from None
-        return on
-    raise UsageError(f"unknown wait condition {on!r}",
-                     hint="use review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ (UTC)")
+    """A wait condition given by a person or a desk, checked (exit 2) before anything is written."""
+    problem = condition_problem(on)
+    if problem:
+        raise UsageError(problem, hint="use review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ (UTC)")
+    return on
+
+
+def wait_met(wait: Mapping[str, object] | None, review: ReviewRecord | None, now: float) -> tuple[str, str] | None:
+    """The one rule for "is this wait met", for desks and sweepers alike: (what to do, why) when the forge shows
+    the condition met (`done`: the review is merged; `block`: it was closed; `wake`: the time has passed), else
+    None. A review or merge wait with no review read (`review` None) is not met."""
+    on = str((wait or {}).get("on", ""))
+    if on in ("review", "merge") and review is not None:
+        if review.state == "merged":
+            return "done", "the review is merged"
+        if review.state == "closed":
+            return "block", "the review was closed"
+    elif on.startswith("time:") and condition_problem(on) is None and now >= parse_iso(on[5:]).timestamp():
+        return "wake", f"{on[5:]} has passed"
+    return None
 
 
 def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> Claim:

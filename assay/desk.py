@@ -34,7 +34,7 @@ from assay.forge.base import IllegalReviewChange, Review, Reviews
 from assay.git import ForgeGit
 from assay.lives import life_state
 from assay.queue import Snapshot, read_snapshot
-from assay.records import ClaimRecord, parse_iso
+from assay.records import ClaimRecord
 from assay.steps import Session, open_session
 from assay.sweep import sweep
 from assay.work import BriefWork
@@ -51,6 +51,15 @@ MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before tr
 class DeskReport:
     worked: list[str] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
+
+    def exit_code(self) -> int:
+        """What the pass says to whoever runs it (docs/architecture.md, exit codes): 1 when the forge interrupted
+        a brief, 5 when a brief now needs a person, else 0."""
+        if "interrupted" in self.outcomes.values():
+            return ForgeError.code
+        if "blocked" in self.outcomes.values():
+            return NeedsPerson.code
+        return 0
 
 
 class Desk:
@@ -170,23 +179,30 @@ class Desk:
 
     def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport, review: Review | None,
                     looked: bool) -> bool:
-        on = str((r.wait or {}).get("on", ""))
-        if on in ("review", "merge"):
-            review = review if looked else self.reviews.peek(brief_id)
-            state = review.record.state if review else "missing"
-            if state == "merged":
-                custody.release(self.claims, brief_id, r.desk, outcome="done", reason="review merged", epoch=r.epoch,
-                                run=self._run)
-                self.echo(f"{self.spec.name}: {brief_id} merged -> done")
-                report.outcomes[brief_id] = "done"
-                return True
-            if state == "closed":
-                report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, "the review was closed")
-                return True
-        elif on.startswith("time:") and self.clock() >= parse_iso(on[5:]).timestamp():
+        if str((r.wait or {}).get("on", "")) in ("review", "merge") and not looked:
+            review = self.reviews.peek(brief_id)
+        met = custody.wait_met(r.wait, review.record if review else None, self.clock())
+        if met is None:
+            return False
+        action, why = met
+        if action == "done":
+            report.outcomes[brief_id] = self._done(brief_id, r.epoch, "review merged")
+        elif action == "block":
+            report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, why)
+        else:
             custody.wake(self.claims, brief_id, by=self.spec.name, desk=r.desk, epoch=r.epoch, run=self._run)
-            return True
-        return False
+        return True
+
+    def _merged(self, brief_id: str) -> bool:
+        """What the forge already shows comes before a block: a merged review means the work is done."""
+        review = self.reviews.peek(brief_id)
+        return review is not None and review.record.state == "merged"
+
+    def _done(self, brief_id: str, epoch: int, reason: str) -> str:
+        custody.release(self.claims, brief_id, self.spec.name, outcome="done", reason=reason, epoch=epoch,
+                        run=self._run)
+        self.echo(f"{self.spec.name}: {brief_id} merged -> done")
+        return "done"
 
     def _orphaned(self, holder: str) -> bool:
         return holder != self.holder and _dead_here(holder)
@@ -236,6 +252,8 @@ class Desk:
         session: Session | None = None
         try:
             session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
+            if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
+                return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
             session.begin_run()
             outcome = self._work(session, snapshot, brief, epoch)
             self._trouble.pop(brief.id, None)
@@ -309,12 +327,13 @@ def _dead_here(holder: str) -> bool:
 def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = False,
              max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print) -> DeskReport:
     """Run desk `name` on the forge of `ports`."""
-    from assay.agent import preflight
+    from assay.agent import preflight, protect_environment
     from assay.config import state_dir_for
     from assay.deskspec import load_desk
 
     spec = load_desk(ports.git, ports.claims.read_view(keep=True).main, name)  # the first pass uses this view
     preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
+    protect_environment()  # its agent runs as the same user: it may not read this process's token
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

@@ -17,9 +17,9 @@ from typing import Any
 
 from assay.envs import scrubbed_env
 from assay.errors import Cancelled, UsageError
-from assay.outcomes import DESK_STEPS, DID_NOT, HAPPENED
+from assay.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
 from assay.stepclient import TAIL_BYTES, dies_with_parent, relay
-from assay.steps import Session, canonical, input_sha, validate_step
+from assay.steps import ProbeRunner, Session, canonical, input_sha, validate_step
 
 PROBE_TIMEOUT_S = 300
 
@@ -127,16 +127,20 @@ def inspect(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None
             "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
 
 
-def probe_runner(cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
-    """Runs a step's outcome probe (a shell command) in `cwd`: exit 0 means the effect happened, 1 that it did not."""
-    return lambda probe: inspect(["sh", "-c", probe], cwd, env)
+def probe_runner(cwd: Path | None = None, env: dict[str, str] | None = None) -> ProbeRunner:
+    """Runs a step's outcome probe (a shell command) in `cwd`, with the probed intent's idempotency key in
+    ASSAY_IDEMPOTENCY_KEY: exit 0 means the effect happened, 1 that it did not."""
+    def run(probe: str, key: str) -> dict[str, Any]:
+        base = scrubbed_env() if env is None else {k: v for k, v in env.items() if k != "ASSAY_SOCKET"}
+        return inspect(["sh", "-c", probe], cwd, {**base, "ASSAY_IDEMPOTENCY_KEY": key})
+    return run
 
 
 def verdict_of(evidence: dict[str, Any], verdict: str | None) -> str:
     """The verdict given, or the one an inspection's exit code tells (0 happened, 1 did not)."""
     if verdict:
         return verdict
-    found = {0: HAPPENED, 1: DID_NOT}.get(int(evidence["exit_code"]))
+    found = verdict_of_exit(int(evidence["exit_code"]))
     if found is None:
         raise UsageError(f"the inspection exited {evidence['exit_code']}: it tells neither way, so nothing is settled",
                          hint="exit 0 means the step happened, 1 that it did not; or say it with --happened/--did-not")
@@ -244,7 +248,7 @@ def settle_step(name: str, verdict: str | None, input_json: str | None, evidence
         raise UsageError("which brief? pass --brief", hint=f"assay step settle {name} --brief BRIEF --did-not")
     from assay.config import open_claims
     from assay.journal import append_built_as_person
-    from assay.steps import settle_fields, settle_target, unknown_fields
+    from assay.outcomes import settle_fields, settle_target, unknown_fields
 
     by = f"person:{person}"
 

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from assay.credentials import SECRET_NAMES, strip_credentials
+from assay.credentials import SECRET_NAMES, secrets_in, strip_credentials
 
 # What an agent is handed by its desk (set per run), and the settings of the `assay` it calls, passed when set.
 AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASSAY_RUN", "ASSAY_ATTEMPT",
@@ -26,13 +26,16 @@ _GIT_CONFIG = re.compile(r"^GIT_CONFIG_(?:COUNT|KEY_\d+|VALUE_\d+|PARAMETERS)$")
 
 def is_credential(name: str, value: str, known: frozenset[str]) -> bool:
     """Whether a variable may carry a forge credential, judged by its name, its value and its shape."""
-    return bool(SECRET_NAMES.match(name) or _GIT_CONFIG.match(name) or value in known
-                or _TOKEN_SHAPE.search(value))
+    return bool(SECRET_NAMES.match(name) or _GIT_CONFIG.match(name) or _TOKEN_SHAPE.search(value)
+                or any(secret in value for secret in known))
 
 
 def known_credentials(source: Mapping[str, str]) -> frozenset[str]:
-    """The values of the variables named as forge credentials (each of at least 8 characters)."""
-    return frozenset(v for k, v in source.items() if SECRET_NAMES.match(k) and len(v) >= 8)
+    """The values of the variables named as forge credentials, and the passwords and tokens written into URLs
+    in any variable (each of at least 8 characters)."""
+    named = {v for k, v in source.items() if SECRET_NAMES.match(k) and len(v) >= 8}
+    in_urls = {secret for v in source.values() if "@" in v for secret in secrets_in(v)}
+    return frozenset(named | in_urls)
 
 
 def allowed(name: str, patterns: Iterable[str]) -> bool:

@@ -68,6 +68,15 @@ class BriefNotFound(UsageError):
         self.brief = brief
 
 
+class NoSuchBrief(UsageError):
+    """A brief this forge has never had: not on main, never claimed, never journaled, not retired."""
+
+    def __init__(self, brief: str) -> None:
+        super().__init__(f"no brief {brief!r} on this forge: it is not on main, and was never claimed or retired",
+                         hint="`assay briefs` lists the briefs on main; check the name and the forge (--forge)")
+        self.brief = brief
+
+
 class ConfigInvalid(UsageError):
     """A configuration file (`.assay.yaml`, a desk definition) that does not parse or validate."""
 
@@ -165,6 +174,7 @@ class Cancelled(BaseException):
 
     `reason` goes into the journal with the step's end (`cancelled`, unless said otherwise)."""
 
-    def __init__(self, reason: str = "cancelled") -> None:
+    def __init__(self, reason: str = "cancelled", started: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.started = started  # False: the effect is known never to have begun

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
-from assay.credentials import redact, strip_credentials, token_for
+from assay.credentials import http_userinfo, redact, strip_credentials, token_for
 from assay.errors import ForgeError, NotATree
 
 ZERO = "0" * 40
@@ -93,7 +93,7 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def auth_env(url: str, token: str) -> dict[str, str]:
+def auth_env(url: str, token: str, user: str = "x-access-token") -> dict[str, str]:
     """git's environment with `token` as an HTTP header for `url`'s host, set through GIT_CONFIG_* variables:
     never in a URL, an argument list or a config file, and only for the git processes that talk to the forge."""
     import base64
@@ -102,7 +102,7 @@ def auth_env(url: str, token: str) -> dict[str, str]:
     n = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
     host = re.match(r"[a-z]+://[^/]+/", url)
     key = f"http.{host.group(0) if host else url}.extraHeader"
-    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    basic = base64.b64encode(f"{user}:{token}".encode()).decode()
     env.update({"GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": key,
                 f"GIT_CONFIG_VALUE_{n}": f"Authorization: Basic {basic}"})
     return env
@@ -168,8 +168,16 @@ class ForgeGit:
 
     def __init__(self, url: str, cache_root: Path | None = None, token: str | None = None) -> None:
         self.url = url
+        self.remote = strip_credentials(url) if http_userinfo(url) else url  # what git's argument lists show
         token = token if token is not None else token_for(url)
-        self._env = auth_env(url, token) if token else None  # for the commands that reach the forge
+        userinfo = http_userinfo(url)
+        if token:
+            self._env: dict[str, str] | None = auth_env(self.remote, token)  # for the commands that reach the forge
+        elif userinfo:  # a URL's own user:password goes to git as a header too, never as an argument
+            self._env = auth_env(self.remote, userinfo[1], userinfo[0]) if userinfo[1] else \
+                auth_env(self.remote, userinfo[0])
+        else:
+            self._env = None
         root = cache_root or default_cache_root()
         self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
         self._batch: subprocess.Popen[bytes] | None = None
@@ -209,7 +217,7 @@ class ForgeGit:
 
     def ls_remote(self, *patterns: str) -> dict[str, str]:
         """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip."""
-        proc = self._git("ls-remote", self.url, *patterns, check=False)
+        proc = self._git("ls-remote", self.remote, *patterns, check=False)
         if proc.returncode != 0:
             raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
                              hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
@@ -231,7 +239,7 @@ class ForgeGit:
         if not missing:
             return
         args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q",
-                "--stdin", self.url]
+                "--stdin", self.remote]
         by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(missing.values())).encode())
         if by_id.returncode == 0:
             return
@@ -484,7 +492,7 @@ class ForgeGit:
         if atomic:
             args.append("--atomic")
         args += [f"--force-with-lease={u.ref}:{u.expected}" for u in updates]
-        args.append(self.url)
+        args.append(self.remote)
         # never a "+" refspec: it would override the lease; a new id of ZERO deletes the ref
         args += [f"{'' if u.new == ZERO else u.new}:{u.ref}" for u in updates]
         try:  # git matches each ref of a push against every ref the forge advertises: big pushes take longer

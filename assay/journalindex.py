@@ -180,6 +180,10 @@ class View:
                           (self.bound, self.bound, self.bound))
         return sorted(int(r[0]) for r in rows)
 
+    def entry(self, seq: int) -> JournalEntry | None:
+        found = self._entries("SELECT body FROM entries WHERE seq = ? AND seq <= ?", (seq, self.bound))
+        return found[0] if found else None
+
     def commit_of(self, seq: int) -> str | None:
         rows = self._rows("SELECT commit_id FROM entries WHERE seq = ? AND seq <= ?", (seq, self.bound))
         return str(rows[0][0]) if rows else None

@@ -9,14 +9,24 @@ who settled it: the agent, a person, or the step's own outcome probe.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from assay.errors import UsageError
+from assay.lives import Life, is_running
 from assay.records import JournalEntry
 
 HAPPENED, DID_NOT = "happened", "did-not"
 DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready"})  # work.py's own
 TAIL_CHARS = 300  # how much of a step's recorded output the recovery summary quotes
+
+
+def verdict_of_exit(code: int) -> str | None:
+    """What an inspection's exit code says (an outcome probe, or `assay step settle -- CMD`): 0 that the effect
+    happened, 1 that it did not; anything else says neither."""
+    return {0: HAPPENED, 1: DID_NOT}.get(code)
 
 
 def resolves(entry: JournalEntry) -> int | None:
@@ -156,3 +166,67 @@ def summary(entries: Sequence[JournalEntry], assay: str, unknown_text: Callable[
         else:
             lines.append(f"{head}{fate.state.replace('-', ' ')}: {fate.detail}")
     return [*lines, ""]
+
+
+def still_running(intent: JournalEntry) -> bool:
+    """The intent's writer is provably still running: the step is in progress, not interrupted.
+
+    A writer that is gone, a zombie, or whose pid now belongs to another process
+    is not; nor is one on another host, where there is no evidence either way.
+    """
+    life = Life.from_data(intent.data or {})
+    if life is None or life.pid == os.getpid():
+        return False  # our own pid: this process is past its earlier intent, or that was an earlier life
+    return is_running(life)
+
+
+class StepRunning(Exception):
+    """The step asked for runs now: its writer's life is provably alive."""
+
+    def __init__(self, intent: JournalEntry) -> None:
+        super().__init__(intent.step)
+        self.intent = intent
+
+
+def settle_target(entries: Sequence[JournalEntry], name: str, sha: str | None) -> tuple[JournalEntry, bool]:
+    """Which intent `assay step settle NAME` settles: the latest unknown outcome of unsafe step `name` (of input
+    `sha`), or an intent nothing resolved whose writer is not running (True: it needs its outcome_unknown first).
+    Bad input (nothing to settle, several inputs) is a UsageError; a writer running now raises StepRunning."""
+    candidates = [e for e in (*open_intents(entries), *unknown_outcomes(entries))
+                  if e.step == name and e.policy == "unsafe" and (sha is None or e.input_sha == sha)]
+    running = [e for e in candidates if e.kind == "intent" and still_running(e)]
+    if running:
+        raise StepRunning(running[0])
+    if not candidates:
+        raise UsageError(f"step {name!r} has no unknown outcome to settle",
+                         hint="`assay journal BRIEF` shows each step's outcome")
+    inputs = {e.input_sha for e in candidates}
+    if len(inputs) > 1:
+        raise UsageError(f"step {name!r} has unknown outcomes with {len(inputs)} different inputs",
+                         hint="pass --input with the step's input (as `assay step run` got it) to pick one")
+    latest = max(candidates, key=lambda e: e.seq)
+    if latest.kind == "intent":
+        return latest, True
+    return next(e for e in entries if e.seq == latest.intent), False
+
+
+def unknown_fields(intent: JournalEntry, reason: str = "interrupted") -> dict[str, Any]:
+    """The fields of the `outcome_unknown` entry that ends `intent`."""
+    return {"resolves": intent, "step": intent.step, "input_sha": intent.input_sha, "ordinal": intent.ordinal,
+            "key": intent.key, "policy": "unsafe", "data": {"reason": reason}}
+
+
+def settle_fields(intent: JournalEntry, verdict: str, by: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    """The fields of the `result` entry that settles `intent`'s unknown outcome (`outcomes.settled` reads it):
+    `completed` when it happened (a later call returns this and does not run the step), `cancelled` when it did
+    not (a later call runs it). The evidence's output is kept to its last 1,000 characters."""
+    if verdict not in (HAPPENED, DID_NOT):
+        raise UsageError(f"a step is settled as {HAPPENED} or {DID_NOT}, not {verdict!r}")
+    said = str(evidence.get("tail", "")).strip()[-1000:]
+    data: dict[str, Any] = {"settled": verdict, "by": by, "evidence": {**evidence, "tail": said}}
+    if verdict == HAPPENED:
+        told = f"(settled by {by}: the step happened)" + (f"\n{said}" if said else "")
+        data["output"] = {"exit_code": 0, "duration_ms": 0, "tail": told}
+    return {"resolves": intent, "step": intent.step, "input_sha": intent.input_sha, "ordinal": intent.ordinal,
+            "key": intent.key, "policy": "unsafe", "status": "completed" if verdict == HAPPENED else "cancelled",
+            "data": data}

@@ -70,6 +70,24 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
+WAIT_CONDITIONS = ("review", "merge", "manual")  # and time:YYYY-MM-DDTHH:MM:SSZ
+
+
+def condition_problem(on: object) -> str | None:
+    """What is wrong with a wait condition (None when it is one: review, merge, manual or a real UTC time)."""
+    if not isinstance(on, str):
+        return "a wait condition is a string"
+    if on in WAIT_CONDITIONS:
+        return None
+    if on.startswith("time:"):
+        try:
+            parse_iso(on[5:])
+            return None
+        except ValueError:
+            return f"{on[5:]!r} is not a real time (YYYY-MM-DDTHH:MM:SSZ, in UTC)"
+    return f"unknown wait condition {on!r} (review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ)"
+
+
 @dataclass(frozen=True)
 class ClaimRecord:
     """One commit of a claim chain: `claim.json` at `refs/assay/claims/<brief>`."""
@@ -136,6 +154,8 @@ def decode_claim(data: bytes | None, ref: str) -> ClaimRecord:
         raise RecordInvalid(ref, f"claim.json state {obj['state']!r} is not one of {', '.join(STATES)}")
     if obj["epoch"] < 1:
         raise RecordInvalid(ref, "claim.json epoch must be >= 1")
+    if obj["wait"] is not None and (problem := condition_problem(obj["wait"].get("on"))):
+        raise RecordInvalid(ref, f"claim.json wait: {problem}")
     expected_brief = ref.removeprefix(CLAIMS_PREFIX)
     if ref.startswith(CLAIMS_PREFIX) and obj["brief"] != expected_brief:
         raise RecordInvalid(ref, f"claim.json names brief {obj['brief']!r}, not {expected_brief!r}")

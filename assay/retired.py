@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from assay import chain
-from assay.errors import IllegalTransition, RecordInvalid, UsageError
+from assay.errors import IllegalTransition, NoSuchBrief, RecordInvalid, UsageError
 from assay.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, parse_tree
 from assay.records import (
     CLAIMS_PREFIX,
     JOURNAL_PREFIX,
+    MAIN_REF,
     REVIEWS_PREFIX,
     brief_of_ref,
     check_tip,
@@ -172,6 +174,24 @@ def check_not_retired(git: ForgeGit, brief: str, action: str) -> None:
     refuse_if_retired(git, git.ls_remote(RETIRED_REF).get(RETIRED_REF), brief, action)
 
 
+def require_known(git: ForgeGit, brief: str) -> None:
+    """NoSuchBrief unless the forge knows `brief`: on main, claimed or journaled, or retired. For readers that
+    found nothing of it, so that a mistyped name is bad input, not an empty history."""
+    brief = validate_brief_id(brief)
+    refs = git.ls_remote(MAIN_REF, CLAIMS_PREFIX + brief, JOURNAL_PREFIX + brief, RETIRED_REF)
+    if CLAIMS_PREFIX + brief in refs or JOURNAL_PREFIX + brief in refs:
+        return
+    if RETIRED_REF in refs and Index(git, refs[RETIRED_REF]).get(brief) is not None:
+        return
+    main = refs.get(MAIN_REF)
+    if main:
+        git.ensure_objects({MAIN_REF: main})
+        found = git.read_typed([f"{main}:briefs/{brief}.md"])[0]
+        if found is not None and found.kind == "blob":
+            return
+    raise NoSuchBrief(brief)
+
+
 # -- retiring -------------------------------------------------------------------------------------
 
 
@@ -199,6 +219,8 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
     result = Retirement()
 
     def attempt(_: int) -> Retirement:
+        nonlocal result
+        result = Retirement(retired=list(result.retired), pushes=result.pushes)  # what landed before stays said
         refs = git.ls_remote(*(p + "*" for p in PREFIXES), RETIRED_REF, KEEP_REF)
         tips = {r: s for r, s in refs.items() if r.startswith(CLAIMS_PREFIX)}
         good, _bad = claims.load_tips(tips)
@@ -257,7 +279,10 @@ def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str
         folders[name] = git.write_tree(entries)
     index_dir = git.write_tree([TreeEntry(n, s, "40000") for n, s in folders.items()])
     names = ", ".join(r.brief for r in records[:5]) + (f" and {len(records) - 5} more" if len(records) > 5 else "")
-    message = f"assay: retire {len(records)} done brief{'s' if len(records) != 1 else ''}: {names}"
+    # the retirer's own token: two retirers making the same change in the same second would write the same
+    # commits, and each would read the other's push as its own
+    message = (f"assay: retire {len(records)} done brief{'s' if len(records) != 1 else ''}: {names}\n\n"
+               f"Assay-Retirer: {secrets.token_hex(8)}\n")
     who = Signature.of(by)
     index = git.write_commit(git.write_tree([TreeEntry(INDEX_DIR, index_dir, "40000")]),
                              [retired_tip] if retired_tip else [], message, who, now)

@@ -28,6 +28,7 @@ from assay.credentials import SECRET_NAMES
 
 TAIL_BYTES = 4000
 STOP_GRACE_S = 5.0  # a stopped command gets this long after SIGTERM before SIGKILL
+INSPECT_TIMEOUT_S = 300  # an inspection given to `assay step settle`, as an outcome probe gets
 DESK_GONE = 75  # the exit code when the desk went away mid-step (EX_TEMPFAIL): the outcome is the journal's
 
 
@@ -113,7 +114,8 @@ def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> in
             if isinstance(result, int):  # SIGTERM, Ctrl-C or the desk's cancel: the command is stopped
                 lines.send({"op": "cancelled"})
                 lines.readline()
-                sys.stderr.write("cancelled; the step's end is recorded in the journal\n")
+                sys.stderr.write("cancelled: the command was stopped; an unsafe step's end is journaled as unknown, "
+                                 "any other is resumed, with the same key, by its next call\n")
                 return result
             if crashing:
                 crash_point("step.after-execute", request["name"])
@@ -222,8 +224,11 @@ def _inspect(argv: list[str]) -> dict[str, Any]:
     """An agent's inspection for `assay step settle`, run here: its evidence."""
     started = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=_effect_env())
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=_effect_env(),
+                              timeout=INSPECT_TIMEOUT_S)
         code, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, output = -1, (exc.stdout or b"") + b"\n(timed out)"
     except OSError as exc:
         code, output = 127, f"cannot run {argv[0]}: {exc.strerror}".encode()
     sys.stdout.buffer.write(output)

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 import signal
 import uuid as uuid_module
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -35,8 +34,20 @@ from assay.crash import crash_point
 from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
 from assay.journal import INLINE_LIMIT, Draft, Journal, JournalLog
 from assay.journalindex import counts_call, counts_value, run_event
-from assay.lives import Life, await_end, is_running, life_state, this_life
-from assay.outcomes import DESK_STEPS, DID_NOT, HAPPENED, open_intents, resolves, settled, unknown_outcomes
+from assay.lives import Life, await_end, life_state, this_life
+from assay.outcomes import (
+    DESK_STEPS,
+    DID_NOT,
+    HAPPENED,
+    StepRunning,
+    resolves,
+    settle_fields,
+    settle_target,
+    settled,
+    still_running,
+    unknown_fields,
+    verdict_of_exit,
+)
 from assay.records import POLICIES, JournalEntry
 
 if TYPE_CHECKING:
@@ -46,6 +57,8 @@ T = TypeVar("T")
 CALL_MARKERS = frozenset({"intent", "refused"})
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_ATTEMPTS = 3
+ProbeRunner = Callable[[str, str], dict[str, Any]]  # (probe, the probed intent's key) -> the inspection's evidence
+STRAY_WAIT_S = 10.0  # how long a recovery waits for a cut-off step's process, whose desk is gone, to end
 
 
 def unknown_message(name: str) -> str:
@@ -118,7 +131,7 @@ class Session:
         self.journal = journal
         self.max_attempts = max_attempts
         self.call_notes = call_notes
-        self.probe_runner: Callable[[str], dict[str, Any]] | None = None  # runs a step's outcome probe, where set
+        self.probe_runner: ProbeRunner | None = None  # runs a step's outcome probe, where set
         self._calls: dict[tuple[str, str], int] = {}
         self._nondet_used = 0
         self._indexed = 0
@@ -221,6 +234,17 @@ class Session:
                     return intent
         return None
 
+    def _entry(self, seq: int) -> JournalEntry | None:
+        """Entry `seq`, from memory or the index."""
+        found = next((e for e in self.journal.entries if e.seq == seq), None)
+        return found if found is not None or self._base is None else self._base.entry(seq)
+
+    def _happened(self, identity: tuple[str, str]) -> JournalEntry | None:
+        """The settle of the latest intent of `identity`, if it says the step happened."""
+        intents = [e for e in self._calls_of(identity) if e.kind == "intent"]
+        verdict = self._settled(intents[-1].seq) if intents else None
+        return verdict if verdict is not None and settled(verdict) == HAPPENED else None
+
     def _settled(self, intent: int) -> JournalEntry | None:
         """The settle of an intent's unknown outcome, if it has one."""
         found = self._resolution(intent)
@@ -244,7 +268,9 @@ class Session:
         call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer, probe)
         self._calls[identity] = call.ordinal + 1
         interrupted = self._interrupted(identity)
-        if interrupted is not None and _still_running(interrupted):
+        if interrupted is not None and still_running(interrupted) \
+                and (interrupted.epoch == self.journal.epoch or interrupted.policy == "unsafe"):
+            # an earlier epoch's safe or idempotent step is fenced, whatever its process still does: resumed here
             self._calls[identity] = call.ordinal  # not a call: nothing ran, nothing is replayed
             raise self._running(interrupted)
         if interrupted is not None:
@@ -273,14 +299,17 @@ class Session:
                     return self._refuse(call, slot)
                 self._mark(call, "replay", resolution.seq)
                 raise OutcomeUnknown(name)
-        elif slot is not None:  # an earlier run was refused here: it replays as refused, unless settled since
-            verdict = self._settled(slot.intent) if slot.intent is not None else None
+        elif slot is not None:  # an earlier run was refused here: it replays as refused, unless since settled
+            verdict = self._settled(slot.intent) if slot.intent is not None else None  # as having happened
             if verdict is not None and settled(verdict) == HAPPENED:
                 self._mark(call, "replay", verdict.seq)
                 return cast(T, self._replay(call, verdict))
-            if verdict is None:
-                self._mark(call, "replay", slot.seq)
-                raise OutcomeUnknown(name)
+            self._mark(call, "replay", slot.seq)
+            raise OutcomeUnknown(name)
+        happened = self._happened(identity)
+        if happened is not None:  # settled as having happened, and not run since: it is not run again
+            self._mark(call, "replay", happened.seq)
+            return cast(T, self._replay(call, happened))
         unknown = self._unrefused_unknown(identity)
         if unknown is not None:
             return self._refuse(call, unknown)
@@ -315,8 +344,8 @@ class Session:
                       f"{life.pid if life else '?'} on {life.host if life else '?'} cannot be proven dead from here",
                       sync=True)
             return None
-        found = self.probe_runner(probe)
-        verdict = {0: HAPPENED, 1: DID_NOT}.get(int(found.get("exit_code", -1)))
+        found = self.probe_runner(probe, intent.key or "")
+        verdict = verdict_of_exit(int(found.get("exit_code", -1)))
         if verdict is None:
             self.note(f"the probe of {intent.step!r} (intent {intent.seq}) was inconclusive: exit "
                       f"{found.get('exit_code')} (0 means it happened, 1 that it did not)", sync=True)
@@ -336,36 +365,35 @@ class Session:
             raise self._running(running.intent) from None
         if cut_off:
             self.journal.add("outcome_unknown", sync=False, **unknown_fields(intent))
-        draft = self.journal.add("result", sync=True, **settle_fields(intent, verdict, by, evidence or {}))
-        assert draft.entry is not None
-        return draft.entry
+        return self._write_settle(intent, verdict, by, evidence or {})
 
     def _write_settle(self, intent: JournalEntry, verdict: str, by: str, evidence: dict[str, Any]) -> JournalEntry:
         draft = self.journal.add("result", sync=True, **settle_fields(intent, verdict, by, evidence))
         assert draft.entry is not None
         return draft.entry
 
-    def recover(self, wait_s: float = 10.0) -> list[str]:
+    def recover(self, wait_s: float = STRAY_WAIT_S) -> list[str]:
         """Before an agent runs again: the unsafe steps of earlier runs that were cut off get their outcome.
 
         A writer still running is waited for (up to `wait_s`: its desk is gone, so it stops its effect on
         its own); then `outcome_unknown` is journaled, and a declared probe settles it where it can.
-        Returns what it found, a line each. Needs the whole journal.
+        Returns what it found, a line each.
         """
-        if self.journal.base is not None:
-            raise RuntimeError("recover reads the whole journal: open the session without the index")
         told = []
-        for intent in open_intents(self.journal.entries):
-            if intent.policy != "unsafe" or intent.step in DESK_STEPS or intent.run == self.journal.run:
+        for seq in sorted(self._unresolved()):
+            intent = self._entry(seq)
+            if intent is None or intent.policy != "unsafe" or intent.step in DESK_STEPS \
+                    or intent.run == self.journal.run:
                 continue
             life = Life.from_data(intent.data or {})
-            if life is not None and _still_running(intent) and not await_end(life, wait_s):
+            if life is not None and still_running(intent) and not await_end(life, wait_s):
                 self._running(intent)
                 told.append(f"step {intent.step!r} (intent {intent.seq}) still runs in process {life.pid}")
                 continue
             verdict = self._cut_off(intent)
+            found = {HAPPENED: "happened", DID_NOT: "did not happen"}.get(settled(verdict) or "") if verdict else None
             told.append(f"step {intent.step!r} (intent {intent.seq}) was cut off: outcome unknown"
-                        + (f"; its probe found it {settled(verdict)}" if verdict is not None else ""))
+                        + (f"; its probe found it {found}" if found else ""))
         return told
 
     def _check_policy(self, recorded: JournalEntry, call: Call) -> None:
@@ -408,7 +436,7 @@ class Session:
                 output = fn(key)
         except (KeyboardInterrupt, Cancelled) as stop:
             reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
-            if call.policy == "unsafe":
+            if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
                 self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
                                  policy=call.policy, data={"reason": reason})
             else:
@@ -503,17 +531,25 @@ class Session:
     def flush(self) -> None:
         self.journal.flush()
 
-    def begin_run(self) -> None:
-        """Count this run; after `max_attempts` runs in a row that never finished (any epoch), block the brief."""
+    def dying_runs(self) -> int:
+        """Runs in a row, across epochs, that started and never finished (a restart is no fix)."""
         starts = self.journal.base.totals()[1] if self.journal.base is not None else 0
         for e in self.journal.entries:
-            event = run_event(e)  # across epochs: a restart is no fix
+            event = run_event(e)
             if event == "start":
                 starts += 1
             elif event == "end":
                 starts = 0
+        return starts
+
+    def begin_run(self) -> None:
+        """Count this run; after `max_attempts` runs in a row that never finished (any epoch), block the brief,
+        first journaling `outcome_unknown` for the unsafe steps those runs cut off: what a person is handed
+        says what may have happened."""
+        starts = self.dying_runs()
         if starts >= self.max_attempts:
             reason = f"{starts} runs in a row ended without finishing"
+            self.recover(wait_s=STRAY_WAIT_S)
             self.block(reason)
             raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
                               hint="inspect `assay journal`, fix the cause, then release the claim")
@@ -529,58 +565,6 @@ class Session:
             self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
         except AssayError:
             self.journal.pending.clear()
-
-
-class StepRunning(Exception):
-    """The step asked for runs now: its writer's life is provably alive."""
-
-    def __init__(self, intent: JournalEntry) -> None:
-        super().__init__(intent.step)
-        self.intent = intent
-
-
-def settle_target(entries: Sequence[JournalEntry], name: str, sha: str | None) -> tuple[JournalEntry, bool]:
-    """Which intent `assay step settle NAME` settles: the latest unknown outcome of unsafe step `name` (of input
-    `sha`), or an intent nothing resolved whose writer is not running (True: it needs its outcome_unknown first).
-    Bad input (nothing to settle, several inputs) is a UsageError; a writer running now raises StepRunning."""
-    candidates = [e for e in (*open_intents(entries), *unknown_outcomes(entries))
-                  if e.step == name and e.policy == "unsafe" and (sha is None or e.input_sha == sha)]
-    running = [e for e in candidates if e.kind == "intent" and _still_running(e)]
-    if running:
-        raise StepRunning(running[0])
-    if not candidates:
-        raise UsageError(f"step {name!r} has no unknown outcome to settle",
-                         hint="`assay journal BRIEF` shows each step's outcome")
-    inputs = {e.input_sha for e in candidates}
-    if len(inputs) > 1:
-        raise UsageError(f"step {name!r} has unknown outcomes with {len(inputs)} different inputs",
-                         hint="pass --input with the step's input (as `assay step run` got it) to pick one")
-    latest = max(candidates, key=lambda e: e.seq)
-    if latest.kind == "intent":
-        return latest, True
-    return next(e for e in entries if e.seq == latest.intent), False
-
-
-def unknown_fields(intent: JournalEntry, reason: str = "interrupted") -> dict[str, Any]:
-    """The fields of the `outcome_unknown` entry that ends `intent`."""
-    return {"resolves": intent, "step": intent.step, "input_sha": intent.input_sha, "ordinal": intent.ordinal,
-            "key": intent.key, "policy": "unsafe", "data": {"reason": reason}}
-
-
-def settle_fields(intent: JournalEntry, verdict: str, by: str, evidence: dict[str, Any]) -> dict[str, Any]:
-    """The fields of the `result` entry that settles `intent`'s unknown outcome (`outcomes.settled` reads it):
-    `completed` when it happened (a later call returns this and does not run the step), `cancelled` when it did
-    not (a later call runs it). The evidence's output is kept to its last 1,000 characters."""
-    if verdict not in (HAPPENED, DID_NOT):
-        raise UsageError(f"a step is settled as {HAPPENED} or {DID_NOT}, not {verdict!r}")
-    said = str(evidence.get("tail", "")).strip()[-1000:]
-    data: dict[str, Any] = {"settled": verdict, "by": by, "evidence": {**evidence, "tail": said}}
-    if verdict == HAPPENED:
-        told = f"(settled by {by}: the step happened)" + (f"\n{said}" if said else "")
-        data["output"] = {"exit_code": 0, "duration_ms": 0, "tail": told}
-    return {"resolves": intent, "step": intent.step, "input_sha": intent.input_sha, "ordinal": intent.ordinal,
-            "key": intent.key, "policy": "unsafe", "status": "completed" if verdict == HAPPENED else "cancelled",
-            "data": data}
 
 
 @contextmanager
@@ -615,15 +599,3 @@ def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | N
     if session._unresolved():
         crash_point("recovery.after-load")  # a recovery has read the journal and decided nothing yet
     return session
-
-
-def _still_running(intent: JournalEntry) -> bool:
-    """The intent's writer is provably still running: the step is in progress, not interrupted.
-
-    A writer that is gone, a zombie, or whose pid now belongs to another process
-    is not; nor is one on another host, where there is no evidence either way.
-    """
-    life = Life.from_data(intent.data or {})
-    if life is None or life.pid == os.getpid():
-        return False  # our own pid: this process is past its earlier intent, or that was an earlier life
-    return is_running(life)

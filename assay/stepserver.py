@@ -33,7 +33,6 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from assay.errors import AssayError, Cancelled
 from assay.git import ForgeGit
 from assay.journal import MAX_PENDING_S, JournalLog
 from assay.lives import Life, await_end, life_of, life_state
-from assay.steps import Session, open_session
+from assay.steps import ProbeRunner, Session, open_session
 
 CANCEL_GRACE_S = 10.0  # how long a cancelled client has to stop its command and say so
 GONE_GRACE_S = 2.0  # how long a client that hung up has to end before its step is left to the next reader
@@ -65,7 +64,7 @@ class StepServer:
     """Serves one agent run's steps. Receives the forge's URL and cache root (its own git port)."""
 
     def __init__(self, url: str, cache_root: Path, brief: str, desk: str, epoch: int, run: str,
-                 known: JournalLog | None = None, probe_runner: Callable[[str], dict[str, Any]] | None = None) -> None:
+                 known: JournalLog | None = None, probe_runner: ProbeRunner | None = None) -> None:
         self.url, self.cache_root, self.known = url, cache_root, known
         self.brief, self.desk, self.epoch, self.run = brief, desk, epoch, run
         self.probe_runner = probe_runner
@@ -128,12 +127,13 @@ class StepServer:
         if self._lock.acquire(timeout=CANCEL_GRACE_S):  # the serving thread journals the end, then lets go
             self._lock.release()
             return f"a step in flight ({who}) was cancelled; its end is journaled"
-        if inflight.life is not None and life_state(inflight.life) == "alive":
-            try:
-                os.kill(inflight.life.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            await_end(inflight.life, GONE_GRACE_S)
+        if inflight.life is None or life_state(inflight.life) != "alive":
+            return f"a step in flight ({who}) did not answer its cancellation; its client is gone"
+        try:
+            os.kill(inflight.life.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        await_end(inflight.life, GONE_GRACE_S)
         return f"a step in flight ({who}) did not answer its cancellation and was killed"
 
     @staticmethod
@@ -195,13 +195,17 @@ class StepServer:
                 self._open_conns.discard(conn)
 
     def _reply(self, conn: socket.socket, stream: Any) -> dict[str, Any] | None:
+        life = _peer_life(conn)  # at once: a client that dies while it queues can name no writer later
         try:
             request = json.loads(stream.readline() or b"{}")
+            if life is None and request.get("op") == "step":
+                return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
+                        "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
             with self._lock:
                 if self._stop.is_set():
                     return None
                 try:
-                    return self._answer(request, stream, _peer_life(conn))
+                    return self._answer(request, stream, life)
                 except ClientGone:
                     self._discard(flush=True)  # the gone client's intent goes on the forge: a repeat sees it
                     raise
@@ -247,14 +251,21 @@ class StepServer:
             inflight = self._inflight = _InFlight(stream, life)
             try:
                 with self._send_lock:
+                    if self._stop.is_set():  # the desk stops: the command never starts, and that is known
+                        raise Cancelled("the desk stopped before it started", started=False)
                     _send(stream, {"do": "run", "key": key})
+            except OSError:  # a broken pipe or a reset: the client hung up before it was told to run
+                raise Cancelled("its client hung up before it started", started=False) from None
+            try:
                 line = stream.readline()
-            except OSError:  # a broken pipe or a reset: the client hung up
+            except OSError:
                 line = b""
             if not line:
-                raise self._gone(inflight)
+                raise self._gone(inflight, effect.policy)
             message = json.loads(line)
             if message.get("op") == "cancelled":  # SIGTERM or Ctrl-C reached the client, or this desk stops
+                if effect.policy != "unsafe":
+                    raise ClientGone()  # left open: a later call resumes it with the same idempotency key
                 raise Cancelled("cancelled by its desk" if inflight.cancelled else "cancelled")
             return dict(message.get("result") or {})
 
@@ -265,10 +276,12 @@ class StepServer:
         return {"do": "return", "result": result, "ran": bool(ran)}
 
     @staticmethod
-    def _gone(inflight: _InFlight) -> BaseException:
-        """The client hung up mid-step. Once its life is over (its command dies with it) the step's end is
-        journaled now; a client that lives on leaves its intent to the next reader."""
-        if inflight.cancelled or (inflight.life is not None and await_end(inflight.life, GONE_GRACE_S)):
+    def _gone(inflight: _InFlight, policy: str) -> BaseException:
+        """The client hung up mid-step. An unsafe step's end is journaled now, once the client's life is over
+        (its command dies with it); a safe or idempotent one, or a client that lives on, leaves its intent to
+        the next call, which resumes it with the same idempotency key or records the outcome."""
+        if policy == "unsafe" and (inflight.cancelled or (inflight.life is not None
+                                                          and await_end(inflight.life, GONE_GRACE_S))):
             return Cancelled("its process ended without a result")
         return ClientGone()
 

@@ -317,30 +317,13 @@ def _claim_findings(state: ForgeState, seen: BriefSeen | None, claim: Claim, pol
             out.append(Finding("merged-held", brief, f"the review is merged while desk {r.desk} still holds epoch "
                                f"{r.epoch}", f"merged-held:{brief}:{r.epoch}:{review[1]}"))
     elif r.state == "waiting":
-        met = _wait_met(r.wait, review[0] if review else None, now)
+        met = custody.wait_met(r.wait, review[0] if review else None, now)
         if met and policy.settle_waits:
             out.append(Finding("wait", brief, f"waiting on {(r.wait or {}).get('on')}: {met[1]}",
                                f"wait:{brief}:{claim.sha}", met[0]))
     elif r.state == "blocked":
         out.append(Finding("blocked", brief, r.reason or "no reason recorded", f"blocked:{brief}:{claim.sha}"))
     return out
-
-
-def _wait_met(wait: dict[str, object] | None, review: ReviewRecord | None, now: float) -> tuple[str, str] | None:
-    """(what to do, why) when the forge shows the wait's condition met; None otherwise."""
-    on = str((wait or {}).get("on", ""))
-    if on in ("review", "merge") and review is not None:
-        if review.state == "merged":
-            return "done", "the review is merged"
-        if review.state == "closed":
-            return "block", "the review was closed"
-    elif on.startswith("time:"):
-        try:
-            if now >= parse_iso(on[5:]).timestamp():
-                return "wake", f"{on[5:]} has passed"
-        except ValueError:
-            return None
-    return None
 
 
 def _orphans(state: ForgeState) -> list[Finding]:

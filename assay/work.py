@@ -19,7 +19,9 @@ from typing import Any
 from assay.agent import AgentRun, assay_command, run_agent
 from assay.briefs import Brief
 from assay.crash import crash_point
+from assay.credentials import strip_credentials
 from assay.deskspec import DeskSpec
+from assay.effects import probe_runner
 from assay.envs import agent_env
 from assay.errors import Conflict, Fenced
 from assay.forge.base import IllegalReviewChange, Reviews
@@ -65,7 +67,12 @@ class BriefWork:
         opened = self.reviews.refs_backed
         if opened:
             session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
-        for line in session.recover():  # an earlier run's unsafe steps that were cut off get their outcome
+        # an earlier run's unsafe steps that were cut off get their outcome: unknown, or what their probe finds, run
+        # in the worktree with the agent's environment (never the desk's credentials)
+        session.probe_runner = probe_runner(self.worktree, {
+            **self._agent_env(), "ASSAY_FORGE": strip_credentials(self.git.url), "ASSAY_BRIEF": brief.id,
+            "ASSAY_DESK": self.spec.name, "ASSAY_EPOCH": str(self.epoch), "ASSAY_BIN": str(self.assay_bin)})
+        for line in session.recover():
             self.echo(f"{self.spec.name}: {brief.id}: {line}")
         for attempt in range(1, self.spec.attempts + 1):
             agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
@@ -82,13 +89,16 @@ class BriefWork:
                 session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
                              policy="idempotent")
             held = self._unsettled()  # ready means nothing is unresolved: no unsafe step without an outcome
+            if head == self._created_at():  # a review that adds nothing to where the branch began is no work
+                held = "; ".join(w for w in ("the agent changed nothing: the branch has no commit of its own", held)
+                                 if w)
             if verdict["passed"] and agent["exit_code"] == 0 and not held:
                 break
-            why = "; ".join(w for w in (verdict["summary"] if not verdict["passed"] else "", held) if w) \
-                or verdict["summary"]
-            if agent.get("timed_out"):
-                why = f"the agent was stopped at its time limit ({self.spec.timeout_s}s); {why}"
-            feedback = f"Attempt {attempt} did not pass: agent exit {agent['exit_code']}; {why}"
+            reasons = [f"the agent was stopped at its time limit ({self.spec.timeout_s}s)" if agent.get("timed_out")
+                       else f"the agent exited {agent['exit_code']}"] if agent["exit_code"] != 0 else []
+            reasons += [verdict["summary"]] if not verdict["passed"] else []
+            why = "; ".join([*reasons, held] if held else reasons)
+            feedback = f"Attempt {attempt} did not pass: {why}"
             self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {why}")
         else:
             failed = f"{self.spec.attempts} attempts failed"
@@ -155,6 +165,11 @@ class BriefWork:
         self.reviews.post_statuses(self.brief.id, head, list(rows.values()))
         return len(rows)
 
+    def _created_at(self) -> str | None:
+        """The commit the work branch was created at (the latest `branch: created` note), if a desk created it."""
+        notes = [e for e in self.session.journal.entries if e.kind == "note" and (e.data or {}).get("branch")]
+        return str((notes[-1].data or {}).get("at_commit")) if notes else None
+
     def _unsettled(self) -> str:
         """Why the review may not be marked ready yet: the round's unsafe steps with no known outcome ("" if none).
 
@@ -183,7 +198,8 @@ class BriefWork:
                   f"as a journaled step, with Assay at `{self.assay_bin}`:",
                   f"`{self.assay_bin} step run --name NAME --policy unsafe -- COMMAND ARGS...` (add "
                   "`--probe 'SHELL'` when a command can tell whether it happened: exit 0 yes, 1 no). "
-                  "A step that completed is not run again; one whose outcome is unknown is refused once: inspect, "
+                  "After a crash, a call that completed before returns its recorded result instead of running again; "
+                  "one whose outcome is unknown is refused once: inspect, "
                   f"then `{self.assay_bin} step settle NAME --happened|--did-not`.", ""]
         parts += ["## Steering", "", *steering]
         return "\n".join(parts) + "\n"
@@ -218,9 +234,12 @@ class BriefWork:
                                      refs=[RefUpdate(self.branch_ref, head, tip or ZERO)])
         return head
 
+    def _agent_env(self) -> dict[str, str]:
+        return agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(self.brief.env)})
+
     def _verify(self, head: str, key: str) -> dict[str, Any]:
         return verify(self.git, self.session, self.brief, head, self.checkout, self.spec.verify_timeout_s,
-                      agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(self.brief.env)}))
+                      self._agent_env())
 
     def _merged_meanwhile(self, exc: IllegalReviewChange, head: str) -> str:
         """"merged" when a person merged the review before it was marked ready; any other refusal is raised."""

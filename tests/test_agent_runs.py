@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Forge, assay, audit_failures, git
+from tests.fakegithub import FakeGitHub
 from tests.helpers import procs
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import brief, desk_env, publish, run_desk
@@ -81,7 +82,7 @@ def test_an_agent_past_its_time_limit_is_stopped_and_its_step_cancelled(forge: F
     sh_desk(forge, "slow", script, timeout=3)
     publish(forge, {"briefs/job.md": brief("Job", [], "true")})
     run = run_desk(forge, "slow", tmp_path)
-    assert run.code == 0, run.err
+    assert run.code == 5, run.err
     assert "agent stopped at its time limit (3s)" in run.out
     assert "a step in flight" in run.out and "was cancelled; its end is journaled" in run.out
     assert Path(f"{effect}.started").exists() and not Path(f"{effect}.done").exists()
@@ -154,7 +155,7 @@ def test_a_review_waits_until_every_unsafe_step_has_an_outcome(forge: Forge, tmp
               "'echo deployed >> $ASSAY_EFFECTS_LOG' || true")
     publish(forge, {"briefs/ship.md": brief("Ship", ["write ship.txt v1", deploy], "test -f ship.txt")})
     first = run_desk(forge, "builder", tmp_path, ASSAY_CRASH_AT="step.after-execute:deploy")
-    assert first.code == 0, first.err
+    assert first.code == 5, first.err  # a brief now needs a person
     last = claim_chain(forge.path, "ship")[-1]
     assert last["state"] == "blocked" and "`deploy` has no known outcome" in str(last["reason"]), first.out
     assert "review ready" not in first.out
@@ -219,3 +220,60 @@ def test_desk_and_brief_env_settings_are_checked_with_their_line(tmp_path: Path)
     assert [(p.line, p.message.split(":")[0]) for p in found] == [
         (4, "`env` may not set ASSAY_EPOCH"), (5, "`env` name 'bad name' is not a variable name"),
         (6, "`env.OK` must be a string")]
+
+
+def test_a_verify_row_runs_in_its_own_group_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    from assay.briefs import VerifyRow
+    from assay.verify import run_row
+
+    held = tmp_path / "held"
+    os.mkfifo(held)
+    quick = run_row(VerifyRow("bg", f"cat {held} > /dev/null & echo ok"), tmp_path, 60, dict(os.environ))
+    assert quick["passed"] and quick["tail"].strip() == "ok" and quick["duration_ms"] < 30000  # not its timeout
+    with pytest.raises(OSError):  # the background reader was killed with the row's group
+        os.close(os.open(held, os.O_WRONLY | os.O_NONBLOCK))
+    slow = run_row(VerifyRow("slow", f"cat {held} > /dev/null & sleep 300", timeout_s=1), tmp_path, 60,
+                   dict(os.environ))
+    assert slow["exit_code"] == -1 and not slow["passed"] and "(timed out)" in slow["tail"]
+    with pytest.raises(OSError):
+        os.close(os.open(held, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_password_in_the_forge_url_is_in_no_argument_list(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """`--forge https://user:TOKEN@host/...`: git gets the credential as a header from its environment, so no
+    process's argument list shows it (a shim `git` first on PATH records every argv), and the command works."""
+    fake_github.create_repo("o", "r")
+    token = fake_github.token
+    shim_dir, seen = tmp_path / "shim", tmp_path / "argv.log"
+    shim_dir.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    (shim_dir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {seen}\nexec {real} "$@"\n')
+    (shim_dir / "git").chmod(0o755)
+    url = fake_github.git_url("o", "r").replace("http://", f"http://x-access-token:{token}@")
+    env = {"PATH": f"{shim_dir}{os.pathsep}{os.environ['PATH']}", "ASSAY_FORGE": url}
+    run = assay("claims", "--json", env=env)
+    assert run.code == 0, run.err
+    logged = seen.read_text()
+    assert "ls-remote" in logged and token not in logged and token not in run.out + run.err
+
+
+@pytest.mark.parametrize(("crash", "verdict"), [("step.before-execute:deploy", "--did-not"),
+                                                ("step.after-execute:deploy", "--happened")])
+def test_a_settled_step_runs_at_most_once_across_replayed_runs(forge: Forge, tmp_path: Path, crash: str,
+                                                              verdict: str) -> None:
+    """Run A is cut off in its deploy; run B's repeat is refused, the agent settles the deploy and calls again;
+    run C replays B's calls from the top. The deploy ran once in all, whichever way it was settled."""
+    assert assay("claim", "alpha", "--desk", "d", "--forge", forge.url).code == 0
+    log = tmp_path / "effects.log"
+    deploy = ("run", "--name", "deploy", "--", "sh", "-c", f"echo deployed >> {log}")
+    assert step(forge, "A", *deploy, crash=crash).returncode < 0
+    assert step(forge, "B", *deploy).returncode == 4  # refused once
+    assert step(forge, "B", "settle", "deploy", verdict).returncode == 0
+    assert step(forge, "B", *deploy).returncode == 0  # did not: runs now; happened: returns the settle
+    first = step(forge, "C", *deploy)
+    assert first.returncode in (0, 4), first.stderr  # happened: the settle; did not: B's refusal, replayed
+    assert step(forge, "C", *deploy).returncode == 0  # what B's second call got, not run again
+    if verdict == "--happened":  # settled as having happened: no later call of it runs it
+        assert step(forge, "C", *deploy).returncode == 0
+    assert log.read_text() == "deployed\n"
+    assert invariants(forge.path, "alpha") == [] and audit_failures(forge.url, "alpha") == {}

@@ -343,7 +343,7 @@ def test_a_step_resumed_by_another_desk_at_the_next_epoch_fences_its_writes(forg
     assert crashed.code < 0, crashed.err
     assert assay("release", "gh", "--force", "--reason", "builder is gone", env=env).code == 0
     other = assay("desk", "run", "other", "--once", env=env, timeout=180)
-    assert other.code == 0 and "gh blocked" in other.out, other.out + other.err
+    assert other.code == 5 and "gh blocked" in other.out, other.out + other.err
     [pull] = fake_github.pulls(OWNER, NAME)
     assert "desk:other" in fake_github.labels(OWNER, NAME, pull.number)  # by the step builder's intent announced
     journal = entries(fake_github.repo(OWNER, NAME).path, "gh")
@@ -385,7 +385,7 @@ def test_a_row_that_fails_then_passes_on_one_head_leaves_two_statuses_each_with_
            "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
     for _ in range(2):
         run = assay("desk", "run", "builder", "--once", env=env, timeout=180)
-        assert run.code == 0, run.err
+        assert run.code in (0, 5), run.err  # 5: a pass that blocked a brief (idle) for a person
     claims = assay("claims", "--json", env=env).json()
     assert isinstance(claims, dict) and {c["brief"]: c["state"] for c in claims["claims"]} == \
         {"gh": "waiting", "idle": "blocked"}

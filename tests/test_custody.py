@@ -39,7 +39,7 @@ def test_a_desk_that_blocks_a_closed_review_journals_why(work: Forge, tmp_path: 
     assert run_desk(work, "builder", tmp_path).code == 0
     assert assay("review", "close", "c", "--reason", "not wanted", "--forge", work.url).code == 0
     again = run_desk(work, "builder", tmp_path)
-    assert again.code == 0 and "c blocked" in again.out
+    assert again.code == 5 and "c blocked" in again.out
     assert claim_chain(work.path, "c")[-1]["state"] == "blocked"
     last = entries(work.path, "c")[-1]
     assert last["kind"] == "claim" and last["data"]["action"] == "block" and last["run"] == "desk:builder"

@@ -88,7 +88,7 @@ def test_a_branch_cannot_weaken_its_own_verify_rows(work: Forge, tmp_path: Path)
     cheat = brief("Cheat", [], "true").replace("\n", "\\n")
     publish(work, {"briefs/cheat.md": brief("Cheat", [f"write briefs/cheat.md {cheat}"], "test -f proof.txt")})
     run = run_desk(work, "builder", tmp_path)
-    assert run.code == 0, run.err
+    assert run.code == 5, run.err
     assert "blocked" in run.out
     assert claim_chain(work.path, "cheat")[-1]["state"] == "blocked"
     rows = [e["data"] for e in entries(work.path, "cheat") if e["kind"] == "verify"]
@@ -300,7 +300,7 @@ def test_a_review_closed_while_the_desk_works_blocks_the_brief(work: Forge, tmp_
     publish(work, {"briefs/c.md": brief("C", [f"run {sys.executable} -m assay review close c --reason obsolete",
                                               "write c.txt c"], "test -f c.txt")})
     run = run_desk(work, "builder", tmp_path)
-    assert run.code == 0, run.err
+    assert run.code == 5, run.err
     assert "c blocked: cannot mark ready the review of 'c': it is closed" in run.out
     assert claim_chain(work.path, "c")[-1]["state"] == "blocked"
     assert run_desk(work, "builder", tmp_path).out.count("claimed c") == 0  # not redone behind the person's back
@@ -380,11 +380,11 @@ def test_a_fenced_desk_stops_its_agent(work: Forge, tmp_path: Path) -> None:
 def test_a_brief_whose_runs_keep_dying_is_blocked(work: Forge, tmp_path: Path) -> None:
     killer = DESK.format(name="killer", attempts=3).replace("[python, -m, assay.agents.scripted]",
                                                            '[sh, -c, "kill -9 $PPID"]')
-    publish(work, {"desks/killer.yaml": killer, "briefs/k.md": brief("K", [], "true")})
+    publish(work, {"desks/killer.yaml": killer, "briefs/k.md": brief("K", ["write k.txt k"], "true")})
     codes = [run_desk(work, "killer", tmp_path).code for _ in range(3)]
     assert codes == [-signal.SIGKILL] * 3
     last = run_desk(work, "killer", tmp_path)
-    assert last.code == 0 and "needs a person" in last.out
+    assert last.code == 5 and "needs a person" in last.out
     chain = claim_chain(work.path, "k")
     assert chain[-1]["state"] == "blocked" and chain[-1]["epoch"] == 4
     publish(work, {"desks/killer.yaml": DESK.format(name="killer", attempts=3)})  # a person fixes the cause
@@ -498,3 +498,15 @@ def test_desk_list_shows_valid_desks_and_reports_broken_ones(work: Forge, tmp_pa
     assert any(p.startswith("desks/broken.yaml") for p in listing["problems"])
     table = assay("desk", "list", "--forge", work.url)
     assert table.code == 0 and "builder" in table.out and "desks/broken.yaml" in table.err
+
+
+def test_an_agent_that_changes_nothing_gets_no_ready_review(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/idle.md": brief("Idle", ["run true"], "true")})  # the rows pass on main as it is
+    run = run_desk(work, "builder", tmp_path)
+    assert run.code == 5, run.err  # the pass blocked a brief: it needs a person
+    assert "review ready" not in run.out
+    last = claim_chain(work.path, "idle")[-1]
+    assert last["state"] == "blocked" and "the agent changed nothing" in str(last["reason"])
+    assert work.tip("refs/heads/assay/idle") == work.tip("refs/heads/main")  # no commit was made up
+    reviews = assay("review", "list", "--forge", work.url, "--json").json()
+    assert isinstance(reviews, dict) and [r["state"] for r in reviews["reviews"] if r["brief"] == "idle"] != ["ready"]

@@ -122,18 +122,20 @@ def test_both_paths_read_a_step_command_line_alike(served: tuple[StepServer, dic
         ("r1", "unsafe", {"argv": ["echo", "hi", "--policy", "safe"]})]  # r2 replayed r1's result
 
 
-def test_sigterm_to_a_served_step_stops_its_command_and_records_it(served: tuple[StepServer, dict[str, str]],
-                                                                   forge: Forge, tmp_path: Path) -> None:
+def test_sigterm_to_a_served_step_stops_its_command_and_its_next_call_resumes_it(
+        served: tuple[StepServer, dict[str, str]], forge: Forge, tmp_path: Path) -> None:
     _, env = served
     marker = tmp_path / "started"
-    step = client(env, "step", "run", "--name", "long", "--policy", "idempotent", "--", "sh", "-c",
-                  f"touch {marker}; exec sleep 60")
+    job = ("step", "run", "--name", "long", "--policy", "idempotent", "--input", '{"job": 1}', "--")
+    step = client(env, *job, "sh", "-c", f"touch {marker}; exec sleep 60")
     while not marker.exists():  # the command runs: the intent is on the forge
         assert step.poll() is None, step.stderr.read() if step.stderr else ""
     step.send_signal(signal.SIGTERM)
     assert step.wait(timeout=30) == 143
-    results = [e for e in entries(forge.path, "alpha") if e["kind"] == "result"]
-    assert [(r["step"], r["status"]) for r in results] == [("long", "cancelled")]
+    [intent] = entries(forge.path, "alpha")  # an idempotent step stays open: its next call resumes it
+    again = subprocess.run([sys.executable, "-m", "assay", *job, "sh", "-c", "echo $ASSAY_IDEMPOTENCY_KEY"],
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and again.stdout.strip() == intent["key"]  # resumed, with the same key
 
 
 def fifo_step(env: dict[str, str], tmp_path: Path, name: str = "deploy",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,26 @@ def test_main_at_a_blob_is_bad_input_naming_main(forge: Forge) -> None:
         run = assay(*args, "--forge", forge.url)
         assert run.code == 2 and "refs/heads/main: points at a blob, not a commit" in run.err, (args, run.err)
         no_traceback(run.err)
+
+
+def test_a_waiting_claim_with_a_junk_condition_stops_no_desk(forge: Forge, claims: Claims, tmp_path: Path) -> None:
+    """`wait.on` that is no condition ("time:soon") is junk in claim.json: the desk reports it once, leaves that brief
+    alone and works the rest; the sweep and `assay claims` name the ref too. Desk and sweep share one wait rule."""
+    from tests.test_desk import DESK, brief, publish, run_desk
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/parked.md": brief("Parked", [], "true"),
+                    "briefs/next.md": brief("Next", ["write next.txt n"], "true")})
+    held = claims.claim("parked", "builder")
+    record = {**held.record.__dict__, "state": "waiting", "wait": {"on": "time:soon"}, "holder": ""}
+    forge.write_record("refs/assay/claims/parked", "claim.json", (json.dumps(record, sort_keys=True) + "\n").encode())
+    run = run_desk(forge, "builder", tmp_path)
+    assert run.code == 0, run.err
+    no_traceback(run.err)
+    assert "leaving parked alone: refs/assay/claims/parked: claim.json wait: 'soon' is not a real time" in run.out
+    assert "next verified" in run.out
+    swept = assay("sweep", "--dry-run", "--json", "--forge", forge.url)
+    assert swept.code == 0
+    view = swept.json()
+    assert isinstance(view, dict)
+    assert any(f["kind"] == "junk" and "'soon' is not a real time" in f["detail"] for f in view["findings"])

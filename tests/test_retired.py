@@ -4,6 +4,7 @@ retired brief stays done (never claimed again at epoch 1). Everything is checked
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,23 @@ def test_port_reads_the_retired_index(forge: Forge, finished: dict[str, dict[str
         assert tip_of(port, "refs/assay/claims/zeta") is None
     finally:
         port.close()
+
+
+def test_racing_retirers_report_only_what_each_retired(forge: Forge, finished: dict[str, dict[str, str]]) -> None:
+    """Three `assay retire` released together: one commit of the index, and the briefs are reported retired once in
+    all, whoever won (each retirer's commits are its own, so none takes another's push for its own)."""
+    go = forge.path.parent / "go"
+    script = ("import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.001)\n"
+              "from assay.cli import main\nmain(['retire', '--json'])\n")
+    env = {**os.environ, "ASSAY_FORGE": forge.url, "ASSAY_PERSON": PERSON}
+    racers = [subprocess.Popen([sys.executable, "-c", script, str(go)], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    go.write_text("go")
+    said = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+        said += json.loads(out)["retired"]
+    assert sorted(said) == ["alpha", "beta"]  # each brief reported retired exactly once
+    index_commits = git("--git-dir", str(forge.path), "rev-list", RETIRED_REF).split()
+    assert len(index_commits) == 1

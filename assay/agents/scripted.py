@@ -7,9 +7,10 @@ worktree for the brief):
     write PATH TEXT       write TEXT (with \\n for newlines) to PATH
     append PATH TEXT      append a line
     run CMD               run a shell command; stop if it fails
-    deploy                an unsafe effect through `assay step run` that appends to $ASSAY_EFFECTS_LOG;
+    deploy [probed]       an unsafe effect through `assay step run` that appends to $ASSAY_EFFECTS_LOG;
                           if its outcome is unknown, inspect the log and settle it (`assay step settle`),
-                          deploying again only if it did not happen
+                          deploying again only if it did not happen; `probed` declares that inspection as
+                          the step's outcome probe, which the next desk runs itself
     sleep SECONDS         wait
     sleep-once S MARKER   wait S seconds the first time only (MARKER is a file it creates)
     fail-attempts N       exit 1 while ASSAY_ATTEMPT <= N (a failure on purpose)
@@ -48,17 +49,18 @@ def say(text: str) -> None:
     print(f"[agent] {text}", flush=True)
 
 
-def deploy() -> int:
+def deploy(probed: bool = False) -> int:
     log = os.environ.get("ASSAY_EFFECTS_LOG", "effects.log")
     effect = f'echo "deployed $ASSAY_BRIEF key=$ASSAY_IDEMPOTENCY_KEY" >> {shlex.quote(log)}'
-    run = assay("step", "run", "--name", "deploy", "--policy", "unsafe", "--", "sh", "-c", effect)
+    looked = f'test -f {shlex.quote(log)} && grep -q "deployed $ASSAY_BRIEF " {shlex.quote(log)}'
+    probe = ["--probe", looked] if probed else []
+    run = assay("step", "run", "--name", "deploy", "--policy", "unsafe", *probe, "--", "sh", "-c", effect)
     if run.returncode != REFUSED:
         say(f"deploy exited {run.returncode}")
         return run.returncode
     say("Outcome unknown: " + run.stderr.strip().splitlines()[0].removeprefix("error: "))
     say("Operation will NOT be replayed automatically; inspecting the deployment instead")
     # the inspection settles the unknown, with its output as evidence: exit 0 means it happened, 1 that it did not
-    looked = f'test -f {shlex.quote(log)} && grep -q "deployed $ASSAY_BRIEF " {shlex.quote(log)}'
     check = assay("step", "settle", "deploy", "--", "sh", "-c", looked)
     if check.returncode != 0:
         say(f"settling deploy failed: {check.stderr.strip()}")
@@ -94,7 +96,7 @@ def main() -> int:
             if code:
                 return code
         elif verb == "deploy":
-            code = deploy()
+            code = deploy(probed=rest == "probed")
             if code:
                 return code
         elif verb == "sleep":

@@ -50,6 +50,16 @@ class IllegalReviewChange(Conflict):
         self.state = state
 
 
+class NoReview(IllegalReviewChange):
+    """A review change asked of a brief that has no review: bad input (exit 2), not a lost race."""
+
+    code = 2
+
+    def __init__(self, brief: str, action: str, where: str = "") -> None:
+        super().__init__(brief, action, "absent", where or "there is no review of it")
+        self.hint = "`assay review list` shows the reviews there are; a desk opens one when it works the brief"
+
+
 class MergeConflict(Conflict):
     """The branch does not merge cleanly into its base; nothing was written."""
 

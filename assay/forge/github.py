@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
 from assay.errors import AssayError, ForgeError, UsageError
-from assay.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, NoReview, Review
 from assay.forge.etags import ETagStore, Kept, token_identity
 from assay.git import RefUpdate
 from assay.records import ReviewComment, ReviewRecord, validate_brief_id
@@ -467,8 +467,7 @@ class GitHubReviews:
     def _require(self, brief: str, action: str) -> dict[str, Any]:
         pull = self._find(validate_brief_id(brief))
         if pull is None:
-            raise IllegalReviewChange(brief, action.replace("_", "-"), "absent", "no pull request from "
-                                      f"{BRANCH_PREFIX}{brief}")
+            raise NoReview(brief, action.replace("_", "-"), f"no pull request from {BRANCH_PREFIX}{brief}")
         return pull
 
 

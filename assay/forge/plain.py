@@ -16,7 +16,7 @@ from typing import Any
 
 from assay import chain, retired
 from assay.errors import UsageError
-from assay.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, NoReview, Review
 from assay.git import ForgeGit, RefUpdate, Signature
 from assay.records import (
     REVIEWS_PREFIX,
@@ -51,6 +51,8 @@ def check_action(current: ReviewRecord | None, action: str, brief: str) -> None:
     if action not in ACTIONS:
         raise UsageError(f"unknown review action {action!r}")
     state = current.state if current else None
+    if state is None and None not in ACTIONS[action]:
+        raise NoReview(brief, action.replace("_", " "))
     if state not in ACTIONS[action]:
         shown = state or "absent"
         raise IllegalReviewChange(brief, action.replace("_", " "), shown, _WHY.get((action, shown), ""))
