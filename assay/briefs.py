@@ -18,6 +18,8 @@ VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
 DEFAULT_PRIORITY = 5
 BRIEFS_DIR = "briefs"  # on main
 DEFAULT_VERIFY_TIMEOUT_S = 600
+MAX_TITLE = 200  # characters: a title is a review's (a pull request's) title and a board card's heading
+MAX_BRIEF_BYTES = 256 * 1024
 _LABEL = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
@@ -116,6 +118,10 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     import yaml
 
     checker = _Checker(path, 1)
+    size = len(text.encode("utf-8"))
+    if size > MAX_BRIEF_BYTES:  # it becomes the prompt, a review's title and a board page: keep them bounded
+        return None, [Problem(path, None, f"the brief is {size:,} bytes; at most {MAX_BRIEF_BYTES:,}",
+                              "move long material into the repository and point to it from the brief")]
     try:
         validate_brief_id(brief_id)
     except BriefIdInvalid as exc:
@@ -145,6 +151,10 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     fields = _mapping(checker, root, KEYS, "brief")
     try:
         title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
+        if title is not None and len(title) > MAX_TITLE:
+            checker.add(fields["title"], f"`title` is {len(title):,} characters; at most {MAX_TITLE}",
+                        "say the rest in the brief's body")
+            title = None
         desk = _ident(checker, fields.get("desk"), "desk")
         priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
         depends = _ident_list(checker, fields.get("depends_on"), "depends_on")

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from assay import cachefile, chain, retired
 from assay.credentials import redact
 from assay.errors import (
+    BriefInvalid,
     BriefNotFound,
     ClaimLost,
     Fenced,
@@ -355,9 +356,19 @@ class Claims:
             raise BriefNotFound(brief, f"the forge's main ({main[:10]})")
 
     def _brief_in(self, main: str, brief: str) -> bool:
+        """Whether main has the brief; a brief file there that does not validate is bad input (BriefInvalid)."""
+        from assay.briefs import check_brief
+
         head, found = self.git.read_typed([main, f"{main}:briefs/{brief}.md"])
         check_tip(MAIN_REF, main, head.kind if head else None)
-        return found is not None and found.kind == "blob"
+        if found is None or found.kind != "blob":
+            return False
+        path = f"briefs/{brief}.md"
+        _, problems = check_brief(found.data.decode("utf-8", "replace"), path, brief)
+        if problems:
+            first = problems[0]
+            raise BriefInvalid(path, first.line, first.message, first.hint or "fix it on main (`assay brief lint`)")
+        return True
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())

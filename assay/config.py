@@ -4,6 +4,7 @@ github.com (or on the host of `ASSAY_GITHUB_API`)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,7 +169,19 @@ def state_dir_for(url: str, explicit: Path | None = None) -> Path:
     import hashlib
 
     if explicit:
-        return explicit
+        return usable_folder(explicit.absolute(), "--state-dir")  # the agent runs elsewhere: never relative
     base = os.environ.get("ASSAY_STATE_DIR") or os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
     root = Path(base) if os.environ.get("ASSAY_STATE_DIR") else Path(base) / "assay"
-    return root / hashlib.sha256(url.encode()).hexdigest()[:20]
+    return usable_folder(root.absolute() / hashlib.sha256(url.encode()).hexdigest()[:20], "ASSAY_STATE_DIR")
+
+
+def usable_folder(path: Path, named_by: str) -> Path:
+    """`path`, made if missing, once it is known to be a folder this process can write (bad input otherwise)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot use {path} as the desk's state folder: {exc.strerror}",
+                         hint=f"point {named_by} at a folder this user can write") from None
+    return path

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assay.claims import Claims
-from assay.errors import AssayError, UsageError
+from assay.errors import AssayError, NeedsPerson, UsageError
 from assay.forge.plain import PlainReviews
 from assay.git import ForgeGit, WorkRepo, init_bare
 
@@ -119,6 +119,12 @@ def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
             good, _ = claims.list_all()
             if len([c for c in good if c.record.state == "done"]) == len(BRIEFS):
                 break
+            blocked = [c.record for c in good if c.record.state == "blocked"]
+            if blocked:  # a person's turn: say so now, rather than wait out the demo's time
+                raise NeedsPerson(f"brief {blocked[0].brief!r} is blocked: {blocked[0].reason}",
+                                  hint=f"assay journal {blocked[0].brief} --forge {forge} shows why; "
+                                       f"`assay release {blocked[0].brief} --force --reason ... --forge {forge}` "
+                                       "then `assay demo` again works it again")
             if time.monotonic() - started > TIMEOUT_S:
                 raise AssayError(f"the demo did not finish in {TIMEOUT_S}s", hint="see `assay claims` in the demo")
             time.sleep(0.2)  # the demo's reviewer polls the forge like a person refreshing a page

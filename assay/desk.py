@@ -30,11 +30,11 @@ from assay.errors import (
     NeedsPerson,
     RecordInvalid,
 )
-from assay.forge.base import IllegalReviewChange, Review, Reviews
+from assay.forge.base import IllegalReviewChange, NoReview, Review, Reviews
 from assay.git import ForgeGit
 from assay.lives import life_state
 from assay.queue import Snapshot, read_snapshot
-from assay.records import ClaimRecord
+from assay.records import ClaimRecord, decode_entry, journal_ref
 from assay.steps import Session, open_session
 from assay.sweep import sweep
 from assay.work import BriefWork
@@ -270,6 +270,10 @@ class Desk:
         except NeedsPerson as exc:
             self.echo(f"{self.spec.name}: {brief.id} needs a person: {exc.message}")
             return "blocked"
+        except NoReview as exc:  # not there: not a person's act (a list that lags a write, say); look again later
+            self._rest(brief.id)
+            self.echo(f"{self.spec.name}: {brief.id} interrupted: {exc.message}; looking again later")
+            return "interrupted"
         except IllegalReviewChange as exc:  # a person closed the review while the desk worked
             return self._closed_by_person(brief.id, epoch, exc.message)
         except AgentCannotStart as exc:  # not an attempt at the work: hand the brief back, and stop this desk
@@ -289,7 +293,10 @@ class Desk:
     def _refused(self, brief_id: str, epoch: int, exc: ForgeRefused) -> str:
         """The forge refuses this brief's writes: back off, and after `REFUSALS` in a row block it for a person."""
         self._rest(brief_id)
-        count = self._refusals[brief_id] = self._refusals.get(brief_id, 0) + 1
+        # counted in this process, and from the forge too, so that passes of `desk run --once` add up: every
+        # epoch since the journal's last entry is a pass whose writes the forge refused
+        count = max(self._refusals.get(brief_id, 0) + 1, self._silent_epochs(brief_id, epoch))
+        self._refusals[brief_id] = count
         if count < REFUSALS:
             self.echo(f"{self.spec.name}: {brief_id} interrupted ({count} of {REFUSALS}): {exc.message}")
             return "interrupted"
@@ -303,6 +310,19 @@ class Desk:
             return "interrupted"
         self.echo(f"{self.spec.name}: {brief_id} blocked: {reason}")
         return "blocked"
+
+    def _silent_epochs(self, brief_id: str, epoch: int) -> int:
+        """How many epochs, up to `epoch`, came after the last one that wrote to the brief's journal."""
+        try:
+            tip = self.git.ls_remote(journal_ref(brief_id)).get(journal_ref(brief_id))
+            if tip is None:
+                return epoch
+            self.git.ensure_objects({journal_ref(brief_id): tip})
+            text = (self.git.read_objects([f"{tip}:entries.jsonl"])[0] or b"").decode("utf-8", "replace")
+            last = decode_entry(text.splitlines()[-1], journal_ref(brief_id))
+        except (AssayError, IndexError):
+            return 0
+        return max(0, epoch - last.epoch)
 
     def _work(self, session: Session, snapshot: Snapshot, brief: Brief, epoch: int) -> str:
         return BriefWork(self.git, self.reviews, self.spec, self.state_dir, self.echo, session, brief,

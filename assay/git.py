@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
 from assay.credentials import http_userinfo, redact, strip_credentials, token_for
-from assay.errors import ForgeError, NotATree
+from assay.errors import ForgeError, NotATree, UsageError
 
 ZERO = "0" * 40
 NETWORK_COMMANDS = frozenset({"ls-remote", "fetch", "push"})  # the git commands that talk to the forge
@@ -85,9 +85,11 @@ class Signature(NamedTuple):
 
 
 def git_env() -> dict[str, str]:
-    """The environment git runs in: no prompts, stable messages."""
+    """The environment git runs in: no prompts, stable messages, and an HTTP forge that stalls (accepts the
+    connection, then sends nothing) given up after `ASSAY_GIT_STALL_S` seconds, not the whole git timeout."""
     env = dict(os.environ)
-    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", "GIT_HTTP_LOW_SPEED_LIMIT": "1",
+                "GIT_HTTP_LOW_SPEED_TIME": str(int(_seconds("ASSAY_GIT_STALL_S", 30)))})
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
     return env
@@ -116,11 +118,22 @@ def default_cache_root() -> Path:
     return Path(base) / "assay"
 
 
-def _timeout() -> float:
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment; bad input names the variable."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
     try:
-        return float(os.environ.get("ASSAY_GIT_TIMEOUT", "120"))
+        value = float(raw)
     except ValueError:
-        return 120.0
+        value = -1.0
+    if not value > 0:
+        raise UsageError(f"{name}={raw!r} is not a number of seconds above 0", hint=f"unset it, or e.g. {name}=60")
+    return value
+
+
+def _timeout() -> float:
+    return _seconds("ASSAY_GIT_TIMEOUT", 120)
 
 
 def run_git(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
@@ -191,8 +204,12 @@ class ForgeGit:
     def _ensure_cache(self) -> None:
         if (self.cache / "objects").is_dir():
             return
-        self.cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=self.cache.parent))
+        try:
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=self.cache.parent))
+        except OSError as exc:
+            raise UsageError(f"cannot use {self.cache.parent} as Assay's cache: {exc.strerror}",
+                             hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
         run_git(["init", "--bare", "-q", str(tmp)])
         # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
         # process sharing this cache never sees a commit whose tree is still being written.

@@ -207,6 +207,19 @@ def test_demo_runs_and_every_brief_ends_done(tmp_path: Path) -> None:
     assert "failing on purpose" in run.out  # cleanup fails its first attempt and passes its second
 
 
+def test_a_demo_whose_brief_is_blocked_says_which_at_once(tmp_path: Path) -> None:
+    """Crashes in a row until a brief is blocked: the demo names the brief and why, exit 5, without waiting."""
+    where = str(tmp_path / "demo")
+    codes = [assay("demo", "--dir", where, "--crash-at", "push.after-commit", timeout=170).code for _ in range(3)]
+    assert codes[:2] == [0, 0]
+    again = assay("demo", "--dir", where, timeout=170)
+    assert again.code == 5, again.out + again.err
+    blocked = [r for r in assay("claims", "--json", "--forge", f"{where}/forge.git").json()["claims"]  # type: ignore[index]
+               if r["state"] == "blocked"]
+    assert blocked and f"error: brief {blocked[0]['brief']!r} is blocked: " in again.err
+    assert "assay release" in again.err and "Traceback" not in again.err
+
+
 @pytest.mark.parametrize("round_", [1, 2, 3])
 def test_demo_crash_then_recover(tmp_path: Path, round_: int) -> None:
     """Three times over: the interrupted deploy ends as outcome_unknown in the journal, and ran once."""

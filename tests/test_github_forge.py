@@ -285,3 +285,29 @@ def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_d
     gh.faults.arm("DELETE", r"/labels/", Fault.DROP_AFTER_WRITE)
     reviews.label("alpha", "ready", "builder")
     assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:ready", "desk:builder"]
+
+
+@pytest.mark.parametrize("fault", [Fault.DROP_AFTER_WRITE, Fault.BAD_GATEWAY])
+def test_a_close_after_a_lost_answer_posts_its_comment_once(fake: tuple[FakeGitHub, World], fault: Fault) -> None:
+    gh, w = fake
+    head = w.push_branch("alpha")
+    reviews = github_reviews(gh)
+    number = int(reviews.open("alpha", "assay/alpha", "Alpha", head).sha.split("/")[1])
+    gh.faults.arm("POST", r"/issues/\d+/comments$", fault)
+    closed = reviews.close("alpha", "ana", "superseded by beta")
+    assert closed.record.state == "closed"
+    assert [c.body.split("\n")[0] for c in gh.comments(OWNER, NAME, number)] == ["Closed by ana: superseded by beta"]
+
+
+def test_a_pull_request_a_lagging_list_leaves_out_is_read_by_its_number(fake: tuple[FakeGitHub, World]) -> None:
+    """Right after it is opened, GitHub's lists may not show a pull request yet (replicas lag): it is read by its
+    number, never taken for gone (a desk would have blocked the brief as closed by a person)."""
+    gh, w = fake
+    head = w.push_branch("alpha")
+    reviews = github_reviews(gh)
+    number = int(reviews.open("alpha", "assay/alpha", "Alpha", head).sha.split("/")[1])
+    gh.faults.arm("GET", r"/pulls$", Fault.STALE_LIST, times=5)
+    reviews.label("alpha", "draft", "builder")
+    seen = reviews.peek("alpha")
+    assert seen is not None and seen.record.state == "draft"
+    assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:draft", "desk:builder"]

@@ -175,3 +175,21 @@ def test_the_reserved_step_names_are_the_ones_a_desk_runs() -> None:
 
     used = set(re.findall(r'session\.step\("([a-z_]+)"', (REPO / "assay" / "work.py").read_text()))
     assert used == DESK_STEPS
+
+
+def test_a_stale_lock_blocks_its_brief_across_passes_of_desk_run_once(work: Forge, tmp_path: Path) -> None:
+    """Scheduled desks run `--once`, a new process each pass: the refusals add up from the forge (epochs that
+    wrote nothing to the journal), so the third pass blocks the brief instead of saying "(1 of 3)" for ever."""
+    publish(work, {"briefs/stuck.md": brief("Stuck", ["write s.txt s"], "test -f s.txt")})
+    lock = work.path / "refs" / "assay" / "journal" / "stuck.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    said = []
+    for _ in range(3):
+        run = run_desk(work, "builder", tmp_path)
+        said.append((run.code, next((ln for ln in run.out.splitlines() if "stuck interrupted" in ln
+                                     or "stuck blocked" in ln), "")))
+    assert [code for code, _ in said] == [1, 1, 5], said
+    assert "(1 of 3)" in said[0][1] and "(2 of 3)" in said[1][1] and "stuck blocked" in said[2][1]
+    last = claim_chain(work.path, "stuck")[-1]
+    assert last["state"] == "blocked" and "3 times in a row" in str(last["reason"])

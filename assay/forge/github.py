@@ -100,6 +100,7 @@ class GitHubReviews:
         self._path = f"/repos/{target.repo}"
         self.etags = ETagStore(cache_dir, token_identity(token))
         self.calls: Counter[str] = Counter()  # REST and GraphQL requests, by operation
+        self._numbers: dict[str, int] = {}  # brief -> the pull request this object opened or found for it
         self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
 
     # -- the calls, counted and retried ---------------------------------------------------------
@@ -206,12 +207,21 @@ class GitHubReviews:
         return [p for p in pulls or [] if isinstance(p, dict) and _at(p, "head", "ref") == branch]
 
     def _find(self, brief: str) -> dict[str, Any] | None:
-        """The newest pull request from `assay/<brief>` (open first), or None."""
+        """The newest pull request from `assay/<brief>` (open first), or None.
+
+        Lists are served by replicas that may lag a write: a pull request this object opened or saw, missing
+        from the list, is read by its number (which is consistent) rather than taken for gone."""
         pulls = self._pulls(brief)
+        known = self._numbers.get(brief)
+        if known is not None and not any(int(p.get("number") or 0) == known for p in pulls):
+            pull = self._get("find", f"{self._path}/pulls/{known}")
+            if isinstance(pull, dict) and _at(pull, "head", "ref") == f"{BRANCH_PREFIX}{brief}":
+                pulls.append(pull)
         if not pulls:
             return None
         newest: dict[str, Any] = max(pulls, key=lambda p: (p.get("state") != "closed" or _merged(p),
                                                            int(p.get("number") or 0)))
+        self._numbers[brief] = int(newest.get("number") or 0)
         return newest
 
     def get(self, brief: str) -> Review | None:
@@ -340,6 +350,7 @@ class GitHubReviews:
             return dict(made.raw_data)
 
         pull = self._call("open", create, write=True, read_back=read_back)
+        self._numbers[brief] = int(pull.get("number") or 0)
         return self._review(brief, pull, detail=False)  # new: no reviews or comments to read yet
 
     def mark_ready(self, brief: str, head: str) -> Review:
@@ -423,8 +434,11 @@ class GitHubReviews:
         if pull.get("state") == "closed":
             raise IllegalReviewChange(brief, "close", _state(pull))
         obj = self._obj(pull)
-        if reason.strip():
-            self._call("comment", lambda: obj.create_issue_comment(f"Closed by {by}: {reason}"), write=True)
+        if reason.strip():  # the marker finds the comment again after a lost answer: it is posted once
+            body = f"Closed by {by}: {reason}\n{_marker()}"
+            number = int(pull.get("number") or 0)
+            self._call("comment", lambda: obj.create_issue_comment(body), write=True,
+                       read_back=lambda: self._posted(f"{self._path}/issues/{number}/comments", body))
         self._call("close", lambda: obj.edit(state="closed"), write=True)
         return self._review(brief, self._require(brief, "close"))
 

@@ -16,6 +16,7 @@ class Fault(enum.Enum):
     PRIMARY_RATE_LIMIT = "403 primary rate limit, X-RateLimit-Remaining: 0"
     BAD_GATEWAY = "502 Bad Gateway"
     DROP_AFTER_WRITE = "the write is applied, then the connection closes with no response"
+    STALE_LIST = "a list read from a lagging replica: 200, without what was written a moment ago"
 
 
 DOCS = "https://docs.github.com/rest"

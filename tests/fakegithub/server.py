@@ -263,7 +263,7 @@ class FakeGitHub:
         with self.lock:
             quota = self.quota(user, resource)
             armed = self.faults.take(method, path)
-            if armed is not None and armed.fault is not Fault.DROP_AFTER_WRITE:
+            if armed is not None and armed.fault not in (Fault.DROP_AFTER_WRITE, Fault.STALE_LIST):
                 status, extra, fault_body = fault_response(armed, secrets.token_hex(8), quota.reset)
                 quota.used += 1
                 self.calls[(method, spec)] += 1
@@ -278,7 +278,9 @@ class FakeGitHub:
                 return 403, quota.headers(), json.dumps(limited).encode()
             request = rest.Request(method, path, query, body, user)
             reply = route.handler(self, request, {k: v for k, v in match.groupdict().items()})
-            if armed is not None:  # DROP_AFTER_WRITE: the write above is applied; no answer goes out
+            if armed is not None and armed.fault is Fault.STALE_LIST and reply.items is not None:
+                reply = rest.Reply(reply.status, [], dict(reply.headers), [])  # the replica has not caught up
+            elif armed is not None:  # DROP_AFTER_WRITE: the write above is applied; no answer goes out
                 self.calls[(method, spec)] += 1
                 quota.used += 1
                 return 0, {}, None
