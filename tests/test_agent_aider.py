@@ -26,8 +26,8 @@ MODEL = "openai/scripted"  # litellm's OpenAI provider at --openai-api-base; the
 
 
 def find_aider() -> str | None:
-    """$ASSAY_AIDER_BIN, else the venv tests/install-agents.sh makes, else an experiment's venv in /tmp."""
-    for candidate in (os.environ.get("ASSAY_AIDER_BIN"), str(clis.AIDER_BIN / "aider"), "/tmp/aidervenv/bin/aider"):
+    """$ASSAY_AIDER_BIN, else the venv tests/install-agents.sh makes."""
+    for candidate in (os.environ.get("ASSAY_AIDER_BIN"), str(clis.AIDER_BIN / "aider")):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
