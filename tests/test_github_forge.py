@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from assay.errors import ForgeError
 from assay.forge.base import IllegalReviewChange, Review, Reviews
 from assay.forge.github import GitHubReviews, GitHubTarget
 from assay.forge.plain import PlainReviews
@@ -311,3 +312,18 @@ def test_a_pull_request_a_lagging_list_leaves_out_is_read_by_its_number(fake: tu
     seen = reviews.peek("alpha")
     assert seen is not None and seen.record.state == "draft"
     assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:draft", "desk:builder"]
+
+
+def test_graphqls_rate_limit_is_waited_out_not_called_a_permission_problem(fake: tuple[FakeGitHub, World]) -> None:
+    gh, w = fake
+    said: list[str] = []
+    slept: list[float] = []
+    reviews = github_reviews(gh, said, slept)
+    head = w.push_branch("alpha")
+    reviews.open("alpha", "assay/alpha", "Alpha", head)
+    gh.faults.arm("POST", r"/graphql$", Fault.GRAPHQL_RATE_LIMITED)
+    with pytest.raises(ForgeError) as raised:  # the fake's limit resets in an hour: past the wait's cap
+        reviews.mark_ready("alpha", head)
+    assert "GitHub's rate limit stops marking the pull request ready: it resets in" in raised.value.message
+    assert "permissions" not in raised.value.hint and not slept
+    assert reviews.mark_ready("alpha", head).record.state == "ready"  # once the limit is back

@@ -122,11 +122,12 @@ class GitHubReviews:
                 wait = _rate_wait(exc, self.clock())
                 if wait is not None:
                     if wait > MAX_WAIT_S:
-                        raise ForgeError(f"GitHub's rate limit for {op} resets in {wait:.0f}s",
-                                         hint="run again later; `assay` spends REST calls only on state "
+                        raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s",
+                                         hint="run again later; `assay` spends API calls only on state "
                                               "changes") from None
-                    self.echo(f"GitHub rate limit on {op}: waiting {wait:.0f}s as GitHub asks")
+                    self.echo(f"GitHub's rate limit stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
                     self.sleep(wait)
+                    last = f"rate limited, waited {wait:.0f}s"
                     continue
                 unknown = exc.status >= 500 or (exc.status == 422 and _already_exists(exc))
                 if unknown and read_back is not None:
@@ -143,8 +144,8 @@ class GitHubReviews:
                         return found
                 last = type(exc).__name__
             self.sleep(min(0.2 * 2 ** attempt, 5.0))
-        raise ForgeError(f"GitHub did not answer {op} after {TRIES} tries ({last}); nothing is assumed written",
-                         hint="run the command again: it reads back before writing")
+        raise ForgeError(f"GitHub did not let {doing(op)} through in {TRIES} tries ({last}); nothing is assumed "
+                         "written", hint="run the command again: it reads back before writing")
 
     def _get(self, op: str, path: str, params: dict[str, str | int] | None = None) -> Any:
         """GET `path` conditionally (see the class); a list's pages are read and joined."""
@@ -514,9 +515,29 @@ def _next_page(link: str) -> str | None:
     return None
 
 
+OPERATIONS = {  # what each operation is, in the words of errors a person reads
+    "open": "opening the pull request", "ready": "marking the pull request ready", "label": "setting its labels",
+    "status": "posting a commit status", "comment": "commenting on the pull request", "approve": "approving it",
+    "merge": "merging it", "close": "closing it", "find": "reading the pull requests",
+    "list": "listing the pull requests", "read back": "reading back a write", "reviews": "reading its reviews",
+    "comments": "reading its comments", "events": "reading its events", "statuses": "reading commit statuses",
+}
+
+
+def doing(op: str) -> str:
+    return OPERATIONS.get(op, op)
+
+
+def _graphql_rate_limited(exc: Any) -> bool:
+    """GraphQL's rate limit: an answer (HTTP 200, which PyGithub raises as 400) whose errors say RATE_LIMITED."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in data.get("errors") or [])
+
+
 def _rate_wait(exc: Any, now: float) -> float | None:
-    """Seconds GitHub asks us to wait (403/429 with Retry-After, or a spent primary limit); None otherwise."""
-    if exc.status not in (403, 429):
+    """Seconds GitHub asks us to wait (403/429 with Retry-After, a spent primary limit, GraphQL's RATE_LIMITED);
+    None otherwise."""
+    if exc.status not in (403, 429) and not _graphql_rate_limited(exc):
         return None
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     if "retry-after" in headers:
@@ -530,7 +551,7 @@ def _rate_wait(exc: Any, now: float) -> float | None:
         except ValueError:
             return 60.0
     message = str((exc.data or {}).get("message", "")) if isinstance(exc.data, dict) else ""
-    if exc.status == 429 or "rate limit" in message.lower():
+    if exc.status == 429 or "rate limit" in message.lower() or _graphql_rate_limited(exc):
         return 60.0
     return None
 
@@ -546,10 +567,10 @@ def _forge_error(op: str, exc: Any) -> AssayError:
     data = exc.data if isinstance(exc.data, dict) else {}
     said = "; ".join(str(e) for e in data.get("errors") or [] if isinstance(e, str))
     if "your own pull request" in said:
-        return UsageError(f"GitHub refused {op}: {said}",
+        return UsageError(f"GitHub refused {doing(op)}: {said}",
                           hint="the token belongs to the pull request's author (the desks' token); approve with "
                                "a token of the reviewer's own in GITHUB_TOKEN or GH_TOKEN")
-    return ForgeError(f"GitHub refused {op}: HTTP {exc.status} {data.get('message', '')}".strip()
+    return ForgeError(f"GitHub refused {doing(op)}: HTTP {exc.status} {data.get('message', '')}".strip()
                       + (f" ({said})" if said else ""),
                       hint="check the token's permissions (contents, pull requests, statuses: write)")
 

@@ -17,6 +17,7 @@ class Fault(enum.Enum):
     BAD_GATEWAY = "502 Bad Gateway"
     DROP_AFTER_WRITE = "the write is applied, then the connection closes with no response"
     STALE_LIST = "a list read from a lagging replica: 200, without what was written a moment ago"
+    GRAPHQL_RATE_LIMITED = "GraphQL's spent limit: 200 with an error of type RATE_LIMITED"
 
 
 DOCS = "https://docs.github.com/rest"
@@ -82,4 +83,9 @@ def fault_response(armed: Armed, request_id: str, reset: int) -> tuple[int, dict
             "message": "API rate limit exceeded for user ID 1.", "documentation_url": DOCS}
     if fault is Fault.BAD_GATEWAY:
         return 502, {}, {"message": "Server Error"}
+    if fault is Fault.GRAPHQL_RATE_LIMITED:
+        limited = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset), "X-RateLimit-Resource": "graphql"}
+        return 200, limited, {
+            "data": None, "errors": [{"type": "RATE_LIMITED", "code": "graphql_rate_limit",
+                                      "message": "API rate limit already exceeded for user ID 1."}]}
     raise ValueError(f"{fault} has no response")
