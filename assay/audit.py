@@ -15,7 +15,7 @@ from assay import retired
 from assay.briefs import check_brief
 from assay.chain import InvalidRecord
 from assay.claims import NEW_EPOCH_ACTIONS, OUTCOMES, TRANSITIONS, Claim, Claims, fold_renewals, renewal_key
-from assay.errors import AssayError, RecordInvalid, UsageError
+from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError
 from assay.forge.base import Reviews
 from assay.git import ForgeGit, committed_at
 from assay.journal import JournalLog, read_kept
@@ -588,6 +588,9 @@ def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews) -> list[Audit]:
     for brief in sorted(names):
         try:
             out.append(audit(git, claims, reviews, brief, refs))
+        except ForgeError as exc:  # the forge (GitHub's rate limit, say) stopped the reading: nothing is judged
+            raise ForgeError(f"the audit stopped at {brief!r}, {len(out)} of {len(names)} audited: {exc.message}; "
+                             "no brief is judged on what could not be read", hint=exc.hint) from None
         except AssayError as exc:
             out.append(Audit(brief, [], [Check("read", False, exc.message)]))
     return out

@@ -23,7 +23,7 @@ from assay.claims import Claim, InvalidClaim, decode_chain, fold_renewals, renew
 from assay.config import github_target
 from assay.credentials import redact
 from assay.deskspec import desks_on_main
-from assay.errors import AssayError, RecordInvalid, UsageError
+from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError
 from assay.forge.base import Review, Reviews
 from assay.forge.github import GitHubTarget
 from assay.git import ForgeGit, committed_at
@@ -166,7 +166,11 @@ def _reviews(git: ForgeGit, reviews: Reviews, tips: dict[str, str], problems: li
         good, bad = chain.read_tips(git, tips, REVIEWS_PREFIX, "review.json", decode_review)
         found: list[Review | InvalidRecord] = [*(Review(r, sha) for r, sha in good), *bad]
     else:
-        found = list(reviews.list())
+        try:
+            found = list(reviews.list())
+        except ForgeError as exc:  # the board is built from the forge's refs all the same, without them
+            problems.append(f"pull requests not read: {exc.message}")
+            found = []
     out: dict[str, Review] = {}
     for item in found:
         if isinstance(item, InvalidRecord):

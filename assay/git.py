@@ -34,7 +34,7 @@ from assay.errors import ForgeError, NotATree, UsageError
 
 ZERO = "0" * 40
 NETWORK_COMMANDS = frozenset({"ls-remote", "fetch", "push"})  # the git commands that talk to the forge
-PUSH_TRIES = 3  # pushes of one update while racing writers hold ref locks
+PUSH_TRIES = 6  # pushes of one update while racing writers hold ref locks
 MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
 LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
 PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
@@ -495,6 +495,8 @@ class ForgeGit:
                 return heard
             tips = self._reread(updates)
             settled = {u.ref: self._settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
+            if atomic:
+                settled = _atomic_outcome(updates, settled)
             nothing_happened = all(r.status == "rejected" for r in settled.values())
             if not nothing_happened or (heard is not None and not _contention(heard)):
                 return settled
@@ -557,6 +559,17 @@ class ForgeGit:
 
 
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
+
+
+def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
+    """One outcome for an atomic push: a ref it deletes reads as gone whoever deleted it, so our new commits decide.
+
+    If none of them landed, the push did not, and a deletion found done was another writer's: moved, not ours.
+    """
+    written = [u for u in updates if u.new != ZERO]
+    if not written or any(settled[u.ref].ok for u in written):
+        return settled
+    return {ref: (PushResult(ref, "stale", "deleted by another writer") if r.ok else r) for ref, r in settled.items()}
 
 
 def committed_at(commit: bytes | None) -> int | None:

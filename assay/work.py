@@ -58,6 +58,8 @@ class BriefWork:
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
         session, brief = self.session, self.brief
+        # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
+        self.reviews.hold(self._renew, self.spec.lease_s / 2)
         redo, feedback = self._round()
         head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent")
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
@@ -113,6 +115,10 @@ class BriefWork:
         session.wait("review")  # the run's end, the entry and the claim change in one push
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
         return "waiting"
+
+    def _renew(self) -> None:
+        """Renew the claim (Fenced when it is lost): a heartbeat while a forge call waits."""
+        self.session.journal.claims.renew(self.brief.id, self.spec.name, epoch=self.epoch)
 
     def _round(self) -> tuple[dict[str, str], str]:
         """Which round of the work this run is, and the feedback it starts with.

@@ -15,6 +15,7 @@ from assay.git import ForgeGit
 from assay.journal import Journal
 from tests.conftest import Forge, assay, git
 from tests.fakegithub import FakeGitHub
+from tests.fakegithub.faults import Fault
 from tests.fakegithub.state import Pull
 from tests.journal_check import claim_chain, entries
 from tests.test_desk import DESK, brief, publish, run_desk
@@ -446,3 +447,21 @@ def test_a_fenced_out_desks_label_write_during_the_next_epoch_fails_fenced_write
     code, view = audited_on(on_github)
     assert code == 1 and set(failed(view)) == {"fenced-writes"}  # epoch 2 never announced or resumed it
     assert "label 'assay:draft' added by assay-bot" in failed(view)["fenced-writes"]
+
+
+def test_with_the_api_limit_spent_the_board_is_built_and_no_audit_is_judged(on_github: OnGitHub,
+                                                                            tmp_path: Path) -> None:
+    """GitHub's REST limit is spent (its reset an hour away): `board build` still writes the board from the
+    forge's refs, saying the pull requests were not read; `audit --all` stops and says why, judging no brief."""
+    gh = on_github.fake
+    gh.faults.arm("GET", r"/pulls", Fault.PRIMARY_RATE_LIMIT, times=50)
+    out = tmp_path / "site"
+    board = assay("board", "build", "-o", str(out), "--json", env=on_github.env)
+    assert board.code == 0, board.err
+    built = json.loads((out / "board.json").read_text())
+    assert "gh" in json.dumps(built["briefs"]) and (out / "index.html").is_file()
+    assert any("pull requests not read" in p and "rate limit" in p for p in built["problems"]), built["problems"]
+    assert "pull requests not read" in (out / "index.html").read_text()
+    audit_all = assay("audit", "--all", "--json", env=on_github.env)
+    assert audit_all.code == 1 and "the audit stopped at 'gh'" in audit_all.err, audit_all.out + audit_all.err
+    assert "rate limit" in audit_all.err and audit_all.out.strip() == ""  # no history reported as failed

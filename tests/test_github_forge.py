@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.errors import ForgeError
+from assay.errors import Fenced, ForgeError
 from assay.forge.base import IllegalReviewChange, Review, Reviews
 from assay.forge.github import GitHubReviews, GitHubTarget
 from assay.forge.plain import PlainReviews
@@ -327,3 +327,32 @@ def test_graphqls_rate_limit_is_waited_out_not_called_a_permission_problem(fake:
     assert "GitHub's rate limit stops marking the pull request ready: it resets in" in raised.value.message
     assert "permissions" not in raised.value.hint and not slept
     assert reviews.mark_ready("alpha", head).record.state == "ready"  # once the limit is back
+
+
+def test_a_rate_limit_waited_out_renews_the_claim_and_a_lost_claim_stops_the_write(
+        fake: tuple[FakeGitHub, World]) -> None:
+    """A desk waiting out GitHub's rate limit renews its claim every half minute and once more before it writes;
+    if the claim was taken meanwhile the renewal fails and the write is never made (it used to be made late,
+    after another desk had made it). The wait is also bounded below the lease."""
+    gh, w = fake
+    slept: list[float] = []
+    reviews = github_reviews(gh, slept=slept)
+    head = w.push_branch("alpha")
+    renewals: list[int] = []
+    reviews.hold(lambda: renewals.append(1), 400)
+    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=70)
+    reviews.open("alpha", "assay/alpha", "Alpha", head)
+    assert slept == [30, 30, 10] and len(renewals) == 4 and len(gh.pulls(OWNER, NAME)) == 1
+
+    def fenced() -> None:
+        raise Fenced("beta", "builder", 1, "the claim is held by desk 'other' at epoch 2")
+    reviews.hold(fenced, 400)
+    head = w.push_branch("beta")
+    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=70)
+    with pytest.raises(Fenced):
+        reviews.open("beta", "assay/beta", "Beta", head)
+    assert [p for p in gh.pulls(OWNER, NAME) if p.head == "assay/beta"] == []
+    reviews.hold(lambda: None, 60)  # a wait longer than the bound is an error, not a sleep past the lease
+    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=70)
+    with pytest.raises(ForgeError, match="resets in 70s"):
+        reviews.open("beta", "assay/beta", "Beta", head)

@@ -91,6 +91,12 @@ class Reviews(Protocol):
 
     def list(self) -> builtins.list[Review | InvalidReview]: ...
 
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+        """While a call waits (a rate limit), call `keepalive` (a claim's renewal, which raises when the claim is
+        lost) at least every half minute and once before writing, and wait no longer than `max_wait_s` in all.
+        A forge whose calls never wait ignores it."""
+        ...
+
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:
         """Open a draft; if a review of `branch` exists and is not closed, return it unchanged."""
         ...

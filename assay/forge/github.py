@@ -42,6 +42,7 @@ GITHUB_API = "https://api.github.com"
 BRANCH_PREFIX = "assay/"
 STATE_LABELS = ("assay:draft", "assay:ready", "assay:merged", "assay:closed")  # no "/": a label is a path part
 MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command gives up
+KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim this often
 TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -101,6 +102,8 @@ class GitHubReviews:
         self.etags = ETagStore(cache_dir, token_identity(token))
         self.calls: Counter[str] = Counter()  # REST and GraphQL requests, by operation
         self._numbers: dict[str, int] = {}  # brief -> the pull request this object opened or found for it
+        self._keepalive: Callable[[], None] | None = None
+        self._max_wait_s = MAX_WAIT_S
         self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
 
     # -- the calls, counted and retried ---------------------------------------------------------
@@ -121,12 +124,12 @@ class GitHubReviews:
             except GithubException as exc:
                 wait = _rate_wait(exc, self.clock())
                 if wait is not None:
-                    if wait > MAX_WAIT_S:
+                    if wait > self._max_wait_s:
                         raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s",
                                          hint="run again later; `assay` spends API calls only on state "
                                               "changes") from None
                     self.echo(f"GitHub's rate limit stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
-                    self.sleep(wait)
+                    self._wait(wait)
                     last = f"rate limited, waited {wait:.0f}s"
                     continue
                 unknown = exc.status >= 500 or (exc.status == 422 and _already_exists(exc))
@@ -146,6 +149,21 @@ class GitHubReviews:
             self.sleep(min(0.2 * 2 ** attempt, 5.0))
         raise ForgeError(f"GitHub did not let {doing(op)} through in {TRIES} tries ({last}); nothing is assumed "
                          "written", hint="run the command again: it reads back before writing")
+
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+        self._keepalive, self._max_wait_s = keepalive, min(MAX_WAIT_S, max_wait_s)
+
+    def _wait(self, seconds: float) -> None:
+        """Wait out a rate limit in slices, renewing the claim between them and once more at the end: a desk
+        whose claim was lost meanwhile stops here (the keepalive raises), before its write."""
+        left = seconds
+        while left > 0:
+            if self._keepalive is not None:
+                self._keepalive()
+            self.sleep(min(left, KEEPALIVE_EVERY_S))
+            left -= KEEPALIVE_EVERY_S
+        if self._keepalive is not None:
+            self._keepalive()
 
     def _get(self, op: str, path: str, params: dict[str, str | int] | None = None) -> Any:
         """GET `path` conditionally (see the class); a list's pages are read and joined."""

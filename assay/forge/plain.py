@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from assay import chain, retired
@@ -118,6 +119,9 @@ class PlainReviews:
         if not tip:
             return None
         return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
+
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+        """Reviews on a plain forge are refs: their writes never wait."""
 
     def list(self) -> builtins.list[Review | InvalidReview]:
         """Every review tip on the forge, by ref (junk listed as invalid): one ls-remote, one fetch, one cat-file."""
