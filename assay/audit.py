@@ -395,15 +395,16 @@ def _announced(entry: JournalEntry, at: str) -> bool:
 
 
 def _unfenced(what: str, candidates: list[JournalEntry], at: str, spans: dict[int, tuple[str, str, str]],
-              resolved: dict[int, int], desk: str = "") -> str:
+              resolved: dict[int, int], desk: str = "", by_epoch: int | None = None) -> str:
     """Why none of the entries announcing a write fences it ("" if one does). A write is fenced when an entry
     announced it before it was made, and the entry's epoch held the claim when it was made, or, for a step's
     intent, an epoch that resumed the step before its result (`resolved`: intent seq -> the epoch of its
-    result; none yet: any later epoch). Of `desk`, when given (a `desk:NAME` label)."""
+    result; none yet: any later epoch). Of `desk`, when given (a `desk:NAME` label); made by `by_epoch`, when
+    the write names the epoch that made it (a verify status), and judged by that epoch's custody alone."""
     def live(e: JournalEntry) -> bool:
         last = resolved.get(e.seq, 1 << 62) if e.kind == "intent" else e.epoch
         return any(e.epoch <= epoch <= last and (not desk or span[2] == desk) and _live_at(spans, epoch, at)
-                   for epoch, span in spans.items())
+                   and (by_epoch is None or epoch == by_epoch) for epoch, span in spans.items())
 
     if any(_announced(e, at) and live(e) for e in candidates):
         return ""
@@ -412,6 +413,9 @@ def _unfenced(what: str, candidates: list[JournalEntry], at: str, spans: dict[in
         return f"{what} came at {at}, before the journal announced it (#{first.seq} at {first.at})"
     held = "; ".join(f"epoch {epoch} ({span[2]}) held it {span[0]} to {span[1] or 'now'}"
                      for epoch, span in sorted(spans.items()) if epoch >= first.epoch)
+    if by_epoch is not None:
+        return (f"{what} came at {at}, when epoch {by_epoch}, which posted it, did not hold the claim or had not "
+                f"announced it ({held or 'no epoch held it'})")
     return (f"{what} came at {at}, when no epoch that announced it or resumed its step held the claim"
             + (f" for desk {desk!r}" if desk else "") + f" ({held or 'no epoch held it'})")
 
@@ -422,17 +426,19 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
     spans = custody(h)
     resolved = {e.intent: e.epoch for e in h.journal if e.intent is not None and resolves(e) is not None}
     ready_notes = [e for e in h.journal if e.kind == "note" and (e.data or {}).get("review") == "ready"]
-    bad = []
+    rounds = {str((e.data or {})["redo"]) for e in h.journal if e.kind == "note" and (e.data or {}).get("redo")}
+    bad = []  # a round of work again after a block gives its steps' input {"after": <round>}
     for w in writes:
         head, at, by = str(w.get("head", "")), str(w.get("at", "")), str(w.get("by", ""))
         who = f" by {by}" if by else ""
         if w.get("kind") == "status":
-            what = f"status {w.get('context')!r} on {head[:10]}{who}"
-            wanted = input_sha({"head": head})
-            intents = [e for e in h.journal if e.kind == "intent" and e.step == "statuses" and e.input_sha == wanted]
+            epoch = w.get("epoch") if isinstance(w.get("epoch"), int) else None
+            what = f"status {w.get('context')!r} on {head[:10]}{who}" + (f" at epoch {epoch}" if epoch else "")
+            wanted = {input_sha({"head": head}), *(input_sha({"head": head, "after": r}) for r in rounds)}
+            intents = [e for e in h.journal if e.kind == "intent" and e.step == "statuses" and e.input_sha in wanted]
             if not intents:
                 bad.append(f"{what} has no `statuses` intent for that head")
-            elif why := _unfenced(what, intents, at, spans, resolved):
+            elif why := _unfenced(what, intents, at, spans, resolved, by_epoch=epoch):
                 bad.append(why)
             elif not _status_matches(h, w):
                 bad.append(f"status {w.get('context')!r} ({w.get('state')}) on {head[:10]} is no verify "

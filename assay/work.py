@@ -168,7 +168,7 @@ class BriefWork:
         """The verify rows' evidence at `head`, as the journal has it, posted as commit statuses."""
         rows = {str(e.data["row"]): e.data for e in self.session.journal.entries
                 if e.kind == "verify" and e.data and e.data.get("head") == head}
-        self.reviews.post_statuses(self.brief.id, head, list(rows.values()))
+        self.reviews.post_statuses(self.brief.id, head, list(rows.values()), self.epoch)
         return len(rows)
 
     def _created_at(self) -> str | None:

@@ -465,3 +465,38 @@ def test_with_the_api_limit_spent_the_board_is_built_and_no_audit_is_judged(on_g
     audit_all = assay("audit", "--all", "--json", env=on_github.env)
     assert audit_all.code == 1 and "the audit stopped at 'gh'" in audit_all.err, audit_all.out + audit_all.err
     assert "rate limit" in audit_all.err and audit_all.out.strip() == ""  # no history reported as failed
+
+
+def test_a_status_names_its_epoch_and_a_late_one_from_an_ended_epoch_fails_though_a_later_epoch_resumed_the_step(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """Desk builder (epoch 1) journals its `statuses` intent and dies; desk other (epoch 2) resumes the step and
+    posts them. A status builder's epoch posts later (as a desk that woke after a long wait would) is judged by
+    epoch 1's custody, not covered by epoch 2 resuming the step."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "desks/other.yaml": DESK.format(name="other", attempts=2),
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    url = github_repo(fake_github, forge.seed)
+    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
+           "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    crashed = assay("desk", "run", "builder", "--once", env={**env, "ASSAY_CRASH_AT": "step.before-execute:statuses"},
+                    timeout=180)
+    assert crashed.code < 0, crashed.err
+    assert assay("release", "gh", "--force", "--reason", "builder is gone", env=env).code == 0
+    other = assay("desk", "run", "other", "--once", env=env, timeout=180)
+    assert other.code == 0 and "review ready" in other.out, other.out + other.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    [posted] = fake_github.statuses(OWNER, NAME, pull.head_sha)
+    assert posted.context == "assay/verify/check" and (posted.description or "").endswith("; epoch 2")
+    gh = OnGitHub(fake_github, env, pull)
+    code, view = audited_on(gh)
+    assert code == 0 and failed(view) == {}, failed(view)
+    fake_github.clock_offset_s = 3600  # epoch 1 wakes an hour later and posts the same evidence again
+    late = (posted.description or "").replace("; epoch 2", "; epoch 1")
+    assert api(gh, "POST", f"statuses/{pull.head_sha}",
+               {"state": posted.state, "context": posted.context, "description": late}) == 201
+    code, view = audited_on(gh)
+    assert code == 1 and set(failed(view)) == {"fenced-writes"}
+    reason = failed(view)["fenced-writes"]
+    assert "status 'assay/verify/check' on" in reason and "at epoch 1" in reason
+    assert "when epoch 1, which posted it, did not hold the claim" in reason

@@ -187,7 +187,7 @@ def test_labels_and_statuses_are_set_once(fake: tuple[FakeGitHub, World]) -> Non
     assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:ready", "desk:builder"]
     row = {"row": "tests", "passed": True, "exit_code": 0, "expect_exit": 0, "duration_ms": 12,
            "output_sha256": "ab" * 32}
-    reviews.post_statuses("alpha", head, [row, {**row, "row": "lint", "passed": False, "exit_code": 1}])
+    reviews.post_statuses("alpha", head, [row, {**row, "row": "lint", "passed": False, "exit_code": 1}], 1)
     statuses = {s.context: s.state for s in gh.statuses(OWNER, NAME, head)}
     assert statuses == {"assay/verify/tests": "success", "assay/verify/lint": "failure"}
     assert reviews.calls["status"] == 2
@@ -279,9 +279,10 @@ def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_d
     row = {"row": "tests", "passed": True, "exit_code": 0, "expect_exit": 0, "duration_ms": 12,
            "output_sha256": "ab" * 32}
     gh.faults.arm("POST", r"/statuses/", Fault.DROP_AFTER_WRITE)
-    reviews.post_statuses("alpha", head, [row])
-    reviews.post_statuses("alpha", head, [row])  # the step run again after a crash: nothing more
-    assert [s.context for s in gh.statuses(OWNER, NAME, head)] == ["assay/verify/tests"]
+    reviews.post_statuses("alpha", head, [row], 1)
+    reviews.post_statuses("alpha", head, [row], 2)  # the step resumed by the next epoch after a crash: nothing more
+    assert [(s.context, s.description.rpartition("; ")[2]) for s in gh.statuses(OWNER, NAME, head)] == [
+        ("assay/verify/tests", "epoch 1")]
     reviews.label("alpha", "draft", "builder")
     gh.faults.arm("DELETE", r"/labels/", Fault.DROP_AFTER_WRITE)
     reviews.label("alpha", "ready", "builder")
@@ -356,3 +357,9 @@ def test_a_rate_limit_waited_out_renews_the_claim_and_a_lost_claim_stops_the_wri
     gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=70)
     with pytest.raises(ForgeError, match="resets in 70s"):
         reviews.open("beta", "assay/beta", "Beta", head)
+    reviews.hold(lambda: None, 100)  # and the waits of one call add up to the bound at most (not one per try)
+    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, times=3, retry_after=40)
+    del slept[:]
+    with pytest.raises(ForgeError, match="resets in 40s, after 80s of waiting"):
+        reviews.open("beta", "assay/beta", "Beta", head)
+    assert sum(slept) == 80 and [p for p in gh.pulls(OWNER, NAME) if p.head == "assay/beta"] == []

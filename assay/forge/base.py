@@ -127,6 +127,6 @@ class Reviews(Protocol):
         """Show the review's state and desk where the forge has labels (nothing elsewhere)."""
         ...
 
-    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]]) -> None:
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
         """Post each verify row's evidence as a commit status where the forge has them (nothing elsewhere)."""
         ...

@@ -46,6 +46,7 @@ KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim thi
 TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_STATUS_EPOCH = re.compile(r"; epoch (\d+)$")  # how a verify status names the epoch that posted it
 MAX_LISTED = 10_000  # items of one list read before the rest is left unread
 
 
@@ -116,7 +117,7 @@ class GitHubReviews:
         from requests.exceptions import ConnectionError as Dropped
         from requests.exceptions import Timeout
 
-        last = ""
+        last, waited = "", 0.0
         for attempt in range(TRIES):
             self.calls[op] += 1
             try:
@@ -124,11 +125,13 @@ class GitHubReviews:
             except GithubException as exc:
                 wait = _rate_wait(exc, self.clock())
                 if wait is not None:
-                    if wait > self._max_wait_s:
-                        raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s",
+                    if waited + wait > self._max_wait_s:  # one bound for all the waits of one call
+                        raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s"
+                                         + (f", after {waited:.0f}s of waiting" if waited else ""),
                                          hint="run again later; `assay` spends API calls only on state "
                                               "changes") from None
                     self.echo(f"GitHub's rate limit stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
+                    waited += wait
                     self._wait(wait)
                     last = f"rate limited, waited {wait:.0f}s"
                     continue
@@ -327,7 +330,8 @@ class GitHubReviews:
         for sha in dict.fromkeys([h for h in (head, *heads) if _SHA.fullmatch(h)]):
             listed = self._get("statuses", f"{self._path}/commits/{sha}/statuses", {"per_page": 100}) or []
             statuses += [{"head": sha, "context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
-                          "at": _iso(s.get("created_at")), "by": _login(s.get("creator"))}
+                          "at": _iso(s.get("created_at")), "by": _login(s.get("creator")),
+                          "epoch": _status_epoch(s.get("description"))}
                          for s in reversed(listed) if isinstance(s, dict)]
         events = [{**e, "pull": n} for n in numbers for e in
                   self._get("events", f"{self._path}/issues/{n}/events", {"per_page": 100}) or []
@@ -473,17 +477,26 @@ class GitHubReviews:
         if wanted:
             self._call("label", lambda: obj.add_to_labels(*wanted), write=True)
 
-    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]]) -> None:
-        """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence."""
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
+        """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence and the epoch
+        posting it ("; epoch N" ends the description), so the audit judges it by that epoch's custody. A row whose
+        evidence is there already, from any epoch, is not posted again."""
         if not _SHA.fullmatch(head):
             raise UsageError(f"{head!r} is not a commit id")
         listed = f"{self._path}/commits/{head}/statuses"
         before = self._get("statuses", listed, {"per_page": 100}) or []
+        suffix = f"; epoch {epoch}"
         for row in rows:
             state = "success" if row["passed"] else "failure"
             summary = (f"exit {row['exit_code']} (expects {row['expect_exit']}) in {row['duration_ms']} ms; "
-                       f"output sha256 {row['output_sha256'][:12]}")
-            status = {"state": state, "description": summary[:140], "context": f"assay/verify/{row['row']}"}
+                       f"output sha256 {row['output_sha256'][:12]}")[:140 - len(suffix)]
+            status = {"state": state, "description": summary + suffix, "context": f"assay/verify/{row['row']}"}
+
+            def same(s: Any, status: dict[str, str] = status, summary: str = summary) -> bool:
+                """Whether `s` is this row's status with this evidence, by whichever epoch posted it."""
+                return (isinstance(s, dict) and s.get("state") == status["state"]
+                        and s.get("context") == status["context"]
+                        and _STATUS_EPOCH.sub("", str(s.get("description") or "")) == summary)
 
             def there(status: dict[str, str] = status) -> Any | None:
                 """This status, if the head has it already (posted before a crash, or before a dropped answer)."""
@@ -491,8 +504,7 @@ class GitHubReviews:
                          if all(s.get(k) == v for k, v in status.items())]
                 return found[0] if found else None
 
-            if not any(all(s.get(k) == v for k, v in status.items()) for s in before):  # posted once, even when
-                # the statuses step runs again after a crash
+            if not any(same(s) for s in before):  # posted once, even when the statuses step runs again
                 self._call("status", partial(self._gh.requester.requestJsonAndCheck, "POST",
                                              f"{self._path}/statuses/{head}", input=status),
                            write=True, read_back=there)
@@ -502,6 +514,12 @@ class GitHubReviews:
         if pull is None:
             raise NoReview(brief, action.replace("_", "-"), f"no pull request from {BRANCH_PREFIX}{brief}")
         return pull
+
+
+def _status_epoch(description: Any) -> int | None:
+    """The epoch a verify status says posted it, if it says."""
+    found = _STATUS_EPOCH.search(str(description or ""))
+    return int(found.group(1)) if found else None
 
 
 def _at(data: dict[str, Any], *keys: str) -> Any:

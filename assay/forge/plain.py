@@ -137,7 +137,7 @@ class PlainReviews:
     def label(self, brief: str, state: str, desk: str) -> None:
         """A plain forge has no labels: the state is the review record's, the desk the claim's."""
 
-    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]]) -> None:
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
         """A plain forge has no commit statuses: verify evidence is in the journal."""
 
     # -- changes --------------------------------------------------------------------
