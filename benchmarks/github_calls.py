@@ -188,7 +188,7 @@ def main() -> None:
         row = {"row": "check", "passed": True, "exit_code": 0, "expect_exit": 0, "duration_ms": 5,
                "output_sha256": "ab" * 32}
         b = meter.snap()
-        reviews.post_statuses("solo", head, [row])
+        reviews.post_statuses("solo", head, [row], 1)
         per["statuses"] = meter.measure("statuses (1 verify row)", b)
         b = meter.snap()
         ready = reviews.mark_ready("solo", head)
