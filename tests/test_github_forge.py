@@ -281,7 +281,7 @@ def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_d
     gh.faults.arm("POST", r"/statuses/", Fault.DROP_AFTER_WRITE)
     reviews.post_statuses("alpha", head, [row], 1)
     reviews.post_statuses("alpha", head, [row], 2)  # the step resumed by the next epoch after a crash: nothing more
-    assert [(s.context, s.description.rpartition("; ")[2]) for s in gh.statuses(OWNER, NAME, head)] == [
+    assert [(s.context, (s.description or "").rpartition("; ")[2]) for s in gh.statuses(OWNER, NAME, head)] == [
         ("assay/verify/tests", "epoch 1")]
     reviews.label("alpha", "draft", "builder")
     gh.faults.arm("DELETE", r"/labels/", Fault.DROP_AFTER_WRITE)
