@@ -66,13 +66,17 @@ def cli(debug: bool) -> None:
 @click.option("--workflows", metavar="OWNER/REPO@COMMIT",
               help="With --github: write small callers of the reusable workflows in OWNER/REPO at COMMIT "
               "(default: copies of them).")
-def init(local_forge: Path | None, github: bool, workflows: str | None) -> None:
+@click.option("--assay-from", metavar="OWNER/REPO@COMMIT",
+              help="With --github: the Assay the workflows install, pinned to a commit (OWNER/REPO@COMMIT on "
+              "GitHub, or git+https://HOST/PATH@COMMIT). Default: the commit of --workflows, else the commit "
+              "this Assay was installed from.")
+def init(local_forge: Path | None, github: bool, workflows: str | None, assay_from: str | None) -> None:
     """Write .assay.yaml and the default briefs/, desks/, sweepers/ and board/ folders."""
     from assay.project import init_project
 
-    if workflows and not github:
-        raise click.UsageError("--workflows goes with --github")
-    report = init_project(Path.cwd(), local_forge, github, workflows)
+    if (workflows or assay_from) and not github:
+        raise click.UsageError("--workflows and --assay-from go with --github")
+    report = init_project(Path.cwd(), local_forge, github, workflows, assay_from)
     for item in report.created:
         click.echo(f"created {item}")
     if report.forge:

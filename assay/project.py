@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
+from assay import DISTRIBUTION
 from assay.config import CONFIG_NAME
 from assay.errors import UsageError
 from assay.git import WorkRepo, init_bare, remote_has_ref, repo_root
@@ -43,7 +47,8 @@ SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere 
 # the workflows a repository runs Assay's sweeps, verify rows and board (on GitHub Pages) with
 WORKFLOWS = ("sweep.yml", "verify.yml", "board.yml")
 _PINNED = re.compile(r"(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{40})")
-CALLER = """# Written by `assay init --github`: calls Assay's reusable {name} workflow, pinned to a commit.
+CALLER = """# Written by `assay init --github`: calls Assay's reusable {name} workflow, pinned to a commit, and has it
+# install Assay pinned to a commit.
 name: assay {name}
 
 on:
@@ -55,7 +60,14 @@ jobs:
     permissions:
 {permissions}
     uses: {repo}/.github/workflows/{name}.yml@{sha}
+    with:
+      assay-package: "{package}"
 """
+# how a workflow installs Assay: only ever pinned to a commit, never by a name anyone could register
+_GIT_URL = r"git\+https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/-]+@[0-9a-f]{40}"
+_FROM = re.compile(rf"(?:(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{{40}})"
+                   rf"|(?:{re.escape(DISTRIBUTION)}\s*@\s*)?(?P<url>{_GIT_URL}))")
+_INSTALL_LINE = "          ASSAY_PACKAGE: ${{ inputs.assay-package }}\n"  # in each shipped workflow, once
 CALLER_ON = {
     "sweep": '  schedule:\n    - cron: "*/15 * * * *"\n  workflow_dispatch:\n',
     "verify": "  pull_request:\n    types: [opened, synchronize, reopened, ready_for_review]\n",
@@ -81,13 +93,15 @@ def defaults_dir(kind: str) -> Path:
 
 
 def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
-                 workflows: str | None = None) -> InitReport:
+                 workflows: str | None = None, assay_from: str | None = None) -> InitReport:
     """The config, the default folders, a forge on disk if asked, and GitHub workflows if asked: small
-    callers of Assay's reusable workflows pinned to `workflows` (OWNER/REPO@COMMIT), or else copies."""
+    callers of Assay's reusable workflows pinned to `workflows` (OWNER/REPO@COMMIT), or else copies.
+    Either installs Assay pinned to a commit (`package_pin`); nothing is written if it cannot tell which."""
     pinned = _PINNED.fullmatch(workflows) if workflows else None
     if workflows and pinned is None:
         raise UsageError(f"--workflows {workflows!r} is not OWNER/REPO@COMMIT",
                          hint="pin the repository that holds Assay's workflows to a full 40-character commit id")
+    package = package_pin(assay_from, pinned) if github else ""
     root = repo_root(cwd) or cwd
     repo = WorkRepo(root) if (root / ".git").exists() else WorkRepo.init(root)
     config = root / CONFIG_NAME
@@ -119,24 +133,72 @@ def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
     elif not config.exists():
         _write_config(config, None, report)
     if github:
-        _write_workflows(root, pinned, report)
+        _write_workflows(root, pinned, package, report)
     return report
 
 
-def _write_workflows(root: Path, pinned: re.Match[str] | None, report: InitReport) -> None:
+def package_pin(assay_from: str | None, workflows: re.Match[str] | None = None) -> str:
+    """The pip requirement the workflows install Assay by, pinned to a commit: from `--assay-from`
+    (OWNER/REPO@COMMIT on GitHub, or a git+https URL ending @COMMIT), else the commit of the reusable
+    workflows, else the commit the running Assay was installed from (its PEP 610 `direct_url.json`)."""
+    if assay_from is not None:
+        found = _FROM.fullmatch(assay_from.strip())
+        if found is None:
+            raise UsageError(f"--assay-from {assay_from!r} does not pin Assay to a commit",
+                             hint="give OWNER/REPO@COMMIT (Assay's repository on GitHub, a full 40-character "
+                                  "commit id) or git+https://HOST/PATH@COMMIT")
+        url = found["url"] or f"git+https://github.com/{found['repo']}@{found['sha']}"
+        return f"{DISTRIBUTION} @ {url}"
+    if workflows is not None:
+        return f"{DISTRIBUTION} @ git+https://github.com/{workflows['repo']}@{workflows['sha']}"
+    installed, where = installed_from()
+    if installed:
+        return installed
+    raise UsageError(f"the workflows would install Assay, and this Assay was installed from {where}: "
+                     "no commit a GitHub runner can install, so nothing was written",
+                     hint="pass --assay-from OWNER/REPO@COMMIT (the repository and commit of the Assay to "
+                          "run there), or --workflows OWNER/REPO@COMMIT")
+
+
+def installed_from() -> tuple[str, str]:
+    """(the pinned requirement of the running Assay's installation, or ""; where it was installed from)."""
+    try:
+        dist = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "", "a source tree, not installed"
+    try:
+        direct: Any = json.loads(dist.read_text("direct_url.json") or "null")
+    except ValueError:
+        direct = None
+    if not isinstance(direct, dict):
+        return "", f"a package index (version {dist.version}), with no commit to pin"
+    url, vcs = str(direct.get("url") or ""), direct.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs") == "git":
+        pinned = f"git+{url}@{vcs.get('commit_id') or ''}"
+        if re.fullmatch(_GIT_URL, pinned):
+            return f"{DISTRIBUTION} @ {pinned}", url
+        return "", f"{url} (git), which a GitHub runner cannot reach over https"
+    kind = "a folder" if "dir_info" in direct else "an archive"
+    return "", f"{kind} ({url})"
+
+
+def _write_workflows(root: Path, pinned: re.Match[str] | None, package: str, report: InitReport) -> None:
     target = root / ".github" / "workflows"
     target.mkdir(parents=True, exist_ok=True)
     for name in WORKFLOWS:
         dest = target / f"assay-{name}"
         if dest.exists():
             continue
-        if pinned is None:
-            shutil.copyfile(defaults_dir("workflows") / name, dest)
+        if pinned is None:  # a copy, installing the pinned Assay
+            text = (defaults_dir("workflows") / name).read_text(encoding="utf-8")
+            if text.count(_INSTALL_LINE) != 1:
+                raise UsageError(f"the shipped workflow {name} has no install line to pin", hint="reinstall assay")
+            dest.write_text(text.replace(_INSTALL_LINE, f'          ASSAY_PACKAGE: "{package}"\n'), encoding="utf-8")
         else:
             kind = name.removesuffix(".yml")
             permissions = "\n".join(f"      {scope}: {access}" for scope, access in CALLER_PERMISSIONS[kind].items())
             dest.write_text(CALLER.format(name=kind, on=CALLER_ON[kind], repo=pinned["repo"], sha=pinned["sha"],
-                                          permissions=permissions), encoding="utf-8")
+                                          permissions=permissions, package=package), encoding="utf-8")
         report.created.append(str(dest.relative_to(root)))
 
 

@@ -29,7 +29,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
                    check=True, capture_output=True)
-    wheel = next(dist.glob("assay-*.whl"))
+    wheel = next(dist.glob("assay_desks-*.whl"))  # the distribution's name: ours
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True, capture_output=True)
@@ -207,3 +207,36 @@ def test_the_verify_workflow_runs_the_base_branchs_rows_as_written(installed: tu
     assert done[-1].returncode == (0 if passes else 1)
     assert ("passed" if passes else "**failed**") in summary.read_text()
     assert "test -f shipped.txt" in summary.read_text()  # main's row, not the branch's
+
+
+@pytest.mark.slow
+def test_init_github_from_the_wheel_pins_the_commit_it_was_installed_from(installed: tuple[Path, Path],
+                                                                          tmp_path: Path) -> None:
+    """`assay init --github` writes workflows that install the Assay that wrote them, pinned to its commit, read
+    from the installation's own record (PEP 610 direct_url.json); installed from a file a runner cannot reach,
+    it writes nothing and says how to name one."""
+    _, venv = installed
+    exe = str(venv / "bin" / "assay")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    [record] = venv.glob("lib/python*/site-packages/assay_desks-*.dist-info/direct_url.json")
+    as_installed = record.read_text()
+    assert json.loads(as_installed)["url"].endswith(".whl")  # pip's own record of the wheel file
+    project = tmp_path / "project"
+    project.mkdir()
+    refused = subprocess.run([exe, "init", "--github"], cwd=project, env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode == 2 and "installed from an archive (file://" in refused.stderr, refused.stderr
+    assert "--assay-from OWNER/REPO@COMMIT" in refused.stderr and list(project.iterdir()) == []
+    sha = "89abcdef" * 5
+    try:  # as `pip install git+https://github.com/someone/assay@<sha>` records it
+        record.write_text(json.dumps({"url": "https://github.com/someone/assay",
+                                      "vcs_info": {"vcs": "git", "commit_id": sha, "requested_revision": sha}}))
+        done = subprocess.run([exe, "init", "--github"], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        record.write_text(as_installed)
+    assert done.returncode == 0, done.stderr
+    for name in ("sweep", "board", "verify"):
+        text = (project / ".github" / "workflows" / f"assay-{name}.yml").read_text()
+        assert f'ASSAY_PACKAGE: "assay-desks @ git+https://github.com/someone/assay@{sha}"' in text
+        assert "inputs.assay-package" not in text

