@@ -14,7 +14,6 @@ from html import escape
 from string import Template
 from typing import Any
 
-from assay.board import COLUMN_TITLES
 from assay.project import defaults_dir
 from assay.views import human_age
 
@@ -37,8 +36,9 @@ def site(data: dict[str, Any]) -> dict[str, str]:
     files = {"index.html": index_page(data), "board.md": markdown(data),
              "board.css": (defaults_dir("board") / "board.css").read_text(encoding="utf-8")
              + filter_css([c["id"] for c in data["columns"]], desk_names(data))}
+    titles = {c["id"]: str(c["title"]) for c in data["columns"]}
     for card in data["briefs"]:
-        files[f"briefs/{card['id']}.html"] = brief_page(card)
+        files[f"briefs/{card['id']}.html"] = brief_page(card, titles[card["column"]])
     return files
 
 
@@ -171,10 +171,10 @@ def problems_html(problems: list[str]) -> str:
 # -- a brief ------------------------------------------------------------------------------------
 
 
-def brief_page(c: dict[str, Any]) -> str:
+def brief_page(c: dict[str, Any], column_title: str) -> str:
     facts = [f"desk {c['desk']}" if c["desk"] else "no desk", f"epoch {c['epoch']}", str(c["state"])]
     return template("brief.html").substitute(
-        id=esc(c["id"]), title=esc(c["title"]), column=esc(c["column"]), column_title=esc(COLUMN_TITLES[c["column"]]),
+        id=esc(c["id"]), title=esc(c["title"]), column=esc(c["column"]), column_title=esc(column_title),
         facts=esc(" · ".join(facts)), summary=summary_html(c), review=review_html(c["review"]),
         custody=custody_html(c["custody"]), timeline=timeline_svg(c["journal"]), journal=journal_html(c))
 
