@@ -16,7 +16,7 @@ from assay import __version__
 from assay.errors import AssayError
 
 if TYPE_CHECKING:
-    from assay.config import Ports
+    from assay.core.config import Ports
 
 _debug = False
 
@@ -39,7 +39,7 @@ def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
     """`--forge`, turned into the command's `ports` (git, claims, reviews), closed when the command ends."""
     @functools.wraps(f)
     def wrapper(*args: Any, forge: str | None, **kwargs: Any) -> Any:
-        from assay.config import Ports
+        from assay.core.config import Ports
 
         ports = Ports(forge)
         try:
@@ -122,8 +122,8 @@ def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, ports: Port
 def claim_history(brief: str, desk: str | None, ports: Ports, as_json: bool) -> None:
     """Show the custody chain of BRIEF, oldest first (a brief named `history` is claimed with `claim take`)."""
     from assay import views
-    from assay.chain import InvalidRecord
-    from assay.retired import require_known
+    from assay.core.chain import InvalidRecord
+    from assay.core.retired import require_known
 
     now = time.time()
     history = ports.claims.history(brief)
@@ -164,7 +164,8 @@ def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, ports: 
 def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int | None, force: bool,
             ports: Ports, as_json: bool) -> None:
     """Release a claim: released, done or abandoned. The chain keeps a tombstone; the next claim gets epoch + 1."""
-    from assay import custody, views
+    from assay import views
+    from assay.core import custody
 
     claims = ports.claims
     if force:
@@ -187,10 +188,11 @@ def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int 
 def retire(briefs: tuple[str, ...], older_than: str, dry_run: bool, ports: Ports, as_json: bool) -> None:
     """Fold the refs of done briefs (default: all of them) into refs/assay/retired, so they no longer slow
     every push; their custody, journal and review stay readable. On a forge on disk, pack its refs."""
-    from assay import retired, views
+    from assay import views
+    from assay.core.retire import retire as retire_done
+    from assay.core.retired import parse_age
 
-    done = retired.retire(ports.claims, briefs, older_than_s=retired.parse_age(older_than), by=_person(),
-                          dry_run=dry_run)
+    done = retire_done(ports.claims, briefs, older_than_s=parse_age(older_than), by=_person(), dry_run=dry_run)
     view = {"retired": done.retired, "kept": done.kept, "pushes": done.pushes, "packed_refs": done.packed,
             "dry_run": dry_run}
     views.print_json(view) if as_json else views.render_retirement(view)
@@ -203,7 +205,7 @@ def verify_cmd(brief_file: Path, as_json: bool) -> None:
     """Run BRIEF_FILE's verify rows in this directory (as CI does on a pull request, with the base branch's
     copy of the brief); exit 1 if a row fails. Adds a summary to $GITHUB_STEP_SUMMARY when it is set."""
     from assay import views
-    from assay.verify import verify_here
+    from assay.desk.verify import verify_here
 
     brief, rows = verify_here(brief_file, Path.cwd())
     view = {"brief": brief.id, "passed": all(r["passed"] for r in rows), "rows": rows}
@@ -265,7 +267,7 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
     is not run again (unless --fresh, for a safe step); an interrupted unsafe one is
     refused once (exit 4).
     """
-    from assay.effects import check_effect, context_from, open_context_session, run_effect
+    from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
 
     request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
     session = open_context_session(context_from(forge, brief, desk, epoch, run))
@@ -290,7 +292,7 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
     happened, 1: it did not). A step settled as happened is not run again; one that did not
     happen runs on its next call. An agent's settle goes to its desk; a person passes --brief.
     """
-    from assay.effects import settle_step
+    from assay.desk.effects import settle_step
 
     done = settle_step(name, verdict, input_json, evidence, list(command), forge, brief, desk, epoch, run, _person())
     click.echo(f"{done.brief}: step {done.step!r} (intent {done.intent}) settled as {done.verdict} by {done.by} "
@@ -305,7 +307,7 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
 def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, desk: str | None,
                epoch: int | None, run: str | None) -> None:
     """Print a clock, uuid or random value, recorded: a replayed run gets the same one."""
-    from assay.effects import context_from, open_context_session
+    from assay.desk.effects import context_from, open_context_session
 
     session = open_context_session(context_from(forge, brief, desk, epoch, run))
     if kind == "now":
@@ -325,8 +327,8 @@ def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, de
 def journal(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Show a brief's journal as a timeline: claims, intents, results, unknown outcomes, refusals."""
     from assay import views
-    from assay.journal import entry_view, read_kept
-    from assay.retired import require_known
+    from assay.core.journal import entry_view, read_kept
+    from assay.core.retired import require_known
 
     entries = [entry_view(e) for e in read_kept(ports.git, brief_id).entries]
     if not entries:
@@ -344,7 +346,7 @@ def brief() -> None:
 def brief_lint(folder: Path | None) -> None:
     """Check every brief in FOLDER (default: briefs/ of this repository); exit 2 on any problem."""
     from assay import views
-    from assay.briefs import lint_folder
+    from assay.core.briefs import lint_folder
     from assay.errors import UsageError
 
     target = folder or Path.cwd() / "briefs"
@@ -362,9 +364,9 @@ def brief_lint(folder: Path | None) -> None:
 def briefs_cmd(ports: Ports, as_json: bool) -> None:
     """List the briefs on the forge's main with their state (ready, blocked by dependencies, claimed, done)."""
     from assay import views
-    from assay.briefs import BRIEFS_DIR
+    from assay.core.briefs import BRIEFS_DIR
+    from assay.desk.queue import read_snapshot
     from assay.errors import UsageError
-    from assay.queue import read_snapshot
 
     board = read_snapshot(ports.claims)
     unreadable = next((p for p in board.problems if p.path == BRIEFS_DIR), None)
@@ -387,7 +389,7 @@ def briefs_cmd(ports: Ports, as_json: bool) -> None:
 @click.option("--depends-on", "depends", multiple=True, help="A brief that must be done first (repeatable).")
 def brief_new(brief_id: str, title: str, priority: int, labels: tuple[str, ...], depends: tuple[str, ...]) -> None:
     """Write a valid skeleton briefs/ID.md; commit and push it to main to make it claimable."""
-    from assay.briefs import new_brief
+    from assay.core.briefs import new_brief
 
     path = new_brief(Path.cwd() / "briefs", brief_id, title, priority, labels, depends)
     click.echo(f"wrote {path.relative_to(Path.cwd())}; edit it, then commit and push it to main")
@@ -404,7 +406,7 @@ def desk() -> None:
 def desk_list(ports: Ports, as_json: bool) -> None:
     """List the desks defined on main (desks/*.yaml) and any that do not validate."""
     from assay import views
-    from assay.deskspec import desks_on_main
+    from assay.core.deskspec import desks_on_main
     from assay.errors import UsageError
 
     claims = ports.claims
@@ -435,7 +437,7 @@ def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state
     Exits 5 when a brief it worked is now blocked for a person, 1 when the forge interrupted one, and 2,
     before claiming anything, when its agent command cannot start.
     """
-    from assay.desk import run_desk
+    from assay.desk.loop import run_desk
 
     report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo)
     click.echo(f"{name}: worked {len(report.worked)} brief(s): "
@@ -531,7 +533,7 @@ def review_close(brief_id: str, reason: str, ports: Ports) -> None:
 @pass_ports
 def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, ports: Ports) -> None:
     """Park a held brief on a condition; it holds no compute until woken."""
-    from assay import custody
+    from assay.core import custody
 
     parked = custody.wait(ports.claims, brief_id, on, _person(), desk, epoch)
     click.echo(f"{brief_id} is waiting on {on} (epoch {parked.record.epoch})")
@@ -543,7 +545,7 @@ def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, ports:
 @pass_ports
 def wake_cmd(brief_id: str, desk: str | None, ports: Ports) -> None:
     """Wake a waiting brief; its desk resumes it from the journal."""
-    from assay import custody
+    from assay.core import custody
 
     woken = custody.wake(ports.claims, brief_id, _person(), desk)
     click.echo(f"{brief_id} is held again by desk {woken.record.desk} (epoch {woken.record.epoch})")
@@ -555,7 +557,7 @@ def wake_cmd(brief_id: str, desk: str | None, ports: Ports) -> None:
 @pass_ports
 def steer_cmd(brief_id: str, text: str, ports: Ports) -> None:
     """Journal guidance the agent receives on its next run, and after any recovery."""
-    from assay import custody
+    from assay.core import custody
 
     seq = custody.steer(ports.claims, brief_id, text, _person())
     click.echo(f"steering for {brief_id} journaled (seq {seq}); the agent gets it on its next run")
@@ -572,7 +574,7 @@ def steer_cmd(brief_id: str, text: str, ports: Ports) -> None:
 def sweep(dry_run: bool, policy_name: str, now: float | None, ports: Ports, as_json: bool) -> None:
     """Judge every claim from forge evidence: expire dead ones, settle met waits, report the rest."""
     from assay import views
-    from assay.sweep import sweep as run_sweep
+    from assay.observe.sweep import sweep as run_sweep
 
     with views.progress(enabled=not as_json) as progress:
         report = run_sweep(ports.claims, policy_name=policy_name, now=now, dry_run=dry_run, progress=progress,
@@ -590,7 +592,7 @@ def sweep(dry_run: bool, policy_name: str, now: float | None, ports: Ports, as_j
 def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> None:
     """Check BRIEF's custody, journal, branch and review against each other; exit 1 if a check fails."""
     from assay import views
-    from assay.audit import audit, audit_all
+    from assay.observe.audit import audit, audit_all
 
     if bool(brief) == every:
         raise click.UsageError("give a BRIEF or --all, not both" if every else "give a BRIEF, or --all for every brief")
@@ -620,7 +622,7 @@ def board() -> None:
 def board_build(out: Path, now: float | None, ports: Ports, as_json: bool) -> None:
     """Read the forge once and write the board: columns by state, desks, findings, a page per brief."""
     from assay import views
-    from assay.board import build
+    from assay.observe.board import build
 
     built = build(ports.git, ports.reviews, out, now)
     view = views.board_view(built)
@@ -635,7 +637,7 @@ def board_build(out: Path, now: float | None, ports: Ports, as_json: bool) -> No
               help="The port on 127.0.0.1 (0: any free port).")
 def board_serve(directory: Path, port: int) -> None:
     """Preview a built board on http://127.0.0.1:PORT/ until interrupted."""
-    from assay.board import serve
+    from assay.observe.board import serve
 
     serve(directory, port, lambda url: click.echo(f"serving {directory} on {url}", nl=True))
 

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from assay.claims import Claims
+from assay.core.claims import Claims
+from assay.core.forge.plain import PlainReviews
+from assay.core.git import ForgeGit, WorkRepo, init_bare
 from assay.errors import AssayError, NeedsPerson, UsageError
-from assay.forge.plain import PlainReviews
-from assay.git import ForgeGit, WorkRepo, init_bare
 
 Echo = Callable[[str], None]
 MARKER = ".assay-demo"
@@ -87,7 +87,7 @@ def prepare(directory: Path, echo: Echo) -> Path:
 
 def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
     from assay import views
-    from assay.custody import steer
+    from assay.core.custody import steer
 
     directory = directory.resolve()
     forge = prepare(directory, echo)

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import assay
-from assay import claims, crash
+from assay import layers
+from assay.core import claims, crash
+from assay.core.records import STATES
 from assay.errors import AssayError
-from assay.records import STATES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = "docs"
@@ -43,7 +44,7 @@ def _code(items: Iterable[str]) -> str:
 
 def crash_points() -> str:
     pairs = {f"{what}.{when}-push" for what in crash.PUSHES for when in ("before", "after")}
-    lines = [_source("`assay.crash.PUSHES` and `assay.crash.POINTS`"), "",
+    lines = [_source("`assay.core.crash.PUSHES` and `assay.core.crash.POINTS`"), "",
              "Every compare-and-swap push (`chain.push`) is framed by `<what>.before-push` and "
              "`<what>.after-push`:", "",
              "| points | the push |", "|---|---|"]
@@ -59,7 +60,7 @@ def _states(states: Iterable[str | None]) -> str:
 
 
 def claim_transitions() -> str:
-    lines = [_source("`TRANSITIONS`, `OUTCOMES`, `NEW_EPOCH_ACTIONS` and `HOLDER_ACTIONS` in `assay.claims`"), "",
+    lines = [_source("`TRANSITIONS`, `OUTCOMES`, `NEW_EPOCH_ACTIONS` and `HOLDER_ACTIONS` in `assay.core.claims`"), "",
              "| action | from | to | epoch | fenced |", "|---|---|---|---|---|"]
     for action, (starts, target) in claims.TRANSITIONS.items():
         if target is not None:
@@ -110,7 +111,12 @@ def exit_codes() -> str:
     return "\n".join(lines)
 
 
+def layer_table() -> str:
+    return "\n".join([_source("`assay.layers.LAYERS`, top row first"), "", layers.table()])
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "layers": layer_table,
     "crash-points": crash_points,
     "claim-transitions": claim_transitions,
     "exit-codes": exit_codes,

@@ -7,7 +7,7 @@ import sys
 
 
 def main() -> None:
-    from assay.stepclient import main as fast
+    from assay.desk.stepclient import main as fast
 
     code = fast(sys.argv[1:])
     if code is not None:

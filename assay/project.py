@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from assay import DISTRIBUTION
-from assay.config import CONFIG_NAME
+from assay.core.config import CONFIG_NAME, defaults_dir
+from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root
 from assay.errors import UsageError
-from assay.git import WorkRepo, init_bare, remote_has_ref, repo_root
 
 DEFAULT_FOLDERS = ("desks", "sweepers", "board")
 EXAMPLE_BRIEF = """---
@@ -43,7 +43,6 @@ class InitReport:
     pushed_main: bool = False
 
 
-SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
 # the workflows a repository runs Assay's sweeps, verify rows and board (on GitHub Pages) with
 WORKFLOWS = ("sweep.yml", "verify.yml", "board.yml")
 _PINNED = re.compile(r"(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{40})")
@@ -79,17 +78,6 @@ CALLER_PERMISSIONS = {
     "verify": {"contents": "read"},
     "board": {"contents": "read", "pull-requests": "read", "pages": "write", "id-token": "write"},
 }
-
-
-def defaults_dir(kind: str) -> Path:
-    """Where the shipped defaults live: inside the installed package, or the source checkout."""
-    packaged = Path(__file__).parent / "_defaults" / kind
-    if packaged.is_dir():
-        return packaged
-    source = Path(__file__).parent.parent / SOURCES.get(kind, kind)
-    if source.is_dir():
-        return source
-    raise UsageError(f"the default {kind}/ folder is missing from this installation", hint="reinstall assay")
 
 
 def init_project(cwd: Path, local_forge: Path | None, github: bool = False,

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from assay.briefs import Problem
-from assay.claims import Claim, InvalidClaim, fold_renewals
-from assay.records import parse_iso
+from assay.core.briefs import Problem
+from assay.core.claims import Claim, InvalidClaim, fold_renewals
+from assay.core.records import human_age, parse_iso
 
 
 def claim_view(claim: Claim, now: float) -> dict[str, Any]:
@@ -28,16 +28,6 @@ def invalid_view(item: InvalidClaim) -> dict[str, Any]:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def human_age(seconds: int) -> str:
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 _STATE_STYLE = {"invalid": "bold red", "held": "cyan", "waiting": "yellow", "blocked": "bold red", "done": "green",

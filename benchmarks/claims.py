@@ -85,10 +85,10 @@ def worker(mode: str, forge: str, desk: str, briefs: list[str], scratch: str) ->
     lat: list[float] = []
     won: list[str] = []
     if mode == "assay":
-        from assay.claims import Claims
+        from assay.core.claims import Claims
+        from assay.core.git import ForgeGit
+        from assay.core.records import CLAIMS_PREFIX
         from assay.errors import Conflict
-        from assay.git import ForgeGit
-        from assay.records import CLAIMS_PREFIX
 
         claims = Claims(ForgeGit(forge))
         print("ready", flush=True)
@@ -154,8 +154,8 @@ def double_claims(forge: Path, briefs: list[str]) -> int:
 
 def uncontended(forge: Path, tmp: Path, n: int) -> dict[str, list[float]]:
     """Interleave raw pushes (each of a commit made just before), claims after a sync and cold claims."""
-    from assay.claims import Claims
-    from assay.git import ForgeGit
+    from assay.core.claims import Claims
+    from assay.core.git import ForgeGit
 
     repo = tmp / "floor.git"
     git("init", "-q", "--bare", str(repo))

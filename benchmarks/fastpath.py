@@ -51,9 +51,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
     opts = ap.parse_args()
-    from assay.claims import Claims
-    from assay.git import ForgeGit
-    from assay.stepserver import StepServer
+    from assay.core.claims import Claims
+    from assay.core.git import ForgeGit
+    from assay.desk.stepserver import StepServer
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

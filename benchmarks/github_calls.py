@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from assay.forge.github import GitHubReviews, GitHubTarget  # noqa: E402
-from assay.records import ClaimRecord, JournalEntry  # noqa: E402
+from assay.core.forge.github import GitHubReviews, GitHubTarget  # noqa: E402
+from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
 from tests.fakegithub import FakeGitHub  # noqa: E402
 from tests.fakegithub.state import Pull  # noqa: E402
 

@@ -107,9 +107,9 @@ def main() -> None:
         tmp = Path(d)
         os.environ["ASSAY_CACHE_DIR"] = str(tmp / "cache")
         forge = make_forge(tmp, 4)
-        from assay.claims import Claims
-        from assay.git import ForgeGit
-        from assay.steps import open_session
+        from assay.core.claims import Claims
+        from assay.core.git import ForgeGit
+        from assay.core.steps import open_session
 
         claims = Claims(ForgeGit(str(forge)))
         claims.claim("b0000", "bench")

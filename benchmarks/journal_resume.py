@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from assay.records import ClaimRecord, JournalEntry  # noqa: E402
-from assay.steps import input_sha  # noqa: E402
+from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
+from assay.core.steps import input_sha  # noqa: E402
 
 AT = "2026-01-01T00:00:00Z"
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"

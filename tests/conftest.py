@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.claims import Claims
-from assay.git import ForgeGit
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
 from tests.fakegithub import FakeGitHub
 
 REPO = Path(__file__).resolve().parent.parent

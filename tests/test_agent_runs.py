@@ -189,7 +189,7 @@ def test_the_sweep_reports_a_step_that_outlives_its_desk(forge: Forge, tmp_path:
 
 
 def test_no_forge_credential_reaches_an_agent_whatever_it_is_named() -> None:
-    from assay.envs import agent_env
+    from assay.core.envs import agent_env
 
     token = "ghs_" + "x" * 36
     desk = {"PATH": "/bin", "GITHUB_TOKEN": token, "MY_COPY": token, "ANTHROPIC_API_KEY": "sk-ant-model-key",
@@ -203,8 +203,8 @@ def test_no_forge_credential_reaches_an_agent_whatever_it_is_named() -> None:
 
 
 def test_desk_and_brief_env_settings_are_checked_with_their_line(tmp_path: Path) -> None:
-    from assay.briefs import check_brief
-    from assay.deskspec import check_desk
+    from assay.core.briefs import check_brief
+    from assay.core.deskspec import check_desk
 
     text = ('name: d\nagent:\n  command: [x]\n  timeout_s: 0\n  shell: bash\nenv_allow: ["A B"]\n'
             'env: {GITHUB_TOKEN: x}\n')
@@ -223,8 +223,8 @@ def test_desk_and_brief_env_settings_are_checked_with_their_line(tmp_path: Path)
 
 
 def test_a_verify_row_runs_in_its_own_group_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    from assay.briefs import VerifyRow
-    from assay.verify import run_row
+    from assay.core.briefs import VerifyRow
+    from assay.desk.verify import run_row
 
     held = tmp_path / "held"
     os.mkfifo(held)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from assay.claims import Claims
-from assay.git import ForgeGit
-from assay.journal import Journal
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.journal import Journal
 from tests.conftest import Forge, assay, git
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub.faults import Fault

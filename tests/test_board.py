@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from assay.claims import Claims
-from assay.git import ForgeGit
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
 from tests.journal_check import claim_chain
 from tests.pngread import mean_brightness
@@ -262,7 +262,7 @@ def test_chromium_renders_the_board_and_runs_no_data(fleet: Fleet, tmp_path: Pat
 def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fleet) -> None:
     import json
 
-    from assay.boardrender import DONE_SHOWN, index_page
+    from assay.observe.boardrender import DONE_SHOWN, index_page
 
     data = json.loads((fleet.out / "board.json").read_text(encoding="utf-8"))
     [done] = [c for c in data["briefs"] if c["column"] == "done"]
@@ -290,10 +290,10 @@ def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fle
 ])
 def test_a_pull_requests_link_is_on_the_forges_own_web_host(monkeypatch: pytest.MonkeyPatch, url: str,
                                                             api: str | None, link: str) -> None:
-    from assay.board import review_linker
-    from assay.config import github_target
-    from assay.forge.base import Review
-    from assay.records import ReviewRecord
+    from assay.core.config import github_target
+    from assay.core.forge.base import Review
+    from assay.core.records import ReviewRecord
+    from assay.observe.board import review_linker
 
     if api:
         monkeypatch.setenv("ASSAY_GITHUB_API", api)
@@ -387,7 +387,7 @@ def test_board_md_escapes_markdown_and_mentions_nobody(fleet: Fleet) -> None:
     assert HOSTILE in html_module.unescape(shown)
     table = MarkdownIt("commonmark").enable("table").render(text)
     assert table.count("<th>") == 6  # a `|` in a title breaks no table
-    from assay.boardrender import md
+    from assay.observe.boardrender import md
 
     bare = md("see https://evil.example/x, HTTP://evil.example or www.evil.example; a note: fine")
     assert not re.search(r"(?i)https?://|www\.", bare)  # GitHub autolinks bare addresses in rendered text
@@ -396,10 +396,10 @@ def test_board_md_escapes_markdown_and_mentions_nobody(fleet: Fleet) -> None:
 
 
 def test_pull_request_links_go_to_the_forges_own_github_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    from assay.board import review_linker
-    from assay.config import github_target
-    from assay.forge.base import Review
-    from assay.records import ReviewRecord
+    from assay.core.config import github_target
+    from assay.core.forge.base import Review
+    from assay.core.records import ReviewRecord
+    from assay.observe.board import review_linker
 
     record = ReviewRecord(brief="fix", branch="assay/fix", title="Fix", state="ready", opened_at="2030-01-01T00:00:00Z",
                           at="2030-01-01T00:00:00Z")

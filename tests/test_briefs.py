@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.briefs import check_brief, lint_folder, parse_brief
+from assay.core.briefs import check_brief, lint_folder, parse_brief
 from assay.errors import BriefInvalid
 from tests.conftest import Forge, assay
 
@@ -113,8 +113,8 @@ def test_brief_lint_cli_prints_file_and_line_and_exits_2(tmp_path: Path) -> None
 
 
 def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_miss(forge: Forge) -> None:
-    from assay.briefs import PARSED, briefs_on_main
-    from assay.git import ForgeGit
+    from assay.core.briefs import PARSED, briefs_on_main
+    from assay.core.git import ForgeGit
 
     forge.add_brief("bad", "---\ntitle: [x\n---\n")
     forge.add_brief("deps", "---\ntitle: Deps\ndepends_on: [alpha]\nlabels: [web]\nverify:\n"

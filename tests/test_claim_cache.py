@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from assay.claims import DECODED, Claim, Claims, InvalidClaim
-from assay.git import ForgeGit
-from assay.records import CLAIMS_PREFIX
+from assay.core.claims import DECODED, Claim, Claims, InvalidClaim
+from assay.core.git import ForgeGit
+from assay.core.records import CLAIMS_PREFIX
 from tests.conftest import Forge, git
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.claims import Claims, InvalidClaim
+from assay.core.claims import Claims, InvalidClaim
 from assay.errors import BriefNotFound, ClaimLost, Conflict, IllegalTransition, RecordInvalid, UsageError
 from tests.conftest import Forge, brief_md, git
 
@@ -149,7 +149,7 @@ def test_out_of_range_leases_are_bad_input(forge: Forge, claims: Claims, lease: 
 
 
 def test_a_stale_synced_view_never_double_claims(forge: Forge, claims: Claims) -> None:
-    from assay.git import ForgeGit
+    from assay.core.git import ForgeGit
 
     other = Claims(ForgeGit(forge.url))
     claims.read_view()
@@ -166,7 +166,7 @@ def test_a_stale_synced_view_never_double_claims(forge: Forge, claims: Claims) -
 
 
 def test_a_synced_view_older_than_a_release_does_not_lose_the_claim(forge: Forge, claims: Claims) -> None:
-    from assay.git import ForgeGit
+    from assay.core.git import ForgeGit
 
     other = Claims(ForgeGit(forge.url))
     other.claim("gamma", "other")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from assay.claims import Claims
+from assay.core.claims import Claims
 from tests.conftest import Forge, assay
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import brief, publish, run_desk

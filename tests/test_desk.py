@@ -215,14 +215,14 @@ def test_journal_json_of_a_desk_run_is_complete(work: Forge, tmp_path: Path) -> 
 
 
 def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path) -> None:
-    from assay.briefs import briefs_on_main
-    from assay.claims import Claims
-    from assay.deskspec import DeskSpec
+    from assay.core.briefs import briefs_on_main
+    from assay.core.claims import Claims
+    from assay.core.deskspec import DeskSpec
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit
+    from assay.core.steps import open_session
+    from assay.desk.work import BriefWork
     from assay.errors import Fenced
-    from assay.forge.plain import PlainReviews
-    from assay.git import ForgeGit
-    from assay.steps import open_session
-    from assay.work import BriefWork
 
     publish(work, {"briefs/f.md": brief("F", [], "true")})
     git_port = ForgeGit(work.url)
@@ -244,7 +244,7 @@ def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path)
 
 
 def test_the_shipped_desk_presets_are_valid() -> None:
-    from assay.deskspec import check_desk
+    from assay.core.deskspec import check_desk
     from tests.conftest import REPO
 
     for path in sorted((REPO / "desks").glob("*.yaml")):
@@ -417,7 +417,7 @@ def test_verify_judges_the_pushed_commit_not_the_worktree(work: Forge, tmp_path:
 
 
 def test_our_own_pid_under_another_holder_is_an_earlier_life() -> None:
-    from assay.desk import _dead_here
+    from assay.desk.loop import _dead_here
 
     host = os.uname().nodename
     assert _dead_here(f"d/{host}/{os.getpid()}/zzzz") is True
@@ -431,8 +431,8 @@ def holder_of(pid: int, start: int) -> str:
 
 
 def test_a_holder_is_judged_by_its_process_life() -> None:
-    from assay.claims import new_holder
-    from assay.desk import _dead_here
+    from assay.core.claims import new_holder
+    from assay.desk.loop import _dead_here
 
     with procs.sleeper() as other:
         start = procs.start_ticks(other.pid)
@@ -448,8 +448,8 @@ def test_a_holder_is_judged_by_its_process_life() -> None:
 @pytest.mark.parametrize("holder_process", ["reused pid", "zombie"])
 def test_a_desk_takes_over_a_claim_whose_holder_life_is_over(work: Forge, tmp_path: Path,
                                                              holder_process: str) -> None:
-    from assay.claims import Claims
-    from assay.git import ForgeGit
+    from assay.core.claims import Claims
+    from assay.core.git import ForgeGit
 
     publish(work, {"briefs/r.md": brief("R", ["write r.txt r"], "test -f r.txt")})
     with procs.sleeper() if holder_process == "reused pid" else procs.zombie() as other:

@@ -19,15 +19,24 @@ DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
 _SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 _DOTTED = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])")
-NOT_CODE = {"agent.command", "agent.timeout_s", "agent.install"}  # keys of desks/<name>.yaml
+NOT_CODE = {"agent.command", "agent.timeout_s", "agent.install",  # keys of desks/<name>.yaml
+            "retire.enabled", "retire.after_s",  # keys of sweepers/<name>.yaml
+            "github.token"}  # a workflow expression
 
 
 def _modules() -> dict[str, ModuleType]:
-    """Every module of the package, by its name without `assay.` (`forge.plain`)."""
+    """Every module of the package, by its name without `assay.` (`core.forge.plain`), and by its own name alone
+    where that is unique (`chain`)."""
     out = {}
     for info in pkgutil.walk_packages(assay.__path__, "assay."):
         if not info.name.endswith("__main__"):
             out[info.name.removeprefix("assay.")] = importlib.import_module(info.name)
+    short: dict[str, list[str]] = {}
+    for name in out:
+        short.setdefault(name.rpartition(".")[2], []).append(name)
+    for leaf, names in short.items():  # the docs name a module by its file (`chain.push`), in whichever wing
+        if len(names) == 1 and leaf not in out:
+            out[leaf] = out[names[0]]
     return out
 
 
@@ -59,8 +68,9 @@ def test_the_module_files_the_docs_name_exist() -> None:
     missing = []
     for path in DOCS:
         for name in re.findall(r"`([\w/]+\.py)`", path.read_text(encoding="utf-8")):
-            where = REPO / name if name.startswith(("assay/", "tests/", "benchmarks/")) else REPO / "assay" / name
-            if not where.is_file():
+            found = [REPO / name] if name.startswith(("assay/", "tests/", "benchmarks/")) else \
+                list((REPO / "assay").rglob(name))  # a module named by its file, in whichever wing it sits
+            if not any(where.is_file() for where in found):
                 missing.append(f"{path.name}: {name}")
     assert not missing, f"the docs name modules that do not exist: {missing}"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.claims import Claims
-from assay.git import ForgeGit
-from assay.stepserver import StepServer
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.desk.stepserver import StepServer
 from tests.conftest import Forge, assay, audit_failures
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import brief, publish, run_desk
@@ -65,8 +65,8 @@ def test_with_no_desk_listening_the_step_goes_to_the_forge(forge: Forge, claims:
 
 
 def test_the_client_imports_neither_click_nor_git(tmp_path: Path) -> None:
-    code = ("import sys, assay.entry, assay.stepclient; "
-            "print(sorted(m for m in sys.modules if m in ('click', 'assay.git', 'assay.cli', 'rich')))")
+    code = ("import sys, assay.entry, assay.desk.stepclient; "
+            "print(sorted(m for m in sys.modules if m in ('click', 'assay.core.git', 'assay.cli', 'rich')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -193,7 +193,7 @@ def test_a_desk_that_dies_mid_step_takes_the_command_down_with_it(forge: Forge, 
 
 DESK_PROGRAM = """
 import sys, time
-from assay.stepserver import StepServer
+from assay.desk.stepserver import StepServer
 server = StepServer(sys.argv[1], __import__("pathlib").Path(sys.argv[2]), "alpha", "d", 1, "r1")
 server.start()
 print(server.path, flush=True)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.briefs import briefs_on_main
-from assay.claims import Claims
+from assay.core.briefs import briefs_on_main
+from assay.core.claims import Claims
+from assay.core.journal import read_log
+from assay.core.records import ClaimRecord
 from assay.errors import RecordInvalid
-from assay.journal import read_log
-from assay.records import ClaimRecord
 from tests.conftest import Forge, assay, git
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.credentials import redact
+from assay.core.credentials import redact
+from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
 from assay.errors import ForgeError, NotATree
-from assay.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
 from tests.conftest import Forge, git
 
 
@@ -190,7 +190,7 @@ def test_tips_are_fetched_by_id_and_by_name_when_the_forge_lacks_one(port: Forge
 
 def test_the_cache_is_packed_as_it_grows_and_keeps_every_object(port: ForgeGit,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import assay.git as git_module
+    import assay.core.git as git_module
 
     monkeypatch.setattr(git_module, "MAINTAIN_EVERY", 200)
     monkeypatch.setattr(git_module, "LOOSE_LIMIT", 256)

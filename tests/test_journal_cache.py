@@ -13,10 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from assay import journalcache
-from assay.git import ForgeGit
-from assay.journal import KEEP_AFTER, JournalLog, read_log
-from assay.records import JournalEntry
+from assay.core import journalcache
+from assay.core.git import ForgeGit
+from assay.core.journal import KEEP_AFTER, JournalLog, read_log
+from assay.core.records import JournalEntry
 from tests.conftest import Forge, assay, git
 from tests.test_scale import commit, fast_import
 
@@ -136,9 +136,9 @@ def test_a_cache_that_cannot_be_written_fails_nothing(forge: Forge, tmp_path: Pa
 
 RACER = """
 import sys
-from assay import journalcache
-from assay.git import ForgeGit
-from assay.journal import read_log
+from assay.core import journalcache
+from assay.core.git import ForgeGit
+from assay.core.journal import read_log
 
 port = ForgeGit(sys.argv[1])
 log = read_log(port, "alpha")
@@ -175,8 +175,8 @@ def test_many_journals_read_in_one_batch_equal_each_read_alone(forge: Forge, tmp
     for brief, count in (("alpha", 5), ("beta", 1), ("gamma", 12)):
         append(forge, notes(1, count, brief), ref=f"refs/assay/journal/{brief}")
     append(forge, notes(1, 2) + notes(4, 1), ref="refs/assay/journal/delta")  # seq jumps from 2 to 4
+    from assay.core.journal import read_logs
     from assay.errors import RecordInvalid
-    from assay.journal import read_logs
 
     port = ForgeGit(forge.url, Path(tempfile.mkdtemp(dir=tmp_path)))
     try:

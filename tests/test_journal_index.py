@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from assay import journalindex
-from assay.claims import Claims
+from assay.core import journalindex
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.journal import KEEP_AFTER, read_indexed, read_log
+from assay.core.records import JournalEntry
+from assay.core.steps import input_sha, open_session
 from assay.errors import Fenced
-from assay.git import ForgeGit
-from assay.journal import KEEP_AFTER, read_indexed, read_log
-from assay.records import JournalEntry
-from assay.steps import input_sha, open_session
 from tests.conftest import Forge, assay
 from tests.journal_check import entries, invariants
 from tests.test_journal_cache import append

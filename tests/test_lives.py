@@ -9,8 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from assay.claims import holder_life, new_holder
-from assay.lives import Life, is_running, life_of, life_state, this_life
+from assay.core.claims import holder_life, new_holder
+from assay.core.lives import Life, is_running, life_of, life_state, this_life
 from tests.helpers import procs
 
 HOST = os.uname().nodename

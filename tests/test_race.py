@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.claims import Claims
+from assay.core.claims import Claims
 from tests.conftest import REPO, Forge
 
 RACERS = 20

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from assay.core.records import ClaimRecord, decode_claim, validate_brief_id
 from assay.errors import BriefIdInvalid, RecordInvalid
-from assay.records import ClaimRecord, decode_claim, validate_brief_id
 
 GOOD_IDS = ["a", "fix-login", "v1.2_patch", "0day", "x" * 64, "a.b-c_d"]
 BAD_IDS = {

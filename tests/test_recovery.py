@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from assay.claims import Claims
+from assay.core.claims import Claims
 from tests.conftest import Forge, assay, git
 from tests.journal_check import claim_chain, entries
 from tests.test_desk import brief, desk_env, publish, run_desk
@@ -170,10 +170,10 @@ def test_junk_claims_and_reviews_never_stop_a_desk(work: Forge, tmp_path: Path) 
 def test_the_reserved_step_names_are_the_ones_a_desk_runs() -> None:
     import re
 
-    from assay.outcomes import DESK_STEPS
+    from assay.core.outcomes import DESK_STEPS
     from tests.conftest import REPO
 
-    used = set(re.findall(r'session\.step\("([a-z_]+)"', (REPO / "assay" / "work.py").read_text()))
+    used = set(re.findall(r'session\.step\("([a-z_]+)"', (REPO / "assay" / "desk" / "work.py").read_text()))
     assert used == DESK_STEPS
 
 

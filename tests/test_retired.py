@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from assay import custody
-from assay.claims import Claims
-from assay.forge.plain import PlainReviews
-from assay.git import ForgeGit
-from assay.retired import KEEP_REF, RETIRED_REF, entry_path
+from assay.core import custody
+from assay.core.claims import Claims
+from assay.core.forge.plain import PlainReviews
+from assay.core.git import ForgeGit
+from assay.core.retired import KEEP_REF, RETIRED_REF, entry_path
 from tests.conftest import Forge, assay, brief_md, git
 
 PERSON = "ana"
@@ -191,7 +191,7 @@ def test_port_reads_the_retired_index(forge: Forge, finished: dict[str, dict[str
     assert run(forge, "retire")[0] == 0
     port = ForgeGit(forge.url)
     try:
-        from assay.retired import read_index, tip_of
+        from assay.core.retired import read_index, tip_of
         index = read_index(port)
         assert index.names() == {"alpha", "beta"}
         record = index.get("alpha")

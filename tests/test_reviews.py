@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from assay.core.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.core.forge.plain import PlainReviews
+from assay.core.git import ForgeGit, PushResult, RefUpdate
+from assay.core.records import ReviewComment, ReviewRecord, decode_review
 from assay.errors import Conflict, RecordInvalid
-from assay.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
-from assay.forge.plain import PlainReviews
-from assay.git import ForgeGit, PushResult, RefUpdate
-from assay.records import ReviewComment, ReviewRecord, decode_review
 from tests.conftest import Forge, git
 
 REF = "refs/assay/reviews/alpha"

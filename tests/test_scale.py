@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from assay.claims import Claims
-from assay.records import ClaimRecord, JournalEntry
-from assay.steps import input_sha
+from assay.core.claims import Claims
+from assay.core.records import ClaimRecord, JournalEntry
+from assay.core.steps import input_sha
 from tests.conftest import Forge, assay, brief_md, git
 
 TIMEOUT = 90  # generous for a loaded CI machine; a deadlocked reader never finishes at all

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.claims import Claims
+from assay.core.claims import Claims
 from tests.conftest import REPO, Forge, Run, assay
 from tests.helpers import procs
 from tests.journal_check import claim_chain, entries, invariants
@@ -237,7 +237,7 @@ def test_replayed_refusals_keep_the_run_count(forge: Forge, ctx: dict[str, str],
 
 
 def test_a_credentialed_forge_url_is_stripped_for_the_command(ctx: dict[str, str], tmp_path: Path) -> None:
-    from assay.envs import scrubbed_env
+    from assay.core.envs import scrubbed_env
 
     env = scrubbed_env({"ASSAY_FORGE": "https://x-access-token:ghs_abc@github.com/o/r.git", "PATH": "/bin"})
     assert env["ASSAY_FORGE"] == "https://github.com/o/r.git"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from assay.claims import Claims
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.steps import OutcomeUnknown, ReplayMismatch, Session, StepFailed, open_session
 from assay.errors import Fenced, NeedsPerson
-from assay.git import ForgeGit
-from assay.steps import OutcomeUnknown, ReplayMismatch, Session, StepFailed, open_session
 from tests.conftest import Forge
 from tests.journal_check import claim_chain, entries, invariants, journal_commits
 
@@ -204,8 +204,8 @@ def test_a_run_that_ends_resets_the_count(held: Claims) -> None:
 
 def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, held: Claims, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import assay.git
-    from assay.journal import read_log
+    import assay.core.git
+    from assay.core.journal import read_log
 
     s1 = session(held, "r1")
     for i in range(1500):
@@ -215,12 +215,12 @@ def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, 
     s1.flush()
     monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "fresh-cache"))
     seen: list[str] = []
-    real = assay.git.run_git
+    real = assay.core.git.run_git
 
     def counting(args, *a, **k):
         seen.append(args[0])
         return real(args, *a, **k)
-    monkeypatch.setattr(assay.git, "run_git", counting)
+    monkeypatch.setattr(assay.core.git, "run_git", counting)
     log = read_log(ForgeGit(forge.url), "alpha")
     assert len(log.entries) == 3000  # every intent and result, nothing lost
     assert seen.count("fetch") == 1 and seen.count("ls-remote") == 1

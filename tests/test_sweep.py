@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from assay import custody
-from assay.claims import Claims
+from assay.core import custody
+from assay.core.claims import Claims
+from assay.core.forge.plain import PlainReviews
+from assay.core.git import ForgeGit
+from assay.core.journal import Journal
 from assay.errors import Conflict
-from assay.forge.plain import PlainReviews
-from assay.git import ForgeGit
-from assay.journal import Journal
-from assay.sweep import sweep
+from assay.observe.sweep import sweep
 from tests.conftest import Forge, Run, assay, audit_failures, git
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import brief, desk_env, publish

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from assay.claims import transition
+from assay.core.claims import transition
+from assay.core.records import STATES, ClaimRecord
 from assay.errors import ClaimLost, Conflict, IllegalTransition, UsageError
-from assay.records import STATES, ClaimRecord
 
 AT = "2026-11-29T08:00:00Z"
 FROM: list[str | None] = [None, *STATES]

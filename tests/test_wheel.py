@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.claims import Claims
-from assay.git import ForgeGit
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
 from tests.fakegithub import FakeGitHub
 from tests.test_desk import DESK, brief, publish

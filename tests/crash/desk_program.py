@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from assay.claims import Claims
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.steps import OutcomeUnknown, Session, open_session
 from assay.errors import IllegalTransition
-from assay.git import ForgeGit
-from assay.steps import OutcomeUnknown, Session, open_session
 
 BRIEF, DESK = "alpha", "crashdesk"
 

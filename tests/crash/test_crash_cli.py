@@ -16,11 +16,11 @@ from functools import partial
 
 import pytest
 
-from assay.claims import Claims
-from assay.custody import wait
-from assay.forge.plain import PlainReviews
-from assay.git import ForgeGit
-from assay.retired import entry_path
+from assay.core.claims import Claims
+from assay.core.custody import wait
+from assay.core.forge.plain import PlainReviews
+from assay.core.git import ForgeGit
+from assay.core.retired import entry_path
 from tests.conftest import Forge, Run, assay, git
 from tests.journal_check import claim_chain, entries, invariants
 

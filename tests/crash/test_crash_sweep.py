@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from assay.claims import Claims
-from assay.git import ForgeGit
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
 from tests.conftest import Forge, assay, git
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_desk import publish

@@ -1,4 +1,4 @@
-"""Every crash point in the code is registered in `assay.crash.POINTS`, and the crash suite arms every one.
+"""Every crash point in the code is registered in `assay.core.crash.POINTS`, and the crash suite arms every one.
 
 The points are read from the source, not from the registry: each `crash_point("…")` call, and each
 `chain.push(…, what)`, which `chain.push` frames with `<what>.before-push` and `<what>.after-push`.
@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay.claims import TRANSITIONS
-from assay.crash import POINTS, PUSHES
+from assay.core.claims import TRANSITIONS
+from assay.core.crash import POINTS, PUSHES
 from tests.conftest import REPO
 
 PACKAGE = REPO / "assay"
 CRASH_TESTS = Path(__file__).resolve().parent
 FRAMES = (".before-push", ".after-push")  # what chain.push adds to its `what`
 # chain.push call sites whose `what` is computed from a claim action (wait, release, force_release …)
-CLAIM_ACTION_PUSHES = frozenset({"claims.py:Claims._write", "journal.py:Journal._flush_once",
-                                 "journal.py:_append.attempt"})
-FRAMING = frozenset({"chain.py:push"})  # the one crash_point call that is not a literal
+CLAIM_ACTION_PUSHES = frozenset({"core/claims.py:Claims._write", "core/journal.py:Journal._flush_once",
+                                 "core/journal.py:_append.attempt"})
+FRAMING = frozenset({"core/chain.py:push"})  # the one crash_point call that is not a literal
 _NAME = re.compile(r"[a-z][a-z-]*")
 
 
@@ -116,7 +116,7 @@ def unregistered(sites: Sequence[Site], actions: set[str]) -> list[str]:
         at = f"{s.where} (line {s.line})"
         if s.kind == "point" and s.name is not None:
             if s.name not in POINTS:
-                problems.append(f"{at}: crash point {s.name!r} is not in assay.crash.POINTS")
+                problems.append(f"{at}: crash point {s.name!r} is not in assay.core.crash.POINTS")
         elif s.kind == "point":
             if s.where not in FRAMING or set(s.suffixes) - set(FRAMES):
                 problems.append(f"{at}: a computed crash point name; name it literally or teach this test")
@@ -131,8 +131,8 @@ def unregistered(sites: Sequence[Site], actions: set[str]) -> list[str]:
                 problems.append(f"{at}: chain.push with a computed `what`; name it literally or teach this test")
             for what in sorted(whats):
                 if what not in PUSHES:
-                    problems.append(f"{at}: push {what!r} is not in assay.crash.PUSHES")
-                problems += [f"{at}: crash point {what}{f!r} is not in assay.crash.POINTS"
+                    problems.append(f"{at}: push {what!r} is not in assay.core.crash.PUSHES")
+                problems += [f"{at}: crash point {what}{f!r} is not in assay.core.crash.POINTS"
                              for f in FRAMES if f"{what}{f}" not in POINTS]
     return problems
 
@@ -192,7 +192,7 @@ def test_a_point_without_a_case_is_named() -> None:
 def test_an_unregistered_point_or_push_in_the_source_is_named() -> None:
     source = (
         "from assay import chain\n"
-        "from assay.crash import crash_point\n"
+        "from assay.core.crash import crash_point\n"
         "def render(git, updates, brief):\n"
         "    crash_point('board.after-render', brief)\n"
         "    chain.push(git, updates, 'board')\n"
@@ -202,11 +202,11 @@ def test_an_unregistered_point_or_push_in_the_source_is_named() -> None:
     sites, actions = scan([("board.py", source)])
     assert actions == {"expire"}
     problems = unregistered(sites, actions)
-    assert any("'board.after-render' is not in assay.crash.POINTS" in p for p in problems)
-    assert any("push 'board' is not in assay.crash.PUSHES" in p for p in problems)
+    assert any("'board.after-render' is not in assay.core.crash.POINTS" in p for p in problems)
+    assert any("push 'board' is not in assay.core.crash.PUSHES" in p for p in problems)
     assert any("board.py:render (line 6): chain.push with a computed `what`" in p for p in problems)
     # a new claim action that reaches the claim writers' pushes needs its points too
     claims_sites, _ = scan(package_sources())
-    writer = [s for s in claims_sites if s.where == "claims.py:Claims._write"]
-    assert any("push 'adopt' is not in assay.crash.PUSHES" in p for p in unregistered(writer, {"adopt"}))
+    writer = [s for s in claims_sites if s.where == "core/claims.py:Claims._write"]
+    assert any("push 'adopt' is not in assay.core.crash.PUSHES" in p for p in unregistered(writer, {"adopt"}))
     assert unregistered(writer, {"expire"}) == []

@@ -1,0 +1,522 @@
+"""Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, env, verify)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.core import cachefile
+from assay.core.git import ForgeGit, TreeEntry, parse_tree
+from assay.core.records import MAIN_REF, check_tip, validate_brief_id
+from assay.errors import BriefIdInvalid, BriefInvalid
+
+KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "verify")
+VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
+DEFAULT_PRIORITY = 5
+BRIEFS_DIR = "briefs"  # on main
+DEFAULT_VERIFY_TIMEOUT_S = 600
+MAX_TITLE = 200  # characters: a title is a review's (a pull request's) title and a board card's heading
+MAX_BRIEF_BYTES = 256 * 1024
+_LABEL = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class VerifyRow:
+    id: str
+    run: str
+    expect_exit: int = 0
+    timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Brief:
+    id: str
+    title: str
+    body: str
+    path: str
+    desk: str | None = None
+    priority: int = DEFAULT_PRIORITY
+    depends_on: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    verify: tuple[VerifyRow, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get (settings, never secrets)
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    line: int | None
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+
+@dataclass
+class _Checker:
+    path: str
+    offset: int  # lines before the YAML text in the file
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, node: Any, message: str, hint: str = "") -> None:
+        line = node.start_mark.line + 1 + self.offset if node is not None else None
+        self.problems.append(Problem(self.path, line, message, hint))
+
+
+def compose_yaml(text: str) -> Any:
+    """The YAML node tree of `text` (with line marks), by libyaml where PyYAML has it: 15x faster.
+
+    Text that does not parse is parsed again by the pure-Python loader, whose errors point
+    at the line of the problem rather than where libyaml gave up.
+    """
+    import yaml
+
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return yaml.compose(text, Loader=fast)
+        except yaml.YAMLError:
+            pass
+    return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def compose_mapping(text: str, path: str, what: str) -> tuple[Any, list[Problem]]:
+    """The YAML mapping a definition file holds (desks, sweepers), or the one problem, with its line, that
+    stops it from being read."""
+    import yaml
+
+    try:
+        root = compose_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        return None, [Problem(path, mark.line + 1 if mark else None, "not valid YAML")]
+    if not isinstance(root, yaml.MappingNode):
+        return None, [Problem(path, 1, f"{what} is a mapping of keys such as `name:`")]
+    return root, []
+
+
+def brief_id_from_path(path: Path) -> str:
+    return path.name.removesuffix(".md")
+
+
+def parse_brief(text: str, path: str, brief_id: str) -> Brief:
+    """Parse one brief, raising BriefInvalid (with file and line) on the first problem."""
+    brief, problems = check_brief(text, path, brief_id)
+    if problems or brief is None:
+        first = problems[0]
+        raise BriefInvalid(first.path, first.line, first.message, first.hint)
+    return brief
+
+
+def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list[Problem]]:
+    """Every problem of one brief file, each with its line; the brief if there were none."""
+    import yaml
+
+    checker = _Checker(path, 1)
+    size = len(text.encode("utf-8"))
+    if size > MAX_BRIEF_BYTES:  # it becomes the prompt, a review's title and a board page: keep them bounded
+        return None, [Problem(path, None, f"the brief is {size:,} bytes; at most {MAX_BRIEF_BYTES:,}",
+                              "move long material into the repository and point to it from the brief")]
+    try:
+        validate_brief_id(brief_id)
+    except BriefIdInvalid as exc:
+        checker.problems.append(Problem(path, None, f"the file name gives {exc.message}",
+                                        "rename the file to <id>.md with a valid id"))
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        checker.problems.append(Problem(path, 1, "a brief must start with a '---' line opening its YAML front matter",
+                                        "see `assay brief new` for a skeleton"))
+        return None, checker.problems
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        checker.problems.append(Problem(path, 1, "the front matter is never closed by a '---' line"))
+        return None, checker.problems
+    try:
+        root = compose_yaml("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        line = mark.line + 2 if mark else None
+        checker.problems.append(Problem(path, line, f"front matter is not valid YAML: {problem}"))
+        return None, checker.problems
+    if not isinstance(root, yaml.MappingNode):
+        checker.problems.append(Problem(path, 2, "the front matter must be a mapping of keys such as `title:`"))
+        return None, checker.problems
+    fields = _mapping(checker, root, KEYS, "brief")
+    try:
+        title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
+        if title is not None and len(title) > MAX_TITLE:
+            checker.add(fields["title"], f"`title` is {len(title):,} characters; at most {MAX_TITLE}",
+                        "say the rest in the brief's body")
+            title = None
+        desk = _ident(checker, fields.get("desk"), "desk")
+        priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
+        depends = _ident_list(checker, fields.get("depends_on"), "depends_on")
+        if brief_id in depends:
+            checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
+        labels = _label_list(checker, fields.get("labels"))
+        env = _env_map(checker, fields.get("env"))
+        verify = _verify_rows(checker, fields.get("verify"))
+    except _Unreadable as exc:
+        checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
+        return None, sorted(checker.problems, key=lambda p: p.line or 0)
+    body = "\n".join(lines[end + 1:]).strip("\n")
+    if checker.problems:
+        return None, sorted(checker.problems, key=lambda p: p.line or 0)
+    return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
+                 depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env), []
+
+
+def _mapping(checker: _Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        if key not in keys:
+            checker.add(key_node, f"unknown {what} key {key!r}", f"allowed: {', '.join(keys)}")
+        elif key in out:
+            checker.add(key_node, f"{what} key {key!r} appears twice")
+        else:
+            out[key] = value_node
+    return out
+
+
+class _Unreadable(Exception):
+    """A YAML value that does not construct (an unknown tag, `!!int "zz"`)."""
+
+    def __init__(self, node: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.node = node
+
+
+@functools.cache
+def _constructor() -> Any:
+    """One safe constructor for every value (making one per value cost more than parsing)."""
+    import yaml
+
+    return yaml.SafeLoader(" ")
+
+
+def construct_value(node: Any) -> Any:
+    """The Python value of a YAML node (safe types only); yaml.YAMLError, ValueError or TypeError if none."""
+    constructor = _constructor()
+    try:
+        return constructor.construct_object(node, deep=True)
+    finally:  # it remembers what it built, by node: forget, or a long-running desk keeps every brief
+        constructor.constructed_objects.clear()
+        constructor.recursive_objects.clear()
+
+
+def _scalar(node: Any) -> Any:
+    import yaml
+
+    if node is None:
+        return None
+    try:
+        return construct_value(node)
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise _Unreadable(node, f"cannot read this value: {problem}") from None
+
+
+def _string(checker: _Checker, node: Any, name: str, required: bool = False,
+            node_for_missing: Any = None) -> str | None:
+    if node is None:
+        if required:
+            checker.add(node_for_missing, f"`{name}:` is required", f"add `{name}: ...` to the front matter")
+        return None
+    value = _scalar(node)
+    if isinstance(value, bool | int | float):
+        checker.add(node, f"`{name}` must be a string, but YAML reads {node.value!r} as a {type(value).__name__}",
+                    f"quote it: {name}: \"{node.value}\"")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        checker.add(node, f"`{name}` must be a non-empty string")
+        return None
+    return value.strip()
+
+
+def _ident(checker: _Checker, node: Any, name: str) -> str | None:
+    value = _string(checker, node, name)
+    if value is not None:
+        try:
+            validate_brief_id(value)
+        except BriefIdInvalid as exc:
+            checker.add(node, f"`{name}`: {exc.problem}", "use a-z 0-9 . _ - (at most 64 characters)")
+            return None
+    return value
+
+
+def _int(checker: _Checker, node: Any, name: str, low: int, high: int, default: int) -> int:
+    if node is None:
+        return default
+    value = _scalar(node)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        checker.add(node, f"`{name}` must be a whole number from {low} to {high}, not {node.value!r}")
+        return default
+    return value
+
+
+def _list(checker: _Checker, node: Any, name: str) -> list[Any]:
+    import yaml
+
+    if node is None:
+        return []
+    if not isinstance(node, yaml.SequenceNode):
+        checker.add(node, f"`{name}` must be a list", f"write `{name}: [a, b]` or one `- item` per line")
+        return []
+    return list(node.value)
+
+
+def _ident_list(checker: _Checker, node: Any, name: str) -> list[str]:
+    out = []
+    for item in _list(checker, node, name):
+        value = _ident(checker, item, name)
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _label_list(checker: _Checker, node: Any) -> list[str]:
+    out = []
+    for item in _list(checker, node, "labels"):
+        value = _string(checker, item, "labels")
+        if value is not None and not _LABEL.fullmatch(value):
+            checker.add(item, f"label {value!r} must use a-z 0-9 . _ -")
+        elif value is not None:
+            out.append(value)
+    return out
+
+
+def _env_map(checker: _Checker, node: Any) -> tuple[tuple[str, str], ...]:
+    """`env:`, a mapping of variable names to the values an agent and its effects get (a deploy's target, say)."""
+    import yaml
+
+    from assay.core.credentials import SECRET_NAMES
+    from assay.core.envs import NAME
+
+    if node is None:
+        return ()
+    if not isinstance(node, yaml.MappingNode):
+        checker.add(node, "`env` must be a mapping of variable names to values",
+                    "write `env: {DEPLOY_TARGET: staging}`")
+        return ()
+    out = []
+    for key_node, value_node in node.value:
+        key, value = _scalar(key_node), _scalar(value_node)
+        if not isinstance(key, str) or not NAME.fullmatch(key):
+            checker.add(key_node, f"`env` name {key_node.value!r} is not a variable name", "use A-Z 0-9 _")
+        elif SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
+            checker.add(key_node, f"`env` may not set {key}: forge credentials and Assay's own variables are not "
+                        "a brief's to give", "a brief is public: put settings here, never secrets")
+        elif not isinstance(value, str | int | float) or isinstance(value, bool):
+            checker.add(value_node, f"`env.{key}` must be a string", f"quote it: {key}: \"{value_node.value}\"")
+        else:
+            out.append((key, str(value)))
+    return tuple(sorted(out))
+
+
+def _verify_rows(checker: _Checker, node: Any) -> list[VerifyRow]:
+    import yaml
+
+    rows: list[VerifyRow] = []
+    seen: set[str] = set()
+    for item in _list(checker, node, "verify"):
+        if not isinstance(item, yaml.MappingNode):
+            checker.add(item, "each verify row must be a mapping with `id:` and `run:`")
+            continue
+        fields = _mapping(checker, item, VERIFY_KEYS, "verify row")
+        row_id = _ident(checker, fields.get("id"), "verify id")
+        if "id" not in fields:
+            checker.add(item, "a verify row needs `id:`")
+        run = _string(checker, fields.get("run"), "run", required=True, node_for_missing=item)
+        expect = _int(checker, fields.get("expect_exit"), "expect_exit", 0, 255, 0)
+        timeout = _int(checker, fields.get("timeout_s"), "timeout_s", 1, 86400, DEFAULT_VERIFY_TIMEOUT_S)
+        if row_id is not None and row_id in seen:
+            checker.add(fields["id"], f"verify id {row_id!r} is used twice")
+        if row_id is not None:
+            seen.add(row_id)
+            if run is not None:
+                rows.append(VerifyRow(row_id, run, expect, timeout))
+    return rows
+
+
+def brief_files(folder: Path) -> list[Path]:
+    """The brief files of a folder (`*.md`, README.md excepted)."""
+    return sorted(p for p in folder.glob("*.md") if p.name.lower() != "readme.md")
+
+
+def lint_folder(folder: Path, display_root: Path | None = None) -> tuple[list[Brief], list[Problem]]:
+    """Check every brief in `folder`, then the links between them (unknown dependencies, cycles)."""
+    briefs: list[Brief] = []
+    problems: list[Problem] = []
+    for path in brief_files(folder):
+        shown = str(path.relative_to(display_root)) if display_root else str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            problems.append(Problem(shown, None, "the file is not UTF-8 text"))
+            continue
+        brief, found = check_brief(text, shown, brief_id_from_path(path))
+        problems += found
+        if brief:
+            briefs.append(brief)
+    problems += check_links(briefs)
+    return briefs, problems
+
+
+def check_links(briefs: list[Brief]) -> list[Problem]:
+    by_id = {b.id: b for b in briefs}
+    problems = [Problem(b.path, None, f"depends on {dep!r}, which is not a brief here",
+                        f"add briefs/{dep}.md or remove it from depends_on")
+                for b in briefs for dep in b.depends_on if dep not in by_id]
+    for cycle in _cycles(by_id):
+        problems.append(Problem(by_id[cycle[0]].path, None,
+                                "dependency cycle: " + " -> ".join([*cycle, cycle[0]]),
+                                "remove one of these dependencies"))
+    return problems
+
+
+def _cycles(by_id: dict[str, Brief]) -> list[list[str]]:
+    state: dict[str, int] = {}
+    found: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in by_id[node].depends_on:
+            if dep not in by_id:
+                continue
+            if state.get(dep) == 1:
+                found.append(stack[stack.index(dep):])
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(by_id):
+        if node not in state:
+            visit(node, [])
+    return found
+
+
+def main_folder(git: ForgeGit, main: str, folder: str) -> tuple[list[TreeEntry], list[Problem]]:
+    """The entries of `folder` in main's commit `main`, read together with main itself.
+
+    Main at anything but a commit is RecordInvalid naming refs/heads/main; something
+    other than a folder at `folder` is a Problem on that path, so readers of main go on.
+    """
+    head, found = git.read_typed([main, f"{main}:{folder}"])
+    check_tip(MAIN_REF, main, head.kind if head else None)
+    if found is None:
+        return [], []
+    if found.kind != "tree":
+        what = {"blob": "file", "commit": "submodule"}.get(found.kind, found.kind)
+        return [], [Problem(folder, None, f"main's `{folder}` is a {what}, not a folder",
+                            f"{folder}/ holds one file per item; move the {what} away and push main")]
+    return parse_tree(found.data), []
+
+
+def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]]:
+    """Every brief on the forge's `main` at commit `main` (one cat-file batch), with its problems.
+
+    A brief already parsed (same blob, same file name) is taken from the cache's `PARSED` file:
+    a pass over 10,000 unchanged briefs parses none of them.
+    """
+    git.ensure_objects({MAIN_REF: main})
+    tree, problems = main_folder(git, main, BRIEFS_DIR)
+    files = sorted(e for e in tree if e.name.endswith(".md") and e.name.lower() != "readme.md")
+    cache_path = git.cache / PARSED
+    known = _load_parsed(cache_path)
+    raw: dict[str, dict[str, Any]] = {}
+    results: dict[str, tuple[Brief | None, list[Problem]]] = {}
+    for key in (f"{e.sha}:{e.name}" for e in files):
+        if key in known:
+            try:
+                results[key], raw[key] = _from_parsed(known[key]), known[key]
+            except (TypeError, KeyError, ValueError):
+                pass  # written by another version, or damaged: parsed again below
+    todo = [e for e in files if f"{e.sha}:{e.name}" not in results]
+    for entry, data in zip(todo, git.read_objects([e.sha for e in todo]), strict=True):
+        key = f"{entry.sha}:{entry.name}"
+        raw[key] = _parse_file(entry.name, data)
+        results[key] = _from_parsed(raw[key])
+    if todo or len(raw) != len(known):
+        cachefile.save(cache_path, raw)  # only what main has now: the file never outgrows the folder
+    briefs: list[Brief] = []
+    for entry in files:
+        brief, found = results[f"{entry.sha}:{entry.name}"]
+        problems += found
+        if brief:
+            briefs.append(brief)
+    return briefs, problems + check_links(briefs)
+
+
+PARSED = "briefs-parsed.v2.json"  # in the forge's cache: blob:name -> the brief, or its problems
+
+
+def _parse_file(name: str, data: bytes | None) -> dict[str, Any]:
+    path = f"{BRIEFS_DIR}/{name}"
+    try:
+        text = (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return {"problems": [asdict(Problem(path, None, "the file is not UTF-8 text"))]}
+    brief, found = check_brief(text, path, name.removesuffix(".md"))
+    return {"brief": asdict(brief) if brief else None, "problems": [asdict(p) for p in found]}
+
+
+def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
+    raw = item.get("brief")
+    brief = None
+    if raw is not None:
+        rows = tuple(VerifyRow(**row) for row in raw["verify"])
+        brief = Brief(**{**raw, "depends_on": tuple(raw["depends_on"]), "labels": tuple(raw["labels"]),
+                         "verify": rows, "env": tuple((str(k), str(v)) for k, v in raw.get("env", ()))})
+    return brief, [Problem(**p) for p in item.get("problems", [])]
+
+
+def _load_parsed(path: Path) -> dict[str, dict[str, Any]]:
+    """The cache of parsed briefs; empty if absent or unreadable (it is only ever a shortcut)."""
+    return {k: v for k, v in cachefile.load(path).items() if isinstance(v, dict)}
+
+
+SKELETON = """---
+title: {title}
+priority: {priority}
+labels: [{labels}]
+depends_on: [{depends}]
+verify:
+  - id: tests
+    run: "true"
+    expect_exit: 0
+    timeout_s: 600
+---
+Describe the task here: what to change, why, and how a reviewer can tell it is done.
+Replace the verify row with commands that prove it (they run from main's copy of this file).
+"""
+
+
+def new_brief(folder: Path, brief_id: str, title: str, priority: int = DEFAULT_PRIORITY,
+              labels: tuple[str, ...] = (), depends_on: tuple[str, ...] = ()) -> Path:
+    """Write a valid skeleton `briefs/<id>.md`; refuses to overwrite."""
+    from assay.errors import UsageError
+
+    validate_brief_id(brief_id)
+    path = folder / f"{brief_id}.md"
+    if path.exists():
+        raise UsageError(f"{path} already exists", hint="pick another id or edit the file")
+    text = SKELETON.format(title=title.replace("\n", " "), priority=priority, labels=", ".join(labels),
+                           depends=", ".join(depends_on))
+    _, problems = check_brief(text, str(path), brief_id)
+    if problems:
+        raise UsageError(f"the brief would be invalid: {problems[0]}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

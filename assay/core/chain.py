@@ -1,0 +1,142 @@
+"""Chains of versioned records: how every Assay ref is read, prepared and compare-and-swap-written.
+
+A chain is a ref whose commits each hold a few files (`claim.json`, `review.json`,
+a journal batch). A change is a new commit on the tip, pushed with a lease on that
+tip (`push`); a push that finds a ref moved raises `Moved`, and `retrying` re-reads
+and tries again after a random back-off, the one policy for every writer. Reading
+many tips is one fetch and one cat-file batch (`read_tips`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from assay.core.crash import crash_point
+from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, refusal_hint
+from assay.core.records import brief_of_ref, check_tip
+from assay.errors import Busy, ForgeRefused, RecordInvalid
+
+T = TypeVar("T")
+R = TypeVar("R")
+TRIES = 30  # attempts of one change while other writers keep moving its refs
+BACKOFF_CAP_S = 0.5
+Files = Mapping[str, "bytes | Mapping[str, bytes]"]  # a file, or a folder of files
+
+
+class Moved(Exception):
+    """A ref moved between our read and our push (`refs`: which); nothing was written."""
+
+    def __init__(self, refs: Sequence[str]) -> None:
+        super().__init__(", ".join(refs))
+        self.refs = list(refs)
+
+
+@dataclass(frozen=True)
+class InvalidRecord:
+    """A ref whose record does not decode: listed with what is wrong, never fatal to a listing."""
+
+    ref: str
+    sha: str
+    problem: str
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def read_tips(git: ForgeGit, tips: Mapping[str, str], prefix: str, name: str,
+              decode: Callable[[bytes | None, str], R]) -> tuple[list[tuple[R, str]], list[InvalidRecord]]:
+    """The record `name` at each tip (ref -> sha under `prefix`): one fetch, one cat-file batch.
+
+    Returns (record, sha) pairs in ref order, and the refs that hold junk: a ref that names
+    no brief, a tip that is not a commit, a record that does not decode.
+    """
+    good_names: dict[str, str] = {}
+    bad: list[InvalidRecord] = []
+    for ref, sha in tips.items():
+        try:
+            brief_of_ref(ref, prefix)  # before fetching: git refuses to fetch a malformed ref name
+            good_names[ref] = sha
+        except RecordInvalid as exc:
+            bad.append(InvalidRecord(ref, sha, exc.problem))
+    git.ensure_objects(good_names)
+    refs = sorted(good_names)
+    objects = git.read_typed([n for r in refs for n in (good_names[r], f"{good_names[r]}:{name}")])
+    good: list[tuple[R, str]] = []
+    for i, ref in enumerate(refs):
+        try:
+            good.append((decode_tip(ref, good_names[ref], objects[2 * i], objects[2 * i + 1], decode),
+                         good_names[ref]))
+        except RecordInvalid as exc:
+            bad.append(InvalidRecord(ref, good_names[ref], exc.problem))
+    return good, sorted(bad, key=lambda b: b.ref)
+
+
+def read_one(git: ForgeGit, ref: str, sha: str, prefix: str, name: str, decode: Callable[[bytes | None, str], R]) -> R:
+    """The record `name` at commit `sha` of `ref`; RecordInvalid for junk."""
+    brief_of_ref(ref, prefix)
+    git.ensure_objects({ref: sha})
+    tip, blob = git.read_typed([sha, f"{sha}:{name}"])
+    return decode_tip(ref, sha, tip, blob, decode)
+
+
+def decode_tip(ref: str, sha: str, tip: GitObject | None, blob: GitObject | None,
+               decode: Callable[[bytes | None, str], R]) -> R:
+    check_tip(ref, sha, tip.kind if tip else None)
+    return decode(blob.data if blob and blob.kind == "blob" else None, ref)
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+def commit(git: ForgeGit, ref: str, parent: str | None, files: Files, message: str, author: str,
+           when: float) -> RefUpdate:
+    """A commit on `parent` holding `files`, written to the cache (not pushed), as the update that moves `ref`."""
+    entries: list[TreeEntry] = []
+    for name, content in files.items():
+        if isinstance(content, bytes):
+            entries.append(TreeEntry(name, git.write_blob(content)))
+        else:
+            folder = [TreeEntry(n, git.write_blob(data)) for n, data in content.items()]
+            entries.append(TreeEntry(name, git.write_tree(folder), "40000"))
+    sha = git.write_commit(git.write_tree(entries), [parent] if parent else [], message, Signature.of(author), when)
+    return RefUpdate(ref, sha, parent or ZERO)
+
+
+def push(git: ForgeGit, updates: Sequence[RefUpdate], what: str, step: str | None = None) -> None:
+    """CAS-push `updates` (atomically if several); `Moved` if a ref moved, `ForgeRefused` if the forge said no.
+
+    The crash points `<what>.before-push` and `<what>.after-push` frame it.
+    """
+    crash_point(f"{what}.before-push", step)
+    results = git.push(updates, atomic=len(updates) > 1)
+    crash_point(f"{what}.after-push", step)
+    if all(r.ok for r in results.values()):
+        return
+    moved = [r.ref for r in results.values() if r.status == "stale"]
+    if moved:
+        raise Moved(moved)
+    refused = [r for r in results.values() if not r.ok]
+    detail = "; ".join(sorted({r.detail for r in refused}))
+    raise ForgeRefused(f"the forge refused {what} ({', '.join(r.ref for r in refused)}): {detail}",
+                       hint=refusal_hint(detail))
+
+
+def back_off(attempt: int) -> None:
+    """Sleep a random while, longer after each try, so that among racing writers someone wins each round."""
+    if attempt:
+        time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, BACKOFF_CAP_S)))
+
+
+def retrying(attempt: Callable[[int], T], what: str, tries: int = TRIES) -> T:
+    """Run `attempt(n)` until it does not raise `Moved` (it re-reads each time); `Busy` after `tries`."""
+    for n in range(tries):
+        back_off(n)
+        try:
+            return attempt(n)
+        except Moved:
+            continue
+    raise Busy(f"{what}: other writers kept moving it; nothing more was written", hint="run the command again")

@@ -1,0 +1,450 @@
+"""The claim state machine over CAS refs: the only writer of `refs/assay/claims/*`.
+
+A claim chain is never deleted: every change is a new commit on top of the
+tip, pushed with a lease on that tip, so two racing writers can never both
+win. `transition` owns the whole table; an illegal change is refused before
+anything is pushed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from assay.core import cachefile, chain, retired
+from assay.core.credentials import redact
+from assay.core.git import ForgeGit, GitObject, RefUpdate
+from assay.core.lives import BOOT_PREFIX, Life, this_life
+from assay.core.records import (
+    CLAIMS_PREFIX,
+    FORMAT_VERSION,
+    MAIN_REF,
+    STATES,
+    ClaimRecord,
+    check_tip,
+    claim_ref,
+    decode_claim,
+    utc_now_iso,
+    validate_brief_id,
+)
+from assay.errors import (
+    BriefInvalid,
+    BriefNotFound,
+    ClaimLost,
+    Fenced,
+    IllegalTransition,
+    RecordInvalid,
+    UsageError,
+)
+
+Clock = Callable[[], float]
+_HOLDER = re.compile(r"[^/]*/(?P<host>[^/]*)/(?P<pid>[0-9]{1,10})/[^/.]*(?:\.(?P<start>[0-9]{1,20})"
+                     r"(?:\.(?P<boot>[0-9a-f][0-9a-f-]{7,35}))?)?")
+
+# action -> (states it may start from; None is "no claim yet"), the state it leads to
+# (None: the state is the caller's choice among `OUTCOMES`, or unchanged for renew).
+TRANSITIONS: dict[str, tuple[frozenset[str | None], str | None]] = {
+    "claim": (frozenset({None, "released", "expired", "abandoned"}), "held"),
+    "takeover": (frozenset({"held", "waiting"}), "held"),
+    "renew": (frozenset({"held", "waiting"}), None),
+    "wait": (frozenset({"held"}), "waiting"),
+    "wake": (frozenset({"waiting"}), "held"),
+    "block": (frozenset({"held", "waiting"}), "blocked"),
+    "release": (frozenset({"held", "waiting", "blocked"}), None),
+    "expire": (frozenset({"held", "waiting"}), "expired"),
+    "force_release": (frozenset({"held", "waiting", "blocked"}), "released"),
+}
+OUTCOMES = ("released", "done", "abandoned")
+HOLDER_ACTIONS = frozenset({"renew", "wait", "wake", "block", "release"})
+NEW_EPOCH_ACTIONS = frozenset({"claim", "takeover"})
+DEFAULT_LEASE_S = 600
+MAX_LEASE_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim record and the commit that holds it."""
+
+    record: ClaimRecord
+    sha: str
+
+
+InvalidClaim = chain.InvalidRecord
+
+
+def new_holder(desk: str) -> str:
+    """desk/host/pid/nonce.start.boot: which process life of which desk holds a claim.
+
+    `start` and `boot` (the first 8 characters of the boot id) are left out where
+    they are unknown; holders written before them are desk/host/pid/nonce.
+    """
+    life = this_life()
+    tail = "" if life.start is None else f".{life.start}"
+    if tail and life.boot is not None:
+        tail += f".{life.boot[:BOOT_PREFIX]}"
+    return f"{desk}/{life.host}/{life.pid}/{os.urandom(2).hex()}{tail}"
+
+
+def holder_life(holder: str) -> Life | None:
+    """The process life a holder names; None for a holder not in the `new_holder` form."""
+    m = _HOLDER.fullmatch(holder)
+    if m is None:
+        return None
+    return Life(m["host"], int(m["pid"]), int(m["start"]) if m["start"] else None, m["boot"])
+
+
+def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str, desk: str = "",
+               holder: str = "", lease_s: int | None = None, outcome: str | None = None,
+               reason: str = "", epoch: int | None = None, wait: dict[str, object] | None = None) -> ClaimRecord:
+    """The one transition table. Returns the next record or raises before anything is written."""
+    if action not in TRANSITIONS:
+        raise UsageError(f"unknown claim action {action!r}")
+    allowed, target = TRANSITIONS[action]
+    state = current.state if current else None
+    if action in HOLDER_ACTIONS and epoch is not None:
+        fence(current, brief, desk, epoch)
+    if state not in allowed:
+        if action == "claim" and current is not None and current.live:
+            raise ClaimLost(brief, current.state, current.desk, current.holder, current.epoch)
+        why = "a done brief is finished; reopen it on main as a new brief" if state == "done" else ""
+        raise IllegalTransition(brief, action.replace("_", "-"), state or "absent", why)
+    if action in HOLDER_ACTIONS or action == "takeover":
+        assert current is not None
+        if desk and current.desk != desk:
+            raise ClaimLost(brief, current.state, current.desk, current.holder, current.epoch)
+    if action in NEW_EPOCH_ACTIONS:
+        return ClaimRecord(brief=brief, state="held", epoch=(current.epoch + 1) if current else 1, desk=desk,
+                           holder=holder or new_holder(desk), lease_s=lease_s or DEFAULT_LEASE_S,
+                           branch=f"assay/{brief}", at=at, reason=reason)
+    assert current is not None
+    if action == "renew":  # `at` is when the state last changed; a renewal is the commit itself
+        return current.but(lease_s=lease_s or current.lease_s)
+    if action == "release":
+        if outcome not in OUTCOMES:
+            raise UsageError(f"release outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
+        return current.but(state=outcome, at=at, reason=reason, wait=None)
+    if action == "force_release" and not reason.strip():
+        raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
+    assert target is not None
+    return current.but(state=target, at=at, reason=reason, wait=wait if action == "wait" else None)
+
+
+def fence(current: ClaimRecord | None, brief: str, desk: str, epoch: int) -> None:
+    """Raise Fenced unless `desk` (any desk, if empty) still holds `brief` at `epoch`."""
+    if current is None:
+        raise Fenced(brief, desk, epoch, "the brief has never been claimed")
+    if current.epoch != epoch or (desk and current.desk != desk) or not current.live:
+        raise Fenced(brief, desk or current.desk, epoch,
+                     f"the claim is now {current.state} at epoch {current.epoch} by desk {current.desk!r}")
+
+
+@dataclass
+class ForgeView:
+    """Claim tips and main as one ls-remote saw them: a hint for the next push, never the check."""
+
+    tips: dict[str, str]
+    main: str | None
+    retired: str | None = None  # the tip of refs/assay/retired
+
+
+class Claims:
+    """Claim operations on one forge. Receives its git port and clock."""
+
+    def __init__(self, git: ForgeGit, clock: Clock = time.time) -> None:
+        self.git = git
+        self.clock = clock
+        self.view: ForgeView | None = None
+        self._kept: ForgeView | None = None  # a view read with keep=True, for the next read_view
+        self._brief_on_main: dict[tuple[str, str], bool] = {}
+
+    # -- reading --------------------------------------------------------------------
+
+    def read(self, brief: str) -> Claim | None:
+        ref = claim_ref(brief)
+        tip = self.git.ls_remote(ref).get(ref)
+        return self.load(ref, tip) if tip else None
+
+    def load(self, ref: str, sha: str) -> Claim:
+        """The claim record in commit `sha` of `ref` (fetched if the cache lacks it); RecordInvalid for junk."""
+        return Claim(chain.read_one(self.git, ref, sha, CLAIMS_PREFIX, "claim.json", decode_claim), sha)
+
+    def load_tips(self, tips: dict[str, str]) -> tuple[list[Claim], list[InvalidClaim]]:
+        """The claims at `tips` (ref -> sha), and the junk among them, in ref order.
+
+        A tip read before is taken from the cache's `DECODED` file (commit id -> record, so an
+        entry never goes stale); the others are read with one fetch and one cat-file batch.
+        Listings and choosing use this; every write still reads its tip and compares-and-swaps.
+        """
+        path = self.git.cache / DECODED
+        known = cachefile.load(path)
+        remembered = known.get("claims") if known.get("v") == FORMAT_VERSION else None
+        memo: dict[str, Any] = remembered if isinstance(remembered, dict) else {}
+        hits: list[Claim] = []
+        todo: dict[str, str] = {}
+        for ref, sha in tips.items():
+            record = _recall(memo.get(sha), ref)
+            if record is None:
+                todo[ref] = sha
+            else:
+                hits.append(Claim(record, sha))
+        good, bad = chain.read_tips(self.git, todo, CLAIMS_PREFIX, "claim.json", decode_claim)
+        fresh = [Claim(record, sha) for record, sha in good]
+        claims = sorted([*hits, *fresh], key=lambda c: c.record.brief) if hits and fresh else hits or fresh
+        if fresh or len(hits) != len(memo):  # only the tips seen now: the file never outgrows the forge
+            cachefile.save(path, {"v": FORMAT_VERSION, "claims": {c.sha: _remember(c.record) for c in claims}})
+        return claims, bad
+
+    def list_all(self) -> tuple[list[Claim], list[InvalidClaim]]:
+        """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""
+        return self.load_tips(self.git.ls_remote(CLAIMS_PREFIX + "*"))
+
+    def history(self, brief: str, refs: Mapping[str, str] | None = None) -> list[Claim | InvalidClaim]:
+        """The custody chain of `brief`, oldest first (also of a retired brief); RecordInvalid if its ref
+        is not a commit. `refs`: the forge's refs read already (see `retired.tip_of`)."""
+        ref = claim_ref(brief)
+        tip = retired.tip_of(self.git, ref, refs)
+        if not tip:
+            return []
+        self.git.ensure_objects({ref: tip})
+        shas = list(reversed(self.git.rev_list(tip)))  # empty if the tip is no commit
+        head, *blobs = self.git.read_typed([tip, *(f"{s}:claim.json" for s in shas)])
+        check_tip(ref, tip, head.kind if head else None)
+        return decode_chain(ref, shas, blobs)
+
+    # -- writing --------------------------------------------------------------------
+
+    def read_view(self, keep: bool = False) -> ForgeView:
+        """Read every claim tip, main and the retired index in one round trip, for callers that pick among
+        many briefs.
+
+        With `keep`, the next call returns this view instead of reading again: for a caller that
+        needs main just before a pass that reads everything (with thousands of refs on the forge,
+        each ls-remote costs the forge a read of every ref, whatever the pattern).
+        """
+        if self._kept is not None:
+            self.view, self._kept = self._kept, None
+            return self.view
+        refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF, retired.RETIRED_REF)
+        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF),
+                              refs.get(retired.RETIRED_REF))
+        if keep:
+            self._kept = self.view  # the same object: a write meanwhile updates its tip in both
+        return self.view
+
+    def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
+              holder: str = "", require_brief: bool = True) -> Claim:
+        """Take `brief` for `desk`; exactly one of any number of racing callers wins.
+
+        After `read_view()`, the first attempt trusts the tip it saw: the lease on the push
+        is the real check, and a stale view costs one re-read, never a double claim.
+        """
+        validate_brief_id(brief)
+        validate_desk(desk)
+        validate_lease(lease_s)
+        ref = claim_ref(brief)
+
+        def attempt(n: int) -> Claim:
+            trust_view = n == 0 and self.view is not None
+            if trust_view:
+                assert self.view is not None
+                tip, main, retired_tip = self.view.tips.get(ref), self.view.main, self.view.retired
+            else:
+                refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF)
+                tip, main, retired_tip = refs.get(ref), refs.get(MAIN_REF), refs.get(retired.RETIRED_REF)
+            if not tip:  # never claimed, or done and retired (its claim ref is gone, its record is in the index)
+                retired.refuse_if_retired(self.git, retired_tip, brief, "claim")
+            if require_brief:
+                self._require_brief(brief, main)
+            current = self.load(ref, tip) if tip else None
+            action = "claim"
+            if singleton and current and current.record.live and current.record.desk == desk:
+                action = "takeover"
+            try:
+                record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
+                                    holder=holder, lease_s=lease_s)
+            except ClaimLost:
+                if trust_view:
+                    raise chain.Moved([ref]) from None  # the synced view may be older than a release: look again
+                raise
+            return self._write(current, record, action)  # Moved: re-read; a live claim there means we lost
+
+        return chain.retrying(attempt, f"claiming {brief!r}")
+
+    def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None) -> Claim:
+        if lease_s is not None:
+            validate_lease(lease_s)
+        return self._change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s)
+
+    def release(self, brief: str, desk: str, outcome: str = "released", reason: str = "",
+                epoch: int | None = None) -> Claim:
+        return self._change(brief, "release", desk=desk, outcome=outcome, reason=reason, epoch=epoch)
+
+    def block(self, brief: str, desk: str, epoch: int, reason: str) -> Claim:
+        """Park a held or waiting claim for a person, with the reason in the chain."""
+        return self._change(brief, "block", desk=desk, epoch=epoch, reason=reason)
+
+    def force_release(self, brief: str, reason: str, by: str) -> Claim:
+        """A person takes a claim away; the reason and who did it stay in the chain."""
+        return self._change(brief, "force_release", reason=forced_reason(reason, by), author=by)
+
+    def expire(self, current: Claim, reason: str, by: str) -> Claim:
+        """Expire exactly `current`, the tip a sweeper watched stand still, without a journal entry (for a
+        journal that cannot be written). `chain.Moved` if the tip moved since: nothing is written then."""
+        record = transition(current.record, "expire", current.record.brief, at=self._now(), reason=reason)
+        return self._write(current, record, "expire", author=by)
+
+    def _change(self, brief: str, action: str, *, author: str = "", **args: object) -> Claim:
+        """Apply `action` to the current tip alone (no journal entry); if the tip moved, re-read and re-check.
+
+        Desks and people change claims through `custody.py`, which journals each change in the same
+        push; these claim-only changes are for a journal that cannot be written (a stale lock, junk).
+        """
+        validate_brief_id(brief)
+
+        def attempt(_: int) -> Claim:
+            current = self.read(brief)
+            if current is None:
+                retired.check_not_retired(self.git, brief, action)
+                raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")
+            record = transition(current.record, action, brief, at=self._now(), **args)  # type: ignore[arg-type]
+            return self._write(current, record, action, author=author)
+
+        return chain.retrying(attempt, f"{action.replace('_', ' ')} of {brief!r}")
+
+    def prepare(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> RefUpdate:
+        """The claim commit for `record` on top of `current`, written to the cache but not pushed.
+
+        The journal pushes it together with its entries (`--atomic`), so every
+        append is also a renewal and a fencing check.
+        """
+        message = f"assay: {action} {record.brief} -> {record.state} (epoch {record.epoch}, desk {record.desk})"
+        if record.reason:
+            message += f"\n\n{record.reason}"
+        return chain.commit(self.git, claim_ref(record.brief), current.sha if current else None,
+                            {"claim.json": record.encode()}, message, author or record.desk or "assay", self.clock())
+
+    def transition_update(self, current: Claim, action: str, author: str = "",
+                          **args: Any) -> tuple[ClaimRecord, RefUpdate]:
+        """`action` applied to `current` by the transition table, as a commit not yet pushed (it may ride
+        in a journal push, so that every append renews the claim and a transition lands with its entry)."""
+        record = transition(current.record, action, current.record.brief, at=self._now(), **args)
+        return record, self.prepare(current, record, action, author)
+
+    def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> Claim:
+        update = self.prepare(current, record, action, author)
+        chain.push(self.git, [update], action.replace("_", "-"))
+        if self.view is not None:
+            self.view.tips[update.ref] = update.new
+        return Claim(record, update.new)
+
+    def _require_brief(self, brief: str, main: str | None) -> None:
+        if not main:
+            raise BriefNotFound(brief, f"the forge {redact(self.git.url)} (it has no main branch)")
+        key = (main, brief)
+        if key not in self._brief_on_main:
+            self.git.ensure_objects({MAIN_REF: main})
+            found = self._brief_in(main, brief)
+            if not found:  # be sure before refusing: fetch main for real and look again
+                self.git.ensure_objects({MAIN_REF: main}, force=True)
+                found = self._brief_in(main, brief)
+            self._brief_on_main[key] = found
+        if not self._brief_on_main[key]:
+            raise BriefNotFound(brief, f"the forge's main ({main[:10]})")
+
+    def _brief_in(self, main: str, brief: str) -> bool:
+        """Whether main has the brief; a brief file there that does not validate is bad input (BriefInvalid)."""
+        from assay.core.briefs import check_brief
+
+        head, found = self.git.read_typed([main, f"{main}:briefs/{brief}.md"])
+        check_tip(MAIN_REF, main, head.kind if head else None)
+        if found is None or found.kind != "blob":
+            return False
+        path = f"briefs/{brief}.md"
+        _, problems = check_brief(found.data.decode("utf-8", "replace"), path, brief)
+        if problems:
+            first = problems[0]
+            raise BriefInvalid(path, first.line, first.message, first.hint or "fix it on main (`assay brief lint`)")
+        return True
+
+    def _now(self) -> str:
+        return utc_now_iso(self.clock())
+
+
+DECODED = "claims-decoded.v1.json"  # in the forge's cache: claim commit id -> its record, as _remember lists it
+_TYPES = (str, str, int, str, str, int, str, str, str)  # the types _remember lists, `wait` apart
+
+
+def _remember(r: ClaimRecord) -> list[Any]:
+    return [r.brief, r.state, r.epoch, r.desk, r.holder, r.lease_s, r.branch, r.at, r.reason, r.wait]
+
+
+def _recall(item: Any, ref: str) -> ClaimRecord | None:
+    """The record a cache entry holds for a tip of `ref`; None for no entry, or one that is damaged or
+    would not decode there (another brief's commit pushed to this ref is read, and reported, afresh)."""
+    if not isinstance(item, list) or len(item) != 10 or tuple(map(type, item[:9])) != _TYPES:
+        return None
+    brief, state, epoch, desk, holder, lease_s, branch, at, reason, wait = item
+    if ref != CLAIMS_PREFIX + brief or state not in STATES or epoch < 1 or not isinstance(wait, dict | None):
+        return None
+    try:
+        validate_brief_id(brief)  # as reading the ref would: git refuses to fetch a malformed ref name
+    except UsageError:
+        return None
+    return ClaimRecord(brief, state, epoch, desk, holder, lease_s, branch, at, wait, reason)
+
+
+T = TypeVar("T")
+
+
+def renewal_key(record: ClaimRecord) -> tuple[str, int, str, str, str]:
+    """What a renewal leaves unchanged: a renewal commit repeats the record (its lease may change)."""
+    return record.state, record.epoch, record.desk, record.holder, record.at
+
+
+def fold_renewals(items: Sequence[T], key: Callable[[T], object]) -> list[tuple[T, int]]:
+    """Consecutive items with the same non-None `key` folded into the first: (item, renewals folded into it)."""
+    out: list[tuple[T, int]] = []
+    last: object = None
+    for item in items:
+        k = key(item)
+        if out and k is not None and k == last:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((item, 0))
+        last = k
+    return out
+
+
+def decode_chain(ref: str, shas: Sequence[str], blobs: Sequence[GitObject | None]) -> list[Claim | InvalidClaim]:
+    """The claims of a chain's commits `shas`, given each commit's `claim.json` as read; junk as invalid."""
+    out: list[Claim | InvalidClaim] = []
+    for sha, blob in zip(shas, blobs, strict=True):
+        try:
+            out.append(Claim(decode_claim(blob.data if blob and blob.kind == "blob" else None, ref), sha))
+        except RecordInvalid as exc:
+            out.append(InvalidClaim(ref, sha, exc.problem))
+    return out
+
+
+def forced_reason(reason: str, by: str) -> str:
+    if not reason.strip():
+        raise UsageError("a forced release needs a reason", hint="pass --reason 'why the claim is taken away'")
+    return f"forced by {by}: {reason}"
+
+
+def validate_desk(desk: str) -> str:
+    try:
+        return validate_brief_id(desk)
+    except UsageError:
+        raise UsageError(f"invalid desk name {desk!r}",
+                         hint="desk names use a-z 0-9 . _ - (at most 64), starting with a letter or digit") from None
+
+
+def validate_lease(lease_s: int) -> int:
+    if not 1 <= lease_s <= MAX_LEASE_S:
+        raise UsageError(f"lease of {lease_s}s is out of range", hint=f"use 1 to {MAX_LEASE_S} seconds")
+    return lease_s

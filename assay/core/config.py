@@ -1,0 +1,202 @@
+"""Which forge: `--forge` > `ASSAY_FORGE` > `.assay.yaml` `forge:` > the repo's `origin`; GitHub when it is on
+github.com (or on the host of `ASSAY_GITHUB_API`)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from assay.core.git import is_local_path, local_repo_origin
+from assay.errors import ConfigInvalid, UsageError
+
+if TYPE_CHECKING:
+    from assay.core.claims import Claims
+    from assay.core.forge.base import Reviews
+    from assay.core.forge.github import GitHubTarget
+    from assay.core.git import ForgeGit
+
+CONFIG_NAME = ".assay.yaml"
+
+
+@dataclass(frozen=True)
+class ForgeChoice:
+    url: str
+    source: str  # where it came from, for messages
+
+
+def find_config(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path) -> dict[str, object]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigInvalid(f"{where}: not valid YAML", hint="fix the file or run `assay init` again") from None
+    except OSError as exc:
+        raise ConfigInvalid(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigInvalid(f"{path}: not UTF-8 text", hint="save it as UTF-8, or run `assay init` again") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigInvalid(f"{path}: expected a mapping such as `forge: ../forge.git`")
+    return data
+
+
+def resolve_forge(flag: str | None, cwd: Path | None = None) -> ForgeChoice:
+    cwd = cwd or Path.cwd()
+    if flag:
+        return ForgeChoice(_normalise(flag, cwd), "--forge")
+    env = os.environ.get("ASSAY_FORGE")
+    if env:
+        return ForgeChoice(_normalise(env, cwd), "ASSAY_FORGE")
+    config = find_config(cwd)
+    if config:
+        forge = load_config(config).get("forge")
+        if forge is not None:
+            if not isinstance(forge, str) or not forge.strip():
+                raise ConfigInvalid(f"{config}: `forge:` must be a URL or path")
+            return ForgeChoice(_normalise(forge, config.parent), str(config))
+    origin = local_repo_origin(cwd) if (cwd / ".git").exists() or _inside_repo(cwd) else None
+    if origin:
+        return ForgeChoice(_normalise(origin, cwd), "the repository's origin")
+    raise UsageError("no forge is configured",
+                     hint="pass --forge URL|PATH, set ASSAY_FORGE, or run `assay init --local-forge DIR`")
+
+
+def _inside_repo(cwd: Path) -> bool:
+    return any((p / ".git").exists() for p in (cwd, *cwd.parents))
+
+
+def _normalise(url: str, base: Path) -> str:
+    url = url.strip()
+    if url.startswith("file://"):
+        return url
+    if is_local_path(url):
+        return str((base / os.path.expanduser(url)).resolve())
+    return url
+
+
+class Ports:
+    """The forge's ports for one command, built on first use and closed when it ends (ghstack's cli_context).
+
+    Verbs receive it; none builds its own git, claims or reviews.
+    """
+
+    def __init__(self, flag: str | None, cwd: Path | None = None) -> None:
+        self.flag, self.cwd = flag, cwd
+        self._git: ForgeGit | None = None
+        self._claims: Claims | None = None
+        self._reviews: Reviews | None = None
+
+    @property
+    def git(self) -> ForgeGit:
+        if self._git is None:
+            self._git = open_forge(self.flag, self.cwd)
+        return self._git
+
+    @property
+    def claims(self) -> Claims:
+        if self._claims is None:
+            from assay.core.claims import Claims
+
+            self._claims = Claims(self.git)
+        return self._claims
+
+    @property
+    def reviews(self) -> Reviews:
+        if self._reviews is None:
+            self._reviews = open_reviews(self.git)
+        return self._reviews
+
+    def close(self) -> None:
+        if self._git is not None:
+            self._git.close()
+
+
+def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
+    """The git port for the chosen forge."""
+    from assay.core.git import ForgeGit
+
+    return ForgeGit(resolve_forge(flag, cwd).url)
+
+
+def github_target(url: str) -> GitHubTarget | None:
+    """The GitHub repository the forge `url` is: on github.com, or on the host `ASSAY_GITHUB_API` serves."""
+    from assay.core.forge.github import target_of
+
+    return target_of(url, os.environ.get("ASSAY_GITHUB_API") or None)
+
+
+def open_reviews(git: ForgeGit) -> Reviews:
+    """Pull requests when the forge is GitHub (github.com, or the host of `ASSAY_GITHUB_API`), else review
+    refs on the forge itself. PyGithub is imported only for GitHub."""
+    from assay.core.credentials import token_for
+
+    target = github_target(git.url)
+    if target is None:
+        from assay.core.forge.plain import PlainReviews
+
+        return PlainReviews(git)
+    token = token_for(git.url)
+    if not token:
+        raise UsageError(f"the forge is GitHub ({target.repo}) and no token is set",
+                         hint="set GITHUB_TOKEN (or GH_TOKEN) to a token with contents, pull requests and "
+                              "statuses write access")
+    from assay.core.forge.github import GitHubReviews
+
+    return GitHubReviews(target, token, cache_dir=git.cache / "github")
+
+
+def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:
+    return Ports(flag, cwd).claims
+
+
+def state_dir_for(url: str, explicit: Path | None = None) -> Path:
+    """Where a desk keeps worktrees and prompts for this forge."""
+    import hashlib
+
+    if explicit:
+        return usable_folder(explicit.absolute(), "--state-dir")  # the agent runs elsewhere: never relative
+    base = os.environ.get("ASSAY_STATE_DIR") or os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
+    root = Path(base) if os.environ.get("ASSAY_STATE_DIR") else Path(base) / "assay"
+    return usable_folder(root.absolute() / hashlib.sha256(url.encode()).hexdigest()[:20], "ASSAY_STATE_DIR")
+
+
+def usable_folder(path: Path, named_by: str) -> Path:
+    """`path`, made if missing, once it is known to be a folder this process can write (bad input otherwise)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot use {path} as the desk's state folder: {exc.strerror}",
+                         hint=f"point {named_by} at a folder this user can write") from None
+    return path
+
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the `assay` package, whichever wing this module sits in
+SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
+
+
+def defaults_dir(kind: str) -> Path:
+    """Where the shipped defaults live: inside the installed package, or the source checkout."""
+    packaged = PACKAGE / "_defaults" / kind
+    if packaged.is_dir():
+        return packaged
+    source = PACKAGE.parent / SOURCES.get(kind, kind)
+    if source.is_dir():
+        return source
+    raise UsageError(f"the default {kind}/ folder is missing from this installation", hint="reinstall assay")

@@ -1,0 +1,115 @@
+"""Claim changes that desks and people make between runs, each journaled in the same atomic push.
+
+wait, wake, block, release and a person's forced release move the claim and append their journal
+entry together (`journal.transition_as`), so the journal never tells a story the claim lacks.
+Steering is an entry alone. Inside a run a desk uses `Journal.transition` on its own session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from assay.core.claims import Claim, Claims, forced_reason
+from assay.core.journal import append_as_person, transition_as
+from assay.core.records import ReviewRecord, condition_problem, parse_iso
+from assay.core.retired import check_not_retired
+from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
+
+
+def parse_condition(on: str) -> str:
+    """A wait condition given by a person or a desk, checked (exit 2) before anything is written."""
+    problem = condition_problem(on)
+    if problem:
+        raise UsageError(problem, hint="use review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ (UTC)")
+    return on
+
+
+def wait_met(wait: Mapping[str, object] | None, review: ReviewRecord | None, now: float) -> tuple[str, str] | None:
+    """The one rule for "is this wait met", for desks and sweepers alike: (what to do, why) when the forge shows
+    the condition met (`done`: the review is merged; `block`: it was closed; `wake`: the time has passed), else
+    None. A review or merge wait with no review read (`review` None) is not met."""
+    on = str((wait or {}).get("on", ""))
+    if on in ("review", "merge") and review is not None:
+        if review.state == "merged":
+            return "done", "the review is merged"
+        if review.state == "closed":
+            return "block", "the review was closed"
+    elif on.startswith("time:") and condition_problem(on) is None and now >= parse_iso(on[5:]).timestamp():
+        return "wake", f"{on[5:]} has passed"
+    return None
+
+
+def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> Claim:
+    current = claims.read(brief)
+    if current is None:
+        check_not_retired(claims.git, brief, action)
+        raise IllegalTransition(brief, action, "absent", "nobody has claimed it")
+    if desk and current.record.desk != desk:
+        raise IllegalTransition(brief, action, current.record.state, f"it belongs to desk {current.record.desk!r}")
+    return current
+
+
+def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, epoch: int | None = None) -> Claim:
+    """Park a held brief on a condition: the claim stays, no process works on it.
+
+    With `epoch` (an agent's ASSAY_EPOCH), a process from an older epoch is fenced (exit 3).
+    """
+    condition = parse_condition(on)
+    r = _holder_claim(claims, brief, desk, "wait").record
+    return transition_as(claims, brief, "wait", "wait", {"on": condition, "by": by}, by, desk=r.desk,
+                         epoch=r.epoch if epoch is None else epoch, wait={"on": condition})
+
+
+def wake(claims: Claims, brief: str, by: str, desk: str | None = None, epoch: int | None = None,
+         run: str = "") -> Claim:
+    """Wake a waiting brief; its desk resumes it from the journal on its next pass."""
+    r = _holder_claim(claims, brief, desk, "wake").record
+    return transition_as(claims, brief, "wake", "wake", {"by": by, "was": r.wait}, by, run, desk=r.desk,
+                         epoch=r.epoch if epoch is None else epoch)
+
+
+def block(claims: Claims, brief: str, desk: str, epoch: int, reason: str, by: str | None = None,
+          run: str = "") -> Claim:
+    """Park a claim for a person, with the reason in the claim chain and the journal.
+
+    If the forge refuses the journal (a stale lock on it, say), the claim alone is blocked: a person
+    must see the brief stopped, with the reason, even when its journal cannot be written.
+    """
+    data = {"action": "block", "reason": reason}
+    try:
+        return transition_as(claims, brief, "block", "claim", data, by or desk, run, desk=desk, epoch=epoch,
+                             reason=reason)
+    except (ForgeRefused, RecordInvalid) as exc:
+        return claims.block(brief, desk, epoch, f"{reason} (not journaled: {exc.message})")
+
+
+def release(claims: Claims, brief: str, desk: str, outcome: str = "released", reason: str = "",
+            epoch: int | None = None, by: str | None = None, run: str = "") -> Claim:
+    """End a claim as released, done or abandoned; the next claim gets epoch + 1."""
+    data: dict[str, Any] = {"action": "release", "outcome": outcome, "reason": reason}
+    return transition_as(claims, brief, "release", "claim", data, by or desk, run, desk=desk, outcome=outcome,
+                         reason=reason, epoch=epoch)
+
+
+def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:
+    """A person takes a claim away; the reason and who did it stay in the chain and the journal.
+
+    A journal that holds junk, or that the forge refuses (a stale lock), does not stop a person:
+    the claim alone is released then.
+    """
+    why = forced_reason(reason, by)
+    try:
+        return transition_as(claims, brief, "force_release", "claim", {"action": "force-release", "reason": why},
+                             by, reason=why)
+    except (ForgeRefused, RecordInvalid) as exc:
+        if isinstance(exc, RecordInvalid) and exc.ref.startswith("refs/assay/claims/"):
+            raise
+        return claims.force_release(brief, f"{reason} (not journaled: {exc.message})", by)
+
+
+def steer(claims: Claims, brief: str, text: str, by: str) -> int:
+    """Journal guidance for the agent's next run (and every run after a recovery). Returns its seq."""
+    if not text.strip():
+        raise UsageError("steering text is empty", hint='assay steer BRIEF "what the agent should know"')
+    return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq

@@ -1,0 +1,174 @@
+"""Desk definitions: `desks/<name>.yaml`, validated with file and line for every problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from assay.core.briefs import Brief, Problem, compose_mapping, construct_value, main_folder
+from assay.core.credentials import SECRET_NAMES
+from assay.core.envs import NAME, PATTERN
+from assay.core.git import ForgeGit
+from assay.core.records import MAIN_REF, check_tip
+from assay.errors import ConfigInvalid
+
+KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",
+        "verify_timeout_s")
+AGENT_KEYS = ("command", "timeout_s", "install")
+DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
+DEFAULT_AGENT_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class DeskSpec:
+    name: str
+    command: tuple[str, ...]
+    labels: tuple[str, ...] = ()
+    lease_s: int = 600
+    heartbeat_s: int = 60
+    singleton: bool = False
+    attempts: int = 3
+    env_allow: tuple[str, ...] = DEFAULT_ENV  # names, or shell patterns such as ANTHROPIC_*
+    verify_timeout_s: int = 600
+    env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get, whatever the desk's environment
+    timeout_s: int = DEFAULT_AGENT_TIMEOUT_S  # an agent run past this is stopped, and the attempt counted
+    install: str = ""  # how to install the agent command, for the error when it is missing
+
+    def takes(self, brief: Brief) -> bool:
+        """A brief naming a desk goes to that desk; otherwise to desks whose labels it carries."""
+        if brief.desk:
+            return brief.desk == self.name
+        return not self.labels or bool(set(self.labels) & set(brief.labels))
+
+
+def parse_desk(text: str, path: str) -> DeskSpec:
+    spec, problems = check_desk(text, path)
+    if problems or spec is None:
+        raise ConfigInvalid(str(problems[0]), hint="see desks/scripted.yaml for a complete example")
+    return spec
+
+
+def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
+    import yaml
+
+    problems: list[Problem] = []
+
+    def bad(node: Any, message: str, hint: str = "") -> None:
+        problems.append(Problem(path, node.start_mark.line + 1 if node is not None else None, message, hint))
+
+    root, unreadable = compose_mapping(text, path, "a desk definition")
+    if root is None:
+        return None, unreadable
+    nodes: dict[str, Any] = {}
+    for key, value in root.value:
+        if key.value not in KEYS:
+            bad(key, f"unknown desk key {key.value!r}", f"allowed: {', '.join(KEYS)}")
+        nodes[key.value] = value
+    data: dict[str, Any] = {}
+    for key, node in nodes.items():
+        try:
+            data[key] = construct_value(node)
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            bad(node, f"cannot read `{key}`: {getattr(exc, 'problem', None) or exc}", "remove the YAML tag")
+    if problems:
+        return None, problems
+
+    def need(key: str, kind: type, check: Any = None, message: str = "") -> Any:
+        if key not in data:
+            return None
+        value = data[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (check and not check(value)):
+            bad(nodes[key], message or f"`{key}` must be a {kind.__name__}")
+            return None
+        return value
+
+    name = need("name", str, lambda v: v.strip(), "`name` must be a non-empty string")
+    if "name" not in data:
+        bad(root, "`name:` is required")
+    agent = need("agent", dict, lambda v: isinstance(v.get("command"), list) and v["command"]
+                 and all(isinstance(a, str) for a in v["command"]),
+                 "`agent:` must be a mapping with `command:`, a non-empty list of strings")
+    if "agent" not in data:
+        bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
+    agent_timeout, install = DEFAULT_AGENT_TIMEOUT_S, ""
+    if agent:
+        for key in agent:
+            if key not in AGENT_KEYS:
+                bad(nodes["agent"], f"unknown agent key {key!r}", f"allowed: {', '.join(AGENT_KEYS)}")
+        raw_timeout = agent.get("timeout_s", DEFAULT_AGENT_TIMEOUT_S)
+        if not isinstance(raw_timeout, int) or isinstance(raw_timeout, bool) or raw_timeout <= 0:
+            bad(nodes["agent"], "`agent.timeout_s` must be a whole number above 0")
+        else:
+            agent_timeout = raw_timeout
+        install = agent.get("install", "")
+        if not isinstance(install, str):
+            bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
+            install = ""
+    takes = need("takes", dict) or {}
+    labels = takes.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        bad(nodes.get("takes"), "`takes.labels` must be a list of labels")
+        labels = []
+    ints = {k: need(k, int, lambda v: v > 0, f"`{k}` must be a whole number above 0")
+            for k in ("lease_s", "heartbeat_s", "attempts", "verify_timeout_s")}
+    singleton = need("singleton", bool, message="`singleton` must be true or false")
+    env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) and PATTERN.fullmatch(x) for x in v),
+                     "`env_allow` must be a list of variable names or patterns (e.g. PATH, ANTHROPIC_*)")
+    env = need("env", dict, lambda v: all(isinstance(k, str) and NAME.fullmatch(k) and isinstance(x, str | int)
+                                          and not isinstance(x, bool) for k, x in v.items()),
+               "`env` must map variable names to values (strings)") or {}
+    for key in env:
+        if SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
+            bad(nodes["env"], f"`env` may not set {key}: forge credentials and Assay's own variables are not "
+                "the desk's to give", "give an effect's own settings other names")
+    heartbeat, lease = ints["heartbeat_s"] or DeskSpec.heartbeat_s, ints["lease_s"] or DeskSpec.lease_s
+    if heartbeat * 2 > lease:
+        bad(nodes.get("heartbeat_s") or nodes.get("lease_s"),
+            f"`heartbeat_s` ({heartbeat}) must be at most half of `lease_s` ({lease}), "
+            "or a slow renewal loses the claim")
+    if problems or not name or not agent:
+        return None, problems
+    defaults = DeskSpec(name=name, command=tuple(agent["command"]))
+    return DeskSpec(
+        name=name, command=tuple(agent["command"]), labels=tuple(labels),
+        lease_s=ints["lease_s"] or defaults.lease_s, heartbeat_s=ints["heartbeat_s"] or defaults.heartbeat_s,
+        singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
+        env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
+        verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
+        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, install=install), []
+
+
+def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:
+    """`desks/<name>.yaml` from the forge's main, so every machine runs the same definition."""
+    if main:
+        git.ensure_objects({MAIN_REF: main})
+        head, found = git.read_typed([main, f"{main}:desks/{name}.yaml"])
+        check_tip(MAIN_REF, main, head.kind if head else None)
+        if found is not None and found.kind == "blob":
+            spec = parse_desk(found.data.decode("utf-8", "replace"), f"desks/{name}.yaml")
+            if spec.name != name:
+                raise ConfigInvalid(f"desks/{name}.yaml names desk {spec.name!r}",
+                                    hint=f"a desk file is named after its desk: set `name: {name}`")
+            return spec
+        known = [e.name.removesuffix(".yaml") for e in main_folder(git, main, "desks")[0] if e.name.endswith(".yaml")]
+    else:
+        known = []
+    raise ConfigInvalid(f"no desk {name!r} on the forge's main",
+                        hint=f"known desks: {', '.join(known) or 'none'}; add desks/{name}.yaml to main")
+
+
+def desks_on_main(git: ForgeGit, main: str) -> tuple[list[DeskSpec], list[Problem]]:
+    """Every desk definition on main, with the problems of those that do not validate."""
+    git.ensure_objects({MAIN_REF: main})
+    tree, problems = main_folder(git, main, "desks")
+    files = sorted(e for e in tree if e.name.endswith(".yaml"))
+    specs: list[DeskSpec] = []
+    for entry, data in zip(files, git.read_objects([e.sha for e in files]), strict=True):
+        path = f"desks/{entry.name}"
+        spec, found = check_desk((data or b"").decode("utf-8", "replace"), path)
+        if spec is not None and spec.name != entry.name.removesuffix(".yaml"):
+            found = [Problem(path, None, f"names desk {spec.name!r}; a desk file is named after its desk")]
+        problems += found
+        if spec is not None and not found:
+            specs.append(spec)
+    return specs, problems

@@ -1,0 +1,132 @@
+"""The review port: draft pull requests, on a plain git forge or on GitHub.
+
+Every implementation passes the same contract: an illegal change (approving a
+merged review, merging a draft) raises `IllegalReviewChange` before anything
+is written, and a merge lands on main together with its record or not at all.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from assay.core.chain import InvalidRecord
+from assay.core.git import RefUpdate
+from assay.core.records import ReviewRecord
+from assay.errors import Conflict
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Review:
+    """A review record and the commit (or forge object) that holds it."""
+
+    record: ReviewRecord
+    sha: str
+
+    @property
+    def brief(self) -> str:
+        return self.record.brief
+
+    @property
+    def state(self) -> str:
+        return self.record.state
+
+
+InvalidReview = InvalidRecord  # a review ref whose record does not decode; listed, never fatal
+
+
+class IllegalReviewChange(Conflict):
+    """The review's state does not allow this change; nothing was written."""
+
+    def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
+        msg = f"cannot {action} the review of {brief!r}: it is {state}"
+        super().__init__(msg + (f" ({why})" if why else ""))
+        self.brief = brief
+        self.action = action
+        self.state = state
+
+
+class NoReview(IllegalReviewChange):
+    """A review change asked of a brief that has no review: bad input (exit 2), not a lost race."""
+
+    code = 2
+
+    def __init__(self, brief: str, action: str, where: str = "") -> None:
+        super().__init__(brief, action, "absent", where or "there is no review of it")
+        self.hint = "`assay review list` shows the reviews there are; a desk opens one when it works the brief"
+
+
+class MergeConflict(Conflict):
+    """The branch does not merge cleanly into its base; nothing was written."""
+
+    def __init__(self, brief: str, branch: str, base: str) -> None:
+        super().__init__(f"{branch} does not merge cleanly into {base}; rebase it",
+                         hint=f"rebase {branch} onto {base}, push it, then merge {brief!r} again")
+        self.brief = brief
+        self.branch = branch
+        self.base = base
+
+
+class Reviews(Protocol):
+    """Reviews of work branches, one per brief."""
+
+    def get(self, brief: str) -> Review | None: ...
+
+    def peek(self, brief: str) -> Review | None:
+        """The review's state and head; comments and approvals may be left out (cheaper where the forge
+        charges for reads)."""
+        ...
+
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        """`peek` of each brief that has a review, in as few reads as the forge allows."""
+        ...
+
+    def kept(self, brief: str) -> Review | None:
+        """The review, or the review as it was when its brief was retired (read-only)."""
+        ...
+
+    def list(self) -> builtins.list[Review | InvalidReview]: ...
+
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+        """While a call waits (a rate limit), call `keepalive` (a claim's renewal, which raises when the claim is
+        lost) at least every half minute and once before writing, and wait no longer than `max_wait_s` in all.
+        A forge whose calls never wait ignores it."""
+        ...
+
+    def open(self, brief: str, branch: str, title: str, head: str) -> Review:
+        """Open a draft; if a review of `branch` exists and is not closed, return it unchanged."""
+        ...
+
+    def mark_ready(self, brief: str, head: str) -> Review: ...
+
+    def ready_update(self, brief: str, head: str) -> RefUpdate | None:
+        """Where reviews are refs: the unpushed update marking it ready (a desk pushes it fenced)."""
+        ...
+
+    def comment(self, brief: str, by: str, text: str) -> Review: ...
+
+    def approve(self, brief: str, by: str) -> Review: ...
+
+    def merge(self, brief: str, by: str) -> Review:
+        """Merge the branch's tip on the forge into main; requires state ready, refuses conflicts."""
+        ...
+
+    def close(self, brief: str, by: str, reason: str) -> Review: ...
+
+    @property
+    def refs_backed(self) -> bool:
+        """Reviews are refs on the forge (marked ready by `ready_update` inside a journal push), or API
+        objects (marked ready by `mark_ready` after the intent is journaled)."""
+        ...
+
+    def label(self, brief: str, state: str, desk: str) -> None:
+        """Show the review's state and desk where the forge has labels (nothing elsewhere)."""
+        ...
+
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
+        """Post each verify row's evidence as a commit status where the forge has them (nothing elsewhere)."""
+        ...

@@ -1,0 +1,638 @@
+"""Reviews as draft pull requests on GitHub, through PyGithub (imported only when the forge is GitHub).
+
+Claims, heartbeats and journals stay git refs pushed over HTTPS (no REST quota); this port
+makes REST and GraphQL calls on state changes only, and repeats its reads conditionally
+(`If-None-Match`), so reading an unchanged pull request again costs no quota. Every write a desk makes here is fenced
+by the caller: its intent is journaled in the same atomic push that renews the claim, so a
+desk that lost its claim never reaches the API (`work.py`). Outcomes the network leaves
+unknown are settled by reading back: a pull request is found by its head branch, so opening
+one twice, or after a crash between the request and its answer, never makes two.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlencode
+
+from assay.core.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, NoReview, Review
+from assay.core.forge.etags import ETagStore, Kept, token_identity
+from assay.core.git import RefUpdate
+from assay.core.records import ReviewComment, ReviewRecord, validate_brief_id
+from assay.errors import AssayError, ForgeError, UsageError
+
+if TYPE_CHECKING:
+    from github.PullRequest import PullRequest
+    from github.Repository import Repository
+
+T = TypeVar("T")
+Echo = Callable[[str], None]
+GITHUB_API = "https://api.github.com"
+BRANCH_PREFIX = "assay/"
+STATE_LABELS = ("assay:draft", "assay:ready", "assay:merged", "assay:closed")  # no "/": a label is a path part
+MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command gives up
+KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim this often
+TRIES = 4
+_SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_STATUS_EPOCH = re.compile(r"; epoch (\d+)$")  # how a verify status names the epoch that posted it
+MAX_LISTED = 10_000  # items of one list read before the rest is left unread
+
+
+@dataclass(frozen=True)
+class GitHubTarget:
+    """Which repository, through which API."""
+
+    repo: str  # owner/name
+    api: str = GITHUB_API
+    web: str = "https://github.com"  # the forge's own host, where its pull requests are seen
+
+
+def target_of(url: str, api: str | None = None) -> GitHubTarget | None:
+    """The GitHub repository a forge URL names: github.com, or any host when an API URL is given."""
+    m = re.fullmatch(r"(?:(?P<scheme>https?)://(?:[^@/]+@)?(?P<host>[^/]+)/|git@(?P<ssh>[^:]+):)"
+                     r"(?P<slug>[^/]+/[^/]+?)(?:\.git)?/?", url.strip())
+    if m is None:
+        return None
+    host = m["host"] or m["ssh"]
+    if api:
+        return GitHubTarget(m["slug"], api.rstrip("/"), f"{m['scheme'] or 'https'}://{host}")
+    if host in ("github.com", "www.github.com"):
+        return GitHubTarget(m["slug"], GITHUB_API)
+    return None
+
+
+class GitHubReviews:
+    """One pull request per brief, from `assay/<brief>` into main. Receives its target, token and clock.
+
+    Reads it repeats (a pull request by head branch, its reviews and comments) are conditional:
+    sent with the ETag of the last answer (kept in `cache_dir` across processes), so an
+    unchanged one is a 304 and costs no quota. `calls` counts requests by operation,
+    `not_modified` the 304s among them.
+    """
+
+    def __init__(self, target: GitHubTarget, token: str, echo: Echo | None = None,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 cache_dir: Path | None = None) -> None:
+        from github import Auth, Github
+
+        if not _SLUG.fullmatch(target.repo):
+            raise UsageError(f"{target.repo!r} is not a GitHub repository (OWNER/NAME)")
+        self.target = target
+        self.owner = target.repo.split("/")[0]
+        self.echo = echo or (lambda text: print(text, file=sys.stderr))
+        self.clock, self.sleep = clock, sleep
+        # retries are ours (a visible wait on rate limits, a read-back after an unknown outcome);
+        # GitHub asks clients to space out writes, which a fleet does on its own. Lazy: PyGithub
+        # objects are built from answers read here and never fetch on their own.
+        writes = 1.0 if target.api == GITHUB_API else None
+        self._gh = Github(base_url=target.api, auth=Auth.Token(token), retry=None, per_page=100, timeout=30,
+                          seconds_between_requests=None, seconds_between_writes=writes, lazy=True)
+        self._path = f"/repos/{target.repo}"
+        self.etags = ETagStore(cache_dir, token_identity(token))
+        self.calls: Counter[str] = Counter()  # REST and GraphQL requests, by operation
+        self._numbers: dict[str, int] = {}  # brief -> the pull request this object opened or found for it
+        self._keepalive: Callable[[], None] | None = None
+        self._max_wait_s = MAX_WAIT_S
+        self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
+
+    # -- the calls, counted and retried ---------------------------------------------------------
+
+    def _call(self, op: str, fn: Callable[[], T], write: bool = False,
+              read_back: Callable[[], T | None] | None = None) -> T:
+        """Call GitHub: rate limits waited out (said so), a 5xx retried, and an unknown write outcome
+        (a dropped connection, a 5xx, an "already exists") settled by `read_back`, never by guessing."""
+        from github import GithubException
+        from requests.exceptions import ConnectionError as Dropped
+        from requests.exceptions import Timeout
+
+        last, waited = "", 0.0
+        for attempt in range(TRIES):
+            self.calls[op] += 1
+            try:
+                return fn()
+            except GithubException as exc:
+                wait = _rate_wait(exc, self.clock())
+                if wait is not None:
+                    if waited + wait > self._max_wait_s:  # one bound for all the waits of one call
+                        raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s"
+                                         + (f", after {waited:.0f}s of waiting" if waited else ""),
+                                         hint="run again later; `assay` spends API calls only on state "
+                                              "changes") from None
+                    self.echo(f"GitHub's rate limit stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
+                    waited += wait
+                    self._wait(wait)
+                    last = f"rate limited, waited {wait:.0f}s"
+                    continue
+                unknown = exc.status >= 500 or (exc.status == 422 and _already_exists(exc))
+                if unknown and read_back is not None:
+                    found = read_back()
+                    if found is not None:
+                        return found
+                if exc.status < 500 and not (exc.status == 422 and _already_exists(exc)):
+                    raise _forge_error(op, exc) from None
+                last = f"HTTP {exc.status}"
+            except (Dropped, Timeout) as exc:
+                if write and read_back is not None:
+                    found = read_back()
+                    if found is not None:
+                        return found
+                last = type(exc).__name__
+            self.sleep(min(0.2 * 2 ** attempt, 5.0))
+        raise ForgeError(f"GitHub did not let {doing(op)} through in {TRIES} tries ({last}); nothing is assumed "
+                         "written", hint="run the command again: it reads back before writing")
+
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+        self._keepalive, self._max_wait_s = keepalive, min(MAX_WAIT_S, max_wait_s)
+
+    def _wait(self, seconds: float) -> None:
+        """Wait out a rate limit in slices, renewing the claim between them and once more at the end: a desk
+        whose claim was lost meanwhile stops here (the keepalive raises), before its write."""
+        left = seconds
+        while left > 0:
+            if self._keepalive is not None:
+                self._keepalive()
+            self.sleep(min(left, KEEPALIVE_EVERY_S))
+            left -= KEEPALIVE_EVERY_S
+        if self._keepalive is not None:
+            self._keepalive()
+
+    def _get(self, op: str, path: str, params: dict[str, str | int] | None = None) -> Any:
+        """GET `path` conditionally (see the class); a list's pages are read and joined."""
+        url, query = path, params
+        pages: builtins.list[Any] = []
+        while True:
+            key = url if "://" in url else self.target.api + url + ("?" + urlencode(sorted(query.items()))
+                                                                    if query else "")
+            body, following = self._get_page(op, key, url, query)
+            if not isinstance(body, builtins.list):
+                return body
+            pages += body
+            if following is None or len(pages) > MAX_LISTED:
+                return pages
+            url, query = following, None
+
+    def _get_page(self, op: str, key: str, url: str, query: dict[str, str | int] | None) -> tuple[Any, str | None]:
+        kept = self.etags.get(key)
+        headers = {"If-None-Match": kept.etag} if kept is not None else {}
+        requester = self._gh.requester
+
+        def fetch() -> tuple[int, dict[str, Any], Any]:
+            status, got, text = requester.requestJson("GET", url, dict(query) if query else None, headers)
+            try:
+                data = json.loads(text) if text else None
+            except ValueError:
+                data = {"message": str(text)[:200]}
+            if status >= 400:
+                raise requester.createException(status, got, data if isinstance(data, dict) else {})
+            return status, {k.lower(): v for k, v in got.items()}, data
+
+        status, got, data = self._call(op, fetch)
+        if status == 304:
+            if kept is None:
+                raise ForgeError(f"GitHub answered {op} with 304 Not Modified to a plain request")
+            self.not_modified[op] += 1
+            return kept.body, kept.next
+        following = _next_page(str(got.get("link", "")))
+        etag = got.get("etag")
+        if isinstance(etag, str) and etag:
+            self.etags.put(key, Kept(etag, data, following))
+        return data, following
+
+    def repo(self) -> Repository:
+        return self._gh.get_repo(self.target.repo)  # lazy: no request
+
+    def _obj(self, pull: dict[str, Any]) -> PullRequest:
+        """A PyGithub pull request made from an answer already read (no request), for its writes."""
+        from github.PullRequest import PullRequest
+
+        return self._gh.create_from_raw_data(PullRequest, pull)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _pulls(self, brief: str) -> builtins.list[dict[str, Any]]:
+        """Every pull request from `assay/<brief>`, in any state (one list read)."""
+        branch = f"{BRANCH_PREFIX}{brief}"
+        pulls = self._get("find", f"{self._path}/pulls", {"state": "all", "head": f"{self.owner}:{branch}",
+                                                           "per_page": 100})
+        return [p for p in pulls or [] if isinstance(p, dict) and _at(p, "head", "ref") == branch]
+
+    def _find(self, brief: str) -> dict[str, Any] | None:
+        """The newest pull request from `assay/<brief>` (open first), or None.
+
+        Lists are served by replicas that may lag a write: a pull request this object opened or saw, missing
+        from the list, is read by its number (which is consistent) rather than taken for gone."""
+        pulls = self._pulls(brief)
+        known = self._numbers.get(brief)
+        if known is not None and not any(int(p.get("number") or 0) == known for p in pulls):
+            pull = self._get("find", f"{self._path}/pulls/{known}")
+            if isinstance(pull, dict) and _at(pull, "head", "ref") == f"{BRANCH_PREFIX}{brief}":
+                pulls.append(pull)
+        if not pulls:
+            return None
+        newest: dict[str, Any] = max(pulls, key=lambda p: (p.get("state") != "closed" or _merged(p),
+                                                           int(p.get("number") or 0)))
+        self._numbers[brief] = int(newest.get("number") or 0)
+        return newest
+
+    def get(self, brief: str) -> Review | None:
+        pull = self._find(validate_brief_id(brief))
+        return self._review(brief, pull) if pull is not None else None
+
+    def peek(self, brief: str) -> Review | None:
+        """State and head without comments and approvals: one conditional read."""
+        pull = self._find(validate_brief_id(brief))
+        return self._review(brief, pull, detail=False) if pull is not None else None
+
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        """The open pull requests in one list (a page per 100), then one read for each brief not among them
+        (merged, closed or never opened). Every answer about a pull request embeds its repository, whose
+        counts change whenever any pull request opens or closes; so one list, not a read per brief, is what
+        a change anywhere costs."""
+        wanted = {validate_brief_id(b) for b in briefs}
+        out: dict[str, Review] = {}
+        if not wanted:
+            return out
+        pulls = self._get("open", f"{self._path}/pulls", {"state": "open", "per_page": 100})
+        for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
+            ref = str(_at(pull, "head", "ref") or "")
+            brief = ref.removeprefix(BRANCH_PREFIX)
+            if ref.startswith(BRANCH_PREFIX) and brief in wanted and brief not in out:
+                out[brief] = self._review(brief, pull, detail=False)
+        for brief in sorted(wanted - set(out)):
+            found = self.peek(brief)
+            if found is not None:
+                out[brief] = found
+        return out
+
+    def kept(self, brief: str) -> Review | None:
+        return self.get(brief)  # pull requests outlive retirement
+
+    def list(self) -> builtins.list[Review | InvalidReview]:
+        pulls = self._get("list", f"{self._path}/pulls", {"state": "all", "per_page": 100})
+        out: builtins.list[Review | InvalidReview] = []
+        seen: set[str] = set()
+        for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
+            ref = str(_at(pull, "head", "ref") or "")
+            brief = ref.removeprefix(BRANCH_PREFIX)
+            if not ref.startswith(BRANCH_PREFIX) or brief in seen:
+                continue
+            seen.add(brief)
+            out.append(self._review(brief, pull))
+        return sorted(out, key=lambda r: r.ref if isinstance(r, InvalidReview) else r.brief)
+
+    def _review(self, brief: str, pull: dict[str, Any], detail: bool = True) -> Review:
+        number = int(pull.get("number") or 0)
+        reviews = self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) if detail else []
+        comments = self._get("comments", f"{self._path}/issues/{number}/comments", {"per_page": 100}) \
+            if detail else []
+        try:
+            merged = _merged(pull)
+            approvals = tuple(sorted({str(r["user"]["login"]) for r in reviews or []
+                                      if r.get("state") == "APPROVED" and r.get("user")}))
+            record = ReviewRecord(
+                brief=brief, branch=str(pull["head"]["ref"]), title=str(pull.get("title") or ""), state=_state(pull),
+                opened_at=_iso(pull.get("created_at")), at=_iso(pull.get("updated_at")),
+                base=str(pull["base"]["ref"]), head=str(pull["head"]["sha"]),
+                merged_commit=str(pull.get("merge_commit_sha") or "") if merged else "", approvals=approvals,
+                comments=tuple(ReviewComment(by=str((c.get("user") or {}).get("login") or ""),
+                                             at=_iso(c.get("created_at")), text=str(c.get("body") or ""))
+                               for c in comments or []))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ForgeError(f"GitHub's answer about pull request #{number} lacks {exc}") from None
+        return Review(record, f"pull/{number}")
+
+    def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
+        """What an audit reads of the pull request: its state, head and merge; its issue events (labels,
+        ready, merge, close) and reviews; and the statuses on its head and on `heads` (the other heads the
+        journal names). Earlier pull requests from the same branch (closed ones) add their events and reviews.
+        Every read is conditional."""
+        pull = self._find(validate_brief_id(brief))
+        if pull is None:
+            return None
+        number = int(pull.get("number") or 0)
+        authors = {int(p.get("number") or 0): _login(p.get("user")) for p in self._pulls(brief)}
+        authors.setdefault(number, _login(pull.get("user")))
+        numbers = sorted(authors)
+        head = str(_at(pull, "head", "sha") or "")
+        statuses = []
+        for sha in dict.fromkeys([h for h in (head, *heads) if _SHA.fullmatch(h)]):
+            listed = self._get("statuses", f"{self._path}/commits/{sha}/statuses", {"per_page": 100}) or []
+            statuses += [{"head": sha, "context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
+                          "at": _iso(s.get("created_at")), "by": _login(s.get("creator")),
+                          "epoch": _status_epoch(s.get("description"))}
+                         for s in reversed(listed) if isinstance(s, dict)]
+        events = [{**e, "pull": n} for n in numbers for e in
+                  self._get("events", f"{self._path}/issues/{n}/events", {"per_page": 100}) or []
+                  if isinstance(e, dict)]
+        reviews = [{**r, "pull": n} for n in numbers for r in
+                   self._get("reviews", f"{self._path}/pulls/{n}/reviews", {"per_page": 100}) or []
+                   if isinstance(r, dict)]
+        return {"number": number, "state": str(pull.get("state") or ""), "author": _login(pull.get("user")),
+                "authors": {str(n): login for n, login in authors.items()},
+                "draft": bool(pull.get("draft")), "merged": _merged(pull), "head": head,
+                "merge_commit": str(pull.get("merge_commit_sha") or "") if _merged(pull) else "",
+                "opened_at": _iso(pull.get("created_at")), "merged_at": _iso(pull.get("merged_at")),
+                "statuses": statuses,
+                "events": [{"event": str(e.get("event") or ""), "at": _iso(e.get("created_at")),
+                            "by": _login(e.get("actor")), "label": str(_at(e, "label", "name") or ""),
+                            "commit": str(e.get("commit_id") or ""), "pull": e["pull"]} for e in events],
+                "reviews": [{"state": str(r.get("state") or ""), "at": _iso(r.get("submitted_at")),
+                             "by": _login(r.get("user")), "commit": str(r.get("commit_id") or ""),
+                             "pull": r["pull"]} for r in reviews]}
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def open(self, brief: str, branch: str, title: str, head: str) -> Review:
+        """A draft pull request from `branch`; the one there already if it is not closed."""
+        validate_brief_id(brief)
+        if branch != f"{BRANCH_PREFIX}{brief}":
+            raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use {BRANCH_PREFIX}{brief}")
+        existing = self._find(brief)
+        if existing is not None and existing.get("state") != "closed":
+            return self._review(brief, existing, detail=False)  # its state is what opening needs
+
+        def read_back() -> dict[str, Any] | None:
+            found = self._find(brief)
+            return found if found is not None and found.get("state") != "closed" else None
+
+        def create() -> dict[str, Any]:
+            made = self.repo().create_pull(title=title, body=f"Assay-Brief: {brief}\n", base="main", head=branch,
+                                           draft=True)
+            return dict(made.raw_data)
+
+        pull = self._call("open", create, write=True, read_back=read_back)
+        self._numbers[brief] = int(pull.get("number") or 0)
+        return self._review(brief, pull, detail=False)  # new: no reviews or comments to read yet
+
+    def mark_ready(self, brief: str, head: str) -> Review:
+        """Mark the pull request ready at `head` (ready already: unchanged)."""
+        pull = self._require(brief, "mark_ready")
+        if pull.get("state") == "closed":
+            raise IllegalReviewChange(brief, "mark-ready", _state(pull))
+        if head and _at(pull, "head", "sha") != head:
+            raise IllegalReviewChange(brief, "mark-ready", _state(pull),
+                                      f"its head is {str(_at(pull, 'head', 'sha'))[:10]}, not {head[:10]}")
+        if not pull.get("draft"):
+            return self._review(brief, pull)
+        obj = self._obj(pull)
+        self._call("ready", lambda: obj.mark_ready_for_review(), write=True)
+        return self._review(brief, self._require(brief, "mark_ready"))
+
+    def ready_update(self, brief: str, head: str) -> RefUpdate | None:
+        raise UsageError("a pull request is marked ready through the API, not by a ref update")
+
+    @property
+    def refs_backed(self) -> bool:
+        return False
+
+    def comment(self, brief: str, by: str, text: str) -> Review:
+        if not text.strip():
+            raise UsageError("a comment needs text")
+        pull = self._require(brief, "comment")
+        obj = self._obj(pull)
+        body = f"{text}\n\n— {by}\n{_marker()}"  # the marker finds this comment again after an unknown outcome
+        number = int(pull.get("number") or 0)
+        self._call("comment", lambda: obj.create_issue_comment(body), write=True,
+                   read_back=lambda: self._posted(f"{self._path}/issues/{number}/comments", body))
+        return self._review(brief, pull)
+
+    def _posted(self, path: str, body: str) -> Any | None:
+        """The comment or review whose body is `body`, if it is there (it carries its own marker)."""
+        found = [c for c in self._get("read back", path, {"per_page": 100}) or [] if c.get("body") == body]
+        return found[0] if found else None
+
+    def approve(self, brief: str, by: str) -> Review:
+        pull = self._require(brief, "approve")
+        if pull.get("state") == "closed":
+            raise IllegalReviewChange(brief, "approve", _state(pull))
+        obj = self._obj(pull)
+        body = f"Approved by {by}\n{_marker()}"
+        number = int(pull.get("number") or 0)
+        self._call("approve", lambda: obj.create_review(body=body, event="APPROVE"), write=True,
+                   read_back=lambda: self._posted(f"{self._path}/pulls/{number}/reviews", body))
+        return self._review(brief, pull)
+
+    def merge(self, brief: str, by: str) -> Review:
+        """Merge as a person does (a merge commit); GitHub's 405 or 409 is a conflict, nothing written."""
+        from github import GithubException
+
+        pull = self._require(brief, "merge")
+        state = _state(pull)
+        if state == "merged":
+            raise IllegalReviewChange(brief, "merge", "merged", "it is already on main")
+        if state in ("closed", "draft"):
+            raise IllegalReviewChange(brief, "merge", state)
+        obj, ref, base = self._obj(pull), str(_at(pull, "head", "ref")), str(_at(pull, "base", "ref"))
+
+        def merge() -> Any:
+            try:
+                return obj.merge(merge_method="merge", commit_title=f"Merge {ref}: {pull.get('title') or ''}",
+                                 commit_message=f"Assay-Brief: {brief}")
+            except GithubException as exc:
+                if exc.status in (405, 409):
+                    raise MergeConflict(brief, ref, base) from None
+                raise
+
+        def merged() -> Any:
+            now = self._require(brief, "merge")
+            return now if _merged(now) else None
+
+        self._call("merge", merge, write=True, read_back=merged)
+        return self._review(brief, self._require(brief, "merge"))
+
+    def close(self, brief: str, by: str, reason: str) -> Review:
+        pull = self._require(brief, "close")
+        if pull.get("state") == "closed":
+            raise IllegalReviewChange(brief, "close", _state(pull))
+        obj = self._obj(pull)
+        if reason.strip():  # the marker finds the comment again after a lost answer: it is posted once
+            body = f"Closed by {by}: {reason}\n{_marker()}"
+            number = int(pull.get("number") or 0)
+            self._call("comment", lambda: obj.create_issue_comment(body), write=True,
+                       read_back=lambda: self._posted(f"{self._path}/issues/{number}/comments", body))
+        self._call("close", lambda: obj.edit(state="closed"), write=True)
+        return self._review(brief, self._require(brief, "close"))
+
+    def label(self, brief: str, state: str, desk: str) -> None:
+        """The state label (`assay:<state>`, the others removed) and the desk's (`desk:<name>`); the labels
+        are read from the pull request's own answer, so this costs no read of its own."""
+        pull = self._require(brief, "label")
+        have = {str(lb.get("name")) for lb in pull.get("labels") or [] if isinstance(lb, dict)}
+        obj = self._obj(pull)
+        for stale in sorted(have & set(STATE_LABELS) - {f"assay:{state}"}):
+            self._call("label", partial(_remove_label, obj, stale), write=True)
+        wanted = [name for name in (f"assay:{state}", f"desk:{desk}") if name not in have]
+        if wanted:
+            self._call("label", lambda: obj.add_to_labels(*wanted), write=True)
+
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
+        """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence and the epoch
+        posting it ("; epoch N" ends the description), so the audit judges it by that epoch's custody. A row whose
+        evidence is there already, from any epoch, is not posted again."""
+        if not _SHA.fullmatch(head):
+            raise UsageError(f"{head!r} is not a commit id")
+        listed = f"{self._path}/commits/{head}/statuses"
+        before = self._get("statuses", listed, {"per_page": 100}) or []
+        suffix = f"; epoch {epoch}"
+        for row in rows:
+            state = "success" if row["passed"] else "failure"
+            summary = (f"exit {row['exit_code']} (expects {row['expect_exit']}) in {row['duration_ms']} ms; "
+                       f"output sha256 {row['output_sha256'][:12]}")[:140 - len(suffix)]
+            status = {"state": state, "description": summary + suffix, "context": f"assay/verify/{row['row']}"}
+
+            def same(s: Any, status: dict[str, str] = status, summary: str = summary) -> bool:
+                """Whether `s` is this row's status with this evidence, by whichever epoch posted it."""
+                return (isinstance(s, dict) and s.get("state") == status["state"]
+                        and s.get("context") == status["context"]
+                        and _STATUS_EPOCH.sub("", str(s.get("description") or "")) == summary)
+
+            def there(status: dict[str, str] = status) -> Any | None:
+                """This status, if the head has it already (posted before a crash, or before a dropped answer)."""
+                found = [s for s in self._get("read back", listed, {"per_page": 100}) or []
+                         if all(s.get(k) == v for k, v in status.items())]
+                return found[0] if found else None
+
+            if not any(same(s) for s in before):  # posted once, even when the statuses step runs again
+                self._call("status", partial(self._gh.requester.requestJsonAndCheck, "POST",
+                                             f"{self._path}/statuses/{head}", input=status),
+                           write=True, read_back=there)
+
+    def _require(self, brief: str, action: str) -> dict[str, Any]:
+        pull = self._find(validate_brief_id(brief))
+        if pull is None:
+            raise NoReview(brief, action.replace("_", "-"), f"no pull request from {BRANCH_PREFIX}{brief}")
+        return pull
+
+
+def _status_epoch(description: Any) -> int | None:
+    """The epoch a verify status says posted it, if it says."""
+    found = _STATUS_EPOCH.search(str(description or ""))
+    return int(found.group(1)) if found else None
+
+
+def _at(data: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None  # type: ignore[assignment]
+    return data
+
+
+def _login(user: object) -> str:
+    return str(user.get("login") or "") if isinstance(user, dict) else ""
+
+
+def _merged(pull: dict[str, Any]) -> bool:
+    return bool(pull.get("merged") or pull.get("merged_at"))  # the list's answers carry merged_at only
+
+
+def _state(pull: dict[str, Any]) -> str:
+    if pull.get("state") == "closed":
+        return "merged" if _merged(pull) else "closed"
+    return "draft" if pull.get("draft") else "ready"
+
+
+def _next_page(link: str) -> str | None:
+    """The `rel="next"` URL of a Link header, if any."""
+    for part in link.split(","):
+        m = re.fullmatch(r'\s*<([^>]+)>\s*;\s*rel="next"\s*', part)
+        if m:
+            return m[1]
+    return None
+
+
+OPERATIONS = {  # what each operation is, in the words of errors a person reads
+    "open": "opening the pull request", "ready": "marking the pull request ready", "label": "setting its labels",
+    "status": "posting a commit status", "comment": "commenting on the pull request", "approve": "approving it",
+    "merge": "merging it", "close": "closing it", "find": "reading the pull requests",
+    "list": "listing the pull requests", "read back": "reading back a write", "reviews": "reading its reviews",
+    "comments": "reading its comments", "events": "reading its events", "statuses": "reading commit statuses",
+}
+
+
+def doing(op: str) -> str:
+    return OPERATIONS.get(op, op)
+
+
+def _graphql_rate_limited(exc: Any) -> bool:
+    """GraphQL's rate limit: an answer (HTTP 200, which PyGithub raises as 400) whose errors say RATE_LIMITED."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in data.get("errors") or [])
+
+
+def _rate_wait(exc: Any, now: float) -> float | None:
+    """Seconds GitHub asks us to wait (403/429 with Retry-After, a spent primary limit, GraphQL's RATE_LIMITED);
+    None otherwise."""
+    if exc.status not in (403, 429) and not _graphql_rate_limited(exc):
+        return None
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    if "retry-after" in headers:
+        try:
+            return max(0.0, float(headers["retry-after"]))
+        except ValueError:
+            return 60.0
+    if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+        try:
+            return max(0.0, float(headers["x-ratelimit-reset"]) - now) + 1.0
+        except ValueError:
+            return 60.0
+    message = str((exc.data or {}).get("message", "")) if isinstance(exc.data, dict) else ""
+    if exc.status == 429 or "rate limit" in message.lower() or _graphql_rate_limited(exc):
+        return 60.0
+    return None
+
+
+def _already_exists(exc: Any) -> bool:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    text = str(data.get("message", "")) + " " + " ".join(str(e.get("message", "")) for e in data.get("errors", [])
+                                                          if isinstance(e, dict))
+    return "already exists" in text.lower()
+
+
+def _forge_error(op: str, exc: Any) -> AssayError:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    said = "; ".join(str(e) for e in data.get("errors") or [] if isinstance(e, str))
+    if "your own pull request" in said:
+        return UsageError(f"GitHub refused {doing(op)}: {said}",
+                          hint="the token belongs to the pull request's author (the desks' token); approve with "
+                               "a token of the reviewer's own in GITHUB_TOKEN or GH_TOKEN")
+    return ForgeError(f"GitHub refused {doing(op)}: HTTP {exc.status} {data.get('message', '')}".strip()
+                      + (f" ({said})" if said else ""),
+                      hint="check the token's permissions (contents, pull requests, statuses: write)")
+
+
+def _iso(when: object) -> str:
+    """GitHub's time (`2026-01-01T00:00:00Z`) in the records' form; "" when absent or unreadable."""
+    if not isinstance(when, str) or not when:
+        return ""
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _marker() -> str:
+    """An invisible, unique marker for a comment or review body (Markdown hides HTML comments)."""
+    return f"<!-- assay:{os.urandom(6).hex()} -->"
+
+
+def _remove_label(obj: Any, name: str) -> None:
+    """Remove a label; one already gone (an earlier try that was applied, say) is removed."""
+    from github import GithubException
+
+    try:
+        obj.remove_from_labels(name)
+    except GithubException as exc:
+        if exc.status != 404:
+            raise

@@ -1,0 +1,255 @@
+"""Reviews on any git forge: the only writer of `refs/assay/reviews/*`.
+
+A review is a commit chain that is never deleted: each change is a new commit
+on the tip, pushed with a lease on that tip; a stale push re-reads and
+re-applies. `review_transition` owns the table, so an illegal change is refused
+before anything is pushed. A merge moves main and the review ref in one atomic
+push, so main never holds a merge the review does not record, nor the reverse.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from assay.core import chain, retired
+from assay.core.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, NoReview, Review
+from assay.core.git import ForgeGit, RefUpdate, Signature
+from assay.core.records import (
+    REVIEWS_PREFIX,
+    ReviewComment,
+    ReviewRecord,
+    decode_review,
+    review_ref,
+    utc_now_iso,
+    validate_brief_id,
+)
+from assay.errors import UsageError
+
+# action -> the states it may start from (None: no review yet)
+ACTIONS: dict[str, frozenset[str | None]] = {
+    "open": frozenset({None, "closed", "draft", "ready", "merged"}),
+    "mark_ready": frozenset({"draft", "ready"}),
+    "comment": frozenset({"draft", "ready", "merged", "closed"}),
+    "approve": frozenset({"draft", "ready"}),
+    "merge": frozenset({"ready"}),
+    "close": frozenset({"draft", "ready", "closed"}),
+}
+_WHY = {
+    ("merge", "draft"): "mark it ready first",
+    ("merge", "merged"): "it is already on main",
+    ("mark_ready", "absent"): "open it first",
+}
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_BRANCH = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
+
+
+def check_action(current: ReviewRecord | None, action: str, brief: str) -> None:
+    """Raise IllegalReviewChange if `action` may not start from `current`'s state."""
+    if action not in ACTIONS:
+        raise UsageError(f"unknown review action {action!r}")
+    state = current.state if current else None
+    if state is None and None not in ACTIONS[action]:
+        raise NoReview(brief, action.replace("_", " "))
+    if state not in ACTIONS[action]:
+        shown = state or "absent"
+        raise IllegalReviewChange(brief, action.replace("_", " "), shown, _WHY.get((action, shown), ""))
+
+
+def review_transition(current: ReviewRecord | None, action: str, brief: str, *, at: str, by: str = "",
+                      text: str = "", branch: str = "", title: str = "", head: str = "",
+                      merged_commit: str = "") -> ReviewRecord:
+    """The one transition table. Returns the next record, `current` itself when nothing changes."""
+    check_action(current, action, brief)
+    if action == "open":
+        if current is not None and current.state != "closed":
+            if current.branch != branch:
+                raise IllegalReviewChange(brief, "open", current.state, f"its review is of {current.branch}")
+            return current
+        return ReviewRecord(brief=brief, branch=branch, title=title, state="draft", opened_at=at, at=at, head=head,
+                            comments=current.comments if current else ())
+    assert current is not None
+    if action == "mark_ready":
+        if current.state == "ready" and head in ("", current.head):
+            return current
+        return current.but(state="ready", head=head or current.head, at=at)
+    if action == "comment":
+        return current.but(comments=(*current.comments, ReviewComment(by, at, text)), at=at)
+    if action == "approve":
+        if by in current.approvals:
+            return current
+        return current.but(approvals=(*current.approvals, by), at=at)
+    if action == "merge":
+        return current.but(state="merged", head=head, merged_commit=merged_commit, at=at)
+    if current.state == "closed":  # close
+        return current
+    comments = (*current.comments, ReviewComment(by, at, f"closed: {text}")) if text else current.comments
+    return current.but(state="closed", comments=comments, at=at)
+
+
+class PlainReviews:
+    """Reviews kept in `refs/assay/reviews/<brief>` on the forge. Receives its git port and clock."""
+
+    def __init__(self, git: ForgeGit, clock: Clock = time.time) -> None:
+        self.git = git
+        self.clock = clock
+
+    # -- reading --------------------------------------------------------------------
+
+    def get(self, brief: str) -> Review | None:
+        ref = review_ref(brief)
+        tip = self.git.ls_remote(ref).get(ref)
+        if not tip:
+            return None
+        return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
+
+    def peek(self, brief: str) -> Review | None:
+        return self.get(brief)
+
+    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+        return {b: r for b in briefs if (r := self.get(b)) is not None}
+
+    def kept(self, brief: str) -> Review | None:
+        """The review, or the review as it was when its brief was retired (read-only)."""
+        ref = review_ref(brief)
+        tip = retired.tip_of(self.git, ref)
+        if not tip:
+            return None
+        return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
+
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+        """Reviews on a plain forge are refs: their writes never wait."""
+
+    def list(self) -> builtins.list[Review | InvalidReview]:
+        """Every review tip on the forge, by ref (junk listed as invalid): one ls-remote, one fetch, one cat-file."""
+        good, bad = chain.read_tips(self.git, self.git.ls_remote(REVIEWS_PREFIX + "*"), REVIEWS_PREFIX,
+                                    "review.json", decode_review)
+        found: builtins.list[Review | InvalidReview] = [Review(record, sha) for record, sha in good]
+        return sorted([*found, *bad], key=lambda r: r.ref if isinstance(r, InvalidReview) else review_ref(r.brief))
+
+    @property
+    def refs_backed(self) -> bool:
+        return True
+
+    def label(self, brief: str, state: str, desk: str) -> None:
+        """A plain forge has no labels: the state is the review record's, the desk the claim's."""
+
+    def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
+        """A plain forge has no commit statuses: verify evidence is in the journal."""
+
+    # -- changes --------------------------------------------------------------------
+
+    def open(self, brief: str, branch: str, title: str, head: str) -> Review:
+        if not _BRANCH.fullmatch(branch) or ".." in branch or branch.endswith(".lock"):
+            raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use assay/{brief}")
+        if not title.strip():
+            raise UsageError("a review needs a title")
+        return self._change(brief, "open", "assay", branch=branch, title=title.strip(), head=_commit_id(head))
+
+    def mark_ready(self, brief: str, head: str) -> Review:
+        return self._change(brief, "mark_ready", "assay", head=_commit_id(head))
+
+    def ready_update(self, brief: str, head: str) -> RefUpdate | None:
+        """The ref update that marks the review ready, unpushed: a desk pushes it with its journal, fenced.
+
+        None when the review is ready at `head` already.
+        """
+        current = self.get(brief)
+        before = current.record if current else None
+        record = review_transition(before, "mark_ready", brief, at=self._now(), by="assay", head=_commit_id(head))
+        if current is not None and record is before:
+            return None
+        return self._prepare(current, record, "mark_ready", "assay")
+
+    def comment(self, brief: str, by: str, text: str) -> Review:
+        if not text.strip():
+            raise UsageError("a comment needs text")
+        return self._change(brief, "comment", by, text=text)
+
+    def approve(self, brief: str, by: str) -> Review:
+        return self._change(brief, "approve", by)
+
+    def close(self, brief: str, by: str, reason: str) -> Review:
+        return self._change(brief, "close", by, text=reason.strip())
+
+    def merge(self, brief: str, by: str) -> Review:
+        _name(by)
+        return chain.retrying(lambda _: self._merge_once(brief, by), f"merging {brief!r}")
+
+    def _merge_once(self, brief: str, by: str) -> Review:
+        """One try: main and the review ref in one atomic push, under leases on both."""
+        ref = review_ref(brief)
+        current = self.get(brief)
+        check_action(current.record if current else None, "merge", brief)
+        assert current is not None
+        record = current.record
+        base_ref, branch_ref = f"refs/heads/{record.base}", f"refs/heads/{record.branch}"
+        refs = self.git.ls_remote(ref, base_ref, branch_ref)
+        main, tip = refs.get(base_ref), refs.get(branch_ref)
+        if refs.get(ref) != current.sha:
+            raise chain.Moved([ref])  # the review changed between our two reads: look again
+        if not main or not tip:
+            missing = base_ref if not main else branch_ref
+            raise UsageError(f"cannot merge the review of {brief!r}: the forge has no {missing}",
+                             hint=f"push {record.branch} to the forge first" if main else "")
+        if record.head and tip != record.head:
+            raise IllegalReviewChange(brief, "merge", record.state,
+                                      f"{record.branch} is at {tip[:10]}, not the {record.head[:10]} that was "
+                                      "marked ready; verify it and mark it ready again")
+        self.git.ensure_objects({base_ref: main, branch_ref: tip})
+        updates: list[RefUpdate] = []
+        if self.git.is_ancestor(tip, main):
+            merged = main  # nothing to merge: the branch is already in main
+        else:
+            tree = self.git.merge_tree(main, tip)
+            if tree is None:
+                raise MergeConflict(brief, record.branch, record.base)
+            message = f"Merge {record.branch}: {record.title}\n\nAssay-Brief: {brief}\n"
+            merged = self.git.write_commit(tree, [main, tip], message, Signature.of(by), self.clock())
+            updates.append(RefUpdate(base_ref, merged, main))
+        after = review_transition(record, "merge", brief, at=self._now(), by=by, head=tip, merged_commit=merged)
+        update = self._prepare(current, after, "merge", by)
+        chain.push(self.git, [*updates, update], "merge")
+        return Review(after, update.new)
+
+    def _change(self, brief: str, action: str, by: str, **fields: str) -> Review:
+        validate_brief_id(brief)
+        _name(by)
+
+        def attempt(_: int) -> Review:
+            current = self.get(brief)
+            before = current.record if current else None
+            record = review_transition(before, action, brief, at=self._now(), by=by, **fields)
+            if current is not None and record is before:
+                return current
+            update = self._prepare(current, record, action, by, fields.get("text", ""))
+            chain.push(self.git, [update], "review", action)
+            return Review(record, update.new)
+
+        return chain.retrying(attempt, f"the review of {brief!r} ({action.replace('_', ' ')})")
+
+    def _prepare(self, current: Review | None, record: ReviewRecord, action: str, by: str,
+                 note: str = "") -> RefUpdate:
+        message = f"assay: review {action.replace('_', '-')} {record.brief} -> {record.state}"
+        if note:
+            message += f"\n\n{note}"
+        return chain.commit(self.git, review_ref(record.brief), current.sha if current else None,
+                            {"review.json": record.encode()}, message, by, self.clock())
+
+    def _now(self) -> str:
+        return utc_now_iso(self.clock())
+
+
+def _commit_id(head: str) -> str:
+    if head and not _SHA.fullmatch(head):
+        raise UsageError(f"{head!r} is not a full commit id")
+    return head
+
+
+def _name(by: str) -> str:
+    if not by.strip() or any(c in by for c in "<>\n\r\0"):
+        raise UsageError(f"invalid name {by!r}", hint="a name is non-empty text without <, > or line breaks")
+    return by

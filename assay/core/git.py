@@ -1,0 +1,756 @@
+"""The only module that runs git.
+
+A `ForgeGit` pairs a forge (any git URL or path) with a local bare *cache*
+repository where Assay writes its objects and keeps what it fetched. Every
+write to the forge is a compare-and-swap push (`--force-with-lease`, never a
+`+` refspec); a push whose outcome we did not hear is resolved by re-reading
+the refs, never by guessing.
+
+GitPython is deliberately not used on this path: importing it costs more than
+a whole claim push, and its push-info parser cannot report per-ref results when
+the source is a raw object id. We run the `git` binary and parse `--porcelain`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import random
+import re
+import select
+import subprocess
+import tempfile
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Literal, NamedTuple
+
+from assay.core.credentials import http_userinfo, redact, strip_credentials, token_for
+from assay.errors import ForgeError, NotATree, UsageError
+
+ZERO = "0" * 40
+NETWORK_COMMANDS = frozenset({"ls-remote", "fetch", "push"})  # the git commands that talk to the forge
+PUSH_TRIES = 6  # pushes of one update while racing writers hold ref locks
+MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
+LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
+PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
+PushStatus = Literal["ok", "stale", "rejected"]
+
+
+class RefUpdate(NamedTuple):
+    """Move `ref` to `new` (ZERO: delete it) only if it is now `expected` (ZERO: only if absent)."""
+
+    ref: str
+    new: str
+    expected: str = ZERO
+
+
+class PushResult(NamedTuple):
+    ref: str
+    status: PushStatus
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class TreeEntry(NamedTuple):
+    name: str
+    sha: str
+    mode: str = "100644"
+
+
+class GitObject(NamedTuple):
+    """An object as `cat-file --batch` gives it: its type (blob, tree, commit, tag) and contents."""
+
+    kind: str
+    data: bytes
+
+
+class Signature(NamedTuple):
+    name: str
+    email: str
+
+    @classmethod
+    def of(cls, name: str) -> Signature:
+        """The identity of a desk or a person in a commit: the name (no <, > or line breaks), a valid email."""
+        clean = re.sub(r"[<>\x00-\x1f]", "", name).strip() or "assay"
+        local = re.sub(r"[^A-Za-z0-9._-]+", "-", clean).strip("-.") or "assay"
+        return cls(clean, f"{local}@assay.invalid")
+
+
+def git_env() -> dict[str, str]:
+    """The environment git runs in: no prompts, stable messages, and an HTTP forge that stalls (accepts the
+    connection, then sends nothing) given up after `ASSAY_GIT_STALL_S` seconds, not the whole git timeout."""
+    env = dict(os.environ)
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", "GIT_HTTP_LOW_SPEED_LIMIT": "1",
+                "GIT_HTTP_LOW_SPEED_TIME": str(int(_seconds("ASSAY_GIT_STALL_S", 30)))})
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    return env
+
+
+def auth_env(url: str, token: str, user: str = "x-access-token") -> dict[str, str]:
+    """git's environment with `token` as an HTTP header for `url`'s host, set through GIT_CONFIG_* variables:
+    never in a URL, an argument list or a config file, and only for the git processes that talk to the forge."""
+    import base64
+
+    env = git_env()
+    n = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    host = re.match(r"[a-z]+://[^/]+/", url)
+    key = f"http.{host.group(0) if host else url}.extraHeader"
+    basic = base64.b64encode(f"{user}:{token}".encode()).decode()
+    env.update({"GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": key,
+                f"GIT_CONFIG_VALUE_{n}": f"Authorization: Basic {basic}"})
+    return env
+
+
+def default_cache_root() -> Path:
+    explicit = os.environ.get("ASSAY_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "assay"
+
+
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment; bad input names the variable."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError(f"{name}={raw!r} is not a number of seconds above 0", hint=f"unset it, or e.g. {name}=60")
+    return value
+
+
+def _timeout() -> float:
+    return _seconds("ASSAY_GIT_TIMEOUT", 120)
+
+
+def run_git(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
+            timeout: float | None = None, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run one git command; a failure raises ForgeError with git's own words."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
+                              env=env or git_env(), timeout=timeout or _timeout())
+    except subprocess.TimeoutExpired as exc:
+        raise ForgeError(f"git {args[0]} timed out after {exc.timeout:.0f}s") from None
+    except FileNotFoundError:
+        raise ForgeError("the git binary was not found", hint="install git and put it on PATH") from None
+    if check and proc.returncode != 0:
+        raise ForgeError(f"git {args[0]} failed: {_first_error(proc.stderr)}")
+    return proc
+
+
+def _remote_error(stderr: bytes) -> str:
+    """The forge's first `remote: error: …` line: why it refused (a stale lock names its file)."""
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        text = line.strip().removeprefix("remote:").strip()
+        if text.startswith(("error:", "fatal:")) and line.strip().startswith("remote:"):
+            return redact(text.removeprefix("error:").removeprefix("fatal:").strip())
+    return ""
+
+
+def refusal_hint(detail: str) -> str:
+    """What a person can do about a refused push, from git's own reason."""
+    if ".lock" in detail and "exists" in detail:
+        return ("a push killed mid-way can leave a stale lock file on the forge; if no push to it is running, "
+                "remove the .lock file named above")
+    return "a hook or a policy on the forge refused it; check the ref on the forge"
+
+
+def _first_error(stderr: bytes) -> str:
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    text = (fatal or lines or ["no message"])[0]
+    return redact(text.removeprefix("fatal: ").removeprefix("error: "))
+
+
+class ForgeGit:
+    """Reads and CAS-writes refs of one forge through a local cache repository."""
+
+    def __init__(self, url: str, cache_root: Path | None = None, token: str | None = None) -> None:
+        self.url = url
+        self.remote = strip_credentials(url) if http_userinfo(url) else url  # what git's argument lists show
+        token = token if token is not None else token_for(url)
+        userinfo = http_userinfo(url)
+        if token:
+            self._env: dict[str, str] | None = auth_env(self.remote, token)  # for the commands that reach the forge
+        elif userinfo:  # a URL's own user:password goes to git as a header too, never as an argument
+            self._env = auth_env(self.remote, userinfo[1], userinfo[0]) if userinfo[1] else \
+                auth_env(self.remote, userinfo[0])
+        else:
+            self._env = None
+        root = cache_root or default_cache_root()
+        self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
+        self._batch: subprocess.Popen[bytes] | None = None
+        self._last_push_error = ""
+        self._written = 0
+        self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
+        self._ensure_cache()
+
+    # -- the local cache ----------------------------------------------------------
+
+    def _ensure_cache(self) -> None:
+        if (self.cache / "objects").is_dir():
+            return
+        try:
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=self.cache.parent))
+        except OSError as exc:
+            raise UsageError(f"cannot use {self.cache.parent} as Assay's cache: {exc.strerror}",
+                             hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
+        run_git(["init", "--bare", "-q", str(tmp)])
+        # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
+        # process sharing this cache never sees a commit whose tree is still being written.
+        for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
+                           ("core.logAllRefUpdates", "false"),
+                           ("assay.forge", strip_credentials(self.url))):
+            run_git(["config", key, value], cwd=tmp)
+        for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
+            (tmp / "objects" / f"{i:02x}").mkdir(exist_ok=True)
+        try:
+            os.rename(tmp, self.cache)
+        except OSError:  # another process made it first; theirs is as good as ours
+            _rmtree(tmp)
+
+    def _git(self, *args: str, input: bytes | None = None, check: bool = True,
+             timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
+        if args[0] in NETWORK_COMMANDS:
+            self.round_trips[args[0]] += 1
+        return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout, env=self._env)
+
+    # -- reading the forge ----------------------------------------------------------
+
+    def ls_remote(self, *patterns: str) -> dict[str, str]:
+        """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip."""
+        proc = self._git("ls-remote", self.remote, *patterns, check=False)
+        if proc.returncode != 0:
+            raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
+                             hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
+        refs: dict[str, str] = {}
+        for line in proc.stdout.decode().splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref and not ref.endswith("^{}"):
+                refs[ref] = sha
+        return refs
+
+    def ensure_objects(self, refs: dict[str, str], force: bool = False) -> None:
+        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most.
+
+        The tips are fetched by object id: exactly what was read, and fast (git matches ref
+        names against the advertisement one by one, slow with thousands). A forge that does
+        not serve an id (it collected it, or refuses unadvertised wants) is asked by ref name.
+        """
+        missing = dict(refs) if force else self._missing(refs)
+        if not missing:
+            return
+        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q",
+                "--stdin", self.remote]
+        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(missing.values())).encode())
+        if by_id.returncode == 0:
+            return
+        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in missing).encode())
+        if proc.returncode != 0:
+            raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {_first_error(proc.stderr)}")
+
+    def _missing(self, refs: dict[str, str]) -> dict[str, str]:
+        """The refs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
+        objects = f"{self.cache}/objects/"
+        unsure = {ref: sha for ref, sha in refs.items() if not os.path.exists(f"{objects}{sha[:2]}/{sha[2:]}")}
+        if not unsure:
+            return {}
+        found = self.read_typed(list(unsure.values()))
+        return {ref: sha for (ref, sha), obj in zip(unsure.items(), found, strict=True) if obj is None}
+
+    def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
+        """Contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`."""
+        return [obj.data if obj else None for obj in self.read_typed(names)]
+
+    def read_typed(self, names: Sequence[str]) -> list[GitObject | None]:
+        """Type and contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`.
+
+        None for a name git cannot find, and for a name with a newline, which the
+        batch protocol cannot carry.
+        """
+        asked = [n for n in names if "\n" not in n]
+        answers = iter(self._exchange(asked) if asked else [])
+        return [None if "\n" in n else next(answers) for n in names]
+
+    def _exchange(self, names: Sequence[str]) -> list[GitObject | None]:
+        """Ask the batch process for `names` and read every answer.
+
+        Names are written while answers are read (by a writer thread, unless they fit
+        in the pipe at once), so neither side ever waits on a full pipe, whatever the
+        count. A process left out of step by an error is killed, never reused.
+        """
+        proc = self._batch_process()
+        assert proc.stdin and proc.stdout
+        payload = "".join(f"{n}\n" for n in names).encode()
+        writer = None
+        if len(payload) <= select.PIPE_BUF:  # an empty pipe takes this much without blocking
+            proc.stdin.write(payload)
+            proc.stdin.flush()
+        else:
+            writer = threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True)
+            writer.start()
+        try:
+            return [_read_answer(proc.stdout) for _ in names]
+        except BaseException:
+            self._batch = None  # out of step with us: never reused
+            proc.kill()
+            raise
+        finally:
+            if writer is not None:
+                writer.join()
+            if proc is not self._batch:
+                _close_quietly(proc)
+
+    def _batch_process(self) -> subprocess.Popen[bytes]:
+        if self._batch is None or self._batch.poll() is not None:
+            self._batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self.cache, env=git_env(),
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            atexit.register(self.close)
+        return self._batch
+
+    def close(self) -> None:
+        if self._batch is not None:
+            if self._batch.stdin:
+                self._batch.stdin.close()
+            self._batch.wait()
+            if self._batch.stdout:
+                self._batch.stdout.close()
+            self._batch = None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether `older` is `newer` or in its history (both must be in the cache)."""
+        return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+    def read_tree(self, spec: str) -> list[TreeEntry] | None:
+        """The entries of a tree (`sha` or `sha:path`); None if absent, NotATree if it is another object."""
+        obj = self.read_typed([spec])[0]
+        if obj is None:
+            return None
+        if obj.kind != "tree":
+            raise NotATree(spec, obj.kind)
+        return parse_tree(obj.data)
+
+    def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
+        """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain)."""
+        args = ["rev-list", "--first-parent", tip]
+        if since:
+            args.append(f"^{since}")
+        if limit:
+            args.insert(1, f"--max-count={limit}")
+        return self._git(*args).stdout.decode().split()
+
+    def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
+        """The first-parent chain of each tip, newest first, from one `rev-list` over all of them.
+
+        A tip that is no commit in the cache gets an empty chain.
+        """
+        wanted = [t for t in dict.fromkeys(tips) if t]
+        if not wanted:
+            return {}
+        kinds = self.read_typed(wanted)
+        commits = [t for t, obj in zip(wanted, kinds, strict=True) if obj is not None and obj.kind == "commit"]
+        parent: dict[str, str | None] = {}
+        if commits:
+            out = self._git("rev-list", "--first-parent", "--parents", "--stdin",
+                            input="".join(f"{c}\n" for c in commits).encode()).stdout.decode()
+            for line in out.splitlines():
+                shas = line.split()
+                if shas:
+                    parent[shas[0]] = shas[1] if len(shas) > 1 else None
+        result: dict[str, list[str]] = {}
+        for tip in wanted:
+            chain: list[str] = []
+            sha: str | None = tip if tip in parent else None
+            while sha is not None:
+                chain.append(sha)
+                sha = parent.get(sha)
+            result[tip] = chain
+        return result
+
+    # -- worktrees (one per desk and brief, never shared) ------------------------------
+
+    def worktree(self, path: Path, commit: str) -> WorkRepo:
+        """A worktree of the cache at `path`: adopted as it is if it exists (work in progress survives a crash)."""
+        if (path / ".git").exists():
+            return WorkRepo(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._git("worktree", "prune")
+        self._git("worktree", "add", "--detach", "--force", str(path), commit)
+        return WorkRepo(path)
+
+    def merge_tree(self, ours: str, theirs: str) -> str | None:
+        """The tree of merging commit `theirs` into `ours` (both in the cache), or None if they conflict."""
+        proc = self._git("merge-tree", "--write-tree", "--no-messages", ours, theirs, check=False)
+        if proc.returncode == 1:
+            return None
+        if proc.returncode != 0:
+            raise ForgeError(f"git merge-tree failed: {_first_error(proc.stderr)}",
+                             hint="merging reviews needs git 2.38 or newer")
+        return proc.stdout.decode().split()[0]
+
+    # -- writing objects (into the cache, before a push) ----------------------------
+
+    def write_object(self, kind: str, data: bytes) -> str:
+        """Store a loose object in the cache; atomic (temp file, then rename)."""
+        raw = f"{kind} {len(data)}\0".encode() + data
+        sha = hashlib.sha1(raw).hexdigest()
+        folder = f"{self.cache}/objects/{sha[:2]}"
+        final = f"{folder}/{sha[2:]}"
+        if os.path.exists(final):
+            return sha
+        tmp = f"{folder}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
+        fd = _create(tmp, folder)
+        try:
+            os.write(fd, zlib.compress(raw, 1))
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        self._written += 1
+        if self._written % MAINTAIN_EVERY == 0:
+            self.maintain()
+        return sha
+
+    def maintain(self) -> None:
+        """Keep the cache from growing loose files without bound, as `git gc --auto` would.
+
+        Loose objects go into a pack once there are more than `LOOSE_LIMIT` (estimated from one
+        fan-out folder, as git does); many packs are folded into one, keeping every object: the
+        cache has no refs, so nothing in it counts as reachable. Safe while other processes write:
+        a loose object is removed only once it is in a pack.
+        """
+        objects = self.cache / "objects"
+        sample = objects / "17"
+        loose = sum(1 for name in os.listdir(sample) if len(name) == 38) * 256 if sample.is_dir() else 0
+        if loose > LOOSE_LIMIT:  # by name: `git repack` would pack only what refs reach, and the cache has none
+            names = [d.name + f for d in objects.iterdir() if len(d.name) == 2 and d.is_dir()
+                     for f in os.listdir(d) if len(f) == 38]
+            packed = self._git("pack-objects", "-q", str(objects / "pack" / "pack"), check=False,
+                               input="".join(f"{n}\n" for n in names).encode())
+            if packed.returncode == 0:
+                self._git("prune-packed", "-q", check=False)
+        packs = objects / "pack"
+        if packs.is_dir() and sum(1 for n in os.listdir(packs) if n.endswith(".pack")) > PACK_LIMIT:
+            self._git("repack", "-a", "-d", "-q", "--keep-unreachable", "--no-write-bitmap-index", check=False)
+
+    def write_blob(self, data: bytes) -> str:
+        return self.write_object("blob", data)
+
+    def write_tree(self, entries: Iterable[TreeEntry]) -> str:
+        def key(e: TreeEntry) -> bytes:  # git sorts trees as if directory names end in "/"
+            return e.name.encode() + (b"/" if e.mode == "40000" else b"")
+        body = b"".join(f"{e.mode} {e.name}".encode() + b"\0" + bytes.fromhex(e.sha)
+                        for e in sorted(entries, key=key))
+        return self.write_object("tree", body)
+
+    def write_commit(self, tree: str, parents: Sequence[str], message: str, author: Signature,
+                     when: float | None = None) -> str:
+        stamp = f"{int(when if when is not None else time.time())} +0000"
+        who = f"{author.name} <{author.email}> {stamp}"
+        lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {who}", f"committer {who}", "", message]
+        return self.write_object("commit", ("\n".join(lines).rstrip("\n") + "\n").encode())
+
+    def pack_forge_refs(self) -> bool:
+        """On a forge on disk, pack its refs into one file (deleted refs leave none behind); False elsewhere.
+
+        A forge on disk with thousands of loose ref files reads every one of them for each push
+        and listing; packed, it reads one file. A concurrent push that meets the lock is retried.
+        """
+        path = local_forge_path(self.url)
+        if path is None:
+            return False
+        proc = run_git(["--git-dir", str(path), "pack-refs", "--all", "--prune"], check=False)
+        return proc.returncode == 0
+
+    # -- compare-and-swap push ------------------------------------------------------
+
+    def push(self, updates: Sequence[RefUpdate], atomic: bool = False) -> dict[str, PushResult]:
+        """CAS-push `updates`; each result is ok, stale (someone else moved the ref) or rejected.
+
+        An outcome we did not hear (git died, timed out, the connection dropped)
+        and a rejection that may be lock contention between racing pushes are
+        settled by re-reading the refs: our commits are new objects, so whether
+        they landed is decidable. If nothing landed and nothing moved, the same
+        push is tried again; it cannot apply twice, the lease forbids it.
+        """
+        for attempt in range(PUSH_TRIES):
+            if attempt:  # racing writers hold ref locks for a moment: back off a random while
+                time.sleep(random.uniform(0, 0.05 * 2 ** attempt))
+            heard = self._push_once(updates, atomic)
+            if heard is not None and all(r.status != "rejected" for r in heard.values()):
+                return heard
+            tips = self._reread(updates)
+            settled = {u.ref: self._settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
+            if atomic:
+                settled = _atomic_outcome(updates, settled)
+            nothing_happened = all(r.status == "rejected" for r in settled.values())
+            if not nothing_happened or (heard is not None and not _contention(heard)):
+                return settled
+        if heard is not None:
+            return settled
+        raise ForgeError(f"push to {redact(self.url)} failed {PUSH_TRIES} times and nothing was written"
+                         + (f": {self._last_push_error}" if self._last_push_error else ""),
+                         hint="check the forge is reachable and accepts pushes, then run the command again")
+
+    def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
+        args = ["push", "--porcelain", "--no-verify"]
+        if atomic:
+            args.append("--atomic")
+        args += [f"--force-with-lease={u.ref}:{u.expected}" for u in updates]
+        args.append(self.remote)
+        # never a "+" refspec: it would override the lease; a new id of ZERO deletes the ref
+        args += [f"{'' if u.new == ZERO else u.new}:{u.ref}" for u in updates]
+        try:  # git matches each ref of a push against every ref the forge advertises: big pushes take longer
+            proc = self._git(*args, check=False, timeout=_timeout() + 0.1 * len(updates))
+        except ForgeError as exc:
+            self._last_push_error = exc.message
+            return None  # timed out: outcome unknown
+        self._last_push_error = _first_error(proc.stderr) if proc.returncode else ""
+        results = parse_porcelain(proc.stdout.decode("utf-8", "replace"))
+        if not all(u.ref in results for u in updates):
+            return None
+        cause = _remote_error(proc.stderr)  # git's own reason ("cannot lock ref …"), not just "remote rejected"
+        return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
+                else results[u.ref] for u in updates}
+
+    def _settle(self, u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
+        if tip == u.new:
+            return PushResult(u.ref, "ok", "landed (confirmed by re-reading)")
+        if tip == u.expected:
+            detail = heard[u.ref].detail if heard and u.ref in heard else "not written"
+            return PushResult(u.ref, "rejected", detail)
+        if tip != ZERO:
+            # our commit may have landed and another writer built on it before we looked
+            try:
+                self.ensure_objects({u.ref: tip})
+                if self.is_ancestor(u.new, tip):
+                    return PushResult(u.ref, "ok", "landed, then built upon (confirmed by re-reading)")
+            except ForgeError:
+                pass
+        return PushResult(u.ref, "stale", "moved by another writer")
+
+    def _reread(self, updates: Sequence[RefUpdate]) -> dict[str, str]:
+        last: ForgeError | None = None
+        for delay in (0.0, 0.5, 2.0):
+            time.sleep(delay)
+            try:
+                return self.ls_remote(*[u.ref for u in updates])
+            except ForgeError as exc:
+                last = exc
+        raise ForgeError(f"the outcome of a push to {redact(self.url)} is unknown and the forge cannot be re-read: "
+                         f"{last.message if last else ''}",
+                         hint="run the command again when the forge is reachable; it re-reads before writing")
+
+
+
+
+_CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
+
+
+def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
+    """One outcome for an atomic push: a ref it deletes reads as gone whoever deleted it, so our new commits decide.
+
+    If none of them landed, the push did not, and a deletion found done was another writer's: moved, not ours.
+    """
+    written = [u for u in updates if u.new != ZERO]
+    if not written or any(settled[u.ref].ok for u in written):
+        return settled
+    return {ref: (PushResult(ref, "stale", "deleted by another writer") if r.ok else r) for ref, r in settled.items()}
+
+
+def committed_at(commit: bytes | None) -> int | None:
+    """The committer time of a raw commit object, in seconds since the epoch (the writer's clock), or None."""
+    header = (commit or b"").decode("utf-8", "replace").partition("\n\n")[0]
+    for line in header.splitlines():
+        if line.startswith("committer "):
+            stamp = line.rsplit(" ", 2)[-2]
+            return int(stamp) if stamp.isdigit() else None
+    return None
+
+
+def _contention(heard: dict[str, PushResult]) -> bool:
+    """A rejection that racing writers cause (ref locks), as opposed to a policy refusal."""
+    return any(any(word in r.detail.lower() for word in _CONTENTION) for r in heard.values() if r.status != "ok")
+
+
+def parse_porcelain(text: str) -> dict[str, PushResult]:
+    """Per-ref results of `git push --porcelain` (`<flag>\\t<from>:<to>\\t<summary>`)."""
+    results: dict[str, PushResult] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or len(parts[0]) != 1:
+            continue
+        flag, spec, summary = parts[0], parts[1], parts[2]
+        ref = spec.rpartition(":")[2]
+        if flag in " +*=-":
+            results[ref] = PushResult(ref, "ok", summary)
+        elif "stale info" in summary:
+            results[ref] = PushResult(ref, "stale", summary)
+        else:
+            results[ref] = PushResult(ref, "rejected", summary)
+    return results
+
+
+def _feed(stream: IO[bytes], payload: bytes) -> None:
+    """Write `payload` to the batch process; a process killed meanwhile just ends the writing."""
+    try:
+        stream.write(payload)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+
+
+def _read_answer(out: IO[bytes]) -> GitObject | None:
+    """One answer of `cat-file --batch`: `<sha> <type> <size>` and the contents, or `<name> missing`."""
+    header = out.readline()
+    if not header.endswith(b"\n"):
+        raise ForgeError("git cat-file stopped answering", hint="run the command again")
+    parts = header.decode("utf-8", "replace").split()
+    if len(parts) != 3 or not parts[2].isdigit():  # "<name> missing" or "<name> ambiguous"
+        return None
+    data = out.read(int(parts[2]))
+    if len(data) != int(parts[2]) or out.read(1) != b"\n":
+        raise ForgeError("git cat-file stopped answering", hint="run the command again")
+    return GitObject(parts[1], data)
+
+
+def parse_tree(data: bytes) -> list[TreeEntry]:
+    """The entries of a tree object, from git's binary format (`<mode> <name>\\0<20-byte sha>`)."""
+    entries: list[TreeEntry] = []
+    i = 0
+    while i < len(data):
+        space = data.index(b" ", i)
+        nul = data.index(b"\0", space)
+        mode = data[i:space].decode()
+        name = data[space + 1:nul].decode("utf-8", "replace")
+        entries.append(TreeEntry(name, data[nul + 1:nul + 21].hex(), mode))
+        i = nul + 21
+    return entries
+
+
+def _create(path: str, folder: str) -> int:
+    """Open a new file in a fan-out folder, which a repack of the cache may have removed meanwhile."""
+    for _ in range(10):
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def is_local_path(url: str) -> bool:
+    return "://" not in url and not (":" in url.split("/")[0] and not url.startswith("/"))
+
+
+def local_forge_path(url: str) -> Path | None:
+    """The directory of a forge on this machine (a path or a file:// URL); None for a remote forge."""
+    if url.startswith("file://"):
+        return Path(url.removeprefix("file://"))
+    return Path(url) if is_local_path(url) else None
+
+
+def init_bare(path: Path) -> None:
+    """Create a bare repository to serve as a forge on disk."""
+    run_git(["init", "--bare", "-q", "--initial-branch=main", str(path)])
+
+
+def local_repo_origin(start: Path) -> str | None:
+    proc = run_git(["config", "--get", "remote.origin.url"], cwd=start, check=False)
+    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def repo_root(start: Path) -> Path | None:
+    proc = run_git(["rev-parse", "--show-toplevel"], cwd=start, check=False)
+    return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
+
+
+class WorkRepo:
+    """A working repository (a person's checkout, a desk's worktree): plain git porcelain."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def init(cls, path: Path) -> WorkRepo:
+        run_git(["init", "-q", "--initial-branch=main", str(path)])
+        return cls(path)
+
+    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        return run_git(list(args), cwd=self.path, check=check)
+
+    def commit_all(self, message: str, paths: Sequence[str] = (".",), author: Signature | None = None) -> bool:
+        """Stage `paths` and commit; False when there was nothing to commit."""
+        self.git("add", "-A", "--", *paths)
+        if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
+            return False
+        ident = ["-c", "user.name=assay", "-c", "user.email=assay@assay.invalid"]
+        if author is not None:
+            ident = ["-c", f"user.name={author.name}", "-c", f"user.email={author.email}"]
+        elif self.git("config", "user.email", check=False).returncode == 0:
+            ident = []
+        self.git(*ident, "commit", "-q", "-m", message)
+        return True
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").stdout.decode().strip()
+
+    def messages_since(self, base: str) -> list[str]:
+        """The messages of the commits on HEAD that `base` lacks, newest first."""
+        out = self.git("log", "-z", "--format=%B", f"{base}..HEAD").stdout.decode("utf-8", "replace")
+        return [m for m in out.split("\0") if m.strip()]
+
+    def reset_soft(self, commit: str) -> None:
+        """Move HEAD to `commit`, keeping every change staged (to commit it again)."""
+        self.git("reset", "-q", "--soft", commit)
+
+    def push_new_branch(self, url: str, branch: str = "main") -> None:
+        """Push HEAD to `branch` of `url` only if the forge does not have that branch yet."""
+        proc = self.git("push", "--porcelain", f"--force-with-lease=refs/heads/{branch}:{ZERO}", url,
+                        f"HEAD:refs/heads/{branch}", check=False)
+        result = parse_porcelain(proc.stdout.decode("utf-8", "replace")).get(f"refs/heads/{branch}")
+        if result is None or not result.ok:
+            raise ForgeError(f"could not push {branch} to {redact(url)}: "
+                             f"{result.detail if result else _first_error(proc.stderr)}")
+
+    def set_remote(self, name: str, url: str) -> None:
+        if self.git("remote", "get-url", name, check=False).returncode == 0:
+            self.git("remote", "set-url", name, url)
+        else:
+            self.git("remote", "add", name, url)
+
+
+def remote_has_ref(url: str, ref: str) -> bool:
+    proc = run_git(["ls-remote", url, ref], check=False)
+    if proc.returncode != 0:
+        raise ForgeError(f"cannot read forge {redact(url)}: {_first_error(proc.stderr)}")
+    return bool(proc.stdout.strip())

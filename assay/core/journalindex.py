@@ -1,0 +1,302 @@
+"""An index of a journal kept in the forge's cache: a session starts without decoding every entry.
+
+One SQLite file per brief, `journal-index.v2/<brief>.sqlite` in the forge's cache directory
+(`ForgeGit.cache`), holding the journal up to one commit (`tip`): one row per entry with its
+encoded line and the columns a session asks by (step identity, the intent it resolves, run,
+recorded values), and running counts (recorded values, unfinished runs in a row) at each
+entry. A session reads the rows it needs (`View`), never all of them.
+
+The file is only a hint. `journal.read_indexed` uses it when its tip is on the journal's chain
+and its last row is the last line of that tip's `entries.jsonl`; otherwise it is built again.
+Rows are only ever appended, each under a check that the file still ends where the appender
+read it, and every query of a `View` is bounded by the seq of the commit the reader
+stands on, so a concurrent appender never changes what a reader sees. A new file is
+written aside and renamed into place, so a reader of the old one keeps reading it whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assay.core.records import JournalEntry, decode_entry, journal_ref
+from assay.errors import AssayError
+
+FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
+VERSION = "1"
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_CALLS = ("intent", "refused", "outcome_unknown")  # the entries a step identity is looked up by
+_TIMEOUT_S = 2.0  # an appender waits this long for another one; then it keeps its entries in memory
+
+_SCHEMA = """
+CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE entries (
+    seq INTEGER PRIMARY KEY,
+    commit_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    run TEXT NOT NULL,
+    step TEXT,
+    input_sha TEXT,
+    intent INTEGER,
+    is_call INTEGER NOT NULL,      -- an intent, refusal or outcome_unknown of a step identity
+    counts_call INTEGER NOT NULL,  -- counts towards its run's calls of its identity
+    counts_value INTEGER NOT NULL, -- counts towards its run's recorded values
+    nondet_no INTEGER,             -- a nondeterminism entry's number among them, from 0
+    nondets INTEGER NOT NULL,      -- nondeterminism entries up to this one
+    starts INTEGER NOT NULL,       -- run starts without an end in a row, after this entry
+    resolved_at INTEGER,           -- an intent's first result or outcome_unknown
+    body TEXT NOT NULL
+);
+CREATE INDEX by_identity ON entries (step, input_sha);
+CREATE INDEX by_intent ON entries (intent);
+CREATE INDEX by_run ON entries (run);
+CREATE INDEX by_nondet ON entries (nondet_no);
+CREATE INDEX by_open ON entries (kind, resolved_at);
+"""
+
+
+class IndexDamaged(AssayError):
+    """The journal index in the local cache failed while being read; it is dropped, and a new run rebuilds it."""
+
+
+def path_for(cache: Path, brief: str) -> Path:
+    return cache / FOLDER / f"{brief}.sqlite"
+
+
+def counts_call(entry: JournalEntry) -> bool:
+    """The entry is a call of its step identity in its run (a marker, or an `assay step run` call note)."""
+    return entry.kind in ("intent", "refused") or (entry.kind == "note" and bool((entry.data or {}).get("call")))
+
+
+def counts_value(entry: JournalEntry) -> bool:
+    """The entry is a clock or random read of its run (recorded, or replayed by `assay step value`)."""
+    return entry.kind == "nondeterminism" or (entry.kind == "note" and (entry.data or {}).get("replay") == "value")
+
+
+def run_event(entry: JournalEntry) -> str | None:
+    """`start` or `end` for a desk program's run notes; a block ends a streak of unfinished runs too (a person
+    takes the brief over, and releasing it starts the count afresh)."""
+    if entry.kind == "claim" and (entry.data or {}).get("action") == "block":
+        return "end"
+    event = (entry.data or {}).get("run") if entry.kind == "note" else None
+    return event if isinstance(event, str) else None
+
+
+@dataclass
+class Index:
+    """An open index file: the journal up to commit `tip`, whose last entry is `last_seq`."""
+
+    path: Path
+    conn: sqlite3.Connection
+    brief: str
+    tip: str
+    last_seq: int
+
+    def last_body(self) -> str:
+        row = self.conn.execute("SELECT body FROM entries WHERE seq = ?", (self.last_seq,)).fetchone()
+        return str(row[0]) if row else ""
+
+    def view(self, bound: int, tip: str) -> View:
+        """The journal up to entry `bound`, added by commit `tip` (at most the index's own end)."""
+        return View(self, min(bound, self.last_seq), tip)
+
+    def append(self, since: str, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str) -> bool:
+        """Add `entries` (all added after `since`, up to `tip`); False, and nothing added, if the file no
+        longer ends at `since` (another process appended first) or cannot be written."""
+        try:
+            with _writing(self.conn):
+                row = self.conn.execute("SELECT v FROM meta WHERE k = 'tip'").fetchone()
+                if not row or row[0] != since:
+                    return False
+                _insert(self.conn, entries, commit_of, tip)
+        except sqlite3.Error:
+            return False
+        self.tip, self.last_seq = tip, (entries[-1].seq if entries else self.last_seq)
+        return True
+
+
+@dataclass
+class View:
+    """What a session asks of the journal's first `bound` entries (commit `tip` added the last)."""
+
+    index: Index
+    bound: int
+    tip: str
+
+    @property
+    def last_seq(self) -> int:
+        return self.bound
+
+    def calls_of(self, identity: tuple[str, str]) -> list[JournalEntry]:
+        """The intents, refusals and outcome_unknowns of a step identity, in seq order."""
+        return self._entries("SELECT body FROM entries WHERE step = ? AND input_sha = ? AND is_call AND seq <= ? "
+                             "ORDER BY seq", (*identity, self.bound))
+
+    def resolution(self, intent: int) -> JournalEntry | None:
+        """The last result or outcome_unknown of intent `intent`."""
+        found = self._entries("SELECT body FROM entries WHERE intent = ? AND kind IN ('result', 'outcome_unknown') "
+                              "AND seq <= ? ORDER BY seq DESC LIMIT 1", (intent, self.bound))
+        return found[0] if found else None
+
+    def refused(self, intent: int) -> bool:
+        return bool(self._rows("SELECT 1 FROM entries WHERE intent = ? AND kind = 'refused' AND seq <= ? LIMIT 1",
+                               (intent, self.bound)))
+
+    def nondet(self, number: int) -> JournalEntry | None:
+        """The `number`-th nondeterminism entry (from 0)."""
+        found = self._entries("SELECT body FROM entries WHERE nondet_no = ? AND seq <= ?", (number, self.bound))
+        return found[0] if found else None
+
+    def totals(self) -> tuple[int, int]:
+        """Nondeterminism entries, and run starts without an end in a row, up to the bound."""
+        rows = self._rows("SELECT nondets, starts FROM entries WHERE seq = ?", (self.bound,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+
+    def run_counts(self, run: str) -> tuple[dict[tuple[str, str], int], int]:
+        """Calls by step identity, and recorded values, that run `run` made."""
+        calls: dict[tuple[str, str], int] = {}
+        values = 0
+        for step, sha, is_call, is_value in self._rows(
+                "SELECT step, input_sha, counts_call, counts_value FROM entries WHERE run = ? AND seq <= ? "
+                "AND (counts_call OR counts_value) ORDER BY seq", (run, self.bound)):
+            if is_call:
+                identity = (str(step or ""), str(sha or ""))
+                calls[identity] = calls.get(identity, 0) + 1
+            if is_value:
+                values += 1
+        return calls, values
+
+    def open_intents(self) -> list[int]:
+        """Intents with neither a result nor an outcome_unknown up to the bound."""
+        rows = self._rows("SELECT seq FROM entries WHERE kind = 'intent' AND resolved_at IS NULL AND seq <= ? "
+                          "UNION SELECT seq FROM entries WHERE kind = 'intent' AND resolved_at > ? AND seq <= ?",
+                          (self.bound, self.bound, self.bound))
+        return sorted(int(r[0]) for r in rows)
+
+    def entry(self, seq: int) -> JournalEntry | None:
+        found = self._entries("SELECT body FROM entries WHERE seq = ? AND seq <= ?", (seq, self.bound))
+        return found[0] if found else None
+
+    def commit_of(self, seq: int) -> str | None:
+        rows = self._rows("SELECT commit_id FROM entries WHERE seq = ? AND seq <= ?", (seq, self.bound))
+        return str(rows[0][0]) if rows else None
+
+    def _entries(self, sql: str, args: tuple[object, ...]) -> list[JournalEntry]:
+        ref = journal_ref(self.index.brief)
+        return [decode_entry(str(row[0]), ref) for row in self._rows(sql, args)]
+
+    def _rows(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        try:
+            return list(self.index.conn.execute(sql, args).fetchall())
+        except sqlite3.Error as exc:
+            with contextlib.suppress(OSError):
+                self.index.path.unlink()
+            raise IndexDamaged(f"the journal index of {self.index.brief!r} in the local cache failed: {exc}",
+                               hint="it was dropped; run the command again") from None
+
+
+def open_index(cache: Path, brief: str) -> Index | None:
+    """The index kept for `brief`, if there is one that can be used (its tip is checked by the caller)."""
+    path = path_for(cache, brief)
+    if not path.exists():
+        return None
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = _connect(path)
+        meta = dict(conn.execute("SELECT k, v FROM meta").fetchall())
+        last = conn.execute("SELECT min(seq), max(seq) FROM entries").fetchone()
+        tip, last_seq = meta.get("tip"), int(meta.get("last_seq", "-1"))
+        if meta.get("v") != VERSION or meta.get("brief") != brief or not isinstance(tip, str) \
+                or not _COMMIT.fullmatch(tip) or last_seq < 1 or tuple(last) != (1, last_seq):
+            conn.close()
+            return None
+        return Index(path, conn, brief, tip, last_seq)
+    except (sqlite3.Error, ValueError, TypeError):
+        if conn is not None:
+            conn.close()
+        return None  # damaged, or written by another version: it is built again
+
+
+def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: dict[int, str],
+          tip: str) -> Index | None:
+    """A new index of `entries` (the whole journal up to `tip`), put in place of any other; None if it cannot
+    be written (the cache is only a shortcut)."""
+    path = path_for(cache, brief)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError:
+        return None
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.executescript(_SCHEMA)
+            with _writing(conn):
+                conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                                 [("v", VERSION), ("brief", brief), ("tip", ""), ("last_seq", "0")])
+                _insert(conn, entries, commit_of, tip)
+        finally:
+            conn.close()
+        os.replace(tmp, path)  # whole or not at all: a reader of the file it replaces keeps that one
+    except (OSError, sqlite3.Error):
+        Path(tmp).unlink(missing_ok=True)
+        return None
+    return open_index(cache, brief)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=_TIMEOUT_S, isolation_level=None)
+    conn.execute("PRAGMA synchronous = OFF")  # a hint: a torn file is only a miss
+    return conn
+
+
+@contextlib.contextmanager
+def _writing(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str) -> None:
+    """Append rows for `entries`, carrying the running counts on from the last row (inside a transaction)."""
+    last = conn.execute("SELECT seq, nondets, starts FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, nondets, starts = (int(last[0]), int(last[1]), int(last[2])) if last else (0, 0, 0)
+    rows: list[tuple[object, ...]] = []
+    resolved: dict[int, int] = {}
+    pending: dict[int, int] = {}  # intents among these entries -> their row's position
+    for entry in entries:
+        if entry.seq != seq + 1:
+            raise sqlite3.IntegrityError(f"journal seq jumps from {seq} to {entry.seq}")
+        seq = entry.seq
+        nondet_no = None
+        if entry.kind == "nondeterminism":
+            nondet_no, nondets = nondets, nondets + 1
+        event = run_event(entry)
+        starts = starts + 1 if event == "start" else 0 if event == "end" else starts
+        if entry.intent is not None and entry.kind in ("result", "outcome_unknown"):
+            if entry.intent in pending:
+                position = pending.pop(entry.intent)
+                rows[position] = (*rows[position][:-2], entry.seq, rows[position][-1])
+            else:
+                resolved.setdefault(entry.intent, entry.seq)
+        if entry.kind == "intent":
+            pending[entry.seq] = len(rows)
+        rows.append((entry.seq, commit_of[entry.seq], entry.kind, entry.run, entry.step, entry.input_sha,
+                     entry.intent, entry.kind in _CALLS and entry.step is not None, counts_call(entry),
+                     counts_value(entry), nondet_no, nondets, starts, None, entry.encode()))
+    conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany("UPDATE entries SET resolved_at = ? WHERE seq = ? AND kind = 'intent' AND resolved_at IS NULL",
+                     [(at, intent) for intent, at in resolved.items()])
+    conn.executemany("UPDATE meta SET v = ? WHERE k = ?", [(tip, "tip"), (str(seq), "last_seq")])

@@ -1,0 +1,341 @@
+"""The on-forge records (format v1, docs/data-model.md): encode, decode, validate."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from assay.errors import BriefIdInvalid, RecordInvalid
+
+FORMAT_VERSION = 1
+CLAIMS_PREFIX = "refs/assay/claims/"
+JOURNAL_PREFIX = "refs/assay/journal/"
+REVIEWS_PREFIX = "refs/assay/reviews/"
+MAIN_REF = "refs/heads/main"
+
+STATES = ("held", "waiting", "blocked", "released", "expired", "abandoned", "done")
+LIVE_STATES = frozenset({"held", "waiting", "blocked"})
+TOMBSTONES = frozenset({"released", "expired", "abandoned"})
+
+_BRIEF_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def validate_brief_id(brief: str) -> str:
+    """Return `brief` if it is a safe file name and ref component, else raise BriefIdInvalid."""
+    if not brief:
+        raise BriefIdInvalid(brief, "it is empty")
+    if not brief.isascii():
+        raise BriefIdInvalid(brief, "it has non-ASCII characters")
+    if "/" in brief or "\\" in brief:
+        raise BriefIdInvalid(brief, "it contains a path separator")
+    if ".." in brief:
+        raise BriefIdInvalid(brief, "it contains '..'")
+    if brief.endswith("."):
+        raise BriefIdInvalid(brief, "it ends in '.', which git refuses in ref names")
+    if brief.endswith(".lock"):
+        raise BriefIdInvalid(brief, "it ends in '.lock', which git reserves")
+    if len(brief) > 64:
+        raise BriefIdInvalid(brief, f"it is {len(brief)} characters long; the limit is 64")
+    if brief != brief.lower():
+        raise BriefIdInvalid(brief, "it has upper-case letters")
+    if not _BRIEF_ID.fullmatch(brief):
+        raise BriefIdInvalid(brief, "it must start with a-z or 0-9 and use only a-z 0-9 . _ -")
+    return brief
+
+
+def brief_of_ref(ref: str, prefix: str) -> str:
+    """The brief a ref such as `refs/assay/claims/<brief>` is for; RecordInvalid(ref, …) if it names none."""
+    try:
+        return validate_brief_id(ref.removeprefix(prefix))
+    except BriefIdInvalid as exc:
+        raise RecordInvalid(ref, f"not a valid brief id ({exc.problem})") from None
+
+
+def check_tip(ref: str, sha: str, kind: str | None) -> None:
+    """A ref Assay reads must point at a commit (`kind` is git's type of `sha`, None if it is absent)."""
+    if kind is None:
+        raise RecordInvalid(ref, f"its tip {sha[:10]} is not in the forge's objects")
+    if kind != "commit":
+        raise RecordInvalid(ref, f"points at a {kind}, not a commit")
+
+
+def utc_now_iso(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+WAIT_CONDITIONS = ("review", "merge", "manual")  # and time:YYYY-MM-DDTHH:MM:SSZ
+
+
+def condition_problem(on: object) -> str | None:
+    """What is wrong with a wait condition (None when it is one: review, merge, manual or a real UTC time)."""
+    if not isinstance(on, str):
+        return "a wait condition is a string"
+    if on in WAIT_CONDITIONS:
+        return None
+    if on.startswith("time:"):
+        try:
+            parse_iso(on[5:])
+            return None
+        except ValueError:
+            return f"{on[5:]!r} is not a real time (YYYY-MM-DDTHH:MM:SSZ, in UTC)"
+    return f"unknown wait condition {on!r} (review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ)"
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """One commit of a claim chain: `claim.json` at `refs/assay/claims/<brief>`."""
+
+    brief: str
+    state: str
+    epoch: int
+    desk: str
+    holder: str
+    lease_s: int
+    branch: str
+    at: str
+    wait: dict[str, Any] | None = None
+    reason: str = ""
+    v: int = FORMAT_VERSION
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def but(self, **changes: Any) -> ClaimRecord:
+        return replace(self, **changes)
+
+    def encode(self) -> bytes:
+        return (json.dumps(asdict(self), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "v": int, "brief": str, "state": str, "epoch": int, "desk": str, "holder": str,
+    "lease_s": int, "branch": str, "at": str, "reason": str, "wait": (dict, type(None)),
+}
+
+
+def load_record(data: bytes | None, ref: str, name: str,
+                fields: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """A versioned JSON record with exactly `fields`, or RecordInvalid(ref, …) saying what is wrong."""
+    if data is None:
+        raise RecordInvalid(ref, f"the commit has no {name}")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordInvalid(ref, f"{name} is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordInvalid(ref, f"{name} is not a JSON object")
+    version = obj.get("v")
+    if version != FORMAT_VERSION:
+        raise RecordInvalid(ref, f"{name} has format version {version!r}; this Assay reads version "
+                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+    for key, kind in fields.items():
+        if key not in obj:
+            raise RecordInvalid(ref, f"{name} lacks {key!r}")
+        if not isinstance(obj[key], kind) or (kind is int and isinstance(obj[key], bool)):
+            raise RecordInvalid(ref, f"{name} field {key!r} has the wrong type")
+    extra = set(obj) - set(fields)
+    if extra:
+        raise RecordInvalid(ref, f"{name} has unknown fields {sorted(extra)}")
+    return obj
+
+
+def decode_claim(data: bytes | None, ref: str) -> ClaimRecord:
+    """Parse claim.json; anything that is not a valid v1 claim raises RecordInvalid(ref, …)."""
+    obj = load_record(data, ref, "claim.json", _FIELDS)
+    if obj["state"] not in STATES:
+        raise RecordInvalid(ref, f"claim.json state {obj['state']!r} is not one of {', '.join(STATES)}")
+    if obj["epoch"] < 1:
+        raise RecordInvalid(ref, "claim.json epoch must be >= 1")
+    if obj["wait"] is not None and (problem := condition_problem(obj["wait"].get("on"))):
+        raise RecordInvalid(ref, f"claim.json wait: {problem}")
+    expected_brief = ref.removeprefix(CLAIMS_PREFIX)
+    if ref.startswith(CLAIMS_PREFIX) and obj["brief"] != expected_brief:
+        raise RecordInvalid(ref, f"claim.json names brief {obj['brief']!r}, not {expected_brief!r}")
+    return ClaimRecord(**obj)
+
+
+def claim_ref(brief: str) -> str:
+    return CLAIMS_PREFIX + validate_brief_id(brief)
+
+
+# -- journal entries -----------------------------------------------------------------------
+
+ENTRY_KINDS = ("claim", "intent", "result", "outcome_unknown", "refused", "nondeterminism", "wait", "wake",
+               "verify", "checkpoint", "steer", "note")
+POLICIES = ("safe", "idempotent", "unsafe")
+RESULT_STATUSES = ("completed", "failed", "cancelled")
+_STEP_KINDS = frozenset({"intent", "result", "outcome_unknown", "refused"})
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One line of `entries.jsonl` at `refs/assay/journal/<brief>`.
+
+    `intent` is the seq of the intent an entry resolves (result, outcome_unknown,
+    refused); `data` holds kind-specific values (output, exit code, a recorded
+    clock value, a note's text).
+    """
+
+    seq: int
+    epoch: int
+    kind: str
+    at: str
+    run: str = ""
+    step: str | None = None
+    ordinal: int | None = None
+    input_sha: str | None = None
+    key: str | None = None
+    policy: str | None = None
+    status: str | None = None
+    intent: int | None = None
+    data: dict[str, Any] | None = None
+    v: int = FORMAT_VERSION
+
+    def encode(self) -> str:
+        obj = {k: v for k, v in asdict(self).items() if v is not None}
+        return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return (self.step or "", self.input_sha or "")
+
+
+_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "v": int, "seq": int, "epoch": int, "kind": str, "at": str, "run": str, "step": str, "ordinal": int,
+    "input_sha": str, "key": str, "policy": str, "status": str, "intent": int, "data": dict,
+}
+
+
+def decode_entry(line: str, ref: str) -> JournalEntry:
+    """Parse one journal line; anything that is not a valid v1 entry raises RecordInvalid(ref, …)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordInvalid(ref, f"journal line is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise RecordInvalid(ref, "journal line is not a JSON object")
+    if obj.get("v") != FORMAT_VERSION:
+        raise RecordInvalid(ref, f"journal entry has format version {obj.get('v')!r}; this Assay reads version "
+                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+    for key, value in obj.items():
+        kind = _ENTRY_TYPES.get(key)
+        if kind is None:
+            raise RecordInvalid(ref, f"journal entry has unknown field {key!r}")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise RecordInvalid(ref, f"journal entry field {key!r} has the wrong type")
+    for key in ("seq", "epoch", "kind", "at"):
+        if key not in obj:
+            raise RecordInvalid(ref, f"journal entry lacks {key!r}")
+    if obj["kind"] not in ENTRY_KINDS:
+        raise RecordInvalid(ref, f"journal entry kind {obj['kind']!r} is not one of {', '.join(ENTRY_KINDS)}")
+    if obj["kind"] in _STEP_KINDS and not {"step", "input_sha"} <= set(obj):
+        raise RecordInvalid(ref, f"journal {obj['kind']} entry {obj['seq']} lacks its step identity")
+    if "policy" in obj and obj["policy"] not in POLICIES:
+        raise RecordInvalid(ref, f"journal entry policy {obj['policy']!r} is not one of {', '.join(POLICIES)}")
+    if obj["kind"] == "result" and obj.get("status") not in RESULT_STATUSES:
+        raise RecordInvalid(ref, f"journal result {obj['seq']} has status {obj.get('status')!r}")
+    return JournalEntry(**obj)
+
+
+def journal_ref(brief: str) -> str:
+    return JOURNAL_PREFIX + validate_brief_id(brief)
+
+
+# -- reviews (draft pull requests on forges without them) ----------------------------------
+
+REVIEW_STATES = ("draft", "ready", "merged", "closed")
+_SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
+
+
+@dataclass(frozen=True)
+class ReviewComment:
+    by: str
+    at: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ReviewRecord:
+    """One commit of a review chain: `review.json` at `refs/assay/reviews/<brief>`.
+
+    `head` is the branch tip last recorded ("" if unknown); `merged_commit` is
+    the merge commit on main once merged ("" before).
+    """
+
+    brief: str
+    branch: str
+    title: str
+    state: str
+    opened_at: str
+    at: str
+    base: str = "main"
+    head: str = ""
+    merged_commit: str = ""
+    approvals: tuple[str, ...] = ()
+    comments: tuple[ReviewComment, ...] = ()
+    v: int = FORMAT_VERSION
+
+    def but(self, **changes: Any) -> ReviewRecord:
+        return replace(self, **changes)
+
+    def encode(self) -> bytes:
+        return (json.dumps(asdict(self), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+_REVIEW_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "v": int, "brief": str, "branch": str, "title": str, "state": str, "base": str, "head": str,
+    "merged_commit": str, "approvals": list, "comments": list, "opened_at": str, "at": str,
+}
+_COMMENT_FIELDS = ("at", "by", "text")
+
+
+def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
+    """Parse review.json; anything that is not a valid v1 review raises RecordInvalid(ref, …)."""
+    obj = load_record(data, ref, "review.json", _REVIEW_FIELDS)
+    if obj["state"] not in REVIEW_STATES:
+        raise RecordInvalid(ref, f"review.json state {obj['state']!r} is not one of {', '.join(REVIEW_STATES)}")
+    for key in ("head", "merged_commit"):
+        if not _SHA.fullmatch(obj[key]):
+            raise RecordInvalid(ref, f"review.json field {key!r} is not a commit id")
+    if obj["state"] == "merged" and not obj["merged_commit"]:
+        raise RecordInvalid(ref, "review.json is merged but names no merged_commit")
+    if not obj["branch"] or not obj["base"]:
+        raise RecordInvalid(ref, "review.json has an empty branch or base")
+    if not all(isinstance(name, str) for name in obj["approvals"]):
+        raise RecordInvalid(ref, "review.json approvals must be names (strings)")
+    comments = [_decode_comment(c, ref) for c in obj["comments"]]
+    expected_brief = ref.removeprefix(REVIEWS_PREFIX)
+    if ref.startswith(REVIEWS_PREFIX) and obj["brief"] != expected_brief:
+        raise RecordInvalid(ref, f"review.json names brief {obj['brief']!r}, not {expected_brief!r}")
+    return ReviewRecord(**{**obj, "approvals": tuple(obj["approvals"]), "comments": tuple(comments)})
+
+
+def _decode_comment(obj: object, ref: str) -> ReviewComment:
+    if not isinstance(obj, dict) or sorted(obj) != list(_COMMENT_FIELDS):
+        raise RecordInvalid(ref, 'review.json comments must be objects with exactly "by", "at" and "text"')
+    if not all(isinstance(obj[k], str) for k in _COMMENT_FIELDS):
+        raise RecordInvalid(ref, "review.json comment fields must be strings")
+    return ReviewComment(by=obj["by"], at=obj["at"], text=obj["text"])
+
+
+def review_ref(brief: str) -> str:
+    return REVIEWS_PREFIX + validate_brief_id(brief)
+
+
+def human_age(seconds: int) -> str:
+    """An age in the largest unit that keeps it a whole number worth reading: 90s, 12m, 5h, 3d."""
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"

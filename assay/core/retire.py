@@ -1,0 +1,116 @@
+"""Retiring done briefs: the one writer of the retired index (`retired.py` reads it).
+
+One atomic push per `BATCH` briefs moves the index and the keep chain and deletes each
+brief's refs, every ref under a lease; see `retired.py` for the format and why.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from assay.core import chain
+from assay.core.claims import Claims
+from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry
+from assay.core.records import CLAIMS_PREFIX, parse_iso, utc_now_iso, validate_brief_id
+from assay.core.retired import BATCH, INDEX_DIR, KEEP_REF, PREFIXES, RETIRED_REF, Index, RetiredBrief, shard
+from assay.errors import IllegalTransition
+
+
+@dataclass
+class Retirement:
+    """What one `retire` did (or, dry, would do)."""
+
+    retired: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)  # done briefs left alone, and why
+    pushes: int = 0
+    packed: bool = False
+
+
+def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 0.0, by: str = "assay",
+           dry_run: bool = False) -> Retirement:
+    """Retire `briefs` (default: every done brief whose `done` is older than `older_than_s`).
+
+    One atomic push per `BATCH` briefs moves the index and the keep chain and deletes each
+    brief's refs, every ref under a lease, so a brief that changed meanwhile is never lost:
+    the push fails whole and the briefs are read again. Naming a brief that is not done is
+    refused before anything is written. On a forge on disk the refs are packed afterwards.
+    """
+    git = claims.git
+    wanted = [validate_brief_id(b) for b in briefs]
+    result = Retirement()
+
+    def attempt(_: int) -> Retirement:
+        nonlocal result
+        result = Retirement(retired=list(result.retired), pushes=result.pushes)  # what landed before stays said
+        refs = git.ls_remote(*(p + "*" for p in PREFIXES), RETIRED_REF, KEEP_REF)
+        tips = {r: s for r, s in refs.items() if r.startswith(CLAIMS_PREFIX)}
+        good, _bad = claims.load_tips(tips)
+        done = {c.record.brief: c for c in good if c.record.state == "done"}
+        index = Index(git, refs.get(RETIRED_REF))
+        for brief in wanted:
+            if brief not in done and index.get(brief) is None:
+                state = next((c.record.state for c in good if c.record.brief == brief), "absent")
+                raise IllegalTransition(brief, "retire", state, "only a done brief is retired")
+        now = claims.clock()
+        chosen = []
+        for brief, claim in sorted(done.items()):
+            if wanted and brief not in wanted:
+                continue
+            if now - parse_iso(claim.record.at).timestamp() < older_than_s:
+                result.kept[brief] = f"done at {claim.record.at}, not yet {older_than_s:.0f}s ago"
+                continue
+            chosen.append(brief)
+        if dry_run:
+            result.retired = chosen
+            return result
+        retired_tip, keep_tip = refs.get(RETIRED_REF), refs.get(KEEP_REF)
+        # the keep commit names every tip as a parent: git needs them in the cache to push it
+        git.ensure_objects({p + b: refs[p + b] for b in chosen for p in PREFIXES if p + b in refs})
+        for start in range(0, len(chosen), BATCH):
+            batch = chosen[start:start + BATCH]
+            records = [RetiredBrief(brief=b, epoch=done[b].record.epoch, desk=done[b].record.desk,
+                                    done_at=done[b].record.at, retired_at=utc_now_iso(now), by=by,
+                                    refs={p + b: refs[p + b] for p in PREFIXES if p + b in refs}) for b in batch]
+            updates = _retire_updates(git, records, retired_tip, keep_tip, by, now)
+            chain.push(git, updates, "retire")
+            retired_tip, keep_tip = updates[0].new, updates[1].new
+            result.retired += batch
+            result.pushes += 1
+        return result
+
+    chain.retrying(attempt, "retiring done briefs")
+    if result.retired and not dry_run:
+        result.packed = git.pack_forge_refs()
+    return result
+
+
+def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str | None, keep_tip: str | None,
+                    by: str, now: float) -> list[RefUpdate]:
+    """The index commit, the keep commit, and a deletion of every ref of every brief in `records`."""
+    shards: dict[str, list[TreeEntry]] = {}
+    root = (git.read_tree(f"{retired_tip}:{INDEX_DIR}") or []) if retired_tip else []
+    folders = {e.name: e.sha for e in root}
+    for record in records:
+        name = shard(record.brief)
+        if name not in shards:
+            shards[name] = (git.read_tree(folders[name]) or []) if name in folders else []
+        shards[name] = [e for e in shards[name] if e.name != f"{record.brief}.json"]
+        shards[name].append(TreeEntry(f"{record.brief}.json", git.write_blob(record.encode())))
+    for name, entries in shards.items():
+        folders[name] = git.write_tree(entries)
+    index_dir = git.write_tree([TreeEntry(n, s, "40000") for n, s in folders.items()])
+    names = ", ".join(r.brief for r in records[:5]) + (f" and {len(records) - 5} more" if len(records) > 5 else "")
+    # the retirer's own token: two retirers making the same change in the same second would write the same
+    # commits, and each would read the other's push as its own
+    message = (f"assay: retire {len(records)} done brief{'s' if len(records) != 1 else ''}: {names}\n\n"
+               f"Assay-Retirer: {secrets.token_hex(8)}\n")
+    who = Signature.of(by)
+    index = git.write_commit(git.write_tree([TreeEntry(INDEX_DIR, index_dir, "40000")]),
+                             [retired_tip] if retired_tip else [], message, who, now)
+    kept = list(dict.fromkeys(sha for r in records for sha in r.refs.values()))
+    keep = git.write_commit(git.write_tree([]), [*([keep_tip] if keep_tip else []), *kept], message, who, now)
+    deletions = [RefUpdate(ref, ZERO, sha) for r in records for ref, sha in sorted(r.refs.items())]
+    return [RefUpdate(RETIRED_REF, index, retired_tip or ZERO), RefUpdate(KEEP_REF, keep, keep_tip or ZERO),
+            *deletions]

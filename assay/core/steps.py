@@ -1,0 +1,601 @@
+"""Durable steps: write the intent down, do the effect, write the result; replay after a crash.
+
+A step's identity is (name, sha256 of its canonical JSON input); its ordinal is
+its position among calls of that identity in one run. On recovery the program
+runs again from the top and its k-th call of an identity meets the k-th
+recorded call:
+
+| policy     | completed                 | interrupted (intent, no result)                  |
+|------------|---------------------------|--------------------------------------------------|
+| safe       | recorded result returned  | re-run                                           |
+| idempotent | recorded result returned  | re-run with the same idempotency key             |
+| unsafe     | recorded result returned  | `outcome_unknown`; never re-run automatically    |
+
+A call whose identity matches an interrupted intent is a repeat of it, in
+whatever run it comes. After `outcome_unknown` the first repeat is refused
+(exit 4) and the refusal journaled; a second, deliberate call goes through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import signal
+import uuid as uuid_module
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+
+from assay.core.crash import crash_point
+from assay.core.journal import INLINE_LIMIT, Draft, Journal, JournalLog
+from assay.core.journalindex import counts_call, counts_value, run_event
+from assay.core.lives import Life, await_end, life_state, this_life
+from assay.core.outcomes import (
+    DESK_STEPS,
+    DID_NOT,
+    HAPPENED,
+    StepRunning,
+    resolves,
+    settle_fields,
+    settle_target,
+    settled,
+    still_running,
+    unknown_fields,
+    verdict_of_exit,
+)
+from assay.core.records import POLICIES, JournalEntry
+from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
+
+if TYPE_CHECKING:
+    from assay.core.claims import Claims
+
+T = TypeVar("T")
+CALL_MARKERS = frozenset({"intent", "refused"})
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+DEFAULT_MAX_ATTEMPTS = 3
+ProbeRunner = Callable[[str, str], dict[str, Any]]  # (probe, the probed intent's key) -> the inspection's evidence
+STRAY_WAIT_S = 10.0  # how long a recovery waits for a cut-off step's process, whose desk is gone, to end
+
+
+def unknown_message(name: str) -> str:
+    return (f"The previous `{name}` operation was interrupted. It may or may not have completed successfully. "
+            "Do not repeat it blindly. Inspect the current system state before deciding what to do.")
+
+
+class OutcomeUnknown(Refused):
+    """The first repeat of an interrupted unsafe step: refused, exit 4."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(unknown_message(name),
+                         hint="Operation will NOT be replayed automatically; call it again deliberately to proceed")
+        self.step = name
+
+
+class ReplayMismatch(NeedsPerson):
+    """A replay asked for something other than what the journal recorded; the brief is blocked."""
+
+    def __init__(self, brief: str, problem: str) -> None:
+        super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
+                         hint="the brief is now blocked; a person must inspect `assay journal` and release it")
+
+
+class StepFailed(AssayError):
+    """A step's function raised; the failure is recorded and replayed as such."""
+
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__(f"step {name!r} failed: {error}")
+        self.step = name
+        self.error = error
+
+
+def validate_step(name: str, policy: str) -> None:
+    """A step's name and policy, checked before anything is read or written."""
+    if not _STEP_NAME.fullmatch(name):
+        raise UsageError(f"invalid step name {name!r}", hint="use 1-64 of A-Z a-z 0-9 . _ -, no '/'")
+    if policy not in POLICIES:
+        raise UsageError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+
+
+def canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"step input must be JSON: {exc}") from None
+
+
+def input_sha(value: Any) -> str:
+    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Call:
+    name: str
+    sha: str
+    ordinal: int
+    policy: str
+    input: Any
+    writer: dict[str, Any] | None = None  # the process life running the effect, if not this process
+    probe: str | None = None  # a shell command telling whether an unsafe effect happened (exit 0) or not (1)
+
+
+class Session:
+    """Durable steps for one brief, one run. Receives its journal."""
+
+    def __init__(self, journal: Journal, max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False) -> None:
+        """`call_notes`: journal replays and resumes too, for runs made of many processes
+        (`assay step run`), which count their calls from the journal; one process counts in memory."""
+        self.journal = journal
+        self.max_attempts = max_attempts
+        self.call_notes = call_notes
+        self.probe_runner: ProbeRunner | None = None  # runs a step's outcome probe, where set
+        self._calls: dict[tuple[str, str], int] = {}
+        self._nondet_used = 0
+        self._indexed = 0
+        self._base = journal.base
+        self._resolutions: dict[int, JournalEntry] = {}
+        self._refusals: set[int] = set()
+        self._by_identity: dict[tuple[str, str], list[JournalEntry]] = {}
+        self._nondet: list[JournalEntry] = []
+        self._base_calls: dict[tuple[str, str], list[JournalEntry]] = {}
+        self._base_resolutions: dict[int, JournalEntry | None] = {}
+        if journal.base is not None:  # what came before the entries in memory: asked of the index
+            self._calls, self._nondet_used = journal.base.run_counts(journal.run)
+        for e in journal.entries:  # calls this run already made (each `assay step run` is its own process)
+            if e.run == journal.run:
+                if counts_call(e):
+                    self._calls[e.identity] = self._calls.get(e.identity, 0) + 1
+                if counts_value(e):
+                    self._nondet_used += 1
+
+    # -- the index over the journal (kept up to date as the journal grows) -------------------
+    # Entries in `journal.entries` are indexed here; those before them (`journal.base`, an index kept
+    # in the forge's cache) are asked of it, one identity or intent at a time, and remembered.
+
+    def _index(self) -> None:
+        entries = self.journal.entries
+        if self._indexed > len(entries) or self._base is not self.journal.base:  # read afresh: index again
+            self._indexed, self._by_identity, self._resolutions, self._refusals, self._nondet = 0, {}, {}, set(), []
+            self._base, self._base_calls, self._base_resolutions = self.journal.base, {}, {}
+        for e in entries[self._indexed:]:
+            resolved = resolves(e)
+            if resolved is not None:
+                self._resolutions[resolved] = e
+            if e.intent is not None and e.kind == "refused":
+                self._refusals.add(e.intent)
+            if e.step is not None and e.kind in ("intent", "refused", "outcome_unknown"):
+                self._by_identity.setdefault(e.identity, []).append(e)
+            if e.kind == "nondeterminism":
+                self._nondet.append(e)
+        self._indexed = len(entries)
+
+    def _calls_of(self, identity: tuple[str, str]) -> list[JournalEntry]:
+        self._index()
+        recent = self._by_identity.get(identity, [])
+        if self._base is None:
+            return recent
+        if identity not in self._base_calls:
+            self._base_calls[identity] = self._base.calls_of(identity)
+        return [*self._base_calls[identity], *recent]
+
+    def _resolution(self, intent: JournalEntry | int) -> JournalEntry | None:
+        """The latest result or outcome_unknown of an intent (a settle comes after its outcome_unknown)."""
+        seq = intent if isinstance(intent, int) else intent.seq
+        self._index()
+        found = self._resolutions.get(seq)  # a later entry resolves it again: the latest counts
+        if found is not None or self._base is None:
+            return found
+        if seq not in self._base_resolutions:
+            self._base_resolutions[seq] = self._base.resolution(seq)
+        return self._base_resolutions[seq]
+
+    def _unresolved(self) -> list[int]:
+        """Intents with neither a result nor an outcome_unknown (`open_intents`, with the index's help)."""
+        self._index()
+        opened = self._base.open_intents() if self._base is not None else []
+        opened += [e.seq for e in self.journal.entries if e.kind == "intent"]
+        return [seq for seq in opened if seq not in self._resolutions]
+
+    def _recorded_value(self, number: int) -> JournalEntry | None:
+        """The `number`-th recorded clock or random value of the journal (from 0), if there is one."""
+        self._index()
+        before = self._base.totals()[0] if self._base is not None else 0
+        if number < before and self._base is not None:
+            return self._base.nondet(number)
+        return self._nondet[number - before] if number - before < len(self._nondet) else None
+
+    def _interrupted(self, identity: tuple[str, str]) -> JournalEntry | None:
+        for e in self._calls_of(identity):
+            if e.kind == "intent" and self._resolution(e) is None:
+                return e
+        return None
+
+    def _refused(self, intent: JournalEntry) -> bool:
+        self._index()
+        return intent.seq in self._refusals or (self._base is not None and self._base.refused(intent.seq))
+
+    def _slot(self, call: Call) -> JournalEntry | None:
+        """The latest earlier-run intent or refusal at this identity and ordinal."""
+        found = None
+        for e in self._calls_of((call.name, call.sha)):
+            if e.kind in CALL_MARKERS and e.ordinal == call.ordinal and e.run != self.journal.run:
+                found = e
+        return found
+
+    def _unrefused_unknown(self, identity: tuple[str, str]) -> JournalEntry | None:
+        calls = self._calls_of(identity)
+        for e in calls:
+            if e.kind == "outcome_unknown":
+                intent = next((i for i in calls if i.kind == "intent" and i.seq == e.intent), None)
+                if intent is not None and not self._refused(intent) and not self._settled(intent.seq):
+                    return intent
+        return None
+
+    def _entry(self, seq: int) -> JournalEntry | None:
+        """Entry `seq`, from memory or the index."""
+        found = next((e for e in self.journal.entries if e.seq == seq), None)
+        return found if found is not None or self._base is None else self._base.entry(seq)
+
+    def _happened(self, identity: tuple[str, str]) -> JournalEntry | None:
+        """The settle of the latest intent of `identity`, if it says the step happened."""
+        intents = [e for e in self._calls_of(identity) if e.kind == "intent"]
+        verdict = self._settled(intents[-1].seq) if intents else None
+        return verdict if verdict is not None and settled(verdict) == HAPPENED else None
+
+    def _settled(self, intent: int) -> JournalEntry | None:
+        """The settle of an intent's unknown outcome, if it has one."""
+        found = self._resolution(intent)
+        return found if found is not None and settled(found) else None
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[[str], T], input: Any = None, policy: str = "safe",
+             reuse: bool = True, writer: dict[str, Any] | None = None, probe: str | None = None) -> T:
+        """Run `fn(idempotency_key)` as a durable step, or return what it returned before.
+
+        `writer`: the life (`lives.Life.to_data()`) of the process that runs the effect when it is
+        not this one (an agent's `assay step run` served by its desk), so a repeat can tell if it runs.
+        `probe`: for an unsafe step, a shell command that tells whether its effect happened (exit 0) or
+        not (exit 1); once the step's writer is proven dead, the next reader runs it to settle the unknown.
+        """
+        validate_step(name, policy)
+        if probe is not None and policy != "unsafe":
+            raise UsageError(f"--probe settles an unknown outcome, which only unsafe steps have, not {policy} ones")
+        identity = (name, input_sha(input))
+        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer, probe)
+        self._calls[identity] = call.ordinal + 1
+        interrupted = self._interrupted(identity)
+        if interrupted is not None and still_running(interrupted) \
+                and (interrupted.epoch == self.journal.epoch or interrupted.policy == "unsafe"):
+            # an earlier epoch's safe or idempotent step is fenced, whatever its process still does: resumed here
+            self._calls[identity] = call.ordinal  # not a call: nothing ran, nothing is replayed
+            raise self._running(interrupted)
+        if interrupted is not None:
+            self._check_policy(interrupted, call)
+            if interrupted.policy == "unsafe":
+                verdict = self._cut_off(interrupted)
+                if verdict is None:
+                    return self._refuse(call, interrupted)
+                if settled(verdict) == HAPPENED:
+                    self._mark(call, "replay", verdict.seq)
+                    return cast(T, self._replay(call, verdict))
+                return self._execute(call, fn, None)  # its probe found it did not happen: this call runs it
+            self._mark(call, "resume", interrupted.seq)
+            return self._execute(call, fn, interrupted)
+        slot = self._slot(call)
+        if slot is not None and slot.kind == "intent":
+            self._check_policy(slot, call)
+            resolution = self._resolution(slot)
+            assert resolution is not None  # no interrupted intent is left for this identity
+            if resolution.kind == "result" and resolution.status in ("completed", "failed") \
+                    and (reuse or policy != "safe"):
+                self._mark(call, "replay", resolution.seq)
+                return cast(T, self._replay(call, resolution))  # what `fn` returned then, read back as JSON
+            if resolution.kind == "outcome_unknown":
+                if not self._refused(slot):
+                    return self._refuse(call, slot)
+                self._mark(call, "replay", resolution.seq)
+                raise OutcomeUnknown(name)
+        elif slot is not None:  # an earlier run was refused here: it replays as refused, unless since settled
+            verdict = self._settled(slot.intent) if slot.intent is not None else None  # as having happened
+            if verdict is not None and settled(verdict) == HAPPENED:
+                self._mark(call, "replay", verdict.seq)
+                return cast(T, self._replay(call, verdict))
+            self._mark(call, "replay", slot.seq)
+            raise OutcomeUnknown(name)
+        happened = self._happened(identity)
+        if happened is not None:  # settled as having happened, and not run since: it is not run again
+            self._mark(call, "replay", happened.seq)
+            return cast(T, self._replay(call, happened))
+        unknown = self._unrefused_unknown(identity)
+        if unknown is not None:
+            return self._refuse(call, unknown)
+        return self._execute(call, fn, None)
+
+    def _running(self, intent: JournalEntry) -> Refused:
+        """A call of a step whose writer runs now: refused, and the refusal journaled, with what will happen."""
+        pid = (intent.data or {}).get("pid")
+        if intent.epoch == self.journal.epoch:
+            hint = "it runs under this claim, and its result is journaled when it ends: call again then to get it"
+        else:
+            hint = (f"it was started at epoch {intent.epoch}, whose desk is gone, so its result can never be "
+                    "journaled; the process stops its effect when it finds its desk gone; once it has ended, "
+                    "call again: its outcome is then recorded as unknown")
+        message = f"step {intent.step!r} is running now (intent {intent.seq}, process {pid}); it is not started twice"
+        self.journal.add("note", sync=True, data={"running": intent.seq, "writer": pid, "message": message,
+                                                   "hint": hint})
+        return Refused(message, hint=hint)
+
+    def _cut_off(self, intent: JournalEntry) -> JournalEntry | None:
+        """Journal `outcome_unknown` for an unsafe intent whose writer is not running; if the step declared an
+        outcome probe and its writer is proven dead, run the probe and settle with what it found."""
+        crash_point("recovery.before-outcome-unknown", intent.step)
+        self.journal.add("outcome_unknown", sync=True, **unknown_fields(intent))
+        crash_point("recovery.after-outcome-unknown", intent.step)
+        probe = (intent.data or {}).get("probe")
+        if not isinstance(probe, str) or self.probe_runner is None:
+            return None
+        life = Life.from_data(intent.data or {})
+        if life is None or life_state(life) != "dead":
+            self.note(f"the probe of {intent.step!r} (intent {intent.seq}) was not run: its process "
+                      f"{life.pid if life else '?'} on {life.host if life else '?'} cannot be proven dead from here",
+                      sync=True)
+            return None
+        found = self.probe_runner(probe, intent.key or "")
+        verdict = verdict_of_exit(int(found.get("exit_code", -1)))
+        if verdict is None:
+            self.note(f"the probe of {intent.step!r} (intent {intent.seq}) was inconclusive: exit "
+                      f"{found.get('exit_code')} (0 means it happened, 1 that it did not)", sync=True)
+            return None
+        return self._write_settle(intent, verdict, "probe", found)
+
+    def settle(self, name: str, verdict: str, by: str, evidence: dict[str, Any] | None = None,
+               sha: str | None = None) -> JournalEntry:
+        """Settle the unknown outcome of unsafe step `name` (of input `sha`, when several are unknown) as
+        `happened` or `did-not`, with the inspection's evidence. An intent still open whose writer is not
+        running gets its `outcome_unknown` first. Needs the whole journal (a session opened without the index)."""
+        if self.journal.base is not None:
+            raise RuntimeError("settle reads the whole journal: open the session without the index")
+        try:
+            intent, cut_off = settle_target(self.journal.entries, name, sha)
+        except StepRunning as running:
+            raise self._running(running.intent) from None
+        if cut_off:
+            self.journal.add("outcome_unknown", sync=False, **unknown_fields(intent))
+        return self._write_settle(intent, verdict, by, evidence or {})
+
+    def _write_settle(self, intent: JournalEntry, verdict: str, by: str, evidence: dict[str, Any]) -> JournalEntry:
+        draft = self.journal.add("result", sync=True, **settle_fields(intent, verdict, by, evidence))
+        assert draft.entry is not None
+        return draft.entry
+
+    def recover(self, wait_s: float = STRAY_WAIT_S) -> list[str]:
+        """Before an agent runs again: the unsafe steps of earlier runs that were cut off get their outcome.
+
+        A writer still running is waited for (up to `wait_s`: its desk is gone, so it stops its effect on
+        its own); then `outcome_unknown` is journaled, and a declared probe settles it where it can.
+        Returns what it found, a line each.
+        """
+        told = []
+        for seq in sorted(self._unresolved()):
+            intent = self._entry(seq)
+            if intent is None or intent.policy != "unsafe" or intent.step in DESK_STEPS \
+                    or intent.run == self.journal.run:
+                continue
+            life = Life.from_data(intent.data or {})
+            if life is not None and still_running(intent) and not await_end(life, wait_s):
+                self._running(intent)
+                told.append(f"step {intent.step!r} (intent {intent.seq}) still runs in process {life.pid}")
+                continue
+            verdict = self._cut_off(intent)
+            found = {HAPPENED: "happened", DID_NOT: "did not happen"}.get(settled(verdict) or "") if verdict else None
+            told.append(f"step {intent.step!r} (intent {intent.seq}) was cut off: outcome unknown"
+                        + (f"; its probe found it {found}" if found else ""))
+        return told
+
+    def _check_policy(self, recorded: JournalEntry, call: Call) -> None:
+        if recorded.policy and recorded.policy != call.policy:
+            self.mismatch(f"step {call.name!r} was recorded with policy {recorded.policy}, now called as "
+                          f"{call.policy}")
+
+    def _ids(self, call: Call) -> dict[str, Any]:
+        return {"step": call.name, "input_sha": call.sha, "ordinal": call.ordinal}
+
+    def _mark(self, call: Call, what: str, of: int) -> None:
+        if self.call_notes:
+            self.journal.add("note", sync=False, **self._ids(call), data={"call": what, "of": of})
+
+    def _refuse(self, call: Call, intent: JournalEntry) -> NoReturn:
+        self.journal.add("refused", sync=True, resolves=intent, **self._ids(call), key=intent.key,
+                         policy=intent.policy, data={"message": unknown_message(call.name)})
+        raise OutcomeUnknown(call.name)
+
+    def _execute(self, call: Call, fn: Callable[[str], T], resume: JournalEntry | None) -> T:
+        durable_first = call.policy != "safe"
+        ids = self._ids(call)
+        if resume is not None:
+            ids["ordinal"] = resume.ordinal  # the result belongs to the intent it resolves
+            intent: Draft | JournalEntry = resume
+            key = resume.key or ""
+        else:
+            key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
+            small_input = canonical(call.input)
+            data: dict[str, Any] = dict(call.writer or this_life().to_data())  # so a repeat can tell if it runs
+            if len(small_input) <= INLINE_LIMIT:
+                data["input"] = call.input
+            if call.probe is not None:
+                data["probe"] = call.probe
+            intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,
+                                      data=data)
+        crash_point("step.before-execute", call.name)
+        try:
+            with _sigterm_as_cancel():
+                output = fn(key)
+        except (KeyboardInterrupt, Cancelled) as stop:
+            reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
+            if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
+                self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
+                                 policy=call.policy, data={"reason": reason})
+            else:
+                self.journal.add("result", sync=True, resolves=intent, **ids, key=key,
+                                 policy=call.policy, status="cancelled", data={"reason": reason})
+            raise
+        except StepFailed as exc:
+            self._result(call, ids, intent, key, "failed", {"error": exc.error}, durable_first)
+            raise
+        except AssayError:
+            raise
+        except Exception as exc:
+            self._result(call, ids, intent, key, "failed", {"error": f"{type(exc).__name__}: {exc}"}, durable_first)
+            raise StepFailed(call.name, f"{type(exc).__name__}: {exc}") from exc
+        crash_point("step.after-execute", call.name)
+        self._result(call, ids, intent, key, "completed", {"output": output}, durable_first)
+        crash_point("step.after-result", call.name)
+        return output
+
+    def _result(self, call: Call, ids: dict[str, Any], intent: Draft | JournalEntry, key: str, status: str,
+                data: dict[str, Any], sync: bool) -> None:
+        blobs: dict[str, bytes] = {}
+        if "output" in data:
+            text = canonical(data["output"])
+            if len(text) > INLINE_LIMIT:
+                blobs["output"] = text.encode("utf-8")
+                data = {}
+        self.journal.add("result", sync=sync, resolves=intent, blobs=blobs, **ids, key=key,
+                         policy=call.policy, status=status, data=data or None)
+
+    def _replay(self, call: Call, result: JournalEntry) -> Any:
+        data = result.data or {}
+        if result.status == "failed":
+            raise StepFailed(call.name, str(data.get("error", "failed")))
+        if "output_blob" in data:
+            return json.loads(self.journal.blob(result, data["output_blob"]))
+        return data.get("output")
+
+    # -- recorded nondeterminism --------------------------------------------------------------
+
+    def now(self) -> float:
+        """The clock, recorded; a replay gets the same value."""
+        value = self._value("now", None, lambda: self.journal.clock())
+        return float(value)
+
+    def uuid(self) -> str:
+        return str(self._value("uuid", None, lambda: str(uuid_module.uuid4())))
+
+    def random_bytes(self, n: int) -> bytes:
+        return bytes.fromhex(str(self._value("random", n, lambda: secrets.token_hex(n))))
+
+    def _value(self, name: str, arg: Any, make: Callable[[], Any]) -> Any:
+        index = self._nondet_used
+        self._nondet_used += 1
+        recorded = self._recorded_value(index)
+        if recorded is not None:
+            r = (recorded.data or {})
+            if r.get("name") != name or r.get("arg") != arg:
+                want = f"{name}({arg})" if arg is not None else name
+                got = f"{r.get('name')}({r.get('arg')})" if r.get("arg") is not None else r.get("name")
+                self.mismatch(f"read #{index + 1} asked for {want}, but the journal recorded {got}")
+            if self.call_notes:
+                self.journal.add("note", sync=False, data={"replay": "value", "of": recorded.seq})
+            return r.get("value")
+        value = make()
+        self.journal.add("nondeterminism", sync=False, data={"name": name, "arg": arg, "value": value})
+        return value
+
+    # -- the rest -----------------------------------------------------------------------------
+
+    def mismatch(self, problem: str) -> None:
+        """Halt: journal the mismatch, block the brief for a person, raise ReplayMismatch."""
+        self.block(f"replay mismatch: {problem}", {"replay_mismatch": problem})
+        raise ReplayMismatch(self.journal.brief, problem)
+
+    def block(self, reason: str, data: dict[str, Any] | None = None) -> None:
+        """Block the brief for a person: the claim change and its entry in one push, after all that is pending."""
+        self.journal.transition("block", "claim", {"action": "block", "reason": reason, **(data or {})},
+                                reason=reason)
+
+    def wait(self, on: str) -> None:
+        """Park the claim on a condition (`review`, say), with its entry, after all that is pending."""
+        self.journal.transition("wait", "wait", {"on": on}, wait={"on": on})
+
+    def note(self, text: str, sync: bool = False) -> None:
+        self.journal.add("note", sync=sync, data={"text": text})
+
+    def checkpoint(self, name: str, data: bytes) -> None:
+        self.journal.add("checkpoint", sync=True, blobs={"checkpoint": data}, data={"name": name})
+        crash_point("journal.after-checkpoint", name)
+
+    def flush(self) -> None:
+        self.journal.flush()
+
+    def dying_runs(self) -> int:
+        """Runs in a row, across epochs, that started and never finished (a restart is no fix)."""
+        starts = self.journal.base.totals()[1] if self.journal.base is not None else 0
+        for e in self.journal.entries:
+            event = run_event(e)
+            if event == "start":
+                starts += 1
+            elif event == "end":
+                starts = 0
+        return starts
+
+    def begin_run(self) -> None:
+        """Count this run; after `max_attempts` runs in a row that never finished (any epoch), block the brief,
+        first journaling `outcome_unknown` for the unsafe steps those runs cut off: what a person is handed
+        says what may have happened."""
+        starts = self.dying_runs()
+        if starts >= self.max_attempts:
+            reason = f"{starts} runs in a row ended without finishing"
+            self.recover(wait_s=STRAY_WAIT_S)
+            self.block(reason)
+            raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
+                              hint="inspect `assay journal`, fix the cause, then release the claim")
+        self.journal.add("note", sync=True, data={"run": "start"})
+
+    def end_run(self, sync: bool = True) -> None:
+        """This run finished (sync=False: the note goes with the next push, a claim change say)."""
+        self.journal.add("note", sync=sync, data={"run": "end"})
+
+    def stop_run(self, reason: str) -> None:
+        """End this run early, not dead: it does not count towards blocking. Best effort (the forge may refuse)."""
+        try:
+            self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
+        except AssayError:
+            self.journal.pending.clear()
+
+
+@contextmanager
+def _sigterm_as_cancel() -> Iterator[None]:
+    """Turn SIGTERM into Cancelled while a step runs, so its end is recorded."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Cancelled()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | None = None,
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, call_notes: bool = False,
+                 known: JournalLog | None = None, indexed: bool = False) -> Session:
+    """A session on `brief` for the desk holding it at `epoch`; a new run id unless one is given.
+
+    `known`: an earlier read of the journal (the desk's, for its agent's run), so only what came since is read.
+    `indexed`: start from the journal's index in the forge's cache, reading only the entries the session
+    asks for (`journal.entries` then holds only the latest).
+    """
+    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12], known=known,
+                           indexed=indexed)
+    session = Session(journal, max_attempts, call_notes)
+    if session._unresolved():
+        crash_point("recovery.after-load")  # a recovery has read the journal and decided nothing yet
+    return session

@@ -1,0 +1,359 @@
+"""`assay desk run`: the loop that picks work from the queue and hands each brief to `work.py`.
+
+One pass: sweep the forge when a sweep is due (at start, then once a heartbeat); read
+the queue; settle this desk's waiting briefs (merged -> done, closed -> blocked for a
+person, a passed time -> woken); resume this desk's orphaned claims; then claim the next
+ready brief and work it. Junk on the forge is a finding and a forge that refuses a
+brief's writes backs the brief off; neither stops the desk from working on everything else.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from assay.core import custody
+from assay.core.briefs import Brief
+from assay.core.claims import Claim, Claims, holder_life, new_holder
+from assay.core.credentials import redact
+from assay.core.deskspec import DeskSpec
+from assay.core.forge.base import IllegalReviewChange, NoReview, Review, Reviews
+from assay.core.git import ForgeGit
+from assay.core.lives import life_state
+from assay.core.records import ClaimRecord, decode_entry, journal_ref
+from assay.core.steps import Session, open_session
+from assay.desk.queue import Snapshot, read_snapshot
+from assay.desk.work import BriefWork
+from assay.errors import (
+    AgentCannotStart,
+    AssayError,
+    Conflict,
+    ForgeError,
+    ForgeRefused,
+    NeedsPerson,
+    RecordInvalid,
+)
+from assay.observe.sweep import sweep
+
+if TYPE_CHECKING:
+    from assay.core.config import Ports
+
+Echo = Callable[[str], None]
+REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
+MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before trying it again
+
+
+@dataclass
+class DeskReport:
+    worked: list[str] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)
+
+    def exit_code(self) -> int:
+        """What the pass says to whoever runs it (docs/architecture.md, exit codes): 1 when the forge interrupted
+        a brief, 5 when a brief now needs a person, else 0."""
+        if "interrupted" in self.outcomes.values():
+            return ForgeError.code
+        if "blocked" in self.outcomes.values():
+            return NeedsPerson.code
+        return 0
+
+
+class Desk:
+    """One desk process. Receives its ports; owns no state that the forge does not have."""
+
+    def __init__(self, git: ForgeGit, claims: Claims, reviews: Reviews, spec: DeskSpec, state_dir: Path,
+                 echo: Echo = print, clock: Callable[[], float] = time.time) -> None:
+        self.git, self.claims, self.reviews, self.spec = git, claims, reviews, spec
+        self.state_dir = state_dir
+        self.echo = echo
+        self.clock = clock
+        self.holder = new_holder(spec.name)
+        self._run = f"desk:{spec.name}"  # how this desk's entries between runs name their writer
+        self.poll_s = 5.0
+        self._told: set[str] = set()  # findings already reported
+        self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
+        self._refusals: dict[str, int] = {}  # brief -> passes in a row the forge refused its writes
+        self._swept_at: float | None = None  # when this desk last swept (monotonic)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self, once: bool = False, max_briefs: int | None = None, poll_s: float = 5.0) -> DeskReport:
+        report = DeskReport()
+        self.poll_s = poll_s
+        while max_briefs is None or len(report.worked) < max_briefs:
+            self._sweep_if_due()
+            try:
+                snapshot = read_snapshot(self.claims)
+                self._report_findings(snapshot)
+                progressed = self._settle_waiting(snapshot, report)
+                skip = self._resting() | (set(report.worked) if once else set())
+                brief, claim = self._next(snapshot, skip)
+            except ForgeError as exc:
+                if once:
+                    raise
+                self.echo(f"{self.spec.name}: the forge cannot be read now ({exc.message}); trying again")
+                time.sleep(poll_s)  # a long-running desk outlives a forge outage
+                continue
+            if brief is not None and claim is not None:
+                report.worked.append(brief.id)
+                report.outcomes[brief.id] = self.work(snapshot, brief, claim)
+                continue
+            if once and not progressed:
+                break
+            if not progressed:
+                time.sleep(poll_s)  # nothing to do: poll the forge again later
+        return report
+
+    def _sweep_if_due(self) -> None:
+        """Sweep the forge when the desk starts and then once a heartbeat, so that recovery needs nothing
+        else running: a dead desk's claim on any machine is expired from forge evidence once its lease
+        has passed, and this desk can take the brief. A sweep that fails is a finding, never a stop."""
+        now = time.monotonic()
+        if self._swept_at is not None and now - self._swept_at < self.spec.heartbeat_s:
+            return
+        self._swept_at = now
+        try:
+            # liveness only: pull requests are read by `assay sweep` (one cache per repository, not one per desk)
+            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name)
+        except AssayError as exc:
+            self._tell_once(f"finding: the sweep failed: {exc.message}")
+            return
+        for f in swept.findings:
+            if f.action:
+                self.echo(f"{self.spec.name}: sweep: {f.kind} {f.brief}: {f.action}")
+            elif f.new:
+                self._tell_once(f"finding: {f.kind} {f.brief}: {f.detail}")
+
+    def _tell_once(self, finding: str) -> None:
+        if finding not in self._told:
+            self._told.add(finding)
+            self.echo(f"{self.spec.name}: {finding}")
+
+    def _report_findings(self, snapshot: Snapshot) -> None:
+        """Broken briefs and junk claim records are skipped, never silently."""
+        for problem in snapshot.problems:
+            self._tell_once(f"skipping a brief on main: {problem}")
+        for brief_id, exc in sorted(snapshot.invalid.items()):
+            self._tell_once(f"finding: leaving {brief_id} alone: {exc.message}")
+
+    def _rest(self, brief_id: str) -> int:
+        """Leave `brief_id` alone for a while (longer each time in a row); returns how many times in a row."""
+        trouble = self._trouble.setdefault(brief_id, [0, 0.0])
+        trouble[0] += 1
+        trouble[1] = time.monotonic() + min(self.poll_s * 2 ** trouble[0], MAX_REST_S)
+        return int(trouble[0])
+
+    def _resting(self) -> set[str]:
+        now = time.monotonic()
+        return {brief_id for brief_id, (_, until) in self._trouble.items() if until > now}
+
+    def _mine(self, record: ClaimRecord) -> bool:
+        return record.desk == self.spec.name
+
+    def _settle_waiting(self, snapshot: Snapshot, report: DeskReport) -> bool:
+        """Waiting briefs of this desk whose condition the forge now shows as met."""
+        progressed = False
+        waiting = {b: c.record for b, c in sorted(snapshot.claims.items())
+                   if c.record.state == "waiting" and self._mine(c.record) and b not in self._resting()}
+        on_review = [b for b, r in waiting.items() if str((r.wait or {}).get("on", "")) in ("review", "merge")]
+        # on GitHub one list read for all of them, not one per brief; review refs are read one by one, so
+        # a junk one is a finding about its brief alone
+        batched = not self.reviews.refs_backed and on_review
+        reviews = self.reviews.peek_many(on_review) if batched else {}
+        for brief_id, r in waiting.items():
+            try:
+                review = reviews.get(brief_id) if batched else None
+                progressed = self._settle_one(brief_id, r, report, review, looked=bool(batched)) or progressed
+            except Conflict as exc:  # another process of this desk, or a person, settled it first
+                self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
+            except RecordInvalid as exc:  # a junk review: leave this brief waiting, settle the others
+                self._tell_once(f"finding: cannot settle {brief_id}: {exc.message}")
+            except ForgeRefused as exc:  # this brief's refs refuse writes: back off it, settle the others
+                self._rest(brief_id)
+                self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
+        return progressed
+
+    def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport, review: Review | None,
+                    looked: bool) -> bool:
+        if str((r.wait or {}).get("on", "")) in ("review", "merge") and not looked:
+            review = self.reviews.peek(brief_id)
+        met = custody.wait_met(r.wait, review.record if review else None, self.clock())
+        if met is None:
+            return False
+        action, why = met
+        if action == "done":
+            report.outcomes[brief_id] = self._done(brief_id, r.epoch, "review merged")
+        elif action == "block":
+            report.outcomes[brief_id] = self._closed_by_person(brief_id, r.epoch, why)
+        else:
+            custody.wake(self.claims, brief_id, by=self.spec.name, desk=r.desk, epoch=r.epoch, run=self._run)
+        return True
+
+    def _merged(self, brief_id: str) -> bool:
+        """What the forge already shows comes before a block: a merged review means the work is done."""
+        review = self.reviews.peek(brief_id)
+        return review is not None and review.record.state == "merged"
+
+    def _done(self, brief_id: str, epoch: int, reason: str) -> str:
+        custody.release(self.claims, brief_id, self.spec.name, outcome="done", reason=reason, epoch=epoch,
+                        run=self._run)
+        self.echo(f"{self.spec.name}: {brief_id} merged -> done")
+        return "done"
+
+    def _orphaned(self, holder: str) -> bool:
+        return holder != self.holder and _dead_here(holder)
+
+    def _closed_by_person(self, brief_id: str, epoch: int, why: str) -> str:
+        """A person closed the review: block the brief rather than redo it; they decide what comes next."""
+        reason = f"{why}; release the claim to have it redone, or remove the brief from main"
+        custody.block(self.claims, brief_id, self.spec.name, epoch, reason, run=self._run)
+        self.echo(f"{self.spec.name}: {brief_id} blocked: {why}")
+        return "blocked"
+
+    def _next(self, snapshot: Snapshot, skip: set[str]) -> tuple[Brief | None, Claim | None]:
+        """This desk's orphaned or woken claims first, then the most urgent ready brief (not in `skip`)."""
+        for brief_id, claim in sorted(snapshot.claims.items()):
+            r = claim.record
+            if r.state != "held" or not self._mine(r) or brief_id not in snapshot.briefs or brief_id in skip:
+                continue
+            if r.holder == self.holder:
+                return snapshot.briefs[brief_id], claim  # woken, or left over from this process
+            if self.spec.singleton or self._orphaned(r.holder):
+                try:
+                    taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
+                                              holder=self.holder)
+                except (Conflict, RecordInvalid):
+                    continue
+                self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
+                return snapshot.briefs[brief_id], taken
+        ready = sorted((b for b in snapshot.briefs.values()
+                        if self.spec.takes(b) and snapshot.ready(b) and b.id not in skip),
+                       key=lambda b: (b.priority, b.id))
+        for brief in ready:
+            try:
+                claim = self.claims.claim(brief.id, self.spec.name, self.spec.lease_s, holder=self.holder)
+            except Conflict:
+                continue  # another desk won it: try the next one
+            except RecordInvalid as exc:  # junk appeared since the snapshot
+                self._tell_once(f"finding: leaving {brief.id} alone: {exc.message}")
+                continue
+            self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
+            return brief, claim
+        return None, None
+
+    # -- one brief ------------------------------------------------------------------------------
+
+    def work(self, snapshot: Snapshot, brief: Brief, claim: Claim) -> str:
+        epoch = claim.record.epoch
+        session: Session | None = None
+        try:
+            session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
+            if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
+                return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
+            session.begin_run()
+            outcome = self._work(session, snapshot, brief, epoch)
+            self._trouble.pop(brief.id, None)
+            self._refusals.pop(brief.id, None)
+            return outcome
+        except RecordInvalid as exc:  # junk on the forge: a finding; the desk works on the rest meanwhile
+            self._rest(brief.id)
+            self.echo(f"{self.spec.name}: finding: {brief.id} paused: {exc.message}")
+            if session is not None:
+                session.stop_run(f"paused: {exc.message}")
+            return "paused"
+        except ForgeRefused as exc:
+            return self._refused(brief.id, epoch, exc)
+        except NeedsPerson as exc:
+            self.echo(f"{self.spec.name}: {brief.id} needs a person: {exc.message}")
+            return "blocked"
+        except NoReview as exc:  # not there: not a person's act (a list that lags a write, say); look again later
+            self._rest(brief.id)
+            self.echo(f"{self.spec.name}: {brief.id} interrupted: {exc.message}; looking again later")
+            return "interrupted"
+        except IllegalReviewChange as exc:  # a person closed the review while the desk worked
+            return self._closed_by_person(brief.id, epoch, exc.message)
+        except AgentCannotStart as exc:  # not an attempt at the work: hand the brief back, and stop this desk
+            if session is not None:
+                session.stop_run(exc.message)
+            custody.release(self.claims, brief.id, self.spec.name, reason=exc.message, epoch=epoch, run=self._run)
+            self.echo(f"{self.spec.name}: released {brief.id}: {exc.message}")
+            raise
+        except Conflict as exc:
+            self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
+            return "lost"
+        except ForgeError as exc:  # the journal knows how far it got; the next pass resumes from there
+            self._rest(brief.id)
+            self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
+            return "interrupted"
+
+    def _refused(self, brief_id: str, epoch: int, exc: ForgeRefused) -> str:
+        """The forge refuses this brief's writes: back off, and after `REFUSALS` in a row block it for a person."""
+        self._rest(brief_id)
+        # counted in this process, and from the forge too, so that passes of `desk run --once` add up: every
+        # epoch since the journal's last entry is a pass whose writes the forge refused
+        count = max(self._refusals.get(brief_id, 0) + 1, self._silent_epochs(brief_id, epoch))
+        self._refusals[brief_id] = count
+        if count < REFUSALS:
+            self.echo(f"{self.spec.name}: {brief_id} interrupted ({count} of {REFUSALS}): {exc.message}")
+            return "interrupted"
+        reason = f"the forge refused this brief's writes {count} times in a row: {exc.message} ({exc.hint})"
+        try:
+            custody.block(self.claims, brief_id, self.spec.name, epoch, reason, run=self._run)
+        except AssayError as again:
+            self._trouble[brief_id][1] = time.monotonic() + MAX_REST_S  # nothing can be written: a person's turn
+            self.echo(f"{self.spec.name}: {brief_id} left for a person: {exc.message} ({exc.hint}); "
+                      f"blocking it failed too: {again.message}")
+            return "interrupted"
+        self.echo(f"{self.spec.name}: {brief_id} blocked: {reason}")
+        return "blocked"
+
+    def _silent_epochs(self, brief_id: str, epoch: int) -> int:
+        """How many epochs, up to `epoch`, came after the last one that wrote to the brief's journal."""
+        try:
+            tip = self.git.ls_remote(journal_ref(brief_id)).get(journal_ref(brief_id))
+            if tip is None:
+                return epoch
+            self.git.ensure_objects({journal_ref(brief_id): tip})
+            text = (self.git.read_objects([f"{tip}:entries.jsonl"])[0] or b"").decode("utf-8", "replace")
+            last = decode_entry(text.splitlines()[-1], journal_ref(brief_id))
+        except (AssayError, IndexError):
+            return 0
+        return max(0, epoch - last.epoch)
+
+    def _work(self, session: Session, snapshot: Snapshot, brief: Brief, epoch: int) -> str:
+        return BriefWork(self.git, self.reviews, self.spec, self.state_dir, self.echo, session, brief,
+                         epoch).run(snapshot.main)
+
+
+def _dead_here(holder: str) -> bool:
+    """A holder on this host whose process life is over (gone, a zombie, or its pid reused): the claim is orphaned.
+
+    An older holder without a start time that names this very process's pid
+    (but, being another holder, an earlier life: a restarted container's pid 1,
+    say) is over too.
+    """
+    life = holder_life(holder)
+    if life is None:
+        return False
+    if life.pid == os.getpid() and life.start is None and life.host == os.uname().nodename:
+        return True
+    return life_state(life) == "dead"
+
+
+def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = False,
+             max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print) -> DeskReport:
+    """Run desk `name` on the forge of `ports`."""
+    from assay.core.config import state_dir_for
+    from assay.core.deskspec import load_desk
+    from assay.desk.agent import preflight, protect_environment
+
+    spec = load_desk(ports.git, ports.claims.read_view(keep=True).main, name)  # the first pass uses this view
+    preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
+    protect_environment()  # its agent runs as the same user: it may not read this process's token
+    desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)
+    echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
+    return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

@@ -1,0 +1,57 @@
+"""The queue as one read of the forge sees it: main's briefs and every claim, and what is ready.
+
+A snapshot is a hint for choosing work, never the check: every write is a
+compare-and-swap that fails if the forge moved since.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from assay.core.briefs import Brief, Problem, briefs_on_main
+from assay.core.claims import Claim, Claims
+from assay.core.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES
+from assay.core.retired import RETIRED_REF, Index
+from assay.errors import AssayError, RecordInvalid
+
+
+@dataclass
+class Snapshot:
+    """What one read saw: main, its briefs, every claim record, and the junk among them."""
+
+    main: str
+    briefs: dict[str, Brief]
+    claims: dict[str, Claim]
+    problems: list[Problem] = field(default_factory=list)
+    invalid: dict[str, RecordInvalid] = field(default_factory=dict)  # brief -> why its claim record is junk
+    retired: frozenset[str] = frozenset()  # done briefs whose refs are folded into refs/assay/retired
+
+    def state(self, brief: str) -> str | None:
+        claim = self.claims.get(brief)
+        if claim is None:
+            return "done" if brief in self.retired else None
+        return claim.record.state
+
+    def ready(self, brief: Brief) -> bool:
+        """Unclaimed (or released), its claim record readable, and every dependency done."""
+        if brief.id in self.invalid or self.state(brief.id) not in (None, *TOMBSTONES):
+            return False
+        return all(self.state(dep) == "done" for dep in brief.depends_on)
+
+
+def read_snapshot(claims: Claims) -> Snapshot:
+    """One ls-remote, one fetch and one cat-file batch for the claims, one batch for main's briefs, one for
+    the retired index."""
+    view = claims.read_view()
+    if not view.main:
+        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+    claims.git.ensure_objects({MAIN_REF: view.main, **({RETIRED_REF: view.retired} if view.retired else {})})
+    briefs, problems = briefs_on_main(claims.git, view.main)
+    good, bad = claims.load_tips(view.tips)
+    invalid = {b.ref.removeprefix(CLAIMS_PREFIX): RecordInvalid(b.ref, b.problem) for b in bad}
+    try:
+        retired = Index(claims.git, view.retired).names()
+    except RecordInvalid as exc:  # a junk index hides nothing that is live: its briefs show as unclaimed
+        retired, problems = frozenset(), [*problems, Problem(RETIRED_REF, None, exc.problem, "")]
+    return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid,
+                    retired)

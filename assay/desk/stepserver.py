@@ -1,0 +1,309 @@
+"""The agent's fast path, desk side: `assay step run`, `assay step value` and `assay step settle` served over a
+local socket.
+
+While its agent runs, a desk listens on a Unix socket (named to the agent in `ASSAY_SOCKET`)
+and serves the agent's steps from a session it keeps open for the agent's run: the journal is
+read once, not per step, and the desk makes the fenced pushes, so the agent holds no forge
+credentials. The effect itself runs in the agent's process (`stepclient.py`):
+
+    client: {"op": "step", name, policy, input, fresh, argv, probe}   (one JSON line)
+    server: {"do": "run", "key"}        the intent is durable; run the command now
+    server: {"do": "cancel"}            (only when the desk stops) stop the command
+    client: {"op": "done", "result"} | {"op": "cancelled"}
+    server: {"do": "return", "result", "ran"} | {"do": "error", "code", "message", "hint"}
+
+    client: {"op": "settle", name, verdict, input, evidence}  ->  server: {"do": "return", "settled"}
+
+A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
+in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
+watches its desk while its command runs and stops the command if the desk goes. When the desk
+stops serving (the agent ended, ran out of time, or the claim was lost) it cancels a step in
+flight and journals its end; a client that does not answer is killed first (its command dies
+with it). A client that goes away mid-step leaves its intent to the next reader, which journals
+`outcome_unknown` once the client's life is over. Calls are served one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.journal import MAX_PENDING_S, JournalLog
+from assay.core.lives import Life, await_end, life_of, life_state
+from assay.core.steps import ProbeRunner, Session, open_session
+from assay.desk.effects import check_effect, check_settle
+from assay.errors import AssayError, Cancelled
+
+CANCEL_GRACE_S = 10.0  # how long a cancelled client has to stop its command and say so
+GONE_GRACE_S = 2.0  # how long a client that hung up has to end before its step is left to the next reader
+
+
+class ClientGone(BaseException):
+    """The client went away mid-step: nothing is journaled for its effect (not even a failure)."""
+
+
+class _InFlight:
+    """The one step being run by a client: its connection, and who the client is."""
+
+    def __init__(self, stream: Any, life: Life | None) -> None:
+        self.stream, self.life = stream, life
+        self.cancelled = False
+
+
+class StepServer:
+    """Serves one agent run's steps. Receives the forge's URL and cache root (its own git port)."""
+
+    def __init__(self, url: str, cache_root: Path, brief: str, desk: str, epoch: int, run: str,
+                 known: JournalLog | None = None, probe_runner: ProbeRunner | None = None) -> None:
+        self.url, self.cache_root, self.known = url, cache_root, known
+        self.brief, self.desk, self.epoch, self.run = brief, desk, epoch, run
+        self.probe_runner = probe_runner
+        self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
+        self.path = self._dir / "s"
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(self.path))
+        self._listener.listen(16)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._session: Session | None = None
+        self._claims: Claims | None = None
+        self._threads: list[threading.Thread] = []
+        self._serving: list[threading.Thread] = []
+        self._open_conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()  # the set is changed by serving threads while stop() reads it
+        self._inflight: _InFlight | None = None
+        self._send_lock = threading.Lock()  # stop() sends "cancel" while a serving thread may be replying
+
+    def start(self) -> None:
+        for target in (self._accept, self._flusher):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> list[str]:
+        """Stop serving. A step in flight is cancelled and its end journaled; a client that does not answer
+        within `CANCEL_GRACE_S` is killed first. What safe steps left pending is pushed (best effort: safe to
+        redo). Returns what happened to steps in flight, a line each."""
+        told: list[str] = []
+        self._stop.set()
+        self._close(self._listener)
+        self._listener.close()
+        inflight = self._inflight
+        if inflight is not None:
+            told.append(self._cancel(inflight))
+        with self._conns_lock:
+            open_now = list(self._open_conns)
+        for sock in open_now:
+            self._close(sock)
+        for thread in self._threads + self._serving:
+            thread.join(timeout=CANCEL_GRACE_S)
+        if self._lock.acquire(timeout=10):
+            try:
+                self._discard(flush=True)
+            finally:
+                self._lock.release()
+        shutil.rmtree(self._dir, ignore_errors=True)
+        return told
+
+    def _cancel(self, inflight: _InFlight) -> str:
+        """Ask the client running a step to stop; kill it if it does not answer (its command dies with it)."""
+        inflight.cancelled = True
+        who = f"process {inflight.life.pid}" if inflight.life else "its client"
+        try:
+            with self._send_lock:
+                _send(inflight.stream, {"do": "cancel"})
+        except (OSError, ValueError):
+            pass
+        if self._lock.acquire(timeout=CANCEL_GRACE_S):  # the serving thread journals the end, then lets go
+            self._lock.release()
+            return f"a step in flight ({who}) was cancelled; its end is journaled"
+        if inflight.life is None or life_state(inflight.life) != "alive":
+            return f"a step in flight ({who}) did not answer its cancellation; its client is gone"
+        try:
+            os.kill(inflight.life.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        await_end(inflight.life, GONE_GRACE_S)
+        return f"a step in flight ({who}) did not answer its cancellation and was killed"
+
+    @staticmethod
+    def _close(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes accept() and readline() (closing alone does not)
+        except OSError:
+            pass
+
+    def _discard(self, flush: bool) -> None:
+        """Drop the session (the next call reads the journal afresh), pushing what it left pending if asked.
+
+        After any failure the session is dropped, so that drafts of a failed push never ride a later one.
+        """
+        if self._session is not None and flush:
+            try:
+                self._session.flush()
+            except AssayError:
+                pass
+        if self._claims is not None:
+            self._claims.git.close()
+        self._session, self._claims = None, None
+
+    # -- serving ------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return  # closed by stop()
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._serving = [t for t in self._serving if t.is_alive()] + [thread]
+            thread.start()
+
+    def _flusher(self) -> None:
+        """Safe steps are group-committed; push them within MAX_PENDING_S even if no call follows."""
+        while not self._stop.wait(MAX_PENDING_S / 2):
+            with self._lock:
+                if self._session is not None and self._session.journal.pending:
+                    try:
+                        self._session.flush()
+                    except AssayError:
+                        self._discard(flush=False)  # safe entries only: redone if ever asked for again
+
+    def _serve(self, conn: socket.socket) -> None:
+        with self._conns_lock:
+            self._open_conns.add(conn)
+        try:
+            with conn, conn.makefile("rwb") as stream:
+                reply = self._reply(conn, stream)
+                if reply is not None:
+                    with self._send_lock:
+                        _send(stream, reply)
+        except (OSError, ValueError):
+            pass  # the client hung up (a broken pipe, a reset): what it asked for is journaled or left to a reader
+        finally:
+            with self._conns_lock:
+                self._open_conns.discard(conn)
+
+    def _reply(self, conn: socket.socket, stream: Any) -> dict[str, Any] | None:
+        life = _peer_life(conn)  # at once: a client that dies while it queues can name no writer later
+        try:
+            request = json.loads(stream.readline() or b"{}")
+            if life is None and request.get("op") == "step":
+                return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
+                        "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
+            with self._lock:
+                if self._stop.is_set():
+                    return None
+                try:
+                    return self._answer(request, stream, life)
+                except ClientGone:
+                    self._discard(flush=True)  # the gone client's intent goes on the forge: a repeat sees it
+                    raise
+                except BaseException:
+                    self._discard(flush=False)  # what a failed push carried never rides a later one
+                    raise
+                finally:
+                    self._inflight = None
+        except ClientGone:
+            return None
+        except Cancelled as exc:
+            return {"do": "error", "code": 143, "message": f"{exc.reason}; the step's end is recorded", "hint": ""}
+        except AssayError as exc:
+            return {"do": "error", "code": exc.code, "message": exc.message, "hint": exc.hint}
+        except (ValueError, TypeError, KeyError) as exc:
+            return {"do": "error", "code": 1, "message": f"bad request to the desk: {exc}", "hint": ""}
+
+    def _answer(self, request: dict[str, Any], stream: Any, life: Life | None) -> dict[str, Any]:
+        session = self._open()
+        op = request.get("op")
+        if op == "value":
+            kind = request.get("kind")
+            if kind == "now":
+                value: Any = f"{session.now():.6f}"
+            elif kind == "uuid":
+                value = session.uuid()
+            else:
+                value = session.random_bytes(int(request.get("bytes", 16))).hex()
+            session.flush()  # recorded before it is used: a replay must get this very value
+            return {"do": "return", "value": value}
+        if op == "settle":
+            settle = check_settle(str(request.get("name", "")), str(request.get("verdict", "")), request.get("input"))
+            entry = session.settle(settle.name, settle.verdict, by=f"agent:{self.desk}",
+                                   evidence=dict(request.get("evidence") or {}), sha=settle.sha)
+            return {"do": "return", "settled": {"seq": entry.seq, "intent": entry.intent, "verdict": settle.verdict}}
+        effect = check_effect(str(request.get("name", "")), str(request.get("policy", "unsafe")),
+                              request.get("input"), list(request.get("argv") or []), bool(request.get("fresh")),
+                              request.get("probe"))
+        ran: list[bool] = []
+
+        def remote(key: str) -> dict[str, Any]:
+            ran.append(True)
+            inflight = self._inflight = _InFlight(stream, life)
+            try:
+                with self._send_lock:
+                    if self._stop.is_set():  # the desk stops: the command never starts, and that is known
+                        raise Cancelled("the desk stopped before it started", started=False)
+                    _send(stream, {"do": "run", "key": key})
+            except OSError:  # a broken pipe or a reset: the client hung up before it was told to run
+                raise Cancelled("its client hung up before it started", started=False) from None
+            try:
+                line = stream.readline()
+            except OSError:
+                line = b""
+            if not line:
+                raise self._gone(inflight, effect.policy)
+            message = json.loads(line)
+            if message.get("op") == "cancelled":  # SIGTERM or Ctrl-C reached the client, or this desk stops
+                if effect.policy != "unsafe":
+                    raise ClientGone()  # left open: a later call resumes it with the same idempotency key
+                raise Cancelled("cancelled by its desk" if inflight.cancelled else "cancelled")
+            return dict(message.get("result") or {})
+
+        result = session.step(effect.name, remote, input=effect.input, policy=effect.policy,
+                              reuse=not effect.fresh, writer=life.to_data() if life else None, probe=effect.probe)
+        if effect.policy != "safe":
+            session.flush()
+        return {"do": "return", "result": result, "ran": bool(ran)}
+
+    @staticmethod
+    def _gone(inflight: _InFlight, policy: str) -> BaseException:
+        """The client hung up mid-step. An unsafe step's end is journaled now, once the client's life is over
+        (its command dies with it); a safe or idempotent one, or a client that lives on, leaves its intent to
+        the next call, which resumes it with the same idempotency key or records the outcome."""
+        if policy == "unsafe" and (inflight.cancelled or (inflight.life is not None
+                                                          and await_end(inflight.life, GONE_GRACE_S))):
+            return Cancelled("its process ended without a result")
+        return ClientGone()
+
+    def _open(self) -> Session:
+        if self._session is None:
+            self._claims = Claims(ForgeGit(self.url, self.cache_root))
+            self._session = open_session(self._claims, self.brief, self.desk, self.epoch, self.run,
+                                         call_notes=True, known=self.known)  # notes: a reopened one counts
+            self._session.probe_runner = self.probe_runner
+        return self._session
+
+
+def _peer_life(conn: socket.socket) -> Life | None:
+    """The connecting process's life, from the kernel (`SO_PEERCRED`), in this process's pid namespace."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    pid = struct.unpack("3i", creds)[0]
+    return life_of(pid) if pid > 0 else None
+
+
+def _send(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message).encode() + b"\n")
+    stream.flush()

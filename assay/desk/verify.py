@@ -1,0 +1,86 @@
+"""Verify rows: main's own commands, run by Assay on a clean checkout of the pushed commit, with evidence.
+
+Never in the agent's worktree and never from the branch's copy of the brief: what is
+judged is exactly what was pushed, by the rows the branch cannot edit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from assay.core.briefs import DEFAULT_VERIFY_TIMEOUT_S, Brief, VerifyRow, brief_id_from_path, parse_brief
+from assay.core.envs import scrubbed_env
+from assay.core.git import ForgeGit
+from assay.core.steps import Session
+from assay.errors import UsageError
+
+TAIL_BYTES = 1000
+READ_GRACE_S = 5.0  # after a row's group is killed, how long its output may take to drain
+
+
+def run_row(row: VerifyRow, cwd: Path, timeout_s: int, env: dict[str, str]) -> dict[str, Any]:
+    """Run one verify row in `cwd`: its evidence (exit code, output digest and tail, duration).
+
+    The row runs in a process group of its own, killed whole when the row ends or times out: nothing it started
+    lives on, and a background child holding its output open does not hold the verdict up."""
+    started = time.monotonic()
+    proc = subprocess.Popen(row.run, shell=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    out = proc.stdout
+    assert out is not None
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(out.fileno(), 65536), b"")),
+                              daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout=min(row.timeout_s, timeout_s))
+    except subprocess.TimeoutExpired:
+        code = -1
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # what is left of the row: background children, or all of it
+        except OSError:
+            pass
+        proc.wait()
+        reader.join(timeout=READ_GRACE_S)
+    output = b"".join(chunks) + (b"\n(timed out)" if code == -1 else b"")
+    return {"row": row.id, "command": row.run, "exit_code": code, "expect_exit": row.expect_exit,
+            "passed": code == row.expect_exit, "duration_ms": int((time.monotonic() - started) * 1000),
+            "output_sha256": hashlib.sha256(output).hexdigest(),
+            "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
+
+
+def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: Path, timeout_s: int,
+           env: dict[str, str]) -> dict[str, Any]:
+    """Run every row at `head` in `checkout`; journal each row's evidence; return the verdict."""
+    clean = git.worktree(checkout, head)
+    clean.git("checkout", "-q", "--force", "--detach", head)
+    clean.git("clean", "-q", "-ffdx")
+    failures = []
+    for row in brief.verify:
+        evidence = run_row(row, checkout, timeout_s, env)
+        session.journal.add("verify", sync=False, data={"head": head, **evidence})
+        if not evidence["passed"]:
+            failures.append(f"{row.id} exited {evidence['exit_code']}, expected {row.expect_exit}")
+    session.flush()
+    return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
+
+
+def verify_here(brief_file: Path, cwd: Path,
+                timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S) -> tuple[Brief, list[dict[str, Any]]]:
+    """Run the rows of `brief_file` (the base branch's copy, which the change cannot edit) in `cwd`, as CI does
+    on a pull request; forge credentials are kept out of the rows' environment."""
+    try:
+        text = brief_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read brief file {brief_file}: {exc}",
+                         hint="pass the base branch's copy, e.g. git show BASE:briefs/ID.md > brief.md") from None
+    brief = parse_brief(text, str(brief_file), brief_id_from_path(brief_file))
+    return brief, [run_row(row, cwd, timeout_s, scrubbed_env()) for row in brief.verify]

@@ -1,0 +1,285 @@
+"""One brief worked as durable steps, from its branch to a verified review the claim waits on.
+
+    branch (idempotent) -> worktree -> review (idempotent; on GitHub, after the first push with commits)
+    -> [agent (idempotent) -> push (idempotent, fenced) -> verify (safe) (-> statuses, on GitHub)] x attempts
+    -> ready (idempotent, fenced) -> the claim waits on the review (with its entry)
+
+Every step is journaled, so a desk killed anywhere runs this again from the top
+and carries on from what the forge shows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from assay.core.briefs import Brief
+from assay.core.crash import crash_point
+from assay.core.credentials import strip_credentials
+from assay.core.deskspec import DeskSpec
+from assay.core.envs import agent_env
+from assay.core.forge.base import IllegalReviewChange, Reviews
+from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
+from assay.core.outcomes import round_entries, summary, unsettled_unsafe
+from assay.core.steps import Session, unknown_message
+from assay.desk.agent import AgentRun, assay_command, run_agent
+from assay.desk.effects import probe_runner
+from assay.desk.verify import verify
+from assay.errors import Conflict, Fenced
+
+Echo = Callable[[str], None]
+
+
+def _redo_feedback(data: dict[str, Any]) -> str:
+    """What the agent is told when a round begins (and again when a run of that round resumes)."""
+    said = str(data.get("said") or "")
+    return f"The previous round was blocked: {data.get('reason')}." + (f" The reviewer said: {said}" if said else "")
+
+
+_EPOCH_TRAILER = re.compile(r"^Assay-Epoch: ([0-9]+)$", re.M)
+
+
+class BriefWork:
+    """The step pipeline of one brief at one epoch. Receives its ports and the session holding the claim."""
+
+    def __init__(self, git: ForgeGit, reviews: Reviews, spec: DeskSpec, state_dir: Path, echo: Echo,
+                 session: Session, brief: Brief, epoch: int) -> None:
+        self.git, self.reviews, self.spec, self.echo = git, reviews, spec, echo
+        self.session, self.brief, self.epoch = session, brief, epoch
+        self.branch_ref = f"refs/heads/assay/{brief.id}"
+        self.worktree = state_dir / "worktrees" / spec.name / brief.id
+        self.checkout = state_dir / "verify" / spec.name / brief.id
+        self.prompts = state_dir / "prompts"
+        self.assay_bin = assay_command(state_dir)
+
+    def run(self, main: str) -> str:
+        """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
+        session, brief = self.session, self.brief
+        # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
+        self.reviews.hold(self._renew, self.spec.lease_s / 2)
+        redo, feedback = self._round()
+        head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent")
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
+        self.git.ensure_objects({self.branch_ref: tip})
+        self.git.worktree(self.worktree, tip)
+        # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
+        opened = self.reviews.refs_backed
+        if opened:
+            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+        # an earlier run's unsafe steps that were cut off get their outcome: unknown, or what their probe finds, run
+        # in the worktree with the agent's environment (never the desk's credentials)
+        session.probe_runner = probe_runner(self.worktree, {
+            **self._agent_env(), "ASSAY_FORGE": strip_credentials(self.git.url), "ASSAY_BRIEF": brief.id,
+            "ASSAY_DESK": self.spec.name, "ASSAY_EPOCH": str(self.epoch), "ASSAY_BIN": str(self.assay_bin)})
+        for line in session.recover():
+            self.echo(f"{self.spec.name}: {brief.id}: {line}")
+        for attempt in range(1, self.spec.attempts + 1):
+            agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
+                                 input={"attempt": attempt, **redo}, policy="idempotent")  # intent on the forge first
+            head = session.step("push", lambda key: self._push(), input={"attempt": attempt, **redo},
+                                policy="idempotent")
+            if not opened and head != main:
+                session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+                opened = True  # opened: once per run
+            verdict = session.step("verify", partial(self._verify, head),
+                                   input={"attempt": attempt, "head": head, **redo}, policy="safe")
+            if not self.reviews.refs_backed and self._own_commit(head, main):  # commit statuses, on the branch's
+                # own commits only (never on main's, which other briefs share); the intent is journaled first
+                session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
+                             policy="idempotent")
+            held = self._unsettled()  # ready means nothing is unresolved: no unsafe step without an outcome
+            if head == self._created_at():  # a review that adds nothing to where the branch began is no work
+                held = "; ".join(w for w in ("the agent changed nothing: the branch has no commit of its own", held)
+                                 if w)
+            if verdict["passed"] and agent["exit_code"] == 0 and not held:
+                break
+            reasons = [f"the agent was stopped at its time limit ({self.spec.timeout_s}s)" if agent.get("timed_out")
+                       else f"the agent exited {agent['exit_code']}"] if agent["exit_code"] != 0 else []
+            reasons += [verdict["summary"]] if not verdict["passed"] else []
+            why = "; ".join([*reasons, held] if held else reasons)
+            feedback = f"Attempt {attempt} did not pass: {why}"
+            self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {why}")
+        else:
+            failed = f"{self.spec.attempts} attempts failed"
+            reason = f"{failed} verification" if why == verdict["summary"] else f"{failed}: {why}"
+            session.block(reason)
+            self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
+            return "blocked"
+        if not opened:  # verified on a branch without commits of its own: open it now
+            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+        session.step("ready", lambda key: self._mark_ready(head), input={"head": head, **redo}, policy="idempotent")
+        session.end_run(sync=False)
+        session.wait("review")  # the run's end, the entry and the claim change in one push
+        self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
+        return "waiting"
+
+    def _renew(self) -> None:
+        """Renew the claim (Fenced when it is lost): a heartbeat while a forge call waits."""
+        self.session.journal.claims.renew(self.brief.id, self.spec.name, epoch=self.epoch)
+
+    def _round(self) -> tuple[dict[str, str], str]:
+        """Which round of the work this run is, and the feedback it starts with.
+
+        A person who releases a blocked brief (its review closed, or its attempts failed) asks for the work to
+        be done again. The steps of that round get identities of their own (`{"after": "block-<seq>"}` in their
+        input, the seq of the block entry), so the agent, verify, review and ready run again instead of
+        returning what the blocked round recorded. A `note` (`{"redo": …}`) records the round when it begins,
+        so a run resumed after a crash finds it.
+        """
+        entries = self.session.journal.entries
+        rounds = [e for e in entries if e.kind == "note" and (e.data or {}).get("redo")]
+        blocks = [e for e in entries if e.kind == "claim" and (e.data or {}).get("action") == "block"]
+        if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):  # no block, or its round has begun
+            data = (rounds[-1].data or {}) if rounds else {}
+            return ({"after": str(data["redo"])}, _redo_feedback(data)) if rounds else ({}, "")
+        block = blocks[-1]
+        reason = str((block.data or {}).get("reason") or "")
+        review = self.reviews.get(self.brief.id)  # with its comments (once a round): the reviewer's last word
+        said = review.record.comments[-1].text if review is not None and review.record.state == "closed" \
+            and review.record.comments else ""
+        data = {"redo": f"block-{block.seq}", "reason": reason, "said": said}
+        self.session.journal.add("note", sync=True, data=data)
+        self.echo(f"{self.spec.name}: {self.brief.id} was blocked ({reason}); working it again")
+        return {"after": data["redo"]}, _redo_feedback(data)
+
+    def _ensure_branch(self, main: str) -> str:
+        """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
+        if tip:
+            return tip
+        self.session.journal.add("note", sync=True, data={"branch": "created", "at_commit": main},
+                                 refs=[RefUpdate(self.branch_ref, main)])
+        return main
+
+    def _open_review(self, head: str, key: str = "") -> str:
+        """Open the draft review (its intent is already on the forge: the step is idempotent, so fenced)."""
+        review = self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head)
+        self.reviews.label(self.brief.id, review.record.state, self.spec.name)
+        return review.record.state
+
+    def _own_commit(self, head: str, main: str) -> bool:
+        """Whether `head` is a commit of the work branch's own, not one main already has."""
+        return head != main and not self.git.is_ancestor(head, main)
+
+    def _post_statuses(self, head: str, key: str) -> int:
+        """The verify rows' evidence at `head`, as the journal has it, posted as commit statuses."""
+        rows = {str(e.data["row"]): e.data for e in self.session.journal.entries
+                if e.kind == "verify" and e.data and e.data.get("head") == head}
+        self.reviews.post_statuses(self.brief.id, head, list(rows.values()), self.epoch)
+        return len(rows)
+
+    def _created_at(self) -> str | None:
+        """The commit the work branch was created at (the latest `branch: created` note), if a desk created it."""
+        notes = [e for e in self.session.journal.entries if e.kind == "note" and (e.data or {}).get("branch")]
+        return str((notes[-1].data or {}).get("at_commit")) if notes else None
+
+    def _unsettled(self) -> str:
+        """Why the review may not be marked ready yet: the round's unsafe steps with no known outcome ("" if none).
+
+        The journal is read again first: a person may have settled a step meanwhile."""
+        self.session.journal.reload()
+        stuck = unsettled_unsafe(round_entries(self.session.journal.entries))
+        if not stuck:
+            return ""
+        names = ", ".join(sorted({f"`{e.step}`" for e in stuck}))
+        return (f"unsafe step {names} has no known outcome (cut off, cancelled or unknown), so the review is not "
+                f"marked ready; inspect, then settle it with `{self.assay_bin} step settle NAME --happened` or "
+                "`--did-not`")
+
+    def _prompt(self, feedback: str) -> str:
+        brief = self.brief
+        steering = [str((e.data or {}).get("text", "")) for e in self.session.journal.entries if e.kind == "steer"]
+        parts = summary(self.session.journal.entries, str(self.assay_bin), unknown_message)
+        parts += [f"# {brief.title}", "", brief.body, ""]
+        if brief.verify:
+            parts += ["## Verify rows (run by Assay from main's copy of this brief)", ""]
+            parts += [f"- {row.id}: `{row.run}` (expects exit {row.expect_exit})" for row in brief.verify] + [""]
+        if feedback:
+            parts += ["## Feedback", "", feedback, ""]
+        parts += ["## Effects outside this worktree", "",
+                  "Run anything that changes the world outside this worktree (a deploy, a migration, a message) "
+                  f"as a journaled step, with Assay at `{self.assay_bin}`:",
+                  f"`{self.assay_bin} step run --name NAME --policy unsafe -- COMMAND ARGS...` (add "
+                  "`--probe 'SHELL'` when a command can tell whether it happened: exit 0 yes, 1 no). "
+                  "After a crash, a call that completed before returns its recorded result instead of running again; "
+                  "one whose outcome is unknown is refused once: inspect, "
+                  f"then `{self.assay_bin} step settle NAME --happened|--did-not`.", ""]
+        parts += ["## Steering", "", *steering]
+        return "\n".join(parts) + "\n"
+
+    def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
+        prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
+        return run_agent(self.git, self.spec, AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree,
+                                                       prompt_file, self.session.journal.log(), self.assay_bin),
+                         self.echo)
+
+    def _push(self) -> str:
+        """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
+        repo = self.git.worktree(self.worktree, "HEAD")
+        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
+        if tip:
+            self.git.ensure_objects({self.branch_ref: tip})
+            stale = any(int(epoch) != self.epoch
+                        for message in repo.messages_since(tip) for epoch in _EPOCH_TRAILER.findall(message))
+            if stale and self.git.is_ancestor(tip, repo.head()):  # committed by an earlier epoch that died before
+                repo.reset_soft(tip)  # its push: made again under this epoch, so its trailer tells who pushed it
+        message = f"{self.brief.title}\n\nAssay-Brief: {self.brief.id}\nAssay-Epoch: {self.epoch}\n"
+        repo.commit_all(message, author=Signature.of(self.spec.name))
+        crash_point("push.after-commit")
+        head = repo.head()
+        if tip and tip != head and not self.git.is_ancestor(tip, head):
+            raise Conflict(f"{self.branch_ref} has commits that the worktree of {self.brief.id!r} lacks; "
+                           "not overwriting",
+                           hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
+                                "desk again")
+        if tip != head:
+            self.session.journal.add("note", sync=True, data={"pushed": head},
+                                     refs=[RefUpdate(self.branch_ref, head, tip or ZERO)])
+        return head
+
+    def _agent_env(self) -> dict[str, str]:
+        return agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(self.brief.env)})
+
+    def _verify(self, head: str, key: str) -> dict[str, Any]:
+        return verify(self.git, self.session, self.brief, head, self.checkout, self.spec.verify_timeout_s,
+                      self._agent_env())
+
+    def _merged_meanwhile(self, exc: IllegalReviewChange, head: str) -> str:
+        """"merged" when a person merged the review before it was marked ready; any other refusal is raised."""
+        if exc.state != "merged":
+            raise exc
+        self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
+        return "merged"
+
+    def _mark_ready(self, head: str) -> str:
+        """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot.
+
+        A review that a person merged meanwhile (the desk died after marking it ready, say) is
+        left as it is: the claim waits on it and the next pass settles it as done.
+        """
+        if not self.reviews.refs_backed:  # an API call: its intent rides a claim renewal first, so fenced
+            self.session.journal.add("note", sync=True, data={"review": "ready", "head": head, "via": "api"})
+            try:
+                review = self.reviews.mark_ready(self.brief.id, head)
+            except IllegalReviewChange as exc:
+                return self._merged_meanwhile(exc, head)
+            self.reviews.label(self.brief.id, review.record.state, self.spec.name)
+            return review.record.state
+        for _ in range(3):
+            try:
+                update = self.reviews.ready_update(self.brief.id, head)
+            except IllegalReviewChange as exc:
+                return self._merged_meanwhile(exc, head)
+            if update is None:
+                return "ready"
+            try:
+                self.session.journal.add("note", sync=True, data={"review": "ready", "head": head}, refs=[update])
+                return "ready"
+            except Fenced:
+                raise
+            except Conflict:
+                continue  # the review moved (a comment, say): prepare again on its new tip
+        raise Conflict(f"the review of {self.brief.id!r} kept changing; not marked ready")

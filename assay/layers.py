@@ -1,0 +1,172 @@
+"""The layer rule: each module imports only modules of its own row or of the rows below it.
+
+`LAYERS` is the map, top row first; `violations` checks the package's imports against it (any
+import: at module level, inside a function, or for type checking only) and finds import circles.
+tests/test_layers.py runs it, and `docgen` draws the table in docs/architecture.md from it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    modules: tuple[str, ...]  # dotted names under `assay`; a package stands for every module in it
+    what: str
+
+
+LAYERS = (
+    Layer("entry", ("__main__", "entry", "clidocs", "docgen", "layers"),
+          "the command's entry (an agent's steps straight to its desk's socket); docs made from the code"),
+    Layer("front", ("cli", "demo", "project", "views", "agents"),
+          "parse, call one function, render; `assay demo`, `assay init`; the scripted agent"),
+    Layer("desk loop", ("desk.loop",), "settle, resume, claim, hand one brief to work.py"),
+    Layer("one brief", ("desk.work",), "branch, review, agent, push, verify, ready: durable steps"),
+    Layer("desk parts", ("desk.agent", "desk.stepserver", "desk.verify", "desk.queue", "desk.effects",
+                         "desk.stepclient"),
+          "the agent process, its step server and client, verify rows, the queue, `assay step run`"),
+    Layer("observers", ("observe",), "the sweep, the board and the audit: read the whole forge"),
+    Layer("verbs", ("core.steps", "core.custody", "core.retire"),
+          "durable steps; claim changes between runs; retiring done briefs"),
+    Layer("journal", ("core.journal", "core.config"), "the journal's one writer; forge resolution and `Ports`"),
+    Layer("writers", ("core.claims", "core.forge"), "the claim state machine; the review ports (plain, GitHub)"),
+    Layer("specs", ("core.deskspec", "core.retired"), "desk definitions on main; the retired index, read"),
+    Layer("chains", ("core.chain", "core.briefs", "core.outcomes", "core.journalcache", "core.journalindex",
+                     "core.observations"),
+          "CAS-written record chains; briefs; what a journal says happened; caches"),
+    Layer("ports", ("core.git", "core.records", "core.envs"),
+          "git runs git; records encodes and decodes (no I/O); environments of agents"),
+    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "errors", ""),
+          "errors, crash points, process lives, credentials kept out, cache files"),
+)
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package by dotted name under `assay` ("" for the package itself)."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+            if parts and not ast.parse(path.read_text(encoding="utf-8")).body[1:]:
+                continue  # a wing's face: its docstring and nothing else
+        found[".".join(parts)] = path
+    return found
+
+
+def row_of(module: str) -> int | None:
+    """The index of the row `module` belongs to (the longest name that is it or a package holding it)."""
+    best: tuple[int, int] | None = None
+    for i, layer in enumerate(LAYERS):
+        for name in layer.modules:
+            if module == name or (name and module.startswith(name + ".")):
+                if best is None or len(name) > best[0]:
+                    best = (len(name), i)
+            elif name == "" and module == "":
+                best = (0, i)
+    return best[1] if best else None
+
+
+def imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The package modules `path` imports, by dotted name under `assay`."""
+    out: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package `level - 1` steps up
+                parts = package.split(".") if package else []
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(["assay", *parts, *([base] if base else [])])
+            names = [f"{base}.{a.name}" for a in node.names] + [base]
+        else:
+            continue
+        for name in names:
+            if name != "assay" and not name.startswith("assay."):
+                continue
+            dotted = name.removeprefix("assay").removeprefix(".")
+            while dotted and dotted not in known:  # `from assay.core import chain` names the module chain
+                dotted = dotted.rpartition(".")[0]
+            if dotted != module:
+                out.add(dotted)
+    return out
+
+
+def graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    found = modules(root)
+    return {m: imports(p, m, set(found)) for m, p in found.items()}
+
+
+def violations(root: Path = PACKAGE) -> list[str]:
+    """Each import that goes up a row, each module in no row, and each import circle, in words."""
+    edges = graph(root)
+    problems = [f"assay.{m or '(package)'} is in no row of LAYERS" for m in edges if row_of(m) is None]
+    for module, targets in sorted(edges.items()):
+        here = row_of(module)
+        for target in sorted(targets):
+            there = row_of(target)
+            if here is not None and there is not None and there < here:
+                problems.append(f"assay.{module} ({LAYERS[here].name}) imports assay.{target}, "
+                                f"a row above it ({LAYERS[there].name})")
+    problems += [f"import circle: {' -> '.join(f'assay.{m}' for m in circle)}" for circle in circles(edges)]
+    return problems
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm), each as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def table() -> str:
+    """The layer table for docs/architecture.md."""
+    rows = ["| row | modules | what |", "|---|---|---|"]
+    for layer in LAYERS:
+        names = ", ".join(f"`{_file(m)}`" for m in layer.modules)
+        rows.append(f"| {layer.name} | {names} | {layer.what} |")
+    return "\n".join(rows)
+
+
+def _file(module: str) -> str:
+    """How the docs name a module: its file, or its folder for a package."""
+    if not module:
+        return "__init__.py"
+    path = module.replace(".", "/")
+    return f"{path}.py" if (PACKAGE / f"{path}.py").is_file() else f"{path}/"

@@ -1,0 +1,441 @@
+"""The board: the whole fleet as one read of the forge shows it, written as a static site.
+
+`read_forge` reads every claim chain, journal, review, work branch, main, the sweeper's
+observations and the retired index with one ls-remote and one fetch, then local cat-file
+batches, whatever the number of briefs. `assemble` turns that into one data structure
+(`board.json`, documented in docs/data-model.md); `boardrender.py` draws the pages from it
+and `build` writes them. Nothing here writes to the forge.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.core import chain
+from assay.core.briefs import Brief, briefs_on_main
+from assay.core.chain import InvalidRecord
+from assay.core.claims import Claim, InvalidClaim, decode_chain, fold_renewals, renewal_key
+from assay.core.config import github_target
+from assay.core.credentials import redact
+from assay.core.deskspec import desks_on_main
+from assay.core.forge.base import Review, Reviews
+from assay.core.forge.github import GitHubTarget
+from assay.core.git import ForgeGit, committed_at
+from assay.core.journal import JournalLog, read_logs
+from assay.core.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
+from assay.core.outcomes import open_intents, unknown_outcomes
+from assay.core.records import (
+    CLAIMS_PREFIX,
+    FORMAT_VERSION,
+    JOURNAL_PREFIX,
+    MAIN_REF,
+    REVIEWS_PREFIX,
+    JournalEntry,
+    brief_of_ref,
+    decode_review,
+    parse_iso,
+    utc_now_iso,
+)
+from assay.core.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
+from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError
+
+COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
+COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
+                 "unknown": "Outcome unknown", "done": "Done"}
+TIMELINE_LIMIT = 2000  # journal entries a brief page lists; board.json keeps the count of all
+
+
+@dataclass
+class ForgeRead:
+    """Everything one ls-remote and one fetch showed, decoded."""
+
+    main: str
+    briefs: dict[str, Brief]
+    problems: list[str]
+    chains: dict[str, list[Claim | InvalidClaim]]  # custody, oldest first (retired briefs included)
+    journals: dict[str, JournalLog | RecordInvalid]
+    reviews: dict[str, Review]
+    branches: dict[str, str]
+    retired: dict[str, RetiredBrief]
+    observations: Observations
+    sweeper_tip: str | None
+    desks: list[str] = field(default_factory=list)  # the desks defined on main (desks/*.yaml)
+    written: dict[str, int] = field(default_factory=dict)  # claim commit -> its committer time (the writer's clock)
+    review_link: Callable[[Review], str] = field(default=lambda _: "")
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
+    """One ls-remote and one fetch for every ref the board shows; the rest are local reads of the cache."""
+    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", BRANCH_PREFIX + "*",
+                         MAIN_REF, SWEEPER_REF, RETIRED_REF, KEEP_REF)
+    main = refs.get(MAIN_REF)
+    if not main:
+        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+    problems: list[str] = []
+    named = {p: _named(refs, p, problems) for p in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX)}
+    wanted = {**named[CLAIMS_PREFIX], **named[JOURNAL_PREFIX], MAIN_REF: main}
+    if reviews.refs_backed:
+        wanted.update(named[REVIEWS_PREFIX])
+    wanted.update({r: refs[r] for r in (SWEEPER_REF, RETIRED_REF, KEEP_REF) if r in refs})
+    git.ensure_objects(wanted)
+    briefs, brief_problems = briefs_on_main(git, main)
+    problems += [str(p) for p in brief_problems]
+    retired = _retired(git, refs.get(RETIRED_REF), problems)
+    tips = {prefix: dict(named[prefix]) for prefix in named}
+    for record in retired.values():  # a retired brief's refs, as they were when it was retired
+        for ref, sha in record.refs.items():
+            for prefix in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX):
+                if ref.startswith(prefix) and ref not in tips[prefix]:
+                    tips[prefix][ref] = sha
+    observations, sweeper_tip = _observations(git, refs.get(SWEEPER_REF), problems)
+    desks, desk_problems = desks_on_main(git, main)
+    problems += [str(p) for p in desk_problems]
+    chains, written = _chains(git, tips[CLAIMS_PREFIX])
+    return ForgeRead(main, {b.id: b for b in briefs}, problems, chains,
+                     _journals(git, tips[JOURNAL_PREFIX], problems), _reviews(git, reviews, tips[REVIEWS_PREFIX],
+                                                                              problems),
+                     {r.removeprefix(BRANCH_PREFIX): s for r, s in named[BRANCH_PREFIX].items()}, retired,
+                     observations, sweeper_tip, [d.name for d in desks], written,
+                     review_linker(github_target(git.url)))
+
+
+def _named(refs: dict[str, str], prefix: str, problems: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for ref, sha in refs.items():
+        if ref.startswith(prefix):
+            try:
+                brief_of_ref(ref, prefix)
+                out[ref] = sha
+            except RecordInvalid as exc:
+                problems.append(f"{ref}: {exc.problem}")
+    return out
+
+
+def _retired(git: ForgeGit, tip: str | None, problems: list[str]) -> dict[str, RetiredBrief]:
+    try:
+        index = Index(git, tip)
+        out = {}
+        for name in sorted(index.names()):
+            record = index.get(name)
+            if record is not None:
+                out[name] = record
+        return out
+    except RecordInvalid as exc:
+        problems.append(f"{RETIRED_REF}: {exc.problem}")
+        return {}
+
+
+def _chains(git: ForgeGit, tips: dict[str, str]) -> tuple[dict[str, list[Claim | InvalidClaim]], dict[str, int]]:
+    """Every custody chain: one rev-list for all of them, then one cat-file batch for all their records and
+    commits; with each commit's committer time (a renewal repeats its record: only its commit tells when)."""
+    walked = git.chains(list(tips.values()))
+    commits = {ref: list(reversed(walked.get(tip, []))) for ref, tip in sorted(tips.items())}
+    names = [name for shas in commits.values() for sha in shas for name in (f"{sha}:claim.json", sha)]
+    found_objects = iter(git.read_typed(names))
+    out: dict[str, list[Claim | InvalidClaim]] = {}
+    written: dict[str, int] = {}
+    for ref, shas in commits.items():
+        found = []
+        for sha in shas:
+            found.append(next(found_objects))
+            commit = next(found_objects)
+            stamp = committed_at(commit.data if commit is not None and commit.kind == "commit" else None)
+            if stamp is not None:
+                written[sha] = stamp
+        brief = ref.removeprefix(CLAIMS_PREFIX)
+        out[brief] = decode_chain(ref, shas, found) if shas else [InvalidClaim(ref, tips[ref], "its tip is no commit")]
+    return out, written
+
+
+def _journals(git: ForgeGit, tips: dict[str, str], problems: list[str]) -> dict[str, JournalLog | RecordInvalid]:
+    out = read_logs(git, {ref.removeprefix(JOURNAL_PREFIX): tip for ref, tip in tips.items()})
+    problems += [f"{log.ref}: {log.problem}" for _, log in sorted(out.items()) if isinstance(log, RecordInvalid)]
+    return out
+
+
+def _reviews(git: ForgeGit, reviews: Reviews, tips: dict[str, str], problems: list[str]) -> dict[str, Review]:
+    if reviews.refs_backed:
+        good, bad = chain.read_tips(git, tips, REVIEWS_PREFIX, "review.json", decode_review)
+        found: list[Review | InvalidRecord] = [*(Review(r, sha) for r, sha in good), *bad]
+    else:
+        try:
+            found = list(reviews.list())
+        except ForgeError as exc:  # the board is built from the forge's refs all the same, without them
+            problems.append(f"pull requests not read: {exc.message}")
+            found = []
+    out: dict[str, Review] = {}
+    for item in found:
+        if isinstance(item, InvalidRecord):
+            problems.append(f"{item.ref}: {item.problem}")
+        else:
+            out[item.brief] = item
+    return out
+
+
+def _observations(git: ForgeGit, tip: str | None, problems: list[str]) -> tuple[Observations, str | None]:
+    if not tip:
+        return Observations(), None
+    head, blob = git.read_typed([tip, f"{tip}:{OBSERVATIONS}"])
+    try:
+        return chain.decode_tip(SWEEPER_REF, tip, head, blob, decode_observations), tip
+    except RecordInvalid as exc:
+        problems.append(f"{SWEEPER_REF}: {exc.problem}")
+        return Observations(), tip
+
+
+def review_linker(target: GitHubTarget | None) -> Callable[[Review], str]:
+    """A review's web address: the pull request on the forge's GitHub host (github.com, or a GitHub Enterprise
+    host that `ASSAY_GITHUB_API` names); on a plain forge the brief page's review section."""
+    if target is None:
+        return lambda review: f"briefs/{review.brief}.html#review"
+    return lambda review: (f"{target.web}/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
+                           else f"briefs/{review.brief}.html#review")
+
+
+# -- assembling ---------------------------------------------------------------------------------
+
+
+def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
+    """The board as one JSON-ready structure: the fields are documented in docs/data-model.md."""
+    ids = sorted(set(read.briefs) | set(read.chains) | set(read.retired))
+    states = {b: _state(read, b) for b in ids}
+    cards = [_card(read, b, states, now) for b in ids]
+    cards.sort(key=lambda c: (COLUMNS.index(c["column"]), c["priority"], c["id"]))
+    counts = {col: sum(1 for c in cards if c["column"] == col) for col in COLUMNS}
+    obs = read.observations
+    return {
+        "v": FORMAT_VERSION, "generated_at": utc_now_iso(now), "forge": redact(forge), "main": read.main,
+        "columns": [{"id": col, "title": COLUMN_TITLES[col], "count": counts[col]} for col in COLUMNS],
+        "briefs": cards, "desks": _desks(read, cards, now),
+        "findings": [{"key": k, "kind": f.kind, "brief": f.brief, "at": f.at}
+                     for k, f in sorted(obs.findings.items(), key=lambda kv: (kv[1].at, kv[0]), reverse=True)],
+        "sweeper": {"at": obs.at, "commit": read.sweeper_tip} if read.sweeper_tip else None,
+        "problems": read.problems,
+    }
+
+
+def _state(read: ForgeRead, brief: str) -> str | None:
+    """The claim state of `brief` ("invalid" for a junk tip; "done" if retired; None if never claimed)."""
+    history = read.chains.get(brief)
+    if history:
+        tip = history[-1]
+        return "invalid" if isinstance(tip, InvalidClaim) else tip.record.state
+    return "done" if brief in read.retired else None
+
+
+def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float) -> dict[str, Any]:
+    spec = read.briefs.get(brief)
+    history = read.chains.get(brief, [])
+    tip = history[-1] if history and isinstance(history[-1], Claim) else None
+    log = read.journals.get(brief)
+    entries = log.entries if isinstance(log, JournalLog) else []
+    state = states[brief]
+    unknown = [e.seq for e in unknown_outcomes(entries)]
+    interrupted = _interrupted(entries, tip.record.epoch if tip and tip.record.state == "held" else None)
+    needs = [d for d in (spec.depends_on if spec else ()) if states.get(d) != "done"]
+    stuck = tip is not None and tip.record.state == "held" and _stuck(read, brief, tip)
+    review = read.reviews.get(brief)
+    verify = [e.data for e in entries if e.kind == "verify" and e.data]
+    last_head = verify[-1].get("head") if verify else None
+    latest = [v for v in verify if v.get("head") == last_head]
+    steps = [e for e in entries if e.step]
+    record = tip.record if tip else None
+    age, age_by = _lease_age(read, brief, tip, now) if tip and tip.record.live else (None, None)
+    return {
+        "id": brief, "title": spec.title if spec else brief, "on_main": spec is not None,
+        "priority": spec.priority if spec else 0, "labels": list(spec.labels) if spec else [],
+        "depends_on": list(spec.depends_on) if spec else [], "needs": needs,
+        "column": _column(state, needs, bool(unknown or interrupted), stuck, brief in read.retired),
+        "state": state or "unclaimed", "stuck": stuck, "retired": brief in read.retired,
+        "desk": record.desk if record else (read.retired[brief].desk if brief in read.retired else ""),
+        "holder": record.holder if record else "", "epoch": record.epoch if record else 0,
+        "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
+        "lease_age_s": age, "lease_age_by": age_by,
+        "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,
+                       "status": steps[-1].status} if steps else None),
+        "verify": {"head": last_head, "passed": sum(1 for v in latest if v.get("passed") is True),
+                   "failed": sum(1 for v in latest if v.get("passed") is not True),
+                   "rows": [{"row": str(v.get("row", "")), "passed": v.get("passed") is True,
+                             "exit_code": v.get("exit_code")} for v in latest]},
+        "review": ({"state": review.state, "branch": review.record.branch, "head": review.record.head,
+                    "title": review.record.title, "link": read.review_link(review),
+                    "approvals": list(review.record.approvals), "comments": len(review.record.comments)}
+                   if review else None),
+        "unknown": unknown, "interrupted": interrupted,
+        "journal_invalid": log.problem if isinstance(log, RecordInvalid) else None,
+        "custody": _custody(history, read.written), "journal_entries": len(entries),
+        "journal": [_entry(e) for e in entries[-TIMELINE_LIMIT:]],
+    }
+
+
+def _column(state: str | None, needs: list[str], unknown: bool, stuck: bool, retired: bool) -> str:
+    """Done first; then outcome unknown, before blocked: an effect may have happened, and a person must look at
+    the system it touched before anything else is done about the brief."""
+    if state == "done" or retired:
+        return "done"
+    if unknown:
+        return "unknown"
+    if state == "invalid" or state == "blocked" or stuck:
+        return "blocked"
+    if state in ("held",):
+        return "working"
+    if state == "waiting" or needs:
+        return "waiting"
+    return "ready"
+
+
+def _interrupted(entries: list[JournalEntry], held_epoch: int | None) -> list[int]:
+    """The seqs of unsafe intents nothing resolved (`steps.open_intents`) whose writer can no longer resolve them:
+    the claim is not held, or held at another epoch. A desk writes `outcome_unknown` only when it recovers; a
+    desk killed right after an unsafe step leaves only its intent, and the effect may have happened."""
+    return [e.seq for e in open_intents(entries) if e.policy == "unsafe" and e.epoch != held_epoch]
+
+
+def _stuck(read: ForgeRead, brief: str, tip: Claim) -> bool:
+    """A sweeper reported this epoch as renewing without progress, and its journal and branch still stand."""
+    log = read.journals.get(brief)
+    journal = log.tip or "" if isinstance(log, JournalLog) else ""
+    key = f"stuck:{brief}:{tip.record.epoch}:{journal}:{read.branches.get(brief, '')}"
+    return key in read.observations.findings
+
+
+def _lease_age(read: ForgeRead, brief: str, tip: Claim, now: float) -> tuple[int, str]:
+    """How long the claim's tip has stood, and by whose clock: `sweeper` when the sweepers' last observation
+    still shows this tip (seconds since one first saw it: at least that long), else `desk` (seconds since the
+    tip commit was written, a renewal or the record's change, by the writer's clock)."""
+    seen = read.observations.briefs.get(brief)
+    if seen is not None and seen.claim == tip.sha:
+        return max(0, int(now - parse_iso(seen.claim_seen).timestamp())), "sweeper"
+    written = read.written.get(tip.sha)
+    return max(0, int(now - (written if written is not None else parse_iso(tip.record.at).timestamp()))), "desk"
+
+
+def _custody(history: list[Claim | InvalidClaim], written: dict[str, int]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    at = 0  # the position in `history` of the row's first record
+    for item, renewals in fold_renewals(history, lambda c: renewal_key(c.record) if isinstance(c, Claim) else None):
+        last = history[at + renewals]
+        at += renewals + 1
+        if isinstance(item, InvalidClaim):
+            rows.append({"commit": item.sha, "invalid": item.problem})
+            continue
+        r = item.record
+        rows.append({"commit": item.sha, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
+                     "at": r.at, "last_at": utc_now_iso(written[last.sha]) if last.sha in written else r.at,
+                     "reason": r.reason,
+                     "renewals": renewals})
+    return rows
+
+
+def _entry(e: JournalEntry) -> dict[str, Any]:
+    return {"seq": e.seq, "epoch": e.epoch, "kind": e.kind, "at": e.at, "run": e.run, "step": e.step,
+            "status": e.status, "policy": e.policy}
+
+
+def _desks(read: ForgeRead, cards: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """Every desk defined on main, and every other desk a claim names while live or as its expiry.
+
+    `liveness` comes from forge evidence only, first match: `stale` (a held claim's tip stood still longer
+    than its lease since a sweeper first saw it), `working` (a held claim with fresh evidence: a sweeper saw its
+    tip less than a lease ago, or it moved after a sweep less than a lease ago), `no-evidence` (held claims
+    no sweeper can vouch for), `dead` (a sweeper expired its claim and that expiry is still the brief's
+    latest record), `waiting` (only parked claims: waiting, or blocked for a person), else `idle`.
+    """
+    desks: dict[str, dict[str, Any]] = {
+        name: {"desk": name, "defined": True, "liveness": "idle", "briefs": [], "expired": [], "holders": []}
+        for name in read.desks}
+    evidence: dict[str, set[str]] = {}
+    for card in cards:
+        live, expired = card["state"] in ("held", "waiting", "blocked"), card["state"] == "expired"
+        if not card["desk"] or not (live or expired):
+            continue
+        d = desks.setdefault(card["desk"], {"desk": card["desk"], "defined": False, "liveness": "idle",
+                                            "briefs": [], "expired": [], "holders": []})
+        d["expired" if expired else "briefs"].append(card["id"])
+        if live and card["holder"] not in d["holders"]:
+            d["holders"].append(card["holder"])
+        seen = evidence.setdefault(card["desk"], set())
+        seen.add(_evidence(read, card, now) if card["state"] == "held" else card["state"])
+    for name, seen in evidence.items():
+        desks[name]["liveness"] = next((state for marks, state in (
+            ({"stale"}, "stale"), ({"fresh"}, "working"), ({"none"}, "no-evidence"), ({"expired"}, "dead"),
+            ({"waiting", "blocked"}, "waiting")) if marks & seen), "idle")
+    return sorted(desks.values(), key=lambda d: str(d["desk"]))
+
+
+def _evidence(read: ForgeRead, card: dict[str, Any], now: float) -> str:
+    """What the sweepers show of a held claim: `stale`, `fresh` or `none` (see `_desks`)."""
+    if card["lease_age_by"] == "sweeper":
+        return "stale" if card["lease_age_s"] > card["lease_s"] else "fresh"
+    obs = read.observations
+    if read.sweeper_tip and obs.at and now - parse_iso(obs.at).timestamp() <= card["lease_s"]:
+        return "fresh"  # the tip moved after a sweep that ran less than a lease ago
+    return "none"
+
+
+# -- building -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """What `build` wrote, and what it cost."""
+
+    out: Path
+    briefs: int
+    files: int
+    bytes: int
+    round_trips: dict[str, int]
+    seconds: float
+    counts: dict[str, int]
+
+
+def build(git: ForgeGit, reviews: Reviews, out: Path, now: float | None = None) -> Built:
+    """Read the forge once and write `board.json`, `index.html`, `briefs/<id>.html`, `board.md` and the CSS."""
+    from assay.observe import boardrender
+
+    started = time.perf_counter()
+    before = dict(git.round_trips)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a folder", hint="pass another -o DIR")
+    data = assemble(read_forge(git, reviews), git.url, time.time() if now is None else now)
+    files = boardrender.site(data)
+    board_json = (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    size = 0
+    try:
+        (out / "briefs").mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            encoded = text.encode("utf-8")
+            (out / name).write_bytes(encoded)
+            size += len(encoded)
+        (out / "board.json").write_bytes(board_json)
+    except OSError as exc:
+        raise UsageError(f"cannot write the board into {out}: {exc.strerror or exc}",
+                         hint="pass -o DIR, a folder you can write") from None
+    trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
+    return Built(out, len(data["briefs"]), len(files) + 1, size + len(board_json), trips,
+                 time.perf_counter() - started, {c["id"]: c["count"] for c in data["columns"]})
+
+
+def serve(directory: Path, port: int, ready: Callable[[str], None]) -> None:
+    """Serve the built site in `directory` on 127.0.0.1 until interrupted; `ready` gets the URL once listening."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    if not (directory / "index.html").is_file():
+        raise UsageError(f"{directory} holds no built board (no index.html)", hint="run `assay board build` first")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(directory))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", hint="pick another --port") from None
+    with server:
+        ready(f"http://127.0.0.1:{server.server_address[1]}/")
+        server.serve_forever()

@@ -1,0 +1,312 @@
+"""The board's pages, drawn from the structure `board.assemble` makes: HTML, an SVG timeline, Markdown.
+
+Templates are `string.Template` files in `board/` (shipped as `assay/_defaults/board/`). Every
+value that came from a brief, an agent or a record passes through `esc` before it reaches a
+page (`md` for board.md), and the pages forbid every script (a Content-Security-Policy of
+`default-src 'none'`), so a title like `<script>…` is text and nothing else. The index's filter
+by desk and state is radio buttons and CSS (`:has(:checked)`), so it needs no script at all.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from string import Template
+from typing import Any
+
+from assay.core.config import defaults_dir
+from assay.core.records import human_age
+
+KIND_CLASS = {"intent": "k-intent", "result": "k-result", "outcome_unknown": "k-outcome_unknown",
+              "refused": "k-refused", "verify": "k-verify"}
+NONE = '<p class="muted">none</p>'
+SVG_LIMIT = 600  # entries drawn in a timeline; older ones are summarized
+
+
+def esc(value: object) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def template(name: str) -> Template:
+    return Template((defaults_dir("board") / name).read_text(encoding="utf-8"))
+
+
+def site(data: dict[str, Any]) -> dict[str, str]:
+    """Every file of the site but board.json: relative path -> text."""
+    files = {"index.html": index_page(data), "board.md": markdown(data),
+             "board.css": (defaults_dir("board") / "board.css").read_text(encoding="utf-8")
+             + filter_css([c["id"] for c in data["columns"]], desk_names(data))}
+    titles = {c["id"]: str(c["title"]) for c in data["columns"]}
+    for card in data["briefs"]:
+        files[f"briefs/{card['id']}.html"] = brief_page(card, titles[card["column"]])
+    return files
+
+
+# -- the index ----------------------------------------------------------------------------------
+
+
+DONE_SHOWN = 200  # done cards on the index; the rest are counted, and keep their own pages
+
+
+def desk_names(data: dict[str, Any]) -> list[str]:
+    """The desks the filter offers, in the order of their radio buttons (`f-desk-N`, cards of class `desk-N`)."""
+    return sorted({c["desk"] for c in data["briefs"] if c["desk"]})
+
+
+def filter_css(columns: list[str], desks: list[str]) -> str:
+    """The filter's rules, appended to board.css: a checked state hides the other columns, a checked desk the
+    other desks' cards. Desks are named by number, so no desk name reaches a style sheet."""
+    rules = [f'body:has(#f-col-{c}:checked) .column:not([data-column="{c}"]) {{ display: none; }}' for c in columns]
+    rules += [f"body:has(#f-desk-{n}:checked) .card:not(.desk-{n}) {{ display: none; }}" for n in range(len(desks))]
+    return "".join(rule + "\n" for rule in rules)
+
+
+def _radios(group: str, options: list[tuple[str, str]], every: str) -> str:
+    """A filter group: "every" first and checked, then one radio per option (`f-<group>-<key>`)."""
+    items = [(f"f-{group}-all", every, " checked"), *((f"f-{group}-{key}", label, "") for key, label in options)]
+    return "".join(f'<input type="radio" name="{group}" id="{ident}"{checked}><label for="{ident}">{esc(label)}</label>'
+                   for ident, label, checked in items)
+
+
+def index_page(data: dict[str, Any]) -> str:
+    desks = desk_names(data)
+    number = {d: n for n, d in enumerate(desks)}
+    columns = []
+    for col in data["columns"]:
+        members = [c for c in data["briefs"] if c["column"] == col["id"]]
+        shown = members[:DONE_SHOWN] if col["id"] == "done" else members
+        cards = "\n".join(card_html(c, number.get(c["desk"])) for c in shown) or NONE
+        if len(shown) < len(members):  # a fleet's done briefs would make the page grow without end
+            cards += (f'\n<p class="muted">and {len(members) - len(shown)} more done: each has its page under '
+                      "<code>briefs/</code>, and all are in <code>board.json</code></p>")
+        columns.append(f'<section class="column" data-column="{esc(col["id"])}" aria-label="{esc(col["title"])}">'
+                       f'<h2>{esc(col["title"])} <span class="count">{col["count"]}</span></h2>\n'
+                       f"{cards}</section>")
+    sweeper = data["sweeper"]
+    return template("index.html").substitute(
+        forge=esc(data["forge"]), main=esc(data["main"][:10]), generated_at=esc(data["generated_at"]),
+        total=len(data["briefs"]),
+        desk_filter=_radios("desk", [(str(n), d) for n, d in enumerate(desks)], "all desks"),
+        column_filter=_radios("col", [(c["id"], c["title"]) for c in data["columns"]], "all states"),
+        columns="\n".join(columns), desks=desks_html(data["desks"]),
+        sweeper=(f'<p class="meta">last sweep {esc(sweeper["at"])} (commit <code>{esc(sweeper["commit"][:10])}'
+                 "</code>)</p>" if sweeper else '<p class="muted">no sweeper has run on this forge</p>'),
+        findings=findings_html(data["findings"]), problems=problems_html(data["problems"]))
+
+
+def lease_age_text(c: dict[str, Any]) -> str:
+    """What `lease_age_s` measures, said with it: since a sweeper first saw the tip, or since the desk wrote it."""
+    if c["lease_age_s"] is None:
+        return ""
+    age = human_age(c["lease_age_s"])
+    if c["lease_age_by"] == "sweeper":
+        return f"claim unchanged for ≥ {age} (sweeper's clock)"
+    return f"claim last written {age} ago (desk's clock)"
+
+
+def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
+    lines = [f'<h3><a href="briefs/{esc(c["id"])}.html">{esc(c["title"])}</a></h3>',
+             f'<p class="meta"><code>{esc(c["id"])}</code> · {esc(_state_text(c))}</p>']
+    if c["desk"]:
+        age = lease_age_text(c)
+        lines.append(f"<p>desk {esc(c['desk'])} · epoch {c['epoch']}{esc(' · ' + age if age else '')}</p>")
+    if c["last_step"]:
+        s = c["last_step"]
+        status = "interrupted" if s["seq"] in c["interrupted"] else s["status"] or s["kind"]
+        lines.append(f"<p>last step {esc(s['step'])} ({esc(status)})</p>")
+    v = c["verify"]
+    if v["rows"]:
+        lines.append(f'<p>verify <span class="pass">{v["passed"]} passed</span> · '
+                     f'<span class="{"fail" if v["failed"] else "muted"}">{v["failed"]} failed</span></p>')
+    if c["review"]:
+        lines.append(f'<p>review <a href="{esc(c["review"]["link"])}">{esc(c["review"]["state"])}</a></p>')
+    if c["unknown"]:
+        lines.append(f'<p class="fail">outcome unknown at seq {esc(", ".join(map(str, c["unknown"])))}</p>')
+    if c["interrupted"]:
+        lines.append(f'<p class="fail">unsafe step interrupted at seq {esc(", ".join(map(str, c["interrupted"])))}'
+                     "; no desk holds it to recover: it may or may not have run</p>")
+    desk_class = f" desk-{desk_number}" if desk_number is not None else ""
+    return (f'<article class="card{desk_class}" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}">'
+            + "".join(lines) + "</article>")
+
+
+def _state_text(c: dict[str, Any]) -> str:
+    if c["retired"]:
+        return "done (retired)"
+    if c["needs"] and c["column"] == "waiting" and c["state"] not in ("waiting",):
+        return "needs " + ", ".join(c["needs"])
+    return str(c["state"]) + (" · stuck" if c["stuck"] else "")
+
+
+LIVENESS_CLASS = {"working": "pass", "stale": "fail", "dead": "fail", "no-evidence": "warn"}
+
+
+def desks_html(desks: list[dict[str, Any]]) -> str:
+    if not desks:
+        return '<p class="muted">no desk is defined on main or holds a claim</p>'
+    rows = "".join(f'<tr><td>{esc(d["desk"])}{"" if d["defined"] else " (not on main)"}</td>'
+                   f'<td class="{LIVENESS_CLASS.get(d["liveness"], "")}">{esc(d["liveness"])}</td>'
+                   + "".join(f'<td class="wrap">{esc(", ".join(d[k]))}</td>' for k in ("briefs", "expired", "holders"))
+                   + "</tr>" for d in desks)
+    return ('<div class="scroll"><table><thead><tr><th>desk</th><th>liveness</th><th>claims</th><th>expired</th>'
+            f"<th>holders</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+def findings_html(findings: list[dict[str, Any]]) -> str:
+    if not findings:
+        return '<p class="muted">no findings recorded</p>'
+    rows = "".join(f"<tr><td>{esc(f['at'])}</td><td>{esc(f['kind'])}</td>"
+                   f'<td><a href="briefs/{esc(f["brief"])}.html">{esc(f["brief"])}</a></td></tr>' for f in findings)
+    return (f'<div class="scroll"><table><thead><tr><th>first seen</th><th>kind</th><th>brief</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table></div>")
+
+
+def problems_html(problems: list[str]) -> str:
+    if not problems:
+        return ""
+    items = "".join(f"<li>{esc(p)}</li>" for p in problems)
+    return f'<section id="problems"><h2>Problems on the forge</h2><ul>{items}</ul></section>'
+
+
+# -- a brief ------------------------------------------------------------------------------------
+
+
+def brief_page(c: dict[str, Any], column_title: str) -> str:
+    facts = [f"desk {c['desk']}" if c["desk"] else "no desk", f"epoch {c['epoch']}", str(c["state"])]
+    return template("brief.html").substitute(
+        id=esc(c["id"]), title=esc(c["title"]), column=esc(c["column"]), column_title=esc(column_title),
+        facts=esc(" · ".join(facts)), summary=summary_html(c), review=review_html(c["review"]),
+        custody=custody_html(c["custody"]), timeline=timeline_svg(c["journal"]), journal=journal_html(c))
+
+
+def summary_html(c: dict[str, Any]) -> str:
+    pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
+             ("claim age", lease_age_text(c)),
+             ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
+             ("needs", ", ".join(c["needs"])), ("reason", c["reason"]),
+             ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),
+             ("outcome unknown", ", ".join(f"seq {s}" for s in c["unknown"])),
+             ("interrupted", ", ".join(f"unsafe intent seq {s}" for s in c["interrupted"])),
+             ("journal", c["journal_invalid"] or f"{c['journal_entries']} entries")]
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs if v)
+    rows = "".join(f"<tr><td>{esc(r['row'])}</td><td class=\"{'pass' if r['passed'] else 'fail'}\">"
+                   f"{'passed' if r['passed'] else 'failed'}</td><td>{esc(r['exit_code'])}</td></tr>"
+                   for r in c["verify"]["rows"])
+    verify = (f"<h2>Verify at <code>{esc((c['verify']['head'] or '')[:10])}</code></h2><table><thead><tr><th>row</th>"
+              f"<th>result</th><th>exit</th></tr></thead><tbody>{rows}</tbody></table>" if rows else "")
+    return f'<dl class="facts">{items}</dl>{verify}'
+
+
+def review_html(review: dict[str, Any] | None) -> str:
+    if review is None:
+        return '<p class="muted">no review</p>'
+    link = review["link"]
+    title = (f'<a href="{esc(link)}">{esc(review["title"])}</a>' if link.startswith(("https://", "http://"))
+             else esc(review["title"]))
+    return (f"<p>{title}: <strong>{esc(review['state'])}</strong> · branch <code>{esc(review['branch'])}</code>"
+            f" · head <code>{esc(review['head'][:10])}</code> · {len(review['approvals'])} approvals"
+            f" · {review['comments']} comments</p>")
+
+
+def custody_html(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">never claimed</p>'
+    out = []
+    for r in rows:
+        if "invalid" in r:
+            out.append('<tr><td>?</td><td class="fail">invalid</td>'
+                       f'<td colspan="4" class="wrap">{esc(r["invalid"])}</td>'
+                       f"<td><code>{esc(r['commit'][:10])}</code></td></tr>")
+            continue
+        renewed = f"renewed {r['renewals']}×, last at {r['last_at']}" if r["renewals"] else ""
+        out.append(f"<tr><td>{esc(r['at'])}</td><td class=\"state-{esc(r['state'])}\">{esc(r['state'])}</td>"
+                   f"<td>{r['epoch']}</td><td>{esc(r['desk'])}</td><td class=\"wrap\">{esc(r['reason'])}</td>"
+                   f"<td>{esc(renewed)}</td><td><code>{esc(r['commit'][:10])}</code></td></tr>")
+    return ('<div class="scroll"><table><thead><tr><th>at</th><th>state</th><th>epoch</th><th>desk</th>'
+            f"<th>reason</th><th>renewals</th><th>commit</th></tr></thead><tbody>{''.join(out)}</tbody></table></div>")
+
+
+def timeline_svg(entries: list[dict[str, Any]]) -> str:
+    """The journal drawn as dots on lanes by kind, over bands by epoch; each dot's title says what it is."""
+    if not entries:
+        return '<p class="muted">no journal yet</p>'
+    shown = entries[-SVG_LIMIT:]
+    kinds = sorted({e["kind"] for e in shown})
+    step, left, lane = 10, 110, 18
+    width, height = left + step * len(shown) + 20, 30 + lane * len(kinds)
+    parts = [f'<svg class="timeline" role="img" aria-label="journal timeline" viewBox="0 0 {width} {height}" '
+             f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    start = 0
+    for i in range(1, len(shown) + 1):  # one band per run of entries at the same epoch
+        if i == len(shown) or shown[i]["epoch"] != shown[start]["epoch"]:
+            x = left + step * start
+            parts.append(f'<rect class="band" x="{x - step // 2}" y="0" width="{step * (i - start)}" '
+                         f'height="{height}" opacity="{0.9 if shown[start]["epoch"] % 2 else 0.4}"/>'
+                         f'<text x="{x}" y="12">epoch {shown[start]["epoch"]}</text>')
+            start = i
+    for n, kind in enumerate(kinds):
+        parts.append(f'<text x="4" y="{30 + lane * n + 4}">{esc(kind)}</text>')
+    for i, e in enumerate(shown):
+        cls = "k-failed" if e["status"] in ("failed", "cancelled") else KIND_CLASS.get(e["kind"], "k-other")
+        label = f"seq {e['seq']} · {e['kind']}" + (f" · {e['step']}" if e["step"] else "") + \
+            (f" · {e['status']}" if e["status"] else "") + f" · {e['at']}"
+        parts.append(f'<circle class="{cls}" cx="{left + step * i}" cy="{30 + lane * kinds.index(e["kind"])}" r="4">'
+                     f"<title>{esc(label)}</title></circle>")
+    parts.append("</svg>")
+    note = (f'<p class="muted">the last {len(shown)} entries are drawn</p>' if len(shown) < len(entries) else "")
+    return f'<div class="scroll">{"".join(parts)}</div>{note}'
+
+
+def journal_html(c: dict[str, Any]) -> str:
+    entries = c["journal"]
+    if not entries:
+        return ""
+    rows = "".join(f"<tr><td>{e['seq']}</td><td>{e['epoch']}</td><td>{esc(e['kind'])}</td><td>{esc(e['step'] or '')}"
+                   f"</td><td>{esc(e['status'] or '')}</td><td>{esc(e['at'])}</td></tr>" for e in entries)
+    more = (f'<p class="muted">{c["journal_entries"] - len(entries)} earlier entries are in '
+            f"<code>assay journal {esc(c['id'])}</code></p>" if c["journal_entries"] > len(entries) else "")
+    return (f'{more}<div class="scroll"><table><thead><tr><th>seq</th><th>epoch</th><th>kind</th><th>step</th>'
+            f"<th>status</th><th>at</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+
+MD_SPECIAL = frozenset("\\`*_{}[]()#+!|<>~&")
+ZWJ = "\u200d"  # after `@` and `#`: no mention, no issue reference, whatever renders the Markdown
+AUTOLINK = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*:(?=//)|www(?=\.))")  # a scheme before `//`, or `www.`
+
+
+def md(text: object) -> str:
+    """Text that stays text in GitHub Markdown, in a table cell or a list item: every character that Markdown
+    or its HTML could read is backslash-escaped (no link, image, emphasis, code, heading, HTML, entity or cell
+    break), line breaks become spaces, and `@name` and `#123` get a zero-width joiner after their sign, since
+    GitHub links mentions and references in the rendered text, escaped or not. For the same reason bare
+    addresses (`https://…`, `www.…`) get one before their scheme's colon or the last `w`: no autolink."""
+    out = []
+    plain = AUTOLINK.sub(lambda m: m[0][:-1] + ZWJ + m[0][-1], " ".join(str(text).splitlines()))
+    for ch in plain:
+        out.append(("\\" + ch if ch in MD_SPECIAL else ch) + (ZWJ if ch in "@#" else ""))
+    return "".join(out)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """A short summary for `$GITHUB_STEP_SUMMARY` or a pinned issue."""
+    lines = [f"### Assay board ({len(data['briefs'])} briefs, built {md(data['generated_at'])})", "",
+             "| " + " | ".join(md(c["title"]) for c in data["columns"]) + " |",
+             "|" + "---|" * len(data["columns"]),
+             "| " + " | ".join(str(c["count"]) for c in data["columns"]) + " |", ""]
+    attention = sorted((c for c in data["briefs"] if c["column"] in ("blocked", "unknown")),
+                       key=lambda c: c["column"] != "unknown")  # an effect that may have happened comes first
+    if attention:
+        lines += ["**Needs a person:**", ""]
+        lines += [f"- `{c['id']}` {md(c['title'])}: {md(c['column'])}"  # an id is a-z 0-9 . _ -
+                  + (f" ({md(c['reason'])})" if c["reason"] else "") for c in attention[:20]]
+        if len(attention) > 20:
+            lines.append(f"- … and {len(attention) - 20} more")
+        lines.append("")
+    if data["desks"]:
+        lines.append("Desks: " + ", ".join(f"{md(d['desk'])} ({md(d['liveness'])}, {len(d['briefs'])} briefs)"
+                                           for d in data["desks"]))
+    lines.append(f"Sweepers' findings recorded: {len(data['findings'])}")
+    return "\n".join(lines) + "\n"
