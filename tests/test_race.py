@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.journal import Journal
 from tests.conftest import REPO, Forge
 
 RACERS = 20
@@ -56,3 +58,37 @@ def test_twenty_processes_twenty_rounds_exactly_one_winner(forge: Forge, claims:
         assert len(chain) == 2 * ROUNDS
         held_per_epoch = Counter(c["epoch"] for c in chain if c["state"] == "held")
         assert held_per_epoch == Counter({e: 1 for e in range(1, ROUNDS + 1)})
+
+
+def test_a_journal_push_that_loses_its_claim_to_an_identical_renewal_is_retried_not_refused(
+        forge: Forge, tmp_path: Path) -> None:
+    """The desk's heartbeat renews the claim in the same clock second as a journal push renews it: both build
+    the same claim commit. The heartbeat lands between the journal push's ref advertisement and its ref
+    transaction (a pre-receive hook on the forge runs it there), so the atomic push is rejected while the claim
+    ref reads as "our" commit. An atomic push lands whole or not at all: the journal push is retried and lands,
+    and is never reported as refused."""
+    now = 1_900_000_000.0
+    brief = "alpha"
+    claims = Claims(ForgeGit(forge.url, tmp_path / "cache-desk"), clock=lambda: now)
+    claims.claim(brief, "builder")
+    heartbeat = tmp_path / "heartbeat.py"
+    heartbeat.write_text(
+        "from pathlib import Path\nfrom assay.core.claims import Claims\nfrom assay.core.git import ForgeGit\n"
+        f"Claims(ForgeGit({forge.url!r}, Path({str(tmp_path / 'cache-heartbeat')!r})), clock=lambda: {now})"
+        f".renew({brief!r}, 'builder', epoch=1)\n")
+    raced = tmp_path / "raced"
+    hook = forge.path / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\nif grep -q refs/assay/journal/{brief} && [ ! -e {raced} ]; then\n"
+                    f"  touch {raced}\n"
+                    f"  env -i PATH=\"$PATH\" HOME=\"$HOME\" PYTHONPATH={REPO} {sys.executable} {heartbeat} || exit 1\n"
+                    "fi\nexit 0\n")
+    hook.chmod(0o755)
+    Journal.open(claims, brief, "builder", 1, "run1").add("note", sync=True, data={"text": "hello"})
+    assert raced.exists()  # the race happened
+    log = subprocess.run(["git", "--git-dir", str(forge.path), "log", "--format=%s", f"refs/assay/journal/{brief}"],
+                         capture_output=True, text=True, check=True).stdout
+    assert len(log.splitlines()) == 1  # the entry landed, once
+    claim = json.loads(subprocess.run(["git", "--git-dir", str(forge.path), "show",
+                                       f"refs/assay/claims/{brief}:claim.json"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert claim["state"] == "held" and claim["epoch"] == 1

@@ -562,14 +562,15 @@ _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "una
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
-    """One outcome for an atomic push: a ref it deletes reads as gone whoever deleted it, so our new commits decide.
-
-    If none of them landed, the push did not, and a deletion found done was another writer's: moved, not ours.
-    """
+    """One outcome for an atomic push, which lands whole or not at all: it landed only if every ref it writes
+    reads as landed. Otherwise a ref that reads as landed is another writer's doing, moved, not ours: a deletion
+    (a deleted ref reads as gone whoever deleted it), or an identical commit (a claim renewal built by the
+    desk's heartbeat in the same second as a journal push's, from the same parent, is the same commit)."""
     written = [u for u in updates if u.new != ZERO]
-    if not written or any(settled[u.ref].ok for u in written):
+    if not written or all(settled[u.ref].ok for u in written):
         return settled
-    return {ref: (PushResult(ref, "stale", "deleted by another writer") if r.ok else r) for ref, r in settled.items()}
+    return {ref: (PushResult(ref, "stale", "moved by another writer, to the same commit or gone") if r.ok else r)
+            for ref, r in settled.items()}
 
 
 def committed_at(commit: bytes | None) -> int | None:
