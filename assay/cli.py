@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from assay import __version__
-from assay.errors import AssayError
+from assay.errors import AssayError, NoMainBranch
 
 if TYPE_CHECKING:
     from assay.core.config import Ports
@@ -407,12 +407,11 @@ def desk_list(ports: Ports, as_json: bool) -> None:
     """List the desks defined on main (desks/*.yaml) and any that do not validate."""
     from assay import views
     from assay.core.deskspec import desks_on_main
-    from assay.errors import UsageError
 
     claims = ports.claims
     main = claims.read_view().main
     if not main:
-        raise UsageError("the forge has no main branch", hint="push the repository's main to the forge first")
+        raise NoMainBranch()
     specs, problems = desks_on_main(claims.git, main)
     rows = [views.desk_view(spec) for spec in specs]
     if as_json:

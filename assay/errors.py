@@ -178,3 +178,55 @@ class Cancelled(BaseException):
         super().__init__(reason)
         self.reason = reason
         self.started = started  # False: the effect is known never to have begun
+
+
+class IllegalReviewChange(Conflict):
+    """The review's state does not allow this change; nothing was written."""
+
+    def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
+        msg = f"cannot {action} the review of {brief!r}: it is {state}"
+        super().__init__(msg + (f" ({why})" if why else ""))
+        self.brief = brief
+        self.action = action
+        self.state = state
+
+
+class NoReview(IllegalReviewChange):
+    """A review change asked of a brief that has no review: bad input (exit 2), not a lost race."""
+
+    code = 2
+
+    def __init__(self, brief: str, action: str, where: str = "") -> None:
+        super().__init__(brief, action, "absent", where or "there is no review of it")
+        self.hint = "`assay review list` shows the reviews there are; a desk opens one when it works the brief"
+
+
+class MergeConflict(Conflict):
+    """The branch does not merge cleanly into its base; nothing was written."""
+
+    def __init__(self, brief: str, branch: str, base: str) -> None:
+        super().__init__(f"{branch} does not merge cleanly into {base}; rebase it",
+                         hint=f"rebase {branch} onto {base}, push it, then merge {brief!r} again")
+        self.brief = brief
+        self.branch = branch
+        self.base = base
+
+
+class StepFailed(AssayError):
+    """A step's function raised; the failure is recorded and replayed as such."""
+
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__(f"step {name!r} failed: {error}")
+        self.step = name
+        self.error = error
+
+
+class IndexDamaged(AssayError):
+    """The journal index in the local cache failed while being read; it is dropped, and a new run rebuilds it."""
+
+
+class NoMainBranch(UsageError):
+    """The forge has no `main` branch: nothing can be listed or claimed until someone pushes one."""
+
+    def __init__(self) -> None:
+        super().__init__("the forge has no main branch", hint="push the repository's main to the forge first")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.core.forge.base import IllegalReviewChange, Review, Reviews
+from assay.core.forge.base import Review, Reviews
 from assay.core.forge.github import GitHubReviews, GitHubTarget
 from assay.core.forge.plain import PlainReviews
 from assay.core.git import ForgeGit
-from assay.errors import Fenced, ForgeError
+from assay.errors import Fenced, ForgeError, IllegalReviewChange
 from tests.conftest import Forge, assay, git
 from tests.fakegithub import FakeGitHub, Fault
 from tests.test_desk import brief, publish

@@ -83,3 +83,18 @@ def test_a_forge_that_accepts_and_never_answers_fails_fast(tmp_path: Path) -> No
             conn.close()
     assert run.code == 1 and "cannot read forge" in run.err, run.err
     assert "too slow" in run.err.lower() or "timed out" in run.err.lower(), run.err
+
+
+def test_a_forge_with_no_main_branch_is_one_error_with_one_exit_code(tmp_path: Path) -> None:
+    """Every command that needs main says the same thing with the same code (2, bad input: push main first),
+    and writes nothing."""
+    bare = tmp_path / "empty.git"
+    git("init", "-q", "--bare", "--initial-branch=main", str(bare))
+    env = {"ASSAY_FORGE": str(bare), "ASSAY_STATE_DIR": str(tmp_path / "state"),
+           "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
+    for args in (["briefs"], ["sweep"], ["board", "build", "--out", str(tmp_path / "site")], ["desk", "list"]):
+        run = assay(*args, env=env)
+        assert run.code == 2, (args, run.code, run.err)
+        assert "the forge has no main branch" in run.err and "push the repository's main" in run.err, (args, run.err)
+        assert "Traceback" not in run.err
+    assert git("--git-dir", str(bare), "for-each-ref").strip() == ""  # nothing written

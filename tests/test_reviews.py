@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.core.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, Review
+from assay.core.forge.base import InvalidReview, Review
 from assay.core.forge.plain import PlainReviews
 from assay.core.git import ForgeGit, PushResult, RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, decode_review
-from assay.errors import Conflict, RecordInvalid
+from assay.errors import Conflict, IllegalReviewChange, MergeConflict, RecordInvalid
 from tests.conftest import Forge, git
 
 REF = "refs/assay/reviews/alpha"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.records import JournalEntry, decode_entry, journal_ref
-from assay.errors import AssayError
+from assay.errors import IndexDamaged
 
 FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
 VERSION = "1"
@@ -61,9 +61,6 @@ CREATE INDEX by_nondet ON entries (nondet_no);
 CREATE INDEX by_open ON entries (kind, resolved_at);
 """
 
-
-class IndexDamaged(AssayError):
-    """The journal index in the local cache failed while being read; it is dropped, and a new run rebuilds it."""
 
 
 def path_for(cache: Path, brief: str) -> Path:

@@ -48,7 +48,7 @@ from assay.core.outcomes import (
     verdict_of_exit,
 )
 from assay.core.records import POLICIES, JournalEntry
-from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, UsageError
+from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, StepFailed, UsageError
 
 if TYPE_CHECKING:
     from assay.core.claims import Claims
@@ -82,14 +82,6 @@ class ReplayMismatch(NeedsPerson):
         super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
                          hint="the brief is now blocked; a person must inspect `assay journal` and release it")
 
-
-class StepFailed(AssayError):
-    """A step's function raised; the failure is recorded and replayed as such."""
-
-    def __init__(self, name: str, error: str) -> None:
-        super().__init__(f"step {name!r} failed: {error}")
-        self.step = name
-        self.error = error
 
 
 def validate_step(name: str, policy: str) -> None:

@@ -21,7 +21,7 @@ from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
 from assay.core.deskspec import DeskSpec
-from assay.core.forge.base import IllegalReviewChange, NoReview, Review, Reviews
+from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
 from assay.core.lives import life_state
 from assay.core.records import ClaimRecord, decode_entry, journal_ref
@@ -34,7 +34,9 @@ from assay.errors import (
     Conflict,
     ForgeError,
     ForgeRefused,
+    IllegalReviewChange,
     NeedsPerson,
+    NoReview,
     RecordInvalid,
 )
 from assay.observe.sweep import sweep

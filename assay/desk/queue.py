@@ -12,7 +12,7 @@ from assay.core.briefs import Brief, Problem, briefs_on_main
 from assay.core.claims import Claim, Claims
 from assay.core.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES
 from assay.core.retired import RETIRED_REF, Index
-from assay.errors import AssayError, RecordInvalid
+from assay.errors import NoMainBranch, RecordInvalid
 
 
 @dataclass
@@ -44,7 +44,7 @@ def read_snapshot(claims: Claims) -> Snapshot:
     the retired index."""
     view = claims.read_view()
     if not view.main:
-        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+        raise NoMainBranch()
     claims.git.ensure_objects({MAIN_REF: view.main, **({RETIRED_REF: view.retired} if view.retired else {})})
     briefs, problems = briefs_on_main(claims.git, view.main)
     good, bad = claims.load_tips(view.tips)

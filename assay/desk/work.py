@@ -21,14 +21,14 @@ from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
-from assay.core.forge.base import IllegalReviewChange, Reviews
+from assay.core.forge.base import Reviews
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
 from assay.core.steps import Session, unknown_message
 from assay.desk.agent import AgentRun, assay_command, run_agent
 from assay.desk.effects import probe_runner
 from assay.desk.verify import verify
-from assay.errors import Conflict, Fenced
+from assay.errors import Conflict, Fenced, IllegalReviewChange
 
 Echo = Callable[[str], None]
 

@@ -42,7 +42,7 @@ from assay.core.records import (
     utc_now_iso,
 )
 from assay.core.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
-from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError
+from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -78,7 +78,7 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
                          MAIN_REF, SWEEPER_REF, RETIRED_REF, KEEP_REF)
     main = refs.get(MAIN_REF)
     if not main:
-        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+        raise NoMainBranch()
     problems: list[str] = []
     named = {p: _named(refs, p, problems) for p in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX)}
     wanted = {**named[CLAIMS_PREFIX], **named[JOURNAL_PREFIX], MAIN_REF: main}

@@ -51,7 +51,7 @@ from assay.core.records import (
 )
 from assay.core.retire import retire
 from assay.core.retired import RETIRED_REF
-from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
+from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NoMainBranch, RecordInvalid
 from assay.observe.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
 BRANCH_PREFIX = "refs/heads/assay/"
@@ -110,7 +110,7 @@ def read_forge(claims: Claims) -> ForgeState:
                          MAIN_REF, SWEEPER_REF)
     main = refs.get(MAIN_REF)
     if not main:
-        raise AssayError("the forge has no main branch", hint="push the repository's main to the forge first")
+        raise NoMainBranch()
     junk: list[chain.InvalidRecord] = []
     named = {prefix: _named(refs, prefix, junk) for prefix in (CLAIMS_PREFIX, REVIEWS_PREFIX, JOURNAL_PREFIX,
                                                                 BRANCH_PREFIX)}

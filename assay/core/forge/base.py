@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from assay.core.chain import InvalidRecord
 from assay.core.git import RefUpdate
 from assay.core.records import ReviewRecord
-from assay.errors import Conflict
 
 Clock = Callable[[], float]
 
@@ -39,36 +38,7 @@ class Review:
 InvalidReview = InvalidRecord  # a review ref whose record does not decode; listed, never fatal
 
 
-class IllegalReviewChange(Conflict):
-    """The review's state does not allow this change; nothing was written."""
 
-    def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
-        msg = f"cannot {action} the review of {brief!r}: it is {state}"
-        super().__init__(msg + (f" ({why})" if why else ""))
-        self.brief = brief
-        self.action = action
-        self.state = state
-
-
-class NoReview(IllegalReviewChange):
-    """A review change asked of a brief that has no review: bad input (exit 2), not a lost race."""
-
-    code = 2
-
-    def __init__(self, brief: str, action: str, where: str = "") -> None:
-        super().__init__(brief, action, "absent", where or "there is no review of it")
-        self.hint = "`assay review list` shows the reviews there are; a desk opens one when it works the brief"
-
-
-class MergeConflict(Conflict):
-    """The branch does not merge cleanly into its base; nothing was written."""
-
-    def __init__(self, brief: str, branch: str, base: str) -> None:
-        super().__init__(f"{branch} does not merge cleanly into {base}; rebase it",
-                         hint=f"rebase {branch} onto {base}, push it, then merge {brief!r} again")
-        self.brief = brief
-        self.branch = branch
-        self.base = base
 
 
 class Reviews(Protocol):

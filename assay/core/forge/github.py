@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
-from assay.core.forge.base import IllegalReviewChange, InvalidReview, MergeConflict, NoReview, Review
+from assay.core.forge.base import InvalidReview, Review
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, validate_brief_id
-from assay.errors import AssayError, ForgeError, UsageError
+from assay.errors import AssayError, ForgeError, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 if TYPE_CHECKING:
     from github.PullRequest import PullRequest

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from assay.core import chain, retired
-from assay.core.forge.base import Clock, IllegalReviewChange, InvalidReview, MergeConflict, NoReview, Review
+from assay.core.forge.base import Clock, InvalidReview, Review
 from assay.core.git import ForgeGit, RefUpdate, Signature
 from assay.core.records import (
     REVIEWS_PREFIX,
@@ -27,7 +27,7 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
-from assay.errors import UsageError
+from assay.errors import IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 # action -> the states it may start from (None: no review yet)
 ACTIONS: dict[str, frozenset[str | None]] = {
