@@ -147,3 +147,13 @@ def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
     with FakeGitHub(tmp_path) as fake:
         yield fake
         assert fake.schema_problems() == []
+
+
+@pytest.fixture
+def work(forge: Forge) -> Forge:
+    """A forge whose main has two desks, `builder` and `other`, each with 2 attempts."""
+    from tests.helpers.desks import DESK, publish  # here: the helpers import this module
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "desks/other.yaml": DESK.format(name="other", attempts=2)})
+    return forge

@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import Forge, assay, audit_failures, git
 from tests.fakegithub import FakeGitHub
 from tests.helpers import procs
+from tests.helpers.desks import brief, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import brief, desk_env, publish, run_desk
 
 SH_DESK = """name: {name}
 takes:

@@ -17,9 +17,9 @@ from tests.conftest import Forge, assay, git
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub.faults import Fault
 from tests.fakegithub.state import Pull
+from tests.helpers.desks import DESK, brief, publish, run_desk
+from tests.helpers.github import NAME, OWNER, github_repo
 from tests.journal_check import claim_chain, entries
-from tests.test_desk import DESK, brief, publish, run_desk
-from tests.test_github_forge import NAME, OWNER, github_repo
 
 CHECKS = ["branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder"]
 

@@ -24,9 +24,9 @@ import pytest
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
+from tests.helpers.desks import DESK, brief, desk_env
 from tests.journal_check import claim_chain
 from tests.pngread import mean_brightness
-from tests.test_desk import DESK, brief, desk_env
 
 XSS = "<script>alert(1)</script>"
 EXPECTED = {"ready": ["xss"], "working": ["alpha", "iota", "kappa", "lambda"], "waiting": ["beta", "greet"],

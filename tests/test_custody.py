@@ -6,9 +6,8 @@ from pathlib import Path
 
 from assay.core.claims import Claims
 from tests.conftest import Forge, assay
+from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import brief, publish, run_desk
-from tests.test_desk import work as work  # noqa: F401  (the fixture)
 
 
 def test_wait_wake_and_release_each_journal_their_change(forge: Forge, claims: Claims) -> None:

@@ -11,51 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Forge, Run, assay, audit_failures, git
+from tests.conftest import Forge, assay, audit_failures, git
 from tests.helpers import procs
+from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
-
-DESK = """name: {name}
-takes:
-  labels: [work]
-agent:
-  command: [python, -m, assay.agents.scripted]
-lease_s: 120
-heartbeat_s: 5
-attempts: {attempts}
-env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
-"""
-
-
-def brief(title: str, script: list[str], verify: str, deps: str = "") -> str:
-    dep = f"depends_on: [{deps}]\n" if deps else ""
-    return (f"---\ntitle: {title}\nlabels: [work]\n{dep}verify:\n  - id: check\n    run: \"{verify}\"\n---\n"
-            f"{title}.\n\n```assay-script\n" + "\n".join(script) + "\n```\n")
-
-
-def publish(forge: Forge, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        target = forge.seed / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    git("add", "-A", cwd=forge.seed)
-    git("commit", "-q", "-m", "add work", cwd=forge.seed)
-    git("push", "-q", forge.url, "HEAD:refs/heads/main", cwd=forge.seed)
-
-
-def desk_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log"), "ASSAY_STATE_DIR": str(tmp_path / "state"), **extra}
-
-
-def run_desk(forge: Forge, name: str, tmp_path: Path, **extra: str) -> Run:
-    return assay("desk", "run", name, "--once", "--forge", forge.url, env=desk_env(tmp_path, **extra), timeout=120)
-
-
-@pytest.fixture
-def work(forge: Forge) -> Forge:
-    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
-                    "desks/other.yaml": DESK.format(name="other", attempts=2)})
-    return forge
 
 
 def test_a_brief_goes_from_ready_to_merged_and_done(work: Forge, tmp_path: Path) -> None:

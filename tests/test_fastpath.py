@@ -17,9 +17,8 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.desk.stepserver import StepServer
 from tests.conftest import Forge, assay, audit_failures
+from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import brief, publish, run_desk
-from tests.test_desk import work as work  # noqa: F401  (the fixture)
 
 
 def test_an_agents_steps_go_through_its_desk_not_the_forge(work: Forge, tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def test_main_at_a_blob_is_bad_input_naming_main(forge: Forge) -> None:
 def test_a_waiting_claim_with_a_junk_condition_stops_no_desk(forge: Forge, claims: Claims, tmp_path: Path) -> None:
     """`wait.on` that is no condition ("time:soon") is junk in claim.json: the desk reports it once, leaves that brief
     alone and works the rest; the sweep and `assay claims` name the ref too. Desk and sweep share one wait rule."""
-    from tests.test_desk import DESK, brief, publish, run_desk
+    from tests.helpers.desks import DESK, brief, publish, run_desk
 
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
                     "briefs/parked.md": brief("Parked", [], "true"),

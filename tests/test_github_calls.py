@@ -15,8 +15,8 @@ import pytest
 
 from tests.conftest import Forge, assay
 from tests.fakegithub import FakeGitHub
-from tests.test_desk import brief, publish
-from tests.test_github_forge import DESK, NAME, OWNER, World, github_repo, github_reviews
+from tests.helpers.desks import brief, publish
+from tests.helpers.github import DESK, NAME, OWNER, World, github_repo, github_reviews
 
 
 @dataclass

@@ -5,63 +5,21 @@ requests with claims and journals pushed over git's smart HTTP, the token nowher
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from assay.core.forge.base import Review, Reviews
-from assay.core.forge.github import GitHubReviews, GitHubTarget
+from assay.core.forge.base import Review
 from assay.core.forge.plain import PlainReviews
 from assay.core.git import ForgeGit
 from assay.errors import Fenced, ForgeError, IllegalReviewChange
-from tests.conftest import Forge, assay, git
+from tests.conftest import Forge, assay
 from tests.fakegithub import FakeGitHub, Fault
-from tests.test_desk import brief, publish
-
-OWNER, NAME = "acme", "app"
-
-
-@dataclass
-class World:
-    """A forge, its review port, and a way to push a work branch to it (as a desk's push would)."""
-
-    reviews: Reviews
-    url: str
-    seed: Path
-    env: dict[str, str]
-
-    def push_branch(self, brief_id: str, text: str = "work") -> str:
-        git("checkout", "-q", "-B", f"w-{brief_id}", "main", cwd=self.seed)
-        (self.seed / f"{brief_id}.txt").write_text(text + "\n")
-        git("add", "-A", cwd=self.seed)
-        git("commit", "-q", "-m", f"work on {brief_id}", cwd=self.seed)
-        pushed = subprocess.run(["git", "push", "-q", self.url, f"HEAD:refs/heads/assay/{brief_id}"], cwd=self.seed,
-                                env={**os.environ, **self.env}, capture_output=True, text=True)
-        assert pushed.returncode == 0, pushed.stderr
-        head = git("rev-parse", "HEAD", cwd=self.seed).strip()
-        git("checkout", "-q", "main", cwd=self.seed)
-        return head
-
-
-def github_repo(fake: FakeGitHub, seed: Path) -> str:
-    """`acme/app` on the fake, its main pushed from `seed` over smart HTTP with the token."""
-    fake.create_repo(OWNER, NAME)
-    url = fake.git_url(OWNER, NAME)
-    pushed = subprocess.run(["git", "push", "-q", url, "HEAD:refs/heads/main"], cwd=seed,
-                            env={**os.environ, **fake.git_env()}, capture_output=True, text=True)
-    assert pushed.returncode == 0, pushed.stderr
-    return url
-
-
-def github_reviews(fake: FakeGitHub, said: list[str] | None = None, slept: list[float] | None = None) -> GitHubReviews:
-    return GitHubReviews(GitHubTarget(f"{OWNER}/{NAME}", fake.api_url), fake.token,
-                         echo=(said.append if said is not None else lambda _: None),
-                         sleep=(slept.append if slept is not None else lambda _: None))
+from tests.helpers.desks import brief, publish
+from tests.helpers.github import DESK, NAME, OWNER, World, github_repo, github_reviews
 
 
 @pytest.fixture(params=["plain", "github"])
@@ -195,8 +153,6 @@ def test_labels_and_statuses_are_set_once(fake: tuple[FakeGitHub, World]) -> Non
 
 # -- desks on GitHub, end to end -------------------------------------------------------------------
 
-DESK = ("name: builder\ntakes:\n  labels: [work]\nagent:\n  command: [python, -m, assay.agents.scripted]\n"
-        "env_allow: [PATH, HOME, LANG, LC_ALL, TZ]\n")
 
 
 def test_desks_work_briefs_into_pull_requests_on_github(forge: Forge, tmp_path: Path) -> None:

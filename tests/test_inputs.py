@@ -8,8 +8,7 @@ import threading
 from pathlib import Path
 
 from tests.conftest import Forge, assay, brief_md, git
-from tests.test_desk import brief, desk_env, publish
-from tests.test_desk import work as work  # noqa: F401  (the fixture)
+from tests.helpers.desks import brief, desk_env, publish
 
 
 def refs(forge: Forge) -> str:
@@ -33,7 +32,7 @@ def test_a_huge_brief_is_a_lint_problem(forge: Forge) -> None:
     assert lint.code == 2 and "briefs/huge.md: the brief is 307," in lint.out + lint.err
 
 
-def test_bad_settings_and_unusable_folders_are_bad_input(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+def test_bad_settings_and_unusable_folders_are_bad_input(work: Forge, tmp_path: Path) -> None:
     publish(work, {"briefs/job.md": brief("Job", ["write job.txt j"], "test -f job.txt")})
     before = refs(work)
     timeout = assay("claims", "--forge", work.url, env={"ASSAY_GIT_TIMEOUT": "abc"})
@@ -47,7 +46,7 @@ def test_bad_settings_and_unusable_folders_are_bad_input(work: Forge, tmp_path: 
     assert refs(work) == before  # nothing claimed
 
 
-def test_a_relative_state_dir_works(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+def test_a_relative_state_dir_works(work: Forge, tmp_path: Path) -> None:
     publish(work, {"briefs/job.md": brief("Job", ["write job.txt j"], "test -f job.txt")})
     here = tmp_path / "here"
     here.mkdir()

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from assay.core.claims import Claims
 from tests.conftest import Forge, assay, git
+from tests.helpers.desks import brief, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries
-from tests.test_desk import brief, desk_env, publish, run_desk
-from tests.test_desk import work as work  # noqa: F401  (the fixture)
 
 
 def test_a_review_merged_while_its_desk_was_down_is_done_not_blocked(work: Forge, tmp_path: Path) -> None:

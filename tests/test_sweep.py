@@ -22,9 +22,8 @@ from assay.core.journal import Journal
 from assay.errors import Conflict
 from assay.observe.sweep import sweep
 from tests.conftest import Forge, Run, assay, audit_failures, git
+from tests.helpers.desks import brief, desk_env, publish
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import brief, desk_env, publish
-from tests.test_desk import work as work  # noqa: F401  (the fixture)
 
 POLICY = """name: default
 expire:
@@ -71,7 +70,7 @@ def desk_dies_on_another_host(work: Forge, tmp_path: Path) -> None:
 
 
 def test_a_desk_killed_on_another_host_is_expired_and_its_brief_resumed_at_the_next_epoch(
-        work: Forge, tmp_path: Path) -> None:  # noqa: F811
+        work: Forge, tmp_path: Path) -> None:
     desk_dies_on_another_host(work, tmp_path)
     held = work.claim_json("ship")
     assert held["state"] == "held" and str(held["holder"]).split("/")[1] == "laptop-far-away"
@@ -328,7 +327,7 @@ def test_briefs_done_long_enough_are_retired_by_the_sweep(policed: Forge, claims
     assert assay("claim", "alpha", "--desk", "x", env={"ASSAY_FORGE": policed.url}).code == 3
 
 
-def test_a_desk_on_a_fresh_machine_sweeps_and_takes_a_dead_desks_brief(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+def test_a_desk_on_a_fresh_machine_sweeps_and_takes_a_dead_desks_brief(work: Forge, tmp_path: Path) -> None:
     """Nothing else runs: a desk started after another machine's desk died sweeps at start and once a
     heartbeat, expires the dead claim once its lease has passed, and resumes the brief at the next epoch."""
     desk_dies_on_another_host(work, tmp_path)

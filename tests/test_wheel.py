@@ -17,8 +17,8 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
 from tests.fakegithub import FakeGitHub
-from tests.test_desk import DESK, brief, publish
-from tests.test_github_forge import NAME, OWNER, github_repo
+from tests.helpers.desks import DESK, brief, publish
+from tests.helpers.github import NAME, OWNER, github_repo
 from tests.test_workflows import run_workflow_steps
 
 

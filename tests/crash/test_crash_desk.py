@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Forge, assay, audit_failures, git
+from tests.helpers.desks import brief, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import brief, desk_env, publish, run_desk
-from tests.test_desk import work as work  # noqa: F401  (the fixture)
 
 # case -> (points armed one after another, then a clean run), as in test_crash_suite
 CASES: dict[str, tuple[list[str], str]] = {
@@ -23,7 +22,7 @@ CASES: dict[str, tuple[list[str], str]] = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_desk_killed_before_its_push_recommits_under_the_new_epoch(work: Forge, tmp_path: Path,  # noqa: F811
+def test_a_desk_killed_before_its_push_recommits_under_the_new_epoch(work: Forge, tmp_path: Path,
                                                                      case: str) -> None:
     points, _ = CASES[case]
     publish(work, {"briefs/ship.md": brief("Ship", ["write ship.txt v1"], "test -f ship.txt")})
@@ -58,7 +57,7 @@ env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
 
 
 @pytest.mark.parametrize("attempts", [1, 2])
-def test_runs_that_died_at_ready_then_a_merge_end_done_not_blocked(work: Forge, tmp_path: Path,  # noqa: F811
+def test_runs_that_died_at_ready_then_a_merge_end_done_not_blocked(work: Forge, tmp_path: Path,
                                                                   attempts: int) -> None:
     """Every run the desk may make dies right after marking the review ready (the whole machine goes), and a person
     merges it: the next pass sees the merge before it counts the dying runs, so the brief is done, not blocked."""
@@ -76,7 +75,7 @@ def test_runs_that_died_at_ready_then_a_merge_end_done_not_blocked(work: Forge, 
     assert audit_failures(work.url, "ship") == {}
 
 
-def test_a_takeover_from_a_paused_predecessor_fences_it_and_goes_on(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+def test_a_takeover_from_a_paused_predecessor_fences_it_and_goes_on(work: Forge, tmp_path: Path) -> None:
     """A desk is paused (SIGSTOP) mid-agent, a person takes its claim away, and the desk runs again: it does not stop
     at "step 'agent' is running now" but works the brief at the next epoch; the paused one, woken, is fenced."""
     marker = tmp_path / "slept"
@@ -102,7 +101,7 @@ def test_a_takeover_from_a_paused_predecessor_fences_it_and_goes_on(work: Forge,
     assert invariants(work.path, "ship") == [] and audit_failures(work.url, "ship") == {}
 
 
-def test_a_brief_blocked_for_dying_runs_journals_its_cut_off_unsafe_step(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+def test_a_brief_blocked_for_dying_runs_journals_its_cut_off_unsafe_step(work: Forge, tmp_path: Path) -> None:
     """The last run the desk may make dies inside its deploy: the block that follows first records the deploy's
     outcome as unknown, so the journal, the board and the sweep tell the same story."""
     publish(work, {"desks/single.yaml": SINGLE.format(attempts=1),
@@ -119,7 +118,7 @@ def test_a_brief_blocked_for_dying_runs_journals_its_cut_off_unsafe_step(work: F
     assert [p for p in invariants(work.path, "ship") if "(agent)" not in p] == []
 
 
-def test_the_next_desk_runs_a_cut_off_steps_probe_and_the_agent_is_told(work: Forge, tmp_path: Path) -> None:  # noqa: F811
+def test_the_next_desk_runs_a_cut_off_steps_probe_and_the_agent_is_told(work: Forge, tmp_path: Path) -> None:
     """The whole machine dies right after the deploy (desk, agent and step client): the desk that takes over runs the
     deploy's probe before its agent, which settles it as having happened; the agent's deploy returns that, and
     its prompt starts with it. Deployed once."""

@@ -11,8 +11,8 @@ import pytest
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from tests.conftest import Forge, assay, git
+from tests.helpers.desks import publish
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import publish
 
 T0 = 1_900_000_000.0
 POLICY = "name: default\nexpire:\n  grace_s: 0\n"

@@ -45,9 +45,9 @@ import pytest
 
 from tests.conftest import Forge, assay, git
 from tests.helpers import procs
+from tests.helpers.desks import brief, publish
 from tests.helpers.gitdaemon import GitDaemon
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_desk import brief, publish
 
 SEEDS = (7, 1234, 90210)
 DESKS = ("north", "south", "east")
