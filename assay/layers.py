@@ -65,11 +65,9 @@ def row_of(module: str) -> int | None:
     best: tuple[int, int] | None = None
     for i, layer in enumerate(LAYERS):
         for name in layer.modules:
-            if module == name or (name and module.startswith(name + ".")):
-                if best is None or len(name) > best[0]:
-                    best = (len(name), i)
-            elif name == "" and module == "":
-                best = (0, i)
+            holds = module == name or (name and module.startswith(name + "."))
+            if holds and (best is None or len(name) > best[0]):
+                best = (len(name), i)
     return best[1] if best else None
 
 

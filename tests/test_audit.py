@@ -193,15 +193,19 @@ class OnGitHub:
     pull: Pull
 
 
+def github_env(forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> dict[str, str]:
+    """`forge`'s main pushed to the fake GitHub, and the environment a desk or a person works there with."""
+    return {"ASSAY_FORGE": github_repo(fake_github, forge.seed), "ASSAY_GITHUB_API": fake_github.api_url,
+            "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
+            "ASSAY_CACHE_DIR": str(tmp_path / "cache"), "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+
+
 @pytest.fixture
 def on_github(forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> OnGitHub:
     """A real desk works brief `gh` on the fake GitHub to a pull request marked ready; the claim waits on it."""
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "briefs/gh.md": brief("Gh", ["write gh.txt hi", "deploy"], "test -f gh.txt")})
-    url = github_repo(fake_github, forge.seed)
-    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
-           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
-           "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    env = github_env(forge, fake_github, tmp_path)
     desk = assay("desk", "run", "builder", "--once", env=env, timeout=180)
     assert desk.code == 0 and "review ready" in desk.out, desk.err
     [pull] = fake_github.pulls(OWNER, NAME)
@@ -335,10 +339,7 @@ def test_a_step_resumed_by_another_desk_at_the_next_epoch_fences_its_writes(forg
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "desks/other.yaml": DESK.format(name="other", attempts=2),
                     "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f never.txt")})  # ends blocked
-    url = github_repo(fake_github, forge.seed)
-    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
-           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
-           "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    env = github_env(forge, fake_github, tmp_path)
     crashed = assay("desk", "run", "builder", "--once", env={**env, "ASSAY_CRASH_AT": "step.before-execute:review"},
                     timeout=180)
     assert crashed.code < 0, crashed.err
@@ -380,10 +381,7 @@ def test_a_row_that_fails_then_passes_on_one_head_leaves_two_statuses_each_with_
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "briefs/gh.md": brief("Gh", ["write gh.txt hi"], f"test -e {flag} || {{ touch {flag}; exit 1; }}"),
                     "briefs/idle.md": brief("Idle", [], "test -f nothing.txt")})  # no change, fails: blocked
-    url = github_repo(fake_github, forge.seed)
-    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
-           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
-           "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    env = github_env(forge, fake_github, tmp_path)
     for _ in range(2):
         run = assay("desk", "run", "builder", "--once", env=env, timeout=180)
         assert run.code in (0, 5), run.err  # 5: a pass that blocked a brief (idle) for a person
@@ -475,10 +473,7 @@ def test_a_status_names_its_epoch_and_a_late_one_from_an_ended_epoch_fails_thoug
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "desks/other.yaml": DESK.format(name="other", attempts=2),
                     "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
-    url = github_repo(fake_github, forge.seed)
-    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
-           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache"),
-           "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    env = github_env(forge, fake_github, tmp_path)
     crashed = assay("desk", "run", "builder", "--once", env={**env, "ASSAY_CRASH_AT": "step.before-execute:statuses"},
                     timeout=180)
     assert crashed.code < 0, crashed.err

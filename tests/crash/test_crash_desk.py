@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Forge, assay, audit_failures, git
-from tests.helpers.desks import brief, desk_env, publish, run_desk
+from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
 
 # case -> (points armed one after another, then a clean run), as in test_crash_suite
@@ -44,24 +44,12 @@ def desk_in_own_group(work: Forge, tmp_path: Path, name: str, **extra: str) -> s
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-SINGLE = """name: single
-takes:
-  labels: [work]
-agent:
-  command: [python, -m, assay.agents.scripted]
-lease_s: 120
-heartbeat_s: 5
-attempts: {attempts}
-env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
-"""
-
-
 @pytest.mark.parametrize("attempts", [1, 2])
 def test_runs_that_died_at_ready_then_a_merge_end_done_not_blocked(work: Forge, tmp_path: Path,
                                                                   attempts: int) -> None:
     """Every run the desk may make dies right after marking the review ready (the whole machine goes), and a person
     merges it: the next pass sees the merge before it counts the dying runs, so the brief is done, not blocked."""
-    publish(work, {"desks/single.yaml": SINGLE.format(attempts=attempts),
+    publish(work, {"desks/single.yaml": DESK.format(name="single", attempts=attempts),
                    "briefs/ship.md": brief("Ship", ["write ship.txt v1"], "test -f ship.txt")})
     for _ in range(attempts):
         crashed = desk_in_own_group(work, tmp_path, "single", ASSAY_CRASH_AT="step.after-execute:ready",
@@ -104,7 +92,7 @@ def test_a_takeover_from_a_paused_predecessor_fences_it_and_goes_on(work: Forge,
 def test_a_brief_blocked_for_dying_runs_journals_its_cut_off_unsafe_step(work: Forge, tmp_path: Path) -> None:
     """The last run the desk may make dies inside its deploy: the block that follows first records the deploy's
     outcome as unknown, so the journal, the board and the sweep tell the same story."""
-    publish(work, {"desks/single.yaml": SINGLE.format(attempts=1),
+    publish(work, {"desks/single.yaml": DESK.format(name="single", attempts=1),
                    "briefs/ship.md": brief("Ship", ["write ship.txt v1", "deploy"], "test -f ship.txt")})
     crashed = desk_in_own_group(work, tmp_path, "single", ASSAY_CRASH_AT="step.after-execute:deploy",
                                 ASSAY_CRASH_SCOPE="group")
