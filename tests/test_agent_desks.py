@@ -37,7 +37,9 @@ from tests.test_agent_aider import AIDER, MODEL, model_metadata
 
 TIMEOUT = 240
 ASSAY_AT = re.compile(r"with Assay at `([^`]+)`")
-DEPLOY = ('echo started >> "$DEPLOY_LOG.started"; if [ -p "$DEPLOY_GATE" ]; then read x < "$DEPLOY_GATE"; fi; '
+# the gate (a FIFO) is opened before `started` is written, so a command seen started is held at its gate
+DEPLOY = ('gated=; if [ -p "$DEPLOY_GATE" ]; then exec 3<> "$DEPLOY_GATE"; gated=1; fi; '
+          'echo started >> "$DEPLOY_LOG.started"; if [ -n "$gated" ]; then read x <&3; fi; '
           'echo deployed >> "$DEPLOY_LOG"')
 INSPECT = 'test -f "$DEPLOY_LOG" && grep -q deployed "$DEPLOY_LOG"'
 BRIEF = """---

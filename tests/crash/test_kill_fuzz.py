@@ -199,7 +199,7 @@ class Fleet:
     def stop(self, name: str) -> None:
         """SIGSTOP the desk's whole group; returns once /proc shows the desk stopped."""
         os.killpg(self.procs[name].pid, signal.SIGSTOP)
-        procs.await_state(self.procs[name].pid, "T", deadline_s=10)
+        procs.await_state(self.procs[name].pid, "T", deadline_s=60)  # a process in D stops when it leaves it
 
     def cont(self, name: str) -> None:
         os.killpg(self.procs[name].pid, signal.SIGCONT)
