@@ -267,11 +267,14 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
     is not run again (unless --fresh, for a safe step); an interrupted unsafe one is
     refused once (exit 4).
     """
+    from assay.core.config import Ports
     from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
 
     request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
-    session = open_context_session(context_from(forge, brief, desk, epoch, run))
-    sys.exit(run_effect(session, request))
+    ctx = context_from(brief, desk, epoch, run)
+    with Ports(forge) as ports:
+        code = run_effect(open_context_session(ports.claims, ctx), request)
+    sys.exit(code)
 
 
 @step.command("settle", context_settings={"ignore_unknown_options": True})
@@ -292,9 +295,12 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
     happened, 1: it did not). A step settled as happened is not run again; one that did not
     happen runs on its next call. An agent's settle goes to its desk; a person passes --brief.
     """
+    from assay.core.config import Ports
     from assay.desk.effects import settle_step
 
-    done = settle_step(name, verdict, input_json, evidence, list(command), forge, brief, desk, epoch, run, _person())
+    with Ports(forge) as ports:  # opened only once the input is known good
+        done = settle_step(name, verdict, input_json, evidence, list(command), ports, brief, desk, epoch, run,
+                           _person())
     click.echo(f"{done.brief}: step {done.step!r} (intent {done.intent}) settled as {done.verdict} by {done.by} "
                f"(seq {done.seq})")
 
@@ -307,16 +313,13 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
 def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, desk: str | None,
                epoch: int | None, run: str | None) -> None:
     """Print a clock, uuid or random value, recorded: a replayed run gets the same one."""
-    from assay.desk.effects import context_from, open_context_session
+    from assay.core.config import Ports
+    from assay.desk.effects import context_from, open_context_session, recorded_value
 
-    session = open_context_session(context_from(forge, brief, desk, epoch, run))
-    if kind == "now":
-        value = f"{session.now():.6f}"
-    elif kind == "uuid":
-        value = session.uuid()
-    else:
-        value = session.random_bytes(n_bytes).hex()
-    session.flush()
+    ctx = context_from(brief, desk, epoch, run)
+    with Ports(forge) as ports:
+        session = open_context_session(ports.claims, ctx)
+        value = recorded_value(session, kind, n_bytes)
     click.echo(value)
 
 

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assay.core.claims import Claims
-from assay.core.forge.plain import PlainReviews
-from assay.core.git import ForgeGit, WorkRepo, init_bare
+from assay.core.config import Ports
+from assay.core.forge.base import Reviews
+from assay.core.git import WorkRepo, init_bare
 from assay.errors import AssayError, NeedsPerson, UsageError
 
 Echo = Callable[[str], None]
@@ -86,15 +87,20 @@ def prepare(directory: Path, echo: Echo) -> Path:
 
 
 def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
-    from assay import views
-    from assay.core.custody import steer
-
     directory = directory.resolve()
     forge = prepare(directory, echo)
     cache = directory / "cache"
     os.environ["ASSAY_CACHE_DIR"] = str(cache)
-    git = ForgeGit(str(forge))
-    claims, reviews = Claims(git), PlainReviews(git)
+    with Ports(str(forge)) as ports:
+        return _play(directory, forge, cache, crash_at, ports.claims, ports.reviews, echo)
+
+
+def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claims: Claims, reviews: Reviews,
+          echo: Echo) -> int:
+    """Three desks as real processes, the demo as their reviewer, until every brief is done (or a crash)."""
+    from assay import views
+    from assay.core.custody import steer
+
     if not (directory / "steered").exists():  # once per demo: steering typed before any desk runs
         steer(claims, "docs-api", "Mention the rate limits next to search.", "demo")
         (directory / "steered").write_text("yes\n")
@@ -149,7 +155,7 @@ def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
     return 0
 
 
-def _merge_ready(reviews: PlainReviews, echo: Echo) -> None:
+def _merge_ready(reviews: Reviews, echo: Echo) -> None:
     for review in reviews.list():
         if hasattr(review, "record") and review.record.state == "ready":
             try:

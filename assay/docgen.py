@@ -86,7 +86,7 @@ def _error_classes() -> list[type[AssayError]]:
     todo: list[type[AssayError]] = [AssayError]
     while todo:
         cls = todo.pop()
-        if cls.__module__.startswith("assay.") and cls not in found:
+        if cls.__module__.startswith("assay.") and not cls.__name__.startswith("_") and cls not in found:
             found.append(cls)
         todo += cls.__subclasses__()
     return sorted(found, key=lambda c: (c.code, c.__module__ != "assay.errors", c.__module__,

@@ -146,15 +146,19 @@ class ClaimLost(Conflict):
         self.epoch = epoch
 
 
-class IllegalTransition(Conflict):
+class _IllegalChange(Conflict):
+    """A record's state does not allow this change; nothing was written."""
+
+    def __init__(self, brief: str, action: str, state: str, message: str, why: str = "") -> None:
+        super().__init__(message + (f" ({why})" if why else ""))
+        self.brief, self.action, self.state = brief, action, state
+
+
+class IllegalTransition(_IllegalChange):
     """The claim's state does not allow this change (the transition table refused it); nothing was written."""
 
     def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
-        msg = f"cannot {action} brief {brief!r}: its claim is {state}"
-        super().__init__(msg + (f" ({why})" if why else ""))
-        self.brief = brief
-        self.action = action
-        self.state = state
+        super().__init__(brief, action, state, f"cannot {action} brief {brief!r}: its claim is {state}", why)
 
 
 class Refused(AssayError):
@@ -180,15 +184,11 @@ class Cancelled(BaseException):
         self.started = started  # False: the effect is known never to have begun
 
 
-class IllegalReviewChange(Conflict):
+class IllegalReviewChange(_IllegalChange):
     """The review's state does not allow this change; nothing was written."""
 
     def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
-        msg = f"cannot {action} the review of {brief!r}: it is {state}"
-        super().__init__(msg + (f" ({why})" if why else ""))
-        self.brief = brief
-        self.action = action
-        self.state = state
+        super().__init__(brief, action, state, f"cannot {action} the review of {brief!r}: it is {state}", why)
 
 
 class NoReview(IllegalReviewChange):

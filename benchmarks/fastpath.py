@@ -61,7 +61,7 @@ def main() -> None:
         forge = make_forge(tmp, 1)
         claims = Claims(ForgeGit(str(forge)))
         claims.claim("b0000", "bench")
-        server = StepServer(str(forge), tmp / "cache", "b0000", "bench", 1, "run1")
+        server = StepServer(claims.spare, "b0000", "bench", 1, "run1")
         server.start()
         scratch = tmp / "scratch.git"
         git("init", "-q", "--bare", str(scratch))

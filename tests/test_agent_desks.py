@@ -32,8 +32,8 @@ from tests.agentmodels.chat import ChatServer
 from tests.agentmodels.responses import ResponsesServer
 from tests.agentmodels.server import ModelServer
 from tests.conftest import audit_failures, git
+from tests.helpers.aider import AIDER, MODEL, model_metadata
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_agent_aider import AIDER, MODEL, model_metadata
 
 TIMEOUT = 240
 ASSAY_AT = re.compile(r"with Assay at `([^`]+)`")

@@ -15,6 +15,7 @@ from tests.conftest import Forge, assay, audit_failures, git
 from tests.fakegithub import FakeGitHub
 from tests.helpers import procs
 from tests.helpers.desks import brief, desk_env, publish, run_desk
+from tests.helpers.journals import replace_journal
 from tests.journal_check import claim_chain, entries, invariants
 
 SH_DESK = """name: {name}
@@ -178,7 +179,6 @@ def test_the_sweep_reports_a_step_that_outlives_its_desk(forge: Forge, tmp_path:
     [intent] = entries(forge.path, "alpha")
     with procs.sleeper() as stray:  # the step's writer, still running after its desk is gone
         life = {"pid": stray.pid, "start": procs.start_ticks(stray.pid)}
-        from tests.test_step_cli import replace_journal
         replace_journal(forge, "alpha", [{**intent, "data": {**intent["data"], **life}}])
         swept = assay("sweep", "--dry-run", "--json", "--forge", forge.url)
     assert swept.code == 0, swept.err

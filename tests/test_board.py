@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from assay.core.claims import Claims
+from assay.core.forge.base import Reviews
 from assay.core.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
 from tests.helpers.desks import DESK, brief, desk_env
@@ -290,16 +291,25 @@ def test_the_index_counts_every_done_brief_but_shows_a_bounded_number(fleet: Fle
 ])
 def test_a_pull_requests_link_is_on_the_forges_own_web_host(monkeypatch: pytest.MonkeyPatch, url: str,
                                                             api: str | None, link: str) -> None:
-    from assay.core.config import github_target
     from assay.core.forge.base import Review
     from assay.core.records import ReviewRecord
-    from assay.observe.board import review_linker
+    from assay.observe.board import review_page
 
     if api:
         monkeypatch.setenv("ASSAY_GITHUB_API", api)
     record = ReviewRecord(brief="app", branch="assay/app", title="App", state="ready", opened_at="", at="")
-    assert review_linker(github_target(url))(Review(record, "pull/7")) == link
-    assert review_linker(github_target(url))(Review(record, "0" * 40)) == "briefs/app.html#review"  # a ref commit
+    assert review_page(_port(url), Review(record, "pull/7")) == link
+    assert review_page(_port(url), Review(record, "0" * 40)) == "briefs/app.html#review"  # a ref commit
+
+
+def _port(url: str) -> Reviews:
+    """The review port the forge at `url` gets (a token set, so a GitHub one is built; nothing is called)."""
+    from assay.core.config import open_reviews
+    from assay.core.git import ForgeGit
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GITHUB_TOKEN", "t0ken")
+        return open_reviews(ForgeGit(url))
 
 
 def _data(fleet: Fleet) -> dict[str, Any]:
@@ -396,23 +406,21 @@ def test_board_md_escapes_markdown_and_mentions_nobody(fleet: Fleet) -> None:
 
 
 def test_pull_request_links_go_to_the_forges_own_github_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    from assay.core.config import github_target
     from assay.core.forge.base import Review
     from assay.core.records import ReviewRecord
-    from assay.observe.board import review_linker
+    from assay.observe.board import review_page
 
     record = ReviewRecord(brief="fix", branch="assay/fix", title="Fix", state="ready", opened_at="2030-01-01T00:00:00Z",
                           at="2030-01-01T00:00:00Z")
     monkeypatch.setenv("ASSAY_GITHUB_API", "https://ghe.example.com/api/v3")
-    link = review_linker(github_target("https://ghe.example.com/team/app.git"))
-    assert link(Review(record, "pull/7")) == "https://ghe.example.com/team/app/pull/7"
+    assert review_page(_port("https://ghe.example.com/team/app.git"), Review(record, "pull/7")) == \
+        "https://ghe.example.com/team/app/pull/7"
     monkeypatch.setenv("ASSAY_GITHUB_API", "http://127.0.0.1:8080/api")
-    assert review_linker(github_target("http://127.0.0.1:8080/o/r.git"))(Review(record, "pull/2")) == \
+    assert review_page(_port("http://127.0.0.1:8080/o/r.git"), Review(record, "pull/2")) == \
         "http://127.0.0.1:8080/o/r/pull/2"
     monkeypatch.delenv("ASSAY_GITHUB_API")
-    assert review_linker(github_target("https://github.com/o/r"))(Review(record, "pull/3")) == \
-        "https://github.com/o/r/pull/3"
-    assert review_linker(github_target("/srv/forge.git"))(Review(record, "c" * 40)) == "briefs/fix.html#review"
+    assert review_page(_port("https://github.com/o/r"), Review(record, "pull/3")) == "https://github.com/o/r/pull/3"
+    assert review_page(_port("/srv/forge.git"), Review(record, "c" * 40)) == "briefs/fix.html#review"
 
 
 def test_the_filter_is_radios_and_css_and_the_pages_allow_no_script(fleet: Fleet) -> None:

@@ -74,7 +74,7 @@ def test_the_client_imports_neither_click_nor_git(tmp_path: Path) -> None:
 def served(forge: Forge, claims: Claims, tmp_path: Path) -> Iterator[tuple[StepServer, dict[str, str]]]:
     """A desk's step server for brief alpha (run r1), as `assay desk run` starts one for its agent."""
     claims.claim("alpha", "d")
-    server = StepServer(forge.url, tmp_path / "cache", "alpha", "d", 1, "r1")
+    server = StepServer(lambda: Claims(ForgeGit(forge.url, tmp_path / "cache")), "alpha", "d", 1, "r1")
     server.start()
     env = {**os.environ, "ASSAY_SOCKET": str(server.path), "ASSAY_FORGE": "/nowhere", "ASSAY_BRIEF": "alpha",
            "ASSAY_DESK": "d", "ASSAY_EPOCH": "1", "ASSAY_RUN": "r1"}
@@ -192,8 +192,11 @@ def test_a_desk_that_dies_mid_step_takes_the_command_down_with_it(forge: Forge, 
 
 DESK_PROGRAM = """
 import sys, time
+from pathlib import Path
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
 from assay.desk.stepserver import StepServer
-server = StepServer(sys.argv[1], __import__("pathlib").Path(sys.argv[2]), "alpha", "d", 1, "r1")
+server = StepServer(lambda: Claims(ForgeGit(sys.argv[1], Path(sys.argv[2]))), "alpha", "d", 1, "r1")
 server.start()
 print(server.path, flush=True)
 time.sleep(600)

@@ -1,4 +1,4 @@
-"""The review port's one contract, on a plain forge and on (a fake) GitHub; then what only GitHub has: faults
+"""What only GitHub has (the review port's contract runs on both forges in tests/test_review_contract.py): faults
 settled without a lost or duplicated write, rate limits waited out, and desks working briefs into pull
 requests with claims and journals pushed over git's smart HTTP, the token nowhere it should not be."""
 
@@ -12,67 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from assay.core.forge.base import Review
-from assay.core.forge.plain import PlainReviews
-from assay.core.git import ForgeGit
-from assay.errors import Fenced, ForgeError, IllegalReviewChange
+from assay.errors import Fenced, ForgeError
 from tests.conftest import Forge, assay
 from tests.fakegithub import FakeGitHub, Fault
 from tests.helpers.desks import brief, publish
 from tests.helpers.github import DESK, NAME, OWNER, World, github_repo, github_reviews
 
-
-@pytest.fixture(params=["plain", "github"])
-def world(request: pytest.FixtureRequest, forge: Forge, tmp_path: Path) -> Iterator[World]:
-    if request.param == "plain":
-        port = ForgeGit(forge.url)
-        yield World(PlainReviews(port), forge.url, forge.seed, {})
-        port.close()
-        return
-    with FakeGitHub(tmp_path) as fake:
-        url = github_repo(fake, forge.seed)
-        yield World(github_reviews(fake), url, forge.seed, fake.git_env())
-        assert fake.schema_problems() == []
-
-
-# -- the contract, on both forges -------------------------------------------------------------------
-
-def test_open_is_idempotent_and_ready_then_merged(world: World) -> None:
-    head = world.push_branch("alpha")
-    first = world.reviews.open("alpha", "assay/alpha", "Alpha", head)
-    again = world.reviews.open("alpha", "assay/alpha", "Alpha", head)
-    assert first.state == again.state == "draft" and first.sha == again.sha
-    assert [r.brief for r in world.reviews.list() if isinstance(r, Review)] == ["alpha"]
-    with pytest.raises(IllegalReviewChange):
-        world.reviews.merge("alpha", "ana")  # a draft is not merged
-    ready = world.reviews.mark_ready("alpha", head)
-    assert ready.state == "ready" and ready.record.head == head
-    assert world.reviews.mark_ready("alpha", head).state == "ready"  # again: unchanged
-    world.reviews.comment("alpha", "ana", "looks right")
-    found = world.reviews.get("alpha")
-    assert found is not None and any("looks right" in c.text for c in found.record.comments)
-    merged = world.reviews.merge("alpha", "ana")
-    assert merged.state == "merged" and merged.record.merged_commit
-    with pytest.raises(IllegalReviewChange):
-        world.reviews.merge("alpha", "ana")
-    with pytest.raises(IllegalReviewChange):
-        world.reviews.approve("alpha", "ana")
-
-
-def test_a_closed_review_refuses_changes_and_absent_is_none(world: World) -> None:
-    head = world.push_branch("beta")
-    world.reviews.open("beta", "assay/beta", "Beta", head)
-    closed = world.reviews.close("beta", "ana", "not needed")
-    assert closed.state == "closed"
-    for change in (lambda: world.reviews.mark_ready("beta", head), lambda: world.reviews.merge("beta", "ana")):
-        with pytest.raises(IllegalReviewChange):
-            change()
-    assert world.reviews.get("gamma") is None
-    with pytest.raises(IllegalReviewChange):
-        world.reviews.comment("gamma", "ana", "hello")
-
-
-# -- GitHub only: faults, limits, calls ---------------------------------------------------------------
+# -- faults, limits, calls ----------------------------------------------------------------------------------
 
 @pytest.fixture
 def fake(forge: Forge, tmp_path: Path) -> Iterator[tuple[FakeGitHub, World]]:

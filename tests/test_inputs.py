@@ -91,7 +91,8 @@ def test_a_forge_with_no_main_branch_is_one_error_with_one_exit_code(tmp_path: P
     git("init", "-q", "--bare", "--initial-branch=main", str(bare))
     env = {"ASSAY_FORGE": str(bare), "ASSAY_STATE_DIR": str(tmp_path / "state"),
            "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
-    for args in (["briefs"], ["sweep"], ["board", "build", "--out", str(tmp_path / "site")], ["desk", "list"]):
+    for args in (["briefs"], ["sweep"], ["board", "build", "--out", str(tmp_path / "site")], ["desk", "list"],
+                 ["desk", "run", "builder", "--once"], ["claim", "fix-login", "--desk", "builder"], ["audit", "--all"]):
         run = assay(*args, env=env)
         assert run.code == 2, (args, run.code, run.err)
         assert "the forge has no main branch" in run.err and "push the repository's main" in run.err, (args, run.err)

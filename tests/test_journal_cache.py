@@ -18,7 +18,7 @@ from assay.core.git import ForgeGit
 from assay.core.journal import KEEP_AFTER, JournalLog, read_log
 from assay.core.records import JournalEntry
 from tests.conftest import Forge, assay, git
-from tests.test_scale import commit, fast_import
+from tests.helpers.journals import append
 
 AT = "2026-01-01T00:00:00Z"
 REF = "refs/assay/journal/alpha"
@@ -27,17 +27,6 @@ REF = "refs/assay/journal/alpha"
 def notes(first: int, count: int, text: str = "note") -> list[JournalEntry]:
     return [JournalEntry(seq=s, epoch=1, kind="note", at=AT, run="r1", data={"text": f"{text} {s}"})
             for s in range(first, first + count)]
-
-
-def append(forge: Forge, entries: list[JournalEntry], ref: str = REF, new: bool = False) -> None:
-    """One commit per entry on `ref`, after its tip; `new`: a new chain put in its place (a forced rewrite)."""
-    target = "refs/rewrite/chain" if new else ref
-    parent = None if new else forge.tip(ref)
-    fast_import(forge, b"".join(commit(target, {"entries.jsonl": (e.encode() + "\n").encode()},
-                                       parent if i == 0 else None) for i, e in enumerate(entries)))
-    if new:
-        git("--git-dir", str(forge.path), "update-ref", ref, target)
-        git("--git-dir", str(forge.path), "update-ref", "-d", target)
 
 
 def whole(forge: Forge, tmp_path: Path, brief: str = "alpha") -> JournalLog:

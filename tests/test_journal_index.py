@@ -23,8 +23,8 @@ from assay.core.records import JournalEntry
 from assay.core.steps import input_sha, open_session
 from assay.errors import Fenced
 from tests.conftest import Forge, assay
+from tests.helpers.journals import append
 from tests.journal_check import entries, invariants
-from tests.test_journal_cache import append
 
 AT = "2026-01-01T00:00:00Z"
 REF = "refs/assay/journal/alpha"

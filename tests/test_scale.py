@@ -7,7 +7,6 @@ process under a timeout, so a reader that deadlocks on its pipes fails instead o
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -15,29 +14,10 @@ from assay.core.claims import Claims
 from assay.core.records import ClaimRecord, JournalEntry
 from assay.core.steps import input_sha
 from tests.conftest import Forge, assay, brief_md, git
+from tests.helpers.fastimport import commit, fast_import
 
 TIMEOUT = 90  # generous for a loaded CI machine; a deadlocked reader never finishes at all
 AT = "2026-01-01T00:00:00Z"
-COMMITTER = b"committer Test <test@example.invalid> 1767225600 +0000\n"
-
-
-def data(payload: bytes) -> bytes:
-    return b"data %d\n" % len(payload) + payload + b"\n"
-
-
-def commit(ref: str, files: dict[str, bytes], parent: str | None = None) -> bytes:
-    """One fast-import commit on `ref` (after the ref's previous commit in the same stream, or `parent`)."""
-    out = b"commit " + ref.encode() + b"\n" + COMMITTER + data(b"scale")
-    if parent:
-        out += b"from " + parent.encode() + b"\n"
-    for path, content in files.items():
-        out += b"M 100644 inline " + path.encode() + b"\n" + data(content)
-    return out + b"\n"
-
-
-def fast_import(forge: Forge, stream: bytes) -> None:
-    subprocess.run(["git", "--git-dir", str(forge.path), "fast-import", "--quiet", "--date-format=raw"],
-                   input=stream, capture_output=True, check=True)
 
 
 def claim_json(brief: str) -> bytes:

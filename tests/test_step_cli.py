@@ -14,6 +14,7 @@ import pytest
 from assay.core.claims import Claims
 from tests.conftest import REPO, Forge, Run, assay
 from tests.helpers import procs
+from tests.helpers.journals import replace_journal
 from tests.journal_check import claim_chain, entries, invariants
 
 
@@ -196,12 +197,6 @@ def test_a_zombie_writer_is_not_running_now(forge: Forge, ctx: dict[str, str], t
     assert lines(log) == []
     intent = entries(forge.path, "alpha")[0]["data"]
     assert (intent["host"], intent["pid"], intent.get("start"), intent.get("boot")) == life
-
-
-def replace_journal(forge: Forge, brief: str, entries_jsonl: list[dict[str, object]]) -> None:
-    """Rewrite the journal as one root commit holding these entries, as an older or foreign writer might."""
-    text = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries_jsonl)
-    forge.write_record(f"refs/assay/journal/{brief}", "entries.jsonl", text.encode())
 
 
 def test_a_writer_whose_pid_was_reused_is_not_running_now(forge: Forge, ctx: dict[str, str],

@@ -19,7 +19,7 @@ from tests.conftest import REPO, Forge, assay, git
 from tests.fakegithub import FakeGitHub
 from tests.helpers.desks import DESK, brief, publish
 from tests.helpers.github import NAME, OWNER, github_repo
-from tests.test_workflows import run_workflow_steps
+from tests.helpers.workflows import run_workflow_steps
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, assay, git
+from tests.helpers.workflows import EXPR, evaluate
 
 WORKFLOWS = REPO / ".github" / "workflows"
 BIN = Path(sys.executable).parent
@@ -174,7 +175,7 @@ def test_the_install_step_installs_the_callers_pin_or_its_own_repositorys_commit
     (shim / "python").chmod(0o755)
     record = tmp_path / "args"
     step = install_step(load(name))
-    env = {k: _EXPR.sub(lambda m: evaluate(m[1], {
+    env = {k: EXPR.sub(lambda m: evaluate(m[1], {
         "inputs.assay-package": PIN if called else "", "github.server_url": "https://github.com",
         "github.repository": "assay-dev/assay", "github.sha": "a" * 40,
         "github.event.pull_request.base.sha": "b" * 40}), str(v)) for k, v in step["env"].items()}
@@ -196,40 +197,7 @@ def test_init_github_refuses_an_unpinned_reference(tmp_path: Path) -> None:
     assert not (project / ".github").exists()
 
 
-# -- the sweep workflow's own steps, run as written ----------------------------------------------------
-
-_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-
-
-def evaluate(expression: str, contexts: dict[str, str]) -> str:
-    """The few expression forms the workflows use: `a`, `a || 'b'`, `a && 'x' || 'y'` over known names."""
-    m = re.fullmatch(r"([\w.-]+)(?:\s*&&\s*'([^']*)')?(?:\s*\|\|\s*'([^']*)')?", expression)
-    assert m, f"an expression this runner does not know: {expression!r}"
-    value = contexts.get(m[1], "")
-    if m[2] is not None:
-        value = m[2] if value not in ("", "false") else ""
-    return value or (m[3] or "")
-
-
-def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict[str, str],
-                       skip_uses: bool = True, cwd: Path | None = None,
-                       expect: int = 0) -> list[subprocess.CompletedProcess[str]]:
-    """Run the `run:` steps of `job` as GitHub does (bash -eo pipefail), their `env:` evaluated."""
-    workflow = yaml.safe_load(path.read_text())
-    done = []
-    for step in workflow["jobs"][job]["steps"]:
-        if "uses" in step and skip_uses:
-            continue
-        step_env = {k: _EXPR.sub(lambda m: evaluate(m[1], contexts), str(v)) for k, v in step.get("env", {}).items()}
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-                              env={**env, **step_env}, capture_output=True, text=True, timeout=300, cwd=cwd)
-        done.append(proc)
-        if proc.returncode != 0:  # a failing step ends the job, as on GitHub
-            assert proc.returncode == expect, (step.get("name"), proc.stdout, proc.stderr)
-            return done
-    assert expect == 0, "every step passed"
-    return done
-
+# -- the runner of workflow steps (tests/helpers/workflows.py) -----------------------------------------
 
 def test_the_expression_runner_refuses_what_it_does_not_know() -> None:
     assert evaluate("inputs.dry-run && '--dry-run' || ''", {"inputs.dry-run": "true"}) == "--dry-run"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,14 +59,40 @@ class Problem:
 
 
 @dataclass
-class _Checker:
+class Checker:
+    """Every problem of one YAML file (a brief's front matter, a desk, a sweeper policy), each with its line."""
+
     path: str
-    offset: int  # lines before the YAML text in the file
+    offset: int = 0  # lines before the YAML text in the file
     problems: list[Problem] = field(default_factory=list)
+    root: Any = None  # the mapping `mapping` read
 
     def add(self, node: Any, message: str, hint: str = "") -> None:
         line = node.start_mark.line + 1 + self.offset if node is not None else None
         self.problems.append(Problem(self.path, line, message, hint))
+
+    def mapping(self, text: str, what: str, keys: Iterable[str], kind: str) -> list[tuple[Any, Any]] | None:
+        """The (key, value) nodes of the YAML mapping `text` holds whose key is one of `keys` (any other is a
+        problem); None, with the one problem that stops it from being read, if it holds no mapping."""
+        import yaml
+
+        try:
+            self.root = compose_yaml(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            self.problems.append(Problem(self.path, mark.line + 1 if mark else None, "not valid YAML"))
+            return None
+        if not isinstance(self.root, yaml.MappingNode):
+            self.problems.append(Problem(self.path, 1, f"{what} is a mapping of keys such as `name:`"))
+            return None
+        keys = tuple(keys)
+        pairs = []
+        for key, value in self.root.value:
+            if key.value in keys:
+                pairs.append((key, value))
+            else:
+                self.add(key, f"unknown {kind} key {key.value!r}", f"allowed: {', '.join(keys)}")
+        return pairs
 
 
 def compose_yaml(text: str) -> Any:
@@ -85,21 +112,6 @@ def compose_yaml(text: str) -> Any:
     return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
-def compose_mapping(text: str, path: str, what: str) -> tuple[Any, list[Problem]]:
-    """The YAML mapping a definition file holds (desks, sweepers), or the one problem, with its line, that
-    stops it from being read."""
-    import yaml
-
-    try:
-        root = compose_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        return None, [Problem(path, mark.line + 1 if mark else None, "not valid YAML")]
-    if not isinstance(root, yaml.MappingNode):
-        return None, [Problem(path, 1, f"{what} is a mapping of keys such as `name:`")]
-    return root, []
-
-
 def brief_id_from_path(path: Path) -> str:
     return path.name.removesuffix(".md")
 
@@ -117,7 +129,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     """Every problem of one brief file, each with its line; the brief if there were none."""
     import yaml
 
-    checker = _Checker(path, 1)
+    checker = Checker(path, 1)
     size = len(text.encode("utf-8"))
     if size > MAX_BRIEF_BYTES:  # it becomes the prompt, a review's title and a board page: keep them bounded
         return None, [Problem(path, None, f"the brief is {size:,} bytes; at most {MAX_BRIEF_BYTES:,}",
@@ -173,7 +185,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
                  depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env), []
 
 
-def _mapping(checker: _Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
+def _mapping(checker: Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
     import yaml
 
     out: dict[str, Any] = {}
@@ -226,7 +238,7 @@ def _scalar(node: Any) -> Any:
         raise _Unreadable(node, f"cannot read this value: {problem}") from None
 
 
-def _string(checker: _Checker, node: Any, name: str, required: bool = False,
+def _string(checker: Checker, node: Any, name: str, required: bool = False,
             node_for_missing: Any = None) -> str | None:
     if node is None:
         if required:
@@ -243,7 +255,7 @@ def _string(checker: _Checker, node: Any, name: str, required: bool = False,
     return value.strip()
 
 
-def _ident(checker: _Checker, node: Any, name: str) -> str | None:
+def _ident(checker: Checker, node: Any, name: str) -> str | None:
     value = _string(checker, node, name)
     if value is not None:
         try:
@@ -254,7 +266,7 @@ def _ident(checker: _Checker, node: Any, name: str) -> str | None:
     return value
 
 
-def _int(checker: _Checker, node: Any, name: str, low: int, high: int, default: int) -> int:
+def _int(checker: Checker, node: Any, name: str, low: int, high: int, default: int) -> int:
     if node is None:
         return default
     value = _scalar(node)
@@ -264,7 +276,7 @@ def _int(checker: _Checker, node: Any, name: str, low: int, high: int, default: 
     return value
 
 
-def _list(checker: _Checker, node: Any, name: str) -> list[Any]:
+def _list(checker: Checker, node: Any, name: str) -> list[Any]:
     import yaml
 
     if node is None:
@@ -275,7 +287,7 @@ def _list(checker: _Checker, node: Any, name: str) -> list[Any]:
     return list(node.value)
 
 
-def _ident_list(checker: _Checker, node: Any, name: str) -> list[str]:
+def _ident_list(checker: Checker, node: Any, name: str) -> list[str]:
     out = []
     for item in _list(checker, node, name):
         value = _ident(checker, item, name)
@@ -284,7 +296,7 @@ def _ident_list(checker: _Checker, node: Any, name: str) -> list[str]:
     return out
 
 
-def _label_list(checker: _Checker, node: Any) -> list[str]:
+def _label_list(checker: Checker, node: Any) -> list[str]:
     out = []
     for item in _list(checker, node, "labels"):
         value = _string(checker, item, "labels")
@@ -295,7 +307,7 @@ def _label_list(checker: _Checker, node: Any) -> list[str]:
     return out
 
 
-def _env_map(checker: _Checker, node: Any) -> tuple[tuple[str, str], ...]:
+def _env_map(checker: Checker, node: Any) -> tuple[tuple[str, str], ...]:
     """`env:`, a mapping of variable names to the values an agent and its effects get (a deploy's target, say)."""
     import yaml
 
@@ -323,7 +335,7 @@ def _env_map(checker: _Checker, node: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
-def _verify_rows(checker: _Checker, node: Any) -> list[VerifyRow]:
+def _verify_rows(checker: Checker, node: Any) -> list[VerifyRow]:
     import yaml
 
     rows: list[VerifyRow] = []

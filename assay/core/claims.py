@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from assay.core import cachefile, chain, retired
-from assay.core.credentials import redact
 from assay.core.git import ForgeGit, GitObject, RefUpdate
 from assay.core.lives import BOOT_PREFIX, Life, this_life
 from assay.core.records import (
@@ -31,12 +30,14 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
+from assay.core.scan import QUEUE, Scan, scan
 from assay.errors import (
     BriefInvalid,
     BriefNotFound,
     ClaimLost,
     Fenced,
     IllegalTransition,
+    NoMainBranch,
     RecordInvalid,
     UsageError,
 )
@@ -147,8 +148,9 @@ class ForgeView:
     """Claim tips and main as one ls-remote saw them: a hint for the next push, never the check."""
 
     tips: dict[str, str]
-    main: str | None
-    retired: str | None = None  # the tip of refs/assay/retired
+    main: str
+    retired: str | None  # the tip of refs/assay/retired
+    scan: Scan  # the read it came from (junk claim refs set aside there)
 
 
 class Claims:
@@ -160,6 +162,10 @@ class Claims:
         self.view: ForgeView | None = None
         self._kept: ForgeView | None = None  # a view read with keep=True, for the next read_view
         self._brief_on_main: dict[tuple[str, str], bool] = {}
+
+    def spare(self) -> Claims:
+        """Claims on a spare git port (`ForgeGit.spare`), for another thread; the caller closes its git."""
+        return Claims(self.git.spare(), self.clock)
 
     # -- reading --------------------------------------------------------------------
 
@@ -228,9 +234,8 @@ class Claims:
         if self._kept is not None:
             self.view, self._kept = self._kept, None
             return self.view
-        refs = self.git.ls_remote(CLAIMS_PREFIX + "*", MAIN_REF, retired.RETIRED_REF)
-        self.view = ForgeView({r: sha for r, sha in refs.items() if r.startswith(CLAIMS_PREFIX)}, refs.get(MAIN_REF),
-                              refs.get(retired.RETIRED_REF))
+        found = scan(self.git, QUEUE)  # NoMainBranch if the forge has no main
+        self.view = ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found)
         if keep:
             self._kept = self.view  # the same object: a write meanwhile updates its tip in both
         return self.view
@@ -249,6 +254,7 @@ class Claims:
 
         def attempt(n: int) -> Claim:
             trust_view = n == 0 and self.view is not None
+            main: str | None
             if trust_view:
                 assert self.view is not None
                 tip, main, retired_tip = self.view.tips.get(ref), self.view.main, self.view.retired
@@ -343,7 +349,7 @@ class Claims:
 
     def _require_brief(self, brief: str, main: str | None) -> None:
         if not main:
-            raise BriefNotFound(brief, f"the forge {redact(self.git.url)} (it has no main branch)")
+            raise NoMainBranch()
         key = (main, brief)
         if key not in self._brief_on_main:
             self.git.ensure_objects({MAIN_REF: main})

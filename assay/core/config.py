@@ -125,6 +125,12 @@ class Ports:
         if self._git is not None:
             self._git.close()
 
+    def __enter__(self) -> Ports:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
     """The git port for the chosen forge."""
@@ -158,10 +164,6 @@ def open_reviews(git: ForgeGit) -> Reviews:
     from assay.core.forge.github import GitHubReviews
 
     return GitHubReviews(target, token, cache_dir=git.cache / "github")
-
-
-def open_claims(flag: str | None, cwd: Path | None = None) -> Claims:
-    return Ports(flag, cwd).claims
 
 
 def state_dir_for(url: str, explicit: Path | None = None) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assay.core.briefs import Brief, Problem, compose_mapping, construct_value, main_folder
+from assay.core.briefs import Brief, Checker, Problem, construct_value, main_folder
 from assay.core.credentials import SECRET_NAMES
 from assay.core.envs import NAME, PATTERN
 from assay.core.git import ForgeGit
@@ -51,19 +51,13 @@ def parse_desk(text: str, path: str) -> DeskSpec:
 def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     import yaml
 
-    problems: list[Problem] = []
-
-    def bad(node: Any, message: str, hint: str = "") -> None:
-        problems.append(Problem(path, node.start_mark.line + 1 if node is not None else None, message, hint))
-
-    root, unreadable = compose_mapping(text, path, "a desk definition")
-    if root is None:
-        return None, unreadable
-    nodes: dict[str, Any] = {}
-    for key, value in root.value:
-        if key.value not in KEYS:
-            bad(key, f"unknown desk key {key.value!r}", f"allowed: {', '.join(KEYS)}")
-        nodes[key.value] = value
+    check = Checker(path)
+    problems, bad = check.problems, check.add
+    pairs = check.mapping(text, "a desk definition", KEYS, "desk")
+    if pairs is None:
+        return None, problems
+    root = check.root
+    nodes = {key.value: value for key, value in pairs}
     data: dict[str, Any] = {}
     for key, node in nodes.items():
         try:

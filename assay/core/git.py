@@ -192,6 +192,7 @@ class ForgeGit:
         else:
             self._env = None
         root = cache_root or default_cache_root()
+        self._spawn = (root, token)  # what `spare` builds a twin from
         self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
@@ -322,6 +323,11 @@ class ForgeGit:
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             atexit.register(self.close)
         return self._batch
+
+    def spare(self) -> ForgeGit:
+        """A port to the same forge and cache on processes of its own, for another thread (the agent's heartbeat,
+        its step server); the caller closes it."""
+        return ForgeGit(self.url, *self._spawn)
 
     def close(self) -> None:
         if self._batch is not None:

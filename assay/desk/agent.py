@@ -23,7 +23,6 @@ from assay.core.claims import Claims
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
-from assay.core.git import ForgeGit
 from assay.core.journal import JournalLog
 from assay.desk.effects import probe_runner
 from assay.desk.stepclient import dies_with_parent
@@ -84,7 +83,7 @@ def preflight(spec: DeskSpec, env: dict[str, str] | None = None) -> str:
     return found
 
 
-def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[str, Any]:
+def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[str, Any]:
     """Run the desk's agent command to its end, or to its time limit; the claim is renewed meanwhile.
 
     Returns its exit code, output tail and whether it timed out. An agent that cannot start (no such command,
@@ -97,9 +96,9 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
               "title": run.brief.title, "worktree": str(run.worktree)}
     argv = agent_argv(spec, values)
     env = agent_env(spec.env_allow, {}, extra={**dict(spec.env), **dict(run.brief.env)})
-    steps = StepServer(git.url, git.cache.parent, run.brief.id, spec.name, run.epoch, run_id, run.known,
+    steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
                        probe_runner=probe_runner(run.worktree, env))  # it sees `env` as the context fills it in
-    context = {"ASSAY_FORGE": strip_credentials(git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
+    context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
                "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
                "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),
                **_git_identity(spec.name)}
@@ -109,7 +108,7 @@ def run_agent(git: ForgeGit, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict[
     env.update(context)
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
-    heartbeat = Heartbeat(git, spec, run.brief.id, run.epoch, echo)
+    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo)
     out = _Output(run.brief.id, echo)
     timed_out = threading.Event()
     try:
@@ -190,8 +189,8 @@ class Heartbeat:
     whole lease has passed without a renewal; then the agent is killed too, as its claim may expire.
     """
 
-    def __init__(self, git: ForgeGit, spec: DeskSpec, brief: str, epoch: int, echo: Echo) -> None:
-        self.url, self.cache_root = git.url, git.cache.parent
+    def __init__(self, claims: Claims, spec: DeskSpec, brief: str, epoch: int, echo: Echo) -> None:
+        self.claims = claims  # the desk's: each beat renews on a spare of it
         self.spec, self.brief, self.epoch, self.echo = spec, brief, epoch, echo
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,7 +205,7 @@ class Heartbeat:
             self._thread.join()
 
     def _beat(self, agent: subprocess.Popen[str]) -> None:
-        claims = Claims(ForgeGit(self.url, self.cache_root))
+        claims = self.claims.spare()
         last_ok = time.monotonic()
         try:
             while not self._stop.wait(self.spec.heartbeat_s):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay.core.claims import Claims
+from assay.core.config import Ports
 from assay.core.envs import scrubbed_env
 from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
 from assay.core.steps import ProbeRunner, Session, canonical, input_sha, validate_step
@@ -26,15 +28,13 @@ PROBE_TIMEOUT_S = 300
 
 @dataclass(frozen=True)
 class StepContext:
-    forge: str | None
     brief: str
     desk: str
     epoch: int
     run: str
 
 
-def context_from(forge: str | None, brief: str | None, desk: str | None, epoch: int | None,
-                 run: str | None) -> StepContext:
+def context_from(brief: str | None, desk: str | None, epoch: int | None, run: str | None) -> StepContext:
     """Flags first, then the ASSAY_* variables the desk sets; anything missing is bad input."""
     env = os.environ
     values = {"brief": brief or env.get("ASSAY_BRIEF"), "desk": desk or env.get("ASSAY_DESK"),
@@ -50,8 +50,7 @@ def context_from(forge: str | None, brief: str | None, desk: str | None, epoch: 
         epoch_value = int(raw_epoch)
     except ValueError:
         raise UsageError(f"ASSAY_EPOCH must be a whole number, not {raw_epoch!r}") from None
-    return StepContext(forge or env.get("ASSAY_FORGE"), str(values["brief"]), str(values["desk"]), epoch_value,
-                       str(values["run"]))
+    return StepContext(str(values["brief"]), str(values["desk"]), epoch_value, str(values["run"]))
 
 
 def parse_input(text: str) -> Any:
@@ -147,15 +146,26 @@ def verdict_of(evidence: dict[str, Any], verdict: str | None) -> str:
     return found
 
 
-def open_context_session(ctx: StepContext, indexed: bool = True) -> Session:
+def open_context_session(claims: Claims, ctx: StepContext, indexed: bool = True) -> Session:
     """A session for a step command outside a desk; it runs outcome probes where it stands."""
-    from assay.core.config import open_claims
     from assay.core.steps import open_session
 
-    session = open_session(open_claims(ctx.forge), ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True,
+    session = open_session(claims, ctx.brief, ctx.desk, ctx.epoch, ctx.run, call_notes=True,
                            indexed=indexed)  # a new process per step: it reads only what the step asks for
     session.probe_runner = probe_runner()
     return session
+
+
+def recorded_value(session: Session, kind: str, n_bytes: int) -> str:
+    """A clock (`now`), `uuid` or `random` value of `n_bytes` (hex), recorded: a replayed run gets the same."""
+    if kind == "now":
+        value = f"{session.now():.6f}"
+    elif kind == "uuid":
+        value = session.uuid()
+    else:
+        value = session.random_bytes(n_bytes).hex()
+    session.flush()
+    return value
 
 
 def run_effect(session: Session, request: EffectRequest) -> int:
@@ -222,7 +232,7 @@ class Settled:
 
 
 def settle_step(name: str, verdict: str | None, input_json: str | None, evidence_text: str | None, argv: list[str],
-                forge: str | None, brief: str | None, desk: str | None, epoch: int | None, run: str | None,
+                ports: Ports, brief: str | None, desk: str | None, epoch: int | None, run: str | None,
                 person: str) -> Settled:
     """Settle a step's unknown outcome. With the desk's context (an agent outside its desk's socket) the entry is
     the desk's, fenced by its epoch; with a brief alone it is a person's. A command after `--` is the inspection:
@@ -238,15 +248,14 @@ def settle_step(name: str, verdict: str | None, input_json: str | None, evidence
     request = check_settle(name, found, input_json)
     env = os.environ
     if (desk or env.get("ASSAY_DESK")) and (run or env.get("ASSAY_RUN")):
-        ctx = context_from(forge, brief, desk, epoch, run)
-        session = open_context_session(ctx, indexed=False)
+        ctx = context_from(brief, desk, epoch, run)
+        session = open_context_session(ports.claims, ctx, indexed=False)
         entry = session.settle(request.name, request.verdict, by=f"agent:{ctx.desk}", evidence=evidence,
                                sha=request.sha)
         return Settled(ctx.brief, name, int(entry.intent or 0), entry.seq, request.verdict, f"agent:{ctx.desk}")
     target = brief or env.get("ASSAY_BRIEF")
     if not target:
         raise UsageError("which brief? pass --brief", hint=f"assay step settle {name} --brief BRIEF --did-not")
-    from assay.core.config import open_claims
     from assay.core.journal import append_built_as_person
     from assay.core.outcomes import settle_fields, settle_target, unknown_fields
 
@@ -257,5 +266,5 @@ def settle_step(name: str, verdict: str | None, input_json: str | None, evidence
         out = [{"kind": "outcome_unknown", **unknown_fields(intent)}] if cut_off else []
         return out + [{"kind": "result", **settle_fields(intent, request.verdict, by, evidence)}]
 
-    written = append_built_as_person(open_claims(forge), target, build, person)
+    written = append_built_as_person(ports.claims, target, build, person)
     return Settled(target, name, int(written[-1].intent or 0), written[-1].seq, request.verdict, by)

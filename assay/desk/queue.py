@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from assay.core.briefs import Brief, Problem, briefs_on_main
+from assay.core.briefs import Brief, Problem
 from assay.core.claims import Claim, Claims
-from assay.core.records import CLAIMS_PREFIX, MAIN_REF, TOMBSTONES
-from assay.core.retired import RETIRED_REF, Index
-from assay.errors import NoMainBranch, RecordInvalid
+from assay.core.records import CLAIMS_PREFIX, TOMBSTONES
+from assay.core.retired import RETIRED_REF
+from assay.errors import RecordInvalid
 
 
 @dataclass
@@ -40,17 +40,16 @@ class Snapshot:
 
 
 def read_snapshot(claims: Claims) -> Snapshot:
-    """One ls-remote, one fetch and one cat-file batch for the claims, one batch for main's briefs, one for
-    the retired index."""
+    """One scan of the claims, main and the retired index (`scan.py`), one fetch, one cat-file batch for the
+    claims, one for main's briefs, one for the retired index."""
     view = claims.read_view()
-    if not view.main:
-        raise NoMainBranch()
-    claims.git.ensure_objects({MAIN_REF: view.main, **({RETIRED_REF: view.retired} if view.retired else {})})
-    briefs, problems = briefs_on_main(claims.git, view.main)
+    found = view.scan
+    found.fetch("main", "retired")
+    briefs, problems = found.briefs()
     good, bad = claims.load_tips(view.tips)
-    invalid = {b.ref.removeprefix(CLAIMS_PREFIX): RecordInvalid(b.ref, b.problem) for b in bad}
+    invalid = {b.ref.removeprefix(CLAIMS_PREFIX): RecordInvalid(b.ref, b.problem) for b in [*found.junk, *bad]}
     try:
-        retired = Index(claims.git, view.retired).names()
+        retired = found.retired().names()
     except RecordInvalid as exc:  # a junk index hides nothing that is live: its briefs show as unclaimed
         retired, problems = frozenset(), [*problems, Problem(RETIRED_REF, None, exc.problem, "")]
     return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid,

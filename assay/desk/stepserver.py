@@ -33,11 +33,11 @@ import socket
 import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from assay.core.claims import Claims
-from assay.core.git import ForgeGit
 from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
 from assay.core.steps import ProbeRunner, Session, open_session
@@ -61,11 +61,12 @@ class _InFlight:
 
 
 class StepServer:
-    """Serves one agent run's steps. Receives the forge's URL and cache root (its own git port)."""
+    """Serves one agent run's steps. Receives where its claims port comes from (`Claims.spare`: one of its own,
+    as it serves from threads of its own)."""
 
-    def __init__(self, url: str, cache_root: Path, brief: str, desk: str, epoch: int, run: str,
+    def __init__(self, claims: Callable[[], Claims], brief: str, desk: str, epoch: int, run: str,
                  known: JournalLog | None = None, probe_runner: ProbeRunner | None = None) -> None:
-        self.url, self.cache_root, self.known = url, cache_root, known
+        self.open_claims, self.known = claims, known
         self.brief, self.desk, self.epoch, self.run = brief, desk, epoch, run
         self.probe_runner = probe_runner
         self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
@@ -287,7 +288,7 @@ class StepServer:
 
     def _open(self) -> Session:
         if self._session is None:
-            self._claims = Claims(ForgeGit(self.url, self.cache_root))
+            self._claims = self.open_claims()
             self._session = open_session(self._claims, self.brief, self.desk, self.epoch, self.run,
                                          call_notes=True, known=self.known)  # notes: a reopened one counts
             self._session.probe_runner = self.probe_runner

@@ -212,9 +212,9 @@ class BriefWork:
 
     def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
         prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
-        return run_agent(self.git, self.spec, AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree,
-                                                       prompt_file, self.session.journal.log(), self.assay_bin),
-                         self.echo)
+        run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
+                       self.assay_bin)
+        return run_agent(self.session.journal.claims, self.spec, run, self.echo)
 
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""

@@ -20,10 +20,7 @@ from assay.core.git import ForgeGit, committed_at
 from assay.core.journal import JournalLog, read_kept
 from assay.core.outcomes import DID_NOT, HAPPENED, resolves, settled
 from assay.core.records import (
-    CLAIMS_PREFIX,
-    JOURNAL_PREFIX,
     MAIN_REF,
-    REVIEWS_PREFIX,
     TOMBSTONES,
     JournalEntry,
     ReviewRecord,
@@ -32,6 +29,7 @@ from assay.core.records import (
     review_ref,
     validate_brief_id,
 )
+from assay.core.scan import scan
 from assay.core.steps import input_sha
 from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError
 
@@ -191,8 +189,7 @@ def _review_chain(git: ForgeGit, brief: str, refs: Mapping[str, str] | None) -> 
 def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[str, Any] | None:
     """The pull request as the audit reads it: the writes made to it (statuses, ready, Assay's labels), each
     with GitHub's time and author, and the events of its timeline."""
-    history = getattr(reviews, "history", None)
-    pull = history(brief, heads) if callable(history) else None
+    pull = reviews.history(brief, heads)
     if not isinstance(pull, dict):
         return None
     head, number, desks = str(pull["head"]), pull["number"], str(pull.get("author") or "")
@@ -585,11 +582,10 @@ def audit(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
 def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews) -> list[Audit]:
     """The audit of every brief with a claim chain, live or retired: one ls-remote and one fetch for all of
     them, then local reads."""
-    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", retired.BRANCH_PREFIX + "*",
-                         MAIN_REF, retired.RETIRED_REF)
-    git.ensure_objects(dict(refs))
-    names = {ref.removeprefix(CLAIMS_PREFIX) for ref in refs if ref.startswith(CLAIMS_PREFIX)}
-    names |= retired.Index(git, refs.get(retired.RETIRED_REF)).names()
+    found = scan(git, ("claims", "journals", "reviews", "branches", "main", "retired"))
+    found.fetch()
+    refs = found.refs
+    names = set(found.by_brief("claims")) | found.retired().names()
     out = []
     for brief in sorted(names):
         try:

@@ -17,32 +17,29 @@ from pathlib import Path
 from typing import Any
 
 from assay.core import chain
-from assay.core.briefs import Brief, briefs_on_main
+from assay.core.briefs import Brief
 from assay.core.chain import InvalidRecord
 from assay.core.claims import Claim, InvalidClaim, decode_chain, fold_renewals, renewal_key
-from assay.core.config import github_target
 from assay.core.credentials import redact
 from assay.core.deskspec import desks_on_main
 from assay.core.forge.base import Review, Reviews
-from assay.core.forge.github import GitHubTarget
 from assay.core.git import ForgeGit, committed_at
 from assay.core.journal import JournalLog, read_logs
-from assay.core.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
+from assay.core.observations import SWEEPER_REF, Observations
 from assay.core.outcomes import open_intents, unknown_outcomes
 from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
     JOURNAL_PREFIX,
-    MAIN_REF,
     REVIEWS_PREFIX,
     JournalEntry,
-    brief_of_ref,
     decode_review,
     parse_iso,
     utc_now_iso,
 )
-from assay.core.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index, RetiredBrief
-from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
+from assay.core.retired import RETIRED_REF, RetiredBrief
+from assay.core.scan import Scan, scan
+from assay.errors import ForgeError, RecordInvalid, UsageError
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -66,7 +63,7 @@ class ForgeRead:
     sweeper_tip: str | None
     desks: list[str] = field(default_factory=list)  # the desks defined on main (desks/*.yaml)
     written: dict[str, int] = field(default_factory=dict)  # claim commit -> its committer time (the writer's clock)
-    review_link: Callable[[Review], str] = field(default=lambda _: "")
+    review_link: Callable[[Review], str | None] = field(default=lambda _: None)  # the review port's `link`
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -74,54 +71,33 @@ class ForgeRead:
 
 def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     """One ls-remote and one fetch for every ref the board shows; the rest are local reads of the cache."""
-    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", BRANCH_PREFIX + "*",
-                         MAIN_REF, SWEEPER_REF, RETIRED_REF, KEEP_REF)
-    main = refs.get(MAIN_REF)
-    if not main:
-        raise NoMainBranch()
-    problems: list[str] = []
-    named = {p: _named(refs, p, problems) for p in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX)}
-    wanted = {**named[CLAIMS_PREFIX], **named[JOURNAL_PREFIX], MAIN_REF: main}
-    if reviews.refs_backed:
-        wanted.update(named[REVIEWS_PREFIX])
-    wanted.update({r: refs[r] for r in (SWEEPER_REF, RETIRED_REF, KEEP_REF) if r in refs})
-    git.ensure_objects(wanted)
-    briefs, brief_problems = briefs_on_main(git, main)
+    found = scan(git)
+    found.fetch("claims", "journals", "main", "sweeper", "retired", "keep", *["reviews"] * reviews.refs_backed)
+    problems = [f"{j.ref}: {j.problem}" for j in found.junk]
+    briefs, brief_problems = found.briefs()
     problems += [str(p) for p in brief_problems]
-    retired = _retired(git, refs.get(RETIRED_REF), problems)
-    tips = {prefix: dict(named[prefix]) for prefix in named}
+    retired = _retired(found, problems)
+    tips = {kind: dict(found.tips[kind]) for kind in ("claims", "journals", "reviews")}
     for record in retired.values():  # a retired brief's refs, as they were when it was retired
         for ref, sha in record.refs.items():
-            for prefix in (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX):
-                if ref.startswith(prefix) and ref not in tips[prefix]:
-                    tips[prefix][ref] = sha
-    observations, sweeper_tip = _observations(git, refs.get(SWEEPER_REF), problems)
-    desks, desk_problems = desks_on_main(git, main)
+            for kind, prefix in (("claims", CLAIMS_PREFIX), ("journals", JOURNAL_PREFIX), ("reviews", REVIEWS_PREFIX)):
+                if ref.startswith(prefix) and ref not in tips[kind]:
+                    tips[kind][ref] = sha
+    seen = found.observations()
+    if seen.problem:
+        problems.append(f"{SWEEPER_REF}: {seen.problem.problem}")
+    desks, desk_problems = desks_on_main(git, found.main)
     problems += [str(p) for p in desk_problems]
-    chains, written = _chains(git, tips[CLAIMS_PREFIX])
-    return ForgeRead(main, {b.id: b for b in briefs}, problems, chains,
-                     _journals(git, tips[JOURNAL_PREFIX], problems), _reviews(git, reviews, tips[REVIEWS_PREFIX],
-                                                                              problems),
-                     {r.removeprefix(BRANCH_PREFIX): s for r, s in named[BRANCH_PREFIX].items()}, retired,
-                     observations, sweeper_tip, [d.name for d in desks], written,
-                     review_linker(github_target(git.url)))
+    chains, written = _chains(git, tips["claims"])
+    journals = _journals(git, tips["journals"], problems)
+    return ForgeRead(found.main, {b.id: b for b in briefs}, problems, chains, journals,
+                     _reviews(git, reviews, tips["reviews"], problems), found.by_brief("branches"), retired,
+                     seen.observations, seen.tip, [d.name for d in desks], written, reviews.link)
 
 
-def _named(refs: dict[str, str], prefix: str, problems: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for ref, sha in refs.items():
-        if ref.startswith(prefix):
-            try:
-                brief_of_ref(ref, prefix)
-                out[ref] = sha
-            except RecordInvalid as exc:
-                problems.append(f"{ref}: {exc.problem}")
-    return out
-
-
-def _retired(git: ForgeGit, tip: str | None, problems: list[str]) -> dict[str, RetiredBrief]:
+def _retired(found: Scan, problems: list[str]) -> dict[str, RetiredBrief]:
     try:
-        index = Index(git, tip)
+        index = found.retired()
         out = {}
         for name in sorted(index.names()):
             record = index.get(name)
@@ -180,24 +156,13 @@ def _reviews(git: ForgeGit, reviews: Reviews, tips: dict[str, str], problems: li
     return out
 
 
-def _observations(git: ForgeGit, tip: str | None, problems: list[str]) -> tuple[Observations, str | None]:
-    if not tip:
-        return Observations(), None
-    head, blob = git.read_typed([tip, f"{tip}:{OBSERVATIONS}"])
-    try:
-        return chain.decode_tip(SWEEPER_REF, tip, head, blob, decode_observations), tip
-    except RecordInvalid as exc:
-        problems.append(f"{SWEEPER_REF}: {exc.problem}")
-        return Observations(), tip
+def review_page(reviews: Reviews, review: Review) -> str:
+    """Where the board links a review: its page on the forge (a pull request), else the brief page's review."""
+    return _review_page(reviews.link, review)
 
 
-def review_linker(target: GitHubTarget | None) -> Callable[[Review], str]:
-    """A review's web address: the pull request on the forge's GitHub host (github.com, or a GitHub Enterprise
-    host that `ASSAY_GITHUB_API` names); on a plain forge the brief page's review section."""
-    if target is None:
-        return lambda review: f"briefs/{review.brief}.html#review"
-    return lambda review: (f"{target.web}/{target.repo}/{review.sha}" if review.sha.startswith("pull/")
-                           else f"briefs/{review.brief}.html#review")
+def _review_page(link: Callable[[Review], str | None], review: Review) -> str:
+    return link(review) or f"briefs/{review.brief}.html#review"
 
 
 # -- assembling ---------------------------------------------------------------------------------
@@ -266,7 +231,8 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
                    "rows": [{"row": str(v.get("row", "")), "passed": v.get("passed") is True,
                              "exit_code": v.get("exit_code")} for v in latest]},
         "review": ({"state": review.state, "branch": review.record.branch, "head": review.record.head,
-                    "title": review.record.title, "link": read.review_link(review),
+                    "title": review.record.title,
+                    "link": _review_page(read.review_link, review),
                     "approvals": list(review.record.approvals), "comments": len(review.record.comments)}
                    if review else None),
         "unknown": unknown, "interrupted": interrupted,

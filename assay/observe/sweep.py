@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,31 +29,24 @@ from assay.core.observations import (
     Observations,
     Recorded,
     UnknownSeen,
-    decode_observations,
     seconds,
 )
 from assay.core.outcomes import open_intents, unknown_outcomes
 from assay.core.records import (
-    CLAIMS_PREFIX,
-    JOURNAL_PREFIX,
-    MAIN_REF,
-    REVIEWS_PREFIX,
     TOMBSTONES,
     JournalEntry,
     ReviewRecord,
-    brief_of_ref,
     claim_ref,
-    decode_review,
     journal_ref,
     parse_iso,
     utc_now_iso,
 )
 from assay.core.retire import retire
-from assay.core.retired import RETIRED_REF
-from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, NoMainBranch, RecordInvalid
+from assay.core.retired import BRANCH_PREFIX, RETIRED_REF
+from assay.core.scan import read_observations, scan
+from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
 from assay.observe.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
-BRANCH_PREFIX = "refs/heads/assay/"
 _SWEEP_ID = os.urandom(4).hex()
 BATCH_JOURNALS = 16  # more moved journals than this are read in one batch
 Progress = Callable[[str], None]
@@ -105,64 +97,25 @@ class ForgeState:
 
 def read_forge(claims: Claims) -> ForgeState:
     """One ls-remote for every ref a sweep needs, one fetch for every tip it will read."""
-    git = claims.git
-    refs = git.ls_remote(CLAIMS_PREFIX + "*", JOURNAL_PREFIX + "*", REVIEWS_PREFIX + "*", BRANCH_PREFIX + "*",
-                         MAIN_REF, SWEEPER_REF)
-    main = refs.get(MAIN_REF)
-    if not main:
-        raise NoMainBranch()
-    junk: list[chain.InvalidRecord] = []
-    named = {prefix: _named(refs, prefix, junk) for prefix in (CLAIMS_PREFIX, REVIEWS_PREFIX, JOURNAL_PREFIX,
-                                                                BRANCH_PREFIX)}
-    wanted = {**named[CLAIMS_PREFIX], **named[REVIEWS_PREFIX], **named[JOURNAL_PREFIX], MAIN_REF: main}
-    if SWEEPER_REF in refs:
-        wanted[SWEEPER_REF] = refs[SWEEPER_REF]
-    git.ensure_objects(wanted)
-    good, bad = claims.load_tips(named[CLAIMS_PREFIX])
-    reviews, bad_reviews = chain.read_tips(git, named[REVIEWS_PREFIX], REVIEWS_PREFIX, "review.json", decode_review)
-    junk += bad + bad_reviews
-    base, base_tip, is_commit = _observations(git, refs.get(SWEEPER_REF), junk)
+    found = scan(claims.git, ("claims", "reviews", "journals", "branches", "main", "sweeper"))
+    found.fetch("claims", "reviews", "journals", "main", "sweeper")
+    good, bad = claims.load_tips(found.tips["claims"])
+    reviews, bad_reviews = found.reviews()
+    seen = found.observations()
+    junk = [*found.junk, *bad, *bad_reviews, *([seen.problem] if seen.problem else [])]
     return ForgeState(
-        main=main, claims={c.record.brief: c for c in good},
+        main=found.main, claims={c.record.brief: c for c in good},
         reviews={r.brief: (r, sha) for r, sha in reviews},
-        journals={ref.removeprefix(JOURNAL_PREFIX): sha for ref, sha in named[JOURNAL_PREFIX].items()},
-        branches={ref.removeprefix(BRANCH_PREFIX): sha for ref, sha in named[BRANCH_PREFIX].items()},
-        junk=junk, base=base, base_tip=base_tip, base_is_commit=is_commit)
-
-
-def _named(refs: dict[str, str], prefix: str, junk: list[chain.InvalidRecord]) -> dict[str, str]:
-    """The refs under `prefix` that name a brief; the others are junk."""
-    out: dict[str, str] = {}
-    for ref, sha in refs.items():
-        if not ref.startswith(prefix):
-            continue
-        try:
-            brief_of_ref(ref, prefix)
-            out[ref] = sha
-        except RecordInvalid as exc:
-            junk.append(chain.InvalidRecord(ref, sha, exc.problem))
-    return out
-
-
-def _observations(git: ForgeGit, tip: str | None,
-                  junk: list[chain.InvalidRecord]) -> tuple[Observations, str | None, bool]:
-    """The observations at `tip` (fetched already); junk there is a finding and the sweep starts afresh."""
-    if not tip:
-        return Observations(), None, False
-    head, blob = git.read_typed([tip, f"{tip}:{OBSERVATIONS}"])
-    is_commit = head is not None and head.kind == "commit"
-    try:
-        return chain.decode_tip(SWEEPER_REF, tip, head, blob, decode_observations), tip, is_commit
-    except RecordInvalid as exc:
-        junk.append(chain.InvalidRecord(SWEEPER_REF, tip, exc.problem))
-        return Observations(), tip, is_commit
+        journals=found.by_brief("journals"), branches=found.by_brief("branches"),
+        junk=junk, base=seen.observations, base_tip=seen.tip, base_is_commit=seen.is_commit)
 
 
 def _reread_observations(state: ForgeState, git: ForgeGit) -> None:
     tip = git.ls_remote(SWEEPER_REF).get(SWEEPER_REF)
     if tip:
         git.ensure_objects({SWEEPER_REF: tip})
-    state.base, state.base_tip, state.base_is_commit = _observations(git, tip, [])
+    seen = read_observations(git, tip)
+    state.base, state.base_tip, state.base_is_commit = seen.observations, seen.tip, seen.is_commit
 
 
 def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tuple[int, str]] | RecordInvalid]:
@@ -426,11 +379,8 @@ def read_api_reviews(reviews: Reviews, state: ForgeState) -> Finding | None:
 
 
 def _api_counts(reviews: Reviews | None) -> dict[str, int]:
-    """Requests the review port made so far (`api`), and the 304s among them (`api-304`), if it counts them."""
-    calls, unchanged = getattr(reviews, "calls", None), getattr(reviews, "not_modified", None)
-    if not isinstance(calls, Counter) or not isinstance(unchanged, Counter):
-        return {}
-    return {"api": sum(calls.values()), "api-304": sum(unchanged.values())}
+    """Requests the review port made so far (`api`), and the 304s among them (`api-304`)."""
+    return reviews.counts() if reviews is not None else {}
 
 
 def _retire(claims: Claims, state: ForgeState, policy: SweepPolicy, now: float, dry_run: bool,

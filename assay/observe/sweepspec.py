@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assay.core.briefs import Problem, compose_mapping, construct_value, main_folder
+from assay.core.briefs import Checker, Problem, construct_value, main_folder
 from assay.core.git import ForgeGit
 from assay.core.records import MAIN_REF, check_tip
 from assay.errors import ConfigInvalid
@@ -46,19 +46,14 @@ def check_policy(text: str, path: str) -> tuple[SweepPolicy | None, list[Problem
     """The policy in `text`, or every problem found in it with its line."""
     import yaml
 
-    problems: list[Problem] = []
-
-    def bad(node: Any, message: str, hint: str = "") -> None:
-        problems.append(Problem(path, node.start_mark.line + 1 if node is not None else None, message, hint))
-
-    root, unreadable = compose_mapping(text, path, "a sweeper policy")
-    if root is None:
-        return None, unreadable
+    check = Checker(path)
+    problems, bad = check.problems, check.add
+    pairs = check.mapping(text, "a sweeper policy", KEYS, "sweeper")
+    if pairs is None:
+        return None, problems
     values: dict[str, Any] = {}
-    for key, node in root.value:
-        if key.value not in KEYS:
-            bad(key, f"unknown sweeper key {key.value!r}", f"allowed: {', '.join(KEYS)}")
-        elif key.value == "name":
+    for key, node in pairs:
+        if key.value == "name":
             name = _value(node, bad)
             if not isinstance(name, str) or not name.strip():
                 bad(node, "`name` must be a non-empty string")

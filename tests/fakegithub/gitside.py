@@ -60,8 +60,10 @@ def merge_tree(repo: Path, base: str, head: str) -> str | None:
     return proc.stdout.split()[0]
 
 
-def merge(repo: Path, base_ref: str, head_sha: str, message: str, squash: bool) -> str | None:
-    """Merge `head_sha` into the branch `base_ref` (a compare-and-swap on the ref); None on conflict."""
+def merge(repo: Path, base_ref: str, head_sha: str, message: str, squash: bool,
+          author: tuple[str, str] | None = None) -> str | None:
+    """Merge `head_sha` into the branch `base_ref` (a compare-and-swap on the ref); None on conflict. `author`:
+    the commit's author (name, email), committed by GitHub."""
     base_sha = rev_parse(repo, base_ref)
     if base_sha is None:
         return None
@@ -69,7 +71,8 @@ def merge(repo: Path, base_ref: str, head_sha: str, message: str, squash: bool) 
     if tree is None:
         return None
     parents = ["-p", base_sha] if squash else ["-p", base_sha, "-p", head_sha]
-    sha = _git(repo, "commit-tree", tree, *parents, "-m", message, env=MERGER).strip()
+    by = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else {}
+    sha = _git(repo, "commit-tree", tree, *parents, "-m", message, env={**MERGER, **by}).strip()
     _git(repo, "update-ref", base_ref, sha, base_sha)
     return sha
 

@@ -218,7 +218,10 @@ def merge(repo: Repo, pull: Pull, user: User, method: str, sha: str | None, titl
     default = (f"Merge pull request #{pull.number} from {repo.owner.login}/{pull.head}" if method == "merge"
                else f"{pull.title} (#{pull.number})")
     text = (title or default) + (f"\n\n{message}" if message else "")
-    merged = gitside.merge(repo.path, f"refs/heads/{pull.base}", pull.head_sha, text, squash=method == "squash")
+    # a merge commit is authored by whoever merged, a squashed one by the pull request's author; GitHub commits both
+    who = user if method == "merge" else pull.user
+    merged = gitside.merge(repo.path, f"refs/heads/{pull.base}", pull.head_sha, text, squash=method == "squash",
+                           author=(who.login, f"{who.id}+{who.login}@users.noreply.github.com"))
     if merged is None:
         return error(405, "Pull Request is not mergeable")
     pull.state, pull.merged_at, pull.closed_at = "closed", now_iso(), now_iso()

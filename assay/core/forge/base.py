@@ -8,13 +8,15 @@ is written, and a merge lands on main together with its record or not at all.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from assay.core.chain import InvalidRecord
 from assay.core.git import RefUpdate
 from assay.core.records import ReviewRecord
+from assay.errors import UsageError
 
 Clock = Callable[[], float]
 
@@ -36,6 +38,36 @@ class Review:
 
 
 InvalidReview = InvalidRecord  # a review ref whose record does not decode; listed, never fatal
+BRANCH_PREFIX = "assay/"  # a brief's review is of its work branch, assay/<brief>
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+# -- the input every review port refuses (UsageError, exit 2) before it writes anything ----------------
+
+
+def review_branch(brief: str, branch: str) -> str:
+    if branch != f"{BRANCH_PREFIX}{brief}":
+        raise UsageError(f"invalid branch {branch!r} for a review of {brief!r}",
+                         hint=f"desks use {BRANCH_PREFIX}{brief}")
+    return branch
+
+
+def review_title(title: str) -> str:
+    if not title.strip():
+        raise UsageError("a review needs a title")
+    return title.strip()
+
+
+def commit_id(head: str) -> str:
+    if head and not _SHA.fullmatch(head):
+        raise UsageError(f"{head!r} is not a full commit id")
+    return head
+
+
+def person_name(by: str) -> str:
+    if not by.strip() or any(c in by for c in "<>\n\r\0"):
+        raise UsageError(f"invalid name {by!r}", hint="a name is non-empty text without <, > or line breaks")
+    return by
 
 
 
@@ -99,4 +131,18 @@ class Reviews(Protocol):
 
     def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
         """Post each verify row's evidence as a commit status where the forge has them (nothing elsewhere)."""
+        ...
+
+    def link(self, review: Review) -> str | None:
+        """The review's page on the forge's web host (a pull request's address), or None where it has none."""
+        ...
+
+    def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
+        """What an audit reads of a review that is an API object (a pull request): its writes and events, each
+        with the forge's time and author; None where reviews are refs (their chain is the history)."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Requests made to the forge's API so far (`api`) and the answers among them that cost no quota
+        (`api-304`); empty where reviews are refs (git's round trips are counted by the git port)."""
         ...

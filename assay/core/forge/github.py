@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
-from assay.core.forge.base import InvalidReview, Review
+from assay.core.forge.base import InvalidReview, Review, commit_id, person_name, review_branch, review_title
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, validate_brief_id
@@ -306,12 +306,17 @@ class GitHubReviews:
                 opened_at=_iso(pull.get("created_at")), at=_iso(pull.get("updated_at")),
                 base=str(pull["base"]["ref"]), head=str(pull["head"]["sha"]),
                 merged_commit=str(pull.get("merge_commit_sha") or "") if merged else "", approvals=approvals,
-                comments=tuple(ReviewComment(by=str((c.get("user") or {}).get("login") or ""),
-                                             at=_iso(c.get("created_at")), text=str(c.get("body") or ""))
-                               for c in comments or []))
+                comments=tuple(_comment(c) for c in comments or []))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ForgeError(f"GitHub's answer about pull request #{number} lacks {exc}") from None
         return Review(record, f"pull/{number}")
+
+    def link(self, review: Review) -> str | None:
+        """The pull request's address on the forge's host (github.com, or the GitHub Enterprise host)."""
+        return f"{self.target.web}/{self.target.repo}/{review.sha}" if review.sha.startswith("pull/") else None
+
+    def counts(self) -> dict[str, int]:
+        return {"api": sum(self.calls.values()), "api-304": sum(self.not_modified.values())}
 
     def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
         """What an audit reads of the pull request: its state, head and merge; its issue events (labels,
@@ -357,8 +362,8 @@ class GitHubReviews:
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:
         """A draft pull request from `branch`; the one there already if it is not closed."""
         validate_brief_id(brief)
-        if branch != f"{BRANCH_PREFIX}{brief}":
-            raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use {BRANCH_PREFIX}{brief}")
+        review_branch(brief, branch)
+        title, head = review_title(title), commit_id(head)
         existing = self._find(brief)
         if existing is not None and existing.get("state") != "closed":
             return self._review(brief, existing, detail=False)  # its state is what opening needs
@@ -398,6 +403,7 @@ class GitHubReviews:
         return False
 
     def comment(self, brief: str, by: str, text: str) -> Review:
+        person_name(by)
         if not text.strip():
             raise UsageError("a comment needs text")
         pull = self._require(brief, "comment")
@@ -414,12 +420,16 @@ class GitHubReviews:
         return found[0] if found else None
 
     def approve(self, brief: str, by: str) -> Review:
+        person_name(by)
         pull = self._require(brief, "approve")
         if pull.get("state") == "closed":
             raise IllegalReviewChange(brief, "approve", _state(pull))
+        number = int(pull.get("number") or 0)
+        reviews = self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) or []
+        if any(r.get("state") == "APPROVED" and _signed(str(r.get("body") or ""))[0] == by for r in reviews):
+            return self._review(brief, pull)  # approved by `by` already: nothing to write
         obj = self._obj(pull)
         body = f"Approved by {by}\n{_marker()}"
-        number = int(pull.get("number") or 0)
         self._call("approve", lambda: obj.create_review(body=body, event="APPROVE"), write=True,
                    read_back=lambda: self._posted(f"{self._path}/pulls/{number}/reviews", body))
         return self._review(brief, pull)
@@ -453,7 +463,10 @@ class GitHubReviews:
         return self._review(brief, self._require(brief, "merge"))
 
     def close(self, brief: str, by: str, reason: str) -> Review:
+        person_name(by)
         pull = self._require(brief, "close")
+        if _state(pull) == "closed":
+            return self._review(brief, pull)  # closed already: nothing to write
         if pull.get("state") == "closed":
             raise IllegalReviewChange(brief, "close", _state(pull))
         obj = self._obj(pull)
@@ -620,6 +633,28 @@ def _iso(when: object) -> str:
     except ValueError:
         return ""
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_SIGNED = (re.compile(r"(?P<text>.*)\n\n— (?P<by>[^\n<>]+)\n<!-- assay:[0-9a-f]+ -->", re.S),  # a comment
+           re.compile(r"Closed by (?P<by>[^\n<>:]+): (?P<text>.*)\n<!-- assay:[0-9a-f]+ -->", re.S),  # a close
+           re.compile(r"Approved by (?P<by>[^\n<>]+)\n<!-- assay:[0-9a-f]+ -->", re.S))  # an approval
+
+
+def _signed(body: str) -> tuple[str | None, str]:
+    """Who wrote a body Assay posted for a person (the token's login posts it), and what they wrote; a close
+    reads as the plain forge records it (`closed: <reason>`). (None, body) for a body Assay did not sign."""
+    for i, pattern in enumerate(_SIGNED):
+        m = pattern.fullmatch(body)
+        if m:
+            text = m.groupdict().get("text") or ""
+            return m["by"], f"closed: {text}" if i == 1 else text
+    return None, body
+
+
+def _comment(c: dict[str, Any]) -> ReviewComment:
+    by, text = _signed(str(c.get("body") or ""))
+    return ReviewComment(by=by or str((c.get("user") or {}).get("login") or ""), at=_iso(c.get("created_at")),
+                         text=text)
 
 
 def _marker() -> str:

@@ -10,13 +10,12 @@ push, so main never holds a merge the review does not record, nor the reverse.
 from __future__ import annotations
 
 import builtins
-import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from assay.core import chain, retired
-from assay.core.forge.base import Clock, InvalidReview, Review
+from assay.core.forge.base import Clock, InvalidReview, Review, commit_id, person_name, review_branch, review_title
 from assay.core.git import ForgeGit, RefUpdate, Signature
 from assay.core.records import (
     REVIEWS_PREFIX,
@@ -43,8 +42,6 @@ _WHY = {
     ("merge", "merged"): "it is already on main",
     ("mark_ready", "absent"): "open it first",
 }
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_BRANCH = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
 
 
 def check_action(current: ReviewRecord | None, action: str, brief: str) -> None:
@@ -140,17 +137,26 @@ class PlainReviews:
     def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
         """A plain forge has no commit statuses: verify evidence is in the journal."""
 
+    def link(self, review: Review) -> str | None:
+        """A plain forge has no web pages."""
+        return None
+
+    def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
+        """A review's history is its chain of commits, which the audit reads as refs."""
+        return None
+
+    def counts(self) -> dict[str, int]:
+        return {}
+
     # -- changes --------------------------------------------------------------------
 
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:
-        if not _BRANCH.fullmatch(branch) or ".." in branch or branch.endswith(".lock"):
-            raise UsageError(f"invalid branch name {branch!r}", hint=f"desks use assay/{brief}")
-        if not title.strip():
-            raise UsageError("a review needs a title")
-        return self._change(brief, "open", "assay", branch=branch, title=title.strip(), head=_commit_id(head))
+        validate_brief_id(brief)
+        return self._change(brief, "open", "assay", branch=review_branch(brief, branch), title=review_title(title),
+                            head=commit_id(head))
 
     def mark_ready(self, brief: str, head: str) -> Review:
-        return self._change(brief, "mark_ready", "assay", head=_commit_id(head))
+        return self._change(brief, "mark_ready", "assay", head=commit_id(head))
 
     def ready_update(self, brief: str, head: str) -> RefUpdate | None:
         """The ref update that marks the review ready, unpushed: a desk pushes it with its journal, fenced.
@@ -159,7 +165,7 @@ class PlainReviews:
         """
         current = self.get(brief)
         before = current.record if current else None
-        record = review_transition(before, "mark_ready", brief, at=self._now(), by="assay", head=_commit_id(head))
+        record = review_transition(before, "mark_ready", brief, at=self._now(), by="assay", head=commit_id(head))
         if current is not None and record is before:
             return None
         return self._prepare(current, record, "mark_ready", "assay")
@@ -176,7 +182,7 @@ class PlainReviews:
         return self._change(brief, "close", by, text=reason.strip())
 
     def merge(self, brief: str, by: str) -> Review:
-        _name(by)
+        person_name(by)
         return chain.retrying(lambda _: self._merge_once(brief, by), f"merging {brief!r}")
 
     def _merge_once(self, brief: str, by: str) -> Review:
@@ -217,7 +223,7 @@ class PlainReviews:
 
     def _change(self, brief: str, action: str, by: str, **fields: str) -> Review:
         validate_brief_id(brief)
-        _name(by)
+        person_name(by)
 
         def attempt(_: int) -> Review:
             current = self.get(brief)
@@ -241,15 +247,3 @@ class PlainReviews:
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())
-
-
-def _commit_id(head: str) -> str:
-    if head and not _SHA.fullmatch(head):
-        raise UsageError(f"{head!r} is not a full commit id")
-    return head
-
-
-def _name(by: str) -> str:
-    if not by.strip() or any(c in by for c in "<>\n\r\0"):
-        raise UsageError(f"invalid name {by!r}", hint="a name is non-empty text without <, > or line breaks")
-    return by
