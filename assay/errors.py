@@ -173,6 +173,28 @@ class NeedsPerson(AssayError):
     code = 5
 
 
+def unknown_message(name: str) -> str:
+    return (f"The previous `{name}` operation was interrupted. It may or may not have completed successfully. "
+            "Do not repeat it blindly. Inspect the current system state before deciding what to do.")
+
+
+class OutcomeUnknown(Refused):
+    """The first repeat of an interrupted unsafe step: refused, exit 4."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(unknown_message(name),
+                         hint="Operation will NOT be replayed automatically; call it again deliberately to proceed")
+        self.step = name
+
+
+class ReplayMismatch(NeedsPerson):
+    """A replay asked for something other than what the journal recorded; the brief is blocked."""
+
+    def __init__(self, brief: str, problem: str) -> None:
+        super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
+                         hint="the brief is now blocked; a person must inspect `assay journal` and release it")
+
+
 class Cancelled(BaseException):
     """SIGTERM arrived while a step ran (Ctrl-C arrives as KeyboardInterrupt), or its desk stopped it.
 

@@ -36,3 +36,12 @@ def test_an_upward_import_a_circle_and_a_module_in_no_row_are_each_named(tmp_pat
 def test_the_layer_table_in_the_docs_is_made_from_the_rule() -> None:
     text = (REPO / "docs" / "architecture.md").read_text()
     assert layers.table() in text
+
+
+def test_every_error_with_an_exit_code_is_in_errors_py() -> None:
+    """A newcomer finds every error a command can end with, and its exit code, in one file."""
+    from assay import docgen
+
+    found = docgen._error_classes()
+    assert len(found) > 20
+    assert [f"{c.__module__}.{c.__qualname__}" for c in found if c.__module__ != "assay.errors"] == []

@@ -10,8 +10,8 @@ import pytest
 
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.core.steps import OutcomeUnknown, ReplayMismatch, Session, open_session
-from assay.errors import Fenced, NeedsPerson, StepFailed
+from assay.core.steps import Session, open_session
+from assay.errors import Fenced, NeedsPerson, OutcomeUnknown, ReplayMismatch, StepFailed
 from tests.conftest import Forge
 from tests.journal_check import claim_chain, entries, invariants, journal_commits
 

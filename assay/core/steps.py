@@ -48,7 +48,17 @@ from assay.core.outcomes import (
     verdict_of_exit,
 )
 from assay.core.records import POLICIES, JournalEntry
-from assay.errors import AssayError, Cancelled, NeedsPerson, Refused, StepFailed, UsageError
+from assay.errors import (
+    AssayError,
+    Cancelled,
+    NeedsPerson,
+    OutcomeUnknown,
+    Refused,
+    ReplayMismatch,
+    StepFailed,
+    UsageError,
+    unknown_message,
+)
 
 if TYPE_CHECKING:
     from assay.core.claims import Claims
@@ -59,28 +69,6 @@ _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_ATTEMPTS = 3
 ProbeRunner = Callable[[str, str], dict[str, Any]]  # (probe, the probed intent's key) -> the inspection's evidence
 STRAY_WAIT_S = 10.0  # how long a recovery waits for a cut-off step's process, whose desk is gone, to end
-
-
-def unknown_message(name: str) -> str:
-    return (f"The previous `{name}` operation was interrupted. It may or may not have completed successfully. "
-            "Do not repeat it blindly. Inspect the current system state before deciding what to do.")
-
-
-class OutcomeUnknown(Refused):
-    """The first repeat of an interrupted unsafe step: refused, exit 4."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(unknown_message(name),
-                         hint="Operation will NOT be replayed automatically; call it again deliberately to proceed")
-        self.step = name
-
-
-class ReplayMismatch(NeedsPerson):
-    """A replay asked for something other than what the journal recorded; the brief is blocked."""
-
-    def __init__(self, brief: str, problem: str) -> None:
-        super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
-                         hint="the brief is now blocked; a person must inspect `assay journal` and release it")
 
 
 

@@ -24,11 +24,11 @@ from assay.core.envs import agent_env
 from assay.core.forge.base import Reviews
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
-from assay.core.steps import Session, unknown_message
+from assay.core.steps import Session
 from assay.desk.agent import AgentRun, assay_command, run_agent
 from assay.desk.effects import probe_runner
 from assay.desk.verify import verify
-from assay.errors import Conflict, Fenced, IllegalReviewChange
+from assay.errors import Conflict, Fenced, IllegalReviewChange, unknown_message
 
 Echo = Callable[[str], None]
 

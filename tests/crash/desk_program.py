@@ -16,8 +16,8 @@ from typing import Any
 
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.core.steps import OutcomeUnknown, Session, open_session
-from assay.errors import IllegalTransition
+from assay.core.steps import Session, open_session
+from assay.errors import IllegalTransition, OutcomeUnknown
 
 BRIEF, DESK = "alpha", "crashdesk"
 
