@@ -32,7 +32,9 @@ from tests.pngread import mean_brightness
 XSS = "<script>alert(1)</script>"
 EXPECTED = {"ready": ["xss"], "working": ["alpha", "iota", "kappa", "lambda"], "waiting": ["beta", "greet"],
             "blocked": ["gamma"], "unknown": ["delta", "eta", "zeta"], "done": ["epsilon"]}
-LIVENESS = {"builder": "waiting", "crasher": "dead", "hand": "working", "newcomer": "no-evidence",
+# newcomer: no sweeper saw its claim, but its holder (the `assay claim` command) has ended and 200 s passed with
+# no renewal: dead, from the forge's evidence and this host's
+LIVENESS = {"builder": "waiting", "crasher": "dead", "hand": "working", "newcomer": "dead",
             "sleepy": "stale", "spare": "idle"}
 HOSTILE = "@octocat [x](https://evil.example/) ![i](https://evil.example/i.png) **b** _e_ #123 `c` a|b <i>h</i> ~s~"
 POLICY = "name: default\nexpire:\n  grace_s: 0\n"
@@ -196,6 +198,13 @@ def test_a_brief_page_shows_custody_with_renewals_folded_and_a_timeline(fleet: F
     assert card["review"]["state"] == "ready" and card["desk"] == "builder"
 
 
+def card_in(index: str, brief: str) -> str:
+    """The card of `brief` on the index page (not the "needs you" line that may link it too)."""
+    cards = [a for a in index.split("<article")[1:] if f'href="briefs/{brief}.html"' in a.split("</article>")[0]]
+    assert len(cards) == 1, brief
+    return cards[0].split("</article>")[0]
+
+
 def _documented(section: str) -> set[str]:
     text = (REPO / "docs" / "data-model.md").read_text()
     body = text.split(f"<!-- {section} -->")[1].split("<!-- end -->")[0]
@@ -340,7 +349,7 @@ def test_an_unsafe_step_its_desk_died_in_is_outcome_unknown_once_no_desk_holds_i
     # still held at the intent's epoch: its desk may be running the step, so it is working, not unknown
     assert (iota["column"], iota["interrupted"]) == ("working", [])
     index = (fleet.out / "index.html").read_text(encoding="utf-8")
-    zeta_card = index.split('<a href="briefs/zeta.html">')[1].split("</article>")[0]
+    zeta_card = card_in(index, "zeta")
     assert "last step deploy (interrupted)" in zeta_card and "unsafe step interrupted at seq 1" in zeta_card
     assert "eta" in (fleet.out / "board.md").read_text(encoding="utf-8").split("**Needs a person:**")[1]
 
@@ -366,8 +375,8 @@ def test_lease_age_is_never_null_for_a_live_claim_and_says_whose_clock(fleet: Fl
     kappa = cards["kappa"]  # seen by the first sweep, 200 s before the board was built
     assert (kappa["lease_age_by"], kappa["lease_age_s"]) == ("sweeper", 200)
     index = (fleet.out / "index.html").read_text(encoding="utf-8")
-    assert "claim last written" in index.split('href="briefs/alpha.html"')[1].split("</article>")[0]
-    kappa_card = index.split('href="briefs/kappa.html"')[1].split("</article>")[0]
+    assert "claim last written" in card_in(index, "alpha")
+    kappa_card = card_in(index, "kappa")
     assert "claim unchanged for ≥ 3m (sweeper&#x27;s clock)" in kappa_card and "renewed" not in kappa_card
 
 

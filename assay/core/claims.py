@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from assay.core import cachefile, chain, retired
-from assay.core.git import ForgeGit, GitObject, RefUpdate
-from assay.core.lives import BOOT_PREFIX, Life, this_life
+from assay.core.git import ForgeGit, GitObject, RefUpdate, committed_at
+from assay.core.lives import BOOT_PREFIX, Life, life_state, this_life
 from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
@@ -27,6 +27,7 @@ from assay.core.records import (
     check_tip,
     claim_ref,
     decode_claim,
+    human_age,
     utc_now_iso,
     validate_brief_id,
 )
@@ -96,6 +97,35 @@ def holder_life(holder: str) -> Life | None:
     if m is None:
         return None
     return Life(m["host"], int(m["pid"]), int(m["start"]) if m["start"] else None, m["boot"])
+
+
+OVERDUE_BEATS = 3  # a held claim not renewed for this many of its desk's heartbeats is overdue
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """A claim's liveness from forge evidence alone: `live`, `overdue` or `dead` for a held claim, "" otherwise."""
+
+    word: str
+    why: str = ""
+
+
+def liveness(record: ClaimRecord, age_s: int | None, heartbeat_s: int) -> Liveness:
+    """`dead` when its holder's process is over (judged where that process ran: this host) and a heartbeat has
+    passed without a renewal (a claim taken with `assay claim` names that short command as its holder: a person or
+    an agent renews it by hand), `overdue` when its tip has stood longer than `OVERDUE_BEATS` heartbeats (`age_s`:
+    since it was last written), long before its lease ends; else `live`."""
+    if record.state != "held":
+        return Liveness("")
+    life = holder_life(record.holder)
+    quiet = age_s is not None and age_s > heartbeat_s
+    if quiet and life is not None and life_state(life) == "dead":
+        return Liveness("dead", f"{record.desk}'s process (pid {life.pid} on {life.host}) has ended (lease "
+                                f"{record.lease_s}s)")
+    if age_s is not None and age_s > OVERDUE_BEATS * heartbeat_s:
+        return Liveness("overdue", f"{record.desk} has not renewed for {human_age(age_s)} (heartbeat {heartbeat_s}s, "
+                                   f"lease {record.lease_s}s)")
+    return Liveness("live")
 
 
 def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str, desk: str = "",
@@ -203,6 +233,17 @@ class Claims:
         if fresh or len(hits) != len(memo):  # only the tips seen now: the file never outgrows the forge
             cachefile.save(path, {"v": FORMAT_VERSION, "claims": {c.sha: _remember(c.record) for c in claims}})
         return claims, bad
+
+    def written(self, claims: Sequence[Claim]) -> dict[str, int]:
+        """Each claim tip's commit time, by the writer's clock (a renewal repeats its record: only its commit tells
+        when); local reads of commits fetched already."""
+        objects = self.git.read_typed([c.sha for c in claims])
+        out = {}
+        for claim, obj in zip(claims, objects, strict=True):
+            stamp = committed_at(obj.data if obj is not None and obj.kind == "commit" else None)
+            if stamp is not None:
+                out[claim.sha] = stamp
+        return out
 
     def list_all(self) -> tuple[list[Claim], list[InvalidClaim]]:
         """Every claim tip on the forge: one ls-remote, one fetch, one cat-file."""

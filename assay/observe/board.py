@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from assay.core import chain
 from assay.core.briefs import Brief
 from assay.core.chain import InvalidRecord
-from assay.core.claims import Claim, InvalidClaim, decode_chain, fold_renewals, renewal_key
+from assay.core.claims import Claim, InvalidClaim, Liveness, decode_chain, fold_renewals, liveness, renewal_key
 from assay.core.credentials import redact
-from assay.core.deskspec import desks_on_main
+from assay.core.deskspec import DeskSpec, desks_on_main
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, committed_at
 from assay.core.journal import JournalLog, read_logs
@@ -39,7 +39,7 @@ from assay.core.records import (
 )
 from assay.core.retired import RETIRED_REF, RetiredBrief
 from assay.core.scan import Scan, scan
-from assay.errors import ForgeError, RecordInvalid, UsageError
+from assay.errors import ForgeError, RecordInvalid, UsageError, unknown_message
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -62,6 +62,7 @@ class ForgeRead:
     observations: Observations
     sweeper_tip: str | None
     desks: list[str] = field(default_factory=list)  # the desks defined on main (desks/*.yaml)
+    heartbeats: dict[str, int] = field(default_factory=dict)  # desk -> its heartbeat_s
     written: dict[str, int] = field(default_factory=dict)  # claim commit -> its committer time (the writer's clock)
     review_link: Callable[[Review], str | None] = field(default=lambda _: None)  # the review port's `link`
 
@@ -92,7 +93,8 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     journals = _journals(git, tips["journals"], problems)
     return ForgeRead(found.main, {b.id: b for b in briefs}, problems, chains, journals,
                      _reviews(git, reviews, tips["reviews"], problems), found.by_brief("branches"), retired,
-                     seen.observations, seen.tip, [d.name for d in desks], written, reviews.link)
+                     seen.observations, seen.tip, [d.name for d in desks], {d.name: d.heartbeat_s for d in desks},
+                     written, reviews.link)
 
 
 def _retired(found: Scan, problems: list[str]) -> dict[str, RetiredBrief]:
@@ -176,7 +178,9 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     cards.sort(key=lambda c: (COLUMNS.index(c["column"]), c["priority"], c["id"]))
     counts = {col: sum(1 for c in cards if c["column"] == col) for col in COLUMNS}
     obs = read.observations
+    needs_you = needs_person(cards, read.problems)
     return {
+        "needs_you": needs_you, "needs_you_counts": {k: sum(1 for n in needs_you if n["kind"] == k) for k in NEEDS},
         "v": FORMAT_VERSION, "generated_at": utc_now_iso(now), "forge": redact(forge), "main": read.main,
         "columns": [{"id": col, "title": COLUMN_TITLES[col], "count": counts[col]} for col in COLUMNS],
         "briefs": cards, "desks": _desks(read, cards, now),
@@ -185,6 +189,42 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
         "sweeper": {"at": obs.at, "commit": read.sweeper_tip} if read.sweeper_tip else None,
         "problems": read.problems,
     }
+
+
+NEEDS = ("unknown", "blocked", "review", "stuck", "dead", "overdue", "problem")  # the order "needs you" lists them
+NEEDS_TITLES = {"unknown": "outcome unknown", "blocked": "blocked", "review": "ready to merge", "stuck": "stuck",
+                "dead": "dead desk", "overdue": "overdue", "problem": "problem on the forge"}
+
+
+def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[str, Any]]:
+    """What needs a person, most urgent first: each with its brief, why, and the command to type next."""
+    out: list[dict[str, Any]] = []
+
+    def need(kind: str, card: dict[str, Any] | None, why: str, next_: str) -> None:
+        out.append({"kind": kind, "brief": card["id"] if card else "", "title": card["title"] if card else "",
+                    "why": why, "next": next_})
+
+    for c in cards:
+        b = c["id"]
+        for u in c["unknown_steps"]:
+            need("unknown", c, f"{u['step']} (seq {u['seq']}) may or may not have happened: inspect, then",
+                 f"assay step settle {u['step']} --brief {b} --happened|--did-not")
+        for seq in c["interrupted"]:
+            need("unknown", c, f"an unsafe step (intent seq {seq}) was cut off and no desk holds the brief",
+                 f"assay journal {b}; a desk that claims it records the outcome as unknown")
+        if c["state"] in ("blocked", "invalid"):
+            need("blocked", c, c["reason"] or "no reason recorded", f"assay release {b} --force --reason '...'")
+        if c["review"] and c["review"]["state"] == "ready" and c["state"] != "done":
+            need("review", c, f"review ready ({len(c['review']['approvals'])} approvals)",
+                 c["review"]["link"] if c["review"]["link"].startswith("http") else f"assay review merge {b}")
+        if c["stuck"]:
+            need("stuck", c, f"desk {c['desk']} renews without progress", f"assay release {b} --force --reason stuck")
+        word = c["liveness"]["word"]
+        if word in ("dead", "overdue"):
+            need(word, c, c["liveness"]["why"], f"assay release {b} --force --reason '{c['desk']} stopped'")
+    for problem in problems:
+        need("problem", None, problem, "see docs/data-model.md for the record's format")
+    return sorted(out, key=lambda n: NEEDS.index(n["kind"]))
 
 
 def _state(read: ForgeRead, brief: str) -> str | None:
@@ -224,6 +264,8 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "holder": record.holder if record else "", "epoch": record.epoch if record else 0,
         "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
         "lease_age_s": age, "lease_age_by": age_by,
+        "liveness": asdict(liveness(record, age, read.heartbeats.get(record.desk, DeskSpec.heartbeat_s))
+                           if record else Liveness("")),
         "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,
                        "status": steps[-1].status} if steps else None),
         "verify": {"head": last_head, "passed": sum(1 for v in latest if v.get("passed") is True),
@@ -236,6 +278,8 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
                     "approvals": list(review.record.approvals), "comments": len(review.record.comments)}
                    if review else None),
         "unknown": unknown, "interrupted": interrupted,
+        "unknown_steps": [{"seq": e.seq, "step": e.step or "", "message": unknown_message(e.step or "")}
+                          for e in unknown_outcomes(entries)],
         "journal_invalid": log.problem if isinstance(log, RecordInvalid) else None,
         "custody": _custody(history, read.written), "journal_entries": len(entries),
         "journal": [_entry(e) for e in entries[-TIMELINE_LIMIT:]],
@@ -311,7 +355,8 @@ def _desks(read: ForgeRead, cards: list[dict[str, Any]], now: float) -> list[dic
 
     `liveness` comes from forge evidence only, first match: `stale` (a held claim's tip stood still longer
     than its lease since a sweeper first saw it), `working` (a held claim with fresh evidence: a sweeper saw its
-    tip less than a lease ago, or it moved after a sweep less than a lease ago), `no-evidence` (held claims
+    tip less than a lease ago, or it moved after a sweep less than a lease ago), `dead` and `overdue` (a held
+    claim's `claims.liveness`), `no-evidence` (held claims
     no sweeper can vouch for), `dead` (a sweeper expired its claim and that expiry is still the brief's
     latest record), `waiting` (only parked claims: waiting, or blocked for a person), else `idle`.
     """
@@ -330,9 +375,12 @@ def _desks(read: ForgeRead, cards: list[dict[str, Any]], now: float) -> list[dic
             d["holders"].append(card["holder"])
         seen = evidence.setdefault(card["desk"], set())
         seen.add(_evidence(read, card, now) if card["state"] == "held" else card["state"])
+        if card["liveness"]["word"] in ("dead", "overdue"):
+            seen.add(f"holder-{card['liveness']['word']}")
     for name, seen in evidence.items():
         desks[name]["liveness"] = next((state for marks, state in (
-            ({"stale"}, "stale"), ({"fresh"}, "working"), ({"none"}, "no-evidence"), ({"expired"}, "dead"),
+            ({"stale"}, "stale"), ({"fresh"}, "working"), ({"holder-dead"}, "dead"), ({"holder-overdue"}, "overdue"),
+            ({"none"}, "no-evidence"), ({"expired"}, "dead"),
             ({"waiting", "blocked"}, "waiting")) if marks & seen), "idle")
     return sorted(desks.values(), key=lambda d: str(d["desk"]))
 

@@ -36,6 +36,7 @@ def site(data: dict[str, Any]) -> dict[str, str]:
     files = {"index.html": index_page(data), "board.md": markdown(data),
              "board.css": (defaults_dir("board") / "board.css").read_text(encoding="utf-8")
              + filter_css([c["id"] for c in data["columns"]], desk_names(data))}
+    files["needs.html"] = needs_page(data)
     titles = {c["id"]: str(c["title"]) for c in data["columns"]}
     for card in data["briefs"]:
         files[f"briefs/{card['id']}.html"] = brief_page(card, titles[card["column"]])
@@ -45,7 +46,49 @@ def site(data: dict[str, Any]) -> dict[str, str]:
 # -- the index ----------------------------------------------------------------------------------
 
 
-DONE_SHOWN = 200  # done cards on the index; the rest are counted, and keep their own pages
+DONE_SHOWN = 12  # done cards on the index (the latest); the rest are counted, and keep their own pages
+NEEDS_SHOWN = 2  # items of each kind "needs you" lists on the index; needs.html lists them all
+NEEDS_TITLES = {"unknown": "Outcome unknown", "blocked": "Blocked", "review": "Ready to merge", "stuck": "Stuck",
+                "dead": "Dead desk", "overdue": "Overdue", "problem": "Problems on the forge"}
+
+
+def needs_html(data: dict[str, Any], shown: int | None = NEEDS_SHOWN, prefix: str = "") -> str:
+    """What needs a person: a state bar of counts, then each kind's items with why and the command to type next
+    (`shown` of each on the index, every one on needs.html)."""
+    counts = data["needs_you_counts"]
+    total = sum(counts.values())
+    if not total:
+        return '<section id="needs-you"><h2>Needs you</h2><p class="pass">nothing needs a person now</p></section>'
+    bar = "".join(f'<a class="need need-{esc(k)}" href="{prefix}needs.html#{esc(k)}">{esc(NEEDS_TITLES[k])} '
+                  f'<b>{n}</b></a>' for k, n in counts.items() if n)
+    groups = []
+    for kind, n in counts.items():
+        if not n:
+            continue
+        items = [i for i in data["needs_you"] if i["kind"] == kind]
+        rows = "".join(_need_item(i, prefix) for i in (items if shown is None else items[:shown]))
+        more = (f'<li class="more muted"><a href="{prefix}needs.html#{esc(kind)}">all {n}</a></li>'
+                if shown is not None else "")
+        groups.append(f'<section class="needs" id="{esc(kind) if shown is None else "n-" + esc(kind)}">'
+                      f'<h3>{esc(NEEDS_TITLES[kind])} <span class="count">({n})</span></h3><ul>{rows}{more}</ul>'
+                      "</section>")
+    return (f'<section id="needs-you"><h2>Needs you <span class="count">({total})</span></h2>'
+            f'<nav class="needbar" aria-label="what needs you">{bar}</nav>'
+            f'<div class="needgroups">{"".join(groups)}</div></section>')
+
+
+def _need_item(i: dict[str, Any], prefix: str) -> str:
+    where = (f'<a href="{prefix}briefs/{esc(i["brief"])}.html"><code>{esc(i["brief"])}</code></a> '
+             if i["brief"] else "")
+    nxt = i["next"]
+    nxt_html = (f'<a href="{esc(nxt)}">{esc(nxt)}</a>' if nxt.startswith(("http://", "https://"))
+                else f"<code>{esc(nxt)}</code>")
+    return f'<li class="item">{where}<span class="why">{esc(i["why"])}</span><br><span class="next">next: {nxt_html}</span></li>'
+
+
+def needs_page(data: dict[str, Any]) -> str:
+    return template("needs.html").substitute(generated_at=esc(data["generated_at"]),
+                                             needs=needs_html(data, shown=None))
 
 
 def desk_names(data: dict[str, Any]) -> list[str]:
@@ -76,16 +119,16 @@ def index_page(data: dict[str, Any]) -> str:
         members = [c for c in data["briefs"] if c["column"] == col["id"]]
         shown = members[:DONE_SHOWN] if col["id"] == "done" else members
         cards = "\n".join(card_html(c, number.get(c["desk"])) for c in shown) or NONE
-        if len(shown) < len(members):  # a fleet's done briefs would make the page grow without end
+        if len(shown) < len(members):  # done work is folded: a fleet's would make the page grow without end
             cards += (f'\n<p class="muted">and {len(members) - len(shown)} more done: each has its page under '
-                      "<code>briefs/</code>, and all are in <code>board.json</code></p>")
+                      '<code>briefs/</code>, and all are in <a href="board.json">board.json</a></p>')
         columns.append(f'<section class="column" data-column="{esc(col["id"])}" aria-label="{esc(col["title"])}">'
                        f'<h2>{esc(col["title"])} <span class="count">{col["count"]}</span></h2>\n'
                        f"{cards}</section>")
     sweeper = data["sweeper"]
     return template("index.html").substitute(
         forge=esc(data["forge"]), main=esc(data["main"][:10]), generated_at=esc(data["generated_at"]),
-        total=len(data["briefs"]),
+        total=len(data["briefs"]), needs_you=needs_html(data),
         desk_filter=_radios("desk", [(str(n), d) for n, d in enumerate(desks)], "all desks"),
         column_filter=_radios("col", [(c["id"], c["title"]) for c in data["columns"]], "all states"),
         columns="\n".join(columns), desks=desks_html(data["desks"]),

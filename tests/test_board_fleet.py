@@ -1,0 +1,124 @@
+"""The board of a 1,000-brief mixed fleet, as an operator sees it in real Chromium: what needs a person is on the
+first screen of a desktop and of a phone, light and dark, and a desk that stopped renewing reads "overdue" long
+before its lease ends. Screenshots are kept in test-artifacts/."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.observe.board import NEEDS
+from tests.conftest import REPO, assay
+from tests.helpers.fleet import MIX, OVERDUE, STALLED_S, make_fleet
+from tests.pngread import mean_brightness
+
+ARTIFACTS = Path(os.environ.get("ASSAY_TEST_ARTIFACTS") or REPO / "test-artifacts")
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+# measures, in the page as drawn, where each visible "needs you" element ends; a copy of the page carries it (the
+# board's own pages forbid every script)
+MEASURE = """<script>
+const seen = [...document.querySelectorAll('#needs-you .need, #needs-you li.item')]
+  .filter(e => e.getClientRects().length > 0)
+  .map(e => ({kind: e.closest('section.needs') ? e.closest('section.needs').id : 'bar',
+              bottom: Math.round(e.getBoundingClientRect().bottom + scrollY)}));
+document.body.setAttribute('data-measured', JSON.stringify({viewport: innerHeight, seen: seen,
+  page: document.documentElement.scrollHeight}));
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("fleet")
+    now = time.time()
+    make_fleet(tmp / "forge.git", now)
+    built = assay("board", "build", "-o", str(tmp / "site"), "--forge", str(tmp / "forge.git"), "--json",
+                  env={"ASSAY_BOARD_NOW": str(now), "ASSAY_CACHE_DIR": str(tmp / "cache")})
+    assert built.code == 0, built.err
+    return tmp / "site", json.loads((tmp / "site" / "board.json").read_text())
+
+
+def test_what_needs_a_person_is_listed_with_counts_and_the_next_command(site: tuple[Path, dict[str, Any]]) -> None:
+    _, data = site
+    counts = data["needs_you_counts"]
+    assert counts == {"unknown": MIX["unknown"], "blocked": MIX["blocked"], "review": MIX["waiting"], "stuck": 0,
+                      "dead": 0, "overdue": OVERDUE, "problem": 0}
+    kinds = [n["kind"] for n in data["needs_you"]]
+    assert kinds == sorted(kinds, key=NEEDS.index)  # the most urgent first: an effect that may have happened
+    first = {n["kind"]: n for n in reversed(data["needs_you"])}
+    assert first["unknown"]["next"].startswith("assay step settle deploy --brief unkn-")
+    assert "verify failed 3 times" in first["blocked"]["why"]
+    assert first["review"]["next"] == f"assay review merge {first['review']['brief']}"
+    assert first["overdue"]["why"] == "desk0 has not renewed for 5m (heartbeat 60s, lease 600s)"
+
+
+def test_a_desk_that_stopped_renewing_is_overdue_long_before_its_lease_ends(site: tuple[Path, dict[str, Any]]) -> None:
+    out, data = site
+    cards = {c["id"]: c for c in data["briefs"]}
+    overdue = sorted(b for b, c in cards.items() if c["liveness"]["word"] == "overdue")
+    assert len(overdue) == OVERDUE and all(cards[b]["lease_s"] - STALLED_S >= 300 for b in overdue)
+    assert {c["liveness"]["word"] for c in cards.values() if c["state"] == "held"} == {"live", "overdue"}
+    desks = {d["desk"]: d["liveness"] for d in data["desks"]}
+    assert desks["desk0"] == "overdue" and "overdue" not in {v for k, v in desks.items() if k != "desk0"}
+    index = (out / "index.html").read_text(encoding="utf-8")
+    needs = index.split('id="needs-you"')[1].split('<form id="filters"')[0]
+    assert "Overdue" in needs and any(f'href="briefs/{b}.html"' in needs for b in overdue)
+
+
+def test_done_work_is_folded_and_the_page_stays_small(site: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = site
+    index = (out / "index.html").read_text(encoding="utf-8")
+    done = index.split('<section class="column" data-column="done"')[1].split("</section>")[0]
+    assert done.count("<article") == 12 and f"and {MIX['done'] - 12} more done" in done
+    assert len(index.encode()) < 200_000  # 1,000 briefs: every card but the folded done ones
+    needs = (out / "needs.html").read_text(encoding="utf-8")
+    assert needs.count('<li class="item">') == sum(MIX[k] for k in ("unknown", "blocked", "waiting")) + OVERDUE
+
+
+def _measure(tmp_path: Path, out: Path, size: tuple[int, int], dark: bool) -> dict[str, Any]:
+    assert CHROMIUM is not None
+    page = (out / "index.html").read_text(encoding="utf-8")
+    page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", MEASURE + "</body>")
+    (out / "measure.html").write_text(page, encoding="utf-8")
+    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+            "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'p'}",
+            f"--window-size={size[0]},{size[1]}", *(["--force-dark-mode"] if dark else [])]
+    dom = subprocess.run([*args, "--dump-dom", (out / "measure.html").as_uri()], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    found = re.search(r'data-measured="([^"]*)"', dom)
+    assert found, dom[-500:]
+    return dict(json.loads(html.unescape(found[1])))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (sh tests/install-chromium.sh)")
+@pytest.mark.parametrize("screen", sorted(SIZES))
+def test_every_kind_that_needs_you_is_on_the_first_screen(site: tuple[Path, dict[str, Any]], tmp_path: Path,
+                                                         screen: str) -> None:
+    out, data = site
+    kinds = {k for k, n in data["needs_you_counts"].items() if n}
+    ARTIFACTS.mkdir(exist_ok=True)
+    for dark in (False, True):
+        measured = _measure(tmp_path, out, SIZES[screen], dark)
+        seen = measured["seen"]
+        assert {s["kind"] for s in seen} == {"bar", *(f"n-{k}" for k in kinds)}  # the bar, and items of each kind
+        lowest = max(s["bottom"] for s in seen)
+        assert lowest <= measured["viewport"], (screen, dark, lowest, measured["viewport"])
+        assert measured["page"] > measured["viewport"]  # the rest of the fleet is below, as it should be
+        shot = ARTIFACTS / f"fleet-{screen}-{'dark' if dark else 'light'}.png"
+        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        f"--user-data-dir={tmp_path / 'p'}", f"--window-size={SIZES[screen][0]},{SIZES[screen][1]}",
+                        *(["--force-dark-mode"] if dark else []), f"--screenshot={shot}",
+                        (out / "index.html").as_uri()], capture_output=True, timeout=120, check=True)
+        brightness = mean_brightness(shot.read_bytes())
+        assert (brightness < 100) if dark else (brightness > 150), (shot, brightness)
+        print(f"{screen} {'dark' if dark else 'light'}: last 'needs you' item ends at {lowest}px of "
+              f"{measured['viewport']}px; page {measured['page']}px")
