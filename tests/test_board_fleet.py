@@ -114,6 +114,7 @@ def test_every_kind_that_needs_you_is_on_the_first_screen(site: tuple[Path, dict
         assert lowest <= measured["viewport"], (screen, dark, lowest, measured["viewport"])
         assert measured["page"] > measured["viewport"]  # the rest of the fleet is below, as it should be
         shot = ARTIFACTS / f"fleet-{screen}-{'dark' if dark else 'light'}.png"
+        assert CHROMIUM is not None
         subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                         f"--user-data-dir={tmp_path / 'p'}", f"--window-size={SIZES[screen][0]},{SIZES[screen][1]}",
                         *(["--force-dark-mode"] if dark else []), f"--screenshot={shot}",

@@ -83,7 +83,8 @@ def _need_item(i: dict[str, Any], prefix: str) -> str:
     nxt = i["next"]
     nxt_html = (f'<a href="{esc(nxt)}">{esc(nxt)}</a>' if nxt.startswith(("http://", "https://"))
                 else f"<code>{esc(nxt)}</code>")
-    return f'<li class="item">{where}<span class="why">{esc(i["why"])}</span><br><span class="next">next: {nxt_html}</span></li>'
+    return (f'<li class="item">{where}<span class="why">{esc(i["why"])}</span><br>'
+            f'<span class="next">next: {nxt_html}</span></li>')
 
 
 def needs_page(data: dict[str, Any]) -> str:
