@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from assay import __version__
+from assay.core.records import STATES
 from assay.errors import AssayError, NoMainBranch
+
+BRIEF_STATES = ("ready", "needs", *STATES, "invalid")
 
 if TYPE_CHECKING:
     from assay.core.config import Ports
@@ -49,7 +52,26 @@ def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
     return forge_option(wrapper)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+TASKS = (("Start", ("init", "demo", "brief", "briefs")),
+         ("Run desks and hold briefs", ("desk", "claim", "claims", "renew", "release", "wait", "wake", "steer")),
+         ("Watch and judge", ("board", "sweep", "audit", "journal")),
+         ("Review and finish", ("review", "verify", "retire")),
+         ("Inside an agent's run", ("step",)))
+
+
+class _TaskGroup(click.Group):
+    """The top-level help lists commands by task, not alphabetically, each with its whole first sentence."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = [name for _, names in TASKS for name in names]
+        rest = sorted(set(self.commands) - set(listed))
+        for title, names in (*TASKS, *([("Other", tuple(rest))] if rest else [])):
+            rows = [(n, self.commands[n].get_short_help_str(limit=200)) for n in names if n in self.commands]
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_TaskGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, envvar="ASSAY_DEBUG", help="Show tracebacks for unexpected errors.")
 @click.version_option(__version__, prog_name="assay")
 def cli(debug: bool) -> None:
@@ -216,15 +238,23 @@ def verify_cmd(brief_file: Path, as_json: bool) -> None:
 
 
 @cli.command("claims")
+@click.option("--state", "states", multiple=True, type=click.Choice(STATES), help="Only claims in this state "
+              "(repeat for several).")
+@click.option("--desk", metavar="NAME", help="Only this desk's claims.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N claims (in brief order).")
 @pass_ports
 @json_option
-def claims_cmd(ports: Ports, as_json: bool) -> None:
-    """List every claim on the forge: brief, state, epoch, desk, holder, age."""
-    from assay import views
+def claims_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, ports: Ports, as_json: bool) -> None:
+    """List the claims on the forge, with when each was last written and whether its desk is alive.
 
-    good, bad = ports.claims.list_all()
+    `overdue`: not renewed for 3 of its desk's heartbeats; `dead`: its desk's process is over. Both show long
+    before the lease ends."""
+    from assay import views
+    from assay.observe.listings import list_claims
+
     now = time.time()
-    rows = [views.claim_view(c, now) for c in good]
+    found, bad = list_claims(ports.claims, now, states, desk, limit)
+    rows = [views.claim_view(r.claim, now, r.written_age_s, r.liveness) for r in found]
     invalid = [views.invalid_view(b) for b in bad]
     views.print_json({"claims": rows, "invalid": invalid}) if as_json else views.render_claims(rows, invalid)
 
@@ -362,9 +392,13 @@ def brief_lint(folder: Path | None) -> None:
 
 
 @cli.command("briefs")
+@click.option("--state", "states", multiple=True, type=click.Choice(BRIEF_STATES), help="Only briefs in this "
+              "state (`needs`: waiting on dependencies; repeat for several).")
+@click.option("--desk", metavar="NAME", help="Only briefs this desk holds (or that name it).")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N briefs (in priority order).")
 @pass_ports
 @json_option
-def briefs_cmd(ports: Ports, as_json: bool) -> None:
+def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, ports: Ports, as_json: bool) -> None:
     """List the briefs on the forge's main with their state (ready, blocked by dependencies, claimed, done)."""
     from assay import views
     from assay.core.briefs import BRIEFS_DIR
@@ -375,7 +409,7 @@ def briefs_cmd(ports: Ports, as_json: bool) -> None:
     unreadable = next((p for p in board.problems if p.path == BRIEFS_DIR), None)
     if unreadable is not None:  # not one bad brief: main has no briefs folder to read at all
         raise UsageError(unreadable.message, hint=unreadable.hint)
-    rows = views.brief_rows(board)
+    rows = views.filtered(views.brief_rows(board), states, desk, limit)
     problems = [str(p) for p in board.problems]
     if as_json:
         views.print_json({"main": board.main, "briefs": rows, "problems": problems})
@@ -661,6 +695,21 @@ def _render_error(message: str, hint: str) -> None:
 
     render_error(message, hint)
 
+
+
+def _examples(group: click.Group, prefix: str = "") -> None:
+    """Every command's help ends with examples (`cliexamples.EXAMPLES`)."""
+    from assay.cliexamples import epilog
+
+    group.epilog = epilog(prefix.strip())
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            _examples(cmd, f"{prefix}{name} ")
+        else:
+            cmd.epilog = epilog(f"{prefix}{name}")
+
+
+_examples(cli)
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: a user's mistake is one `error:` line and an exit code, never a traceback."""

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from assay.core.briefs import Problem
-from assay.core.claims import Claim, InvalidClaim, fold_renewals
+from assay.core.claims import Claim, InvalidClaim, Liveness, fold_renewals
 from assay.core.records import human_age, parse_iso
 
 
-def claim_view(claim: Claim, now: float) -> dict[str, Any]:
+def claim_view(claim: Claim, now: float, written_age_s: int | None = None,
+               live: Liveness | None = None) -> dict[str, Any]:
+    """A claim as listings show it: `age_s` since its state changed, `written_age_s` since its tip was written (a
+    renewal), `liveness` and `why` for a held claim (`claims.liveness`)."""
     r = claim.record
     age = max(0, int(now - parse_iso(r.at).timestamp()))
     return {"brief": r.brief, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
             "lease_s": r.lease_s, "branch": r.branch, "wait": r.wait, "reason": r.reason, "at": r.at,
-            "age_s": age, "commit": claim.sha}
+            "age_s": age, "written_age_s": written_age_s, "liveness": live.word if live else "",
+            "why": live.why if live else "", "commit": claim.sha}
 
 
 def invalid_view(item: InvalidClaim) -> dict[str, Any]:
@@ -30,6 +35,7 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+_LIVE_STYLE = {"live": "green", "overdue": "yellow", "dead": "bold red"}
 _STATE_STYLE = {"invalid": "bold red", "held": "cyan", "waiting": "yellow", "blocked": "bold red", "done": "green",
                 "released": "dim", "expired": "magenta", "abandoned": "dim red"}
 
@@ -50,7 +56,9 @@ def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 200  # pipes and logs get whole lines, not 80 columns
+    columns = os.environ.get("COLUMNS", "")
+    # pipes and logs get whole lines, not 80 columns, unless COLUMNS says how wide
+    width = None if stream.isatty() else int(columns) if columns.isdigit() and int(columns) >= 40 else 200
     return Console(stderr=stderr, highlight=False, width=width)
 
 
@@ -85,10 +93,16 @@ def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, A
     if not views and not invalid:
         _console().print("no claims on this forge yet")
         return
-    print_table(("brief", "state", "epoch", "desk", "holder", "age"),
+    print_table(("brief", "state", "epoch", "desk", "age", "renewed", "live"),
                 [[(v["brief"], ""), (v["state"], _STATE_STYLE.get(v["state"], "")), (str(v["epoch"]), ""),
-                  (v["desk"], ""), (v["holder"], ""), (human_age(v["age_s"]), "")] for v in views],
-                right=frozenset({"epoch", "age"}))
+                  (v["desk"], ""), (human_age(v["age_s"]), ""),
+                  (human_age(v["written_age_s"]) if v.get("written_age_s") is not None else "", ""),
+                  (v.get("liveness") or "", _LIVE_STYLE.get(v.get("liveness") or "", ""))] for v in views],
+                right=frozenset({"epoch", "age", "renewed"}))
+    late = [v for v in views if v.get("liveness") in ("overdue", "dead")]
+    if late:
+        _console(stderr=True).print(f"[yellow]{len(late)} claim(s) overdue or dead[/]: {late[0]['brief']}: "
+                                    f"{_plain(late[0]['why'])}")
     for bad in invalid:
         where = f"{bad['ref']} ({bad['commit'][:10]})"
         _console(stderr=True).print(f"[yellow]warning:[/] {where}: {_plain(bad['problem'])}")
@@ -203,6 +217,13 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
             row["invalid"] = {"ref": junk.ref, "problem": junk.problem}
         rows.append(row)
     return rows
+
+
+def filtered(rows: Sequence[dict[str, Any]], states: Sequence[str], desk: str | None,
+             limit: int | None) -> list[dict[str, Any]]:
+    """The rows in one of `states` (`needs` matches every "needs …"), of `desk`, at most `limit`."""
+    out = [r for r in rows if (not states or r["state"].split()[0] in states) and (desk is None or r["desk"] == desk)]
+    return out[:limit] if limit is not None else out
 
 
 def render_briefs(rows: Sequence[dict[str, Any]]) -> None:

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import click
+import pytest
 
 import assay
 from assay import docgen
@@ -151,3 +152,10 @@ def test_the_commands_the_docs_show_exist() -> None:
                 if problem:
                     wrong.append(f"{path.name}: `assay {m[1].strip()}`: {problem}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(("doc", "most"), [("README.md", 1500), ("docs/architecture.md", 3000),
+                                           ("docs/data-model.md", 6000)])
+def test_the_docs_a_newcomer_reads_stay_short(doc: str, most: int) -> None:
+    words = len((REPO / doc).read_text(encoding="utf-8").split())
+    assert words <= most, f"{doc} has {words} words, more than {most}: cut before adding"

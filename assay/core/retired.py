@@ -72,7 +72,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_age(text: str) -> float:
-    """Seconds in an age such as `90s`, `30m`, `12h` or `7d` (a bare number is seconds)."""
+    """Seconds in an age such as `90s`, `30m`, `12h` or `7d`. A bare number other than 0 is refused: `7` is as
+    likely to mean days as seconds."""
+    if text.strip() not in ("0", "") and text.strip().replace(".", "", 1).isdigit():
+        raise UsageError(f"{text!r} has no unit", hint=f"write {text}d for days, {text}h, {text}m or {text}s")
     value, unit = (text[:-1], text[-1]) if text and text[-1] in _UNITS else (text, "s")
     try:
         seconds = float(value) * _UNITS[unit]

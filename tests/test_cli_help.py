@@ -1,0 +1,65 @@
+"""Every help page ends with examples, and every example is a command Assay accepts (parsed by the CLI itself,
+with the options each command has; nothing is run)."""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+import pytest
+
+from assay.cli import cli
+from assay.cliexamples import EXAMPLES
+from tests.conftest import assay
+
+
+def pages(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = [(prefix.strip(), group)]
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            out += pages(cmd, f"{prefix}{name} ")
+        else:
+            out.append((f"{prefix}{name}", cmd))
+    return out
+
+
+def commands_in(example: str) -> list[list[str]]:
+    """The `assay ...` command lines in one example (comments, pipes and `&&` set aside)."""
+    line = example.split("    #")[0]
+    parts = [p.split(">")[0] for chunk in line.split("&&") for p in chunk.split("|")]
+    return [shlex.split(p)[1:] for p in parts if p.strip().startswith("assay ")]
+
+
+def parse(argv: list[str]) -> click.Command:
+    """Resolve `argv` to its command and parse its options and arguments, as `assay` would before running it."""
+    ctx = cli.make_context("assay", list(argv))
+    cmd: click.Command = cli
+    while isinstance(cmd, click.Group):
+        rest = [*(getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", [])), *ctx.args]
+        name, sub, args = cmd.resolve_command(ctx, rest)
+        assert sub is not None and name is not None, argv
+        ctx = sub.make_context(name, args, parent=ctx)
+        cmd = sub
+    return cmd
+
+
+@pytest.mark.parametrize(("path", "cmd"), pages(cli), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_help_page_has_examples_that_parse(path: str, cmd: click.Command) -> None:
+    assert path in EXAMPLES, f"`assay {path}` has no examples (add them to assay/cliexamples.py)"
+    assert cmd.epilog and "Examples:" in cmd.epilog
+    for example in EXAMPLES[path]:
+        found = commands_in(example)
+        assert found, example
+        for argv in found:
+            parse(argv)
+
+
+def test_no_example_names_a_command_that_does_not_exist() -> None:
+    assert set(EXAMPLES) == {path for path, _ in pages(cli)}
+
+
+def test_a_help_page_prints_its_examples() -> None:
+    run = assay("claims", "--help")
+    assert run.code == 0 and "Examples:\n    $ assay claims --state held" in run.out
+    top = assay("--help")
+    assert "Start:" in top.out and "Watch and judge:" in top.out and "Examples:" in top.out
