@@ -56,7 +56,8 @@ TASKS = (("Start", ("init", "demo", "brief", "briefs")),
          ("Run desks and hold briefs", ("desk", "claim", "claims", "renew", "release", "wait", "wake", "steer")),
          ("Watch and judge", ("board", "sweep", "audit", "journal")),
          ("Review and finish", ("review", "verify", "retire")),
-         ("Inside an agent's run", ("step",)))
+         ("Inside an agent's run", ("step",)),
+         ("Shell", ("completion",)))
 
 
 class _TaskGroup(click.Group):
@@ -583,8 +584,11 @@ def wake_cmd(brief_id: str, desk: str | None, ports: Ports) -> None:
     """Wake a waiting brief; its desk resumes it from the journal."""
     from assay.core import custody
 
-    woken = custody.wake(ports.claims, brief_id, _person(), desk)
+    woken, was = custody.wake(ports.claims, brief_id, _person(), desk)
     click.echo(f"{brief_id} is held again by desk {woken.record.desk} (epoch {woken.record.epoch})")
+    if was in ("review", "merge"):
+        click.echo(f"note: it was waiting on its {was}; the review stays open, and the desk works the brief again "
+                   "from its journal (to park it again: assay wait BRIEF --on review)", err=True)
 
 
 @cli.command("steer")
@@ -595,8 +599,8 @@ def steer_cmd(brief_id: str, text: str, ports: Ports) -> None:
     """Journal guidance the agent receives on its next run, and after any recovery."""
     from assay.core import custody
 
-    seq = custody.steer(ports.claims, brief_id, text, _person())
-    click.echo(f"steering for {brief_id} journaled (seq {seq}); the agent gets it on its next run")
+    seq, when = custody.steer(ports.claims, brief_id, text, _person())
+    click.echo(f"steering for {brief_id} journaled (seq {seq}); the agent gets it {when}")
 
 
 @cli.command()
@@ -697,6 +701,54 @@ def _render_error(message: str, hint: str) -> None:
 
 
 
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL: commands, options, and the brief and desk names of the
+    checkout you are in (briefs/*.md, desks/*.yaml).
+
+    Load it in your shell's startup file, e.g. `eval "$(assay completion bash)"` in ~/.bashrc."""
+    from click.shell_completion import get_completion_class
+
+    completer = get_completion_class(shell)
+    assert completer is not None
+    click.echo(completer(cli, {}, "assay", "_ASSAY_COMPLETE").source())
+
+
+def _names(folder: str, suffix: str, incomplete: str) -> list[str]:
+    """The names of the checkout's `folder/*suffix` files that start with `incomplete` (no forge is read)."""
+    here = Path.cwd()
+    for root in (here, *here.parents):
+        if (root / folder).is_dir():
+            return sorted(p.name.removesuffix(suffix) for p in (root / folder).glob(f"{incomplete}*{suffix}"))
+        if (root / ".git").exists():
+            break
+    return []
+
+
+def _complete_briefs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return _names("briefs", ".md", incomplete)
+
+
+def _complete_desks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return _names("desks", ".yaml", incomplete)
+
+
+def _completions(group: click.Group) -> None:
+    """Brief and desk names complete wherever a command takes one."""
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            _completions(cmd)
+            continue
+        for param in cmd.params:
+            if param.name in ("brief", "brief_id", "briefs") and isinstance(param, click.Argument):
+                param._custom_shell_complete = _complete_briefs
+            elif param.name == "desk" or (name == "run" and param.name == "name"):
+                param._custom_shell_complete = _complete_desks
+
+
+_completions(cli)
 def _examples(group: click.Group, prefix: str = "") -> None:
     """Every command's help ends with examples (`cliexamples.EXAMPLES`)."""
     from assay.cliexamples import epilog

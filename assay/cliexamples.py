@@ -20,6 +20,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                    "assay claim take fix-login --desk builder --lease 900"),
     "claims": ("assay claims --state held", "assay claims --desk builder --limit 10",
                "assay claims --json | jq '.claims[] | select(.liveness == \"overdue\")'"),
+    "completion": ("assay completion bash > ~/.assay-complete.bash    # then in ~/.bashrc: . ~/.assay-complete.bash",
+                   "assay completion fish > ~/.config/fish/completions/assay.fish"),
     "demo": ("assay demo", "assay demo --crash-at step.after-intent && assay demo    # crash, then recover"),
     "desk": ("assay desk list", "assay desk run claude --once"),
     "desk list": ("assay desk list", "assay desk list --json"),

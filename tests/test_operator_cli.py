@@ -3,13 +3,22 @@ that fits 80 columns."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.steps import open_session
 from tests.conftest import Forge, assay, git
+from tests.helpers.desks import desk_env, publish
+from tests.journal_check import claim_chain, entries
 
 
 def listed(*args: str) -> list[dict[str, Any]]:
@@ -84,3 +93,118 @@ def test_a_bare_number_of_seconds_is_refused_where_days_were_likely_meant(forge:
     assert run.code == 2 and "'7' has no unit" in run.err and "write 7d for days" in run.err
     assert git("--git-dir", str(forge.path), "for-each-ref") == before
     assert assay("retire", "--older-than", "7d", "--dry-run", "--forge", forge.url).code == 0
+
+
+def test_the_sweep_reports_an_overdue_claim_and_leaves_it_held(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "quiet", holder="quiet/elsewhere")
+    now = time.time()
+    first = assay("sweep", "--json", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(now)})
+    assert first.code == 0 and "overdue" not in first.out, first.err
+    later = assay("sweep", "--json", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(now + 200)})
+    report = later.json()
+    assert later.code == 0 and isinstance(report, dict), later.err
+    found = [f for f in report["findings"] if f["kind"] == "overdue"]
+    assert [f["brief"] for f in found] == ["alpha"] and found[0]["action"] == ""
+    assert "has not renewed epoch 1 for 200s (heartbeat 60s; its lease of 600s runs on)" in found[0]["detail"]
+    assert [c["state"] for c in listed("--forge", forge.url)] == ["held"]
+
+
+def test_steering_says_when_the_agent_gets_it_and_a_done_brief_refuses_it(forge: Forge, claims: Claims) -> None:
+    fresh = assay("steer", "alpha", "mind the cache", "--forge", forge.url)
+    assert fresh.code == 0 and "the agent gets it on its first run" in fresh.out
+    claims.claim("beta", "d")
+    claims.claim("gamma", "d")
+    claims.release("gamma", "d", outcome="done")
+    before = git("--git-dir", str(forge.path), "for-each-ref")
+    done = assay("steer", "gamma", "too late", "--forge", forge.url)
+    assert done.code == 3 and "cannot steer brief 'gamma': its claim is done" in done.err
+    assert git("--git-dir", str(forge.path), "for-each-ref") == before  # nothing written
+
+
+def test_waking_a_brief_that_waits_on_its_review_says_what_that_means(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d")
+    parked = assay("wait", "alpha", "--on", "review", "--desk", "d", "--forge", forge.url)
+    assert parked.code == 0, parked.err
+    woken = assay("wake", "alpha", "--forge", forge.url)
+    assert woken.code == 0 and "held again by desk d" in woken.out
+    assert "it was waiting on its review; the review stays open" in woken.err
+    assert [c["state"] for c in listed("--forge", forge.url)] == ["held"]
+
+
+def test_the_audit_orders_events_of_one_second_by_epoch_and_sequence() -> None:
+    """Clocks tick in whole seconds: a takeover, the journal entries after it and the release that ends it, all in
+    one second, read in the order they happened, not grouped by where they are kept."""
+    from assay.core.claims import Claim
+    from assay.core.records import ClaimRecord, JournalEntry
+    from assay.observe.audit import History, timeline
+
+    at = "2026-12-01T10:00:00Z"
+    def record(state: str, epoch: int) -> Claim:
+        return Claim(ClaimRecord(brief="b", state=state, epoch=epoch, desk="d", holder="h", lease_s=600,
+                                 branch="assay/b", at=at), f"{state}{epoch}".ljust(40, "0"))
+    claims = [record("held", 1), record("expired", 1), record("held", 2), record("released", 2)]
+    journal = [JournalEntry(seq=s, epoch=e, kind="note", at=at, run="r") for s, e in ((3, 2), (1, 1), (2, 1), (4, 2))]
+    events = timeline(History("b", claims, sorted(journal, key=lambda j: j.seq), [], [], []))
+    assert [ev.what.split()[0] for ev in events] == ["held", "#1", "#2", "expired", "held", "#3", "#4", "released"]
+
+
+def test_completion_scripts_and_brief_and_desk_names(tmp_path: Path) -> None:
+    for shell, mark in (("bash", "_assay_completion"), ("zsh", "#compdef assay"), ("fish", "complete --no-files")):
+        run = assay("completion", shell)
+        assert run.code == 0 and mark in run.out, (shell, run.out[:200])
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "briefs").mkdir()
+    (tmp_path / "desks").mkdir()
+    for name in ("alpha", "alps", "beta"):
+        (tmp_path / "briefs" / f"{name}.md").write_text("---\ntitle: x\n---\n")
+    (tmp_path / "desks" / "claude.yaml").write_text("name: claude\n")
+
+    def complete(words: str) -> list[str]:
+        run = assay(env={"_ASSAY_COMPLETE": "bash_complete", "COMP_WORDS": words,
+                         "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}, cwd=tmp_path)
+        return [line.split(",", 1)[1] for line in run.out.splitlines() if line.startswith("plain,")]
+
+    assert complete("assay journal al") == ["alpha", "alps"]
+    assert complete("assay release beta --desk cl") == ["claude"]
+    assert complete("assay desk run ") == ["claude"]
+    assert "claims" in complete("assay cla")
+
+
+def test_ctrl_c_on_a_desk_hands_its_brief_back_released_and_journaled(forge: Forge, tmp_path: Path) -> None:
+    """Ctrl-C reaches the desk (and its agent) as SIGINT to the terminal's process group: the desk releases the
+    brief with the reason in the claim chain and the journal, and says so, instead of leaving it held for a lease."""
+    mark = tmp_path / "agent-started"
+    os.mkfifo(mark)
+    publish(forge, {"desks/patient.yaml": DESK_SLEEPY.format(mark=mark),
+                    "briefs/slow.md": "---\ntitle: Slow\nlabels: [work]\n---\nTake your time.\n"})
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "patient", "--once", "--forge",
+                             forge.url], env={**os.environ, **desk_env(tmp_path)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        said: list[str] = []
+        heard = threading.Thread(target=lambda: said.append(mark.read_text()), daemon=True)
+        heard.start()  # the agent says it started (through a FIFO): it works the brief under the desk's claim
+        heard.join(timeout=60)
+        assert said == ["started\n"], desk.poll()
+        os.killpg(desk.pid, signal.SIGINT)
+        out, _ = desk.communicate(timeout=60)
+    finally:
+        if desk.poll() is None:
+            os.killpg(desk.pid, signal.SIGKILL)
+    assert desk.returncode == 130, out
+    assert "released slow (desk patient was interrupted (Ctrl-C))" in out
+    chain = claim_chain(forge.path, "slow")
+    assert chain[-1]["state"] == "released" and "interrupted (Ctrl-C)" in chain[-1]["reason"]
+    assert any("interrupted (Ctrl-C)" in json.dumps(e) for e in entries(forge.path, "slow"))
+
+
+DESK_SLEEPY = """name: patient
+takes:
+  labels: [work]
+agent:
+  command: [sh, -c, "echo started > {mark}; sleep 60"]
+lease_s: 600
+heartbeat_s: 60
+attempts: 3
+env_allow: [PATH, HOME]
+"""

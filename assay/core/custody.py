@@ -62,11 +62,13 @@ def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, 
 
 
 def wake(claims: Claims, brief: str, by: str, desk: str | None = None, epoch: int | None = None,
-         run: str = "") -> Claim:
-    """Wake a waiting brief; its desk resumes it from the journal on its next pass."""
+         run: str = "") -> tuple[Claim, str]:
+    """Wake a waiting brief; its desk resumes it from the journal on its next pass. Returns the claim and what
+    it was waiting on."""
     r = _holder_claim(claims, brief, desk, "wake").record
-    return transition_as(claims, brief, "wake", "wake", {"by": by, "was": r.wait}, by, run, desk=r.desk,
-                         epoch=r.epoch if epoch is None else epoch)
+    woken = transition_as(claims, brief, "wake", "wake", {"by": by, "was": r.wait}, by, run, desk=r.desk,
+                          epoch=r.epoch if epoch is None else epoch)
+    return woken, str((r.wait or {}).get("on", ""))
 
 
 def block(claims: Claims, brief: str, desk: str, epoch: int, reason: str, by: str | None = None,
@@ -108,8 +110,20 @@ def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:
         return claims.force_release(brief, f"{reason} (not journaled: {exc.message})", by)
 
 
-def steer(claims: Claims, brief: str, text: str, by: str) -> int:
-    """Journal guidance for the agent's next run (and every run after a recovery). Returns its seq."""
+STEER_WHEN = {None: "on its first run", "held": "on its next run", "waiting": "once it is woken",
+              "blocked": "once a person releases it and a desk claims it", "released": "when a desk claims it again",
+              "expired": "when a desk claims it again", "abandoned": "if a desk claims it again"}
+
+
+def steer(claims: Claims, brief: str, text: str, by: str) -> tuple[int, str]:
+    """Journal guidance for the agent's next run (and every run after a recovery). Returns its seq and when the
+    agent gets it, by the claim's state; a done brief is refused (exit 3): no agent runs on it again."""
     if not text.strip():
         raise UsageError("steering text is empty", hint='assay steer BRIEF "what the agent should know"')
-    return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq
+    current = claims.read(brief)
+    if current is None:
+        check_not_retired(claims.git, brief, "steer")
+    state = current.record.state if current else None
+    if state == "done":
+        raise IllegalTransition(brief, "steer", "done", "no agent runs on a done brief again; write a new brief")
+    return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq, STEER_WHEN[state]

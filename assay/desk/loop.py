@@ -291,6 +291,21 @@ class Desk:
             self._rest(brief.id)
             self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
             return "interrupted"
+        except KeyboardInterrupt:  # Ctrl-C: hand the brief back now rather than leave it held until its lease ends
+            self._hand_back(brief.id, epoch, session)
+            raise
+
+    def _hand_back(self, brief_id: str, epoch: int, session: Session | None) -> None:
+        why = f"desk {self.spec.name} was interrupted (Ctrl-C)"
+        try:
+            if session is not None:
+                session.stop_run(why)
+            custody.release(self.claims, brief_id, self.spec.name, reason=why, epoch=epoch, run=self._run)
+            self.echo(f"{self.spec.name}: released {brief_id} ({why}); the next desk resumes it from its journal")
+        except (AssayError, KeyboardInterrupt) as exc:
+            what = exc.message if isinstance(exc, AssayError) else "interrupted again"
+            self.echo(f"{self.spec.name}: {brief_id} is still held ({what}): release it with "
+                      f"`assay release {brief_id} --force --reason '...'`, or its lease ends it")
 
     def _refused(self, brief_id: str, epoch: int, exc: ForgeRefused) -> str:
         """The forge refuses this brief's writes: back off, and after `REFUSALS` in a row block it for a person."""

@@ -56,6 +56,7 @@ class Event:
     what: str
     epoch: int | None = None
     ref: str = ""
+    seq: int = 0  # a journal entry's sequence number: its order within one second
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ def timeline(h: History) -> list[Event]:
               for c, renewed in fold_renewals(h.claims, lambda c: renewal_key(c.record))]
     for e in h.journal:
         events.append(Event(e.at, "journal", f"#{e.seq} {e.kind}" + (f" {e.step}" if e.step else "")
-                            + (f" {e.status}" if e.status else "") + _note(e), e.epoch))
+                            + (f" {e.status}" if e.status else "") + _note(e), e.epoch, seq=e.seq))
     for b in h.branch:
         events.append(Event(b.at, "branch", f"{b.sha[:10]} {b.subject}", b.epoch, b.sha))
     for sha, r in h.reviews:
@@ -254,8 +255,17 @@ def timeline(h: History) -> list[Event]:
     for item in (h.pull or {}).get("events", []):
         events.append(Event(str(item.get("at", "")), "review", str(item.get("what", "")), None,
                             str(item.get("ref", ""))))
-    order = {"claim": 0, "journal": 1, "branch": 2, "review": 3}
-    return sorted(events, key=lambda ev: (ev.at, order[ev.source]))
+    return sorted(events, key=_causal)
+
+
+def _causal(ev: Event) -> tuple[str, int, int, int]:
+    """Clocks tick in whole seconds, so within one: by epoch; in it, the claim that starts it, then the journal by
+    sequence, the branch, the review, and last a claim that ends it (released, expired, done)."""
+    if ev.source == "claim":
+        rank = 4 if ev.what.split()[0] in {*TOMBSTONES, "done"} else 0
+    else:
+        rank = {"journal": 1, "branch": 2, "review": 3}[ev.source]
+    return ev.at, ev.epoch or 0, rank, ev.seq
 
 
 def _note(e: JournalEntry) -> str:

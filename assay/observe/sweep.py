@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assay.core import chain, custody
-from assay.core.claims import Claim, Claims, forced_reason, holder_life
+from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holder_life
 from assay.core.crash import crash_point
+from assay.core.deskspec import DeskSpec, desks_on_main
 from assay.core.forge.base import Reviews
 from assay.core.git import ZERO, ForgeGit
 from assay.core.journal import read_log, read_logs, transition_as
@@ -56,7 +57,7 @@ Progress = Callable[[str], None]
 class Finding:
     """One thing a sweep found, what it did about it, and whether it is reported for the first time."""
 
-    kind: str  # lease, stuck, orphan, unknown, stray, wait, blocked, merged-held, junk, retire
+    kind: str  # lease, overdue, stuck, orphan, unknown, stray, wait, blocked, merged-held, junk, retire
     brief: str
     detail: str
     key: str
@@ -87,6 +88,7 @@ class ForgeState:
     base: Observations
     base_tip: str | None
     base_is_commit: bool
+    heartbeats: dict[str, int] = field(default_factory=dict)  # desk -> heartbeat_s, from desks/*.yaml on main
 
     def briefs(self) -> set[str]:
         return set(self.claims) | set(self.journals)
@@ -102,12 +104,14 @@ def read_forge(claims: Claims) -> ForgeState:
     good, bad = claims.load_tips(found.tips["claims"])
     reviews, bad_reviews = found.reviews()
     seen = found.observations()
+    desks, _ = desks_on_main(claims.git, found.main)  # a desk file that does not validate is the desk's to report
     junk = [*found.junk, *bad, *bad_reviews, *([seen.problem] if seen.problem else [])]
     return ForgeState(
         main=found.main, claims={c.record.brief: c for c in good},
         reviews={r.brief: (r, sha) for r, sha in reviews},
         journals=found.by_brief("journals"), branches=found.by_brief("branches"),
-        junk=junk, base=seen.observations, base_tip=seen.tip, base_is_commit=seen.is_commit)
+        junk=junk, base=seen.observations, base_tip=seen.tip, base_is_commit=seen.is_commit,
+        heartbeats={d.name: d.heartbeat_s for d in desks})
 
 
 def _reread_observations(state: ForgeState, git: ForgeGit) -> None:
@@ -258,10 +262,15 @@ def _claim_findings(state: ForgeState, seen: BriefSeen | None, claim: Claim, pol
     review = state.reviews.get(brief)
     if r.state == "held" and seen is not None:
         still = now - seconds(seen.claim_seen)
+        beat = state.heartbeats.get(r.desk, DeskSpec.heartbeat_s)
         if seen.claim == claim.sha and still > r.lease_s + policy.grace_s:
             out.append(Finding("lease", brief, f"tip {claim.sha[:10]} of epoch {r.epoch} (desk {r.desk}, holder "
                                f"{r.holder}) has not moved for {int(still)}s; lease {r.lease_s}s + grace "
                                f"{policy.grace_s}s", f"lease:{brief}:{claim.sha}", "expire"))
+        elif seen.claim == claim.sha and still > OVERDUE_BEATS * beat:  # long before the lease ends: said only
+            out.append(Finding("overdue", brief, f"desk {r.desk} has not renewed epoch {r.epoch} for {int(still)}s "
+                               f"(heartbeat {beat}s; its lease of {r.lease_s}s runs on)",
+                               f"overdue:{brief}:{claim.sha}"))
         elif now - seconds(seen.progress_seen) > policy.stuck_after_s:
             out.append(Finding("stuck", brief, f"desk {r.desk} renews epoch {r.epoch}, but its journal and branch "
                                f"have not moved since {seen.progress_seen}",
