@@ -132,15 +132,15 @@ class Page(HTMLParser):
         self.cards: dict[str, list[str]] = {}
         self.scripts = 0
         self.text: list[str] = []
-        self.svg_circles = 0
+        self.svg_steps = 0  # rows of the steps timeline
         self._card: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         if tag == "script":
             self.scripts += 1
-        if tag == "circle":
-            self.svg_circles += 1
+        if tag == "g" and a.get("class") == "step":
+            self.svg_steps += 1
         if tag == "article" and "card" in (a.get("class") or ""):
             self._card = self.cards.setdefault(a.get("data-column") or "", [])
         if tag == "a" and self._card is not None and (a.get("href") or "").startswith("briefs/"):
@@ -192,7 +192,12 @@ def test_a_brief_page_shows_custody_with_renewals_folded_and_a_timeline(fleet: F
     journal = git("--git-dir", str(fleet.forge.path), "log", "--format=%H", "refs/assay/journal/greet").split()
     entries = [json.loads(line) for c in journal for line in
                git("--git-dir", str(fleet.forge.path), "show", f"{c}:entries.jsonl").splitlines() if line]
-    assert greet.svg_circles == len(entries) > 5
+    intents = [e for e in entries if e["kind"] == "intent"]
+    assert greet.svg_steps == len(intents) > 2  # one row per step call, with its duration and how it ended
+    page = (fleet.out / "briefs" / "greet.html").read_text(encoding="utf-8")
+    said = re.findall(r'</rect><text x="[0-9.]+" y="[0-9]+">([^<]+)</text></g>', page)
+    assert len(said) == len(intents) and all(re.fullmatch(r"[0-9]+[smhd]( [a-z]+)?", s) for s in said), said
+    assert {e["step"] for e in intents} <= set(re.findall(r'<text x="4" y="[0-9]+">([^ <]+) ', page))
     card = next(c for c in json.loads((fleet.out / "board.json").read_text())["briefs"] if c["id"] == "greet")
     assert card["verify"]["passed"] == 1 and card["verify"]["failed"] == 0
     assert card["review"]["state"] == "ready" and card["desk"] == "builder"

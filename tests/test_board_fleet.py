@@ -123,3 +123,13 @@ def test_every_kind_that_needs_you_is_on_the_first_screen(site: tuple[Path, dict
         assert (brightness < 100) if dark else (brightness > 150), (shot, brightness)
         print(f"{screen} {'dark' if dark else 'light'}: last 'needs you' item ends at {lowest}px of "
               f"{measured['viewport']}px; page {measured['page']}px")
+
+
+def test_a_brief_page_draws_one_row_per_step_with_its_duration_and_end(site: tuple[Path, dict[str, Any]]) -> None:
+    out, data = site
+    brief = next(n["brief"] for n in data["needs_you"] if n["kind"] == "unknown")
+    page = (out / "briefs" / f"{brief}.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<g class="step"><text x="4" y="[0-9]+">([^<]+) <tspan class="seq">#([0-9]+)</tspan>.*?'
+                      r'</rect><text x="[0-9.]+" y="[0-9]+">([^<]+)</text></g>', page)
+    assert rows == [("deploy", "1", "15m unknown")]  # intent to outcome_unknown: 15 minutes, ended unknown
+    assert "epoch 1" in page and 'class="k-outcome_unknown"' in page

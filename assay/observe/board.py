@@ -179,6 +179,11 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     counts = {col: sum(1 for c in cards if c["column"] == col) for col in COLUMNS}
     obs = read.observations
     needs_you = needs_person(cards, read.problems)
+    by_brief: dict[str, list[dict[str, Any]]] = {}
+    for n in needs_you:
+        by_brief.setdefault(n["brief"], []).append({"kind": n["kind"], "why": n["why"], "next": n["next"]})
+    for c in cards:  # each brief page says what to do next
+        c["next"] = by_brief.get(c["id"], [])
     return {
         "needs_you": needs_you, "needs_you_counts": {k: sum(1 for n in needs_you if n["kind"] == k) for k in NEEDS},
         "v": FORMAT_VERSION, "generated_at": utc_now_iso(now), "forge": redact(forge), "main": read.main,
@@ -347,7 +352,7 @@ def _custody(history: list[Claim | InvalidClaim], written: dict[str, int]) -> li
 
 def _entry(e: JournalEntry) -> dict[str, Any]:
     return {"seq": e.seq, "epoch": e.epoch, "kind": e.kind, "at": e.at, "run": e.run, "step": e.step,
-            "status": e.status, "policy": e.policy}
+            "status": e.status, "policy": e.policy, "intent": e.intent}
 
 
 def _desks(read: ForgeRead, cards: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:

@@ -15,12 +15,11 @@ from string import Template
 from typing import Any
 
 from assay.core.config import defaults_dir
-from assay.core.records import human_age
+from assay.core.records import human_age, parse_iso
 
 KIND_CLASS = {"intent": "k-intent", "result": "k-result", "outcome_unknown": "k-outcome_unknown",
               "refused": "k-refused", "verify": "k-verify"}
 NONE = '<p class="muted">none</p>'
-SVG_LIMIT = 600  # entries drawn in a timeline; older ones are summarized
 
 
 def esc(value: object) -> str:
@@ -223,6 +222,15 @@ def brief_page(c: dict[str, Any], column_title: str) -> str:
         custody=custody_html(c["custody"]), timeline=timeline_svg(c["journal"]), journal=journal_html(c))
 
 
+def next_html(c: dict[str, Any]) -> str:
+    """What this brief needs from a person, and the command to type (nothing when it needs nobody)."""
+    if not c["next"]:
+        return ""
+    items = "".join(f'<li><b>{esc(NEEDS_TITLES[n["kind"]])}</b>: {esc(n["why"])}<br><span class="next">next: '
+                    f'<code>{esc(n["next"])}</code></span></li>' for n in c["next"])
+    return f'<section class="needs" id="next"><h2>Needs you</h2><ul>{items}</ul></section>'
+
+
 def summary_html(c: dict[str, Any]) -> str:
     pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
              ("claim age", lease_age_text(c)),
@@ -238,7 +246,7 @@ def summary_html(c: dict[str, Any]) -> str:
                    for r in c["verify"]["rows"])
     verify = (f"<h2>Verify at <code>{esc((c['verify']['head'] or '')[:10])}</code></h2><table><thead><tr><th>row</th>"
               f"<th>result</th><th>exit</th></tr></thead><tbody>{rows}</tbody></table>" if rows else "")
-    return f'<dl class="facts">{items}</dl>{verify}'
+    return f'{next_html(c)}<dl class="facts">{items}</dl>{verify}'
 
 
 def review_html(review: dict[str, Any] | None) -> str:
@@ -270,34 +278,63 @@ def custody_html(rows: list[dict[str, Any]]) -> str:
             f"<th>reason</th><th>renewals</th><th>commit</th></tr></thead><tbody>{''.join(out)}</tbody></table></div>")
 
 
+STEP_ROWS = 200  # steps a timeline draws; older ones are counted
+SPAN_CLASS = {"completed": "k-result", "failed": "k-failed", "cancelled": "k-failed", "unknown": "k-outcome_unknown",
+              "refused": "k-refused", "open": "k-intent"}
+
+
+def step_spans(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One span per step call: from its intent to the entry that ends it (a result, or `outcome_unknown`), with
+    how it ended (`open` while nothing has)."""
+    ends = {e["intent"]: e for e in entries if e.get("intent") and e["kind"] in ("result", "outcome_unknown")}
+    spans = []
+    for e in entries:
+        if e["kind"] != "intent":
+            continue
+        end = ends.get(e["seq"])
+        status = "open" if end is None else "unknown" if end["kind"] == "outcome_unknown" else end["status"] or "?"
+        spans.append({"seq": e["seq"], "step": e["step"] or "", "epoch": e["epoch"], "policy": e["policy"] or "",
+                      "start": parse_iso(e["at"]).timestamp(), "end": parse_iso(end["at"]).timestamp() if end else None,
+                      "status": status})
+    return spans
+
+
 def timeline_svg(entries: list[dict[str, Any]]) -> str:
-    """The journal drawn as dots on lanes by kind, over bands by epoch; each dot's title says what it is."""
-    if not entries:
-        return '<p class="muted">no journal yet</p>'
-    shown = entries[-SVG_LIMIT:]
-    kinds = sorted({e["kind"] for e in shown})
-    step, left, lane = 10, 110, 18
-    width, height = left + step * len(shown) + 20, 30 + lane * len(kinds)
-    parts = [f'<svg class="timeline" role="img" aria-label="journal timeline" viewBox="0 0 {width} {height}" '
-             f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
-    start = 0
-    for i in range(1, len(shown) + 1):  # one band per run of entries at the same epoch
-        if i == len(shown) or shown[i]["epoch"] != shown[start]["epoch"]:
-            x = left + step * start
-            parts.append(f'<rect class="band" x="{x - step // 2}" y="0" width="{step * (i - start)}" '
-                         f'height="{height}" opacity="{0.9 if shown[start]["epoch"] % 2 else 0.4}"/>'
-                         f'<text x="{x}" y="12">epoch {shown[start]["epoch"]}</text>')
-            start = i
-    for n, kind in enumerate(kinds):
-        parts.append(f'<text x="4" y="{30 + lane * n + 4}">{esc(kind)}</text>')
-    for i, e in enumerate(shown):
-        cls = "k-failed" if e["status"] in ("failed", "cancelled") else KIND_CLASS.get(e["kind"], "k-other")
-        label = f"seq {e['seq']} · {e['kind']}" + (f" · {e['step']}" if e["step"] else "") + \
-            (f" · {e['status']}" if e["status"] else "") + f" · {e['at']}"
-        parts.append(f'<circle class="{cls}" cx="{left + step * i}" cy="{30 + lane * kinds.index(e["kind"])}" r="4">'
-                     f"<title>{esc(label)}</title></circle>")
+    """The brief's steps as Temporal draws a workflow: one row per step call, a bar from intent to end coloured by
+    how it ended, its duration written beside it, the epochs as bands behind."""
+    spans = step_spans(entries)
+    if not spans:
+        return '<p class="muted">no steps yet</p>'
+    shown = spans[-STEP_ROWS:]
+    t0 = min(s["start"] for s in shown)
+    t1 = max(max(s["end"] or s["start"] for s in shown), max(parse_iso(e["at"]).timestamp() for e in entries))
+    left, plot, row, top = 190, 520, 20, 22
+    scale = plot / max(1.0, t1 - t0)
+    width, height = left + plot + 110, top + row * len(shown) + 6
+    parts = [f'<svg class="timeline" role="img" aria-label="steps of this brief, one row each" viewBox="0 0 {width} '
+             f'{height}" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    for n, epoch in enumerate(sorted({s["epoch"] for s in shown})):
+        mine = [s for s in shown if s["epoch"] == epoch]
+        x0 = left + (min(s["start"] for s in mine) - t0) * scale
+        x1 = left + (max(s["end"] or t1 for s in mine) - t0) * scale
+        parts.append(f'<rect class="band" x="{x0:.1f}" y="0" width="{max(2.0, x1 - x0):.1f}" height="{height}" '
+                     f'opacity="{0.9 if n % 2 else 0.45}"/><text x="{x0 + 2:.1f}" y="12">epoch {epoch}</text>')
+    for i, s in enumerate(shown):
+        y = top + row * i
+        x = left + (s["start"] - t0) * scale
+        end = s["end"] if s["end"] is not None else t1
+        w = max(3.0, (end - s["start"]) * scale)
+        took = human_age(int(end - s["start"]))
+        said = took if s["status"] == "completed" else f"{took} {s['status']}"
+        name = s["step"] if len(s["step"]) <= 26 else s["step"][:25] + "…"
+        parts.append(f'<g class="step"><text x="4" y="{y + 12}">{esc(name)} <tspan class="seq">#{s["seq"]}</tspan>'
+                     f'</text><rect class="{SPAN_CLASS.get(s["status"], "k-other")}" x="{x:.1f}" y="{y + 3}" '
+                     f'width="{w:.1f}" height="12" rx="2"><title>{esc(s["step"])} (seq {s["seq"]}, {esc(s["policy"])}'
+                     f', epoch {s["epoch"]}): {esc(said)}</title></rect><text x="{x + w + 4:.1f}" y="{y + 12}">'
+                     f"{esc(said)}</text></g>")
     parts.append("</svg>")
-    note = (f'<p class="muted">the last {len(shown)} entries are drawn</p>' if len(shown) < len(entries) else "")
+    note = (f'<p class="muted">the last {len(shown)} of {len(spans)} steps are drawn</p>'
+            if len(shown) < len(spans) else "")
     return f'<div class="scroll">{"".join(parts)}</div>{note}'
 
 

@@ -73,7 +73,8 @@ def make_fleet(path: Path, now: float, mix: dict[str, int] | None = None) -> Fle
         if kind == "unknown":
             entries = [JournalEntry(seq=1, epoch=1, kind="intent", at=at, run="r1", step="deploy", ordinal=0,
                                     input_sha="0" * 64, key=f"{b}/1/deploy/0", policy="unsafe"),
-                       JournalEntry(seq=2, epoch=2, kind="outcome_unknown", at=at, run="r2", step="deploy", ordinal=0,
+                       JournalEntry(seq=2, epoch=2, kind="outcome_unknown", at=utc_now_iso(now - 2700), run="r2",
+                                    step="deploy", ordinal=0,
                                     input_sha="0" * 64, key=f"{b}/1/deploy/0", policy="unsafe", intent=1,
                                     data={"reason": "interrupted"})]
             text = "".join(e.encode() + "\n" for e in entries).encode()
