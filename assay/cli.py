@@ -6,7 +6,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,11 +238,18 @@ def verify_cmd(brief_file: Path, as_json: bool) -> None:
         sys.exit(1)
 
 
+def filter_options(what: str, states: Sequence[str], order: str, note: str = "") -> Callable[..., Any]:
+    """`--state` (repeatable), `--desk` and `--limit`, as gh's listings take them."""
+    def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("--limit", type=click.IntRange(min=1), metavar="N", help=f"At most N {what} ({order}).")(f)
+        f = click.option("--desk", metavar="NAME", help=f"Only the {what} of this desk.")(f)
+        return click.option("--state", "states", multiple=True, type=click.Choice(states),
+                            help=f"Only {what} in this state{note} (repeat for several).")(f)
+    return add
+
+
 @cli.command("claims")
-@click.option("--state", "states", multiple=True, type=click.Choice(STATES), help="Only claims in this state "
-              "(repeat for several).")
-@click.option("--desk", metavar="NAME", help="Only this desk's claims.")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N claims (in brief order).")
+@filter_options("claims", STATES, "in brief order")
 @pass_ports
 @json_option
 def claims_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, ports: Ports, as_json: bool) -> None:
@@ -393,10 +400,7 @@ def brief_lint(folder: Path | None) -> None:
 
 
 @cli.command("briefs")
-@click.option("--state", "states", multiple=True, type=click.Choice(BRIEF_STATES), help="Only briefs in this "
-              "state (`needs`: waiting on dependencies; repeat for several).")
-@click.option("--desk", metavar="NAME", help="Only briefs this desk holds (or that name it).")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N briefs (in priority order).")
+@filter_options("briefs", BRIEF_STATES, "in priority order", " (`needs`: waiting on dependencies)")
 @pass_ports
 @json_option
 def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, ports: Ports, as_json: bool) -> None:
@@ -636,13 +640,16 @@ def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> No
 
     if bool(brief) == every:
         raise click.UsageError("give a BRIEF or --all, not both" if every else "give a BRIEF, or --all for every brief")
-    audits = audit_all(ports.git, ports.claims, ports.reviews) if every else \
-        [audit(ports.git, ports.claims, ports.reviews, str(brief))]
+    with views.progress(enabled=every and not as_json, what="auditing") as progress:
+        audits = audit_all(ports.git, ports.claims, ports.reviews, progress) if every else \
+            [audit(ports.git, ports.claims, ports.reviews, str(brief))]
     found = [a.view() for a in audits]
     if as_json:
         views.print_json(found if every else found[0])
+    elif every:
+        views.render_audit_summary(found)
     else:
-        views.render_audits(found, timeline=not every)
+        views.render_audits(found, timeline=True)
     if not all(a.passed for a in audits):
         sys.exit(1)
 

@@ -22,7 +22,8 @@ def reference() -> str:
              "Made from each command's `--help` by `python -m assay.clidocs`; a test keeps it current.", ""]
     for path, cmd in _walk(cli, []):
         name = " ".join(["assay", *path])
-        ctx = click.Context(cmd, info_name=name, terminal_width=100, max_content_width=100)
+        ctx = click.Context(cmd, info_name=name, terminal_width=100, max_content_width=100,
+                            help_option_names=["-h", "--help"])  # as every command inherits them from `assay`
         lines += [f"## {name}", "", "```", cmd.get_help(ctx).strip(), "```", ""]
     return "\n".join(lines)
 

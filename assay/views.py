@@ -360,12 +360,12 @@ _FINDING_STYLE = {"lease": "magenta", "stuck": "yellow", "orphan": "cyan", "unkn
 
 
 @contextlib.contextmanager
-def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+def progress(enabled: bool = True, what: str = "sweeping") -> Iterator[Callable[[str], None]]:
     """A status line on a terminal (stderr), updated by the callable yielded; silent elsewhere."""
     if not enabled or not sys.stderr.isatty():
         yield lambda _: None
         return
-    with _console(stderr=True).status("sweeping") as status:
+    with _console(stderr=True).status(what) as status:
         yield lambda text: status.update(_plain(text))
 
 
@@ -418,6 +418,15 @@ def append_step_summary(path: str | None, markdown: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as out:
             out.write(markdown + "\n")
+
+
+def render_audit_summary(views: Sequence[dict[str, Any]]) -> None:
+    """`assay audit --all`: the failed briefs' checks, then one line of totals (a fleet's passes are not listed)."""
+    failed = [v for v in views if not all(c["passed"] for c in v["checks"])]
+    render_audits(failed, timeline=False)
+    names = ", ".join(v["brief"] for v in failed[:10]) + (f", and {len(failed) - 10} more" if len(failed) > 10 else "")
+    _console().print(f"{len(views)} briefs audited: {len(views) - len(failed)} passed, "
+                     + (_styled(f"{len(failed)} failed", "bold red") + f" ({_plain(names)})" if failed else "0 failed"))
 
 
 def render_audits(views: Sequence[dict[str, Any]], timeline: bool) -> None:

@@ -146,7 +146,8 @@ def test_audit_all_reports_each_brief_and_fails_if_any_does(desks: Forge, tmp_pa
     append(desks, "one", "intent", step="deploy", input_sha=first["input_sha"], ordinal=first["ordinal"],
            policy="unsafe", key=first["key"])
     every = assay("audit", "--all", "--forge", desks.url)
-    assert every.code == 1 and "audit of one" in every.out and "audit of two" in every.out
+    assert every.code == 1 and "audit of one" in every.out and "audit of two" not in every.out  # passes are counted
+    assert "2 briefs audited: 1 passed, 1 failed (one)" in every.out
 
 
 def _plant(forge: Forge, ref: str, files: dict[str, str] | None = None, blob: str = "") -> None:
@@ -177,7 +178,8 @@ def test_junk_on_the_forge_fails_its_own_audit_and_spares_the_others(desks: Forg
     reasons = " ".join(c["reason"] for c in notjson["checks"] if not c["passed"])
     assert "refs/assay/claims/notjson" in reasons and "refs/assay/journal/notjson" in reasons
     table = assay("audit", "--all", "--forge", desks.url)
-    assert table.code == 1 and "audit of greet" in table.out and "Traceback" not in table.err
+    assert table.code == 1 and "audit of notjson" in table.out and "Traceback" not in table.err
+    assert "3 briefs audited: 1 passed, 2 failed (blobref, notjson)" in table.out
 
 
 @pytest.mark.parametrize("args", [["nosuch"], ["Bad..Id"], [], ["greet", "--all"]])

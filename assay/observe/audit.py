@@ -6,7 +6,7 @@ The checks and what each proves are the table in docs/architecture.md (Audits).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -589,7 +589,8 @@ def audit(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
     return audit_history(read_history(git, claims, reviews, brief, refs), git)
 
 
-def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews) -> list[Audit]:
+def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews,
+              progress: Callable[[str], None] = lambda _: None) -> list[Audit]:
     """The audit of every brief with a claim chain, live or retired: one ls-remote and one fetch for all of
     them, then local reads."""
     found = scan(git, ("claims", "journals", "reviews", "branches", "main", "retired"))
@@ -597,7 +598,8 @@ def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews) -> list[Audit]:
     refs = found.refs
     names = set(found.by_brief("claims")) | found.retired().names()
     out = []
-    for brief in sorted(names):
+    for n, brief in enumerate(sorted(names)):
+        progress(f"auditing {brief} ({n + 1}/{len(names)})")
         try:
             out.append(audit(git, claims, reviews, brief, refs))
         except ForgeError as exc:  # the forge (GitHub's rate limit, say) stopped the reading: nothing is judged
