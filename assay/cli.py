@@ -54,7 +54,7 @@ def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
 
 TASKS = (("Start", ("init", "demo", "brief", "briefs")),
          ("Run desks and hold briefs", ("desk", "claim", "claims", "renew", "release", "wait", "wake", "steer")),
-         ("Watch and judge", ("board", "sweep", "audit", "journal")),
+         ("Watch and judge", ("board", "sweep", "audit", "report", "journal")),
          ("Review and finish", ("review", "verify", "retire")),
          ("Inside an agent's run", ("step",)),
          ("Shell", ("completion",)))
@@ -70,6 +70,10 @@ class _TaskGroup(click.Group):
             rows = [(n, self.commands[n].get_short_help_str(limit=200)) for n in names if n in self.commands]
             with formatter.section(title):
                 formatter.write_dl(rows)
+        from assay.cliexamples import GLOSSARY
+
+        with formatter.section("Words"):
+            formatter.write_dl([(word, meaning.replace("`", "")) for word, meaning in GLOSSARY])
 
 
 @click.group(cls=_TaskGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -93,18 +97,30 @@ def cli(debug: bool) -> None:
               help="With --github: the Assay the workflows install, pinned to a commit (OWNER/REPO@COMMIT on "
               "GitHub, or git+https://HOST/PATH@COMMIT). Default: the commit of --workflows, else the commit "
               "this Assay was installed from.")
-def init(local_forge: Path | None, github: bool, workflows: str | None, assay_from: str | None) -> None:
+@json_option
+def init(local_forge: Path | None, github: bool, workflows: str | None, assay_from: str | None,
+         as_json: bool) -> None:
     """Write .assay.yaml and the default briefs/, desks/, sweepers/ and board/ folders."""
     from assay.project import init_project
+    from assay.views import print_json
 
     if (workflows or assay_from) and not github:
         raise click.UsageError("--workflows and --assay-from go with --github")
     report = init_project(Path.cwd(), local_forge, github, workflows, assay_from)
+    if as_json:
+        print_json({"created": [str(c) for c in report.created], "forge": report.forge,
+                    "pushed_main": report.pushed_main, "joined": report.joined, "notes": report.notes,
+                    "config": str(report.config)})
+        return
     for item in report.created:
         click.echo(f"created {item}")
     if report.forge:
-        click.echo(f"forge: {report.forge}" + (" (main pushed)" if report.pushed_main else ""))
-    click.echo(f"wrote {report.config.name}; next: `assay claims` or `assay claim hello --desk me`")
+        joined = " (joined: this checkout starts from its main)" if report.joined else ""
+        click.echo(f"forge: {report.forge}" + (" (main pushed)" if report.pushed_main else joined))
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    wrote = f"wrote {report.config.name}; " if report.config.name in report.created else ""
+    click.echo(f"{wrote}next: `assay claims` or `assay claim hello --desk me`")
 
 
 class _ClaimGroup(click.Group):
@@ -322,9 +338,10 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
 @click.option("--input", "input_json", metavar="JSON", help="Which call, when the step is unknown with several inputs.")
 @click.option("--evidence", metavar="TEXT", help="What the inspection showed (when no command is given).")
 @context_options
+@json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def step_settle(name: str, verdict: str | None, input_json: str | None, evidence: str | None, forge: str | None,
-                brief: str | None, desk: str | None, epoch: int | None, run: str | None,
+                brief: str | None, desk: str | None, epoch: int | None, run: str | None, as_json: bool,
                 command: tuple[str, ...]) -> None:
     """Settle an unsafe step whose outcome is unknown: it happened, or it did not.
 
@@ -339,6 +356,12 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
     with Ports(forge) as ports:  # opened only once the input is known good
         done = settle_step(name, verdict, input_json, evidence, list(command), ports, brief, desk, epoch, run,
                            _person())
+    if as_json:
+        from assay.views import print_json
+
+        print_json({"brief": done.brief, "step": done.step, "intent": done.intent, "verdict": done.verdict,
+                    "by": done.by, "seq": done.seq})
+        return
     click.echo(f"{done.brief}: step {done.step!r} (intent {done.intent}) settled as {done.verdict} by {done.by} "
                f"(seq {done.seq})")
 
@@ -429,11 +452,17 @@ def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
 @click.option("--priority", type=click.IntRange(0, 9), default=5, show_default=True, help="0 is most urgent.")
 @click.option("--label", "labels", multiple=True, help="A label desks match on (repeatable).")
 @click.option("--depends-on", "depends", multiple=True, help="A brief that must be done first (repeatable).")
-def brief_new(brief_id: str, title: str, priority: int, labels: tuple[str, ...], depends: tuple[str, ...]) -> None:
+@json_option
+def brief_new(brief_id: str, title: str, priority: int, labels: tuple[str, ...], depends: tuple[str, ...],
+              as_json: bool) -> None:
     """Write a valid skeleton briefs/ID.md; commit and push it to main to make it claimable."""
     from assay.core.briefs import new_brief
+    from assay.views import print_json
 
     path = new_brief(Path.cwd() / "briefs", brief_id, title, priority, labels, depends)
+    if as_json:
+        print_json({"brief": brief_id, "path": str(path)})
+        return
     click.echo(f"wrote {path.relative_to(Path.cwd())}; edit it, then commit and push it to main")
 
 
@@ -507,15 +536,30 @@ def review_list(ports: Ports, as_json: bool) -> None:
 @pass_ports
 @json_option
 def review_show(brief_id: str, ports: Ports, as_json: bool) -> None:
-    """Show one review with its comments."""
+    """Show one review: its state, the files it changes with a diff stat, the verify evidence at its head, and
+    its comments."""
     from assay import views
-    from assay.errors import UsageError
+    from assay.observe.listings import review_detail
 
-    found = ports.reviews.kept(brief_id)
-    if found is None:
-        raise UsageError(f"brief {brief_id!r} has no review", hint="`assay review list` shows the reviews")
-    view = views.review_view(found)
+    view = views.review_detail_view(review_detail(ports.git, ports.reviews, brief_id))
     views.print_json(view) if as_json else views.render_review(view)
+
+
+@review.command("diff")
+@click.argument("brief_id", metavar="BRIEF")
+@pass_ports
+def review_diff(brief_id: str, ports: Ports) -> None:
+    """Print the patch a review proposes (for a merged review, the change it merged)."""
+    from assay.observe.listings import review_diff as read_diff
+
+    click.echo(read_diff(ports.git, ports.reviews, brief_id), nl=False)
+
+
+def _review_said(review: Any, as_json: bool, line: str) -> None:
+    """A changed review: the record as `review show --json` starts, or one line."""
+    from assay.views import print_json, review_view
+
+    print_json(review_view(review)) if as_json else click.echo(line)
 
 
 def _person() -> str:
@@ -526,42 +570,43 @@ def _person() -> str:
 @click.argument("brief_id", metavar="BRIEF")
 @click.argument("text")
 @pass_ports
-def review_comment(brief_id: str, text: str, ports: Ports) -> None:
+@json_option
+def review_comment(brief_id: str, text: str, ports: Ports, as_json: bool) -> None:
     """Add a comment to a review."""
 
-    ports.reviews.comment(brief_id, _person(), text)
-    click.echo(f"commented on {brief_id}")
+    _review_said(ports.reviews.comment(brief_id, _person(), text), as_json, f"commented on {brief_id}")
 
 
 @review.command("approve")
 @click.argument("brief_id", metavar="BRIEF")
 @pass_ports
-def review_approve(brief_id: str, ports: Ports) -> None:
+@json_option
+def review_approve(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Approve a review."""
 
-    ports.reviews.approve(brief_id, _person())
-    click.echo(f"approved {brief_id}")
+    _review_said(ports.reviews.approve(brief_id, _person()), as_json, f"approved {brief_id}")
 
 
 @review.command("merge")
 @click.argument("brief_id", metavar="BRIEF")
 @pass_ports
-def review_merge(brief_id: str, ports: Ports) -> None:
+@json_option
+def review_merge(brief_id: str, ports: Ports, as_json: bool) -> None:
     """Merge a ready review into main on the forge (a compare-and-swap on main)."""
 
     merged = ports.reviews.merge(brief_id, _person())
-    click.echo(f"merged {brief_id} into main at {merged.record.merged_commit[:10]}")
+    _review_said(merged, as_json, f"merged {brief_id} into main at {merged.record.merged_commit[:10]}")
 
 
 @review.command("close")
 @click.argument("brief_id", metavar="BRIEF")
 @click.option("--reason", default="", help="Why it is closed without merging.")
 @pass_ports
-def review_close(brief_id: str, reason: str, ports: Ports) -> None:
+@json_option
+def review_close(brief_id: str, reason: str, ports: Ports, as_json: bool) -> None:
     """Close a review without merging it."""
 
-    ports.reviews.close(brief_id, _person(), reason)
-    click.echo(f"closed {brief_id}")
+    _review_said(ports.reviews.close(brief_id, _person(), reason), as_json, f"closed {brief_id}")
 
 
 @cli.command("wait")
@@ -572,23 +617,35 @@ def review_close(brief_id: str, reason: str, ports: Ports) -> None:
 @click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
               help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
 @pass_ports
-def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, ports: Ports) -> None:
+@json_option
+def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, ports: Ports, as_json: bool) -> None:
     """Park a held brief on a condition; it holds no compute until woken."""
     from assay.core import custody
 
     parked = custody.wait(ports.claims, brief_id, on, _person(), desk, epoch)
+    if as_json:
+        return _claim_json(parked)
     click.echo(f"{brief_id} is waiting on {on} (epoch {parked.record.epoch})")
+
+
+def _claim_json(claim: Any, **extra: Any) -> None:
+    from assay.views import claim_view, print_json
+
+    print_json({**claim_view(claim, time.time()), **extra})
 
 
 @cli.command("wake")
 @click.argument("brief_id", metavar="BRIEF")
 @click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
 @pass_ports
-def wake_cmd(brief_id: str, desk: str | None, ports: Ports) -> None:
+@json_option
+def wake_cmd(brief_id: str, desk: str | None, ports: Ports, as_json: bool) -> None:
     """Wake a waiting brief; its desk resumes it from the journal."""
     from assay.core import custody
 
     woken, was = custody.wake(ports.claims, brief_id, _person(), desk)
+    if as_json:
+        return _claim_json(woken, was=was)
     click.echo(f"{brief_id} is held again by desk {woken.record.desk} (epoch {woken.record.epoch})")
     if was in ("review", "merge"):
         click.echo(f"note: it was waiting on its {was}; the review stays open, and the desk works the brief again "
@@ -599,11 +656,16 @@ def wake_cmd(brief_id: str, desk: str | None, ports: Ports) -> None:
 @click.argument("brief_id", metavar="BRIEF")
 @click.argument("text")
 @pass_ports
-def steer_cmd(brief_id: str, text: str, ports: Ports) -> None:
+@json_option
+def steer_cmd(brief_id: str, text: str, ports: Ports, as_json: bool) -> None:
     """Journal guidance the agent receives on its next run, and after any recovery."""
     from assay.core import custody
 
     seq, when = custody.steer(ports.claims, brief_id, text, _person())
+    if as_json:
+        from assay.views import print_json
+
+        return print_json({"brief": brief_id, "seq": seq, "when": when})
     click.echo(f"steering for {brief_id} journaled (seq {seq}); the agent gets it {when}")
 
 
@@ -652,6 +714,22 @@ def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> No
         views.render_audits(found, timeline=True)
     if not all(a.passed for a in audits):
         sys.exit(1)
+
+
+@cli.command("report")
+@click.option("--desk", metavar="NAME", help="Only this desk's share.")
+@click.option("--limit", type=click.IntRange(0), default=10, show_default=True,
+              help="How many of the briefs that wasted most to list.")
+@pass_ports
+@json_option
+def report_cmd(desk: str | None, limit: int, ports: Ports, as_json: bool) -> None:
+    """The waste ledger: agent time kept, and lost to runs that died, failed verify and rounds redone; refused and
+    unknown steps; per desk and per brief, from the journals alone."""
+    from assay import views
+    from assay.observe.board import read_forge, waste_ledgers
+
+    view = views.report_view(waste_ledgers(read_forge(ports.git, ports.reviews)), desk, limit)
+    views.print_json(view) if as_json else views.render_report(view)
 
 
 @cli.group()

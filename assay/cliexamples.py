@@ -1,11 +1,12 @@
-"""An example (or three) for every command's help, as gh and sqlite-utils show them; tests/test_cli_help.py
-fails if a command lacks one."""
+"""An example (or three) for every command's help, as gh and sqlite-utils show them (tests/test_cli_help.py
+fails if a command lacks one), and the words Assay uses, in the top-level help and the README's table."""
 
 from __future__ import annotations
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "": ("assay init --local-forge ../forge.git    # start: a forge on disk", "assay briefs    # what there is to do",
          "assay board build -o site    # the fleet at a glance"),
+    "report": ("assay report", "assay report --desk alpha --json | jq .briefs"),
     "audit": ("assay audit fix-login", "assay audit --all --json > audit.json"),
     "board": ("assay board build -o site && assay board serve -d site",),
     "board build": ("assay board build -o site", "assay board build -o site --json    # what it cost"),
@@ -37,7 +38,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "review comment": ("assay review comment fix-login 'name the helper for what it checks'",),
     "review list": ("assay review list", "assay review list --json"),
     "review merge": ("assay review merge fix-login",),
-    "review show": ("assay review show fix-login",),
+    "review show": ("assay review show fix-login", "assay review show fix-login --json | jq .files"),
+    "review diff": ("assay review diff fix-login", "assay review diff fix-login > fix-login.patch"),
     "steer": ("assay steer fix-login 'keep the old endpoint working until v3'",),
     "step": ("assay step run --name deploy --policy unsafe -- ./deploy.sh",
              "assay step settle deploy --brief fix-login --did-not"),
@@ -51,6 +53,45 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "wait": ("assay wait fix-login --on review", "assay wait fix-login --on time:2027-01-01T09:00:00Z"),
     "wake": ("assay wake fix-login",),
 }
+
+
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    ('brief',
+     'A unit of work: `briefs/<id>.md` on `main`, YAML front matter (title, priority, dependencies, '
+     "labels, verify rows) over a Markdown body that becomes the agent's prompt."),
+    ('desk',
+     'A worker: `assay desk run NAME`, defined by `desks/<name>.yaml` on `main`. It claims ready briefs '
+     'and runs an agent CLI on each.'),
+    ('claim',
+     'Who holds a brief: a commit chain at `refs/assay/claims/<brief>`, moved only by compare-and-swap '
+     'pushes, so of any number of racing desks exactly one wins.'),
+    ('epoch',
+     "The claim's custody number. It rises by one each time the brief changes hands. A desk whose epoch is "
+     "no longer the claim's is *fenced*: its writes fail (exit 3)."),
+    ('lease',
+     'How long (`lease_s`) a held claim may stand still. Each renewal is a new commit; a sweep expires a '
+     'claim whose tip stood still for its lease plus a grace.'),
+    ('round',
+     'The work toward one review marked ready (agent attempts, pushes, verify runs), across any crash or '
+     'takeover. Releasing a blocked brief starts a new round.'),
+    ('waiting',
+     'A claim parked on a condition (`review`, `merge`, `manual`, `time:…`); no process runs. It is '
+     'settled when the forge shows the condition met, or by `assay wake`.'),
+    ('blocked',
+     'A claim that needs a person (attempts failed, the review was closed, a replay did not match). It '
+     'stays until a person releases it.'),
+    ('outcome unknown',
+     'An unsafe step journaled as begun, never as ended: its process died. Assay never repeats it on its '
+     'own.'),
+    ('retire',
+     "Fold a done brief's refs into the index `refs/assay/retired`, so pushes stay fast. Its history stays "
+     'readable; it is never claimed again.'),
+)
+
+
+def glossary_table() -> str:
+    """The README's table of words."""
+    return "\n".join(["| word | meaning |", "|---|---|", *(f"| {w} | {m} |" for w, m in GLOSSARY)])
 
 
 def epilog(path: str) -> str:

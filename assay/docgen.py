@@ -115,7 +115,22 @@ def layer_table() -> str:
     return "\n".join([_source("`assay.layers.LAYERS`, top row first"), "", layers.table()])
 
 
+def scripted_verbs() -> str:
+    from assay.agents.scripted import VERBS
+
+    rows = [_source("`assay.agents.scripted.VERBS`"), "", "| line | what the agent does |", "|---|---|"]
+    return "\n".join(rows + [f"| `{usage}` | {what} |" for usage, what in VERBS])
+
+
+def glossary() -> str:
+    from assay.cliexamples import glossary_table
+
+    return glossary_table()
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "glossary": glossary,
+    "scripted-verbs": scripted_verbs,
     "layers": layer_table,
     "crash-points": crash_points,
     "claim-transitions": claim_transitions,
@@ -137,7 +152,7 @@ def regenerate(text: str, where: str = "") -> str:
 
 
 def doc_files(root: Path = ROOT) -> list[Path]:
-    return sorted((root / DOCS).glob("*.md"))
+    return [root / "README.md", *sorted((root / DOCS).glob("*.md"))]
 
 
 def tables_in(text: str) -> list[str]:

@@ -41,6 +41,8 @@ class InitReport:
     forge: str | None
     created: list[str] = field(default_factory=list)
     pushed_main: bool = False
+    joined: bool = False  # the forge had a main: this checkout starts from it
+    notes: list[str] = field(default_factory=list)
 
 
 # the workflows a repository runs Assay's sweeps, verify rows and board (on GitHub Pages) with
@@ -94,6 +96,9 @@ def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
     repo = WorkRepo(root) if (root / ".git").exists() else WorkRepo.init(root)
     config = root / CONFIG_NAME
     report = InitReport(root=root, config=config, forge=None)
+    forge = _local_forge(local_forge) if local_forge is not None else None
+    if forge is not None and forge.exists() and any(forge.iterdir()) and remote_has_ref(str(forge), "refs/heads/main"):
+        _join(repo, forge, report)  # before anything is written: the forge's main comes first
     for kind in DEFAULT_FOLDERS:
         _copy_missing(defaults_dir(kind), root / kind, root, report)
     briefs = root / "briefs"
@@ -101,23 +106,23 @@ def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
         briefs.mkdir()
         (briefs / "hello.md").write_text(EXAMPLE_BRIEF, encoding="utf-8")
         report.created.append("briefs/hello.md")
-    if local_forge is not None:
-        forge = local_forge.expanduser().resolve()
-        if forge.exists() and any(forge.iterdir()):
-            if not (forge / "HEAD").is_file() or not (forge / "objects").is_dir():
-                raise UsageError(f"{forge} exists and is not a bare git repository",
-                                 hint="choose a new or empty directory for --local-forge")
-        else:
+    if forge is not None:
+        if not forge.exists() or not any(forge.iterdir()):
             init_bare(forge)
             report.created.append(str(forge))
         report.forge = str(forge)
-        _write_config(config, _relative(forge, root), report)
-        repo.commit_all("assay init", [CONFIG_NAME, "briefs", *DEFAULT_FOLDERS])
+        if _configured_forge(config) != forge:
+            _write_config(config, _relative(forge, root), report)
+        committed = repo.commit_all("assay init", [CONFIG_NAME, "briefs", *DEFAULT_FOLDERS])
         if not remote_has_ref(str(forge), "refs/heads/main"):
             repo.push_new_branch(str(forge))
             report.pushed_main = True
+        elif committed and report.joined:
+            report.notes.append("this checkout added the default files the forge's main lacks in one commit; "
+                                "push it when you want them shared: git push")
         if not _has_origin(repo):
             repo.set_remote("origin", str(forge))
+        _track(repo, forge, report)
     elif not config.exists():
         _write_config(config, None, report)
     if github:
@@ -214,6 +219,59 @@ def _relative(path: Path, base: Path) -> str:
         import os
 
         return os.path.relpath(path, base)
+
+
+def _local_forge(path: Path) -> Path:
+    forge = path.expanduser().resolve()
+    if forge.exists() and any(forge.iterdir()) and (not (forge / "HEAD").is_file() or not (forge / "objects").is_dir()):
+        raise UsageError(f"{forge} exists and is not a bare git repository",
+                         hint="choose a new or empty directory for --local-forge")
+    return forge
+
+
+def _configured_forge(config: Path) -> Path | None:
+    """The local forge `config` names (resolved against its folder), or None."""
+    try:
+        found = re.search(r"^forge:\s*(\S+)\s*$", config.read_text(encoding="utf-8"), flags=re.M)
+    except OSError:
+        return None
+    return (config.parent / found[1]).resolve() if found and "://" not in found[1] else None
+
+
+def _join(repo: WorkRepo, forge: Path, report: InitReport) -> None:
+    """A checkout joining a forge that has a main starts from that main, so that it never diverges from it.
+    A checkout with commits of its own is left alone, and told if its history and the forge's are unrelated."""
+    if not _has_origin(repo):
+        repo.set_remote("origin", str(forge))
+    remote = "origin" if _origin_is(repo, forge) else str(forge)
+    repo.git("fetch", "-q", remote, "+refs/heads/main:refs/remotes/origin/main" if remote == "origin" else "main")
+    theirs = "refs/remotes/origin/main" if remote == "origin" else "FETCH_HEAD"
+    if repo.git("rev-parse", "-q", "--verify", "HEAD", check=False).returncode != 0:
+        proc = repo.git("checkout", "-q", "-B", "main", theirs, check=False)
+        if proc.returncode != 0:
+            raise UsageError(f"cannot check out the forge's main here: {proc.stderr.decode(errors='replace').strip()}",
+                             hint="run `assay init` in an empty folder, or move the files git names out of the way")
+        report.joined = True
+        return
+    if repo.git("merge-base", "HEAD", theirs, check=False).returncode != 0:
+        report.notes.append(f"this checkout's history and the main of {forge} are unrelated: `git pull` will refuse; "
+                            f"start from the forge instead: git clone {forge}")
+
+
+def _origin_is(repo: WorkRepo, forge: Path) -> bool:
+    url = repo.git("remote", "get-url", "origin", check=False).stdout.decode().strip()
+    return bool(url) and Path(url).expanduser().resolve() == forge if "://" not in url else False
+
+
+def _track(repo: WorkRepo, forge: Path, report: InitReport) -> None:
+    """Make `git pull` and `git push` work: the current branch tracks origin/main when origin is this forge."""
+    if not _origin_is(repo, forge):
+        report.notes.append(f"origin is not {forge}: the current branch keeps its upstream")
+        return
+    repo.git("fetch", "-q", "origin", "+refs/heads/main:refs/remotes/origin/main")
+    branch = repo.git("symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.decode().strip()
+    if branch == "main":
+        repo.git("branch", "-q", "--set-upstream-to=origin/main", "main")
 
 
 def _has_origin(repo: WorkRepo) -> bool:

@@ -267,7 +267,23 @@ def render_reviews(rows: Sequence[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def review_detail_view(detail: Any) -> dict[str, Any]:
+    """`assay review show --json`: the review, with `files` ([{path, added, deleted}], null when the commits
+    cannot be read), `added`/`deleted` totals, `base` and `verify` (the rows of the last verify run at the head)."""
+    view = review_view(detail.review)
+    files = None if detail.files is None else [{"path": p, "added": a, "deleted": d} for p, a, d in detail.files]
+    view.update({"base_commit": detail.base, "files": files,
+                 "added": sum(f["added"] or 0 for f in files or []),
+                 "deleted": sum(f["deleted"] or 0 for f in files or []),
+                 "verify": [{"row": str(v.get("row", "")), "command": str(v.get("command", "")),
+                             "passed": v.get("passed") is True, "exit_code": v.get("exit_code"),
+                             "duration_ms": v.get("duration_ms"), "tail": str(v.get("tail", ""))}
+                            for v in detail.verify]})
+    return view
+
+
 def render_review(v: dict[str, Any]) -> None:
+    """`assay review show`: a heading, the files with a diff stat, the verify rows at the head, the comments."""
     console = _console()
     console.print(f"[bold]{v['brief']}[/]: {_plain(v['title'])}")
     console.print(f"state {v['state']}, {v['branch']} -> {v['base']} (head {v['head'][:10] or '?'})")
@@ -275,6 +291,31 @@ def render_review(v: dict[str, Any]) -> None:
         console.print(f"merged as {v['merged_commit'][:10]}")
     if v["approvals"]:
         console.print("approved by " + ", ".join(v["approvals"]))
+    if v["files"] is None:
+        console.print("[yellow]files changed: the branch's commits cannot be read from the forge[/]")
+    elif v["files"]:
+        console.print(f"files changed: {len(v['files'])} (+{v['added']} -{v['deleted']}); "
+                      f"the diff: assay review diff {v['brief']}")
+        print_table(("added", "deleted", "path"),
+                    [[("-" if f["added"] is None else f"+{f['added']}", "green"),
+                      ("-" if f["deleted"] is None else f"-{f['deleted']}", "red"), (f["path"], "")]
+                     for f in v["files"]],
+                    right=frozenset({"added", "deleted"}))
+    else:
+        console.print("files changed: none")
+    if v["verify"]:
+        passed = sum(1 for r in v["verify"] if r["passed"])
+        console.print(f"verify at {v['head'][:10]}: {passed} of {len(v['verify'])} rows passed")
+        print_table(("row", "result", "exit", "time", "command"),
+                    [[(r["row"], ""), ("passed", "green") if r["passed"] else ("failed", "bold red"),
+                      (str(r["exit_code"]), ""), (f"{r['duration_ms']} ms" if r["duration_ms"] is not None else "", ""),
+                      (r["command"], "")] for r in v["verify"]], right=frozenset({"exit", "time"}))
+        for r in v["verify"]:
+            if not r["passed"] and r["tail"]:
+                console.print(f"[bold]{_plain(r['row'])}[/] output (last lines):")
+                console.print(_plain("\n".join(r["tail"].splitlines()[-10:])))
+    elif v["head"]:
+        console.print(f"verify at {v['head'][:10]}: no evidence journaled")
     for c in v["comments"]:
         console.print(_plain(f"- {c.get('by')} at {c.get('at')}: {c.get('text')}"))
 
@@ -418,6 +459,47 @@ def append_step_summary(path: str | None, markdown: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as out:
             out.write(markdown + "\n")
+
+
+def report_view(ledgers: Any, desk: str | None, limit: int) -> dict[str, Any]:
+    """`assay report --json`: the total, each desk's ledger, every brief's, and the `limit` that wasted most
+    (`worst`). With `desk`: that desk's share, and the briefs it held."""
+    briefs, desks, total = ledgers.briefs, ledgers.desks, ledgers.total
+    if desk is not None:
+        desks = {desk: desks[desk]} if desk in desks else {}
+        total = desks.get(desk) or {k: 0 for k in total}
+        briefs = {b: briefs[b] for b in ledgers.held.get(desk, []) if b in briefs}
+    worst = sorted((b for b in briefs if briefs[b]["wasted_s"] or briefs[b]["refused"] or briefs[b]["unknown"]),
+                   key=lambda b: (-briefs[b]["wasted_s"], -briefs[b]["refused"] - briefs[b]["unknown"], b))
+    return {"total": total, "desks": desks, "briefs": briefs, "worst": worst[:limit], "desk": desk}
+
+
+def _ledger_cells(ledger: dict[str, Any]) -> list[Cell]:
+    from assay.observe.waste import duration
+
+    cells: list[Cell] = [(duration(ledger[k]), "yellow" if k == "wasted_s" and ledger[k] else "")
+                         for k in ("agent_s", "kept_s", "wasted_s", "died_s", "failed_verify_s", "redone_s")]
+    return [*cells, (f"{ledger['refused']}/{ledger['unknown']}", "")]
+
+
+def render_report(view: dict[str, Any]) -> None:
+    """`assay report`: a line of totals, a table per desk, the briefs that wasted most."""
+    from assay.observe.waste import text
+
+    columns = ("agent", "kept", "wasted", "died", "failed", "redone", "ref/unk")
+    right = frozenset(columns)
+    console = _console()
+    scope = f"desk {view['desk']}" if view["desk"] else "the fleet"
+    if not view["total"]["agent_s"] and not any(view["total"][k] for k in ("refused", "unknown")):
+        console.print(f"no agent time journaled for {_plain(scope)} yet")
+        return
+    console.print(f"{_plain(scope)}: {text(view['total'])}")
+    if view["desks"]:
+        print_table(("desk", *columns), [[(d, ""), *_ledger_cells(ledger)] for d, ledger in view["desks"].items()],
+                    right, title="by desk")
+    if view["worst"]:
+        print_table(("brief", *columns), [[(b, ""), *_ledger_cells(view["briefs"][b])] for b in view["worst"]],
+                    right, title="the briefs that wasted most")
 
 
 def render_audit_summary(views: Sequence[dict[str, Any]]) -> None:

@@ -151,6 +151,32 @@ def test_init_with_a_local_forge_then_claim(tmp_path: Path) -> None:
     assert assay("init", "--local-forge", "../forge.git", cwd=work).code == 0  # again: idempotent
 
 
+def test_init_leaves_an_ordinary_checkout_and_a_second_one_joins_without_diverging(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    assert assay("init", "--local-forge", "../forge.git", cwd=first).code == 0
+    assert git("pull", "-q", cwd=first) == ""  # upstream set: a plain pull works
+    assert git("status", "-sb", cwd=first).splitlines()[0] == "## main...origin/main"
+    main = git("rev-parse", "main", cwd=tmp_path / "forge.git").strip()
+    joined = assay("init", "--local-forge", "../forge.git", "--json", cwd=second)
+    report = joined.json()
+    assert joined.code == 0 and isinstance(report, dict) and report["joined"] and not report["pushed_main"]
+    assert git("rev-parse", "HEAD", cwd=second).strip() == main  # the forge's main, not a history of its own
+    assert git("status", "-sb", cwd=second).splitlines()[0] == "## main...origin/main"
+    assert git("rev-parse", "main", cwd=tmp_path / "forge.git").strip() == main  # nothing pushed
+    assert assay("claim", "hello", "--desk", "me", cwd=second).code == 0
+    assert git("pull", "-q", cwd=first) == "" and git("pull", "-q", cwd=second) == ""
+    own = tmp_path / "own"
+    own.mkdir()
+    git("init", "-q", cwd=own)
+    (own / "notes.txt").write_text("mine\n")
+    git("add", "notes.txt", cwd=own)
+    git("commit", "-qm", "mine", cwd=own)
+    unrelated = assay("init", "--local-forge", "../forge.git", cwd=own)
+    assert unrelated.code == 0 and "unrelated" in unrelated.err and "git clone" in unrelated.err
+
+
 def test_init_refuses_a_non_repository_forge_dir(tmp_path: Path) -> None:
     junk = tmp_path / "junk"
     junk.mkdir()

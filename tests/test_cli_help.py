@@ -63,3 +63,31 @@ def test_a_help_page_prints_its_examples() -> None:
     assert run.code == 0 and "Examples:\n    $ assay claims --state held" in run.out
     top = assay("--help")
     assert "Start:" in top.out and "Watch and judge:" in top.out and "Examples:" in top.out
+
+
+READS_OR_RUNS = {"step run", "step value", "brief lint", "desk run", "review diff", "board serve", "demo", "completion"}
+
+
+def test_every_command_that_changes_something_answers_in_json() -> None:
+    """Scripts drive Assay: each command that writes (to the forge or the checkout) or reports a judgement takes
+    --json. The rest print what they run or read (a step's output, a patch, a server's address)."""
+
+    def leaves(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+        found: list[tuple[str, click.Command]] = []
+        for name, cmd in group.commands.items():
+            found += leaves(cmd, f"{prefix}{name} ") if isinstance(cmd, click.Group) else [(f"{prefix}{name}", cmd)]
+        return found
+
+    without = {name for name, cmd in leaves(cli)
+               if not any("--json" in p.opts for p in cmd.params if isinstance(p, click.Option))}
+    assert without == READS_OR_RUNS
+
+
+def test_the_top_level_help_ends_with_the_words_assay_uses() -> None:
+    from assay.cliexamples import GLOSSARY
+
+    shown = assay("--help", env={"COLUMNS": "80"})
+    words = shown.out.split("\nWords:\n", 1)[1].split("\n\n", 1)[0]
+    assert [line.strip().split("  ")[0] for line in words.splitlines() if line[2:3] != " "] == \
+        [word for word, _ in GLOSSARY]
+    assert max(len(line) for line in shown.out.splitlines()) <= 80

@@ -159,3 +159,14 @@ def test_the_commands_the_docs_show_exist() -> None:
 def test_the_docs_a_newcomer_reads_stay_short(doc: str, most: int) -> None:
     words = len((REPO / doc).read_text(encoding="utf-8").split())
     assert words <= most, f"{doc} has {words} words, more than {most}: cut before adding"
+
+
+def test_the_scripted_agents_table_names_every_verb_it_runs() -> None:
+    import inspect
+
+    from assay.agents import scripted
+
+    source = inspect.getsource(scripted.main)
+    handled = set(re.findall(r'verb == "([a-z-]+)"', source))
+    handled |= {v for group in re.findall(r"verb in \(([^)]*)\)", source) for v in re.findall(r'"([a-z-]+)"', group)}
+    assert handled == {usage.split()[0] for usage, _ in scripted.VERBS}

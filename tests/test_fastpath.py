@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,7 +145,7 @@ def fifo_step(env: dict[str, str], tmp_path: Path, name: str = "deploy",
     os.mkfifo(gate)
     started = tmp_path / "started"
     step = client(env, "step", "run", "--name", name, "--policy", policy, "--", "sh", "-c",
-                  f"touch {started}; read line < {gate}; touch {done}")
+                  f"echo $$ > {started}.tmp && mv {started}.tmp {started}; read line < {gate}; touch {done}")
     while not started.exists():  # the command runs: its intent is on the forge
         assert step.poll() is None, step.stderr.read() if step.stderr else ""
     return step, gate, done
@@ -203,12 +204,25 @@ time.sleep(600)
 """
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs: not gone, and not a zombie (which holds no files open)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_a_client_that_hangs_up_mid_step_is_journaled_and_the_desk_serves_on(
         served: tuple[StepServer, dict[str, str]], forge: Forge, tmp_path: Path) -> None:
     server, env = served
     step, gate, done = fifo_step(env, tmp_path)
-    step.kill()  # a broken pipe for the desk; its command dies with it
+    command = int((tmp_path / "started").read_text())
+    step.kill()  # a broken pipe for the desk; its command dies with it, soon after
     step.wait()
+    deadline = time.monotonic() + 30
+    while _alive(command):  # the kernel ends it (the parent-death signal) on its own time: await that
+        assert time.monotonic() < deadline, f"the step's command {command} outlived its client"
+        time.sleep(0.01)
     with pytest.raises(OSError) as nobody:
         os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
     assert nobody.value.errno == errno.ENXIO

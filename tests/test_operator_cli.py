@@ -17,7 +17,8 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.steps import open_session
 from tests.conftest import Forge, assay, git
-from tests.helpers.desks import desk_env, publish
+from tests.helpers.desks import brief as brief_text
+from tests.helpers.desks import desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries
 
 
@@ -121,6 +122,13 @@ def test_steering_says_when_the_agent_gets_it_and_a_done_brief_refuses_it(forge:
     assert git("--git-dir", str(forge.path), "for-each-ref") == before  # nothing written
 
 
+def test_steering_a_brief_the_forge_does_not_know_is_refused(forge: Forge) -> None:
+    before = git("--git-dir", str(forge.path), "for-each-ref")
+    typo = assay("steer", "alpah", "mind the cache", "--forge", forge.url)
+    assert typo.code == 2 and "alpah" in typo.err and "Traceback" not in typo.err
+    assert git("--git-dir", str(forge.path), "for-each-ref") == before  # nothing written
+
+
 def test_waking_a_brief_that_waits_on_its_review_says_what_that_means(forge: Forge, claims: Claims) -> None:
     claims.claim("alpha", "d")
     parked = assay("wait", "alpha", "--on", "review", "--desk", "d", "--forge", forge.url)
@@ -179,7 +187,7 @@ def test_ctrl_c_on_a_desk_hands_its_brief_back_released_and_journaled(forge: For
                     "briefs/slow.md": "---\ntitle: Slow\nlabels: [work]\n---\nTake your time.\n"})
     desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "patient", "--once", "--forge",
                              forge.url], env={**os.environ, **desk_env(tmp_path)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_interruptible)
     try:
         said: list[str] = []
         heard = threading.Thread(target=lambda: said.append(mark.read_text()), daemon=True)
@@ -198,6 +206,12 @@ def test_ctrl_c_on_a_desk_hands_its_brief_back_released_and_journaled(forge: For
     assert any("interrupted (Ctrl-C)" in json.dumps(e) for e in entries(forge.path, "slow"))
 
 
+def _interruptible() -> None:
+    """As a terminal starts a command: SIGINT at its default, even when this test runs under `nohup` or `&`
+    (which start it ignored, and an ignored SIGINT stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 DESK_SLEEPY = """name: patient
 takes:
   labels: [work]
@@ -208,3 +222,40 @@ heartbeat_s: 60
 attempts: 3
 env_allow: [PATH, HOME]
 """
+
+
+def test_review_show_has_the_files_the_diff_stat_and_the_verify_evidence(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/ship.md": brief_text("Ship", ["write ship.txt v1"], "grep -q v1 ship.txt")})
+    assert run_desk(work, "builder", tmp_path).code == 0
+    shown = assay("review", "show", "ship", "--json", "--forge", work.url).json()
+    assert isinstance(shown, dict) and shown["state"] == "ready"
+    assert shown["files"] == [{"path": "ship.txt", "added": 1, "deleted": 0}]
+    assert (shown["added"], shown["deleted"]) == (1, 0)
+    assert [(v["row"], v["passed"], v["command"]) for v in shown["verify"]] == [("check", True, "grep -q v1 ship.txt")]
+    text = assay("review", "show", "ship", "--forge", work.url, env={"COLUMNS": "80"})
+    assert text.code == 0 and "files changed: 1 (+1 -0)" in text.out and "1 of 1 rows passed" in text.out
+    assert max(len(line.rstrip()) for line in text.out.splitlines()) <= 80
+    patch = assay("review", "diff", "ship", "--forge", work.url)
+    assert patch.code == 0 and "+++ b/ship.txt" in patch.out and "\n+v1" in patch.out
+
+    said = assay("review", "comment", "ship", "looks right", "--json", "--forge", work.url).json()
+    assert isinstance(said, dict) and [c["text"] for c in said["comments"]] == ["looks right"]
+    approved = assay("review", "approve", "ship", "--json", "--forge", work.url, env={"ASSAY_PERSON": "rita"}).json()
+    assert isinstance(approved, dict) and approved["approvals"] == ["rita"]
+    merged = assay("review", "merge", "ship", "--json", "--forge", work.url).json()
+    assert isinstance(merged, dict) and merged["state"] == "merged" and len(merged["merged_commit"]) == 40
+    after = assay("review", "show", "ship", "--json", "--forge", work.url).json()
+    assert isinstance(after, dict) and after["files"] == shown["files"]  # what it merged, not main's later state
+    missing = assay("review", "show", "nothing", "--forge", work.url)
+    assert missing.code == 2 and "has no review" in missing.err
+
+
+def test_the_commands_that_change_a_claim_answer_in_json(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d")
+    parked = assay("wait", "alpha", "--on", "manual", "--json", "--forge", forge.url).json()
+    assert isinstance(parked, dict) and parked["state"] == "waiting" and parked["brief"] == "alpha"
+    woken = assay("wake", "alpha", "--json", "--forge", forge.url).json()
+    assert isinstance(woken, dict) and woken["state"] == "held" and woken["was"] == "manual"
+    steered = assay("steer", "alpha", "mind the cache", "--json", "--forge", forge.url).json()
+    assert isinstance(steered, dict) and steered["seq"] == entries(forge.path, "alpha")[-1]["seq"]
+    assert "on its next run" in steered["when"] or "heartbeat" in steered["when"]

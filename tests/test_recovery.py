@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,10 +12,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from assay.core.claims import Claims
-from tests.conftest import Forge, assay, git
+from tests.conftest import Forge, assay, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish, run_desk
-from tests.journal_check import claim_chain, entries
+from tests.journal_check import claim_chain, entries, invariants
 
 
 def test_a_review_merged_while_its_desk_was_down_is_done_not_blocked(work: Forge, tmp_path: Path) -> None:
@@ -192,3 +195,23 @@ def test_a_stale_lock_blocks_its_brief_across_passes_of_desk_run_once(work: Forg
     assert "(1 of 3)" in said[0][1] and "(2 of 3)" in said[1][1] and "stuck blocked" in said[2][1]
     last = claim_chain(work.path, "stuck")[-1]
     assert last["state"] == "blocked" and "3 times in a row" in str(last["reason"])
+
+
+@pytest.mark.parametrize("old_cache", ["kept", "deleted"])
+def test_a_desk_resumed_with_another_cache_folder_keeps_the_work_of_the_first(work: Forge, tmp_path: Path,
+                                                                              old_cache: str) -> None:
+    """The desk is killed right after committing the agent's work in its worktree, unpushed; it is restarted with
+    another ASSAY_CACHE_DIR (a new machine image, a cleaned cache). The worktree is adopted into the new cache, the
+    work is pushed, and nothing is reported lost, whether the old cache is still there or not."""
+    publish(work, {"briefs/ship.md": brief("Ship", ["write ship.txt v1"], "test -f ship.txt")})
+    killed = run_desk(work, "builder", tmp_path, ASSAY_CRASH_AT="push.after-commit",
+                      ASSAY_CACHE_DIR=str(tmp_path / "cache-a"))
+    assert killed.code == -9, killed.out + killed.err
+    if old_cache == "deleted":
+        shutil.rmtree(tmp_path / "cache-a")
+    again = run_desk(work, "builder", tmp_path, ASSAY_CACHE_DIR=str(tmp_path / "cache-b"))
+    assert again.code == 0 and "review ready" in again.out, again.out + again.err
+    assert "lacks" not in again.out + again.err
+    pushed = git("--git-dir", str(work.path), "show", "refs/heads/assay/ship:ship.txt")
+    assert pushed.strip() == "v1"
+    assert invariants(work.path, "ship") == [] and audit_failures(work.url, "ship") == {}

@@ -2,19 +2,8 @@
 
 It reads its prompt (ASSAY_PROMPT_FILE), finds the ```assay-script block the
 brief carries, and runs it line by line in the current directory (the desk's
-worktree for the brief):
-
-    write PATH TEXT       write TEXT (with \\n for newlines) to PATH
-    append PATH TEXT      append a line
-    run CMD               run a shell command; stop if it fails
-    deploy [probed]       an unsafe effect through `assay step run` that appends to $ASSAY_EFFECTS_LOG;
-                          if its outcome is unknown, inspect the log and settle it (`assay step settle`),
-                          deploying again only if it did not happen; `probed` declares that inspection as
-                          the step's outcome probe, which the next desk runs itself
-    sleep SECONDS         wait
-    sleep-once S MARKER   wait S seconds the first time only (MARKER is a file it creates)
-    fail-attempts N       exit 1 while ASSAY_ATTEMPT <= N (a failure on purpose)
-    steering              print the steering the desk passed on
+worktree for the brief). Its verbs are `VERBS` (the table in docs/agents.md is
+made from it). An unknown verb stops it with exit 2.
 """
 
 from __future__ import annotations
@@ -27,6 +16,18 @@ import time
 from pathlib import Path
 
 REFUSED = 4
+VERBS = (  # (usage, what it does): the scripted agent's whole language
+    ("write PATH TEXT", "write TEXT (`\\n` for newlines) to PATH, creating its folders"),
+    ("append PATH TEXT", "append TEXT as a line to PATH"),
+    ("run CMD", "run a shell command; stop with its exit code if it fails"),
+    ("deploy [probed]", "an unsafe effect through `assay step run` that appends to `$ASSAY_EFFECTS_LOG`; if its "
+     "outcome is unknown, inspect the log and settle it (`assay step settle`), deploying again only if it did not "
+     "happen; `probed` declares that inspection as the step's outcome probe, which the next desk runs itself"),
+    ("sleep SECONDS", "wait"),
+    ("sleep-once S MARKER", "wait S seconds the first time only (MARKER is a file it creates)"),
+    ("fail-attempts N", "exit 1 while `ASSAY_ATTEMPT` <= N (a failure on purpose)"),
+    ("steering", "print the steering the desk passed on"),
+)
 
 
 def script_lines(prompt: str) -> list[str]:
@@ -115,7 +116,7 @@ def main() -> int:
             steering = prompt.partition("## Steering\n")[2].strip()
             say(f"steering received: {steering or '(none)'}")
         else:
-            say(f"unknown script verb {verb!r}")
+            say(f"unknown script verb {verb!r}; the verbs: {', '.join(usage.split()[0] for usage, _ in VERBS)}")
             return 2
     return 0
 

@@ -13,7 +13,7 @@ from typing import Any
 from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.journal import append_as_person, transition_as
 from assay.core.records import ReviewRecord, condition_problem, parse_iso
-from assay.core.retired import check_not_retired
+from assay.core.retired import check_not_retired, require_known
 from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 
 
@@ -123,6 +123,7 @@ def steer(claims: Claims, brief: str, text: str, by: str) -> tuple[int, str]:
     current = claims.read(brief)
     if current is None:
         check_not_retired(claims.git, brief, "steer")
+        require_known(claims.git, brief)  # a mistyped name writes nothing
     state = current.record.state if current else None
     if state == "done":
         raise IllegalTransition(brief, "steer", "done", "no agent runs on a done brief again; write a new brief")

@@ -19,6 +19,7 @@ import os
 import random
 import re
 import select
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -342,6 +343,18 @@ class ForgeGit:
         """Whether `older` is `newer` or in its history (both must be in the cache)."""
         return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits in the cache, or None if they share no history."""
+        proc = self._git("merge-base", a, b, check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def diff(self, base: str, head: str, numstat: bool = False) -> str:
+        """`git diff base head` of two commits in the cache: the patch, or `--numstat` lines (added, deleted,
+        path; `-` counts for a binary file). Renames are followed; no colour, whatever the user's config."""
+        args = ["-c", "core.quotepath=false", "diff", "--no-color", "--no-ext-diff", "-M"]
+        out = self._git(*args, *(["--numstat"] if numstat else []), base, head, "--")
+        return out.stdout.decode("utf-8", "replace")
+
     def read_tree(self, spec: str) -> list[TreeEntry] | None:
         """The entries of a tree (`sha` or `sha:path`); None if absent, NotATree if it is another object."""
         obj = self.read_typed([spec])[0]
@@ -391,13 +404,44 @@ class ForgeGit:
     # -- worktrees (one per desk and brief, never shared) ------------------------------
 
     def worktree(self, path: Path, commit: str) -> WorkRepo:
-        """A worktree of the cache at `path`: adopted as it is if it exists (work in progress survives a crash)."""
+        """A worktree of the cache at `path`: adopted as it is if it exists (work in progress survives a crash),
+        and moved into this cache first if another cache made it (`_rehome`)."""
         if (path / ".git").exists():
+            if not self._owns(path):
+                self._rehome(path, commit)
             return WorkRepo(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._git("worktree", "prune")
         self._git("worktree", "add", "--detach", "--force", str(path), commit)
         return WorkRepo(path)
+
+    def _owns(self, path: Path) -> bool:
+        """Whether the worktree at `path` is one of this cache's (its `.git` file points into the cache)."""
+        try:
+            pointer = (path / ".git").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        target = Path(pointer.removeprefix("gitdir:").strip())
+        return target.resolve().is_relative_to((self.cache / "worktrees").resolve())
+
+    def _rehome(self, path: Path, commit: str) -> None:
+        """Make a worktree another cache made (ASSAY_CACHE_DIR changed) one of this cache's, keeping its files:
+        its commits are fetched from it while the old cache still exists (else it starts from `commit`), a new
+        worktree's `.git` takes the place of the old one, and the index is reset to HEAD, the files left as
+        they are."""
+        head = run_git(["rev-parse", "-q", "--verify", "HEAD"], cwd=path, check=False, env=self._env)
+        start = head.stdout.decode().strip() if head.returncode == 0 else commit
+        if head.returncode == 0:
+            self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(path), "HEAD", check=False)
+        spare = path.parent / f".{path.name}.rehome"
+        shutil.rmtree(spare, ignore_errors=True)
+        self._git("worktree", "prune")
+        self._git("worktree", "add", "--no-checkout", "--detach", "--force", str(spare), start)
+        (path / ".git").unlink()
+        os.replace(spare / ".git", path / ".git")
+        spare.rmdir()
+        self._git("worktree", "repair", str(path))
+        run_git(["reset", "-q"], cwd=path, env=self._env)
 
     def merge_tree(self, ours: str, theirs: str) -> str | None:
         """The tree of merging commit `theirs` into `ours` (both in the cache), or None if they conflict."""

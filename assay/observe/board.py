@@ -40,6 +40,7 @@ from assay.core.records import (
 from assay.core.retired import RETIRED_REF, RetiredBrief
 from assay.core.scan import Scan, scan
 from assay.errors import ForgeError, RecordInvalid, UsageError, unknown_message
+from assay.observe import waste
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -182,13 +183,18 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     by_brief: dict[str, list[dict[str, Any]]] = {}
     for n in needs_you:
         by_brief.setdefault(n["brief"], []).append({"kind": n["kind"], "why": n["why"], "next": n["next"]})
-    for c in cards:  # each brief page says what to do next
+    ledgers = waste_ledgers(read)
+    for c in cards:  # each brief page says what to do next, and what its work cost
         c["next"] = by_brief.get(c["id"], [])
+        c["waste"] = ledgers.briefs.get(c["id"])
+    desks = _desks(read, cards, now)
+    for d in desks:
+        d["waste"] = ledgers.desks.get(d["desk"])
     return {
         "needs_you": needs_you, "needs_you_counts": {k: sum(1 for n in needs_you if n["kind"] == k) for k in NEEDS},
         "v": FORMAT_VERSION, "generated_at": utc_now_iso(now), "forge": redact(forge), "main": read.main,
         "columns": [{"id": col, "title": COLUMN_TITLES[col], "count": counts[col]} for col in COLUMNS],
-        "briefs": cards, "desks": _desks(read, cards, now),
+        "briefs": cards, "desks": desks, "waste": ledgers.total,
         "findings": [{"key": k, "kind": f.kind, "brief": f.brief, "at": f.at}
                      for k, f in sorted(obs.findings.items(), key=lambda kv: (kv[1].at, kv[0]), reverse=True)],
         "sweeper": {"at": obs.at, "commit": read.sweeper_tip} if read.sweeper_tip else None,
@@ -230,6 +236,14 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
     for problem in problems:
         need("problem", None, problem, "see docs/data-model.md for the record's format")
     return sorted(out, key=lambda n: NEEDS.index(n["kind"]))
+
+
+def waste_ledgers(read: ForgeRead) -> waste.Ledgers:
+    """The waste ledger (`waste.py`) of every brief with a journal, of every desk that held one, and in total."""
+    journals = {b: log.entries for b, log in read.journals.items() if isinstance(log, JournalLog) and log.entries}
+    epochs = {b: {c.record.epoch: c.record.desk for c in chain if isinstance(c, Claim)}
+              for b, chain in read.chains.items()}
+    return waste.ledgers(journals, epochs)
 
 
 def _state(read: ForgeRead, brief: str) -> str | None:
@@ -277,6 +291,7 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
                    "failed": sum(1 for v in latest if v.get("passed") is not True),
                    "rows": [{"row": str(v.get("row", "")), "passed": v.get("passed") is True,
                              "exit_code": v.get("exit_code")} for v in latest]},
+        "verify_attempts": _verify_attempts(entries),
         "review": ({"state": review.state, "branch": review.record.branch, "head": review.record.head,
                     "title": review.record.title,
                     "link": _review_page(read.review_link, review),
@@ -289,6 +304,31 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "custody": _custody(history, read.written), "journal_entries": len(entries),
         "journal": [_entry(e) for e in entries[-TIMELINE_LIMIT:]],
     }
+
+
+VERIFY_TAIL = 300  # characters of a failed row's output a brief page shows (the journal keeps 1000 bytes)
+
+
+def _verify_attempts(entries: list[JournalEntry]) -> list[dict[str, Any]]:
+    """Each verify run, oldest first (the `verify` entries after one `verify` step's intent), with the evidence of
+    each of its rows."""
+    attempts: list[list[dict[str, Any]]] = []
+    fresh = True
+    for e in entries:
+        if e.kind == "intent" and e.step == "verify":
+            fresh = True
+        elif e.kind == "verify" and e.data:
+            if fresh:
+                attempts.append([])
+                fresh = False
+            v = e.data
+            passed = v.get("passed") is True
+            attempts[-1].append({"row": str(v.get("row", "")), "command": str(v.get("command", "")),
+                                 "head": str(v.get("head", "")), "passed": passed, "exit_code": v.get("exit_code"),
+                                 "duration_ms": v.get("duration_ms"),
+                                 "tail": "" if passed else str(v.get("tail", ""))[-VERIFY_TAIL:]})
+    return [{"head": rows[0]["head"], "passed": all(r["passed"] for r in rows),
+             "rows": [{k: v for k, v in r.items() if k != "head"} for r in rows]} for rows in attempts]
 
 
 def _column(state: str | None, needs: list[str], unknown: bool, stuck: bool, retired: bool) -> str:
@@ -345,9 +385,28 @@ def _custody(history: list[Claim | InvalidClaim], written: dict[str, int]) -> li
         r = item.record
         rows.append({"commit": item.sha, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
                      "at": r.at, "last_at": utc_now_iso(written[last.sha]) if last.sha in written else r.at,
-                     "reason": r.reason,
-                     "renewals": renewals})
+                     "reason": r.reason, "renewals": renewals})
+    previous: dict[str, Any] | None = None
+    for row in rows:
+        if "invalid" not in row:
+            row["why"] = row["reason"] or _change_why(previous, row)
+            previous = row
     return rows
+
+
+def _change_why(before: dict[str, Any] | None, row: dict[str, Any]) -> str:
+    """Why custody changed, for a record that carries no reason of its own: from the record before it."""
+    if before is None:
+        return "first claimed" if row["state"] == "held" else ""
+    if row["epoch"] == before["epoch"]:
+        return {"waiting": "parked", "held": "woken", "done": "finished", "released": "released"}.get(row["state"], "")
+    was = f"epoch {before['epoch']} of desk {before['desk']}"
+    if before["state"] == "expired":
+        return f"claimed after a sweeper expired {was}" + (f" ({before['reason']})" if before["reason"] else "")
+    if before["state"] in ("held", "waiting", "blocked"):
+        return (f"desk {row['desk']} took over its own claim after a restart" if before["desk"] == row["desk"]
+                else f"took over {was}")
+    return f"claimed after {was} was {before['state']}" + (f" ({before['reason']})" if before["reason"] else "")
 
 
 def _entry(e: JournalEntry) -> dict[str, Any]:

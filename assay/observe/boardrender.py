@@ -131,7 +131,7 @@ def index_page(data: dict[str, Any]) -> str:
         total=len(data["briefs"]), needs_you=needs_html(data),
         desk_filter=_radios("desk", [(str(n), d) for n, d in enumerate(desks)], "all desks"),
         column_filter=_radios("col", [(c["id"], c["title"]) for c in data["columns"]], "all states"),
-        columns="\n".join(columns), desks=desks_html(data["desks"]),
+        columns="\n".join(columns), desks=desks_html(data["desks"], data["waste"]),
         sweeper=(f'<p class="meta">last sweep {esc(sweeper["at"])} (commit <code>{esc(sweeper["commit"][:10])}'
                  "</code>)</p>" if sweeper else '<p class="muted">no sweeper has run on this forge</p>'),
         findings=findings_html(data["findings"]), problems=problems_html(data["problems"]))
@@ -184,15 +184,23 @@ def _state_text(c: dict[str, Any]) -> str:
 LIVENESS_CLASS = {"working": "pass", "stale": "fail", "dead": "fail", "no-evidence": "warn"}
 
 
-def desks_html(desks: list[dict[str, Any]]) -> str:
+def desks_html(desks: list[dict[str, Any]], total: dict[str, Any] | None = None) -> str:
     if not desks:
         return '<p class="muted">no desk is defined on main or holds a claim</p>'
     rows = "".join(f'<tr><td>{esc(d["desk"])}{"" if d["defined"] else " (not on main)"}</td>'
                    f'<td class="{LIVENESS_CLASS.get(d["liveness"], "")}">{esc(d["liveness"])}</td>'
                    + "".join(f'<td class="wrap">{esc(", ".join(d[k]))}</td>' for k in ("briefs", "expired", "holders"))
-                   + "</tr>" for d in desks)
-    return ('<div class="scroll"><table><thead><tr><th>desk</th><th>liveness</th><th>claims</th><th>expired</th>'
-            f"<th>holders</th></tr></thead><tbody>{rows}</tbody></table></div>")
+                   + f'<td class="wrap">{esc(waste_text(d.get("waste")))}</td></tr>' for d in desks)
+    fleet = f'<p class="meta" id="waste">the fleet: {esc(waste_text(total))}</p>' if total else ""
+    return (f'{fleet}<div class="scroll"><table><thead><tr><th>desk</th><th>liveness</th><th>claims</th>'
+            f"<th>expired</th><th>holders</th><th>agent time</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+def waste_text(ledger: dict[str, Any] | None) -> str:
+    """The waste ledger in one line (`waste.text`), or nothing when no agent ran."""
+    from assay.observe.waste import text, wasted
+
+    return text(ledger) if ledger and (ledger["agent_s"] or wasted(ledger)) else ""
 
 
 def findings_html(findings: list[dict[str, Any]]) -> str:
@@ -239,14 +247,27 @@ def summary_html(c: dict[str, Any]) -> str:
              ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),
              ("outcome unknown", ", ".join(f"seq {s}" for s in c["unknown"])),
              ("interrupted", ", ".join(f"unsafe intent seq {s}" for s in c["interrupted"])),
+             ("agent time", waste_text(c["waste"])),
              ("journal", c["journal_invalid"] or f"{c['journal_entries']} entries")]
     items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs if v)
-    rows = "".join(f"<tr><td>{esc(r['row'])}</td><td class=\"{'pass' if r['passed'] else 'fail'}\">"
-                   f"{'passed' if r['passed'] else 'failed'}</td><td>{esc(r['exit_code'])}</td></tr>"
-                   for r in c["verify"]["rows"])
-    verify = (f"<h2>Verify at <code>{esc((c['verify']['head'] or '')[:10])}</code></h2><table><thead><tr><th>row</th>"
-              f"<th>result</th><th>exit</th></tr></thead><tbody>{rows}</tbody></table>" if rows else "")
-    return f'{next_html(c)}<dl class="facts">{items}</dl>{verify}'
+    return f'{next_html(c)}<dl class="facts">{items}</dl>{verify_html(c["verify_attempts"])}'
+
+
+def verify_html(attempts: list[dict[str, Any]]) -> str:
+    """The evidence of every verify run, latest first: each row's result, exit code, time and failed output."""
+    out = []
+    for n, a in reversed(list(enumerate(attempts, 1))):
+        rows = "".join(
+            f"<tr><td>{esc(r['row'])}</td><td class=\"{'pass' if r['passed'] else 'fail'}\">"
+            f"{'passed' if r['passed'] else 'failed'}</td><td>{esc(r['exit_code'])}</td>"
+            f"<td>{esc(r['duration_ms'])}{' ms' if r['duration_ms'] is not None else ''}</td>"
+            f'<td class="wrap"><code>{esc(r["command"])}</code>'
+            + (f"<pre>{esc(r['tail'])}</pre>" if r["tail"] else "") + "</td></tr>" for r in a["rows"])
+        out.append(f"<h3>Verify {n} at <code>{esc(a['head'][:10])}</code>: "
+                   f"<span class=\"{'pass' if a['passed'] else 'fail'}\">{'passed' if a['passed'] else 'failed'}"
+                   "</span></h3><div class=\"scroll\"><table><thead><tr><th>row</th><th>result</th><th>exit</th>"
+                   f"<th>time</th><th>command and output</th></tr></thead><tbody>{rows}</tbody></table></div>")
+    return f'<section id="verify"><h2>Verify</h2>{"".join(out)}</section>' if out else ""
 
 
 def review_html(review: dict[str, Any] | None) -> str:
@@ -272,7 +293,7 @@ def custody_html(rows: list[dict[str, Any]]) -> str:
             continue
         renewed = f"renewed {r['renewals']}×, last at {r['last_at']}" if r["renewals"] else ""
         out.append(f"<tr><td>{esc(r['at'])}</td><td class=\"state-{esc(r['state'])}\">{esc(r['state'])}</td>"
-                   f"<td>{r['epoch']}</td><td>{esc(r['desk'])}</td><td class=\"wrap\">{esc(r['reason'])}</td>"
+                   f"<td>{r['epoch']}</td><td>{esc(r['desk'])}</td><td class=\"wrap\">{esc(r['why'])}</td>"
                    f"<td>{esc(renewed)}</td><td><code>{esc(r['commit'][:10])}</code></td></tr>")
     return ('<div class="scroll"><table><thead><tr><th>at</th><th>state</th><th>epoch</th><th>desk</th>'
             f"<th>reason</th><th>renewals</th><th>commit</th></tr></thead><tbody>{''.join(out)}</tbody></table></div>")
@@ -389,5 +410,7 @@ def markdown(data: dict[str, Any]) -> str:
     if data["desks"]:
         lines.append("Desks: " + ", ".join(f"{md(d['desk'])} ({md(d['liveness'])}, {len(d['briefs'])} briefs)"
                                            for d in data["desks"]))
+    if waste_text(data["waste"]):
+        lines.append(f"Agent time: {md(waste_text(data['waste']))}")
     lines.append(f"Sweepers' findings recorded: {len(data['findings'])}")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
-"""Listings for an operator: every claim with when it was last written and its liveness, filtered.
+"""Listings for an operator: every claim with when it was last written and its liveness, filtered; a review
+with what it changes and its verify evidence.
 
 The claims come from one scan (claims, main, the retired index); the desks' heartbeats from their
 definitions on main; each claim's age from its tip commit (a renewal repeats its record: only the
@@ -8,10 +9,16 @@ commit tells when). A forge with no main yet still lists its claims, with the de
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
 from assay.core.deskspec import DeskSpec, desks_on_main
-from assay.errors import NoMainBranch
+from assay.core.forge.base import Review, Reviews
+from assay.core.git import ForgeGit
+from assay.core.journal import read_kept
+from assay.core.records import MAIN_REF
+from assay.core.retired import tip_of
+from assay.errors import ForgeError, NoMainBranch, UsageError
 
 
 @dataclass(frozen=True)
@@ -41,3 +48,59 @@ def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: 
         age = max(0, int(now - written[c.sha])) if c.sha in written else None
         rows.append(ClaimRow(c, age, liveness(c.record, age, beats.get(c.record.desk, DeskSpec.heartbeat_s))))
     return rows, bad
+
+
+@dataclass(frozen=True)
+class ReviewDetail:
+    """A review with what it changes and the evidence for its head: `files` as (path, added, deleted), the counts
+    None for a binary file, or None when the commits cannot be read; `verify`, the last verify run at the head."""
+
+    review: Review
+    base: str
+    head: str
+    files: list[tuple[str, int | None, int | None]] | None
+    verify: list[dict[str, Any]]
+
+
+def _compared(git: ForgeGit, review: Review) -> tuple[str, str]:
+    """The commits a review's change lies between, as a pull request shows it: where the head forked from main (from
+    the merge's first parent, once merged) and the head (the branch's tip while it has none). ("", "") if none."""
+    r = review.record
+    main = git.ls_remote(MAIN_REF).get(MAIN_REF, "")
+    head = r.head or tip_of(git, f"refs/heads/{r.branch}") or ""
+    if not head:
+        return "", ""
+    tips = {f"refs/heads/{r.branch}": head, **({MAIN_REF: main} if main else {})}
+    git.ensure_objects(tips)
+    against = f"{r.merged_commit}^1" if r.merged_commit and r.merged_commit != head else main
+    return (git.merge_base(against, head) or against) if against else "", head
+
+
+def review_detail(git: ForgeGit, reviews: Reviews, brief: str) -> ReviewDetail:
+    """`assay review show`: the review (as kept, for a retired brief), its files and the verify evidence."""
+    review = reviews.kept(brief)
+    if review is None:
+        raise UsageError(f"brief {brief!r} has no review", hint="`assay review list` shows the reviews")
+    files: list[tuple[str, int | None, int | None]] | None = []
+    try:
+        base, head = _compared(git, review)
+        if base and head:
+            stat = git.diff(base, head, numstat=True).splitlines()
+            files = [(path, int(a) if a != "-" else None, int(d) if d != "-" else None)
+                     for a, d, path in (line.split("\t", 2) for line in stat)]
+    except ForgeError:
+        base, head, files = "", review.record.head, None
+    rows: dict[str, dict[str, Any]] = {}
+    for e in read_kept(git, brief).entries:
+        if e.kind == "verify" and e.data and head and e.data.get("head") == head:
+            rows[str(e.data.get("row", ""))] = e.data
+    return ReviewDetail(review, base, head, files, list(rows.values()))
+
+
+def review_diff(git: ForgeGit, reviews: Reviews, brief: str) -> str:
+    """`assay review diff`: the patch a review proposes (or merged)."""
+    review = reviews.kept(brief)
+    if review is None:
+        raise UsageError(f"brief {brief!r} has no review", hint="`assay review list` shows the reviews")
+    base, head = _compared(git, review)
+    return git.diff(base, head) if base and head else ""
