@@ -18,6 +18,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,8 @@ def ship(conversation: Conversation) -> Action:
     settle = f"{assay} step settle deploy -- sh -c {shlex.quote(INSPECT)}"
     done = {e.command: e for e in conversation.exchanges}
     plan = [write, deploy]
+    if conversation.texts and "The worktree is the work branch as last pushed" in conversation.texts[-1]:
+        return Run(f"test -f greet.txt || {write}")  # resumed elsewhere: the files may not be what it wrote
     if "`deploy` (unsafe): OUTCOME UNKNOWN" in conversation.prompt:
         plan = [write, settle]
         if settle in done and "settled as did-not" in done[settle].output:
@@ -251,3 +254,66 @@ def test_the_aider_preset_edits_to_a_ready_review(tmp_path: Path) -> None:
     assert git("--git-dir", str(forge), "show", "refs/heads/assay/ship:greet.txt") == "hello\n"
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
     print(f"aider: one brief, claim to ready review, in {took:.1f}s")
+
+
+class HeldAfterTwoTurns:
+    """`ship`, but the first time the model is asked for its third turn (write and deploy done) it holds the
+    request until `release` is set: the agent is between turns, its conversation two turns long."""
+
+    def __init__(self) -> None:
+        self.asked, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, conversation: Conversation) -> Action:
+        if len(conversation.exchanges) == 2 and not self.asked.is_set():
+            self.asked.set()
+            self.release.wait(timeout=TIMEOUT)
+        return ship(conversation)
+
+
+def checkpoints(forge: Path) -> list[dict[str, Any]]:
+    return [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
+
+
+@pytest.mark.skipif(clis.claude_bin() is None, reason="Claude Code is not installed (sh tests/install-agents.sh)")
+def test_a_successor_with_another_home_resumes_the_agents_conversation(tmp_path: Path) -> None:
+    """Claude Code's preset, with a heartbeat of 2 s: after the agent's second turn its conversation is
+    checkpointed in the journal; the desk is SIGKILLed; a desk with another HOME and state directory (so another
+    worktree path, and so another transcript folder) takes over, restores the checkpoint and resumes it. The
+    model's next request holds the first run's tool results and, as its newest message, the journal's summary;
+    the brief is finished with one deploy."""
+    agent = AGENTS["claude"]
+    log = tmp_path / "effects.log"
+    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
+    work = tmp_path / "project"
+    preset = (work / "desks" / "claude.yaml").read_text()
+    (work / "desks" / "claude.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
+    git("commit", "-qam", "beat every 2 s", cwd=work)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+    brain = HeldAfterTwoTurns()
+    with agent.server(brain) as server:
+        first = desk("claude", forge, desk_env(agent, server, tmp_path))
+        assert brain.asked.wait(TIMEOUT), server.debug()
+        deadline = time.monotonic() + 60
+        while not [c for c in checkpoints(forge) if c["data"]["bytes"] > 0]:  # the next heartbeat saves it
+            assert first.poll() is None and time.monotonic() < deadline, server.debug()
+            time.sleep(0.2)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        brain.release.set()
+        before = len(server.transcript.conversations)
+        env = {**desk_env(agent, server, tmp_path), **clis.claude_env(server.url, tmp_path / "home-2"),
+               "ASSAY_STATE_DIR": str(tmp_path / "state-2")}
+        out = finish(desk("claude", forge, env), server)
+    detail = f"{out}\n{server.debug()}"
+    saved = checkpoints(forge)[0]
+    assert saved["epoch"] == 1 and saved["data"]["name"] == "agent-session", detail
+    assert "took over ship" in out and "resumes the agent's conversation" in out and "review ready" in out, detail
+    resumed = server.transcript.conversations[before]
+    assert [e.command.split(" ")[0] for e in resumed.exchanges][:1] == ["printf"], detail
+    assert len(resumed.exchanges) == 2 and "step run --name deploy" in resumed.exchanges[1].command, detail
+    assert "## What the journal shows" in resumed.texts[-1] and "`deploy` (unsafe): completed" in resumed.texts[-1]
+    assert log.read_text() == "deployed\n", detail  # one deploy, across both desks
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path / "state-2"))  # the new worktree's folder, under state-2
+    restored = (tmp_path / "home-2" / ".claude" / "projects").glob(f"{slug}-*-ship/{saved['data']['session']}.jsonl")
+    assert len(list(restored)) == 1, detail
+    assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}

@@ -20,7 +20,7 @@ DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
 _SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 _DOTTED = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])")
-NOT_CODE = {"agent.command", "agent.timeout_s", "agent.install",  # keys of desks/<name>.yaml
+NOT_CODE = {"agent.command", "agent.timeout_s", "agent.install", "agent.session",  # keys of desks/<name>.yaml
             "retire.enabled", "retire.after_s",  # keys of sweepers/<name>.yaml
             "github.token"}  # a workflow expression
 

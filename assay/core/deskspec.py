@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,9 +16,23 @@ from assay.errors import ConfigInvalid
 
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",
         "verify_timeout_s")
-AGENT_KEYS = ("command", "timeout_s", "install")
+AGENT_KEYS = ("command", "timeout_s", "install", "session")
+SESSION_KEYS = ("new", "resume", "file")
+SESSION_VALUES = ("session", "home", "cwd_slug", "worktree")  # the placeholders `agent.session` may use
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
 DEFAULT_AGENT_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """How the agent CLI saves its conversation and continues one: the arguments a fresh run adds (`new`) and a
+    resumed one adds (`resume`), and the transcript file (`file`), with `{session}` (the session's id),
+    `{home}` (the agent's HOME), `{worktree}` and `{cwd_slug}` (the worktree's path, each character other than
+    a letter or digit made `-`) filled in."""
+
+    new: tuple[str, ...]
+    resume: tuple[str, ...]
+    file: str
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,7 @@ class DeskSpec:
     env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get, whatever the desk's environment
     timeout_s: int = DEFAULT_AGENT_TIMEOUT_S  # an agent run past this is stopped, and the attempt counted
     install: str = ""  # how to install the agent command, for the error when it is missing
+    session: SessionSpec | None = None  # how the agent's conversation is checkpointed and resumed, if it can be
 
     def takes(self, brief: Brief) -> bool:
         """A brief naming a desk goes to that desk; otherwise to desks whose labels it carries."""
@@ -84,7 +101,7 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
                  "`agent:` must be a mapping with `command:`, a non-empty list of strings")
     if "agent" not in data:
         bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
-    agent_timeout, install = DEFAULT_AGENT_TIMEOUT_S, ""
+    agent_timeout, install, session = DEFAULT_AGENT_TIMEOUT_S, "", None
     if agent:
         for key in agent:
             if key not in AGENT_KEYS:
@@ -98,6 +115,7 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         if not isinstance(install, str):
             bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
             install = ""
+        session = _session(agent.get("session"), lambda why, fix="": bad(nodes["agent"], why, fix))
     takes = need("takes", dict) or {}
     labels = takes.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
@@ -129,7 +147,36 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
         env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
         verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
-        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, install=install), []
+        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, install=install,
+        session=session), []
+
+
+def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:
+    """`agent.session`, checked: `new` and `resume` lists of strings, `file` a path with `{session}` in it."""
+    if raw is None:
+        return None
+    example = 'e.g. session: {new: [--session-id, "{session}"], resume: [--resume, "{session}"], file: ...}'
+    if not isinstance(raw, dict):
+        bad("`agent.session` must be a mapping of new, resume and file", example)
+        return None
+    unknown = [k for k in raw if k not in SESSION_KEYS]
+    lists: list[Any] = [raw.get(k) for k in ("new", "resume")]
+    file = raw.get("file")
+    if unknown:
+        bad(f"unknown agent.session key {unknown[0]!r}", f"allowed: {', '.join(SESSION_KEYS)}")
+    elif not all(isinstance(v, list) and all(isinstance(a, str) for a in v) for v in lists):
+        bad("`agent.session.new` and `agent.session.resume` must be lists of strings", example)
+    elif not isinstance(file, str) or "{session}" not in file:
+        bad("`agent.session.file` must be the transcript's path, with {session} in it", example)
+    else:
+        placeholders = set(re.findall(r"\{([a-z_]+)\}", " ".join([*lists[0], *lists[1], file])))
+        extra = sorted(placeholders - set(SESSION_VALUES))
+        if extra:
+            bad(f"`agent.session` names {{{extra[0]}}}, which a desk does not fill in",
+                f"use {', '.join('{' + v + '}' for v in SESSION_VALUES)}")
+            return None
+        return SessionSpec(tuple(lists[0] or ()), tuple(lists[1] or ()), file)
+    return None
 
 
 def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:

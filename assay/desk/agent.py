@@ -13,18 +13,21 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from assay.core.briefs import Brief
 from assay.core.claims import Claims
+from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
-from assay.core.journal import JournalLog
+from assay.core.journal import Journal, JournalLog
 from assay.desk.effects import probe_runner
+from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
+from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
 from assay.desk.stepserver import StepServer
 from assay.errors import AgentCannotStart, AssayError, Conflict
@@ -46,6 +49,7 @@ class AgentRun:
     prompt_file: Path
     known: JournalLog | None = None  # the desk's read of the journal, where the agent's steps start from
     assay_bin: Path | None = None  # the `assay` the agent calls, by absolute path (`assay_command`)
+    checkpoint: Saved | None = None  # the round's newest agent-session checkpoint, to resume (`sessions.py`)
 
 
 def assay_command(state_dir: Path) -> Path:
@@ -63,8 +67,14 @@ def assay_command(state_dir: Path) -> Path:
     return path
 
 
-def agent_argv(spec: DeskSpec, values: dict[str, str]) -> list[str]:
-    argv = [fill(part, values) for part in spec.command]
+def agent_argv(spec: DeskSpec, values: dict[str, str], session_args: Sequence[str] = ()) -> list[str]:
+    """The agent's command line: placeholders filled in, and the session's arguments where `{session_args}`
+    stands (after the rest when it stands nowhere)."""
+    argv: list[str] = []
+    for part in spec.command:
+        argv += list(session_args) if part == "{session_args}" else [fill(part, values)]
+    if "{session_args}" not in spec.command:
+        argv += session_args
     if argv[0] == "python":
         argv[0] = sys.executable  # the scripted agent runs on this interpreter
     return argv
@@ -87,15 +97,27 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     """Run the desk's agent command to its end, or to its time limit; the claim is renewed meanwhile.
 
     Returns its exit code, output tail and whether it timed out. An agent that cannot start (no such command,
-    exit 126 or 127) raises AgentCannotStart: that is not an attempt at the work.
+    exit 126 or 127) raises AgentCannotStart: that is not an attempt at the work. With `agent.session`, the
+    run resumes the round's newest checkpoint and its conversation is checkpointed as it goes
+    (`sessions.py`); a resume that fails is journaled and the run starts again fresh.
     """
-    run_id = uuid.uuid4().hex[:12]
+    env = agent_env(spec.env_allow, {}, extra={**dict(spec.env), **dict(run.brief.env)})
+    saver = Saver(claims, spec, run, env, echo, run.checkpoint) if spec.session else None
+    result = _run_agent(claims, spec, run, echo, env, saver)
+    if saver is not None and saver.resumed is not None and not saver.grew():
+        saver.failed(f"the resumed agent exited {result['exit_code']} without adding to the conversation")
+        result = _run_agent(claims, spec, run, echo, env, Saver(claims, spec, run, env, echo, None))
+    return result
+
+
+def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str],
+               saver: Saver | None) -> dict[str, Any]:
+    run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     run.prompt_file.write_text(run.prompt, encoding="utf-8")
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
               "title": run.brief.title, "worktree": str(run.worktree)}
-    argv = agent_argv(spec, values)
-    env = agent_env(spec.env_allow, {}, extra={**dict(spec.env), **dict(run.brief.env)})
+    argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
     steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
                        probe_runner=probe_runner(run.worktree, env))  # it sees `env` as the context fills it in
     context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
@@ -108,7 +130,7 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     env.update(context)
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
-    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo)
+    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None)
     out = _Output(run.brief.id, echo)
     timed_out = threading.Event()
     try:
@@ -129,6 +151,8 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
         out.finish()
     finally:
         heartbeat.stop()
+        if saver is not None:
+            saver.last()  # the conversation as the agent left it, whatever ended it
         for line in steps.stop():
             echo(f"{spec.name}: {run.brief.id}: {line}")
     if code in (126, 127) and not timed_out.is_set():
@@ -189,9 +213,11 @@ class Heartbeat:
     whole lease has passed without a renewal; then the agent is killed too, as its claim may expire.
     """
 
-    def __init__(self, claims: Claims, spec: DeskSpec, brief: str, epoch: int, echo: Echo) -> None:
+    def __init__(self, claims: Claims, spec: DeskSpec, brief: str, epoch: int, echo: Echo,
+                 save: Callable[[Claims], bool] | None = None) -> None:
         self.claims = claims  # the desk's: each beat renews on a spare of it
         self.spec, self.brief, self.epoch, self.echo = spec, brief, epoch, echo
+        self.save = save  # journals a checkpoint (a renewal too) if the conversation changed; False if not
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -224,7 +250,8 @@ class Heartbeat:
     def _renew(self, claims: Claims, last_ok: float) -> str | None:
         """None if renewed; "" to try again later; else why the agent must stop."""
         try:
-            claims.renew(self.brief, self.spec.name, epoch=self.epoch)
+            if self.save is None or not self.save(claims):
+                claims.renew(self.brief, self.spec.name, epoch=self.epoch)
             return None
         except Conflict as exc:  # Fenced, or the claim moved to a state this desk may not renew
             return f"fenced: {exc.message}"
@@ -233,6 +260,81 @@ class Heartbeat:
                 self.echo(f"{self.spec.name}: heartbeat for {self.brief} failed, will retry: {exc.message}")
                 return ""
             return f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
+
+
+class Saver:
+    """One agent run's session: the arguments that start or resume it, and its checkpoints in the journal."""
+
+    def __init__(self, claims: Claims, spec: DeskSpec, run: AgentRun, env: dict[str, str], echo: Echo,
+                 resume: Saved | None) -> None:
+        assert spec.session is not None
+        self.claims, self.spec, self.run, self.echo = claims, spec, run, echo
+        self.run_id = uuid.uuid4().hex[:12]
+        self.secrets = known_secrets(dict(os.environ), claims.git.url)
+        self.resumed: Saved | None = None
+        home = env.get("HOME", "")
+        if resume is not None:
+            transcript = Transcript(spec.session, resume.session, home, run.worktree)
+            try:
+                transcript.restore(resume.data)
+                self.resumed, self.transcript = resume, transcript
+                self.restored_size = len(resume.data)
+                echo(f"{spec.name}: {run.brief.id} resumes the agent's conversation (checkpoint seq {resume.seq}, "
+                     f"{len(resume.data)} bytes)")
+                return
+            except OSError as exc:
+                self.transcript = transcript
+                self.failed(f"cannot write {transcript.path}: {exc.strerror or exc}", resume)
+        self.transcript = Transcript(spec.session, str(uuid.uuid4()), home, run.worktree)
+        self.restored_size = 0
+
+    def arguments(self) -> list[str]:
+        return self.transcript.resume_args if self.resumed is not None else self.transcript.new_args
+
+    def grew(self) -> bool:
+        """Whether the run added to a resumed conversation (else its restore did not take)."""
+        return self.transcript.size() > self.restored_size
+
+    def save(self, claims: Claims) -> bool:
+        """Journal the conversation if it changed since the last checkpoint (with a renewal of the claim, in the
+        same push); False if there was nothing new. Raises as a renewal does."""
+        data = self.transcript.changed(self.secrets)
+        if data is None:
+            return False
+        if len(data) > MAX_BYTES:
+            self.echo(f"{self.spec.name}: {self.run.brief.id}: the agent's conversation ({len(data)} bytes) is over "
+                      f"{MAX_BYTES} bytes and is not checkpointed")
+            return False
+        journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
+        journal.add("checkpoint", blobs={"checkpoint": data},
+                    data={"name": SESSION_CHECKPOINT, "session": self.transcript.session,
+                          "attempt": self.run.attempt, "bytes": len(data)})
+        crash_point("journal.after-checkpoint", SESSION_CHECKPOINT)
+        return True
+
+    def last(self) -> None:
+        """The last checkpoint of the run, once the agent has ended; a failure to write it is said, not raised
+        (the run's result comes first, and the previous checkpoint stands)."""
+        claims = self.claims.spare()
+        try:
+            self.save(claims)
+        except AssayError as exc:
+            self.echo(f"{self.spec.name}: {self.run.brief.id}: the last checkpoint was not written: {exc.message}")
+        finally:
+            claims.git.close()
+
+    def failed(self, why: str, checkpoint: Saved | None = None) -> None:
+        """Journal that a checkpoint could not be resumed, so that no run tries it again."""
+        saved = checkpoint or self.resumed
+        assert saved is not None
+        self.echo(f"{self.spec.name}: {self.run.brief.id}: checkpoint seq {saved.seq} could not be resumed ({why}); "
+                  "starting the agent afresh")
+        claims = self.claims.spare()
+        try:
+            Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True).add(
+                "note", data={"checkpoint": "failed", "of": saved.seq, "why": why})
+        finally:
+            claims.git.close()
 
 
 def fill(template: str, values: dict[str, str]) -> str:

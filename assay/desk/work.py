@@ -25,6 +25,7 @@ from assay.core.forge.base import Reviews
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
 from assay.core.steps import Session
+from assay.desk import sessions
 from assay.desk.agent import AgentRun, assay_command, run_agent
 from assay.desk.effects import probe_runner
 from assay.desk.verify import verify
@@ -212,8 +213,16 @@ class BriefWork:
 
     def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
         prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
+        saved = None
+        if self.spec.session is not None:  # the round's conversation so far, wherever it was saved
+            journal = self.session.journal
+            journal.reload()
+            saved = sessions.latest(round_entries(journal.entries),
+                                    lambda e: journal.blob(e, str((e.data or {}).get("checkpoint_blob"))))
+            if saved is not None:
+                prompt = sessions.resumed_note(saved) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
-                       self.assay_bin)
+                       self.assay_bin, saved)
         return run_agent(self.session.journal.claims, self.spec, run, self.echo)
 
     def _push(self) -> str:

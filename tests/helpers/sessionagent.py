@@ -1,0 +1,39 @@
+"""An agent CLI that keeps its conversation in a transcript file, as Claude Code does, for the desk's session
+checkpoints: `python sessionagent.py PROMPT_FILE (--new ID | --resume ID)`.
+
+The transcript is `$HOME/t/<slug of the working directory>/<ID>.jsonl`, one JSON line per turn. A run appends a
+turn, and writes `seen.txt` in the working directory: how many turns the conversation had when it started, at
+which attempt.
+With `SESSION_AGENT_BROKEN` set, a resumed run fails at once without touching the transcript (a CLI that cannot
+read the session it was given).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    mode, session = sys.argv[2], sys.argv[3]
+    home = Path(os.environ["HOME"])
+    folder = home / "t" / re.sub(r"[^A-Za-z0-9]", "-", os.getcwd())
+    transcript = folder / f"{session}.jsonl"
+    if mode == "--resume" and os.environ.get("SESSION_AGENT_BROKEN"):
+        print("cannot resume this session", file=sys.stderr)
+        return 3
+    turns = transcript.read_text().splitlines() if mode == "--resume" and transcript.exists() else []
+    Path("seen.txt").write_text(f"saw {len(turns)} at attempt {os.environ.get('ASSAY_ATTEMPT')}\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    with transcript.open("a") as out:
+        out.write(json.dumps({"message": {"role": "user", "content": [
+            {"type": "text", "text": f"attempt {os.environ.get('ASSAY_ATTEMPT')}"}]}}) + "\n")
+    print(f"session {session}: {len(turns)} turns before this one")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

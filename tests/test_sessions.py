@@ -1,0 +1,117 @@
+"""Agent-session checkpoints: the agent's conversation journaled at turn boundaries, scrubbed, and resumed by the
+next run of the round; a resume that fails is journaled and the run starts afresh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from assay.core.deskspec import check_desk
+from assay.core.records import JournalEntry
+from assay.desk import sessions
+from tests.conftest import Forge, assay
+from tests.helpers.desks import publish, run_desk
+from tests.journal_check import entries, invariants
+
+AGENT = Path(__file__).parent / "helpers" / "sessionagent.py"
+DESK = """name: talker
+takes:
+  labels: [work]
+agent:
+  command: [python, {agent}, "{{prompt_file}}"]
+  session:
+    new: [--new, "{{session}}"]
+    resume: [--resume, "{{session}}"]
+    file: "{{home}}/t/{{cwd_slug}}/{{session}}.jsonl"
+lease_s: 120
+heartbeat_s: 5
+attempts: 2
+env_allow: [PATH, HOME, SESSION_AGENT_BROKEN]
+"""
+BRIEF = """---
+title: Talk
+labels: [work]
+verify:
+  - id: resumed
+    run: "{check}"
+---
+Talk.
+"""
+
+
+def _line(*blocks: dict[str, object]) -> bytes:
+    return (json.dumps({"message": {"content": list(blocks)}}) + "\n").encode()
+
+
+def test_a_checkpoint_ends_at_a_turn_boundary() -> None:
+    asked = _line({"type": "text", "text": "do it"})
+    call = _line({"type": "tool_use", "id": "t1", "name": "Bash"})
+    answer = _line({"type": "tool_result", "tool_use_id": "t1", "content": "ok"})
+    assert sessions.at_boundary(asked + call + answer) == asked + call + answer
+    assert sessions.at_boundary(asked + call) == asked  # a call without its result: the middle of a turn
+    assert sessions.at_boundary(asked + answer[:-5]) == asked  # a line still being written
+    assert sessions.at_boundary(asked + b"not json\n" + answer) == asked
+
+
+def test_a_checkpoint_holds_no_forge_credential() -> None:
+    token = "ghp_" + "s3cret" * 6
+    secrets = sessions.known_secrets({"GITHUB_TOKEN": token, "ANTHROPIC_API_KEY": "sk-not-ours-to-hide"},
+                                     "https://x-access-token:pa55word-long@example.com/o/r.git")
+    text = f"token {token} and pa55word-long, and sk-not-ours-to-hide".encode()
+    assert sessions.scrub(text, secrets) == b"token [redacted] and [redacted], and sk-not-ours-to-hide"
+
+
+def test_the_newest_checkpoint_not_marked_failed_is_resumed() -> None:
+    def checkpoint(seq: int, session: str) -> JournalEntry:
+        return JournalEntry(seq=seq, epoch=1, kind="checkpoint", at="2030-01-01T00:00:00Z",
+                            data={"name": sessions.NAME, "session": session, "checkpoint_blob": f"blobs/{seq}"})
+
+    found = [checkpoint(1, "a"), checkpoint(2, "b"),
+             JournalEntry(seq=3, epoch=1, kind="note", at="2030-01-01T00:00:00Z",
+                          data={"checkpoint": "failed", "of": 2})]
+    saved = sessions.latest(found, lambda e: str((e.data or {})["checkpoint_blob"]).encode())
+    assert saved == sessions.Saved(1, "a", b"blobs/1")
+    assert sessions.latest(found[2:], lambda e: b"") is None
+    assert sessions.cwd_slug("/tmp/we_ird.dir x") == "-tmp-we-ird-dir-x"
+
+
+def test_a_session_block_is_checked_with_its_line() -> None:
+    good = DESK.format(agent=AGENT)
+    spec, problems = check_desk(good, "desks/talker.yaml")
+    assert not problems and spec is not None and spec.session is not None
+    assert spec.session.resume == ("--resume", "{session}")
+    for broken, said in ((good.replace("{{session}}.jsonl", "x.jsonl").replace("{session}.jsonl", "x.jsonl"),
+                          "with {session} in it"),
+                         (good.replace("    new:", "    fresh:"), "unknown agent.session key 'fresh'"),
+                         (good.replace("{home}/t", "{user}/t"), "names {user}, which a desk does not fill in")):
+        _, problems = check_desk(broken, "desks/talker.yaml")
+        assert problems and said in str(problems[0]) and "desks/talker.yaml:" in str(problems[0]), problems
+
+
+def test_the_next_attempt_resumes_the_conversation_the_last_one_saved(forge: Forge, tmp_path: Path) -> None:
+    """Attempt 1 starts a session, fails verify (it saw 0 turns), and its conversation is checkpointed as it
+    ends; attempt 2 restores it and resumes it (it sees 1 turn), and passes."""
+    publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT),
+                    "briefs/talk.md": BRIEF.format(check="grep -q 'saw 1 at attempt 2' seen.txt")})
+    run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"))
+    assert run.code == 0 and "talk attempt 1 failed" in run.out and "review ready" in run.out, run.out + run.err
+    assert "resumes the agent's conversation (checkpoint seq" in run.out
+    saved = [e for e in entries(forge.path, "talk") if e["kind"] == "checkpoint"]
+    assert [(e["data"]["name"], e["data"]["attempt"]) for e in saved] == [(sessions.NAME, 1), (sessions.NAME, 2)]
+    assert saved[0]["data"]["session"] == saved[1]["data"]["session"]  # one conversation, resumed
+    assert invariants(forge.path, "talk") == []
+
+
+def test_a_checkpoint_that_cannot_be_resumed_is_journaled_and_the_run_starts_afresh(forge: Forge,
+                                                                                     tmp_path: Path) -> None:
+    publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT),
+                    "briefs/talk.md": BRIEF.format(check="grep -q 'saw 0 at attempt 2' seen.txt")})
+    first = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), SESSION_AGENT_BROKEN="1")
+    assert "could not be resumed (the resumed agent exited 3 without adding to the conversation)" in first.out, \
+        first.out + first.err
+    assert first.code == 0 and "review ready" in first.out  # the fresh run did the work
+    failed = [e for e in entries(forge.path, "talk") if e["kind"] == "note" and (e.get("data") or {}).get("checkpoint")]
+    assert [e["data"]["of"] for e in failed] == [next(e["seq"] for e in entries(forge.path, "talk")
+                                                      if e["kind"] == "checkpoint")]
+    shown = assay("journal", "talk", "--forge", forge.url)
+    assert shown.code == 0 and "checkpoint" in shown.out
