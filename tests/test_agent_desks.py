@@ -12,6 +12,7 @@ aider edits a file under its preset (it runs no shell command unattended).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shlex
@@ -262,11 +263,13 @@ class HeldAfterTwoTurns:
 
     def __init__(self) -> None:
         self.asked, self.release = threading.Event(), threading.Event()
+        self.server: ModelServer | None = None  # set once the server is up: other requests are served meanwhile
 
     def __call__(self, conversation: Conversation) -> Action:
         if len(conversation.exchanges) == 2 and not self.asked.is_set():
             self.asked.set()
-            self.release.wait(timeout=TIMEOUT)
+            assert self.server is not None
+            self.server.wait_unlocked(self.release, TIMEOUT)
         return ship(conversation)
 
 
@@ -274,24 +277,27 @@ def checkpoints(forge: Path) -> list[dict[str, Any]]:
     return [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
 
 
-@pytest.mark.skipif(clis.claude_bin() is None, reason="Claude Code is not installed (sh tests/install-agents.sh)")
-def test_a_successor_with_another_home_resumes_the_agents_conversation(tmp_path: Path) -> None:
-    """Claude Code's preset, with a heartbeat of 2 s: after the agent's second turn its conversation is
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str, tmp_path: Path) -> None:
+    """Each preset, with a heartbeat of 2 s: after the agent's second turn its conversation is
     checkpointed in the journal; the desk is SIGKILLed; a desk with another HOME and state directory (so another
     worktree path, and so another transcript folder) takes over, restores the checkpoint and resumes it. The
     model's next request holds the first run's tool results and, as its newest message, the journal's summary;
     the brief is finished with one deploy."""
-    agent = AGENTS["claude"]
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
     log = tmp_path / "effects.log"
     forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
     work = tmp_path / "project"
-    preset = (work / "desks" / "claude.yaml").read_text()
-    (work / "desks" / "claude.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
+    preset = (work / "desks" / f"{name}.yaml").read_text()
+    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
     git("commit", "-qam", "beat every 2 s", cwd=work)
     git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
     brain = HeldAfterTwoTurns()
     with agent.server(brain) as server:
-        first = desk("claude", forge, desk_env(agent, server, tmp_path))
+        brain.server = server
+        first = desk(name, forge, desk_env(agent, server, tmp_path))
         assert brain.asked.wait(TIMEOUT), server.debug()
         deadline = time.monotonic() + 60
         while not [c for c in checkpoints(forge) if c["data"]["bytes"] > 0]:  # the next heartbeat saves it
@@ -301,9 +307,9 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(tmp_path:
         first.wait()
         brain.release.set()
         before = len(server.transcript.conversations)
-        env = {**desk_env(agent, server, tmp_path), **clis.claude_env(server.url, tmp_path / "home-2"),
+        env = {**desk_env(agent, server, tmp_path), **agent.env(server, tmp_path / "home-2"),
                "ASSAY_STATE_DIR": str(tmp_path / "state-2")}
-        out = finish(desk("claude", forge, env), server)
+        out = finish(desk(name, forge, env), server)
     detail = f"{out}\n{server.debug()}"
     saved = checkpoints(forge)[0]
     assert saved["epoch"] == 1 and saved["data"]["name"] == "agent-session", detail
@@ -313,7 +319,57 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(tmp_path:
     assert len(resumed.exchanges) == 2 and "step run --name deploy" in resumed.exchanges[1].command, detail
     assert "## What the journal shows" in resumed.texts[-1] and "`deploy` (unsafe): completed" in resumed.texts[-1]
     assert log.read_text() == "deployed\n", detail  # one deploy, across both desks
-    slug = re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path / "state-2"))  # the new worktree's folder, under state-2
-    restored = (tmp_path / "home-2" / ".claude" / "projects").glob(f"{slug}-*-ship/{saved['data']['session']}.jsonl")
-    assert len(list(restored)) == 1, detail
+    session = saved["data"]["session"]
+    restored = [p for p in (tmp_path / "home-2").rglob(f"*{session}.jsonl")]  # written into the second HOME
+    assert len(restored) == 1, detail
+    if name == "claude":  # under the folder named after the new worktree's path
+        assert re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path / "state-2")) in restored[0].parent.name
+    assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
+
+
+STEER = "Say hello in greet.txt, and mind the capital H."
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_steering_reaches_the_running_agent_inside_its_run(name: str, tmp_path: Path) -> None:
+    """While the agent waits on its model after two turns, a person steers the brief. At its next heartbeat the
+    desk stops the CLI (between turns), checkpoints the conversation and resumes it with the steering as the
+    next message: the model reads it in the same agent run, and the journal says it was delivered."""
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
+    log = tmp_path / "effects.log"
+    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
+    work = tmp_path / "project"
+    preset = (work / "desks" / f"{name}.yaml").read_text()
+    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
+    git("commit", "-qam", "beat every 2 s", cwd=work)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+    brain = HeldAfterTwoTurns()
+    with agent.server(brain) as server:
+        brain.server = server
+        running = desk(name, forge, desk_env(agent, server, tmp_path))
+        try:
+            assert brain.asked.wait(TIMEOUT), server.debug()
+            steered = subprocess.run([sys.executable, "-m", "assay", "steer", "ship", STEER, "--json", "--forge",
+                                      str(forge)], capture_output=True, text=True, timeout=60)
+            assert steered.returncode == 0, steered.stderr
+            deadline = time.monotonic() + 90
+            while not any(STEER in text for c in server.transcript.conversations for text in c.texts):
+                if running.poll() is not None or time.monotonic() > deadline:
+                    os.killpg(running.pid, signal.SIGKILL)
+                    raise AssertionError(f"the steering never reached the model\n{running.communicate()[0]}\n"
+                                         f"{server.debug()}")
+                time.sleep(0.1)
+        finally:
+            brain.release.set()
+        out = finish(running, server)
+    detail = f"{out}\n{server.debug()}"
+    assert out.count("agent attempt") == 1 and "passing on steering" in out and "review ready" in out, detail
+    heard = next(c for c in server.transcript.conversations if any(STEER in t for t in c.texts))
+    assert len(heard.exchanges) == 2 and STEER in heard.texts[-1], detail  # the conversation went on, steered
+    seq = json.loads(steered.stdout)["seq"]
+    notes = [e for e in entries(forge, "ship") if e["kind"] == "note" and (e.get("data") or {}).get("steer")]
+    assert [n["data"] for n in notes] == [{"steer": "delivered", "of": seq}], detail
+    assert log.read_text() == "deployed\n", detail
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}

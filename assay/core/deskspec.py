@@ -27,8 +27,9 @@ DEFAULT_AGENT_TIMEOUT_S = 3600
 class SessionSpec:
     """How the agent CLI saves its conversation and continues one: the arguments a fresh run adds (`new`) and a
     resumed one adds (`resume`), and the transcript file (`file`), with `{session}` (the session's id),
-    `{home}` (the agent's HOME), `{worktree}` and `{cwd_slug}` (the worktree's path, each character other than
-    a letter or digit made `-`) filled in."""
+    `{home}` (the agent's HOME), `{worktree}`, `{cwd_slug}` (the worktree's path, each character other than a
+    letter or digit made `-`) and `{NAME}` (a variable of the agent's environment) filled in. A `file` with `*`
+    in it is found: the newest match the run wrote. Without `{session}` in `new`, the CLI picks the id."""
 
     new: tuple[str, ...]
     resume: tuple[str, ...]
@@ -169,11 +170,11 @@ def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:
     elif not isinstance(file, str) or "{session}" not in file:
         bad("`agent.session.file` must be the transcript's path, with {session} in it", example)
     else:
-        placeholders = set(re.findall(r"\{([a-z_]+)\}", " ".join([*lists[0], *lists[1], file])))
-        extra = sorted(placeholders - set(SESSION_VALUES))
+        placeholders = set(re.findall(r"\{(\w+)\}", " ".join([*lists[0], *lists[1], file])))
+        extra = sorted(p for p in placeholders - set(SESSION_VALUES) if not NAME.fullmatch(p) or p.lower() == p)
         if extra:
             bad(f"`agent.session` names {{{extra[0]}}}, which a desk does not fill in",
-                f"use {', '.join('{' + v + '}' for v in SESSION_VALUES)}")
+                f"use {', '.join('{' + v + '}' for v in SESSION_VALUES)}, or an agent variable such as {{CODEX_HOME}}")
             return None
         return SessionSpec(tuple(lists[0] or ()), tuple(lists[1] or ()), file)
     return None

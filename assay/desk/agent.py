@@ -130,23 +130,38 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     env.update(context)
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
-    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None)
+    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
+                          saver.steering if saver is not None else None)
     out = _Output(run.brief.id, echo)
     timed_out = threading.Event()
-    try:
+
+    def start(argv: list[str]) -> subprocess.Popen[str]:
         try:
-            proc = subprocess.Popen(argv, cwd=run.worktree, env=env, stdin=subprocess.DEVNULL,
+            return subprocess.Popen(argv, cwd=run.worktree, env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                                     preexec_fn=_DIE_WITH_PARENT)
         except OSError as exc:
             raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
-        heartbeat.start(proc)  # after the fork: no thread runs while the child is set up
+
+    try:
+        proc = heartbeat.agent = start(argv)
+        heartbeat.start()  # after the fork: no thread runs while the child is set up
         steps.start()  # the agent's steps, served by this desk (it listened before the fork)
-        timer = threading.Timer(spec.timeout_s, _stop_for_time, args=(proc, timed_out))
+        timer = threading.Timer(spec.timeout_s, lambda: _stop_for_time(heartbeat.agent, timed_out))
         timer.daemon = True
         timer.start()
         out.start(proc)
         code = proc.wait()
+        while saver is not None and heartbeat.steered and not timed_out.is_set():
+            # the heartbeat stopped the agent at a turn boundary to pass on steering: the conversation goes on
+            told, heartbeat.steered = heartbeat.steered, []
+            out.finish()
+            saver.last()
+            argv = agent_argv(spec, {**values, "prompt": steering_prompt(told)}, saver.transcript.arguments(True))
+            saver.delivered(told)
+            proc = heartbeat.agent = start(argv)
+            out.start(proc)
+            code = proc.wait()
         timer.cancel()
         out.finish()
     finally:
@@ -171,10 +186,16 @@ def _git_identity(desk: str) -> dict[str, str]:
             "GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": f"{desk}@assay.invalid"}
 
 
-def _stop_for_time(proc: subprocess.Popen[str], timed_out: threading.Event) -> None:
+def steering_prompt(told: Sequence[tuple[int, str]]) -> str:
+    """The next message of a conversation resumed to pass on steering."""
+    return "\n\n".join(["## Steering, from a person, while you work", *(text for _, text in told),
+                         "Take it into account, then carry on with the brief."]) + "\n"
+
+
+def _stop_for_time(proc: subprocess.Popen[str] | None, timed_out: threading.Event) -> None:
     """The agent's time is up: SIGTERM (the CLIs stop their own tool processes then), SIGKILL after a grace."""
     timed_out.set()
-    if proc.poll() is None:
+    if proc is not None and proc.poll() is None:
         proc.terminate()
         try:
             proc.wait(timeout=STOP_GRACE_S)
@@ -214,15 +235,19 @@ class Heartbeat:
     """
 
     def __init__(self, claims: Claims, spec: DeskSpec, brief: str, epoch: int, echo: Echo,
-                 save: Callable[[Claims], bool] | None = None) -> None:
+                 save: Callable[[Claims], bool] | None = None,
+                 steering: Callable[[Claims], list[tuple[int, str]]] | None = None) -> None:
         self.claims = claims  # the desk's: each beat renews on a spare of it
         self.spec, self.brief, self.epoch, self.echo = spec, brief, epoch, echo
         self.save = save  # journals a checkpoint (a renewal too) if the conversation changed; False if not
+        self.steering = steering  # new steering the agent can take now (at a turn boundary), as (seq, text)
+        self.agent: subprocess.Popen[str] | None = None  # the agent process now (a new one after steering)
+        self.steered: list[tuple[int, str]] = []  # steering for which this heartbeat stopped the agent
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, agent: subprocess.Popen[str]) -> None:
-        self._thread = threading.Thread(target=self._beat, args=(agent,), daemon=True)
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -230,22 +255,40 @@ class Heartbeat:
         if self._thread is not None and self._thread.is_alive():
             self._thread.join()
 
-    def _beat(self, agent: subprocess.Popen[str]) -> None:
+    def _beat(self) -> None:
         claims = self.claims.spare()
         last_ok = time.monotonic()
         try:
             while not self._stop.wait(self.spec.heartbeat_s):
                 why = self._renew(claims, last_ok)
+                agent = self.agent
                 if why is None:
                     last_ok = time.monotonic()
+                    self._pass_on(claims)
                     continue
                 if why:
                     self.echo(f"{self.spec.name}: stopping the agent on {self.brief}: {why}")
-                    if agent.poll() is None:
+                    if agent is not None and agent.poll() is None:
                         agent.kill()  # a desk that lost its claim stops working on its own
                     return
         finally:
             claims.git.close()
+
+    def _pass_on(self, claims: Claims) -> None:
+        """Steering journaled while the agent runs: stop it at this turn boundary, so that the desk resumes the
+        conversation with the steering as its next message. A failure to look is the next beat's to retry."""
+        agent = self.agent
+        if self.steering is None or self.steered or agent is None or agent.poll() is not None:
+            return
+        try:
+            found = self.steering(claims)
+        except AssayError:
+            return
+        if found:
+            self.steered = found
+            self.echo(f"{self.spec.name}: {self.brief}: passing on steering (seq {', '.join(str(s) for s, _ in found)})"
+                      " to the running agent")
+            agent.terminate()
 
     def _renew(self, claims: Claims, last_ok: float) -> str | None:
         """None if renewed; "" to try again later; else why the agent must stop."""
@@ -272,28 +315,29 @@ class Saver:
         self.run_id = uuid.uuid4().hex[:12]
         self.secrets = known_secrets(dict(os.environ), claims.git.url)
         self.resumed: Saved | None = None
-        home = env.get("HOME", "")
+        self.prompted = run.known.entries[-1].seq if run.known and run.known.entries else 0  # steering up to here
+        self.told: set[int] = set()  # steering passed on to this run's agent
         if resume is not None:
-            transcript = Transcript(spec.session, resume.session, home, run.worktree)
+            transcript = Transcript(spec.session, resume.session, env, run.worktree)
             try:
-                transcript.restore(resume.data)
+                transcript.restore(resume.data, resume.file)
                 self.resumed, self.transcript = resume, transcript
-                self.restored_size = len(resume.data)
                 echo(f"{spec.name}: {run.brief.id} resumes the agent's conversation (checkpoint seq {resume.seq}, "
                      f"{len(resume.data)} bytes)")
                 return
             except OSError as exc:
                 self.transcript = transcript
-                self.failed(f"cannot write {transcript.path}: {exc.strerror or exc}", resume)
-        self.transcript = Transcript(spec.session, str(uuid.uuid4()), home, run.worktree)
-        self.restored_size = 0
+                self.failed(f"cannot write the transcript: {exc.strerror or exc}", resume)
+        chosen = any("{session}" in a for a in spec.session.new)  # else the CLI picks the id, found by its file
+        self.transcript = Transcript(spec.session, str(uuid.uuid4()) if chosen else None, env, run.worktree,
+                                     since=time.time() - 1)
 
     def arguments(self) -> list[str]:
-        return self.transcript.resume_args if self.resumed is not None else self.transcript.new_args
+        return self.transcript.arguments(resume=self.resumed is not None)
 
     def grew(self) -> bool:
         """Whether the run added to a resumed conversation (else its restore did not take)."""
-        return self.transcript.size() > self.restored_size
+        return self.transcript.size() > self.transcript.restored_size
 
     def save(self, claims: Claims) -> bool:
         """Journal the conversation if it changed since the last checkpoint (with a renewal of the claim, in the
@@ -306,11 +350,37 @@ class Saver:
                       f"{MAX_BYTES} bytes and is not checkpointed")
             return False
         journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
-        journal.add("checkpoint", blobs={"checkpoint": data},
-                    data={"name": SESSION_CHECKPOINT, "session": self.transcript.session,
-                          "attempt": self.run.attempt, "bytes": len(data)})
+        about: dict[str, Any] = {"name": SESSION_CHECKPOINT, "session": self.transcript.session,
+                                 "attempt": self.run.attempt, "bytes": len(data)}
+        if self.transcript.relative():
+            about["file"] = self.transcript.relative()
+        journal.add("checkpoint", blobs={"checkpoint": data}, data=about)
         crash_point("journal.after-checkpoint", SESSION_CHECKPOINT)
         return True
+
+    def steering(self, claims: Claims) -> list[tuple[int, str]]:
+        """Steering journaled after this run's prompt was written, if the conversation is at a turn boundary now
+        (else nothing: the next beat looks again)."""
+        if not self.transcript.at_boundary():
+            return []
+        journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
+        told = self.told | {int((e.data or {}).get("of", 0)) for e in journal.entries
+                            if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+        return [(e.seq, str((e.data or {}).get("text", ""))) for e in journal.entries
+                if e.kind == "steer" and e.seq > self.prompted and e.seq not in told]
+
+    def delivered(self, told: Sequence[tuple[int, str]]) -> None:
+        """Journal that steering reached the running agent (as the next message of its conversation)."""
+        claims = self.claims.spare()
+        try:
+            journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id,
+                                   indexed=True)
+            for seq, _ in told:
+                journal.add("note", sync=False, data={"steer": "delivered", "of": seq})
+            journal.flush()
+            self.told |= {seq for seq, _ in told}
+        finally:
+            claims.git.close()
 
     def last(self) -> None:
         """The last checkpoint of the run, once the agent has ended; a failure to write it is said, not raised

@@ -32,6 +32,7 @@ from assay.core.records import JournalEntry
 NAME = "agent-session"  # the `name` of a checkpoint entry holding an agent's transcript
 MAX_BYTES = 32 * 1024 * 1024  # a transcript past this is not checkpointed (a note says so, once)
 REDACTED = b"[redacted]"
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def cwd_slug(path: Path | str) -> str:
@@ -46,11 +47,13 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class Saved:
-    """A checkpoint in the journal: its entry's seq, the session it saved and the transcript."""
+    """A checkpoint in the journal: its entry's seq, the session it saved, the transcript, and its path below the
+    transcript pattern's fixed part (for CLIs that file sessions by date, say)."""
 
     seq: int
     session: str
     data: bytes
+    file: str = ""
 
 
 def latest(entries: Sequence[JournalEntry], read_blob: Callable[[JournalEntry], bytes]) -> Saved | None:
@@ -59,7 +62,7 @@ def latest(entries: Sequence[JournalEntry], read_blob: Callable[[JournalEntry], 
     for e in reversed(entries):
         data = e.data or {}
         if e.kind == "checkpoint" and data.get("name") == NAME and e.seq not in failed and data.get("session"):
-            return Saved(e.seq, str(data["session"]), read_blob(e))
+            return Saved(e.seq, str(data["session"]), read_blob(e), str(data.get("file") or ""))
     return None
 
 
@@ -73,7 +76,8 @@ def resumed_note(saved: Saved) -> str:
 
 def at_boundary(data: bytes) -> bytes:
     """The transcript up to its last turn boundary: whole JSON lines, ending where every tool call so far has its
-    result (a line that is not JSON ends it too). A transcript of no such lines is empty."""
+    result (Claude Code's `tool_use`/`tool_result`, Codex's `function_call`/`function_call_output`; a line that is
+    not JSON ends it too). A transcript of no such lines is empty."""
     open_calls: set[str] = set()
     end = 0
     position = 0
@@ -86,19 +90,28 @@ def at_boundary(data: bytes) -> bytes:
         except ValueError:
             break
         for block in _blocks(line):
-            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):  # Claude Code's
                 open_calls.add(str(block["id"]))
             elif block.get("type") == "tool_result":
                 open_calls.discard(str(block.get("tool_use_id")))
+            elif block.get("type") == "function_call" and isinstance(block.get("call_id"), str):  # Codex's
+                open_calls.add(str(block["call_id"]))
+            elif block.get("type") == "function_call_output":
+                open_calls.discard(str(block.get("call_id")))
         if not open_calls:
             end = position
     return data[:end]
 
 
 def _blocks(line: object) -> Iterable[dict[str, object]]:
-    message = line.get("message") if isinstance(line, dict) else None
+    """The parts of a transcript line that call a tool or answer one: Claude Code's message content blocks, or
+    Codex's `payload` item."""
+    if not isinstance(line, dict):
+        return []
+    message, payload = line.get("message"), line.get("payload")
     content = message.get("content") if isinstance(message, dict) else None
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    found = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    return [*found, payload] if isinstance(payload, dict) else found
 
 
 def known_secrets(environ: dict[str, str], forge_url: str) -> list[bytes]:
@@ -114,27 +127,69 @@ def scrub(data: bytes, secrets: Iterable[bytes]) -> bytes:
 
 
 class Transcript:
-    """One run's session: its id, the arguments that start or resume it, and the file its CLI writes."""
+    """One run's session: its id, the arguments that start or resume it, and the file its CLI writes.
 
-    def __init__(self, spec: SessionSpec, session: str, home: str, worktree: Path) -> None:
-        values = {"session": session, "home": home, "worktree": str(worktree), "cwd_slug": cwd_slug(worktree)}
-        self.session = session
-        self.path = Path(_fill(spec.file, values))
-        self.new_args = [_fill(a, values) for a in spec.new]
-        self.resume_args = [_fill(a, values) for a in spec.resume]
+    `session` is None for a fresh run of a CLI that picks its own id (no `{session}` in `new`): the transcript
+    is then the newest file matching `file` (with `*` for the id) that was written after `since`, and its id is
+    the UUID in its name. A `file` with `*` in it keeps, in each checkpoint, its path below the part before the
+    first `*` (`relative`), where a restore writes it again.
+    """
+
+    def __init__(self, spec: SessionSpec, session: str | None, env: dict[str, str], worktree: Path,
+                 since: float = 0.0) -> None:
+        self.values = {"home": env.get("HOME", ""), "worktree": str(worktree), "cwd_slug": cwd_slug(worktree),
+                       **{k: v for k, v in env.items() if k.upper() == k}}
+        self.spec, self.session, self.since = spec, session, since
+        self.pattern = _fill(spec.file, self.values)
+        self.globbed = "*" in self.pattern
+        self.root = self.pattern.split("*", 1)[0].rsplit("/", 1)[0] if self.globbed else ""
+        self.path: Path | None = None if self.globbed or session is None else Path(
+            _fill(self.pattern, {"session": session}))
         self._saved = ""  # the digest of what was last checkpointed or restored
+        self.restored_size = 0
+
+    def arguments(self, resume: bool) -> list[str]:
+        values = {**self.values, "session": self.session or ""}
+        return [_fill(a, values) for a in (self.spec.resume if resume else self.spec.new)]
+
+    def relative(self) -> str:
+        """The transcript's path below the pattern's fixed part ("" for a fixed path)."""
+        return str(self.path.relative_to(self.root)) if self.globbed and self.path is not None else ""
+
+    def _find(self) -> Path | None:
+        if self.path is not None:
+            return self.path
+        if not self.globbed or not self.pattern.startswith("/"):
+            return None
+        wanted = _fill(self.pattern, {"session": self.session or "*"})
+        found = [p for p in Path("/").glob(wanted.lstrip("/")) if _mtime(p) >= self.since]
+        if not found:
+            return None
+        self.path = max(found, key=_mtime)
+        if self.session is None:  # the id the CLI chose: the (last) UUID in the file's name
+            ids = UUID.findall(self.path.name)
+            self.session = ids[-1] if ids else self.path.stem
+        return self.path
+
+    def at_boundary(self) -> bool:
+        """Whether the conversation is between turns now: its transcript ends at a turn boundary."""
+        path = self._find()
+        try:
+            raw = path.read_bytes() if path is not None else b""
+        except OSError:
+            return False
+        return bool(raw) and at_boundary(raw) == raw
 
     def size(self) -> int:
-        try:
-            return self.path.stat().st_size
-        except OSError:
-            return 0
+        path = self._find()
+        return path.stat().st_size if path is not None and path.exists() else 0
 
     def changed(self, secrets: Sequence[bytes]) -> bytes | None:
         """The transcript to checkpoint now (at its last turn boundary, scrubbed), or None if that is what was
         checkpointed last, there is none yet, or it cannot be read."""
+        path = self._find()
         try:
-            raw = self.path.read_bytes()
+            raw = path.read_bytes() if path is not None else b""
         except OSError:
             return None
         data = scrub(at_boundary(raw), secrets)
@@ -144,10 +199,23 @@ class Transcript:
         self._saved = digest
         return data
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: bytes, relative: str) -> None:
         """Write a checkpoint where the CLI looks for this session (whole or not at all). OSError if it cannot."""
+        if self.globbed:
+            if not relative or ".." in Path(relative).parts or not self.root.startswith("/"):
+                raise OSError(f"no place for the transcript under {self.root or self.pattern}")
+            self.path = Path(self.root) / relative
+        assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         partial.write_bytes(data)
         partial.replace(self.path)
         self._saved = hashlib.sha256(data).hexdigest()
+        self.restored_size = len(data)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -164,6 +164,15 @@ class ModelServer:
                 self.errors.append(f"{request.method} {request.path}: {detail}")
                 return json_reply({"error": {"type": "invalid_request_error", "message": detail}}, status=400)
 
+    def wait_unlocked(self, event: threading.Event, timeout: float) -> bool:
+        """For a brain, inside a request: wait for `event` while the server answers other requests (the request
+        being held keeps its place; what it answers is decided after the wait)."""
+        self._lock.release()
+        try:
+            return event.wait(timeout)
+        finally:
+            self._lock.acquire()
+
     def debug(self) -> str:
         """What a failing test prints: the request log and any handler errors."""
         return "\n".join(["requests:", *self.log, *(["errors:", *self.errors] if self.errors else [])])
