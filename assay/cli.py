@@ -278,7 +278,7 @@ def claims_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
 
     now = time.time()
     found, bad = list_claims(ports.claims, now, states, desk, limit)
-    rows = [views.claim_view(r.claim, now, r.written_age_s, r.liveness) for r in found]
+    rows = [views.claim_view(r.claim, now, r.written_age_s, r.liveness, r.progress) for r in found]
     invalid = [views.invalid_view(b) for b in bad]
     views.print_json({"claims": rows, "invalid": invalid}) if as_json else views.render_claims(rows, invalid)
 
@@ -364,6 +364,18 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
         return
     click.echo(f"{done.brief}: step {done.step!r} (intent {done.intent}) settled as {done.verdict} by {done.by} "
                f"(seq {done.seq})")
+
+
+@step.command("progress")
+@click.argument("text", nargs=-1, required=True)
+def step_progress(text: tuple[str, ...]) -> None:
+    """Say how a long step is going: the desk keeps the line and its next heartbeat carries it (no push, no journal
+    entry); the claims listing and the board show it until the step's result replaces it. Only inside an agent
+    that a desk runs."""
+    from assay.errors import UsageError
+
+    raise UsageError("no desk is listening: `assay step progress` reports to the desk that runs this agent",
+                     hint="run it from a step inside an agent's run (ASSAY_SOCKET names the desk's socket)")
 
 
 @step.command("value")

@@ -167,6 +167,15 @@ class Refused(AssayError):
     code = 4
 
 
+class HookRefused(Refused):
+    """The desk's `before_step` hook refused the step; it never ran."""
+
+    def __init__(self, step: str, evidence: str) -> None:
+        super().__init__(f"the desk's before_step hook refused step {step!r}: {evidence}",
+                         hint="the hook is the desk's policy (hooks.before_step in desks/<name>.yaml); ask its "
+                              "owner, or do without the step")
+
+
 class NeedsPerson(AssayError):
     """Replay mismatch or a blocked brief."""
 

@@ -16,7 +16,7 @@ from assay.core.records import human_age, parse_iso
 
 
 def claim_view(claim: Claim, now: float, written_age_s: int | None = None,
-               live: Liveness | None = None) -> dict[str, Any]:
+               live: Liveness | None = None, progress: str = "") -> dict[str, Any]:
     """A claim as listings show it: `age_s` since its state changed, `written_age_s` since its tip was written (a
     renewal), `liveness` and `why` for a held claim (`claims.liveness`)."""
     r = claim.record
@@ -24,7 +24,7 @@ def claim_view(claim: Claim, now: float, written_age_s: int | None = None,
     return {"brief": r.brief, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
             "lease_s": r.lease_s, "branch": r.branch, "wait": r.wait, "reason": r.reason, "at": r.at,
             "age_s": age, "written_age_s": written_age_s, "liveness": live.word if live else "",
-            "why": live.why if live else "", "commit": claim.sha}
+            "why": live.why if live else "", "progress": progress, "commit": claim.sha}
 
 
 def invalid_view(item: InvalidClaim) -> dict[str, Any]:
@@ -99,6 +99,9 @@ def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, A
                   (human_age(v["written_age_s"]) if v.get("written_age_s") is not None else "", ""),
                   (v.get("liveness") or "", _LIVE_STYLE.get(v.get("liveness") or "", ""))] for v in views],
                 right=frozenset({"epoch", "age", "renewed"}))
+    for v in views:
+        if v.get("progress"):
+            _console().print(f"{_plain(v['brief'])}: {_plain(v['progress'])}")
     late = [v for v in views if v.get("liveness") in ("overdue", "dead")]
     if late:
         _console(stderr=True).print(f"[yellow]{len(late)} claim(s) overdue or dead[/]: {late[0]['brief']}: "

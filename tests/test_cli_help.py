@@ -65,7 +65,8 @@ def test_a_help_page_prints_its_examples() -> None:
     assert "Start:" in top.out and "Watch and judge:" in top.out and "Examples:" in top.out
 
 
-READS_OR_RUNS = {"step run", "step value", "brief lint", "desk run", "review diff", "board serve", "demo", "completion"}
+READS_OR_RUNS = {"step run", "step value", "step progress", "brief lint", "desk run", "review diff", "board serve",
+                 "demo", "completion"}
 
 
 def test_every_command_that_changes_something_answers_in_json() -> None:

@@ -234,6 +234,18 @@ class Claims:
             cachefile.save(path, {"v": FORMAT_VERSION, "claims": {c.sha: _remember(c.record) for c in claims}})
         return claims, bad
 
+    def progress(self, claims: Sequence[Claim]) -> dict[str, str]:
+        """What each held claim's tip commit says of its agent's progress (`Progress: …` in a renewal's message),
+        by tip; local reads of commits fetched already."""
+        objects = self.git.read_typed([c.sha for c in claims])
+        out = {}
+        for claim, obj in zip(claims, objects, strict=True):
+            if obj is not None and obj.kind == "commit" and claim.record.state == "held":
+                said = progress_in(obj.data)
+                if said:
+                    out[claim.sha] = said
+        return out
+
     def written(self, claims: Sequence[Claim]) -> dict[str, int]:
         """Each claim tip's commit time, by the writer's clock (a renewal repeats its record: only its commit tells
         when); local reads of commits fetched already."""
@@ -321,10 +333,13 @@ class Claims:
 
         return chain.retrying(attempt, f"claiming {brief!r}")
 
-    def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None) -> Claim:
+    def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None,
+              progress: str = "") -> Claim:
+        """Renew the lease. `progress`: what the agent said of its long step, carried in the renewal commit's
+        message (`Progress: …`), so that it costs no push of its own; the next renewal replaces it."""
         if lease_s is not None:
             validate_lease(lease_s)
-        return self._change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s)
+        return self._change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s, note=progress)
 
     def release(self, brief: str, desk: str, outcome: str = "released", reason: str = "",
                 epoch: int | None = None) -> Claim:
@@ -344,7 +359,7 @@ class Claims:
         record = transition(current.record, "expire", current.record.brief, at=self._now(), reason=reason)
         return self._write(current, record, "expire", author=by)
 
-    def _change(self, brief: str, action: str, *, author: str = "", **args: object) -> Claim:
+    def _change(self, brief: str, action: str, *, author: str = "", note: str = "", **args: object) -> Claim:
         """Apply `action` to the current tip alone (no journal entry); if the tip moved, re-read and re-check.
 
         Desks and people change claims through `custody.py`, which journals each change in the same
@@ -358,11 +373,12 @@ class Claims:
                 retired.check_not_retired(self.git, brief, action)
                 raise IllegalTransition(brief, action.replace("_", "-"), "absent", "nobody has claimed it")
             record = transition(current.record, action, brief, at=self._now(), **args)  # type: ignore[arg-type]
-            return self._write(current, record, action, author=author)
+            return self._write(current, record, action, author=author, note=note)
 
         return chain.retrying(attempt, f"{action.replace('_', ' ')} of {brief!r}")
 
-    def prepare(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> RefUpdate:
+    def prepare(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "",
+                progress: str = "") -> RefUpdate:
         """The claim commit for `record` on top of `current`, written to the cache but not pushed.
 
         The journal pushes it together with its entries (`--atomic`), so every
@@ -371,6 +387,8 @@ class Claims:
         message = f"assay: {action} {record.brief} -> {record.state} (epoch {record.epoch}, desk {record.desk})"
         if record.reason:
             message += f"\n\n{record.reason}"
+        if progress:
+            message += f"\n\n{PROGRESS}{progress}"
         return chain.commit(self.git, claim_ref(record.brief), current.sha if current else None,
                             {"claim.json": record.encode()}, message, author or record.desk or "assay", self.clock())
 
@@ -381,8 +399,9 @@ class Claims:
         record = transition(current.record, action, current.record.brief, at=self._now(), **args)
         return record, self.prepare(current, record, action, author)
 
-    def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "") -> Claim:
-        update = self.prepare(current, record, action, author)
+    def _write(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "",
+               note: str = "") -> Claim:
+        update = self.prepare(current, record, action, author, progress=note)
         chain.push(self.git, [update], action.replace("_", "-"))
         if self.view is not None:
             self.view.tips[update.ref] = update.new
@@ -445,6 +464,16 @@ def _recall(item: Any, ref: str) -> ClaimRecord | None:
 
 
 T = TypeVar("T")
+
+
+PROGRESS = "Progress: "  # the line of a renewal commit's message that carries the agent's progress
+
+
+def progress_in(commit: bytes) -> str:
+    """The progress a claim commit carries ("" if none): its message's last `Progress: …` line."""
+    message = commit.split(b"\n\n", 1)[1] if b"\n\n" in commit else b""
+    lines = [line for line in message.decode("utf-8", "replace").splitlines() if line.startswith(PROGRESS)]
+    return lines[-1][len(PROGRESS):] if lines else ""
 
 
 def renewal_key(record: ClaimRecord) -> tuple[str, int, str, str, str]:

@@ -15,7 +15,8 @@ from assay.core.records import MAIN_REF, check_tip
 from assay.errors import ConfigInvalid
 
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",
-        "verify_timeout_s")
+        "verify_timeout_s", "hooks")
+HOOK_KEYS = ("before_step", "after_step")
 AGENT_KEYS = ("command", "timeout_s", "install", "session")
 SESSION_KEYS = ("new", "resume", "file")
 SESSION_VALUES = ("session", "home", "cwd_slug", "worktree")  # the placeholders `agent.session` may use
@@ -51,6 +52,8 @@ class DeskSpec:
     timeout_s: int = DEFAULT_AGENT_TIMEOUT_S  # an agent run past this is stopped, and the attempt counted
     install: str = ""  # how to install the agent command, for the error when it is missing
     session: SessionSpec | None = None  # how the agent's conversation is checkpointed and resumed, if it can be
+    before_step: str = ""  # a shell command run before each agent step's intent is journaled; non-zero refuses it
+    after_step: str = ""  # a shell command run after each agent step's result is journaled; it changes nothing
 
     def takes(self, brief: Brief) -> bool:
         """A brief naming a desk goes to that desk; otherwise to desks whose labels it carries."""
@@ -134,6 +137,9 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         if SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
             bad(nodes["env"], f"`env` may not set {key}: forge credentials and Assay's own variables are not "
                 "the desk's to give", "give an effect's own settings other names")
+    hooks = need("hooks", dict, lambda v: all(k in HOOK_KEYS and isinstance(x, str) and x.strip()
+                                              for k, x in v.items()),
+                 f"`hooks` must map {' and '.join(HOOK_KEYS)} to shell commands") or {}
     heartbeat, lease = ints["heartbeat_s"] or DeskSpec.heartbeat_s, ints["lease_s"] or DeskSpec.lease_s
     if heartbeat * 2 > lease:
         bad(nodes.get("heartbeat_s") or nodes.get("lease_s"),
@@ -149,7 +155,7 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
         verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
         env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, install=install,
-        session=session), []
+        session=session, before_step=hooks.get("before_step", ""), after_step=hooks.get("after_step", "")), []
 
 
 def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:

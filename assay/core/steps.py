@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
 
 from assay.core.crash import crash_point
 from assay.core.journal import INLINE_LIMIT, Draft, Journal, JournalLog
@@ -51,6 +51,7 @@ from assay.core.records import POLICIES, JournalEntry
 from assay.errors import (
     AssayError,
     Cancelled,
+    HookRefused,
     NeedsPerson,
     OutcomeUnknown,
     Refused,
@@ -68,6 +69,16 @@ CALL_MARKERS = frozenset({"intent", "refused"})
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_ATTEMPTS = 3
 ProbeRunner = Callable[[str, str], dict[str, Any]]  # (probe, the probed intent's key) -> the inspection's evidence
+
+
+class StepHooks(Protocol):
+    """A desk's hooks around the steps it serves (`hooks:` in its definition)."""
+
+    def before(self, step: str, policy: str, input: Any, key: str) -> dict[str, Any] | None:
+        """Run before the step's intent is journaled: None to go on, else the evidence of a refusal."""
+
+    def after(self, step: str, policy: str, key: str, status: str, result: Any) -> dict[str, Any] | None:
+        """Run once the step's result is journaled: None, else the evidence of the hook's failure."""
 STRAY_WAIT_S = 10.0  # how long a recovery waits for a cut-off step's process, whose desk is gone, to end
 
 
@@ -112,6 +123,7 @@ class Session:
         self.max_attempts = max_attempts
         self.call_notes = call_notes
         self.probe_runner: ProbeRunner | None = None  # runs a step's outcome probe, where set
+        self.hooks: StepHooks | None = None  # the desk's before_step and after_step, where set
         self._calls: dict[tuple[str, str], int] = {}
         self._nondet_used = 0
         self._indexed = 0
@@ -402,6 +414,13 @@ class Session:
             key = resume.key or ""
         else:
             key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
+            if self.hooks is not None:  # a gate, before anything is journaled: a crash in it leaves no intent
+                refused = self.hooks.before(call.name, call.policy, call.input, key)
+                if refused is not None:
+                    self.journal.add("note", sync=True, **self._ids(call),
+                                     data={"hook": "before_step", "refused": call.name, "evidence": refused})
+                    raise HookRefused(call.name, f"it exited {refused.get('exit_code')}: "
+                                                 f"{str(refused.get('tail', '')).strip()[-300:]}")
             small_input = canonical(call.input)
             data: dict[str, Any] = dict(call.writer or this_life().to_data())  # so a repeat can tell if it runs
             if len(small_input) <= INLINE_LIMIT:
@@ -425,16 +444,29 @@ class Session:
             raise
         except StepFailed as exc:
             self._result(call, ids, intent, key, "failed", {"error": exc.error}, durable_first)
+            self._after(call, key, "failed", exc.error)
             raise
         except AssayError:
             raise
         except Exception as exc:
             self._result(call, ids, intent, key, "failed", {"error": f"{type(exc).__name__}: {exc}"}, durable_first)
+            self._after(call, key, "failed", f"{type(exc).__name__}: {exc}")
             raise StepFailed(call.name, f"{type(exc).__name__}: {exc}") from exc
         crash_point("step.after-execute", call.name)
         self._result(call, ids, intent, key, "completed", {"output": output}, durable_first)
         crash_point("step.after-result", call.name)
+        self._after(call, key, "completed", output)
         return output
+
+    def _after(self, call: Call, key: str, status: str, result: Any) -> None:
+        """The desk's after_step hook, once the result is on the forge: its failure is journaled as a note and
+        changes nothing that happened."""
+        if self.hooks is None:
+            return
+        failed = self.hooks.after(call.name, call.policy, key, status, result)
+        if failed is not None:
+            self.journal.add("note", sync=True, **self._ids(call),
+                             data={"hook": "after_step", "failed": call.name, "evidence": failed})
 
     def _result(self, call: Call, ids: dict[str, Any], intent: Draft | JournalEntry, key: str, status: str,
                 data: dict[str, Any], sync: bool) -> None:

@@ -25,7 +25,7 @@ from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.journal import Journal, JournalLog
-from assay.desk.effects import probe_runner
+from assay.desk.effects import Hooks, probe_runner
 from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
@@ -118,8 +118,10 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
               "title": run.brief.title, "worktree": str(run.worktree)}
     argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
+    hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
+        else None
     steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
-                       probe_runner=probe_runner(run.worktree, env))  # it sees `env` as the context fills it in
+                       probe_runner=probe_runner(run.worktree, env), hooks=hooks)  # it sees `env` as filled in
     context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
                "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
                "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),
@@ -131,7 +133,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
-                          saver.steering if saver is not None else None)
+                          saver.steering if saver is not None else None, lambda: steps.progress)
     out = _Output(run.brief.id, echo)
     timed_out = threading.Event()
 
@@ -236,13 +238,16 @@ class Heartbeat:
 
     def __init__(self, claims: Claims, spec: DeskSpec, brief: str, epoch: int, echo: Echo,
                  save: Callable[[Claims], bool] | None = None,
-                 steering: Callable[[Claims], list[tuple[int, str]]] | None = None) -> None:
+                 steering: Callable[[Claims], list[tuple[int, str]]] | None = None,
+                 progress: Callable[[], str] | None = None) -> None:
         self.claims = claims  # the desk's: each beat renews on a spare of it
         self.spec, self.brief, self.epoch, self.echo = spec, brief, epoch, echo
         self.save = save  # journals a checkpoint (a renewal too) if the conversation changed; False if not
         self.steering = steering  # new steering the agent can take now (at a turn boundary), as (seq, text)
         self.agent: subprocess.Popen[str] | None = None  # the agent process now (a new one after steering)
         self.steered: list[tuple[int, str]] = []  # steering for which this heartbeat stopped the agent
+        self.progress = progress  # what the agent last said of its long step ("" when none)
+        self.published = ""  # the progress the last renewal carried
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -293,7 +298,11 @@ class Heartbeat:
     def _renew(self, claims: Claims, last_ok: float) -> str | None:
         """None if renewed; "" to try again later; else why the agent must stop."""
         try:
-            if self.save is None or not self.save(claims):
+            said = self.progress() if self.progress is not None else ""
+            if said or self.published:  # progress rides the renewal (and its end, the next one): no push of its own
+                claims.renew(self.brief, self.spec.name, epoch=self.epoch, progress=said)
+                self.published = said
+            elif self.save is None or not self.save(claims):
                 claims.renew(self.brief, self.spec.name, epoch=self.epoch)
             return None
         except Conflict as exc:  # Fenced, or the claim moved to a state this desk may not renew

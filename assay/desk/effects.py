@@ -135,6 +135,33 @@ def probe_runner(cwd: Path | None = None, env: dict[str, str] | None = None) -> 
     return run
 
 
+class Hooks:
+    """A desk's `before_step` and `after_step` (shell commands), run in the worktree with the agent's environment
+    and the step's name, policy, input, idempotency key and (after) status and result in `ASSAY_STEP*`."""
+
+    def __init__(self, before: str, after: str, cwd: Path, env: dict[str, str]) -> None:
+        self.before_cmd, self.after_cmd, self.cwd = before, after, cwd
+        self.env = env  # the agent's, as its context is filled in
+
+    def _run(self, command: str, extra: dict[str, str]) -> dict[str, Any] | None:
+        base = {k: v for k, v in self.env.items() if k != "ASSAY_SOCKET"}
+        evidence = inspect(["sh", "-c", command], self.cwd, {**base, **extra})
+        return None if evidence["exit_code"] == 0 else evidence
+
+    def before(self, step: str, policy: str, input: Any, key: str) -> dict[str, Any] | None:
+        if not self.before_cmd:
+            return None
+        return self._run(self.before_cmd, {"ASSAY_STEP": step, "ASSAY_STEP_POLICY": policy,
+                                           "ASSAY_STEP_INPUT": canonical(input), "ASSAY_IDEMPOTENCY_KEY": key})
+
+    def after(self, step: str, policy: str, key: str, status: str, result: Any) -> dict[str, Any] | None:
+        if not self.after_cmd:
+            return None
+        return self._run(self.after_cmd, {"ASSAY_STEP": step, "ASSAY_STEP_POLICY": policy,
+                                          "ASSAY_IDEMPOTENCY_KEY": key, "ASSAY_STEP_STATUS": status,
+                                          "ASSAY_STEP_RESULT": canonical(result)[-TAIL_BYTES:]})
+
+
 def verdict_of(evidence: dict[str, Any], verdict: str | None) -> str:
     """The verdict given, or the one an inspection's exit code tells (0 happened, 1 did not)."""
     if verdict:

@@ -59,9 +59,12 @@ class _Lines:
 def main(argv: list[str]) -> int | None:
     """`argv` after `assay`; an exit code, or None to fall back to the full CLI."""
     path = os.environ.get("ASSAY_SOCKET")
+    if argv[:2] == ["step", "progress"]:  # inside a step's command, the desk still takes progress
+        path = path or os.environ.get("ASSAY_PROGRESS_SOCKET")
     if not path or argv[:1] != ["step"] or len(argv) < 2:
         return None
-    parse = {"run": _parse_run, "value": _parse_value, "settle": _parse_settle}.get(argv[1])
+    parse = {"run": _parse_run, "value": _parse_value, "settle": _parse_settle,
+             "progress": _parse_progress}.get(argv[1])
     request = parse(argv[2:]) if parse else None
     if request is None:
         return None
@@ -123,6 +126,8 @@ def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> in
         elif reply["do"] == "error":
             sys.stderr.write(f"error: {reply['message']}\n" + (f"hint: {reply['hint']}\n" if reply.get("hint") else ""))
             return int(reply["code"])
+        elif "progress" in reply:
+            return 0
         elif "value" in reply:
             sys.stdout.write(f"{reply['value']}\n")
             return 0
@@ -206,6 +211,10 @@ def _parse_settle(args: list[str]) -> dict[str, Any] | None:
     return options
 
 
+def _parse_progress(args: list[str]) -> dict[str, Any] | None:
+    return {"op": "progress", "text": " ".join(args)} if args and not args[0].startswith("-") else None
+
+
 def _parse_value(args: list[str]) -> dict[str, Any] | None:
     if not args or args[0] not in ("now", "uuid", "random"):
         return None
@@ -237,8 +246,11 @@ def _inspect(argv: list[str]) -> dict[str, Any]:
 
 
 def _effect_env(key: str | None = None) -> dict[str, str]:
-    """A nested `assay step` in the command goes to the forge (no ASSAY_SOCKET): its desk is busy serving this one."""
+    """A nested `assay step` in the command goes to the forge (no ASSAY_SOCKET): its desk is busy serving this one.
+    Only `assay step progress`, which the desk answers at once, still reaches it (ASSAY_PROGRESS_SOCKET)."""
     env = {k: v for k, v in os.environ.items() if not SECRET_NAMES.match(k) and k != "ASSAY_SOCKET"}
+    if os.environ.get("ASSAY_SOCKET"):
+        env["ASSAY_PROGRESS_SOCKET"] = os.environ["ASSAY_SOCKET"]
     if key is not None:
         env["ASSAY_IDEMPOTENCY_KEY"] = key
     return env

@@ -13,6 +13,7 @@ credentials. The effect itself runs in the agent's process (`stepclient.py`):
     server: {"do": "return", "result", "ran"} | {"do": "error", "code", "message", "hint"}
 
     client: {"op": "settle", name, verdict, input, evidence}  ->  server: {"do": "return", "settled"}
+    client: {"op": "progress", text}  ->  server: {"do": "return", "progress"}   (answered at once, even mid-step)
 
 A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
 in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
@@ -40,7 +41,7 @@ from typing import Any
 from assay.core.claims import Claims
 from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
-from assay.core.steps import ProbeRunner, Session, open_session
+from assay.core.steps import ProbeRunner, Session, StepHooks, open_session
 from assay.desk.effects import check_effect, check_settle
 from assay.errors import AssayError, Cancelled
 
@@ -65,10 +66,13 @@ class StepServer:
     as it serves from threads of its own)."""
 
     def __init__(self, claims: Callable[[], Claims], brief: str, desk: str, epoch: int, run: str,
-                 known: JournalLog | None = None, probe_runner: ProbeRunner | None = None) -> None:
+                 known: JournalLog | None = None, probe_runner: ProbeRunner | None = None,
+                 hooks: StepHooks | None = None) -> None:
         self.open_claims, self.known = claims, known
         self.brief, self.desk, self.epoch, self.run = brief, desk, epoch, run
         self.probe_runner = probe_runner
+        self.hooks = hooks  # the desk's before_step and after_step, around each step it serves
+        self.progress = ""  # what the agent said of a long step (`assay step progress`), until its result
         self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
         self.path = self._dir / "s"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -199,6 +203,9 @@ class StepServer:
         life = _peer_life(conn)  # at once: a client that dies while it queues can name no writer later
         try:
             request = json.loads(stream.readline() or b"{}")
+            if request.get("op") == "progress":  # not a call: kept for the next heartbeat, even while a step runs
+                self.progress = progress_text(request.get("text"))
+                return {"do": "return", "progress": self.progress}
             if life is None and request.get("op") == "step":
                 return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
                         "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
@@ -270,8 +277,11 @@ class StepServer:
                 raise Cancelled("cancelled by its desk" if inflight.cancelled else "cancelled")
             return dict(message.get("result") or {})
 
-        result = session.step(effect.name, remote, input=effect.input, policy=effect.policy,
-                              reuse=not effect.fresh, writer=life.to_data() if life else None, probe=effect.probe)
+        try:
+            result = session.step(effect.name, remote, input=effect.input, policy=effect.policy,
+                                  reuse=not effect.fresh, writer=life.to_data() if life else None, probe=effect.probe)
+        finally:
+            self.progress = ""  # replaced by the step's result
         if effect.policy != "safe":
             session.flush()
         return {"do": "return", "result": result, "ran": bool(ran)}
@@ -292,7 +302,17 @@ class StepServer:
             self._session = open_session(self._claims, self.brief, self.desk, self.epoch, self.run,
                                          call_notes=True, known=self.known)  # notes: a reopened one counts
             self._session.probe_runner = self.probe_runner
+            self._session.hooks = self.hooks
         return self._session
+
+
+PROGRESS_LIMIT = 200  # characters of progress a heartbeat carries
+
+
+def progress_text(text: object) -> str:
+    """Progress as a heartbeat carries it: one line, printable, at most PROGRESS_LIMIT characters."""
+    line = " ".join(str(text or "").split())
+    return "".join(c for c in line if c.isprintable())[:PROGRESS_LIMIT]
 
 
 def _peer_life(conn: socket.socket) -> Life | None:

@@ -19,7 +19,16 @@ from typing import Any
 from assay.core import chain
 from assay.core.briefs import Brief
 from assay.core.chain import InvalidRecord
-from assay.core.claims import Claim, InvalidClaim, Liveness, decode_chain, fold_renewals, liveness, renewal_key
+from assay.core.claims import (
+    Claim,
+    InvalidClaim,
+    Liveness,
+    decode_chain,
+    fold_renewals,
+    liveness,
+    progress_in,
+    renewal_key,
+)
 from assay.core.credentials import redact
 from assay.core.deskspec import DeskSpec, desks_on_main
 from assay.core.forge.base import Review, Reviews
@@ -66,6 +75,7 @@ class ForgeRead:
     heartbeats: dict[str, int] = field(default_factory=dict)  # desk -> its heartbeat_s
     written: dict[str, int] = field(default_factory=dict)  # claim commit -> its committer time (the writer's clock)
     review_link: Callable[[Review], str | None] = field(default=lambda _: None)  # the review port's `link`
+    progress: dict[str, str] = field(default_factory=dict)  # brief -> what its tip's renewal says of the agent
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -90,12 +100,12 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
         problems.append(f"{SWEEPER_REF}: {seen.problem.problem}")
     desks, desk_problems = desks_on_main(git, found.main)
     problems += [str(p) for p in desk_problems]
-    chains, written = _chains(git, tips["claims"])
+    chains, written, progress = _chains(git, tips["claims"])
     journals = _journals(git, tips["journals"], problems)
     return ForgeRead(found.main, {b.id: b for b in briefs}, problems, chains, journals,
                      _reviews(git, reviews, tips["reviews"], problems), found.by_brief("branches"), retired,
                      seen.observations, seen.tip, [d.name for d in desks], {d.name: d.heartbeat_s for d in desks},
-                     written, reviews.link)
+                     written, reviews.link, progress)
 
 
 def _retired(found: Scan, problems: list[str]) -> dict[str, RetiredBrief]:
@@ -112,15 +122,18 @@ def _retired(found: Scan, problems: list[str]) -> dict[str, RetiredBrief]:
         return {}
 
 
-def _chains(git: ForgeGit, tips: dict[str, str]) -> tuple[dict[str, list[Claim | InvalidClaim]], dict[str, int]]:
+def _chains(git: ForgeGit, tips: dict[str, str]) \
+        -> tuple[dict[str, list[Claim | InvalidClaim]], dict[str, int], dict[str, str]]:
     """Every custody chain: one rev-list for all of them, then one cat-file batch for all their records and
-    commits; with each commit's committer time (a renewal repeats its record: only its commit tells when)."""
+    commits; with each commit's committer time (a renewal repeats its record: only its commit tells when), and
+    the progress each tip carries, by brief."""
     walked = git.chains(list(tips.values()))
     commits = {ref: list(reversed(walked.get(tip, []))) for ref, tip in sorted(tips.items())}
     names = [name for shas in commits.values() for sha in shas for name in (f"{sha}:claim.json", sha)]
     found_objects = iter(git.read_typed(names))
     out: dict[str, list[Claim | InvalidClaim]] = {}
     written: dict[str, int] = {}
+    progress: dict[str, str] = {}
     for ref, shas in commits.items():
         found = []
         for sha in shas:
@@ -129,9 +142,11 @@ def _chains(git: ForgeGit, tips: dict[str, str]) -> tuple[dict[str, list[Claim |
             stamp = committed_at(commit.data if commit is not None and commit.kind == "commit" else None)
             if stamp is not None:
                 written[sha] = stamp
+            if sha == shas[-1] and commit is not None and commit.kind == "commit" and progress_in(commit.data):
+                progress[ref.removeprefix(CLAIMS_PREFIX)] = progress_in(commit.data)
         brief = ref.removeprefix(CLAIMS_PREFIX)
         out[brief] = decode_chain(ref, shas, found) if shas else [InvalidClaim(ref, tips[ref], "its tip is no commit")]
-    return out, written
+    return out, written, progress
 
 
 def _journals(git: ForgeGit, tips: dict[str, str], problems: list[str]) -> dict[str, JournalLog | RecordInvalid]:
@@ -283,6 +298,7 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "holder": record.holder if record else "", "epoch": record.epoch if record else 0,
         "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
         "lease_age_s": age, "lease_age_by": age_by,
+        "progress": read.progress.get(brief, "") if record is not None and record.state == "held" else "",
         "liveness": asdict(liveness(record, age, read.heartbeats.get(record.desk, DeskSpec.heartbeat_s))
                            if record else Liveness("")),
         "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,

@@ -241,7 +241,7 @@ def next_html(c: dict[str, Any]) -> str:
 
 def summary_html(c: dict[str, Any]) -> str:
     pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
-             ("claim age", lease_age_text(c)),
+             ("claim age", lease_age_text(c)), ("progress", c["progress"]),
              ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
              ("needs", ", ".join(c["needs"])), ("reason", c["reason"]),
              ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),

@@ -26,6 +26,7 @@ class ClaimRow:
     claim: Claim
     written_age_s: int | None  # seconds since its tip commit was written (the writer's clock)
     liveness: Liveness
+    progress: str = ""  # what the agent last said of its long step, carried by the tip's renewal
 
 
 def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: str | None = None,
@@ -42,11 +43,12 @@ def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: 
     beats = {s.name: s.heartbeat_s for s in specs}
     chosen = [c for c in good if (not states or c.record.state in states) and (desk is None or c.record.desk == desk)]
     chosen = chosen[:limit] if limit is not None else chosen
-    written = claims.written(chosen)
+    written, progress = claims.written(chosen), claims.progress(chosen)
     rows = []
     for c in chosen:
         age = max(0, int(now - written[c.sha])) if c.sha in written else None
-        rows.append(ClaimRow(c, age, liveness(c.record, age, beats.get(c.record.desk, DeskSpec.heartbeat_s))))
+        rows.append(ClaimRow(c, age, liveness(c.record, age, beats.get(c.record.desk, DeskSpec.heartbeat_s)),
+                             progress.get(c.sha, "")))
     return rows, bad
 
 
