@@ -478,6 +478,31 @@ def brief_new(brief_id: str, title: str, priority: int, labels: tuple[str, ...],
     click.echo(f"wrote {path.relative_to(Path.cwd())}; edit it, then commit and push it to main")
 
 
+@brief.command("fork")
+@click.argument("new", metavar="NEW")
+@click.option("--from", "source", required=True, metavar="BRIEF", help="The brief whose agent conversation to fork.")
+@click.option("--at", "at", type=click.IntRange(1), metavar="SEQ",
+              help="Fork the newest checkpoint at or before this journal seq (default: the newest).")
+@pass_ports
+@json_option
+def brief_fork(new: str, source: str, at: int | None, ports: Ports, as_json: bool) -> None:
+    """Start brief NEW from BRIEF's agent conversation as a checkpoint saved it, and its branch as pushed then:
+    the fork knows what came before and nothing after. Writes the fork's journal and branch on the forge and
+    briefs/NEW.md here (commit and push it to main to make it claimable)."""
+    from assay.project import fork_brief
+    from assay.views import print_json
+
+    path, entry, head = fork_brief(ports.claims, Path.cwd(), new, source, at, _person())
+    seq = (entry.data or {})["forked_from"]["seq"]
+    if as_json:
+        print_json({"brief": new, "from": source, "checkpoint": seq, "bytes": (entry.data or {}).get("bytes"),
+                    "branch": f"assay/{new}", "commit": head, "path": str(path)})
+        return
+    click.echo(f"forked {source} at seq {seq} into {new}: its conversation ({(entry.data or {}).get('bytes')} bytes) "
+               f"and branch assay/{new} at {head[:10]} are on the forge; wrote {path.name} in briefs/: commit and "
+               "push it to main to make it claimable")
+
+
 @cli.group()
 def desk() -> None:
     """Run desks: claim ready briefs and work them into reviews."""

@@ -45,6 +45,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
              "assay step settle deploy --brief fix-login --did-not"),
     "step run": ("assay step run --name build -- make build",
                  "assay step run --name deploy --policy unsafe --probe './is-deployed.sh' -- ./deploy.sh"),
+    "brief fork": ("assay brief fork try-redis --from add-cache",
+                   "assay brief fork try-redis --from add-cache --at 42"),
     "step progress": ("assay step progress 'migrated 40 of 120 tables'",),
     "step settle": ("assay step settle deploy --brief fix-login --happened",
                     "assay step settle deploy --brief fix-login -- ./is-deployed.sh    # inspect: exit 0/1 decides"),

@@ -1,4 +1,5 @@
-"""`assay init`: the config file, the default folders, and optionally a forge on disk."""
+"""`assay init`: the config file, the default folders, and optionally a forge on disk; `assay brief fork`'s
+brief file in the checkout."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from assay import DISTRIBUTION
+from assay.core.claims import Claims
 from assay.core.config import CONFIG_NAME, defaults_dir
 from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root
 from assay.errors import UsageError
@@ -276,3 +278,29 @@ def _track(repo: WorkRepo, forge: Path, report: InitReport) -> None:
 
 def _has_origin(repo: WorkRepo) -> bool:
     return repo.git("remote", "get-url", "origin", check=False).returncode == 0
+
+
+def fork_brief(claims: Claims, cwd: Path, new: str, source: str, at: int | None, by: str) -> tuple[Path, Any, str]:
+    """`assay brief fork`: the forge's part (the fork's journal with the checkpoint, its branch) by `custody.fork`,
+    then `briefs/NEW.md` in this checkout, made from the source's brief on main. Nothing is written when the
+    source brief is not on main, or the new file exists."""
+    from assay.core import custody
+    from assay.core.briefs import fork_text, write_fork
+    from assay.core.records import MAIN_REF, validate_brief_id
+
+    validate_brief_id(new)
+    folder = (repo_root(cwd) or cwd) / "briefs"
+    if (folder / f"{new}.md").exists():
+        raise UsageError(f"{folder / (new + '.md')} already exists", hint="pick another id for the fork")
+    main = claims.git.ls_remote(MAIN_REF).get(MAIN_REF)
+    found = None
+    if main:
+        claims.git.ensure_objects({MAIN_REF: main})
+        found = claims.git.read_objects([f"{main}:briefs/{validate_brief_id(source)}.md"])[0]
+    if found is None:
+        raise UsageError(f"brief {source!r} is not on main: a fork starts from its brief file",
+                         hint="fork a brief that main has")
+    entry, head = custody.fork(claims, new, source, at, by)
+
+    path = write_fork(folder, new, fork_text(found.decode("utf-8"), source, (entry.data or {})["forked_from"]["seq"]))
+    return path, entry, head

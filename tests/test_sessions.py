@@ -115,3 +115,34 @@ def test_a_checkpoint_that_cannot_be_resumed_is_journaled_and_the_run_starts_afr
                                                       if e["kind"] == "checkpoint")]
     shown = assay("journal", "talk", "--json", "--forge", forge.url).json()
     assert isinstance(shown, dict) and "checkpoint" in {e["kind"] for e in shown["entries"]}
+
+
+def test_a_fork_from_an_earlier_checkpoint_knows_what_came_before_and_nothing_after(forge: Forge,
+                                                                                     tmp_path: Path) -> None:
+    """`talk` keeps a two-turn conversation (attempt 1 saved one turn, attempt 2 a second). A fork at the first
+    checkpoint starts from one turn: its agent sees 1, not 2."""
+    publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT),
+                    "briefs/talk.md": BRIEF.format(check="grep -q 'saw 1 at attempt 2' seen.txt")})
+    assert run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home")).code == 0
+    saved = [e for e in entries(forge.path, "talk") if e["kind"] == "checkpoint"]
+    first = saved[0]
+    forked = assay("brief", "fork", "early", "--from", "talk", "--at", str(saved[1]["seq"] - 1), "--json",
+                   "--forge", forge.url, cwd=forge.seed)
+    said = forked.json()
+    assert forked.code == 0 and isinstance(said, dict) and said["checkpoint"] == first["seq"], forked.err
+    text = (forge.seed / "briefs" / "early.md").read_text()
+    assert f"(fork of talk at seq {first['seq']})" in text
+    (forge.seed / "briefs" / "early.md").write_text(text.replace("saw 1 at attempt 2", "saw 1 at attempt 1"))
+    publish(forge, {})  # the person commits the fork's brief and pushes it to main
+    head = [e for e in entries(forge.path, "early")]
+    assert [(e["kind"], e["data"]["forked_from"]) for e in head] == [("checkpoint", {"brief": "talk",
+                                                                                      "seq": first["seq"]})]
+    run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home-2"))
+    assert run.code == 0 and "early agent attempt 1" in run.out and "review ready" in run.out, run.out + run.err
+    assert f"resumes the agent's conversation (checkpoint seq {head[0]['seq']}, {first['data']['bytes']} bytes)" \
+        in run.out  # one turn, not two
+    again = assay("brief", "fork", "early", "--from", "talk", "--forge", forge.url, cwd=tmp_path)
+    assert again.code == 3 and "exists on the forge already" in again.err and "Traceback" not in again.err
+    none = assay("brief", "fork", "late", "--from", "talk", "--at", "1", "--forge", forge.url, cwd=tmp_path)
+    assert none.code == 2 and "no agent-session checkpoint at or before seq 1" in none.err
+    assert not (tmp_path / "briefs").exists()  # refused: nothing written

@@ -532,3 +532,24 @@ def new_brief(folder: Path, brief_id: str, title: str, priority: int = DEFAULT_P
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def fork_text(text: str, source: str, seq: int) -> str:
+    """A brief file for a fork of `source`: the same front matter and body, its title saying where it forked."""
+    return re.sub(r"^title:[ \t]*(.*)$", lambda m: f"title: {m[1].strip()} (fork of {source} at seq {seq})", text,
+                  count=1, flags=re.M)
+
+
+def write_fork(folder: Path, brief_id: str, text: str) -> Path:
+    """Write `briefs/<id>.md` for a fork; refuses to overwrite or to write an invalid brief."""
+    from assay.errors import UsageError
+
+    path = folder / f"{brief_id}.md"
+    if path.exists():
+        raise UsageError(f"{path} already exists", hint="pick another id for the fork")
+    _, problems = check_brief(text, str(path), brief_id)
+    if problems:
+        raise UsageError(f"the forked brief would be invalid: {problems[0]}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

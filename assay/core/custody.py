@@ -12,7 +12,7 @@ from typing import Any
 
 from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.journal import append_as_person, transition_as
-from assay.core.records import ReviewRecord, condition_problem, parse_iso
+from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
 from assay.core.retired import check_not_retired, require_known
 from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 
@@ -128,3 +128,33 @@ def steer(claims: Claims, brief: str, text: str, by: str) -> tuple[int, str]:
     if state == "done":
         raise IllegalTransition(brief, "steer", "done", "no agent runs on a done brief again; write a new brief")
     return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq, STEER_WHEN[state]
+
+
+def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tuple[JournalEntry, str]:
+    """Start brief `new` from `source`'s agent conversation as its newest checkpoint at or before seq `at` saved
+    it, and its work branch as last pushed before that checkpoint: the fork knows what came before and nothing
+    after. Returns the fork's checkpoint entry and the branch commit. Nothing is written on bad input."""
+    from assay.core.journal import fork_as_person, read_kept
+
+    new = validate_brief_id(new)
+    log = read_kept(claims.git, source)
+    if not log.entries:
+        require_known(claims.git, source)
+    saved = [e for e in log.entries if e.kind == "checkpoint" and (e.data or {}).get("name") == "agent-session"
+             and (at is None or e.seq <= at)]
+    if not saved:
+        when = f" at or before seq {at}" if at else ""
+        raise UsageError(f"brief {source!r} has no agent-session checkpoint{when}",
+                         hint=f"`assay journal {source}` lists its checkpoints; its desk's preset needs agent.session")
+    point = saved[-1]
+    notes = [e.data or {} for e in log.entries if e.kind == "note" and e.seq < point.seq]
+    heads = [str(d.get("pushed") or d.get("at_commit")) for d in notes if d.get("pushed") or d.get("at_commit")]
+    if not heads:
+        raise UsageError(f"brief {source!r} has no work branch commit before seq {point.seq}",
+                         hint="fork from a later checkpoint (--at)")
+    blob = claims.git.read_objects([f"{log.commit_of[point.seq]}:{(point.data or {}).get('checkpoint_blob')}"])[0]
+    if blob is None:
+        raise RecordInvalid(f"refs/assay/journal/{source}", f"checkpoint {point.seq} names a blob that is missing")
+    data = {k: v for k, v in (point.data or {}).items() if k in ("name", "session", "attempt", "bytes", "file")}
+    data["forked_from"] = {"brief": source, "seq": point.seq}
+    return fork_as_person(claims, new, data, blob, f"assay/{new}", heads[-1], by), heads[-1]

@@ -547,3 +547,27 @@ def _jsonl(entries: list[JournalEntry]) -> bytes:
 def _message(brief: str, entries: list[JournalEntry]) -> str:
     kinds = ", ".join(sorted({e.kind for e in entries}))
     return f"assay: journal {brief} seq {entries[0].seq}-{entries[-1].seq} ({kinds})"
+
+
+def fork_as_person(claims: Claims, brief: str, data: dict[str, Any], blob: bytes, branch: str, commit: str, by: str,
+                   clock: Callable[[], float] = time.time) -> JournalEntry:
+    """A fork's start: a new brief's journal, whose first entry is a checkpoint of another brief's agent session
+    (with its transcript as the blob), and its work branch at `commit`, in one atomic push. Both must be new:
+    nothing is written if the brief has a journal, a claim or a branch already."""
+    git = claims.git
+    jref, cref, bref = journal_ref(brief), claim_ref(brief), f"refs/heads/{branch}"
+
+    def attempt(_: int) -> JournalEntry:
+        refs = git.ls_remote(jref, cref, bref, retired.RETIRED_REF)
+        taken = [r for r in (jref, cref, bref) if r in refs]
+        if taken or (retired.RETIRED_REF in refs and retired.Index(git, refs[retired.RETIRED_REF]).get(brief)):
+            raise Conflict(f"brief {brief!r} exists on the forge already ({', '.join(taken) or 'retired'}); "
+                           "nothing was written", hint="fork into a new brief id")
+        entry = JournalEntry(seq=1, epoch=0, kind="checkpoint", at=utc_now_iso(clock()), run=f"person:{by}",
+                             data={**data, "checkpoint_blob": "blobs/1-checkpoint"})
+        update = chain.commit(git, jref, None, {"entries.jsonl": _jsonl([entry]), "blobs": {"1-checkpoint": blob}},
+                              _message(brief, [entry]), by, clock())
+        chain.push(git, [update, RefUpdate(bref, commit)], "journal")
+        return entry
+
+    return chain.retrying(attempt, f"forking into {brief!r}")
