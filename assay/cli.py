@@ -478,6 +478,28 @@ def brief_new(brief_id: str, title: str, priority: int, labels: tuple[str, ...],
     click.echo(f"wrote {path.relative_to(Path.cwd())}; edit it, then commit and push it to main")
 
 
+@brief.command("spawn")
+@click.argument("title")
+@click.option("--body", default="", help="The child brief's text (its prompt).")
+@click.option("--label", "labels", multiple=True, help="A label desks match on (repeatable).")
+@click.option("--parent", envvar="ASSAY_BRIEF", metavar="BRIEF", required=True,
+              help="The brief whose child it is (default: ASSAY_BRIEF).")
+@click.option("--key", envvar="ASSAY_IDEMPOTENCY_KEY", metavar="KEY",
+              help="What names the child (default: the calling step's ASSAY_IDEMPOTENCY_KEY; a person's title).")
+@pass_ports
+@json_option
+def brief_spawn(title: str, body: str, labels: tuple[str, ...], parent: str, key: str | None, ports: Ports,
+                as_json: bool) -> None:
+    """Add a child brief of PARENT to main and print its id. The id comes from the spawning step's idempotency key
+    and the title, so a parent that dies and spawns again gets the same child. Inside an agent's step the desk
+    writes it; a parent waits on its children with assay wait BRIEF --on briefs:ID,ID."""
+    from assay.core import custody
+    from assay.views import print_json
+
+    child, new = custody.spawn(ports.claims, parent, key or f"person:{title}", title, body, labels, _person())
+    print_json({"brief": child, "parent": parent, "new": new}) if as_json else click.echo(child)
+
+
 @brief.command("fork")
 @click.argument("new", metavar="NEW")
 @click.option("--from", "source", required=True, metavar="BRIEF", help="The brief whose agent conversation to fork.")

@@ -45,6 +45,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
              "assay step settle deploy --brief fix-login --did-not"),
     "step run": ("assay step run --name build -- make build",
                  "assay step run --name deploy --policy unsafe --probe './is-deployed.sh' -- ./deploy.sh"),
+    "brief spawn": ("assay step run --name spawn-tests -- assay brief spawn 'Add tests for the cache'",
+                    "assay brief spawn 'Split the parser' --parent refactor --label code"),
     "brief fork": ("assay brief fork try-redis --from add-cache",
                    "assay brief fork try-redis --from add-cache --at 42"),
     "step progress": ("assay step progress 'migrated 40 of 120 tables'",),

@@ -28,6 +28,7 @@ PUSHES = {
     "review": "a review record changes: open, comment, approve, close (forge/plain.py)",
     "merge": "main and the review record move together in one atomic push (forge/plain.py)",
     "retire": "done briefs' refs are deleted as the retired index records them, in one atomic push (retired.py)",
+    "spawn": "a child brief is added to main, a compare-and-swap on main (custody.py)",
 }
 POINTS: dict[str, str] = {
     **{f"{what}.{when}-push": why for what, why in PUSHES.items() for when in ("before", "after")},

@@ -7,7 +7,7 @@ Steering is an entry alone. Inside a run a desk uses `Journal.transition` on its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from assay.core.claims import Claim, Claims, forced_reason
@@ -25,11 +25,21 @@ def parse_condition(on: str) -> str:
     return on
 
 
-def wait_met(wait: Mapping[str, object] | None, review: ReviewRecord | None, now: float) -> tuple[str, str] | None:
+def wait_met(wait: Mapping[str, object] | None, review: ReviewRecord | None, now: float,
+             states: Callable[[list[str]], Mapping[str, str]] | None = None) -> tuple[str, str] | None:
     """The one rule for "is this wait met", for desks and sweepers alike: (what to do, why) when the forge shows
-    the condition met (`done`: the review is merged; `block`: it was closed; `wake`: the time has passed), else
-    None. A review or merge wait with no review read (`review` None) is not met."""
+    the condition met (`done`: the review is merged; `block`: it was closed; `wake`: the time has passed, or
+    every brief of `briefs:` is done or blocked), else None. A review or merge wait with no review read
+    (`review` None) is not met; `states` gives the claim states of briefs (`done` for a retired one). A child
+    that is blocked wakes its parent too: a parent never waits on a brief that waits for a person."""
     on = str((wait or {}).get("on", ""))
+    if on.startswith("briefs:") and states is not None and condition_problem(on) is None:
+        names = on[7:].split(",")
+        found = states(names)
+        if all(found.get(n) in ("done", "blocked") for n in names):
+            blocked = [n for n in names if found.get(n) == "blocked"]
+            return "wake", ", ".join(names) + (" are done" if not blocked else f": {', '.join(blocked)} blocked")
+        return None
     if on in ("review", "merge") and review is not None:
         if review.state == "merged":
             return "done", "the review is merged"
@@ -38,6 +48,17 @@ def wait_met(wait: Mapping[str, object] | None, review: ReviewRecord | None, now
     elif on.startswith("time:") and condition_problem(on) is None and now >= parse_iso(on[5:]).timestamp():
         return "wake", f"{on[5:]} has passed"
     return None
+
+
+def state_of(claims: Claims, brief: str) -> str:
+    """A brief's claim state as a wait on it sees it: `done` for a retired brief, "" for one never claimed."""
+    current = claims.read(brief)
+    if current is not None:
+        return current.record.state
+    from assay.core.retired import RETIRED_REF, Index
+
+    tip = claims.git.ls_remote(RETIRED_REF).get(RETIRED_REF)
+    return "done" if tip and Index(claims.git, tip).get(brief) is not None else ""
 
 
 def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> Claim:
@@ -158,3 +179,57 @@ def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tupl
     data = {k: v for k, v in (point.data or {}).items() if k in ("name", "session", "attempt", "bytes", "file")}
     data["forked_from"] = {"brief": source, "seq": point.seq}
     return fork_as_person(claims, new, data, blob, f"assay/{new}", heads[-1], by), heads[-1]
+
+
+def child_id(parent: str, key: str, title: str) -> str:
+    """A child brief's id: its parent's, and a digest of the spawning step's idempotency key and the child's title,
+    so that a parent that dies and spawns again names the same child."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{key}\n{title}".encode()).hexdigest()[:10]
+    return f"{parent[:53].rstrip('.-_')}-{digest}"
+
+
+def spawn(claims: Claims, parent: str, key: str, title: str, body: str, labels: tuple[str, ...],
+          by: str) -> tuple[str, bool]:
+    """Add child brief `briefs/<id>.md` to main (a compare-and-swap on main, again on what moved it), its id from
+    `key` (`child_id`). Returns the id and whether this call wrote it: a child already on main is not written
+    again, however many times its parent asks."""
+    from assay.core import chain
+    from assay.core.briefs import check_brief
+    from assay.core.git import RefUpdate, Signature, TreeEntry
+    from assay.core.records import MAIN_REF
+
+    validate_brief_id(parent)
+    if not key.strip():
+        raise UsageError("a child brief needs the spawning step's idempotency key",
+                         hint="spawn inside a journaled step: assay step run --name spawn-x -- assay brief spawn ...")
+    if not title.strip() or "\n" in title:
+        raise UsageError("a child brief needs a one-line title", hint='assay brief spawn "Add the cache" ...')
+    child = child_id(parent, key, title)
+    quoted = title.replace('"', "'")
+    front = [f'title: "{quoted}"'] + ([f"labels: [{', '.join(labels)}]"] if labels else [])
+    text = "---\n" + "\n".join(front) + f"\n---\n{body.strip()}\n\nSpawned by brief `{parent}`.\n"
+    _, problems = check_brief(text, f"briefs/{child}.md", child)
+    if problems:
+        raise UsageError(f"the child brief would be invalid: {problems[0]}")
+    git = claims.git
+
+    def attempt(_: int) -> bool:
+        main = git.ls_remote(MAIN_REF).get(MAIN_REF)
+        if not main:
+            raise UsageError("the forge has no main branch to add a child brief to")
+        git.ensure_objects({MAIN_REF: main})
+        if git.read_objects([f"{main}:briefs/{child}.md"])[0] is not None:
+            return False  # spawned before: one child, however many times it is asked for
+        root = git.read_tree(f"{main}^{{tree}}") or []
+        folder = [e for e in (git.read_tree(f"{main}:briefs") or []) if e.name != f"{child}.md"]
+        folder.append(TreeEntry(f"{child}.md", git.write_blob(text.encode())))
+        tree = git.write_tree([*(e for e in root if e.name != "briefs"), TreeEntry("briefs", git.write_tree(folder),
+                                                                                  "40000")])
+        commit = git.write_commit(tree, [main], f"Spawn {child}: {title}\n\nAssay-Parent: {parent}\n",
+                                  Signature.of(by))
+        chain.push(git, [RefUpdate(MAIN_REF, commit, main)], "spawn")
+        return True
+
+    return child, chain.retrying(attempt, f"spawning a child of {parent!r}")

@@ -23,6 +23,15 @@ TOMBSTONES = frozenset({"released", "expired", "abandoned"})
 _BRIEF_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
+def brief_id_problem(brief: str) -> str | None:
+    """What is wrong with `brief` as a brief id (None when nothing is)."""
+    try:
+        validate_brief_id(brief)
+        return None
+    except BriefIdInvalid as exc:
+        return exc.message
+
+
 def validate_brief_id(brief: str) -> str:
     """Return `brief` if it is a safe file name and ref component, else raise BriefIdInvalid."""
     if not brief:
@@ -70,7 +79,7 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
-WAIT_CONDITIONS = ("review", "merge", "manual")  # and time:YYYY-MM-DDTHH:MM:SSZ
+WAIT_CONDITIONS = ("review", "merge", "manual")  # and time:YYYY-MM-DDTHH:MM:SSZ, briefs:A,B,…
 
 
 def condition_problem(on: object) -> str | None:
@@ -85,7 +94,11 @@ def condition_problem(on: object) -> str | None:
             return None
         except ValueError:
             return f"{on[5:]!r} is not a real time (YYYY-MM-DDTHH:MM:SSZ, in UTC)"
-    return f"unknown wait condition {on!r} (review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ)"
+    if on.startswith("briefs:"):
+        names = on[7:].split(",")
+        bad = next((n for n in names if brief_id_problem(n)), None)
+        return None if bad is None else f"{bad!r} in {on!r} is not a brief id: {brief_id_problem(bad)}"
+    return f"unknown wait condition {on!r} (review, merge, manual, time:YYYY-MM-DDTHH:MM:SSZ or briefs:ID,ID…)"
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,8 @@ class Desk:
                     looked: bool) -> bool:
         if str((r.wait or {}).get("on", "")) in ("review", "merge") and not looked:
             review = self.reviews.peek(brief_id)
-        met = custody.wait_met(r.wait, review.record if review else None, self.clock())
+        met = custody.wait_met(r.wait, review.record if review else None, self.clock(),
+                               lambda names: {n: custody.state_of(self.claims, n) for n in names})
         if met is None:
             return False
         action, why = met

@@ -59,13 +59,16 @@ class _Lines:
 def main(argv: list[str]) -> int | None:
     """`argv` after `assay`; an exit code, or None to fall back to the full CLI."""
     path = os.environ.get("ASSAY_SOCKET")
-    if argv[:2] == ["step", "progress"]:  # inside a step's command, the desk still takes progress
+    if argv[:2] in (["step", "progress"], ["brief", "spawn"]):  # inside a step's command, the desk takes these
         path = path or os.environ.get("ASSAY_PROGRESS_SOCKET")
-    if not path or argv[:1] != ["step"] or len(argv) < 2:
+    if argv[:2] == ["brief", "spawn"] and path:
+        request = _parse_spawn(argv[2:])
+    elif not path or argv[:1] != ["step"] or len(argv) < 2:
         return None
-    parse = {"run": _parse_run, "value": _parse_value, "settle": _parse_settle,
-             "progress": _parse_progress}.get(argv[1])
-    request = parse(argv[2:]) if parse else None
+    else:
+        parse = {"run": _parse_run, "value": _parse_value, "settle": _parse_settle,
+                 "progress": _parse_progress}.get(argv[1])
+        request = parse(argv[2:]) if parse else None
     if request is None:
         return None
     if request["op"] == "settle" and request.get("argv"):
@@ -127,6 +130,9 @@ def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> in
             sys.stderr.write(f"error: {reply['message']}\n" + (f"hint: {reply['hint']}\n" if reply.get("hint") else ""))
             return int(reply["code"])
         elif "progress" in reply:
+            return 0
+        elif "spawned" in reply:
+            sys.stdout.write(f"{reply['spawned']['brief']}\n")
             return 0
         elif "value" in reply:
             sys.stdout.write(f"{reply['value']}\n")
@@ -209,6 +215,26 @@ def _parse_settle(args: list[str]) -> dict[str, Any] | None:
     said = options.pop("evidence", None)
     options["evidence"] = {"said": said} if said else {}
     return options
+
+
+def _parse_spawn(args: list[str]) -> dict[str, Any] | None:
+    """`assay brief spawn TITLE [--body TEXT] [--label L]...`, its key the calling step's."""
+    request: dict[str, Any] = {"op": "spawn", "title": "", "body": "", "labels": [],
+                               "key": os.environ.get("ASSAY_IDEMPOTENCY_KEY", "")}
+    i = 0
+    while i < len(args):
+        if args[i] in ("--body", "--label") and i + 1 < len(args):
+            if args[i] == "--body":
+                request["body"] = args[i + 1]
+            else:
+                request["labels"].append(args[i + 1])
+            i += 2
+        elif not args[i].startswith("-") and not request["title"]:
+            request["title"] = args[i]
+            i += 1
+        else:
+            return None  # anything else (--parent, --json): the full command
+    return request if request["title"] else None
 
 
 def _parse_progress(args: list[str]) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ credentials. The effect itself runs in the agent's process (`stepclient.py`):
 
     client: {"op": "settle", name, verdict, input, evidence}  ->  server: {"do": "return", "settled"}
     client: {"op": "progress", text}  ->  server: {"do": "return", "progress"}   (answered at once, even mid-step)
+    client: {"op": "spawn", title, body, labels, key}  ->  server: {"do": "return", "spawned": {brief, new}}  (too)
 
 A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
 in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
@@ -206,6 +207,8 @@ class StepServer:
             if request.get("op") == "progress":  # not a call: kept for the next heartbeat, even while a step runs
                 self.progress = progress_text(request.get("text"))
                 return {"do": "return", "progress": self.progress}
+            if request.get("op") == "spawn":  # from inside a step's command: no journal entry, a write to main
+                return self._spawn(request)
             if life is None and request.get("op") == "step":
                 return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
                         "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
@@ -230,6 +233,19 @@ class StepServer:
             return {"do": "error", "code": exc.code, "message": exc.message, "hint": exc.hint}
         except (ValueError, TypeError, KeyError) as exc:
             return {"do": "error", "code": 1, "message": f"bad request to the desk: {exc}", "hint": ""}
+
+    def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A child brief of this desk's brief, named by the spawning step's key (`custody.spawn`)."""
+        from assay.core import custody
+
+        claims = self.open_claims()
+        try:
+            child, new = custody.spawn(claims, self.brief, str(request.get("key") or ""), str(request.get("title", "")),
+                                       str(request.get("body", "")), tuple(str(x) for x in request.get("labels", [])),
+                                       self.desk)
+        finally:
+            claims.git.close()
+        return {"do": "return", "spawned": {"brief": child, "new": new}}
 
     def _answer(self, request: dict[str, Any], stream: Any, life: Life | None) -> dict[str, Any]:
         session = self._open()

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from assay.core import custody
 from assay.core.briefs import Brief
 from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
@@ -37,6 +38,8 @@ Echo = Callable[[str], None]
 def _redo_feedback(data: dict[str, Any]) -> str:
     """What the agent is told when a round begins (and again when a run of that round resumes)."""
     said = str(data.get("said") or "")
+    if str(data.get("redo", "")).startswith("wake-"):
+        return "The child briefs you waited on have ended (see Child briefs below): carry on with this brief."
     return f"The previous round was blocked: {data.get('reason')}." + (f" The reviewer said: {said}" if said else "")
 
 
@@ -80,6 +83,11 @@ class BriefWork:
         for attempt in range(1, self.spec.attempts + 1):
             agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
                                  input={"attempt": attempt, **redo}, policy="idempotent")  # intent on the forge first
+            parked = self._parked_by_agent()
+            if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
+                session.end_run()
+                self.echo(f"{self.spec.name}: {brief.id} is waiting on {parked}, as its agent asked")
+                return "waiting"
             head = session.step("push", lambda key: self._push(), input={"attempt": attempt, **redo},
                                 policy="idempotent")
             if not opened and head != main:
@@ -117,6 +125,17 @@ class BriefWork:
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
         return "waiting"
 
+    def _parked_by_agent(self) -> str:
+        """The condition the agent parked its own claim on during its run (`assay wait`), or ""."""
+        journal = self.session.journal
+        journal.reload()
+        agents = [e for e in journal.entries if e.kind == "intent" and e.step == "agent"]
+        waits = [e for e in journal.entries if e.kind == "wait" and agents and e.seq > agents[-1].seq]
+        if not waits:
+            return ""
+        current = journal.claims.read(self.brief.id)
+        return str((waits[-1].data or {}).get("on", "")) if current and current.record.state == "waiting" else ""
+
     def _renew(self) -> None:
         """Renew the claim (Fenced when it is lost): a heartbeat while a forge call waits."""
         self.session.journal.claims.renew(self.brief.id, self.spec.name, epoch=self.epoch)
@@ -132,10 +151,16 @@ class BriefWork:
         """
         entries = self.session.journal.entries
         rounds = [e for e in entries if e.kind == "note" and (e.data or {}).get("redo")]
-        blocks = [e for e in entries if e.kind == "claim" and (e.data or {}).get("action") == "block"]
+        blocks = [e for e in entries if (e.kind == "claim" and (e.data or {}).get("action") == "block")
+                  or (e.kind == "wake" and str(((e.data or {}).get("was") or {}).get("on", "")).startswith("briefs:"))]
         if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):  # no block, or its round has begun
             data = (rounds[-1].data or {}) if rounds else {}
             return ({"after": str(data["redo"])}, _redo_feedback(data)) if rounds else ({}, "")
+        if blocks[-1].kind == "wake":  # the child briefs its agent waited on have ended: the agent goes on
+            data = {"redo": f"wake-{blocks[-1].seq}", "reason": "the child briefs it waited on have ended", "said": ""}
+            self.session.journal.add("note", sync=True, data=data)
+            self.echo(f"{self.spec.name}: {self.brief.id}: its child briefs have ended; working it on")
+            return {"after": data["redo"]}, _redo_feedback(data)
         block = blocks[-1]
         reason = str((block.data or {}).get("reason") or "")
         review = self.reviews.get(self.brief.id)  # with its comments (once a round): the reviewer's last word
@@ -208,8 +233,28 @@ class BriefWork:
                   "After a crash, a call that completed before returns its recorded result instead of running again; "
                   "one whose outcome is unknown is refused once: inspect, "
                   f"then `{self.assay_bin} step settle NAME --happened|--did-not`.", ""]
+        parts += self._children()
         parts += ["## Steering", "", *steering]
         return "\n".join(parts) + "\n"
+
+    def _children(self) -> list[str]:
+        """The outcome of the child briefs this brief last waited on (`wait --on briefs:…`), for its next run."""
+        waits = [str(((e.data or {}).get("was") or {}).get("on", "")) for e in self.session.journal.entries
+                 if e.kind == "wake"]
+        waited = [w for w in waits if w.startswith("briefs:")]
+        if not waited:
+            return []
+        lines = ["## Child briefs", "", "The briefs this one waited on ended so:", ""]
+        claims = self.session.journal.claims
+        for child in waited[-1][7:].split(","):
+            current = claims.read(child)
+            state = current.record.state if current else custody.state_of(claims, child)
+            review = self.reviews.kept(child)
+            merged = review.record.merged_commit if review is not None and review.record.merged_commit else ""
+            why = f" ({current.record.reason})" if current and current.record.reason and state == "blocked" else ""
+            merged_as = f", merged as {merged[:10]}" if merged else ""
+            lines.append(f"- `{child}`: {state or 'never claimed'}{why}{merged_as}")
+        return [*lines, ""]
 
     def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
         prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"

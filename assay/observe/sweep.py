@@ -280,7 +280,8 @@ def _claim_findings(state: ForgeState, seen: BriefSeen | None, claim: Claim, pol
             out.append(Finding("merged-held", brief, f"the review is merged while desk {r.desk} still holds epoch "
                                f"{r.epoch}", f"merged-held:{brief}:{r.epoch}:{review[1]}"))
     elif r.state == "waiting":
-        met = custody.wait_met(r.wait, review[0] if review else None, now)
+        met = custody.wait_met(r.wait, review[0] if review else None, now, lambda names: {
+            n: state.claims[n].record.state for n in names if n in state.claims})  # a retired one: desks see it
         if met and policy.settle_waits:
             out.append(Finding("wait", brief, f"waiting on {(r.wait or {}).get('on')}: {met[1]}",
                                f"wait:{brief}:{claim.sha}", met[0]))
