@@ -300,7 +300,8 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
         first = desk(name, forge, desk_env(agent, server, tmp_path))
         assert brain.asked.wait(TIMEOUT), server.debug()
         deadline = time.monotonic() + 60
-        while not [c for c in checkpoints(forge) if c["data"]["bytes"] > 0]:  # the next heartbeat saves it
+        deployed = max(e["seq"] for e in deploys(forge) if e["kind"] == "result")
+        while not [c for c in checkpoints(forge) if c["seq"] > deployed]:  # a heartbeat saves both turns
             assert first.poll() is None and time.monotonic() < deadline, server.debug()
             time.sleep(0.2)
         os.killpg(first.pid, signal.SIGKILL)
@@ -311,7 +312,7 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
                "ASSAY_STATE_DIR": str(tmp_path / "state-2")}
         out = finish(desk(name, forge, env), server)
     detail = f"{out}\n{server.debug()}"
-    saved = checkpoints(forge)[0]
+    saved = [c for c in checkpoints(forge) if c["epoch"] == 1][-1]  # the newest of the first desk: resumed
     assert saved["epoch"] == 1 and saved["data"]["name"] == "agent-session", detail
     assert "took over ship" in out and "resumes the agent's conversation" in out and "review ready" in out, detail
     resumed = server.transcript.conversations[before]

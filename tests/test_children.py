@@ -9,7 +9,7 @@ from pathlib import Path
 from assay.core.claims import Claims
 from tests.conftest import Forge, assay, git
 from tests.helpers.desks import DESK, brief, publish, run_desk
-from tests.journal_check import claim_chain, invariants
+from tests.journal_check import claim_chain, entries, invariants
 
 BODY = r"$(printf 'Do {n}.\n\n\140\140\140assay-script\nwrite {n}.txt {n}\n\140\140\140\n')"
 
@@ -38,6 +38,8 @@ def test_a_parent_killed_twice_while_spawning_has_two_children_and_goes_on_when_
     assert parked.code == 0 and "plan is waiting on briefs:" in parked.out, parked.out + parked.err
     kids = children(work)
     assert len(kids) == 2  # one child each, however many times the parent died
+    waits = [e["data"] for e in entries(work.path, "plan") if e["kind"] == "wait"]
+    assert waits and waits[-1]["by"] == "agent:builder"  # parked by its desk, over the socket
     assert claim_chain(work.path, "plan")[-1]["wait"] == {"on": f"briefs:{kids[0]},{kids[1]}"} or \
         claim_chain(work.path, "plan")[-1]["wait"] == {"on": f"briefs:{kids[1]},{kids[0]}"}
     for _ in range(2):  # the children are worked to ready reviews (they were on main after the pass began)

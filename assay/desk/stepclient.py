@@ -59,10 +59,12 @@ class _Lines:
 def main(argv: list[str]) -> int | None:
     """`argv` after `assay`; an exit code, or None to fall back to the full CLI."""
     path = os.environ.get("ASSAY_SOCKET")
-    if argv[:2] in (["step", "progress"], ["brief", "spawn"]):  # inside a step's command, the desk takes these
-        path = path or os.environ.get("ASSAY_PROGRESS_SOCKET")
+    if argv[:2] in (["step", "progress"], ["brief", "spawn"]) or argv[:1] == ["wait"]:  # the desk takes these
+        path = path or os.environ.get("ASSAY_PROGRESS_SOCKET")  # also from inside a step's command
     if argv[:2] == ["brief", "spawn"] and path:
         request = _parse_spawn(argv[2:])
+    elif argv[:1] == ["wait"] and path:
+        request = _parse_wait(argv[1:])
     elif not path or argv[:1] != ["step"] or len(argv) < 2:
         return None
     else:
@@ -130,6 +132,9 @@ def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> in
             sys.stderr.write(f"error: {reply['message']}\n" + (f"hint: {reply['hint']}\n" if reply.get("hint") else ""))
             return int(reply["code"])
         elif "progress" in reply:
+            return 0
+        elif "waiting" in reply:
+            sys.stdout.write(f"{reply['waiting']}\n")
             return 0
         elif "spawned" in reply:
             sys.stdout.write(f"{reply['spawned']['brief']}\n")
@@ -235,6 +240,16 @@ def _parse_spawn(args: list[str]) -> dict[str, Any] | None:
         else:
             return None  # anything else (--parent, --json): the full command
     return request if request["title"] else None
+
+
+def _parse_wait(args: list[str]) -> dict[str, Any] | None:
+    """`assay wait BRIEF --on CONDITION` for the agent's own brief: its desk parks it (the agent holds no forge
+    credentials). Anything else goes to the full command."""
+    if len(args) == 3 and args[1] == "--on" and args[0] == os.environ.get("ASSAY_BRIEF"):
+        return {"op": "wait", "on": args[2]}
+    if len(args) == 2 and args[1].startswith("--on=") and args[0] == os.environ.get("ASSAY_BRIEF"):
+        return {"op": "wait", "on": args[1][5:]}
+    return None
 
 
 def _parse_progress(args: list[str]) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ credentials. The effect itself runs in the agent's process (`stepclient.py`):
     client: {"op": "settle", name, verdict, input, evidence}  ->  server: {"do": "return", "settled"}
     client: {"op": "progress", text}  ->  server: {"do": "return", "progress"}   (answered at once, even mid-step)
     client: {"op": "spawn", title, body, labels, key}  ->  server: {"do": "return", "spawned": {brief, new}}  (too)
+    client: {"op": "wait", on}  ->  server: {"do": "return", "waiting"}   (the desk parks its brief; too)
 
 A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
 in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
@@ -209,6 +210,8 @@ class StepServer:
                 return {"do": "return", "progress": self.progress}
             if request.get("op") == "spawn":  # from inside a step's command: no journal entry, a write to main
                 return self._spawn(request)
+            if request.get("op") == "wait":  # the agent parks its own brief; its desk ends the run after it
+                return self._wait(str(request.get("on", "")))
             if life is None and request.get("op") == "step":
                 return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
                         "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
@@ -233,6 +236,17 @@ class StepServer:
             return {"do": "error", "code": exc.code, "message": exc.message, "hint": exc.hint}
         except (ValueError, TypeError, KeyError) as exc:
             return {"do": "error", "code": 1, "message": f"bad request to the desk: {exc}", "hint": ""}
+
+    def _wait(self, on: str) -> dict[str, Any]:
+        """Park this desk's brief on `on`, at this epoch (`custody.wait`), as its agent asked."""
+        from assay.core import custody
+
+        claims = self.open_claims()
+        try:
+            parked = custody.wait(claims, self.brief, on, f"agent:{self.desk}", self.desk, self.epoch)
+        finally:
+            claims.git.close()
+        return {"do": "return", "waiting": f"{self.brief} is waiting on {on} (epoch {parked.record.epoch})"}
 
     def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
         """A child brief of this desk's brief, named by the spawning step's key (`custody.spawn`)."""

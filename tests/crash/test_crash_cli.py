@@ -275,6 +275,20 @@ def check_retire(w: World, point: str) -> None:
     assert w.run("claim", BRIEF, "--desk", "other").code == 3  # still done
 
 
+def check_spawn(w: World, point: str) -> None:
+    """A person spawns a child brief: main moves by exactly one commit adding it, whether the first try was cut
+    off before or after its push."""
+    before = chain_len(w.forge, "refs/heads/main")
+    crashed = w.run("brief", "spawn", "Split the parser", "--parent", BRIEF, "--key", "k1", crash_at=point)
+    assert crashed.code == SIGKILLED, (point, crashed.code, crashed.err)
+    landed = lands(point)
+    assert chain_len(w.forge, "refs/heads/main") == before + landed
+    child = w.ok("brief", "spawn", "Split the parser", "--parent", BRIEF, "--key", "k1").out.strip()
+    assert chain_len(w.forge, "refs/heads/main") == before + 1  # one child, written once
+    files = git("--git-dir", str(w.forge.path), "ls-tree", "--name-only", "main", "briefs/").split()
+    assert [f for f in files if f.startswith(f"briefs/{BRIEF}-")] == [f"briefs/{child}.md"]
+
+
 # -- the cases ------------------------------------------------------------------------------------
 
 Check = Callable[[World, str], None]
@@ -285,12 +299,13 @@ SCENARIOS: dict[str, Check] = {
     "approve": check_approve,
     "merge": check_merge,
     "retire": check_retire,
+    "spawn": check_spawn,
 }
 
 # case -> (the crash points armed, one process each; the scenario that drives the command)
 CASES: dict[str, tuple[list[str], str]] = {
     **{f"{what}.{when}-push": ([f"{what}.{when}-push"], what)
-       for what in ("renew", "wait", "wake", "block", "release", "force-release", "merge", "retire")
+       for what in ("renew", "wait", "wake", "block", "release", "force-release", "merge", "retire", "spawn")
        for when in ("before", "after")},
     "review.before-push:comment": (["review.before-push:comment"], "comment"),
     "review.after-push:approve": (["review.after-push:approve"], "approve"),
