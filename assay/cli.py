@@ -671,7 +671,7 @@ def review_close(brief_id: str, reason: str, ports: Ports, as_json: bool) -> Non
 @cli.command("wait")
 @click.argument("brief_id", metavar="BRIEF")
 @click.option("--on", "on", required=True, metavar="CONDITION",
-              help="review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ.")
+              help="review, merge, manual, time:YYYY-MM-DDTHH:MM:SSZ or briefs:ID,ID (each done or blocked).")
 @click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
 @click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
               help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")

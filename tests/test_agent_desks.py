@@ -273,6 +273,17 @@ class HeldAfterTwoTurns:
         return ship(conversation)
 
 
+def beating_project(name: str, tmp_path: Path, log: Path) -> Path:
+    """`project` with the ship brief and preset NAME beating every 2 s (its checkpoints and steering come soon)."""
+    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
+    work = tmp_path / "project"
+    preset = (work / "desks" / f"{name}.yaml").read_text()
+    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
+    git("commit", "-qam", "beat every 2 s", cwd=work)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+    return forge
+
+
 def checkpoints(forge: Path) -> list[dict[str, Any]]:
     return [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
 
@@ -288,12 +299,7 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
     if agent.installed is None:
         pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
     log = tmp_path / "effects.log"
-    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
-    work = tmp_path / "project"
-    preset = (work / "desks" / f"{name}.yaml").read_text()
-    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
-    git("commit", "-qam", "beat every 2 s", cwd=work)
-    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+    forge = beating_project(name, tmp_path, log)
     brain = HeldAfterTwoTurns()
     with agent.server(brain) as server:
         brain.server = server
@@ -340,12 +346,7 @@ def test_steering_reaches_the_running_agent_inside_its_run(name: str, tmp_path: 
     if agent.installed is None:
         pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
     log = tmp_path / "effects.log"
-    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
-    work = tmp_path / "project"
-    preset = (work / "desks" / f"{name}.yaml").read_text()
-    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
-    git("commit", "-qam", "beat every 2 s", cwd=work)
-    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+    forge = beating_project(name, tmp_path, log)
     brain = HeldAfterTwoTurns()
     with agent.server(brain) as server:
         brain.server = server

@@ -13,26 +13,18 @@ from pathlib import Path
 
 from assay.core.deskspec import check_desk
 from tests.conftest import Forge
-from tests.helpers.desks import brief, desk_env, publish, run_desk
+from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
 from tests.journal_check import entries, invariants
 
-DESK = """name: gated
-takes:
-  labels: [work]
-agent:
-  command: [python, -m, assay.agents.scripted]
-lease_s: 120
-heartbeat_s: 5
-attempts: 2
-env_allow: [PATH, HOME, ASSAY_EFFECTS_LOG]
-hooks:
-{hooks}
-"""
+
+def desk_file(hooks: str) -> str:
+    """The tests' desk (helpers.desks.DESK), named gated, with 2 attempts and these hooks."""
+    return DESK.format(name="gated", attempts=2) + f"hooks:\n{hooks}\n"
 
 
 def gated(forge: Forge, hooks: dict[str, str]) -> None:
     lines = "\n".join(f"  {name}: '{command}'" for name, command in hooks.items())
-    publish(forge, {"desks/gated.yaml": DESK.format(hooks=lines),
+    publish(forge, {"desks/gated.yaml": desk_file(lines),
                     "briefs/ship.md": brief("Ship", ["write ship.txt v1", "deploy"], "test -f ship.txt")})
 
 
@@ -83,7 +75,7 @@ def test_a_failing_after_hook_changes_no_result(forge: Forge, tmp_path: Path) ->
 
 
 def test_hooks_are_checked_with_their_line() -> None:
-    text = DESK.format(hooks="  before_deploy: 'true'")
+    text = desk_file("  before_deploy: 'true'")
     _, problems = check_desk(text, "desks/gated.yaml")
     assert problems and "`hooks` must map before_step and after_step" in str(problems[0])
     assert "desks/gated.yaml:" in str(problems[0])

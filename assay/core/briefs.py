@@ -518,20 +518,11 @@ Replace the verify row with commands that prove it (they run from main's copy of
 def new_brief(folder: Path, brief_id: str, title: str, priority: int = DEFAULT_PRIORITY,
               labels: tuple[str, ...] = (), depends_on: tuple[str, ...] = ()) -> Path:
     """Write a valid skeleton `briefs/<id>.md`; refuses to overwrite."""
-    from assay.errors import UsageError
 
     validate_brief_id(brief_id)
-    path = folder / f"{brief_id}.md"
-    if path.exists():
-        raise UsageError(f"{path} already exists", hint="pick another id or edit the file")
     text = SKELETON.format(title=title.replace("\n", " "), priority=priority, labels=", ".join(labels),
                            depends=", ".join(depends_on))
-    _, problems = check_brief(text, str(path), brief_id)
-    if problems:
-        raise UsageError(f"the brief would be invalid: {problems[0]}")
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    return _write_new(folder, brief_id, text, "the brief", "pick another id or edit the file")
 
 
 def fork_text(text: str, source: str, seq: int) -> str:
@@ -542,14 +533,19 @@ def fork_text(text: str, source: str, seq: int) -> str:
 
 def write_fork(folder: Path, brief_id: str, text: str) -> Path:
     """Write `briefs/<id>.md` for a fork; refuses to overwrite or to write an invalid brief."""
+    return _write_new(folder, brief_id, text, "the forked brief", "pick another id for the fork")
+
+
+def _write_new(folder: Path, brief_id: str, text: str, what: str, hint: str) -> Path:
+    """Write a new, valid `folder/<id>.md`: never over a file, never an invalid brief."""
     from assay.errors import UsageError
 
     path = folder / f"{brief_id}.md"
     if path.exists():
-        raise UsageError(f"{path} already exists", hint="pick another id for the fork")
+        raise UsageError(f"{path} already exists", hint=hint)
     _, problems = check_brief(text, str(path), brief_id)
     if problems:
-        raise UsageError(f"the forked brief would be invalid: {problems[0]}")
+        raise UsageError(f"{what} would be invalid: {problems[0]}")
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

@@ -21,7 +21,7 @@ def parse_condition(on: str) -> str:
     """A wait condition given by a person or a desk, checked (exit 2) before anything is written."""
     problem = condition_problem(on)
     if problem:
-        raise UsageError(problem, hint="use review, merge, manual or time:YYYY-MM-DDTHH:MM:SSZ (UTC)")
+        raise UsageError(problem, hint="use review, merge, manual, time:YYYY-MM-DDTHH:MM:SSZ (UTC) or briefs:ID,ID")
     return on
 
 
