@@ -197,9 +197,13 @@ class Fleet:
         return False
 
     def stop(self, name: str) -> None:
-        """SIGSTOP the desk's whole group; returns once /proc shows the desk stopped."""
+        """SIGSTOP the desk's whole group; returns once /proc shows the desk stopped or stopping.
+
+        A desk in D (a kernel call held up by a slow disk, for minutes on a busy machine) has the stop pending:
+        it runs no code of its own before it is stopped, so for the pause it counts as stopped.
+        """
         os.killpg(self.procs[name].pid, signal.SIGSTOP)
-        procs.await_state(self.procs[name].pid, "T", deadline_s=60)  # a process in D stops when it leaves it
+        procs.await_state(self.procs[name].pid, "TD", deadline_s=60)
 
     def cont(self, name: str) -> None:
         os.killpg(self.procs[name].pid, signal.SIGCONT)

@@ -38,9 +38,9 @@ def boot_id() -> str:
 
 
 def await_state(pid: int, wanted: str, deadline_s: float = 60) -> None:
-    """Poll /proc until `pid` is in state `wanted` (bounded)."""
+    """Poll /proc until `pid` is in one of the states in `wanted` (one letter each; bounded)."""
     deadline = time.monotonic() + deadline_s
-    while state(pid) != wanted:
+    while (now := state(pid)) is None or now not in wanted:
         assert time.monotonic() < deadline, f"pid {pid} never reached state {wanted} (now {state(pid)})"
         time.sleep(0.01)
 
