@@ -53,7 +53,8 @@ def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 TASKS = (("Start", ("init", "demo", "brief", "briefs")),
-         ("Run desks and hold briefs", ("desk", "claim", "claims", "renew", "release", "wait", "wake", "steer")),
+         ("Run desks and hold briefs", ("desk", "claim", "claims", "renew", "release", "wait", "wake", "steer",
+                                        "event")),
          ("Watch and judge", ("board", "sweep", "audit", "report", "journal")),
          ("Review and finish", ("review", "verify", "retire")),
          ("Inside an agent's run", ("step",)),
@@ -558,9 +559,11 @@ def desk_list(ports: Ports, as_json: bool) -> None:
 @click.option("--poll", "poll_s", type=float, default=5.0, show_default=True, help="Seconds between idle passes.")
 @click.option("--state-dir", type=click.Path(path_type=Path), help="Where worktrees and prompts live "
               "(default: ASSAY_STATE_DIR or ~/.local/state/assay).")
+@click.option("--singleton", is_flag=True, help="This is the only process of the desk (a GitHub Actions job in its "
+              "desk's concurrency group): take over the desk's own claims left by earlier processes at once.")
 @pass_ports
 def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None,
-             ports: Ports) -> None:
+             singleton: bool, ports: Ports) -> None:
     """Run desk NAME (desks/NAME.yaml on main) until stopped, or once.
 
     Exits 5 when a brief it worked is now blocked for a person, 1 when the forge interrupted one, and 2,
@@ -568,7 +571,8 @@ def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state
     """
     from assay.desk.loop import run_desk
 
-    report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo)
+    report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo,
+                      singleton=singleton)
     click.echo(f"{name}: worked {len(report.worked)} brief(s): "
                + (", ".join(f"{b} {o}" for b, o in report.outcomes.items()) or "none"))
     sys.exit(report.exit_code())
@@ -671,7 +675,8 @@ def review_close(brief_id: str, reason: str, ports: Ports, as_json: bool) -> Non
 @cli.command("wait")
 @click.argument("brief_id", metavar="BRIEF")
 @click.option("--on", "on", required=True, metavar="CONDITION",
-              help="review, merge, manual, time:YYYY-MM-DDTHH:MM:SSZ or briefs:ID,ID (each done or blocked).")
+              help="review, merge, manual, checks (the review's head: its statuses and check runs), "
+                   "time:YYYY-MM-DDTHH:MM:SSZ or briefs:ID,ID (each done or blocked).")
 @click.option("--desk", envvar="ASSAY_DESK", help="Fail unless this desk holds the brief.")
 @click.option("--epoch", type=int, envvar="ASSAY_EPOCH",
               help="Fail (exit 3) unless the claim is still at this epoch (default: ASSAY_EPOCH).")
@@ -681,7 +686,7 @@ def wait_cmd(brief_id: str, on: str, desk: str | None, epoch: int | None, ports:
     """Park a held brief on a condition; it holds no compute until woken."""
     from assay.core import custody
 
-    parked = custody.wait(ports.claims, brief_id, on, _person(), desk, epoch)
+    parked = custody.wait(ports.claims, brief_id, on, _person(), desk, epoch, checks=not ports.reviews.refs_backed)
     if as_json:
         return _claim_json(parked)
     click.echo(f"{brief_id} is waiting on {on} (epoch {parked.record.epoch})")
@@ -709,6 +714,34 @@ def wake_cmd(brief_id: str, desk: str | None, ports: Ports, as_json: bool) -> No
     if was in ("review", "merge"):
         click.echo(f"note: it was waiting on its {was}; the review stays open, and the desk works the brief again "
                    "from its journal (to park it again: assay wait BRIEF --on review)", err=True)
+
+
+@cli.command("event")
+@click.argument("event_name", metavar="EVENT")
+@click.argument("payload", type=click.Path(path_type=Path, dir_okay=False), required=False)
+@click.option("--desks", "only", default="", help="Comma-separated desks to list as having work (a manual run); "
+              "default: the desks with work.")
+@pass_ports
+@json_option
+def event_cmd(event_name: str, payload: Path | None, only: str, ports: Ports, as_json: bool) -> None:
+    """Act on a forge event (on GitHub Actions: the event's name, and the file GITHUB_EVENT_PATH names), exactly
+    once, and list the desks that now have work.
+
+    The payload only says which brief to look at; what happens is read from the forge: a review requesting
+    changes starts a new round, `/assay retry` and `/assay steer TEXT` comments from people who may write to
+    the repository are obeyed, a merge settles the brief, a close blocks it, finished checks wake a `checks`
+    wait. Each act is journaled with the event, once however often the event comes.
+    """
+    from assay import views
+    from assay.desk.events import handle, lines, read_payload
+
+    data = read_payload(payload) if payload is not None else {}
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    report = handle(ports.claims, ports.reviews, event_name, data, by=_person(), only=names or None)
+    if as_json:
+        return views.print_json(report.view())
+    for line in lines(report):
+        click.echo(line)
 
 
 @cli.command("steer")

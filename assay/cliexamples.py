@@ -26,7 +26,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "demo": ("assay demo", "assay demo --crash-at step.after-intent && assay demo    # crash, then recover"),
     "desk": ("assay desk list", "assay desk run claude --once"),
     "desk list": ("assay desk list", "assay desk list --json"),
-    "desk run": ("assay desk run claude", "assay desk run scripted --once --max-briefs 1"),
+    "desk run": ("assay desk run claude", "assay desk run scripted --once --max-briefs 1",
+                 "assay desk run claude --once --singleton"),
     "init": ("assay init --local-forge ../forge.git", "assay init --github --assay-from OWNER/REPO@COMMIT"),
     "journal": ("assay journal fix-login", "assay journal fix-login --json | jq '.entries[-1]'"),
     "release": ("assay release fix-login --desk builder", "assay release fix-login --force --reason 'desk stopped'"),
@@ -57,6 +58,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "verify": ("assay verify briefs/fix-login.md",),
     "wait": ("assay wait fix-login --on review", "assay wait fix-login --on time:2027-01-01T09:00:00Z"),
     "wake": ("assay wake fix-login",),
+    "event": ('assay event pull_request_review "$GITHUB_EVENT_PATH"', "assay event schedule --json"),
 }
 
 

@@ -21,7 +21,8 @@ def parse_condition(on: str) -> str:
     """A wait condition given by a person or a desk, checked (exit 2) before anything is written."""
     problem = condition_problem(on)
     if problem:
-        raise UsageError(problem, hint="use review, merge, manual, time:YYYY-MM-DDTHH:MM:SSZ (UTC) or briefs:ID,ID")
+        raise UsageError(problem,
+                         hint="use review, merge, manual, checks, time:YYYY-MM-DDTHH:MM:SSZ (UTC) or briefs:ID,ID")
     return on
 
 
@@ -71,12 +72,17 @@ def _holder_claim(claims: Claims, brief: str, desk: str | None, action: str) -> 
     return current
 
 
-def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, epoch: int | None = None) -> Claim:
+def wait(claims: Claims, brief: str, on: str, by: str, desk: str | None = None, epoch: int | None = None,
+         checks: bool = True) -> Claim:
     """Park a held brief on a condition: the claim stays, no process works on it.
 
-    With `epoch` (an agent's ASSAY_EPOCH), a process from an older epoch is fenced (exit 3).
+    With `epoch` (an agent's ASSAY_EPOCH), a process from an older epoch is fenced (exit 3). `checks`: whether
+    the forge has checks to wait on (GitHub's statuses and check runs); a `checks` wait elsewhere is refused.
     """
     condition = parse_condition(on)
+    if condition == "checks" and not checks:
+        raise UsageError("this forge has no checks to wait on: `checks` waits on a GitHub pull request's statuses "
+                         "and check runs", hint="wait on review, merge, manual, a time or briefs:ID,ID here")
     r = _holder_claim(claims, brief, desk, "wait").record
     return transition_as(claims, brief, "wait", "wait", {"on": condition, "by": by}, by, desk=r.desk,
                          epoch=r.epoch if epoch is None else epoch, wait={"on": condition})

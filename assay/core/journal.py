@@ -448,11 +448,16 @@ def entry_view(entry: JournalEntry) -> dict[str, Any]:
     return {k: v for k, v in entry.__dict__.items() if v is not None}
 
 
+Check = Callable[[list[JournalEntry]], None]
+
+
 def append_as_person(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str,
-                     clock: Callable[[], float] = time.time) -> JournalEntry:
+                     clock: Callable[[], float] = time.time, run: str = "",
+                     check: Check | None = None) -> JournalEntry:
     """A person's entry (steering): the journal ref alone, under its lease. It changes no claim, so it
-    needs none; it is stamped with the current claim's epoch (0 if the brief was never claimed)."""
-    return _append(claims, brief, kind, data, by, f"person:{by}", None, {}, clock, {})[0]
+    needs none; it is stamped with the current claim's epoch (0 if the brief was never claimed). `check`, given
+    the journal as the forge has it at each try, may raise to write nothing (an act already journaled)."""
+    return _append(claims, brief, kind, data, by, run or f"person:{by}", None, {}, clock, {}, check)[0]
 
 
 def append_built_as_person(claims: Claims, brief: str, build: Callable[[list[JournalEntry]], list[dict[str, Any]]],
@@ -489,22 +494,22 @@ def append_built_as_person(claims: Claims, brief: str, build: Callable[[list[Jou
 
 def transition_as(claims: Claims, brief: str, action: str, kind: str, data: dict[str, Any], by: str,
                   run: str = "", clock: Callable[[], float] = time.time, expect: Mapping[str, str] | None = None,
-                  **args: Any) -> Claim:
+                  check: Check | None = None, **args: Any) -> Claim:
     """The claim transition `action` and its journal entry, written by a person or by a desk between runs,
     in one atomic push of both refs under their leases. `run` names the writer in the entry
     (default `person:<by>`; a desk passes `desk:<name>`).
 
     With `expect` (ref -> tip, "" for absent), nothing is written unless every one of those refs is
     still where the caller saw it: a sweeper expires only the claim tip it watched stand still, and a
-    desk renewing at that moment wins (`Conflict`)."""
-    claim = _append(claims, brief, kind, data, by, run or f"person:{by}", action, args, clock, expect or {})[1]
+    desk renewing at that moment wins (`Conflict`). `check`: as for `append_as_person`."""
+    claim = _append(claims, brief, kind, data, by, run or f"person:{by}", action, args, clock, expect or {}, check)[1]
     assert claim is not None
     return claim
 
 
 def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str, run: str, action: str | None,
-            args: dict[str, Any], clock: Callable[[], float],
-            expect: Mapping[str, str]) -> tuple[JournalEntry, Claim | None]:
+            args: dict[str, Any], clock: Callable[[], float], expect: Mapping[str, str],
+            check: Check | None = None) -> tuple[JournalEntry, Claim | None]:
     git = claims.git
     jref, cref = journal_ref(brief), claim_ref(brief)
     known = JournalLog([], {}, None)
@@ -520,6 +525,8 @@ def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str
             retired.refuse_if_retired(git, refs.get(retired.RETIRED_REF), brief, action or kind)
         current = claims.load(cref, refs[cref]) if cref in refs else None
         known = read_log(git, brief, refs.get(jref), known)
+        if check is not None:
+            check(known.entries)
         updates: list[RefUpdate] = []
         claim = None
         if action is not None:

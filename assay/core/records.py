@@ -79,11 +79,12 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
-WAIT_CONDITIONS = ("review", "merge", "manual")  # and time:YYYY-MM-DDTHH:MM:SSZ, briefs:A,B,…
+WAIT_CONDITIONS = ("review", "merge", "manual", "checks")  # and time:YYYY-MM-DDTHH:MM:SSZ, briefs:A,B,…
 
 
 def condition_problem(on: object) -> str | None:
-    """What is wrong with a wait condition (None when it is one: review, merge, manual or a real UTC time)."""
+    """What is wrong with a wait condition (None when it is one: review, merge, manual, checks, a real UTC time or
+    briefs)."""
     if not isinstance(on, str):
         return "a wait condition is a string"
     if on in WAIT_CONDITIONS:
@@ -98,7 +99,7 @@ def condition_problem(on: object) -> str | None:
         names = on[7:].split(",")
         bad = next((n for n in names if brief_id_problem(n)), None)
         return None if bad is None else f"{bad!r} in {on!r} is not a brief id: {brief_id_problem(bad)}"
-    return f"unknown wait condition {on!r} (review, merge, manual, time:YYYY-MM-DDTHH:MM:SSZ or briefs:ID,ID…)"
+    return f"unknown wait condition {on!r} (review, merge, manual, checks, time:YYYY-MM-DDTHH:MM:SSZ or briefs:ID,ID…)"
 
 
 @dataclass(frozen=True)

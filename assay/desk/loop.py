@@ -9,6 +9,7 @@ brief's writes backs the brief off; neither stops the desk from working on every
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assay.core import custody
+from assay.core import custody, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -80,6 +81,7 @@ class Desk:
         self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
         self._refusals: dict[str, int] = {}  # brief -> passes in a row the forge refused its writes
         self._swept_at: float | None = None  # when this desk last swept (monotonic)
+        self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -158,6 +160,8 @@ class Desk:
 
     def _settle_waiting(self, snapshot: Snapshot, report: DeskReport) -> bool:
         """Waiting briefs of this desk whose condition the forge now shows as met."""
+        if not self.reviews.refs_backed and self._signals_due():
+            return self._settle_signals(snapshot, report)
         progressed = False
         waiting = {b: c.record for b, c in sorted(snapshot.claims.items())
                    if c.record.state == "waiting" and self._mine(c.record) and b not in self._resting()}
@@ -177,6 +181,38 @@ class Desk:
             except ForgeRefused as exc:  # this brief's refs refuse writes: back off it, settle the others
                 self._rest(brief_id)
                 self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
+        return progressed
+
+    def _signals_due(self) -> bool:
+        now = time.monotonic()
+        if self._signals_at is not None and now - self._signals_at < self.spec.heartbeat_s:
+            return False
+        self._signals_at = now
+        return True
+
+    def _settle_signals(self, snapshot: Snapshot, report: DeskReport) -> bool:
+        """On GitHub, once a heartbeat: what people and CI did on the reviews of this desk's waiting and blocked
+        briefs (`signals.settle`: requested changes, comment commands, merges, closes, finished checks)."""
+        progressed = False
+        for brief_id, claim in sorted(snapshot.claims.items()):
+            r = claim.record
+            if r.state not in ("waiting", "blocked") or not self._mine(r) or brief_id in self._resting():
+                continue
+            try:
+                settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name)
+            except RecordInvalid as exc:
+                self._tell_once(f"finding: cannot settle {brief_id}: {exc.message}")
+                continue
+            except ForgeRefused as exc:
+                self._rest(brief_id)
+                self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
+                continue
+            for line in settled.did:
+                self.echo(f"{self.spec.name}: {brief_id}: {line}")
+            if settled.state != r.state:
+                progressed = True
+                if settled.state in ("done", "blocked"):
+                    report.outcomes[brief_id] = settled.state
         return progressed
 
     def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport, review: Review | None,
@@ -363,13 +399,16 @@ def _dead_here(holder: str) -> bool:
 
 
 def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = False,
-             max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print) -> DeskReport:
-    """Run desk `name` on the forge of `ports`."""
+             max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print,
+             singleton: bool = False) -> DeskReport:
+    """Run desk `name` on the forge of `ports` (`singleton`: as if its definition said so)."""
     from assay.core.config import state_dir_for
     from assay.core.deskspec import load_desk
     from assay.desk.agent import preflight, protect_environment
 
     spec = load_desk(ports.git, ports.claims.read_view(keep=True).main, name)  # the first pass uses this view
+    if singleton:
+        spec = dataclasses.replace(spec, singleton=True)
     preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
     protect_environment()  # its agent runs as the same user: it may not read this process's token
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)

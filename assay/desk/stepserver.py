@@ -240,10 +240,12 @@ class StepServer:
     def _wait(self, on: str) -> dict[str, Any]:
         """Park this desk's brief on `on`, at this epoch (`custody.wait`), as its agent asked."""
         from assay.core import custody
+        from assay.core.config import github_target
 
         claims = self.open_claims()
         try:
-            parked = custody.wait(claims, self.brief, on, f"agent:{self.desk}", self.desk, self.epoch)
+            parked = custody.wait(claims, self.brief, on, f"agent:{self.desk}", self.desk, self.epoch,
+                                  checks=github_target(claims.git.url) is not None)
         finally:
             claims.git.close()
         return {"do": "return", "waiting": f"{self.brief} is waiting on {on} (epoch {parked.record.epoch})"}

@@ -38,6 +38,8 @@ Echo = Callable[[str], None]
 def _redo_feedback(data: dict[str, Any]) -> str:
     """What the agent is told when a round begins (and again when a run of that round resumes)."""
     said = str(data.get("said") or "")
+    if data.get("woken"):  # a person's signal on the review, or finished checks (`signals.settle`)
+        return f"A new round: {data.get('reason')}." + (f" What was said:\n\n{said}" if said else "")
     if str(data.get("redo", "")).startswith("wake-"):
         return "The child briefs you waited on have ended (see Child briefs below): carry on with this brief."
     return f"The previous round was blocked: {data.get('reason')}." + (f" The reviewer said: {said}" if said else "")
@@ -152,10 +154,18 @@ class BriefWork:
         entries = self.session.journal.entries
         rounds = [e for e in entries if e.kind == "note" and (e.data or {}).get("redo")]
         blocks = [e for e in entries if (e.kind == "claim" and (e.data or {}).get("action") == "block")
-                  or (e.kind == "wake" and str(((e.data or {}).get("was") or {}).get("on", "")).startswith("briefs:"))]
+                  or (e.kind == "wake" and (str(((e.data or {}).get("was") or {}).get("on", "")).startswith("briefs:")
+                                            or (e.data or {}).get("round")))]
         if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):  # no block, or its round has begun
             data = (rounds[-1].data or {}) if rounds else {}
             return ({"after": str(data["redo"])}, _redo_feedback(data)) if rounds else ({}, "")
+        woken = (blocks[-1].data or {}).get("round") if blocks[-1].kind == "wake" else None
+        if isinstance(woken, dict):  # a person asked for another round on the review, or the checks finished
+            data = {"redo": f"wake-{blocks[-1].seq}", "reason": str(woken.get("reason") or ""),
+                    "said": str(woken.get("said") or ""), "woken": True}
+            self.session.journal.add("note", sync=True, data=data)
+            self.echo(f"{self.spec.name}: {self.brief.id}: a new round: {data['reason']}")
+            return {"after": data["redo"]}, _redo_feedback(data)
         if blocks[-1].kind == "wake":  # the child briefs its agent waited on have ended: the agent goes on
             data = {"redo": f"wake-{blocks[-1].seq}", "reason": "the child briefs it waited on have ended", "said": ""}
             self.session.journal.add("note", sync=True, data=data)

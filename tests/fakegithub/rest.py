@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from tests.fakegithub import gitside
 from tests.fakegithub.faults import DOCS
 from tests.fakegithub.state import (
+    CheckRun,
     Comment,
     IssueEvent,
     Pull,
@@ -18,12 +19,15 @@ from tests.fakegithub.state import (
     Review,
     Status,
     User,
+    check_run_json,
     combined_status_json,
     comment_json,
     commit_json,
     issue_event_json,
+    issue_json,
     label_json,
     now_iso,
+    permission_json,
     pull_json,
     repo_json,
     review_json,
@@ -183,6 +187,7 @@ def update_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
     if state and state != pull.state:
         pull.state = state
         pull.closed_at = now_iso() if state == "closed" else None
+        pull.closed_by = req.user if state == "closed" else None
         repo.events.append(IssueEvent(pull.number, req.user, "closed" if state == "closed" else "reopened"))
     pull.updated_at = now_iso()
     return Reply(200, pull_json(repo.refresh(pull), repo, gh.urls))
@@ -224,7 +229,7 @@ def merge(repo: Repo, pull: Pull, user: User, method: str, sha: str | None, titl
                            author=(who.login, f"{who.id}+{who.login}@users.noreply.github.com"))
     if merged is None:
         return error(405, "Pull Request is not mergeable")
-    pull.state, pull.merged_at, pull.closed_at = "closed", now_iso(), now_iso()
+    pull.state, pull.merged_at, pull.closed_at, pull.closed_by = "closed", now_iso(), now_iso(), user
     pull.merged_by, pull.merge_commit_sha, pull.updated_at = user, merged, now_iso()
     repo.events += [IssueEvent(pull.number, user, "merged", commit_id=merged), IssueEvent(pull.number, user, "closed")]
     return Reply(200, {"sha": merged, "merged": True, "message": "Pull Request successfully merged"})
@@ -259,6 +264,57 @@ def create_review(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
         return error(422, "Unprocessable Entity", errors=[f"Review Can not {what} your own pull request"])
     review = add_review(repo, pull, req.user, REVIEW_EVENTS[event], str(body.get("body") or ""))
     return Reply(200, review_json(review, repo, gh.urls))
+
+
+@route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}")
+def get_review(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    found = _pull(gh, m, "pull_number")
+    if found is None:
+        return NOT_FOUND
+    repo, pull = found
+    hit = [v for v in repo.reviews if v.pull == pull.number and str(v.id) == m["review_id"]]
+    return Reply(200, review_json(hit[0], repo, gh.urls)) if hit else NOT_FOUND
+
+
+@route("GET", "/repos/{owner}/{repo}/issues/{issue_number}")
+def get_issue(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    found = _pull(gh, m, "issue_number")  # the fake's issues are its pull requests
+    return Reply(200, issue_json(found[1], found[0], gh.urls)) if found else NOT_FOUND
+
+
+@route("GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}")
+def get_comment(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    repo = _repo(gh, m)
+    hit = [c for c in repo.comments if str(c.id) == m["comment_id"]] if repo else []
+    return Reply(200, comment_json(hit[0], repo, gh.urls)) if repo and hit else NOT_FOUND
+
+
+@route("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission")
+def get_permission(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    repo = _repo(gh, m)
+    user = gh.people.get(urllib.parse.unquote(m["username"])) if repo else None
+    return Reply(200, permission_json(repo, user, gh.urls)) if repo and user else NOT_FOUND
+
+
+@route("GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs")
+def list_check_runs(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    repo = _repo(gh, m)
+    info = _commit(repo, m["ref"]) if repo else None
+    if repo is None or info is None:
+        return NOT_FOUND
+    runs = [check_run_json(c, repo, gh.urls) for c in repo.check_runs if c.sha == info.sha]
+    return Reply(200, {"total_count": len(runs), "check_runs": runs})
+
+
+def add_check_run(repo: Repo, sha: str, name: str, status: str, conclusion: str | None) -> CheckRun:
+    """A CI job's check run: a new one, or the one of that name on that commit moved on."""
+    for run in repo.check_runs:
+        if run.sha == sha and run.name == name:
+            run.status, run.conclusion, run.at = status, conclusion, now_iso()
+            return run
+    run = CheckRun(sha, name, status, conclusion)
+    repo.check_runs.append(run)
+    return run
 
 
 @route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments")

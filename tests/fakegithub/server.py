@@ -166,25 +166,39 @@ class FakeGitHub:
         return str(reply.body["sha"])
 
     def review(self, owner: str, name: str, number: int, state: str = "APPROVED", body: str = "",
-               by: str = "reviewer") -> None:
-        """Submit a review: APPROVED, CHANGES_REQUESTED or COMMENTED."""
+               by: str = "reviewer") -> int:
+        """Submit a review: APPROVED, CHANGES_REQUESTED or COMMENTED; its id."""
         with self.lock:
             repo = self.repo(owner, name)
-            rest.add_review(repo, repo.pulls[number], self.person(by), state, body)
+            return rest.add_review(repo, repo.pulls[number], self.person(by), state, body).id
 
     def approve(self, owner: str, name: str, number: int, by: str = "reviewer") -> None:
         self.review(owner, name, number, "APPROVED", "", by)
 
-    def comment(self, owner: str, name: str, number: int, body: str, by: str = "reviewer") -> None:
+    def comment(self, owner: str, name: str, number: int, body: str, by: str = "reviewer") -> int:
+        """A comment on the pull request; its id."""
         with self.lock:
-            self.repo(owner, name).comments.append(Comment(number, self.person(by), body))
+            comment = Comment(number, self.person(by), body)
+            self.repo(owner, name).comments.append(comment)
+            return comment.id
 
-    def close(self, owner: str, name: str, number: int) -> None:
+    def close(self, owner: str, name: str, number: int, by: str = "maintainer") -> None:
         with self.lock:
             repo = self.repo(owner, name)
             pull = repo.pulls[number]
-            pull.state, pull.closed_at = "closed", now_iso()
-            repo.events.append(IssueEvent(number, self.person("maintainer"), "closed"))
+            pull.state, pull.closed_at, pull.closed_by = "closed", now_iso(), self.person(by)
+            repo.events.append(IssueEvent(number, self.person(by), "closed"))
+
+    def grant(self, owner: str, name: str, login: str, level: str = "write") -> None:
+        """Give a person admin, write or read access to the repository (read is everyone's default)."""
+        with self.lock:
+            self.repo(owner, name).permissions[self.person(login).login] = level
+
+    def check_run(self, owner: str, name: str, sha: str, check: str, status: str = "completed",
+                  conclusion: str | None = "success") -> int:
+        """A CI job reports on a commit (queued, in_progress, or completed with a conclusion); its id."""
+        with self.lock:
+            return rest.add_check_run(self.repo(owner, name), sha, check, status, conclusion).id
 
     # inspecting state --------------------------------------------------------
     def pulls(self, owner: str, name: str) -> list[Pull]:

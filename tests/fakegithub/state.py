@@ -78,6 +78,19 @@ class Review:
 
 
 @dataclass
+class CheckRun:
+    """A check run on a commit, as a CI app (GitHub Actions) makes one per job."""
+
+    sha: str
+    name: str
+    status: str  # queued, in_progress, completed
+    conclusion: str | None  # success, failure, … once completed
+    suite: int = field(default_factory=lambda: next(_ids))
+    at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
 class IssueEvent:
     """One entry of a pull request's issue events: labeled, unlabeled, ready_for_review, merged, closed…"""
 
@@ -106,6 +119,7 @@ class Pull:
     merged_by: User | None = None
     merge_commit_sha: str | None = None
     closed_at: str | None = None
+    closed_by: User | None = None
     labels: list[str] = field(default_factory=list)
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
@@ -128,6 +142,8 @@ class Repo:
     statuses: list[Status] = field(default_factory=list)
     reviews: list[Review] = field(default_factory=list)
     events: list[IssueEvent] = field(default_factory=list)
+    check_runs: list[CheckRun] = field(default_factory=list)
+    permissions: dict[str, str] = field(default_factory=dict)  # login -> admin, write, read (default: read)
     next_number: int = 1
     created_at: str = field(default_factory=now_iso)
     id: int = field(default_factory=lambda: next(_ids))
@@ -323,4 +339,50 @@ def commit_json(c: gitside.CommitInfo, r: Repo, urls: Urls) -> dict[str, Any]:
         "parents": [{"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{urls.web}/{r.full_name}/commit/{p}"}
                     for p in c.parents],
         "stats": {"additions": 0, "deletions": 0, "total": 0}, "files": [],
+    }
+
+
+ROLES = {"admin": "admin", "write": "write", "read": "read"}
+
+
+def permission_json(r: Repo, u: User, urls: Urls) -> dict[str, Any]:
+    """GET …/collaborators/{username}/permission: `permission` is admin, write, read or none."""
+    level = r.permissions.get(u.login, "admin" if u.login == r.owner.login else "read")
+    flags = {"admin": level == "admin", "maintain": level == "admin", "push": level in ("admin", "write"),
+             "triage": level in ("admin", "write"), "pull": True}
+    return {"permission": level, "role_name": ROLES[level],
+            "user": {**user_json(u, urls), "permissions": flags, "role_name": ROLES[level], "name": None,
+                     "email": None}}
+
+
+def issue_json(p: Pull, r: Repo, urls: Urls) -> dict[str, Any]:
+    """A pull request read as an issue (GET …/issues/{n}): with `pull_request` and `closed_by`."""
+    api = f"{urls.api}/repos/{r.full_name}"
+    web = f"{urls.web}/{r.full_name}/pull/{p.number}"
+    return {
+        "id": p.id, "node_id": node_id("I", p.id), "url": f"{api}/issues/{p.number}", "repository_url": api,
+        "labels_url": f"{api}/issues/{p.number}/labels{{/name}}", "comments_url": f"{api}/issues/{p.number}/comments",
+        "events_url": f"{api}/issues/{p.number}/events", "html_url": web, "number": p.number, "state": p.state,
+        "title": p.title, "body": p.body, "user": user_json(p.user, urls),
+        "labels": [label_json(r.label(n), r, urls) for n in p.labels], "assignee": None, "assignees": [],
+        "milestone": None, "locked": False, "active_lock_reason": None,
+        "comments": sum(1 for c in r.comments if c.issue == p.number), "created_at": p.created_at,
+        "updated_at": p.updated_at, "closed_at": p.closed_at, "author_association": "CONTRIBUTOR",
+        "closed_by": user_json(p.closed_by, urls) if p.closed_by else None,
+        "pull_request": {"url": f"{api}/pulls/{p.number}", "html_url": web, "diff_url": f"{web}.diff",
+                         "patch_url": f"{web}.patch", "merged_at": p.merged_at},
+    }
+
+
+def check_run_json(c: CheckRun, r: Repo, urls: Urls) -> dict[str, Any]:
+    api = f"{urls.api}/repos/{r.full_name}"
+    done = c.status == "completed"
+    return {
+        "id": c.id, "node_id": node_id("CR", c.id), "head_sha": c.sha, "name": c.name, "external_id": "",
+        "url": f"{api}/check-runs/{c.id}", "html_url": f"{urls.web}/{r.full_name}/runs/{c.id}",
+        "details_url": f"{urls.web}/{r.full_name}/actions/runs/{c.suite}", "status": c.status,
+        "conclusion": c.conclusion if done else None, "started_at": c.at, "completed_at": c.at if done else None,
+        "check_suite": {"id": c.suite}, "app": None, "pull_requests": [],
+        "output": {"title": None, "summary": None, "text": None, "annotations_count": 0,
+                   "annotations_url": f"{api}/check-runs/{c.id}/annotations"},
     }

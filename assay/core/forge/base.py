@@ -64,6 +64,49 @@ def commit_id(head: str) -> str:
     return head
 
 
+@dataclass(frozen=True)
+class Signal:
+    """What a person did on a review that asks a desk to act: a review that requests changes (`changes`), or a
+    comment command (`retry`, `steer`; `unknown` for an `/assay` line Assay does not know). `id` names it on the
+    forge (`review:<id>`, `comment:<id>`): journaled with what it caused, it is acted on once. `allowed`: its
+    author may write to the repository, as the forge says (never as the comment says)."""
+
+    id: str
+    kind: str
+    by: str
+    at: str
+    text: str
+    allowed: bool
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The checks on a commit: finished when there is at least one and none is pending or running."""
+
+    head: str
+    finished: bool
+    summary: str  # e.g. "2 passed, 1 failed (lint)"
+
+
+COMMAND = re.compile(r"^/assay[ \t]+(?P<verb>[a-z-]+)(?:[ \t]+(?P<rest>.*))?$", re.M | re.S)
+COMMANDS = ("retry", "steer")
+
+
+def command_of(body: str) -> tuple[str, str] | None:
+    """The comment command a body starts with (`/assay retry`, `/assay steer TEXT`), as (kind, text); `unknown`
+    for an `/assay` verb Assay does not know, or `steer` with no text; None for an ordinary comment."""
+    first = body.strip()
+    if not first.startswith("/assay"):
+        return None
+    m = COMMAND.match(first)
+    if m is None:
+        return ("unknown", first.splitlines()[0]) if first.splitlines()[0].strip() != "/assay" else ("unknown", "")
+    verb, rest = m["verb"], (m["rest"] or "").strip()
+    if verb not in COMMANDS or (verb == "steer" and not rest):
+        return "unknown", first.splitlines()[0]
+    return verb, rest
+
+
 def person_name(by: str) -> str:
     if not by.strip() or any(c in by for c in "<>\n\r\0"):
         raise UsageError(f"invalid name {by!r}", hint="a name is non-empty text without <, > or line breaks")
@@ -140,6 +183,23 @@ class Reviews(Protocol):
     def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
         """What an audit reads of a review that is an API object (a pull request): its writes and events, each
         with the forge's time and author; None where reviews are refs (their chain is the history)."""
+        ...
+
+    def signals(self, brief: str) -> builtins.list[Signal]:
+        """Reviews requesting changes and comment commands on the brief's review, oldest first, with whether
+        each author may write to the repository; empty where reviews are refs."""
+        ...
+
+    def checks(self, brief: str) -> Checks | None:
+        """The checks on the head of the brief's review; None where the forge has no checks or no review."""
+        ...
+
+    def closer(self, brief: str) -> str:
+        """Who closed the brief's review, as the forge says ("" where unknown)."""
+        ...
+
+    def brief_of(self, number: int) -> str | None:
+        """The brief whose review is the forge's pull request `number` (None: not an Assay one, or none)."""
         ...
 
     def counts(self) -> dict[str, int]:

@@ -24,12 +24,22 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
-from assay.core.forge.base import InvalidReview, Review, commit_id, person_name, review_branch, review_title
+from assay.core.forge.base import (
+    Checks,
+    InvalidReview,
+    Review,
+    Signal,
+    command_of,
+    commit_id,
+    person_name,
+    review_branch,
+    review_title,
+)
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import RefUpdate
-from assay.core.records import ReviewComment, ReviewRecord, validate_brief_id
+from assay.core.records import ReviewComment, ReviewRecord, brief_id_problem, validate_brief_id
 from assay.errors import AssayError, ForgeError, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 if TYPE_CHECKING:
@@ -103,6 +113,7 @@ class GitHubReviews:
         self.etags = ETagStore(cache_dir, token_identity(token))
         self.calls: Counter[str] = Counter()  # REST and GraphQL requests, by operation
         self._numbers: dict[str, int] = {}  # brief -> the pull request this object opened or found for it
+        self._writers: dict[str, bool] = {}  # login -> may write to the repository
         self._keepalive: Callable[[], None] | None = None
         self._max_wait_s = MAX_WAIT_S
         self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
@@ -314,6 +325,88 @@ class GitHubReviews:
     def link(self, review: Review) -> str | None:
         """The pull request's address on the forge's host (github.com, or the GitHub Enterprise host)."""
         return f"{self.target.web}/{self.target.repo}/{review.sha}" if review.sha.startswith("pull/") else None
+
+    def signals(self, brief: str) -> builtins.list[Signal]:
+        """Reviews that request changes and `/assay` comment commands on the newest pull request of the brief
+        (two conditional list reads), and each author's permission on the repository (one read per author and
+        process): a payload's word for either is never taken."""
+        pull = self._find(validate_brief_id(brief))
+        if pull is None:
+            return []
+        number = int(pull.get("number") or 0)
+        found: builtins.list[tuple[str, str, str, str, str]] = []  # (at, id, kind, by, text)
+        for r in self._get("reviews", f"{self._path}/pulls/{number}/reviews", {"per_page": 100}) or []:
+            if isinstance(r, dict) and r.get("state") == "CHANGES_REQUESTED":
+                found.append((_iso(r.get("submitted_at")), f"review:{r.get('id')}", "changes", _login(r.get("user")),
+                              str(r.get("body") or "")))
+        for c in self._get("comments", f"{self._path}/issues/{number}/comments", {"per_page": 100}) or []:
+            command = command_of(str(c.get("body") or "")) if isinstance(c, dict) else None
+            if command is not None and _signed(str(c.get("body") or ""))[0] is None:  # not one Assay posted
+                found.append((_iso(c.get("created_at")), f"comment:{c.get('id')}", command[0],
+                              _login(c.get("user")), command[1]))
+        return [Signal(ident, kind, by, at, text, self.can_write(by)) for at, ident, kind, by, text in sorted(found)]
+
+    def can_write(self, login: str) -> bool:
+        """Whether `login` may write to the repository (admin, maintain or write), as GitHub says."""
+        if login not in self._writers:
+            try:
+                answer = self._get("permission", f"{self._path}/collaborators/{quote(login, safe='')}/permission") \
+                    if login else None
+            except ForgeError as exc:  # 404: no such user here; anything else is no answer, so no verdict
+                if "HTTP 404" not in exc.message:
+                    raise
+                answer = None
+            self._writers[login] = isinstance(answer, dict) and answer.get("permission") in ("admin", "write")
+        return self._writers[login]
+
+    def checks(self, brief: str) -> Checks | None:
+        """The head's combined commit statuses and its check runs (two conditional reads)."""
+        pull = self._find(validate_brief_id(brief))
+        if pull is None:
+            return None
+        head = str(_at(pull, "head", "sha") or "")
+        combined = self._get("status", f"{self._path}/commits/{head}/status") or {}
+        runs = self._get("check runs", f"{self._path}/commits/{head}/check-runs", {"per_page": 100}) or {}
+        done: builtins.list[tuple[str, str]] = []  # (name, passed | failed)
+        running = 0
+        for s in combined.get("statuses") or [] if isinstance(combined, dict) else []:
+            if s.get("state") == "pending":
+                running += 1
+            else:
+                done.append((str(s.get("context") or ""), "passed" if s.get("state") == "success" else "failed"))
+        for run in runs.get("check_runs") or [] if isinstance(runs, dict) else []:
+            if run.get("status") != "completed":
+                running += 1
+            else:
+                ok = run.get("conclusion") in ("success", "neutral", "skipped")
+                done.append((str(run.get("name") or ""), "passed" if ok else "failed"))
+        failed = sorted(name for name, how in done if how == "failed")
+        summary = (f"{len(done) - len(failed)} passed, {len(failed)} failed" + (f" ({', '.join(failed)})" if failed
+                                                                                   else "")
+                   + (f", {running} still running" if running else ""))
+        return Checks(head, finished=bool(done) and not running, summary=summary if done or running else "no checks")
+
+    def brief_of(self, number: int) -> str | None:
+        try:
+            pull = self._get("find", f"{self._path}/pulls/{int(number)}")
+        except ForgeError as exc:
+            if "HTTP 404" in exc.message:
+                return None
+            raise
+        ref = str(_at(pull, "head", "ref") or "") if isinstance(pull, dict) else ""
+        brief = ref.removeprefix(BRANCH_PREFIX)
+        if not ref.startswith(BRANCH_PREFIX) or brief_id_problem(brief):
+            return None
+        self._numbers.setdefault(brief, int(number))
+        return brief
+
+    def closer(self, brief: str) -> str:
+        """Who closed the pull request (the issue's `closed_by`)."""
+        pull = self._find(validate_brief_id(brief))
+        if pull is None or pull.get("state") != "closed":
+            return ""
+        issue = self._get("issue", f"{self._path}/issues/{int(pull.get('number') or 0)}") or {}
+        return _login(issue.get("closed_by")) if isinstance(issue, dict) else ""
 
     def counts(self) -> dict[str, int]:
         return {"api": sum(self.calls.values()), "api-304": sum(self.not_modified.values())}

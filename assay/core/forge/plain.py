@@ -15,7 +15,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from assay.core import chain, retired
-from assay.core.forge.base import Clock, InvalidReview, Review, commit_id, person_name, review_branch, review_title
+from assay.core.forge.base import (
+    Checks,
+    Clock,
+    InvalidReview,
+    Review,
+    Signal,
+    commit_id,
+    person_name,
+    review_branch,
+    review_title,
+)
 from assay.core.git import ForgeGit, RefUpdate, Signature
 from assay.core.records import (
     REVIEWS_PREFIX,
@@ -144,6 +154,20 @@ class PlainReviews:
     def history(self, brief: str, heads: Iterable[str] = ()) -> dict[str, Any] | None:
         """A review's history is its chain of commits, which the audit reads as refs."""
         return None
+
+    def signals(self, brief: str) -> builtins.list[Signal]:
+        return []  # people act through the CLI here (`assay review`, `assay steer`, `assay wake`)
+
+    def checks(self, brief: str) -> Checks | None:
+        return None
+
+    def brief_of(self, number: int) -> str | None:
+        return None  # reviews here are refs named by their brief, not numbered
+
+    def closer(self, brief: str) -> str:
+        review = self.get(brief)
+        return review.record.comments[-1].by if review and review.state == "closed" and review.record.comments \
+            else ""
 
     def counts(self) -> dict[str, int]:
         return {}

@@ -30,6 +30,7 @@ SUBSET = HERE / "subset.json"
 OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/rate_limit", "get"),
     ("/repos/{owner}/{repo}", "get"),
+    ("/repos/{owner}/{repo}/collaborators/{username}/permission", "get"),
     ("/repos/{owner}/{repo}/pulls", "get"),
     ("/repos/{owner}/{repo}/pulls", "post"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}", "get"),
@@ -38,8 +39,11 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/repos/{owner}/{repo}/pulls/{pull_number}/merge", "put"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "get"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "post"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}", "get"),
+    ("/repos/{owner}/{repo}/issues/{issue_number}", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
+    ("/repos/{owner}/{repo}/issues/comments/{comment_id}", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/events", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/labels", "post"),
@@ -49,6 +53,7 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/repos/{owner}/{repo}/labels/{name}", "get"),
     ("/repos/{owner}/{repo}/commits/{ref}", "get"),
     ("/repos/{owner}/{repo}/commits/{ref}/status", "get"),
+    ("/repos/{owner}/{repo}/commits/{ref}/check-runs", "get"),
     ("/repos/{owner}/{repo}/commits/{ref}/statuses", "get"),
     ("/repos/{owner}/{repo}/statuses/{sha}", "post"),
 )
