@@ -47,8 +47,8 @@ class InitReport:
     notes: list[str] = field(default_factory=list)
 
 
-# the workflows a repository runs Assay's sweeps, verify rows and board (on GitHub Pages) with
-WORKFLOWS = ("sweep.yml", "verify.yml", "board.yml")
+# the workflows a repository runs Assay's sweeps, verify rows, board (on GitHub Pages) and desks with
+WORKFLOWS = ("sweep.yml", "verify.yml", "board.yml", "desk.yml")
 _PINNED = re.compile(r"(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{40})")
 CALLER = """# Written by `assay init --github`: calls Assay's reusable {name} workflow, pinned to a commit, and has it
 # install Assay pinned to a commit.
@@ -65,22 +65,43 @@ jobs:
     uses: {repo}/.github/workflows/{name}.yml@{sha}
     with:
       assay-package: "{package}"
-"""
+{extra}"""
 # how a workflow installs Assay: only ever pinned to a commit, never by a name anyone could register
 _GIT_URL = r"git\+https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/-]+@[0-9a-f]{40}"
 _FROM = re.compile(rf"(?:(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a-f]{{40}})"
                    rf"|(?:{re.escape(DISTRIBUTION)}\s*@\s*)?(?P<url>{_GIT_URL}))")
-_INSTALL_LINE = "          ASSAY_PACKAGE: ${{ inputs.assay-package }}\n"  # in each shipped workflow, once
+_INSTALL_LINE = "          ASSAY_PACKAGE: ${{ inputs.assay-package }}\n"  # in each job of each shipped workflow
 CALLER_ON = {
     "sweep": '  schedule:\n    - cron: "*/15 * * * *"\n  workflow_dispatch:\n',
     "verify": "  pull_request:\n    types: [opened, synchronize, reopened, ready_for_review]\n",
     "board": '  schedule:\n    - cron: "7,37 * * * *"\n  workflow_dispatch:\n',
+    "desk": ('  push:\n    branches: [main]\n    paths: ["briefs/**", "desks/**"]\n'
+             "  pull_request_review:\n    types: [submitted]\n"
+             "  # nothing checks out the event's code; a comment is obeyed only from people who may write\n"
+             "  issue_comment: # zizmor: ignore[dangerous-triggers]\n    types: [created]\n"
+             "  pull_request:\n    types: [closed]\n"
+             '  workflow_run: # zizmor: ignore[dangerous-triggers]\n    workflows: ["assay verify"]\n'
+             "    types: [completed]\n"
+             "  check_suite:\n    types: [completed]\n"
+             '  schedule:\n    - cron: "17,47 * * * *"\n'
+             "  workflow_dispatch:\n    inputs:\n      desks:\n"
+             "        description: Desks to run, comma-separated (default, the desks with work).\n"
+             '        type: string\n        default: ""\n'),
+}
+# what a caller passes on beyond the pinned package: the desks' inputs and secrets, each by name
+CALLER_EXTRA = {
+    "desk": ("      desks: ${{ inputs.desks }}\n"
+             "    secrets:\n"
+             "      ASSAY_TOKEN: ${{ secrets.ASSAY_TOKEN }}\n"
+             "      ANTHROPIC_API_KEY: ${{ secrets.ANTHROPIC_API_KEY }}\n"
+             "      OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}\n"),
 }
 # a caller grants what every job of the called workflow asks for, and nothing more
 CALLER_PERMISSIONS = {
     "sweep": {"contents": "write", "pull-requests": "read"},
     "verify": {"contents": "read"},
     "board": {"contents": "read", "pull-requests": "read", "pages": "write", "id-token": "write"},
+    "desk": {"contents": "write", "pull-requests": "write", "checks": "read", "statuses": "write"},
 }
 
 
@@ -186,14 +207,15 @@ def _write_workflows(root: Path, pinned: re.Match[str] | None, package: str, rep
             continue
         if pinned is None:  # a copy, installing the pinned Assay
             text = (defaults_dir("workflows") / name).read_text(encoding="utf-8")
-            if text.count(_INSTALL_LINE) != 1:
+            if _INSTALL_LINE not in text:
                 raise UsageError(f"the shipped workflow {name} has no install line to pin", hint="reinstall assay")
             dest.write_text(text.replace(_INSTALL_LINE, f'          ASSAY_PACKAGE: "{package}"\n'), encoding="utf-8")
         else:
             kind = name.removesuffix(".yml")
             permissions = "\n".join(f"      {scope}: {access}" for scope, access in CALLER_PERMISSIONS[kind].items())
             dest.write_text(CALLER.format(name=kind, on=CALLER_ON[kind], repo=pinned["repo"], sha=pinned["sha"],
-                                          permissions=permissions, package=package), encoding="utf-8")
+                                          permissions=permissions, package=package,
+                                          extra=CALLER_EXTRA.get(kind, "")), encoding="utf-8")
         report.created.append(str(dest.relative_to(root)))
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -17,6 +18,8 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from tests.conftest import REPO, Forge, assay, git
 from tests.fakegithub import FakeGitHub
+from tests.fakegithub.webhooks import payloads
+from tests.fakegithub.webhooks.validate import problems as webhook_problems
 from tests.helpers.desks import DESK, brief, publish
 from tests.helpers.github import NAME, OWNER, github_repo
 from tests.helpers.workflows import run_workflow_steps
@@ -240,3 +243,87 @@ def test_init_github_from_the_wheel_pins_the_commit_it_was_installed_from(instal
         text = (project / ".github" / "workflows" / f"assay-{name}.yml").read_text()
         assert f'ASSAY_PACKAGE: "assay-desks @ git+https://github.com/someone/assay@{sha}"' in text
         assert "inputs.assay-package" not in text
+
+
+@pytest.mark.slow
+def test_the_desk_workflow_runs_as_written_woken_by_events_exactly_once(installed: tuple[Path, Path], forge: Forge,
+                                                                        fake_github: FakeGitHub,
+                                                                        tmp_path: Path) -> None:
+    """desk.yml's two jobs, their `run:` steps as written, with the installed wheel, against the fake GitHub, fed
+    payloads valid against GitHub's webhook schemas: a push of a brief runs the desk into a review; a review
+    requesting changes starts one round whose prompt holds its text; the same payload again and a re-run wake
+    nothing; the merge settles the claim. The figures of docs/github.md are printed (`-s` shows them)."""
+    wheel, venv = installed
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    github_repo(fake_github, forge.seed)
+    gh, web = fake_github, fake_github.git_url(OWNER, NAME).removesuffix(f"/{OWNER}/{NAME}.git")
+    gh.grant(OWNER, NAME, "alice")
+    workflow = REPO / ".github" / "workflows" / "desk.yml"
+    base = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+            "ASSAY_CACHE_DIR": str(tmp_path / "runner-cache"), "RUNNER_TEMP": str(tmp_path),
+            "ASSAY_GITHUB_API": gh.api_url, "ASSAY_STATE_DIR": str(tmp_path / "state"),
+            "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")}
+    contexts = {"inputs.assay-package": str(wheel), "github.token": gh.token, "github.server_url": web,
+                "github.repository": f"{OWNER}/{NAME}"}
+    forge_git = ForgeGit(str(gh.repo(OWNER, NAME).path))
+    runs = iter(range(1, 100))
+
+    def event(name: str, payload: dict[str, object], attempt: int = 1) -> tuple[list[str], float, int]:
+        """The event job as GitHub runs it: the desks it lists, its seconds, the API calls it made."""
+        action = payload.get("action") if name not in ("push", "workflow_dispatch") else None
+        assert webhook_problems(name, action if isinstance(action, str) else None, payload) == []
+        run = next(runs)
+        path, output = tmp_path / f"event-{run}.json", tmp_path / f"output-{run}"
+        path.write_text(json.dumps(payload))
+        calls, started = sum(gh.calls.values()) + sum(gh.not_modified.values()), time.monotonic()
+        run_workflow_steps(workflow, "event", {**contexts, "github.event_name": name},  # a fresh runner each time
+                           {**base, "GITHUB_EVENT_PATH": str(path), "GITHUB_OUTPUT": str(output),
+                            "GITHUB_RUN_ID": "7", "GITHUB_RUN_ATTEMPT": str(attempt),
+                            "ASSAY_CACHE_DIR": str(tmp_path / f"runner-{run}")})
+        desks = output.read_text().strip().removeprefix("desks=")
+        return (json.loads(desks), time.monotonic() - started,
+                sum(gh.calls.values()) + sum(gh.not_modified.values()) - calls)
+
+    def desk_job(desk: str) -> str:
+        logs = run_workflow_steps(workflow, "desk", {**contexts, "matrix.desk": desk},
+                                  {**base, "ASSAY_CACHE_DIR": str(tmp_path / f"runner-{next(runs)}")})
+        return "".join(p.stdout + p.stderr for p in logs)
+
+    def claim() -> tuple[str, int]:
+        found = Claims(forge_git).read("gh")
+        assert found is not None
+        return found.record.state, found.record.epoch
+
+    def wakes() -> int:
+        from assay.core.journal import read_log
+        return sum(1 for e in read_log(forge_git, "gh").entries if e.kind == "wake")
+
+    main = gh.repo(OWNER, NAME)
+    head = git("--git-dir", str(main.path), "rev-parse", "main").strip()
+    desks, _, _ = event("push", payloads.push(gh, OWNER, NAME, before=head, after=head, added=["briefs/gh.md"]))
+    assert desks == ["builder"]
+    assert "review ready" in desk_job("builder") and claim() == ("waiting", 1)
+    [pull] = gh.pulls(OWNER, NAME)
+
+    review = gh.review(OWNER, NAME, pull.number, "CHANGES_REQUESTED", "Say hello in gh.txt, not hi.", by="alice")
+    submitted = payloads.review_submitted(gh, OWNER, NAME, pull.number, review)
+    desks, seconds, calls = event("pull_request_review", submitted)
+    assert desks == ["builder"] and claim() == ("held", 1) and wakes() == 1
+    assert event("pull_request_review", submitted)[0] == [] and wakes() == 1  # delivered twice
+    assert event("pull_request_review", submitted, attempt=2)[0] == [] and wakes() == 1  # the workflow re-run
+    started = time.monotonic()
+    out = desk_job("builder")
+    round_s = time.monotonic() - started
+    assert "a new round" in out and claim() == ("waiting", 2), out
+    [prompt] = (tmp_path / "state").glob("*/prompts/gh-2-1.md")
+    assert "Say hello in gh.txt, not hi." in prompt.read_text()
+    assert event("pull_request_review", submitted, attempt=3)[0] == [] and claim() == ("waiting", 2)
+
+    gh.merge(OWNER, NAME, pull.number)
+    desks, _, _ = event("pull_request", payloads.pull_closed(gh, OWNER, NAME, pull.number, "maintainer"))
+    assert desks == [] and claim()[0] == "done"
+    print(f"\nevent -> brief woken: {seconds:.2f}s (the event job's steps, install included); the round that "
+          f"followed (the desk job): {round_s:.2f}s; API requests for the wake: {calls}")
+    assert calls <= 6, gh.calls
+    forge_git.close()

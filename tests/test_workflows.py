@@ -38,7 +38,8 @@ def load(name: str) -> dict[Any, Any]:
 
 
 def test_this_projects_workflows_pass_actionlint_and_zizmor() -> None:
-    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["board.yml", "ci.yml", "sweep.yml", "verify.yml"]
+    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["board.yml", "ci.yml", "desk.yml", "sweep.yml",
+                                                              "verify.yml"]
     lint(WORKFLOWS)
 
 
@@ -86,10 +87,14 @@ def test_reusable_workflows_keep_their_guarantees() -> None:
 PIN = f"assay-desks @ git+https://github.com/someone/assay@{SHA}"
 
 
+def install_steps(workflow: dict[Any, Any]) -> list[dict[str, Any]]:
+    steps = [s for job in workflow["jobs"].values() for s in job.get("steps", []) if s.get("name") == "Install Assay"]
+    assert steps and all(s == steps[0] for s in steps)  # every job installs Assay the same way
+    return steps
+
+
 def install_step(workflow: dict[Any, Any]) -> dict[str, Any]:
-    [step] = [s for job in workflow["jobs"].values() for s in job.get("steps", []) if s.get("name") == "Install Assay"]
-    assert isinstance(step, dict)
-    return step
+    return install_steps(workflow)[0]
 
 
 @pytest.mark.parametrize("pinned", [False, True])
@@ -102,7 +107,7 @@ def test_init_github_writes_workflows_that_pass_the_linters(tmp_path: Path, pinn
     done = assay(*args, cwd=project, env={"PYTHONPATH": str(REPO)})
     assert done.code == 0, done.err
     written = project / ".github" / "workflows"
-    assert sorted(p.name for p in written.glob("*.yml")) == ["assay-board.yml", "assay-sweep.yml",
+    assert sorted(p.name for p in written.glob("*.yml")) == ["assay-board.yml", "assay-desk.yml", "assay-sweep.yml",
                                                              "assay-verify.yml"]
     lint(written)
     sweep = yaml.safe_load((written / "assay-sweep.yml").read_text())
@@ -121,12 +126,24 @@ def test_init_github_writes_workflows_that_pass_the_linters(tmp_path: Path, pinn
         for name in ("assay-sweep.yml", "assay-board.yml", "assay-verify.yml"):  # Assay at the workflows' commit
             [job] = yaml.safe_load((written / name).read_text())["jobs"].values()
             assert job["with"] == {"assay-package": PIN}
+        desk, called_desk = yaml.safe_load((written / "assay-desk.yml").read_text()), load("desk.yml")
+        [job] = desk["jobs"].values()
+        assert job["uses"] == f"someone/assay/.github/workflows/desk.yml@{SHA}"
+        assert job["with"] == {"assay-package": PIN, "desks": "${{ inputs.desks }}"}
+        assert set(job["secrets"]) == set(called_desk[True]["workflow_call"]["secrets"])  # each by name, no inherit
+        union: dict[str, str] = {}
+        for called_job in called_desk["jobs"].values():
+            for scope, access in called_job["permissions"].items():
+                union[scope] = "write" if "write" in (access, union.get(scope)) else access
+        assert job["permissions"] == union
+        assert set(desk[True]) == set(called_desk[True]) - {"workflow_call"}  # the same events wake the desks
     else:  # copies, each installing Assay pinned to the commit, never by name
-        for name in ("sweep.yml", "board.yml", "verify.yml"):
+        for name in ("sweep.yml", "board.yml", "verify.yml", "desk.yml"):
             copy, shipped = yaml.safe_load((written / f"assay-{name}").read_text()), load(name)
             assert install_step(copy)["env"]["ASSAY_PACKAGE"] == PIN
             assert install_step(shipped)["env"]["ASSAY_PACKAGE"] == "${{ inputs.assay-package }}"
-            install_step(copy)["env"]["ASSAY_PACKAGE"] = install_step(shipped)["env"]["ASSAY_PACKAGE"]
+            for step in install_steps(copy):
+                step["env"]["ASSAY_PACKAGE"] = install_step(shipped)["env"]["ASSAY_PACKAGE"]
             assert copy == shipped  # and nothing else differs
 
 
@@ -163,7 +180,7 @@ def test_assay_from_takes_a_commit_in_three_spellings(tmp_path: Path, given: str
     assert install_step(sweep)["env"]["ASSAY_PACKAGE"] == PIN
 
 
-@pytest.mark.parametrize("name", ["sweep.yml", "board.yml", "verify.yml"])
+@pytest.mark.parametrize("name", ["sweep.yml", "board.yml", "verify.yml", "desk.yml"])
 @pytest.mark.parametrize("called", [True, False])
 def test_the_install_step_installs_the_callers_pin_or_its_own_repositorys_commit(tmp_path: Path, name: str,
                                                                                   called: bool) -> None:
@@ -205,3 +222,28 @@ def test_the_expression_runner_refuses_what_it_does_not_know() -> None:
     assert evaluate("inputs.assay-package || 'x'", {}) == "x"
     with pytest.raises(AssertionError):
         evaluate("format('{0}', github.token)", {})
+
+
+def test_the_desk_workflow_keeps_secrets_to_the_agents_step_and_one_job_per_desk() -> None:
+    desk = load("desk.yml")
+    assert desk["permissions"] == {}
+    on = desk[True]
+    assert {"push", "pull_request_review", "issue_comment", "pull_request", "workflow_run", "check_suite",
+            "schedule", "workflow_dispatch", "workflow_call"} <= set(on)
+    assert "pull_request_target" not in on
+    event, run = desk["jobs"]["event"], desk["jobs"]["desk"]
+    assert event["permissions"] == {"contents": "write", "pull-requests": "read", "checks": "read",
+                                    "statuses": "read"}  # reads the forge, moves claims; never runs an agent
+    assert run["permissions"] == {"contents": "write", "pull-requests": "write", "statuses": "write"}
+    assert run["concurrency"]["cancel-in-progress"] is False and "matrix.desk" in run["concurrency"]["group"]
+    secrets = [(job, s.get("name")) for job, spec in desk["jobs"].items() for s in spec["steps"]
+               if "secrets." in str(s.get("env", {}))]
+    assert secrets == [("desk", "Run the desk")]  # the agent's keys reach the agent's step only
+    [step] = [s for s in run["steps"] if s.get("name") == "Run the desk"]
+    assert step["run"] == 'assay desk run "$DESK" --once --singleton'
+    for job in desk["jobs"].values():
+        for s in job["steps"]:
+            assert "${{" not in s.get("run", ""), s  # expressions reach scripts through env only
+            if "uses" in s:
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", s["uses"]), s["uses"]
+    assert "secrets: inherit" not in (WORKFLOWS / "desk.yml").read_text()

@@ -115,14 +115,17 @@ def handle(claims: Claims, reviews: Reviews, event: str, payload: dict[str, Any]
         briefs = sorted(b for b, c in snapshot.claims.items() if c.record.state in ("held", "waiting", "blocked"))
     for brief in briefs or []:
         report.briefs.append(signals.settle(claims, reviews, brief, cause, by))
-    report.desks = desks_with_work(claims, touched=None if briefs is None or event == "push" else briefs,
-                                   only=only)
+    if briefs is None or event == "push" or only:
+        report.desks = desks_with_work(claims, touched=None, only=only)
+    else:  # only what this event moved: a duplicate delivery or a re-run starts no desk
+        moved = [b.brief for b in report.briefs if b.woken or b.state == "released"]
+        report.desks = desks_with_work(claims, touched=moved) if moved else []
     return report
 
 
 def desks_with_work(claims: Claims, touched: list[str] | None, only: list[str] | None = None) -> list[str]:
-    """Desks on main that have work: a held claim of theirs (woken, or left by a job that ended), and, when the
-    event is not about given briefs (`touched` None), a ready brief they take. `only` names desks to run."""
+    """Desks on main that have work: a held claim of theirs (woken, or left by a job that ended) and a ready brief
+    they take, among `touched` (None: all briefs). `only` names the desks to run instead."""
     snapshot = read_snapshot(claims)
     specs, _ = desks_on_main(claims.git, snapshot.main)
     names = {s.name for s in specs}
@@ -137,10 +140,10 @@ def desks_with_work(claims: Claims, touched: list[str] | None, only: list[str] |
         r = claim.record
         if r.state == "held" and r.desk in names and brief in snapshot.briefs and (touched is None or brief in touched):
             out.add(r.desk)
-    if touched is None:
-        for spec in specs:
-            if any(spec.takes(b) and snapshot.ready(b) for b in snapshot.briefs.values()):
-                out.add(spec.name)
+    for spec in specs:
+        if any(spec.takes(b) and snapshot.ready(b) for b in snapshot.briefs.values()
+               if touched is None or b.id in touched):
+            out.add(spec.name)
     return sorted(out)
 
 

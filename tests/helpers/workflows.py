@@ -12,13 +12,22 @@ EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
 def evaluate(expression: str, contexts: dict[str, str]) -> str:
-    """The few expression forms the workflows use: `a`, `a || 'b'`, `a && 'x' || 'y'` over known names."""
-    m = re.fullmatch(r"([\w.-]+)(?:\s*&&\s*'([^']*)')?(?:\s*\|\|\s*'([^']*)')?", expression)
+    """The few expression forms the workflows use: `a`, `a || 'b'`, `a || b`, `a && 'x' || 'y'` over known names."""
+    m = re.fullmatch(r"([\w.-]+)(?:\s*&&\s*'([^']*)')?(?:\s*\|\|\s*(?:'([^']*)'|([\w.-]+)))?", expression)
     assert m, f"an expression this runner does not know: {expression!r}"
     value = contexts.get(m[1], "")
     if m[2] is not None:
         value = m[2] if value not in ("", "false") else ""
-    return value or (m[3] or "")
+    return value or (m[3] or "") or (contexts.get(m[4], "") if m[4] else "")
+
+
+def step_runs(condition: str | None, contexts: dict[str, str]) -> bool:
+    """A step's `if:` of the one form the workflows use on steps, `name != ''`; a step without one runs."""
+    if condition is None:
+        return True
+    m = re.fullmatch(r"([\w.-]+)\s*!=\s*''", condition.strip())
+    assert m, f"a step condition this runner does not know: {condition!r}"
+    return contexts.get(m[1], "") != ""
 
 
 def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict[str, str],
@@ -28,7 +37,7 @@ def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict
     workflow = yaml.safe_load(path.read_text())
     done = []
     for step in workflow["jobs"][job]["steps"]:
-        if "uses" in step and skip_uses:
+        if ("uses" in step and skip_uses) or not step_runs(step.get("if"), contexts):
             continue
         step_env = {k: EXPR.sub(lambda m: evaluate(m[1], contexts), str(v)) for k, v in step.get("env", {}).items()}
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
