@@ -6,6 +6,9 @@ act once (journal entries and API calls counted)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,3 +224,41 @@ def test_a_bad_payload_is_a_clear_error_and_writes_nothing(fleet: Fleet) -> None
     unknown = assay("event", "gollum", env=fleet.env)
     assert unknown.code == 2 and "unknown event 'gollum'" in unknown.err
     assert fleet.claim("gh") == ("waiting", 1, "review")
+
+
+def test_a_desk_between_passes_acts_on_requested_changes_itself(fleet: Fleet) -> None:
+    """No event at all: a desk's own pass reads its waiting briefs' reviews (once a heartbeat) and works the
+    new round."""
+    gh, number = fleet.gh, _pull(fleet)
+    gh.grant(OWNER, NAME, "alice")
+    gh.review(OWNER, NAME, number, "CHANGES_REQUESTED", "Name the file hello.txt.", by="alice")
+    out = fleet.desk()
+    assert "woken: @alice requested changes" in out and "a new round" in out, out
+    assert fleet.claim("gh") == ("waiting", 2, "review")
+    assert len(wakes(fleet.journal("gh"))) == 1
+
+
+def test_racing_deliveries_and_the_backstop_wake_the_brief_once(fleet: Fleet) -> None:
+    """Four deliveries of the same review and a scheduled backstop, as five processes at once: one wake."""
+    gh, number = fleet.gh, _pull(fleet)
+    gh.grant(OWNER, NAME, "alice")
+    review = gh.review(OWNER, NAME, number, "CHANGES_REQUESTED", "Shorter, please.", by="alice")
+    path = fleet.tmp / "review.json"
+    payload = payloads.review_submitted(gh, OWNER, NAME, number, review)
+    assert problems("pull_request_review", "submitted", payload) == []
+    path.write_text(json.dumps(payload))
+    env = {**os.environ, **fleet.env}
+    procs = [subprocess.Popen([sys.executable, "-m", "assay", "event", "pull_request_review", str(path), "--json"],
+                              env={**env, "GITHUB_RUN_ATTEMPT": str(i)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(4)]
+    procs.append(subprocess.Popen([sys.executable, "-m", "assay", "event", "schedule", "--json"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out))
+    woke = [b for r in reports for b in r["briefs"] if b["woken"]]
+    assert len(woke) == 1 and len(wakes(fleet.journal("gh"))) == 1
+    assert sum(1 for r in reports if r["desks"] == ["builder"]) >= 1
+    assert fleet.claim("gh")[:2] == ("held", 1)
