@@ -57,7 +57,7 @@ TASKS = (("Start", ("init", "demo", "brief", "briefs")),
                                         "event")),
          ("Watch and judge", ("board", "sweep", "audit", "report", "journal")),
          ("Review and finish", ("review", "verify", "retire")),
-         ("Inside an agent's run", ("step",)),
+         ("Inside an agent's run", ("step", "mcp")),
          ("Shell", ("completion",)))
 
 
@@ -714,6 +714,18 @@ def wake_cmd(brief_id: str, desk: str | None, ports: Ports, as_json: bool) -> No
     if was in ("review", "merge"):
         click.echo(f"note: it was waiting on its {was}; the review stays open, and the desk works the brief again "
                    "from its journal (to park it again: assay wait BRIEF --on review)", err=True)
+
+
+@cli.command("mcp")
+def mcp_cmd() -> None:
+    """Serve Assay's agent tools (journaled steps, recorded values, settling, progress, child briefs, steering,
+    waits, the journal, the brief) over MCP on stdin and stdout, for an agent under a desk.
+
+    The desk presets register it with the agent; it talks to the desk over ASSAY_SOCKET, like `assay step`.
+    """
+    from assay.desk.mcpserver import serve
+
+    serve()
 
 
 @cli.command("event")

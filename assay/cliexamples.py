@@ -58,6 +58,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "verify": ("assay verify briefs/fix-login.md",),
     "wait": ("assay wait fix-login --on review", "assay wait fix-login --on time:2027-01-01T09:00:00Z"),
     "wake": ("assay wake fix-login",),
+    "mcp": ("assay mcp",),
     "event": ('assay event pull_request_review "$GITHUB_EVENT_PATH"', "assay event schedule --json"),
 }
 

@@ -122,6 +122,14 @@ def scripted_verbs() -> str:
     return "\n".join(rows + [f"| `{usage}` | {what} |" for usage, what in VERBS])
 
 
+def mcp_tools() -> str:
+    from assay.desk.mcpserver import TOOLS
+
+    rows = [_source("`assay.desk.mcpserver.TOOLS`"), "", "| tool | arguments (* required) | what it does |",
+            "|---|---|---|"]
+    return "\n".join(rows + [f"| `{t.name}` | {t.arguments or '-'} | {t.description} |" for t in TOOLS])
+
+
 def glossary() -> str:
     from assay.cliexamples import glossary_table
 
@@ -131,6 +139,7 @@ def glossary() -> str:
 TABLES: dict[str, Callable[[], str]] = {
     "glossary": glossary,
     "scripted-verbs": scripted_verbs,
+    "mcp-tools": mcp_tools,
     "layers": layer_table,
     "crash-points": crash_points,
     "claim-transitions": claim_transitions,

@@ -29,7 +29,7 @@ import pytest
 
 from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
-from tests.agentmodels.brain import Action, Brain, Conversation, Edit, Finish, Run
+from tests.agentmodels.brain import Action, Brain, Call, Conversation, Edit, Finish, Run
 from tests.agentmodels.chat import ChatServer
 from tests.agentmodels.responses import ResponsesServer
 from tests.agentmodels.server import ModelServer
@@ -374,4 +374,76 @@ def test_steering_reaches_the_running_agent_inside_its_run(name: str, tmp_path: 
     notes = [e for e in entries(forge, "ship") if e["kind"] == "note" and (e.get("data") or {}).get("steer")]
     assert [n["data"] for n in notes] == [{"steer": "delivered", "of": seq}], detail
     assert log.read_text() == "deployed\n", detail
+    assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
+
+
+STEP_RUN, SETTLE = "mcp__assay__step_run", "mcp__assay__settle"
+DEPLOY_CALL = {"name": "deploy", "policy": "unsafe", "input": '{"target": "prod"}', "command": DEPLOY}
+# Claude Code reads exit 1 of `test` or `grep` as "no match", not as a failure: the inspection says it in words
+LOOK = f'if {INSPECT}; then echo DEPLOYED; else echo NOT-DEPLOYED; fi'
+
+
+def ship_with_tools(conversation: Conversation) -> Action:
+    """The model reaches Assay through its MCP tools only: write greet.txt (Bash), deploy (`step_run`); told the
+    deploy was interrupted, it inspects, settles (`settle`) and deploys again only if it did not happen."""
+    if STEP_RUN not in conversation.tools:
+        return Finish(f"No {STEP_RUN} tool is offered.")
+    write = "printf 'hello\\n' > greet.txt"
+    done = list(conversation.exchanges)
+    if not any(e.command == write for e in done):
+        return Run(write)
+    deploys = [i for i, e in enumerate(done) if e.command.startswith(f"{STEP_RUN} ")]
+    if not deploys:
+        return Call(STEP_RUN, DEPLOY_CALL)
+    last = done[deploys[-1]]
+    if not last.failed:
+        return Finish("Deployed.")
+    if "was interrupted" not in last.output:
+        return Finish(f"Stopping: the deploy failed: {last.output}")
+    after = done[deploys[-1] + 1:]
+    inspected = [e for e in after if e.command == LOOK]
+    if not inspected:
+        return Run(LOOK)
+    settled = [e for e in after if e.command.startswith(f"{SETTLE} ")]
+    if not settled:
+        verdict = "did-not" if "NOT-DEPLOYED" in inspected[0].output else "happened"
+        return Call(SETTLE, {"name": "deploy", "verdict": verdict, "input": DEPLOY_CALL["input"],
+                             "evidence": f"inspection: {inspected[0].output.strip()[-200:]}"})
+    if re.search(r'settled as did-not|"verdict": ?"did-not"', settled[0].output):
+        return Call(STEP_RUN, DEPLOY_CALL)  # the deliberate call: it runs
+    return Finish(f"It had deployed ({settled[0].output}).")
+
+
+@pytest.mark.skipif(AGENTS["claude"].installed is None, reason="claude is not installed (sh tests/install-agents.sh)")
+def test_claude_reaches_assay_through_its_mcp_tools_and_a_crash_inside_the_call_strands_nothing(
+        tmp_path: Path) -> None:
+    """The claude preset as shipped registers `assay mcp`; the scripted model deploys with
+    `mcp__assay__step_run`. A SIGKILL of the desk's group inside that call, then a restart: the model's
+    repeated call gets the outcome-unknown text as the tool's result, it settles, and the deploy ran once."""
+    agent = AGENTS["claude"]
+    log, gate = tmp_path / "effects.log", tmp_path / "gate"
+    os.mkfifo(gate)
+    forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
+    started = Path(f"{log}.started")
+    with agent.server(ship_with_tools) as server:
+        env = desk_env(agent, server, tmp_path)
+        first = desk("claude", forge, env)
+        while not started.exists():  # the deploy's command runs inside the tool call, held at its gate
+            assert first.poll() is None, f"{first.communicate()[0]}\n{server.debug()}"
+            time.sleep(0.01)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        gate.unlink()
+        out = finish(desk("claude", forge, env), server)
+    detail = f"{out}\n{server.debug()}\n" + "\n".join(f"{e.command[:80]} -> {e.failed} {e.output[:300]!r}"
+                                                  for c in server.transcript.conversations[-1:] for e in c.exchanges)
+    assert "review ready; waiting for merge" in out, detail
+    assert log.exists() and log.read_text() == "deployed\n", detail  # once: the cut-off call never deployed
+    calls = [e for c in server.transcript.conversations for e in c.exchanges if e.command.startswith(STEP_RUN)]
+    told = [e for e in calls if e.failed and "The previous `deploy` operation was interrupted" in e.output]
+    assert told and "Operation will NOT be replayed automatically" in told[-1].output, detail
+    ends = [(e["kind"], (e.get("data") or {}).get("settled")) for e in deploys(forge) if e["kind"] != "intent"]
+    # cut off, refused once (the model's repeat), settled by the model, then the deliberate deploy
+    assert ends == [("outcome_unknown", None), ("refused", None), ("result", "did-not"), ("result", None)], \
+        f"{ends}\n{detail}"
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}

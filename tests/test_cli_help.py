@@ -66,7 +66,7 @@ def test_a_help_page_prints_its_examples() -> None:
 
 
 READS_OR_RUNS = {"step run", "step value", "step progress", "brief lint", "desk run", "review diff", "board serve",
-                 "demo", "completion"}
+                 "demo", "completion", "mcp"}  # mcp speaks JSON-RPC on stdio
 
 
 def test_every_command_that_changes_something_answers_in_json() -> None:

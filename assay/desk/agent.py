@@ -26,6 +26,7 @@ from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.journal import Journal, JournalLog
 from assay.desk.effects import Hooks, probe_runner
+from assay.desk.mcpserver import registration as mcp_registration
 from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
@@ -115,13 +116,18 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     run.prompt_file.write_text(run.prompt, encoding="utf-8")
+    assay_bin = str(run.assay_bin) if run.assay_bin is not None else "assay"
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
-              "title": run.brief.title, "worktree": str(run.worktree)}
+              "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
+              "mcp_config": mcp_registration(assay_bin)}  # `assay mcp` for the agent: Claude Code's --mcp-config
     argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
     hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
         else None
+    about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
+             "depends_on": list(run.brief.depends_on), "verify": [{"id": r.id, "run": r.run} for r in run.brief.verify],
+             "epoch": run.epoch, "attempt": run.attempt}
     steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
-                       probe_runner=probe_runner(run.worktree, env), hooks=hooks)  # it sees `env` as filled in
+                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about)  # sees `env` filled in
     context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
                "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
                "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),

@@ -297,13 +297,16 @@ def _effect_env(key: str | None = None) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], key: str, desk: _Lines | None = None) -> dict[str, Any] | int:
-    """Run the effect here, in the agent's process and directory, its output passed through.
+def _run(argv: list[str], key: str, desk: _Lines | None = None, echo: bool = True) -> dict[str, Any] | int:
+    """Run the effect here, in the agent's process and directory, its output passed through (`echo`; else only
+    kept, as the MCP server does: its stdout is the protocol's).
 
-    The command runs in a process group of its own and dies with this process. SIGTERM or Ctrl-C stops
-    it and returns the exit code to end with; so does a cancel from the desk (`desk`), and the desk
-    hanging up returns `DESK_GONE`.
+    The command runs in a process group of its own and dies with this process (with this thread, off the main
+    one). SIGTERM or Ctrl-C stops it and returns the exit code to end with (on the main thread, which alone
+    takes signals); so does a cancel from the desk (`desk`), and the desk hanging up returns `DESK_GONE`.
     """
+    import threading
+
     started = time.monotonic()
     stopped: list[int] = []
     running: list[subprocess.Popen[bytes]] = []
@@ -313,7 +316,8 @@ def _run(argv: list[str], key: str, desk: _Lines | None = None) -> dict[str, Any
         for proc in running:
             _signal_group(proc, signal.SIGTERM)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}  # before the command
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
     try:
         try:
             running.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -324,7 +328,7 @@ def _run(argv: list[str], key: str, desk: _Lines | None = None) -> dict[str, Any
         proc = running[0]
         if stopped:
             _signal_group(proc, signal.SIGTERM)
-        code, text, desk_said = relay(proc, desk)
+        code, text, desk_said = relay(proc, desk, echo)
         if desk_said is not None:
             stopped.append(DESK_GONE if desk_said == "gone" else 143)
     finally:
@@ -335,7 +339,8 @@ def _run(argv: list[str], key: str, desk: _Lines | None = None) -> dict[str, Any
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": text}
 
 
-def relay(proc: subprocess.Popen[bytes], desk: _Lines | None = None) -> tuple[int, str, str | None]:
+def relay(proc: subprocess.Popen[bytes], desk: _Lines | None = None,
+          echo: bool = True) -> tuple[int, str, str | None]:
     """Pass a command's output through as it comes; its exit code, the last `TAIL_BYTES` of output, and, when
     the desk hung up ("gone") or cancelled the step ("cancel") meanwhile, that (the command was stopped)."""
     out = proc.stdout
@@ -354,8 +359,9 @@ def relay(proc: subprocess.Popen[bytes], desk: _Lines | None = None) -> tuple[in
                     chunk = os.read(out.fileno(), 65536)
                     if not chunk:
                         return proc.wait(), tail.decode("utf-8", "replace"), said
-                    sys.stdout.buffer.write(chunk)
-                    sys.stdout.buffer.flush()
+                    if echo:
+                        sys.stdout.buffer.write(chunk)
+                        sys.stdout.buffer.flush()
                     tail += chunk
                     del tail[:-TAIL_BYTES]
                 elif desk is not None and said is None:

@@ -16,6 +16,9 @@ credentials. The effect itself runs in the agent's process (`stepclient.py`):
     client: {"op": "progress", text}  ->  server: {"do": "return", "progress"}   (answered at once, even mid-step)
     client: {"op": "spawn", title, body, labels, key}  ->  server: {"do": "return", "spawned": {brief, new}}  (too)
     client: {"op": "wait", on}  ->  server: {"do": "return", "waiting"}   (the desk parks its brief; too)
+    client: {"op": "brief"}  ->  server: {"do": "return", "brief": {id, title, body, labels, verify, …}}   (too)
+    client: {"op": "journal", last}  ->  server: {"do": "return", "journal": [entry, …]}   (too; read only)
+    client: {"op": "steering"}  ->  server: {"do": "return", "steering": [{seq, text, by}]}   (too; each once)
 
 A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
 in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
@@ -69,8 +72,11 @@ class StepServer:
 
     def __init__(self, claims: Callable[[], Claims], brief: str, desk: str, epoch: int, run: str,
                  known: JournalLog | None = None, probe_runner: ProbeRunner | None = None,
-                 hooks: StepHooks | None = None) -> None:
+                 hooks: StepHooks | None = None, about: dict[str, Any] | None = None) -> None:
         self.open_claims, self.known = claims, known
+        self.about = about or {"id": brief}  # the brief as this run was given it (the `brief` op)
+        # steering journaled after this seq is news to the agent (earlier steering is in its prompt)
+        self.prompted = known.entries[-1].seq if known and known.entries else 0
         self.brief, self.desk, self.epoch, self.run = brief, desk, epoch, run
         self.probe_runner = probe_runner
         self.hooks = hooks  # the desk's before_step and after_step, around each step it serves
@@ -212,6 +218,12 @@ class StepServer:
                 return self._spawn(request)
             if request.get("op") == "wait":  # the agent parks its own brief; its desk ends the run after it
                 return self._wait(str(request.get("on", "")))
+            if request.get("op") == "brief":
+                return {"do": "return", "brief": self.about}
+            if request.get("op") == "journal":
+                return self._journal(int(request.get("last") or 0))
+            if request.get("op") == "steering":
+                return self._steering()
             if life is None and request.get("op") == "step":
                 return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
                         "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
@@ -249,6 +261,36 @@ class StepServer:
         finally:
             claims.git.close()
         return {"do": "return", "waiting": f"{self.brief} is waiting on {on} (epoch {parked.record.epoch})"}
+
+    def _journal(self, last: int) -> dict[str, Any]:
+        """This brief's journal as the forge has it (the last `last` entries, 0 for all), read only."""
+        from assay.core.journal import entry_view, read_log
+
+        claims = self.open_claims()
+        try:
+            entries = read_log(claims.git, self.brief).entries
+        finally:
+            claims.git.close()
+        return {"do": "return", "journal": [entry_view(e) for e in (entries[-last:] if last > 0 else entries)]}
+
+    def _steering(self) -> dict[str, Any]:
+        """What people said since this run was prompted and the agent has not been told: returned once, its
+        delivery journaled (`note` {"steer": "delivered"}), as the desk does when it resumes the agent with it."""
+        from assay.core.journal import Journal
+
+        claims = self.open_claims()
+        try:
+            journal = Journal.open(claims, self.brief, self.desk, self.epoch, self.run, indexed=True)
+            told = {int((e.data or {}).get("of", 0)) for e in journal.entries
+                    if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+            news = [e for e in journal.entries if e.kind == "steer" and e.seq > self.prompted and e.seq not in told]
+            for e in news:
+                journal.add("note", sync=False, data={"steer": "delivered", "of": e.seq, "via": "tool"})
+            journal.flush()
+        finally:
+            claims.git.close()
+        return {"do": "return", "steering": [{"seq": e.seq, "text": str((e.data or {}).get("text", "")),
+                                              "by": str((e.data or {}).get("by", ""))} for e in news]}
 
     def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
         """A child brief of this desk's brief, named by the spawning step's key (`custody.spawn`)."""

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from tests.agentmodels.brain import Action, Brain, Conversation, Edit, Exchange, Finish
+from tests.agentmodels.brain import Action, Brain, Call, Conversation, Edit, Exchange, Finish
 from tests.agentmodels.server import ModelServer, Reply, Request, json_reply, sse_event, sse_reply
 
 MODEL = "claude-scripted"
@@ -75,7 +75,8 @@ def conversation(body: dict[str, Any]) -> Conversation:
                     prompt = task
     exchanges = tuple(Exchange(command=command, output=results[use_id][0], failed=results[use_id][1])
                       for use_id, command in calls.items() if use_id in results)
-    return Conversation(prompt=prompt or "", exchanges=exchanges, texts=tuple(texts))
+    tools = tuple(str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict))
+    return Conversation(prompt=prompt or "", exchanges=exchanges, texts=tuple(texts), tools=tools)
 
 
 def is_main_turn(body: dict[str, Any]) -> bool:
@@ -131,6 +132,9 @@ def _stream(blocks: list[dict[str, Any]], stop_reason: str) -> Iterator[bytes]:
 def action_stream(action: Action) -> Iterator[bytes]:
     if isinstance(action, Finish):
         return _stream([{"type": "text", "text": action.text}], "end_turn")
+    if isinstance(action, Call):
+        call = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": action.name, "input": action.input}
+        return _stream([call], "tool_use")
     if isinstance(action, Edit):
         command, description = edit_command(action.path, action.text), f"Write {action.path}"
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 
@@ -22,6 +22,7 @@ class Conversation:
     prompt: str  # the task: the text of the first user message
     exchanges: tuple[Exchange, ...] = ()
     texts: tuple[str, ...] = ()  # every user-side text in the request (prompt, reminders, tool output)
+    tools: tuple[str, ...] = ()  # the names of the tools the request offers
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,21 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class Call:
+    """Call a tool by name (an MCP server's, `mcp__assay__step_run`) with this input."""
+
+    name: str
+    input: Mapping[str, object]
+
+
+@dataclass(frozen=True)
 class Finish:
     """End the turn with a text answer."""
 
     text: str = "Done."
 
 
-Action = Run | Edit | Finish
+Action = Run | Edit | Call | Finish
 Brain = Callable[[Conversation], Action]
 
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tests.agentmodels.brain import Action, Brain, Conversation, Exchange, Finish, Run
+from tests.agentmodels.brain import Action, Brain, Call, Conversation, Exchange, Finish, Run
 from tests.agentmodels.server import ModelServer, Reply, Request, json_reply, sse_event, sse_reply
 
 MODEL = "scripted"  # aider's `--model openai/scripted` arrives as "scripted"
@@ -153,6 +153,8 @@ def render(action: Action, messages: list[dict[str, Any]]) -> str:
             return f"Run this command:\n\n```bash\n{action.command}\n```\n"
         indented = "\n".join("    " + line for line in action.command.splitlines())
         return f"Run this command:\n\n{indented}\n"
+    if isinstance(action, Call):
+        raise ValueError("a chat model here calls no tools: aider has none")
     text = action.text if action.text.endswith("\n") or not action.text else action.text + "\n"
     if diff_format:
         users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]

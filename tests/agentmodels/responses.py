@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.agentmodels.anthropic import edit_command
-from tests.agentmodels.brain import Action, Brain, Conversation, Edit, Exchange, Finish
+from tests.agentmodels.brain import Action, Brain, Call, Conversation, Edit, Exchange, Finish
 from tests.agentmodels.server import ModelServer, Reply, Request, json_reply, sse_event, sse_reply
 
 MODEL = "gpt-scripted"
@@ -137,6 +137,8 @@ def message_item(text: str) -> dict[str, Any]:
 def action_item(action: Action, tool: str) -> dict[str, Any]:
     if isinstance(action, Finish):
         return message_item(action.text)
+    if isinstance(action, Call):
+        raise ValueError("the scripted Responses model calls only the shell tool")
     command = edit_command(action.path, action.text) if isinstance(action, Edit) else action.command
     if tool == "exec_command":
         # login=false: a login shell (bash -lc) runs /etc/profile, which resets PATH on Debian.

@@ -1,0 +1,241 @@
+"""`assay mcp`: Assay's agent verbs as Model Context Protocol tools, over stdio, for an agent under a desk.
+
+The agent starts it (its desk preset registers it); it talks to the desk over the same socket as `assay step`'s
+fast path (`ASSAY_SOCKET`), so it holds no forge credentials and makes no fetch per call. The replay rules are
+the CLI's, because the desk applies them: a call is matched by name, input and ordinal in the run; an
+interrupted unsafe call is refused once with the same words; a deliberate second call runs. A step's command
+runs here, in the agent's working directory, in a process group of its own that dies with this server, and the
+desk going away stops it (as `assay step run` does). Errors come back as tool errors with the CLI's words.
+
+`TOOLS` is the one place each tool's name, description and input schema are written: the server lists them,
+and `docgen` writes the table in docs/agents.md from them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from assay.desk.stepclient import DESK_GONE, _Lines, _run
+
+SERVER_NAME = "assay"
+_STRING = {"type": "string"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    schema: dict[str, Any]
+
+    @property
+    def arguments(self) -> str:
+        """The arguments, for the docs: `name*` for a required one."""
+        required = set(self.schema.get("required", []))
+        return ", ".join(f"`{k}`" + ("*" if k in required else "") for k in self.schema.get("properties", {}))
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+TOOLS = (
+    Tool("step_run", "Run a command as a journaled step: its intent is on the forge before it runs and its result "
+         "after. A call already completed returns its recorded result without running again. An unsafe call that "
+         "was cut off is refused once with what is known; call it again to run it on purpose.",
+         _object({"name": {**_STRING, "description": "the step's name, e.g. deploy"},
+                  "policy": {"type": "string", "enum": ["safe", "idempotent", "unsafe"], "default": "unsafe",
+                             "description": "unsafe: never repeated blindly; idempotent: redone with the same key; "
+                                            "safe: redone freely"},
+                  "command": {**_STRING, "description": "a shell command (run with sh -c)"},
+                  "argv": {"type": "array", "items": _STRING, "description": "or the command as words"},
+                  "input": {**_STRING, "description": "JSON naming what the step acts on (default: the command)"},
+                  "probe": {**_STRING, "description": "a command whose exit says if a cut-off call happened "
+                                                      "(0 yes, 1 no)"},
+                  "fresh": {"type": "boolean", "description": "run again even if a call completed"}},
+                 ("name",))),
+    Tool("value", "A value recorded in the journal: the same one again when the run is replayed after a crash.",
+         _object({"kind": {"type": "string", "enum": ["now", "uuid", "random"]},
+                  "bytes": {"type": "integer", "minimum": 1, "maximum": 4096, "description": "for random"}},
+                 ("kind",))),
+    Tool("settle", "Settle a step whose outcome is unknown: say whether it happened, with the evidence.",
+         _object({"name": _STRING, "verdict": {"type": "string", "enum": ["happened", "did-not"]},
+                  "input": {**_STRING, "description": "the step's input, when several calls share its name"},
+                  "evidence": {**_STRING, "description": "what shows it"}}, ("name", "verdict"))),
+    Tool("progress", "Say how a long piece of work is going: shown on the board, kept with the claim.",
+         _object({"text": _STRING}, ("text",))),
+    Tool("spawn", "Create a child brief on main for another desk. The same key gives the same child, however "
+         "often this is called.", _object({"title": _STRING, "body": _STRING, "labels": {"type": "array",
+                                                                                          "items": _STRING},
+                                           "key": {**_STRING, "description": "names the child (default: its "
+                                                                             "title)"}}, ("title",))),
+    Tool("steering", "What people said about this brief since you were prompted: each message once.", _object({})),
+    Tool("wait", "Park this brief on a condition (review, merge, checks, briefs:ID,ID, time:…): the run ends and "
+         "the brief holds no compute until the condition is met.", _object({"on": _STRING}, ("on",))),
+    Tool("journal", "This brief's journal: claims, intents, results, unknown outcomes, steering.",
+         _object({"last": {"type": "integer", "minimum": 0, "description": "only the last N entries"}})),
+    Tool("brief", "The brief you are working: title, body, labels, verify rows, epoch and attempt.", _object({})),
+)
+BY_NAME = {t.name: t for t in TOOLS}
+
+
+class ToolError(Exception):
+    """A call that failed: its text is what the CLI would print."""
+
+
+def _cli_error(message: str, hint: str = "") -> ToolError:
+    return ToolError(f"error: {message}" + (f"\nhint: {hint}" if hint else ""))
+
+
+def _ask(request: dict[str, Any], converse: Callable[[_Lines], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One request to the desk; its answer (or a ToolError with the CLI's words)."""
+    path = os.environ.get("ASSAY_SOCKET")
+    if not path:
+        raise _cli_error("no desk is serving this agent (ASSAY_SOCKET is not set)",
+                         "`assay mcp` runs under `assay desk run`, started by the agent")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(path)
+            lines = _Lines(conn)
+            lines.send(request)
+            if converse is not None:
+                return converse(lines)
+            line = lines.readline()
+    except OSError as exc:
+        raise _cli_error(f"cannot reach the desk: {exc.strerror or exc}",
+                         "the desk that takes the brief over records the step's outcome in the journal") from None
+    if not line:
+        raise _cli_error("the desk hung up before it answered", "call it again")
+    reply: dict[str, Any] = json.loads(line)
+    if reply.get("do") == "error":
+        raise _cli_error(str(reply.get("message", "")), str(reply.get("hint", "")))
+    return reply
+
+
+def _gone(what: str = "") -> ToolError:
+    return _cli_error(f"the desk went away while serving this step{what}",
+                      "the desk that takes the brief over records its outcome in the journal (unknown, for an "
+                      "unsafe step); call it again then")
+
+
+def _step(arguments: dict[str, Any]) -> dict[str, Any]:
+    argv = [str(a) for a in arguments.get("argv") or []]
+    if arguments.get("command"):
+        if argv:
+            raise _cli_error("give `command` or `argv`, not both")
+        argv = ["sh", "-c", str(arguments["command"])]
+    request = {"op": "step", "name": str(arguments.get("name", "")), "policy": arguments.get("policy", "unsafe"),
+               "input": arguments.get("input"), "fresh": bool(arguments.get("fresh", False)),
+               "probe": arguments.get("probe"), "argv": argv}
+    if request["input"] is None and argv:
+        request["input"] = json.dumps({"argv": argv})
+
+    def converse(lines: _Lines) -> dict[str, Any]:
+        while True:
+            line = lines.readline()
+            if not line:
+                raise _gone()
+            reply: dict[str, Any] = json.loads(line)
+            if reply["do"] == "run":
+                result = _run(argv, reply["key"], lines, echo=False)
+                if result == DESK_GONE:
+                    raise _gone("; its command was stopped")
+                if isinstance(result, int):
+                    lines.send({"op": "cancelled"})
+                    lines.readline()
+                    raise _cli_error("cancelled: the command was stopped; an unsafe step's end is journaled as "
+                                     "unknown, any other is resumed, with the same key, by its next call")
+                lines.send({"op": "done", "result": result})
+            elif reply["do"] == "error":
+                raise _cli_error(str(reply.get("message", "")), str(reply.get("hint", "")))
+            elif reply["do"] == "cancel":
+                continue
+            else:
+                return reply
+
+    reply = _ask(request, converse)
+    result = reply.get("result")
+    if not isinstance(result, dict) or "exit_code" not in result:
+        raise _cli_error(f"step {request['name']!r} was recorded by something other than `assay step run`")
+    return {"exit_code": int(result["exit_code"]), "ran": bool(reply.get("ran")), "output": str(result.get("tail", "")),
+            "duration_ms": int(result.get("duration_ms", 0))}
+
+
+def call(name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """Run tool `name`: the text the agent reads, and the structured result. ToolError for a failure."""
+    if name not in BY_NAME:
+        raise _cli_error(f"no tool named {name!r}", "tools: " + ", ".join(BY_NAME))
+    if name == "step_run":
+        done = _step(arguments)
+        said = ("" if done["ran"] else f"assay: step {arguments.get('name')!r} already completed (exit "
+                f"{done['exit_code']}); recorded result returned, not run again\n")
+        return said + f"exit {done['exit_code']}\n{done['output']}", done
+    if name == "value":
+        bytes_ = int(arguments.get("bytes") or 16)
+        value = str(_ask({"op": "value", "kind": arguments.get("kind"), "bytes": bytes_})["value"])
+        return value, {"value": value}
+    if name == "settle":
+        evidence = arguments.get("evidence")
+        settled = _ask({"op": "settle", "name": arguments.get("name", ""), "verdict": arguments.get("verdict"),
+                        "input": arguments.get("input"), "evidence": {"said": evidence} if evidence else {}})["settled"]
+        return (f"step {arguments.get('name')!r} (intent {settled['intent']}) settled as {settled['verdict']} "
+                f"(seq {settled['seq']})"), dict(settled)
+    if name == "progress":
+        said = str(_ask({"op": "progress", "text": str(arguments.get("text", ""))})["progress"])
+        return f"progress: {said}", {"progress": said}
+    if name == "spawn":
+        spawned = _ask({"op": "spawn", "title": str(arguments.get("title", "")), "body": str(arguments.get("body", "")),
+                        "labels": [str(x) for x in arguments.get("labels") or []],
+                        "key": str(arguments.get("key") or os.environ.get("ASSAY_IDEMPOTENCY_KEY", ""))})["spawned"]
+        return f"{spawned['brief']}" + ("" if spawned.get("new") else " (already there)"), dict(spawned)
+    if name == "steering":
+        told = list(_ask({"op": "steering"})["steering"])
+        text = "\n\n".join(f"{t['by'] or 'a person'} said: {t['text']}" for t in told) or "nothing new"
+        return text, {"steering": told}
+    if name == "wait":
+        waiting = str(_ask({"op": "wait", "on": str(arguments.get("on", ""))})["waiting"])
+        return waiting, {"waiting": waiting}
+    if name == "journal":
+        entries = list(_ask({"op": "journal", "last": int(arguments.get("last") or 0)})["journal"])
+        return "\n".join(json.dumps(e, sort_keys=True) for e in entries), {"journal": entries}
+    about = dict(_ask({"op": "brief"})["brief"])
+    rows = "\n".join(f"- {r['id']}: {r['run']}" for r in about.get("verify", []))
+    return (f"{about.get('id')}: {about.get('title', '')}\n\n{about.get('body', '')}"
+            + (f"\n\nVerify rows:\n{rows}" if rows else "")), about
+
+
+def serve() -> None:
+    """Serve the tools over this process's stdin and stdout until the agent closes them."""
+    import anyio
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name=t.name, description=t.description, input_schema=t.schema)
+                                            for t in TOOLS])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            text, structured = await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}))
+        except ToolError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=structured, is_error=False)
+
+    server: Server[Any] = Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def registration(assay_bin: str) -> str:
+    """Claude Code's `--mcp-config` JSON for this server, started as `assay_bin mcp`."""
+    return json.dumps({"mcpServers": {SERVER_NAME: {"command": assay_bin, "args": ["mcp"]}}})
