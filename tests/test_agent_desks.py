@@ -414,27 +414,29 @@ def ship_with_tools(conversation: Conversation) -> Action:
     return Finish(f"It had deployed ({settled[0].output}).")
 
 
-@pytest.mark.skipif(AGENTS["claude"].installed is None, reason="claude is not installed (sh tests/install-agents.sh)")
-def test_claude_reaches_assay_through_its_mcp_tools_and_a_crash_inside_the_call_strands_nothing(
-        tmp_path: Path) -> None:
-    """The claude preset as shipped registers `assay mcp`; the scripted model deploys with
-    `mcp__assay__step_run`. A SIGKILL of the desk's group inside that call, then a restart: the model's
-    repeated call gets the outcome-unknown text as the tool's result, it settles, and the deploy ran once."""
-    agent = AGENTS["claude"]
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_the_agent_reaches_assay_through_its_mcp_tools_and_a_crash_inside_the_call_strands_nothing(
+        name: str, tmp_path: Path) -> None:
+    """The preset as shipped registers `assay mcp`; the scripted model deploys with `mcp__assay__step_run`. A
+    SIGKILL of the desk's group inside that call, then a restart: the model's repeated call gets the
+    outcome-unknown text as the tool's result, it settles, and the deploy ran once."""
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     os.mkfifo(gate)
     forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
     started = Path(f"{log}.started")
     with agent.server(ship_with_tools) as server:
         env = desk_env(agent, server, tmp_path)
-        first = desk("claude", forge, env)
+        first = desk(name, forge, env)
         while not started.exists():  # the deploy's command runs inside the tool call, held at its gate
             assert first.poll() is None, f"{first.communicate()[0]}\n{server.debug()}"
             time.sleep(0.01)
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         gate.unlink()
-        out = finish(desk("claude", forge, env), server)
+        out = finish(desk(name, forge, env), server)
     detail = f"{out}\n{server.debug()}\n" + "\n".join(f"{e.command[:80]} -> {e.failed} {e.output[:300]!r}"
                                                   for c in server.transcript.conversations[-1:] for e in c.exchanges)
     assert "review ready; waiting for merge" in out, detail

@@ -4,6 +4,7 @@ socket (`stepserver.py`), and killed when its desk loses the claim."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -120,7 +121,6 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
               "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
               "mcp_config": mcp_registration(assay_bin)}  # `assay mcp` for the agent: Claude Code's --mcp-config
-    argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
     hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
         else None
     about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
@@ -136,6 +136,9 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
         context["ASSAY_BIN"] = str(run.assay_bin)
         context["PATH"] = os.pathsep.join([str(run.assay_bin.parent), env.get("PATH", os.defpath)])
     env.update(context)
+    # the agent's own variables, by name, for an MCP server its CLI starts with only the names it is given (Codex)
+    values["env_names"] = json.dumps(sorted(env))
+    argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,

@@ -227,7 +227,9 @@ def serve() -> None:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=structured, is_error=False)
 
-    server: Server[Any] = Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+    from assay import __version__
+
+    server: Server[Any] = Server(SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def main() -> None:
         async with stdio_server() as (read, write):

@@ -46,6 +46,8 @@ def _arguments(item: dict[str, Any]) -> dict[str, Any]:
 
 def _command(item: dict[str, Any]) -> str:
     name = str(item.get("name", ""))
+    if item.get("namespace"):  # an MCP server's tool: named as the Anthropic side names it, mcp__<server>__<tool>
+        return f"{item['namespace']}__{name} {json.dumps(_arguments(item), sort_keys=True)}"
     if item.get("type") == "custom_tool_call":
         return f"{name} {item.get('input', '')}"
     args = _arguments(item)
@@ -73,6 +75,7 @@ def conversation(body: dict[str, Any]) -> Conversation:
     prompt: str | None = None
     texts: list[str] = []
     calls: dict[str, str] = {}  # call_id -> command, in the order asked
+    mcp: set[str] = set()  # the calls of an MCP server's tools: their output has no exit code
     results: dict[str, tuple[str, bool]] = {}
     items = body.get("input") or []
     if isinstance(items, str):
@@ -83,10 +86,14 @@ def conversation(body: dict[str, Any]) -> Conversation:
         kind = item.get("type", "message")
         if kind in ("function_call", "custom_tool_call"):
             calls[str(item.get("call_id"))] = _command(item)
+            if item.get("namespace"):
+                mcp.add(str(item.get("call_id")))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             raw = item.get("output")
             output = _text(raw.get("content", "")) if isinstance(raw, dict) else _text(raw)
-            results[str(item.get("call_id"))] = (output, _failed(raw, output))
+            failed = bool(re.search(r"(?m)^error: ", output)) if str(item.get("call_id")) in mcp \
+                else _failed(raw, output)
+            results[str(item.get("call_id"))] = (output, failed)
             texts.append(output)
         elif kind == "message" and item.get("role") == "user":
             text = _text(item.get("content"))
@@ -95,7 +102,13 @@ def conversation(body: dict[str, Any]) -> Conversation:
                 prompt = text.strip()
     exchanges = tuple(Exchange(command=command, output=results[call_id][0], failed=results[call_id][1])
                       for call_id, command in calls.items() if call_id in results)
-    return Conversation(prompt=prompt or "", exchanges=exchanges, texts=tuple(texts))
+    tools: list[str] = []
+    for tool in (t for t in body.get("tools") or [] if isinstance(t, dict)):
+        if tool.get("type") == "namespace":  # an MCP server's tools
+            tools += [f"{tool.get('name')}__{t.get('name')}" for t in tool.get("tools") or [] if isinstance(t, dict)]
+        else:
+            tools.append(str(tool.get("name")))
+    return Conversation(prompt=prompt or "", exchanges=exchanges, texts=tuple(texts), tools=tuple(tools))
 
 
 def shell_tool(body: dict[str, Any]) -> str | None:
@@ -137,8 +150,11 @@ def message_item(text: str) -> dict[str, Any]:
 def action_item(action: Action, tool: str) -> dict[str, Any]:
     if isinstance(action, Finish):
         return message_item(action.text)
-    if isinstance(action, Call):
-        raise ValueError("the scripted Responses model calls only the shell tool")
+    if isinstance(action, Call):  # an MCP server's tool: Codex offers them in a namespace (`mcp__assay`)
+        namespace, _, name = action.name.rpartition("__")
+        return {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}",
+                "call_id": f"call_{uuid.uuid4().hex[:24]}", "name": name, "namespace": namespace,
+                "arguments": json.dumps(dict(action.input)), "status": "completed"}
     command = edit_command(action.path, action.text) if isinstance(action, Edit) else action.command
     if tool == "exec_command":
         # login=false: a login shell (bash -lc) runs /etc/profile, which resets PATH on Debian.
