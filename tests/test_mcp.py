@@ -141,10 +141,13 @@ def test_settling_an_unknown_outcome_through_the_tool(forge: Forge, tmp_path: Pa
         {"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "command": deploy}},
         {"tool": "settle", "arguments": {"name": "deploy", "verdict": "happened", "evidence": "it is live"}},
         {"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "command": deploy}},
+        {"tool": "wait", "arguments": {"on": "manual"}},
     ]
     _, run2, second = crash_then_restart(forge, tmp_path, calls)
     assert second.code == 0, second.out + second.err + json.dumps(run2, indent=1)
-    refused, settled, after = run2[1:]
+    refused, settled, after, parked = run2[1:]
+    assert not parked["is_error"] and parked["text"] == "ship is waiting on manual (epoch 2)"
+    assert "ship is waiting on manual, as its agent asked" in second.out, second.out  # the run ends there
     assert refused["is_error"] and "was interrupted" in refused["text"]
     assert not settled["is_error"] and "settled as happened" in settled["text"]
     assert not after["is_error"] and after["structured"]["ran"] is False  # settled: it happened, not run again
