@@ -10,6 +10,7 @@ and carries on from what the forge shows.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from functools import partial
@@ -30,7 +31,7 @@ from assay.desk import sessions
 from assay.desk.agent import AgentRun, assay_command, run_agent
 from assay.desk.effects import probe_runner
 from assay.desk.verify import verify
-from assay.errors import Conflict, Fenced, IllegalReviewChange, unknown_message
+from assay.errors import AssayError, Conflict, Fenced, IllegalReviewChange, unknown_message
 
 Echo = Callable[[str], None]
 
@@ -278,7 +279,13 @@ class BriefWork:
                 prompt = sessions.resumed_note(saved) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
                        self.assay_bin, saved)
-        return run_agent(self.session.journal.claims, self.spec, run, self.echo)
+        result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
+        # the agent's steps moved the journal, and the heartbeat the claim: read their tips (one ref advertisement)
+        # rather than push the result on stale leases, be rejected and push again. A lost claim or an absent
+        # forge is the result's push to find, as before
+        with contextlib.suppress(AssayError):
+            self.session.journal.reload()
+        return result
 
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""

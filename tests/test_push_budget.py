@@ -1,0 +1,55 @@
+"""What a desk asks of the forge, counted with a logging `git` first on PATH: no push rejected and retried after
+an agent run that outlived heartbeats (its steps moved the journal and the heartbeat the claim meanwhile)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from tests.conftest import Forge, assay
+from tests.helpers.desks import brief, publish
+
+DESK = """name: builder
+takes:
+  labels: [work]
+agent:
+  command: [python, -m, assay.agents.scripted]
+lease_s: 60
+heartbeat_s: 1
+attempts: 2
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
+"""
+
+
+def logging_git(tmp_path: Path) -> tuple[Path, Path]:
+    """A `git` that runs the real one and logs each call's exit code and arguments: (its folder, the log)."""
+    real = shutil.which("git")
+    assert real is not None
+    folder, log = tmp_path / "gitlog-bin", tmp_path / "git.log"
+    folder.mkdir()
+    (folder / "git").write_text(f'#!/bin/sh\n"{real}" "$@"\ncode=$?\necho "$code $*" >> "{log}"\nexit $code\n')
+    (folder / "git").chmod(0o755)
+    return folder, log
+
+
+def pushes(log: Path) -> list[tuple[int, str]]:
+    """Each push's exit code and arguments (a call's arguments can span lines: a commit message)."""
+    calls = [m.groups() for m in re.finditer(r"^(\d+) (.*)$", log.read_text(), re.M)]
+    return [(int(code), args) for code, args in calls if re.search(r"(^| )push ", args)]
+
+
+def test_no_push_is_rejected_after_an_agent_run_that_outlived_heartbeats(forge: Forge, tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK,
+                    "briefs/slow.md": brief("Slow", ["deploy", "sleep 3.5", "write slow.txt done"],
+                                            "test -f slow.txt")})
+    folder, log = logging_git(tmp_path)
+    done = assay("desk", "run", "builder", "--once", timeout=180,
+                 env={"ASSAY_FORGE": forge.url, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
+                      "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")})
+    assert done.code == 0 and "review ready" in done.out, done.out + done.err
+    made = pushes(log)
+    renewals = [args for code, args in made if "refs/assay/claims/slow" in args and "journal" not in args]
+    assert len(renewals) >= 3, made  # the heartbeat renewed the claim while the agent slept
+    assert [args for code, args in made if code != 0] == []  # not one push on stale leases
