@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.conftest import Forge, assay
@@ -53,3 +56,32 @@ def test_no_push_is_rejected_after_an_agent_run_that_outlived_heartbeats(forge: 
     renewals = [args for code, args in made if "refs/assay/claims/slow" in args and "journal" not in args]
     assert len(renewals) >= 3, made  # the heartbeat renewed the claim while the agent slept
     assert [args for code, args in made if code != 0] == []  # not one push on stale leases
+
+
+def test_an_idle_desk_backs_off_to_one_look_a_heartbeat(forge: Forge, tmp_path: Path) -> None:
+    """With nothing to do, a desk polling every 0.05 s backs off to its heartbeat (1 s here; 60 s in the presets):
+    over the last three heartbeats of a 6 s idle spell it reads the forge's refs about twice a heartbeat (its
+    look, and the sweep it runs each heartbeat), where it read them every 0.05 s before."""
+    publish(forge, {"desks/builder.yaml": DESK})
+    folder, log = logging_git(tmp_path)
+    env = {**os.environ, "ASSAY_FORGE": forge.url, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
+           "ASSAY_STATE_DIR": str(tmp_path / "state")}
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--poll", "0.05"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert desk.stdout is not None and "desk started on" in desk.stdout.readline()
+        time.sleep(3)  # a measuring window, not a wait for an event: the backoff's first doublings pass
+        before = len(advertisements(log))
+        time.sleep(3)
+        during = len(advertisements(log)) - before
+    finally:
+        desk.kill()
+        desk.wait()
+    assert during <= 3 * 3, during  # at most about three reads a heartbeat; without backoff, ~60 in these 3 s
+    assert during >= 1  # it still looks
+
+
+def advertisements(log: Path) -> list[str]:
+    """The calls that ask the forge for its refs (ls-remote; fetch)."""
+    return [args for _, args in (m.groups() for m in re.finditer(r"^(\d+) (.*)$", log.read_text(), re.M))
+            if re.search(r"(^| )(ls-remote|fetch) ", args)]

@@ -88,6 +88,7 @@ class Desk:
     def run(self, once: bool = False, max_briefs: int | None = None, poll_s: float = 5.0) -> DeskReport:
         report = DeskReport()
         self.poll_s = poll_s
+        idle = 0  # passes in a row that found nothing to do
         while max_briefs is None or len(report.worked) < max_briefs:
             self._sweep_if_due()
             try:
@@ -103,13 +104,17 @@ class Desk:
                 time.sleep(poll_s)  # a long-running desk outlives a forge outage
                 continue
             if brief is not None and claim is not None:
+                idle = 0
                 report.worked.append(brief.id)
                 report.outcomes[brief.id] = self.work(snapshot, brief, claim)
                 continue
             if once and not progressed:
                 break
-            if not progressed:
-                time.sleep(poll_s)  # nothing to do: poll the forge again later
+            if progressed:
+                idle = 0
+            else:  # nothing to do: poll the forge again later, less often the longer nothing comes
+                time.sleep(idle_wait(poll_s, idle, self.spec.heartbeat_s))
+                idle += 1
         return report
 
     def _sweep_if_due(self) -> None:
@@ -381,6 +386,13 @@ class Desk:
     def _work(self, session: Session, snapshot: Snapshot, brief: Brief, epoch: int) -> str:
         return BriefWork(self.git, self.reviews, self.spec, self.state_dir, self.echo, session, brief,
                          epoch).run(snapshot.main)
+
+
+def idle_wait(poll_s: float, idle: int, heartbeat_s: float) -> float:
+    """How long an idle desk waits before it looks again: `poll_s`, doubled for each idle pass in a row, up to a
+    heartbeat (the cadence at which it sweeps anyway). An idle fleet then reads the forge about twice a heartbeat
+    per desk (a sweep and a look), not once every `poll_s`; the first look after work is done comes at once."""
+    return min(poll_s * (1 << min(idle, 20)), max(poll_s, heartbeat_s))
 
 
 def _dead_here(holder: str) -> bool:
