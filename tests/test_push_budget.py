@@ -85,3 +85,23 @@ def advertisements(log: Path) -> list[str]:
     """The calls that ask the forge for its refs (ls-remote; fetch)."""
     return [args for _, args in (m.groups() for m in re.finditer(r"^(\d+) (.*)$", log.read_text(), re.M))
             if re.search(r"(^| )(ls-remote|fetch) ", args)]
+
+
+def test_a_typical_brief_takes_thirteen_pushes_from_claim_to_waiting(forge: Forge, tmp_path: Path) -> None:
+    """Two safe agent steps and one unsafe deploy: the claim, 11 journal pushes (the desk's own steps ride the
+    pushes their effects make, their results the next push; the agent's safe steps ride its deploy's intent), and
+    the review ref, which a plain forge writes on its own (on GitHub the review is an API call: 12)."""
+    safe = ['run "$ASSAY_BIN" step run --name lint --policy safe -- true',
+            'run "$ASSAY_BIN" step run --name test --policy safe -- true']
+    publish(forge, {"desks/builder.yaml": DESK.replace("heartbeat_s: 1", "heartbeat_s: 30"),
+                    "briefs/t.md": brief("T", [*safe, "deploy", "write t.txt hi"], "test -f t.txt")})
+    folder, log = logging_git(tmp_path)
+    done = assay("desk", "run", "builder", "--once", timeout=180,
+                 env={"ASSAY_FORGE": forge.url, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
+                      "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log")})
+    assert done.code == 0 and "review ready" in done.out, done.out + done.err
+    made = [args for code, args in pushes(log) if code == 0]
+    first = next(i for i, args in enumerate(made) if args.rstrip().endswith("refs/assay/claims/t"))
+    assert len(made[first:]) == 13, "\n".join(made[first:])
+    assert sum("refs/assay/journal/t" in args for args in made[first:]) == 11
+    assert (tmp_path / "effects.log").read_text().count("deployed") == 1

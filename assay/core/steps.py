@@ -245,8 +245,14 @@ class Session:
     # -- steps --------------------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[[str], T], input: Any = None, policy: str = "safe",
-             reuse: bool = True, writer: dict[str, Any] | None = None, probe: str | None = None) -> T:
+             reuse: bool = True, writer: dict[str, Any] | None = None, probe: str | None = None,
+             rides: bool = False, lazy_result: bool = False) -> T:
         """Run `fn(idempotency_key)` as a durable step, or return what it returned before.
+
+        `rides`: the step's effect is a ref moved in a journal push of its own (`journal.add(..., refs=…)`), so its
+        intent rides that push instead of one before it: the effect is still never on the forge without its
+        intent, and a push is saved. `lazy_result`: the result rides the next push; a crash before it leaves the
+        intent open, and the step (idempotent) is resumed with its key. Neither applies to unsafe steps.
 
         `writer`: the life (`lives.Life.to_data()`) of the process that runs the effect when it is
         not this one (an agent's `assay step run` served by its desk), so a repeat can tell if it runs.
@@ -254,6 +260,8 @@ class Session:
         not (exit 1); once the step's writer is proven dead, the next reader runs it to settle the unknown.
         """
         validate_step(name, policy)
+        if (rides or lazy_result) and policy == "unsafe":
+            raise UsageError("an unsafe step's intent and result are pushed on their own, before and after its effect")
         if probe is not None and policy != "unsafe":
             raise UsageError(f"--probe settles an unknown outcome, which only unsafe steps have, not {policy} ones")
         identity = (name, input_sha(input))
@@ -276,7 +284,7 @@ class Session:
                     return cast(T, self._replay(call, verdict))
                 return self._execute(call, fn, None)  # its probe found it did not happen: this call runs it
             self._mark(call, "resume", interrupted.seq)
-            return self._execute(call, fn, interrupted)
+            return self._execute(call, fn, interrupted, rides, lazy_result)
         slot = self._slot(call)
         if slot is not None and slot.kind == "intent":
             self._check_policy(slot, call)
@@ -305,7 +313,7 @@ class Session:
         unknown = self._unrefused_unknown(identity)
         if unknown is not None:
             return self._refuse(call, unknown)
-        return self._execute(call, fn, None)
+        return self._execute(call, fn, None, rides, lazy_result)
 
     def _running(self, intent: JournalEntry) -> Refused:
         """A call of a step whose writer runs now: refused, and the refusal journaled, with what will happen."""
@@ -405,7 +413,8 @@ class Session:
                          policy=intent.policy, data={"message": unknown_message(call.name)})
         raise OutcomeUnknown(call.name)
 
-    def _execute(self, call: Call, fn: Callable[[str], T], resume: JournalEntry | None) -> T:
+    def _execute(self, call: Call, fn: Callable[[str], T], resume: JournalEntry | None, rides: bool = False,
+                 lazy_result: bool = False) -> T:
         durable_first = call.policy != "safe"
         ids = self._ids(call)
         if resume is not None:
@@ -427,8 +436,8 @@ class Session:
                 data["input"] = call.input
             if call.probe is not None:
                 data["probe"] = call.probe
-            intent = self.journal.add("intent", sync=durable_first, **self._ids(call), key=key, policy=call.policy,
-                                      data=data)
+            intent = self.journal.add("intent", sync=durable_first and not rides, **self._ids(call), key=key,
+                                      policy=call.policy, data=data)
         crash_point("step.before-execute", call.name)
         try:
             with _sigterm_as_cancel():
@@ -453,7 +462,7 @@ class Session:
             self._after(call, key, "failed", f"{type(exc).__name__}: {exc}")
             raise StepFailed(call.name, f"{type(exc).__name__}: {exc}") from exc
         crash_point("step.after-execute", call.name)
-        self._result(call, ids, intent, key, "completed", {"output": output}, durable_first)
+        self._result(call, ids, intent, key, "completed", {"output": output}, durable_first and not lazy_result)
         crash_point("step.after-result", call.name)
         self._after(call, key, "completed", output)
         return output

@@ -68,14 +68,16 @@ class BriefWork:
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
         self.reviews.hold(self._renew, self.spec.lease_s / 2)
         redo, feedback = self._round()
-        head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent")
+        head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent",
+                            rides=True, lazy_result=True)  # the branch moves in the push that carries the intent
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
         # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
         opened = self.reviews.refs_backed
         if opened:
-            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
+                         lazy_result=True)
         # an earlier run's unsafe steps that were cut off get their outcome: unknown, or what their probe finds, run
         # in the worktree with the agent's environment (never the desk's credentials)
         session.probe_runner = probe_runner(self.worktree, {
@@ -92,9 +94,10 @@ class BriefWork:
                 self.echo(f"{self.spec.name}: {brief.id} is waiting on {parked}, as its agent asked")
                 return "waiting"
             head = session.step("push", lambda key: self._push(), input={"attempt": attempt, **redo},
-                                policy="idempotent")
+                                policy="idempotent", rides=True, lazy_result=True)
             if not opened and head != main:
-                session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
+                session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
+                         lazy_result=True)
                 opened = True  # opened: once per run
             verdict = session.step("verify", partial(self._verify, head),
                                    input={"attempt": attempt, "head": head, **redo}, policy="safe")
@@ -121,8 +124,10 @@ class BriefWork:
             self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
             return "blocked"
         if not opened:  # verified on a branch without commits of its own: open it now
-            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent")
-        session.step("ready", lambda key: self._mark_ready(head), input={"head": head, **redo}, policy="idempotent")
+            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
+                         lazy_result=True)
+        session.step("ready", lambda key: self._mark_ready(head), input={"head": head, **redo}, policy="idempotent",
+                     rides=True, lazy_result=True)
         session.end_run(sync=False)
         session.wait("review")  # the run's end, the entry and the claim change in one push
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
