@@ -31,7 +31,7 @@ from assay.core.claims import Claims
 from assay.core.forge.base import Reviews, Signal
 from assay.core.journal import append_as_person, read_log, transition_as
 from assay.core.records import JournalEntry
-from assay.errors import AssayError, Conflict, IllegalTransition
+from assay.errors import Conflict, IllegalTransition
 
 ROUND_WAITS = ("review", "merge", "checks")  # waits that a person's signal turns into a new round
 
@@ -206,6 +206,4 @@ def _journal(claims: Claims, brief: str, kind: str, data: dict[str, Any], signal
     except _Acted:
         out.did.append(f"already done: {', '.join(ids)}")
         return
-    except AssayError:
-        raise
     out.did.append(line)
