@@ -87,10 +87,10 @@ def advertisements(log: Path) -> list[str]:
             if re.search(r"(^| )(ls-remote|fetch) ", args)]
 
 
-def test_a_typical_brief_takes_thirteen_pushes_from_claim_to_waiting(forge: Forge, tmp_path: Path) -> None:
-    """Two safe agent steps and one unsafe deploy: the claim, 11 journal pushes (the desk's own steps ride the
-    pushes their effects make, their results the next push; the agent's safe steps ride its deploy's intent), and
-    the review ref, which a plain forge writes on its own (on GitHub the review is an API call: 12)."""
+def test_a_typical_brief_takes_twelve_pushes_from_claim_to_waiting(forge: Forge, tmp_path: Path) -> None:
+    """Two safe agent steps and one unsafe deploy: the claim and 11 journal pushes. The desk's own steps ride the
+    pushes their effects make (the branch, the review record, the pushed work, the ready record), their results
+    the next push; the agent's safe steps ride its deploy's intent."""
     safe = ['run "$ASSAY_BIN" step run --name lint --policy safe -- true',
             'run "$ASSAY_BIN" step run --name test --policy safe -- true']
     publish(forge, {"desks/builder.yaml": DESK.replace("heartbeat_s: 1", "heartbeat_s: 30"),
@@ -102,6 +102,6 @@ def test_a_typical_brief_takes_thirteen_pushes_from_claim_to_waiting(forge: Forg
     assert done.code == 0 and "review ready" in done.out, done.out + done.err
     made = [args for code, args in pushes(log) if code == 0]
     first = next(i for i, args in enumerate(made) if args.rstrip().endswith("refs/assay/claims/t"))
-    assert len(made[first:]) == 13, "\n".join(made[first:])
+    assert len(made[first:]) == 12, "\n".join(made[first:])
     assert sum("refs/assay/journal/t" in args for args in made[first:]) == 11
     assert (tmp_path / "effects.log").read_text().count("deployed") == 1

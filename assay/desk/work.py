@@ -77,7 +77,7 @@ class BriefWork:
         opened = self.reviews.refs_backed
         if opened:
             session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
-                         lazy_result=True)
+                         rides=self.reviews.refs_backed, lazy_result=True)
         # an earlier run's unsafe steps that were cut off get their outcome: unknown, or what their probe finds, run
         # in the worktree with the agent's environment (never the desk's credentials)
         session.probe_runner = probe_runner(self.worktree, {
@@ -97,7 +97,7 @@ class BriefWork:
                                 policy="idempotent", rides=True, lazy_result=True)
             if not opened and head != main:
                 session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
-                         lazy_result=True)
+                         rides=self.reviews.refs_backed, lazy_result=True)
                 opened = True  # opened: once per run
             verdict = session.step("verify", partial(self._verify, head),
                                    input={"attempt": attempt, "head": head, **redo}, policy="safe")
@@ -125,7 +125,7 @@ class BriefWork:
             return "blocked"
         if not opened:  # verified on a branch without commits of its own: open it now
             session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
-                         lazy_result=True)
+                         rides=self.reviews.refs_backed, lazy_result=True)
         session.step("ready", lambda key: self._mark_ready(head), input={"head": head, **redo}, policy="idempotent",
                      rides=True, lazy_result=True)
         session.end_run(sync=False)
@@ -197,8 +197,26 @@ class BriefWork:
         return main
 
     def _open_review(self, head: str, key: str = "") -> str:
-        """Open the draft review (its intent is already on the forge: the step is idempotent, so fenced)."""
-        review = self.reviews.open(self.brief.id, f"assay/{self.brief.id}", self.brief.title, head)
+        """Open the draft review. Where reviews are refs, the record rides a journal push with the step's intent
+        (fenced, one push); on GitHub the intent is on the forge before the API call."""
+        branch = f"assay/{self.brief.id}"
+        if self.reviews.refs_backed:
+            for _ in range(3):
+                update = self.reviews.open_update(self.brief.id, branch, self.brief.title, head)
+                if update is None:
+                    break  # open already
+                try:
+                    self.session.journal.add("note", sync=True, data={"review": "opened"}, refs=[update])
+                    return "draft"
+                except Fenced:
+                    raise
+                except Conflict:
+                    continue  # the review moved (a comment, say): prepare again on its new tip
+            else:
+                raise Conflict(f"the review of {self.brief.id!r} kept changing; not opened")
+            opened = self.reviews.peek(self.brief.id)
+            return opened.record.state if opened is not None else "draft"
+        review = self.reviews.open(self.brief.id, branch, self.brief.title, head)
         self.reviews.label(self.brief.id, review.record.state, self.spec.name)
         return review.record.state
 

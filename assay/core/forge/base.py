@@ -148,6 +148,11 @@ class Reviews(Protocol):
 
     def mark_ready(self, brief: str, head: str) -> Review: ...
 
+    def open_update(self, brief: str, branch: str, title: str, head: str) -> RefUpdate | None:
+        """Where reviews are refs: the unpushed update opening the draft (a desk pushes it with its journal),
+        None when it is open already; None where reviews are API objects (`open` makes them)."""
+        ...
+
     def ready_update(self, brief: str, head: str) -> RefUpdate | None:
         """Where reviews are refs: the unpushed update marking it ready (a desk pushes it fenced)."""
         ...

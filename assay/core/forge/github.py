@@ -488,6 +488,9 @@ class GitHubReviews:
         self._call("ready", lambda: obj.mark_ready_for_review(), write=True)
         return self._review(brief, self._require(brief, "mark_ready"))
 
+    def open_update(self, brief: str, branch: str, title: str, head: str) -> RefUpdate | None:
+        return None  # a pull request is an API object: `open` makes it
+
     def ready_update(self, brief: str, head: str) -> RefUpdate | None:
         raise UsageError("a pull request is marked ready through the API, not by a ref update")
 

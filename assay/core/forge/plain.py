@@ -182,6 +182,16 @@ class PlainReviews:
     def mark_ready(self, brief: str, head: str) -> Review:
         return self._change(brief, "mark_ready", "assay", head=commit_id(head))
 
+    def open_update(self, brief: str, branch: str, title: str, head: str) -> RefUpdate | None:
+        validate_brief_id(brief)
+        current = self.get(brief)
+        before = current.record if current else None
+        record = review_transition(before, "open", brief, at=self._now(), by="assay",
+                                   branch=review_branch(brief, branch), title=review_title(title), head=commit_id(head))
+        if current is not None and record is before:
+            return None
+        return self._prepare(current, record, "open", "assay")
+
     def ready_update(self, brief: str, head: str) -> RefUpdate | None:
         """The ref update that marks the review ready, unpushed: a desk pushes it with its journal, fenced.
 
