@@ -239,5 +239,6 @@ def serve() -> None:
 
 
 def registration(assay_bin: str) -> str:
-    """Claude Code's `--mcp-config` JSON for this server, started as `assay_bin mcp`."""
-    return json.dumps({"mcpServers": {SERVER_NAME: {"command": assay_bin, "args": ["mcp"]}}})
+    """Claude Code's `--mcp-config` JSON for this server, started as `assay_bin mcp`. `alwaysLoad`: its first turn
+    waits for the server (up to `MCP_CONNECT_TIMEOUT_MS`) instead of starting without its tools."""
+    return json.dumps({"mcpServers": {SERVER_NAME: {"command": assay_bin, "args": ["mcp"], "alwaysLoad": True}}})
