@@ -262,3 +262,18 @@ def test_racing_deliveries_and_the_backstop_wake_the_brief_once(fleet: Fleet) ->
     assert len(woke) == 1 and len(wakes(fleet.journal("gh"))) == 1
     assert sum(1 for r in reports if r["desks"] == ["builder"]) >= 1
     assert fleet.claim("gh")[:2] == ("held", 1)
+
+
+@pytest.mark.parametrize("event", ["schedule", "push", "workflow_dispatch"])
+def test_events_about_every_brief_list_the_desks_with_ready_work(forge: Forge, event: str) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "desks/idle.yaml": DESK.format(name="idle", attempts=2).replace("[work]", "[other]"),
+                    "briefs/r.md": brief("R", ["write r.txt hi"], "test -f r.txt")})
+    done = assay("event", event, "--json", env={"ASSAY_FORGE": forge.url})
+    assert done.code == 0, done.err
+    report = done.json()
+    assert isinstance(report, dict) and report["desks"] == ["builder"]  # it takes the ready brief; idle takes none
+    named = assay("event", event, "--desks", "idle", "--json", env={"ASSAY_FORGE": forge.url})
+    assert named.code == 0 and named.json()["desks"] == ["idle"]  # type: ignore[index]
+    unknown = assay("event", event, "--desks", "nobody", env={"ASSAY_FORGE": forge.url})
+    assert unknown.code == 2 and "no desk named nobody on main" in unknown.err

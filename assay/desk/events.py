@@ -110,12 +110,13 @@ def handle(claims: Claims, reviews: Reviews, event: str, payload: dict[str, Any]
                                                               ("attempt", os.environ.get("GITHUB_RUN_ATTEMPT", "")))
                                              if v}}
     report = EventReport(event, cause, ignored=ignored)
-    if briefs is None and event != "push":
+    about_all = briefs is None  # a push, the schedule, a manual run: every brief, and every ready one
+    if about_all and event != "push":
         snapshot = read_snapshot(claims)
         briefs = sorted(b for b, c in snapshot.claims.items() if c.record.state in ("held", "waiting", "blocked"))
     for brief in briefs or []:
         report.briefs.append(signals.settle(claims, reviews, brief, cause, by))
-    if briefs is None or event == "push" or only:
+    if about_all or only:
         report.desks = desks_with_work(claims, touched=None, only=only)
     else:  # only what this event moved: a duplicate delivery or a re-run starts no desk
         moved = [b.brief for b in report.briefs if b.woken or b.state == "released"]
