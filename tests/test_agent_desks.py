@@ -288,6 +288,18 @@ def checkpoints(forge: Path) -> list[dict[str, Any]]:
     return [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
 
 
+def holds_the_deploy(forge: Path, checkpoint: dict[str, Any]) -> bool:
+    """Whether a checkpoint's transcript holds the deploy's call: the CLI writes its transcript on its own time, so
+    a checkpoint journaled after the deploy's result may still end at the turn before."""
+    path = checkpoint["data"]["checkpoint_blob"]
+    for sha in git("--git-dir", str(forge), "rev-list", "refs/assay/journal/ship").split():
+        found = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "-p", f"{sha}:{path}"],
+                               capture_output=True, text=True)
+        if found.returncode == 0:
+            return "step run --name deploy" in found.stdout
+    return False
+
+
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str, tmp_path: Path) -> None:
     """Each preset, with a heartbeat of 2 s: after the agent's second turn its conversation is
@@ -307,7 +319,8 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
         assert brain.asked.wait(TIMEOUT), server.debug()
         deadline = time.monotonic() + 60
         deployed = max(e["seq"] for e in deploys(forge) if e["kind"] == "result")
-        while not [c for c in checkpoints(forge) if c["seq"] > deployed]:  # a heartbeat saves both turns
+        while not [c for c in checkpoints(forge) if c["seq"] > deployed and holds_the_deploy(forge, c)]:
+            # a heartbeat saves both turns, once the CLI has written the second to its transcript
             assert first.poll() is None and time.monotonic() < deadline, server.debug()
             time.sleep(0.2)
         os.killpg(first.pid, signal.SIGKILL)
