@@ -26,7 +26,7 @@ agent:
 lease_s: 120
 heartbeat_s: 5
 attempts: 2
-env_allow: [PATH, HOME, SESSION_AGENT_BROKEN]
+env_allow: [PATH, HOME, SESSION_AGENT_*]
 """
 BRIEF = """---
 title: Talk
@@ -115,6 +115,24 @@ def test_a_checkpoint_that_cannot_be_resumed_is_journaled_and_the_run_starts_afr
                                                       if e["kind"] == "checkpoint")]
     shown = assay("journal", "talk", "--json", "--forge", forge.url).json()
     assert isinstance(shown, dict) and "checkpoint" in {e["kind"] for e in shown["entries"]}
+
+
+def test_steering_that_arrives_as_the_run_ends_reaches_the_next_run(forge: Forge, tmp_path: Path) -> None:
+    """A person steers just as attempt 1's agent ends: no heartbeat can pass it on to that run, so it is not
+    marked delivered, and attempt 2 (the resumed conversation) is prompted with it."""
+    text = "Prefer the staging database"
+    publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT),
+                    "briefs/talk.md": BRIEF.format(check="grep -A2 '^## Steering' prompt.txt | grep -q staging")})
+    run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), SESSION_AGENT_STEER=text)
+    assert run.code == 0 and "talk attempt 1 failed" in run.out and "review ready" in run.out, run.out + run.err
+    assert "resumes the agent's conversation" in run.out  # the steering came as a prompt of the resumed session
+    journal = entries(forge.path, "talk")
+    steer = [e for e in journal if e["kind"] == "steer"]
+    assert [e["data"]["text"] for e in steer] == [text]
+    agents = [e for e in journal if e["kind"] == "intent" and e["step"] == "agent"]
+    assert len(agents) == 2 and agents[0]["seq"] < steer[0]["seq"] < agents[1]["seq"]
+    assert not [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("steer") == "delivered"]
+    assert invariants(forge.path, "talk") == []
 
 
 def test_a_fork_from_an_earlier_checkpoint_knows_what_came_before_and_nothing_after(forge: Forge,

@@ -5,7 +5,8 @@ The transcript is `$HOME/t/<slug of the working directory>/<ID>.jsonl`, one JSON
 turn, and writes `seen.txt` in the working directory: how many turns the conversation had when it started, at
 which attempt.
 With `SESSION_AGENT_BROKEN` set, a resumed run fails at once without touching the transcript (a CLI that cannot
-read the session it was given).
+read the session it was given). Each run copies its prompt to `prompt.txt`; with `SESSION_AGENT_STEER` set, the
+first attempt's last act is a person's `assay steer` of that text (steering that arrives as the run ends).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +33,11 @@ def main() -> int:
     with transcript.open("a") as out:
         out.write(json.dumps({"message": {"role": "user", "content": [
             {"type": "text", "text": f"attempt {os.environ.get('ASSAY_ATTEMPT')}"}]}}) + "\n")
+    Path("prompt.txt").write_text(Path(sys.argv[1]).read_text())
+    steer = os.environ.get("SESSION_AGENT_STEER")
+    if steer and os.environ.get("ASSAY_ATTEMPT") == "1":
+        subprocess.run([os.environ["ASSAY_BIN"], "steer", os.environ["ASSAY_BRIEF"], steer], check=True,
+                       env={k: v for k, v in os.environ.items() if k != "ASSAY_SOCKET"})
     print(f"session {session}: {len(turns)} turns before this one")
     return 0
 
