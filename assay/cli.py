@@ -557,7 +557,8 @@ def desk_list(ports: Ports, as_json: bool) -> None:
 @click.option("--once", is_flag=True, help="One pass: work what is ready now, then exit.")
 @click.option("--max-briefs", type=click.IntRange(1), help="Stop after working this many briefs.")
 @click.option("--poll", "poll_s", type=float, default=5.0, show_default=True,
-              help="Seconds an idle desk waits before it looks again; doubled each idle pass, up to its heartbeat.")
+              help="Seconds an idle desk waits before it looks again; doubled each idle pass, up to its heartbeat "
+                   "or 120 s.")
 @click.option("--state-dir", type=click.Path(path_type=Path), help="Where worktrees and prompts live "
               "(default: ASSAY_STATE_DIR or ~/.local/state/assay).")
 @click.option("--singleton", is_flag=True, help="This is the only process of the desk (a GitHub Actions job in its "

@@ -415,7 +415,7 @@ def progress(enabled: bool = True, what: str = "sweeping") -> Iterator[Callable[
 
 def sweep_view(report: Any) -> dict[str, Any]:
     return {"policy": report.policy, "dry_run": report.dry_run, "at": report.at, "briefs": report.briefs,
-            "round_trips": dict(report.round_trips),
+            "round_trips": dict(report.round_trips), "packed_refs": report.packed_refs,
             "findings": [{"kind": f.kind, "brief": f.brief, "detail": f.detail, "action": f.action, "new": f.new,
                           "key": f.key} for f in report.findings]}
 
@@ -427,8 +427,9 @@ def render_sweep(view: dict[str, Any]) -> None:
     if rows:
         print_table(["finding", "brief", "action", "", "detail"], rows)
     new = sum(1 for f in view["findings"] if f["new"])
+    packed = f"; packed the forge's {view['packed_refs']} loose refs" if view.get("packed_refs") else ""
     _console().print(f"swept {view['briefs']} briefs with policy {view['policy']}{mode}: "
-                     f"{len(rows)} findings, {new} new")
+                     f"{len(rows)} findings, {new} new{packed}")
 
 
 def sweep_markdown(view: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +182,22 @@ def test_a_preset_runs_its_real_cli_to_a_ready_review(name: str, tmp_path: Path)
     print(f"{name}: one brief, claim to ready review, in {took:.1f}s")
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
-def test_a_desk_killed_inside_the_deploy_strands_nothing(name: str, tmp_path: Path) -> None:
+@dataclass
+class KilledInDeploy:
+    """A desk SIGKILLed while its agent's deploy command was held at its gate, then run again to the end."""
+
+    forge: Path
+    log: Path  # what deployed ("deployed" once per deploy that ran through)
+    started: Path  # "started" once per deploy command that began
+    gate: Path
+    out: str  # the second desk's output
+    server: ModelServer
+
+
+def killed_in_the_deploy(name: str, tmp_path: Path, brain: Brain) -> KilledInDeploy:
+    """Preset NAME with the model `brain`: the first desk is killed (its whole group: the desk and its agent CLI;
+    the deploy's command has a session of its own) once the deploy's command runs, held at a FIFO gate with its
+    intent on the forge; the gate is removed and a second desk runs at once, to the end."""
     agent = AGENTS[name]
     if agent.installed is None:
         pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
@@ -190,15 +205,24 @@ def test_a_desk_killed_inside_the_deploy_strands_nothing(name: str, tmp_path: Pa
     os.mkfifo(gate)
     forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
     started = Path(f"{log}.started")
-    with agent.server(ship) as server:
+    with agent.server(brain) as server:
         env = desk_env(agent, server, tmp_path)
         first = desk(name, forge, env)
-        while not started.exists():  # the deploy's command runs, held at its gate: its intent is on the forge
+        while not started.exists():
             assert first.poll() is None, f"{first.communicate()[0]}\n{server.debug()}"
-        os.killpg(first.pid, signal.SIGKILL)  # the desk and its agent CLI; the tool command has its own session
+            time.sleep(0.01)
+        os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         gate.unlink()  # the next deploy, if any, runs straight through
-        out = finish(desk(name, forge, env), server)  # restarted at once
+        out = finish(desk(name, forge, env), server)
+    return KilledInDeploy(forge, log, started, gate, out, server)
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_desk_killed_inside_the_deploy_strands_nothing(name: str, tmp_path: Path) -> None:
+    killed = killed_in_the_deploy(name, tmp_path, ship)
+    forge, log, started, gate, out, server = (killed.forge, killed.log, killed.started, killed.gate, killed.out,
+                                              killed.server)
     detail = f"{out}\n{server.debug()}"
     assert "took over ship" in out and "review ready; waiting for merge" in out, detail
     assert no_reader(Path(f"{gate}")) or not gate.exists()
@@ -278,7 +302,7 @@ def beating_project(name: str, tmp_path: Path, log: Path) -> Path:
     forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
     work = tmp_path / "project"
     preset = (work / "desks" / f"{name}.yaml").read_text()
-    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 60", "heartbeat_s: 2"))
+    (work / "desks" / f"{name}.yaml").write_text(preset.replace("heartbeat_s: 300", "heartbeat_s: 2"))
     git("commit", "-qam", "beat every 2 s", cwd=work)
     git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
     return forge
@@ -433,23 +457,8 @@ def test_the_agent_reaches_assay_through_its_mcp_tools_and_a_crash_inside_the_ca
     """The preset as shipped registers `assay mcp`; the scripted model deploys with `mcp__assay__step_run`. A
     SIGKILL of the desk's group inside that call, then a restart: the model's repeated call gets the
     outcome-unknown text as the tool's result, it settles, and the deploy ran once."""
-    agent = AGENTS[name]
-    if agent.installed is None:
-        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
-    log, gate = tmp_path / "effects.log", tmp_path / "gate"
-    os.mkfifo(gate)
-    forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
-    started = Path(f"{log}.started")
-    with agent.server(ship_with_tools) as server:
-        env = desk_env(agent, server, tmp_path)
-        first = desk(name, forge, env)
-        while not started.exists():  # the deploy's command runs inside the tool call, held at its gate
-            assert first.poll() is None, f"{first.communicate()[0]}\n{server.debug()}"
-            time.sleep(0.01)
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-        gate.unlink()
-        out = finish(desk(name, forge, env), server)
+    killed = killed_in_the_deploy(name, tmp_path, ship_with_tools)
+    forge, log, out, server = killed.forge, killed.log, killed.out, killed.server
     detail = f"{out}\n{server.debug()}\n" + "\n".join(f"{e.command[:80]} -> {e.failed} {e.output[:300]!r}"
                                                   for c in server.transcript.conversations[-1:] for e in c.exchanges)
     assert "review ready; waiting for merge" in out, detail

@@ -11,6 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from assay.core.config import defaults_dir
+from assay.core.deskspec import parse_desk
+from assay.desk.loop import idle_wait
 from tests.conftest import Forge, assay
 from tests.helpers.desks import brief, publish
 
@@ -58,10 +61,10 @@ def test_no_push_is_rejected_after_an_agent_run_that_outlived_heartbeats(forge: 
     assert [args for code, args in made if code != 0] == []  # not one push on stale leases
 
 
-def test_an_idle_desk_backs_off_to_one_look_a_heartbeat(forge: Forge, tmp_path: Path) -> None:
-    """With nothing to do, a desk polling every 0.05 s backs off to its heartbeat (1 s here; 60 s in the presets):
-    over the last three heartbeats of a 6 s idle spell it reads the forge's refs about twice a heartbeat (its
-    look, and the sweep it runs each heartbeat), where it read them every 0.05 s before."""
+def test_an_idle_desk_backs_off_to_one_ref_advertisement_a_heartbeat(forge: Forge, tmp_path: Path) -> None:
+    """With nothing to do, a desk polling every 0.05 s backs off to its heartbeat (1 s here): over the last three
+    heartbeats of a 6 s idle spell it reads the forge's refs once a heartbeat, its sweep and its look sharing one
+    ref advertisement, where it read them every 0.05 s before (and twice a heartbeat after the first backoff)."""
     publish(forge, {"desks/builder.yaml": DESK})
     folder, log = logging_git(tmp_path)
     env = {**os.environ, "ASSAY_FORGE": forge.url, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
@@ -77,8 +80,17 @@ def test_an_idle_desk_backs_off_to_one_look_a_heartbeat(forge: Forge, tmp_path: 
     finally:
         desk.kill()
         desk.wait()
-    assert during <= 3 * 3, during  # at most about three reads a heartbeat; without backoff, ~60 in these 3 s
-    assert during >= 1  # it still looks
+    print(f"ref advertisements in 3 s, at a 1 s heartbeat: {during}")
+    assert 1 <= during <= 3 + 1, during  # one a heartbeat (a pass may straddle the window's edge)
+
+
+def test_an_idle_desk_with_a_preset_looks_at_most_once_a_minute_once_backed_off() -> None:
+    """The shipped presets: polling every 5 s, an idle desk's waits double to `IDLE_MAX_S` (120 s), and each
+    pass is one ref advertisement: 1,000 idle desks ask the forge for its refs about 8 times a second."""
+    for path in sorted(defaults_dir("desks").glob("*.yaml")):
+        waits = [idle_wait(5.0, idle, parse_desk(path.read_text(), str(path)).heartbeat_s) for idle in range(12)]
+        assert waits[0] == 5.0 and waits == sorted(waits), path
+        assert 60 / waits[-1] <= 1, (path, waits)  # looks a minute, once backed off
 
 
 def advertisements(log: Path) -> list[str]:

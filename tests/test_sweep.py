@@ -17,12 +17,13 @@ import pytest
 from assay.core import custody
 from assay.core.claims import Claims
 from assay.core.forge.plain import PlainReviews
-from assay.core.git import ForgeGit
+from assay.core.git import PACK_REFS_AT, ForgeGit
 from assay.core.journal import Journal
 from assay.errors import Conflict
 from assay.observe.sweep import sweep
 from tests.conftest import Forge, Run, assay, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
+from tests.helpers.fastimport import commit, fast_import
 from tests.journal_check import claim_chain, entries, invariants
 
 POLICY = """name: default
@@ -355,3 +356,22 @@ def test_a_retirement_the_forge_refuses_is_a_finding_not_a_failed_sweep(policed:
     lock.unlink()
     [retire] = findings(sweep_cli(policed, time.time() + 8 * 86400 + 60), "retire")
     assert retire["action"] == "retired" and policed.tip("refs/assay/claims/alpha") is None
+
+
+def test_the_sweep_packs_the_loose_refs_of_a_forge_on_this_machine(forge: Forge) -> None:
+    """Every push to a forge on disk stats each loose ref, so the sweep packs them once there are `PACK_REFS_AT`:
+    the refs keep their values, none is left loose; a dry run packs nothing."""
+    stream = b"".join(commit(f"refs/heads/assay/w{i}", {"f": b"%d" % i}) for i in range(PACK_REFS_AT + 4))
+    fast_import(forge, stream)
+    refs = ["--git-dir", str(forge.path), "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads"]
+    before = git(*refs)
+    loose = sum(len(files) for _, _, files in os.walk(forge.path / "refs"))
+    assert loose >= PACK_REFS_AT + 4
+    dry = sweep_cli(forge, time.time(), "--dry-run", "--json")
+    assert dry.code == 0 and json.loads(dry.out)["packed_refs"] == 0, dry.err
+    done = sweep_cli(forge, time.time(), "--json")
+    assert done.code == 0 and json.loads(done.out)["packed_refs"] >= loose, done.err  # with its own observations
+    assert sum(len(files) for _, _, files in os.walk(forge.path / "refs")) == 0
+    assert git(*refs) == before
+    again = sweep_cli(forge, time.time(), "--json")
+    assert json.loads(again.out)["packed_refs"] == 0  # fewer than PACK_REFS_AT loose: nothing to do

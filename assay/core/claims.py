@@ -293,6 +293,12 @@ class Claims:
             self._kept = self.view  # the same object: a write meanwhile updates its tip in both
         return self.view
 
+    def keep(self, found: Scan) -> None:
+        """Make a scan read by someone else (of at least the queue's kinds) the next `read_view`: one ref
+        advertisement serves a desk's sweep and its look."""
+        assert all(kind in found.kinds for kind in QUEUE), found.kinds
+        self._kept = ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found)
+
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
               holder: str = "", require_brief: bool = True) -> Claim:
         """Take `brief` for `desk`; exactly one of any number of racing callers wins.

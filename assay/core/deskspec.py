@@ -37,13 +37,24 @@ class SessionSpec:
     file: str
 
 
+LEASE_S = 1200  # a desk's lease when its file names none
+HEARTBEAT_S = 300  # its heartbeat when its file names none (a quarter of a shorter lease): one push in 5 minutes
+PERSON_HEARTBEAT_S = 60  # how often a claim of no desk on main is expected to be renewed (by hand, or an agent)
+
+
+def default_heartbeat(lease_s: int) -> int:
+    """The heartbeat of a desk whose file gives a lease and no heartbeat: `HEARTBEAT_S`, or a quarter of a lease
+    shorter than four of them."""
+    return max(1, min(HEARTBEAT_S, lease_s // 4))
+
+
 @dataclass(frozen=True)
 class DeskSpec:
     name: str
     command: tuple[str, ...]
     labels: tuple[str, ...] = ()
-    lease_s: int = 600
-    heartbeat_s: int = 60
+    lease_s: int = LEASE_S
+    heartbeat_s: int = HEARTBEAT_S
     singleton: bool = False
     attempts: int = 3
     env_allow: tuple[str, ...] = DEFAULT_ENV  # names, or shell patterns such as ANTHROPIC_*
@@ -140,7 +151,8 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     hooks = need("hooks", dict, lambda v: all(k in HOOK_KEYS and isinstance(x, str) and x.strip()
                                               for k, x in v.items()),
                  f"`hooks` must map {' and '.join(HOOK_KEYS)} to shell commands") or {}
-    heartbeat, lease = ints["heartbeat_s"] or DeskSpec.heartbeat_s, ints["lease_s"] or DeskSpec.lease_s
+    lease = ints["lease_s"] or LEASE_S
+    heartbeat = ints["heartbeat_s"] or default_heartbeat(lease)
     if heartbeat * 2 > lease:
         bad(nodes.get("heartbeat_s") or nodes.get("lease_s"),
             f"`heartbeat_s` ({heartbeat}) must be at most half of `lease_s` ({lease}), "
@@ -150,7 +162,7 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     defaults = DeskSpec(name=name, command=tuple(agent["command"]))
     return DeskSpec(
         name=name, command=tuple(agent["command"]), labels=tuple(labels),
-        lease_s=ints["lease_s"] or defaults.lease_s, heartbeat_s=ints["heartbeat_s"] or defaults.heartbeat_s,
+        lease_s=lease, heartbeat_s=heartbeat,
         singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
         env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
         verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,

@@ -177,6 +177,9 @@ def _first_error(stderr: bytes) -> str:
     return redact(text.removeprefix("fatal: ").removeprefix("error: "))
 
 
+PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them
+
+
 class ForgeGit:
     """Reads and CAS-writes refs of one forge through a local cache repository."""
 
@@ -514,17 +517,22 @@ class ForgeGit:
         lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {who}", f"committer {who}", "", message]
         return self.write_object("commit", ("\n".join(lines).rstrip("\n") + "\n").encode())
 
-    def pack_forge_refs(self) -> bool:
-        """On a forge on disk, pack its refs into one file (deleted refs leave none behind); False elsewhere.
+    def pack_forge_refs(self, loose_at_least: int = 0) -> int | None:
+        """On a forge on disk, pack its refs into one file (deleted refs leave none behind), once at least
+        `loose_at_least` of them are loose files; how many were loose, or None if nothing was packed.
 
         A forge on disk with thousands of loose ref files reads every one of them for each push
         and listing; packed, it reads one file. A concurrent push that meets the lock is retried.
+        A forge whose refs are a reftable has no loose refs.
         """
         path = local_forge_path(self.url)
-        if path is None:
-            return False
+        if path is None or not (path / "refs").is_dir():
+            return None
+        loose = sum(len(files) for _, _, files in os.walk(path / "refs"))
+        if loose_at_least and loose < loose_at_least:
+            return None
         proc = run_git(["--git-dir", str(path), "pack-refs", "--all", "--prune"], check=False)
-        return proc.returncode == 0
+        return loose if proc.returncode == 0 else None
 
     # -- compare-and-swap push ------------------------------------------------------
 

@@ -82,7 +82,7 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
 
     chain.retrying(attempt, "retiring done briefs")
     if result.retired and not dry_run:
-        result.packed = git.pack_forge_refs()
+        result.packed = git.pack_forge_refs() is not None
     return result
 
 

@@ -33,7 +33,7 @@ PREFIXES = {"claims": CLAIMS_PREFIX, "journals": JOURNAL_PREFIX, "reviews": REVI
             "branches": BRANCH_PREFIX}
 SINGLES = {"main": MAIN_REF, "sweeper": SWEEPER_REF, "retired": RETIRED_REF, "keep": KEEP_REF}
 WHOLE = (*PREFIXES, *SINGLES)  # every kind: the board, the sweep, the audit of every brief
-QUEUE = ("claims", "main", "retired")  # what a desk chooses work from, read every pass
+QUEUE = ("claims", "reviews", "main", "retired")  # what a desk chooses work from and settles, read every pass
 
 
 @dataclass

@@ -25,7 +25,8 @@ from assay.core.deskspec import DeskSpec
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
 from assay.core.lives import life_state
-from assay.core.records import ClaimRecord, decode_entry, journal_ref
+from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
+from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
 from assay.desk.queue import Snapshot, read_snapshot
 from assay.desk.work import BriefWork
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 Echo = Callable[[str], None]
 REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
 MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before trying it again
+IDLE_MAX_S = 120.0  # the longest an idle desk waits between looks at the forge
 
 
 @dataclass
@@ -120,14 +122,20 @@ class Desk:
     def _sweep_if_due(self) -> None:
         """Sweep the forge when the desk starts and then once a heartbeat, so that recovery needs nothing
         else running: a dead desk's claim on any machine is expired from forge evidence once its lease
-        has passed, and this desk can take the brief. A sweep that fails is a finding, never a stop."""
+        has passed, and this desk can take the brief. One ref advertisement serves the sweep and the pass's
+        look; a fleet sweeps about once a heartbeat, not once per desk: observations another sweeper recorded
+        within the last heartbeat stand. A sweep that fails is a finding, never a stop."""
         now = time.monotonic()
         if self._swept_at is not None and now - self._swept_at < self.spec.heartbeat_s:
             return
         self._swept_at = now
         try:
+            found = scan(self.git)  # every kind: what the sweep reads, and the queue
+            if self._swept_lately(found):
+                self.claims.keep(found)
+                return
             # liveness only: pull requests are read by `assay sweep` (one cache per repository, not one per desk)
-            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name)
+            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name, found=found)
         except AssayError as exc:
             self._tell_once(f"finding: the sweep failed: {exc.message}")
             return
@@ -136,6 +144,16 @@ class Desk:
                 self.echo(f"{self.spec.name}: sweep: {f.kind} {f.brief}: {f.action}")
             elif f.new:
                 self._tell_once(f"finding: {f.kind} {f.brief}: {f.detail}")
+        if not any(f.action for f in swept.findings):
+            self.claims.keep(found)  # nothing written to a claim: the look sees what the sweep saw
+
+    def _swept_lately(self, found: Scan) -> bool:
+        """Whether a sweeper recorded observations less than a heartbeat ago (by this desk's clock)."""
+        if found.tip("sweeper") is None:
+            return False
+        found.fetch("sweeper")
+        at = found.observations().observations.at
+        return bool(at) and 0 <= self.clock() - parse_iso(at).timestamp() < self.spec.heartbeat_s
 
     def _tell_once(self, finding: str) -> None:
         if finding not in self._told:
@@ -171,14 +189,13 @@ class Desk:
         waiting = {b: c.record for b, c in sorted(snapshot.claims.items())
                    if c.record.state == "waiting" and self._mine(c.record) and b not in self._resting()}
         on_review = [b for b, r in waiting.items() if str((r.wait or {}).get("on", "")) in ("review", "merge")]
-        # on GitHub one list read for all of them, not one per brief; review refs are read one by one, so
-        # a junk one is a finding about its brief alone
-        batched = not self.reviews.refs_backed and on_review
-        reviews = self.reviews.peek_many(on_review) if batched else {}
+        # one read for all of them: on GitHub one list; review refs as the pass's look saw them. A brief left out
+        # (a junk review ref) is read alone, so that the finding is about its brief alone
+        reviews = self.reviews.peek_many(on_review, snapshot.reviews) if on_review else {}
         for brief_id, r in waiting.items():
             try:
-                review = reviews.get(brief_id) if batched else None
-                progressed = self._settle_one(brief_id, r, report, review, looked=bool(batched)) or progressed
+                looked = brief_id in reviews or not self.reviews.refs_backed
+                progressed = self._settle_one(brief_id, r, report, reviews.get(brief_id), looked) or progressed
             except Conflict as exc:  # another process of this desk, or a person, settled it first
                 self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
             except RecordInvalid as exc:  # a junk review: leave this brief waiting, settle the others
@@ -390,9 +407,10 @@ class Desk:
 
 def idle_wait(poll_s: float, idle: int, heartbeat_s: float) -> float:
     """How long an idle desk waits before it looks again: `poll_s`, doubled for each idle pass in a row, up to a
-    heartbeat (the cadence at which it sweeps anyway). An idle fleet then reads the forge about twice a heartbeat
-    per desk (a sweep and a look), not once every `poll_s`; the first look after work is done comes at once."""
-    return min(poll_s * (1 << min(idle, 20)), max(poll_s, heartbeat_s))
+    heartbeat (the cadence at which it sweeps anyway) or `IDLE_MAX_S`, whichever is shorter. A pass is one ref
+    advertisement (the sweep's read is the look's), so an idle desk reads the forge at most once every
+    `IDLE_MAX_S` once it has backed off, not once every `poll_s`; the first look after work comes at once."""
+    return min(poll_s * (1 << min(idle, 20)), max(poll_s, min(heartbeat_s, IDLE_MAX_S)))
 
 
 def _dead_here(holder: str) -> bool:

@@ -25,6 +25,7 @@ class Snapshot:
     problems: list[Problem] = field(default_factory=list)
     invalid: dict[str, RecordInvalid] = field(default_factory=dict)  # brief -> why its claim record is junk
     retired: frozenset[str] = frozenset()  # done briefs whose refs are folded into refs/assay/retired
+    reviews: dict[str, str] = field(default_factory=dict)  # review ref -> tip, where reviews are refs
 
     def state(self, brief: str) -> str | None:
         claim = self.claims.get(brief)
@@ -53,4 +54,4 @@ def read_snapshot(claims: Claims) -> Snapshot:
     except RecordInvalid as exc:  # a junk index hides nothing that is live: its briefs show as unclaimed
         retired, problems = frozenset(), [*problems, Problem(RETIRED_REF, None, exc.problem, "")]
     return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid,
-                    retired)
+                    retired, dict(found.tips["reviews"]))

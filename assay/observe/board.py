@@ -30,7 +30,7 @@ from assay.core.claims import (
     renewal_key,
 )
 from assay.core.credentials import redact
-from assay.core.deskspec import DeskSpec, desks_on_main
+from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, committed_at
 from assay.core.journal import JournalLog, read_logs
@@ -299,7 +299,7 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
         "lease_age_s": age, "lease_age_by": age_by,
         "progress": read.progress.get(brief, "") if record is not None and record.state == "held" else "",
-        "liveness": asdict(liveness(record, age, read.heartbeats.get(record.desk, DeskSpec.heartbeat_s))
+        "liveness": asdict(liveness(record, age, read.heartbeats.get(record.desk, PERSON_HEARTBEAT_S))
                            if record else Liveness("")),
         "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,
                        "status": steps[-1].status} if steps else None),

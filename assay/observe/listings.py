@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
-from assay.core.deskspec import DeskSpec, desks_on_main
+from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
@@ -47,7 +47,7 @@ def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: 
     rows = []
     for c in chosen:
         age = max(0, int(now - written[c.sha])) if c.sha in written else None
-        rows.append(ClaimRow(c, age, liveness(c.record, age, beats.get(c.record.desk, DeskSpec.heartbeat_s)),
+        rows.append(ClaimRow(c, age, liveness(c.record, age, beats.get(c.record.desk, PERSON_HEARTBEAT_S)),
                              progress.get(c.sha, "")))
     return rows, bad
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from assay.core import chain, custody
 from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holder_life
 from assay.core.crash import crash_point
-from assay.core.deskspec import DeskSpec, desks_on_main
+from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Reviews
-from assay.core.git import ZERO, ForgeGit
+from assay.core.git import PACK_REFS_AT, ZERO, ForgeGit
 from assay.core.journal import read_log, read_logs, transition_as
 from assay.core.lives import Life, life_state
 from assay.core.observations import (
@@ -44,7 +44,7 @@ from assay.core.records import (
 )
 from assay.core.retire import retire
 from assay.core.retired import BRANCH_PREFIX, RETIRED_REF
-from assay.core.scan import read_observations, scan
+from assay.core.scan import Scan, read_observations, scan
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
 from assay.observe.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
@@ -73,6 +73,7 @@ class SweepReport:
     briefs: int
     findings: list[Finding] = field(default_factory=list)
     round_trips: dict[str, int] = field(default_factory=dict)
+    packed_refs: int = 0  # loose refs a forge on this machine had when the sweep packed them
 
 
 @dataclass
@@ -97,9 +98,13 @@ class ForgeState:
 # -- reading ------------------------------------------------------------------------------------
 
 
-def read_forge(claims: Claims) -> ForgeState:
-    """One ls-remote for every ref a sweep needs, one fetch for every tip it will read."""
-    found = scan(claims.git, ("claims", "reviews", "journals", "branches", "main", "sweeper"))
+SWEPT = ("claims", "reviews", "journals", "branches", "main", "sweeper")  # the kinds of ref a sweep reads
+
+
+def read_forge(claims: Claims, found: Scan | None = None) -> ForgeState:
+    """One ls-remote for every ref a sweep needs (none when given a scan of them), one fetch for every tip it
+    will read."""
+    found = found if found is not None else scan(claims.git, SWEPT)
     found.fetch("claims", "reviews", "journals", "main", "sweeper")
     good, bad = claims.load_tips(found.tips["claims"])
     reviews, bad_reviews = found.reviews()
@@ -262,7 +267,7 @@ def _claim_findings(state: ForgeState, seen: BriefSeen | None, claim: Claim, pol
     review = state.reviews.get(brief)
     if r.state == "held" and seen is not None:
         still = now - seconds(seen.claim_seen)
-        beat = state.heartbeats.get(r.desk, DeskSpec.heartbeat_s)
+        beat = state.heartbeats.get(r.desk, PERSON_HEARTBEAT_S)
         if seen.claim == claim.sha and still > r.lease_s + policy.grace_s:
             out.append(Finding("lease", brief, f"tip {claim.sha[:10]} of epoch {r.epoch} (desk {r.desk}, holder "
                                f"{r.holder}) has not moved for {int(still)}s; lease {r.lease_s}s + grace "
@@ -325,16 +330,18 @@ def record(findings: list[Finding], base: dict[str, Recorded], now: float, read_
 
 
 def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None = None, dry_run: bool = False,
-          progress: Progress = lambda _: None, desk: str | None = None, reviews: Reviews | None = None) -> SweepReport:
+          progress: Progress = lambda _: None, desk: str | None = None, reviews: Reviews | None = None,
+          found: Scan | None = None) -> SweepReport:
     """One sweep of the forge. `now` is the sweeper's clock (default: this machine's); `desk`, the desk
     sweeping, if a desk is (it leaves its own met waits to its pass); `reviews`, the forge's review port,
-    read where reviews are not refs (pull requests on GitHub)."""
+    read where reviews are not refs (pull requests on GitHub); `found`, a scan of the forge just made (of every
+    kind in `SWEPT`), so that the sweep reads no ref list of its own."""
     git = claims.git
     before = dict(git.round_trips)
     api_before = _api_counts(reviews)
     now = time.time() if now is None else now
     progress("reading the forge")
-    state = read_forge(claims)
+    state = read_forge(claims, found)
     policy = load_policy(git, state.main, policy_name)
     unread = None
     if reviews is not None and not reviews.refs_backed:
@@ -360,9 +367,10 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
     findings += _retire(claims, state, policy, now, dry_run, by)
     if unread is not None:
         findings.append(unread)
+    packed = 0 if dry_run else git.pack_forge_refs(PACK_REFS_AT) or 0
     trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
     trips.update({k: v - api_before.get(k, 0) for k, v in _api_counts(reviews).items() if v - api_before.get(k, 0)})
-    return SweepReport(policy.name, dry_run, utc_now_iso(now), len(state.briefs()), findings, trips)
+    return SweepReport(policy.name, dry_run, utc_now_iso(now), len(state.briefs()), findings, trips, packed)
 
 
 def needs_review(claim: Claim, branches: dict[str, str]) -> bool:

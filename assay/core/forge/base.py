@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -126,8 +126,10 @@ class Reviews(Protocol):
         charges for reads)."""
         ...
 
-    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
-        """`peek` of each brief that has a review, in as few reads as the forge allows."""
+    def peek_many(self, briefs: builtins.list[str], tips: Mapping[str, str] | None = None) -> dict[str, Review]:
+        """`peek` of each brief that has a review, in as few reads as the forge allows; a junk review is left
+        out (its `peek` says what is wrong). `tips`: the review refs' tips as a scan just read them, where
+        reviews are refs (no read of the refs then)."""
         ...
 
     def kept(self, brief: str) -> Review | None:

@@ -18,7 +18,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -266,7 +266,7 @@ class GitHubReviews:
         pull = self._find(validate_brief_id(brief))
         return self._review(brief, pull, detail=False) if pull is not None else None
 
-    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
+    def peek_many(self, briefs: builtins.list[str], tips: Mapping[str, str] | None = None) -> dict[str, Review]:
         """The open pull requests in one list (a page per 100), then one read for each brief not among them
         (merged, closed or never opened). Every answer about a pull request embeds its repository, whose
         counts change whenever any pull request opens or closes; so one list, not a read per brief, is what

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from assay.core import chain, retired
@@ -116,8 +116,14 @@ class PlainReviews:
     def peek(self, brief: str) -> Review | None:
         return self.get(brief)
 
-    def peek_many(self, briefs: builtins.list[str]) -> dict[str, Review]:
-        return {b: r for b in briefs if (r := self.get(b)) is not None}
+    def peek_many(self, briefs: builtins.list[str], tips: Mapping[str, str] | None = None) -> dict[str, Review]:
+        refs = {review_ref(b) for b in briefs}
+        if not refs:
+            return {}
+        found = tips if tips is not None else self.git.ls_remote(*sorted(refs))  # one read for all of them
+        good, _ = chain.read_tips(self.git, {r: sha for r, sha in found.items() if r in refs}, REVIEWS_PREFIX,
+                                  "review.json", decode_review)
+        return {record.brief: Review(record, sha) for record, sha in good}
 
     def kept(self, brief: str) -> Review | None:
         """The review, or the review as it was when its brief was retired (read-only)."""

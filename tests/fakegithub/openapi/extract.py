@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,22 +64,22 @@ EXTRA_SCHEMAS = ("basic-error", "validation-error")
 DROP = {"examples", "example", "description", "summary", "externalDocs", "x-github", "x-octokit"}
 
 
-def _strip(node: Any, properties: bool = False) -> Any:
+def strip_prose(node: Any, properties: bool = False) -> Any:
     """Drop prose and examples; a schema property that happens to be named `description` stays."""
     if isinstance(node, dict):
-        return {k: _strip(v, k == "properties" and not properties) for k, v in node.items()
+        return {k: strip_prose(v, k == "properties" and not properties) for k, v in node.items()
                 if properties or k not in DROP}
     if isinstance(node, list):
-        return [_strip(v) for v in node]
+        return [strip_prose(v) for v in node]
     return node
 
 
-def _refs(node: Any) -> list[str]:
+def refs_in(node: Any) -> list[str]:
     if isinstance(node, dict):
         found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
-        return found + [r for v in node.values() for r in _refs(v)]
+        return found + [r for v in node.values() for r in refs_in(v)]
     if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
+        return [r for v in node for r in refs_in(v)]
     return []
 
 
@@ -86,36 +87,47 @@ def extract(description: dict[str, Any], version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for path, method in OPERATIONS:
         op = description["paths"][path][method]
-        paths.setdefault(path, {})[method] = {"operationId": op["operationId"], "responses": _strip(op["responses"])}
+        paths.setdefault(path, {})[method] = {"operationId": op["operationId"],
+                                              "responses": strip_prose(op["responses"])}
+    return {
+        "source": {"package": "@octokit/openapi", "version": version, "file": "generated/api.github.com.json",
+                   "openapi": description["openapi"]},
+        "paths": paths,
+        "components": closure(description, refs_in(paths) + [f"#/components/schemas/{n}" for n in EXTRA_SCHEMAS]),
+    }
+
+
+def closure(description: dict[str, Any], refs: list[str]) -> dict[str, dict[str, Any]]:
+    """Every component `refs` reach through `$ref` (theirs too), stripped, sorted by kind and name."""
     components: dict[str, dict[str, Any]] = {}
-    pending = _refs(paths) + [f"#/components/schemas/{name}" for name in EXTRA_SCHEMAS]
+    pending = list(refs)
     while pending:
         ref = pending.pop()
         kind, name = ref.removeprefix("#/components/").split("/", 1)
         if name in components.get(kind, {}):
             continue
-        node = _strip(description["components"][kind][name])
+        node = strip_prose(description["components"][kind][name])
         components.setdefault(kind, {})[name] = node
-        pending.extend(_refs(node))
-    return {
-        "source": {"package": "@octokit/openapi", "version": version, "file": "generated/api.github.com.json",
-                   "openapi": description["openapi"]},
-        "paths": paths,
-        "components": {kind: dict(sorted(v.items())) for kind, v in sorted(components.items())},
-    }
+        pending.extend(refs_in(node))
+    return {kind: dict(sorted(v.items())) for kind, v in sorted(components.items())}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("description", type=Path, help="generated/api.github.com.json from @octokit/openapi")
+    return run(argv, __doc__ or "", "@octokit/openapi", lambda d, v: extract(d, v), f"{len(OPERATIONS)} operations")
+
+
+def run(argv: list[str] | None, doc: str, package: str, cut: Callable[[dict[str, Any], str], dict[str, Any]],
+        what: str, out: Path = SUBSET) -> int:
+    """The command line of an extractor: read the description and the package's version, write the subset."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("description", type=Path, help=f"generated/api.github.com.json from {package}")
     parser.add_argument("--package-json", type=Path, required=True, help="the package's package.json (its version)")
-    parser.add_argument("--out", type=Path, default=SUBSET)
+    parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
     version = json.loads(args.package_json.read_text(encoding="utf-8"))["version"]
-    subset = extract(json.loads(args.description.read_text(encoding="utf-8")), version)
+    subset = cut(json.loads(args.description.read_text(encoding="utf-8")), version)
     args.out.write_text(json.dumps(subset, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(OPERATIONS)} operations, "
-          f"{sum(len(v) for v in subset['components'].values())} components, @octokit/openapi {version}")
+    print(f"{args.out}: {what}, {sum(len(v) for v in subset['components'].values())} components, {package} {version}")
     return 0
 
 

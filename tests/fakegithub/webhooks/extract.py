@@ -19,11 +19,14 @@ Usage (the network is needed only here, never at test time):
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__":  # run as a script: the repository's root, for the shared extractor
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from tests.fakegithub.openapi.extract import closure, refs_in, run, strip_prose  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SUBSET = HERE / "subset.json"
@@ -38,7 +41,6 @@ EVENTS: tuple[tuple[str, str | None], ...] = (
     ("push", None),
     ("workflow_dispatch", None),
 )
-DROP = {"examples", "example", "description", "summary", "externalDocs", "x-github", "x-octokit"}
 
 
 def key(event: str, action: str | None) -> str:
@@ -51,25 +53,6 @@ def webhook_name(event: str, action: str | None) -> str:
     return "-".join([event, *([action] if action else [])]).replace("_", "-")
 
 
-def _strip(node: Any, properties: bool = False) -> Any:
-    """Drop prose and examples; a schema property that happens to be named `description` stays."""
-    if isinstance(node, dict):
-        return {k: _strip(v, k == "properties" and not properties) for k, v in node.items()
-                if properties or k not in DROP}
-    if isinstance(node, list):
-        return [_strip(v) for v in node]
-    return node
-
-
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
-        return found + [r for v in node.values() for r in _refs(v)]
-    if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
-    return []
-
-
 def extract(description: dict[str, Any], version: str) -> dict[str, Any]:
     if not str(description.get("openapi", "")).startswith("3.1."):
         raise ValueError(f"expected an OpenAPI 3.1 description (JSON Schema 2020-12), "
@@ -80,38 +63,18 @@ def extract(description: dict[str, Any], version: str) -> dict[str, Any]:
         post = description["webhooks"][name]["post"]
         webhooks[key(event, action)] = {
             "event": event, "action": action, "webhook": name, "operationId": post["operationId"],
-            "schema": _strip(post["requestBody"]["content"]["application/json"]["schema"]),
+            "schema": strip_prose(post["requestBody"]["content"]["application/json"]["schema"]),
         }
-    components: dict[str, dict[str, Any]] = {}
-    pending = _refs(webhooks)
-    while pending:
-        ref = pending.pop()
-        kind, name = ref.removeprefix("#/components/").split("/", 1)
-        if name in components.get(kind, {}):
-            continue
-        node = _strip(description["components"][kind][name])
-        components.setdefault(kind, {})[name] = node
-        pending.extend(_refs(node))
     return {
         "source": {"package": "@octokit/openapi-webhooks", "version": version, "file": "generated/api.github.com.json",
                    "openapi": description["openapi"]},
         "webhooks": webhooks,
-        "components": {kind: dict(sorted(v.items())) for kind, v in sorted(components.items())},
+        "components": closure(description, refs_in(webhooks)),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("description", type=Path, help="generated/api.github.com.json from @octokit/openapi-webhooks")
-    parser.add_argument("--package-json", type=Path, required=True, help="the package's package.json (its version)")
-    parser.add_argument("--out", type=Path, default=SUBSET)
-    args = parser.parse_args(argv)
-    version = json.loads(args.package_json.read_text(encoding="utf-8"))["version"]
-    subset = extract(json.loads(args.description.read_text(encoding="utf-8")), version)
-    args.out.write_text(json.dumps(subset, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(EVENTS)} payloads, "
-          f"{sum(len(v) for v in subset['components'].values())} components, @octokit/openapi-webhooks {version}")
-    return 0
+    return run(argv, __doc__ or "", "@octokit/openapi-webhooks", extract, f"{len(EVENTS)} payloads", SUBSET)
 
 
 if __name__ == "__main__":

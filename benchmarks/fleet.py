@@ -1,0 +1,435 @@
+"""A fleet of simulated desks on one forge: what it asks of the forge, and how large a fleet one repository carries.
+
+    python benchmarks/fleet.py [--brief-min 30] [--desks 100,300,1000,2000,4000] [--transports disk,http]
+
+1. **Profile, from a real desk.** One `assay desk run --once` (the scripted agent: two safe steps and an unsafe
+   deploy, a typical brief) runs against a forge on disk with a logging `git` first on PATH: the pushes and ref
+   advertisements (`ls-remote`) it makes from its claim to its review waiting, and in its next pass, once a
+   person merged the review, settling the brief as done. The heartbeat is the shipped
+   presets' (`desks/claude.yaml`), an idle desk's longest wait `loop.IDLE_MAX_S` (one ref advertisement a pass).
+   From these, per desk and minute, for briefs of BRIEF_MIN minutes: pushes and ref advertisements of a busy
+   desk, and of an idle one.
+2. **The fleet, simulated.** For each fleet size N: a forge (a bare repository on disk, or the same behind
+   `git http-backend` on loopback) holding the refs of N briefs in flight (claim, journal, work branch, review:
+   4 N refs, packed as the sweep leaves them). N desks, each at a random point of its brief's cycle, push what a
+   desk pushes when it does: the claim, the desk's own steps in a burst, the agent's steps and a heartbeat every
+   HEARTBEAT_S while a fake agent sleeps, the closing steps in a burst; each push a real `git push --atomic`
+   with a lease on each ref (the journal and the claim renewed with it, or the claim alone); each desk's pushes
+   one after another; the ref advertisements of busy and idle desks as `git ls-remote`. A push's latency is from
+   when its desk meant to push to when the forge answered, so a forge (or a machine) that falls behind shows.
+3. **Prints** per transport and N: pushes and ref advertisements demanded per second, pushes accepted per second,
+   p50/p95 push latency, and the largest N whose p95 stays under one second; then, from the CPU time the machine
+   spent per push at the smallest N, how many pushes a second (and desks) the forge could take with more cores.
+
+The floor: one raw `git push` of a new commit to the N=100 forge, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import math
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from assay.core.deskspec import parse_desk  # noqa: E402
+from assay.desk import loop  # noqa: E402
+from tests.fakegithub.gitside import http_backend  # noqa: E402
+
+BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
+WHO = b"committer Fleet <fleet@example.invalid> 1700000000 +0000\n"
+
+
+def git(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, check=True).stdout.decode()
+
+
+# -- 1. the profile of one desk ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Profile:
+    pushes_per_brief: int  # from the claim to the review waiting, and the brief settled as done once merged
+    ads_per_brief: int  # ref advertisements over the same passes
+    heartbeat_s: int  # the presets'
+    idle_s: float  # an idle desk's longest wait between looks
+    brief_s: float
+
+    def busy_pushes_per_min(self) -> float:
+        beats = max(0, math.floor(self.brief_s / self.heartbeat_s) - 1)  # the agent's steps renew in between
+        return (self.pushes_per_brief + beats) / (self.brief_s / 60)
+
+    def busy_ads_per_min(self) -> float:
+        return (self.ads_per_brief + self.brief_s / self.heartbeat_s) / (self.brief_s / 60)
+
+    def idle_ads_per_min(self) -> float:
+        return 60 / self.idle_s
+
+
+TYPICAL = """---
+title: Typical
+labels: [demo]
+verify:
+  - id: check
+    run: "test -f t.txt"
+---
+Typical.
+
+```assay-script
+run "$ASSAY_BIN" step run --name lint --policy safe -- true
+run "$ASSAY_BIN" step run --name test --policy safe -- true
+deploy
+write t.txt hi
+```
+"""
+
+
+def calibrate(tmp: Path) -> Profile:
+    """One real desk pass over a typical brief, every git call logged."""
+    forge, seed = tmp / "calibrate.git", tmp / "seed"
+    seed.mkdir()
+    subprocess.run([sys.executable, "-m", "assay", "init", "--local-forge", str(forge)], cwd=seed, check=True,
+                   capture_output=True)
+    for sample in (seed / "briefs").glob("*.md"):  # `init`'s sample brief: the typical one alone is worked
+        sample.unlink()
+    (seed / "briefs" / "typical.md").write_text(TYPICAL)
+    git("add", "-A", cwd=seed)
+    git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "typical", cwd=seed)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=seed)
+    shim, log = tmp / "gitlog-bin", tmp / "git.log"
+    shim.mkdir()
+    real = shutil.which("git")
+    (shim / "git").write_text(f'#!/bin/sh\n"{real}" "$@"\ncode=$?\necho "$code $*" >> "{log}"\nexit $code\n')
+    (shim / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "ASSAY_STATE_DIR": str(tmp / "state"),
+           "ASSAY_EFFECTS_LOG": str(tmp / "effects.log"), "ASSAY_CACHE_DIR": str(tmp / "cache")}
+    desk = [sys.executable, "-m", "assay", "desk", "run", "scripted", "--once", "--forge", str(forge)]
+    ran = subprocess.run(desk, env=env, capture_output=True, text=True, timeout=300)
+    if ran.returncode != 0 or "review ready" not in ran.stdout:
+        sys.exit(f"the calibrating desk failed:\n{ran.stdout}\n{ran.stderr}")
+    calls = re.findall(r"^(\d+) (.*)$", log.read_text(), re.M)
+    first = next(i for i, (code, args) in enumerate(calls) if code == "0" and re.search(r"(^| )push ", args)
+                 and args.rstrip().endswith("refs/assay/claims/typical"))
+    pushes = [args for code, args in calls[first:] if code == "0" and re.search(r"(^| )push ", args)]
+    ads = [args for _, args in calls[first:] if re.search(r"(^| )ls-remote ", args)]
+    # a person merges the review; the desk's next pass settles the brief as done
+    subprocess.run([sys.executable, "-m", "assay", "review", "merge", "typical", "--forge", str(forge)], check=True,
+                   capture_output=True, env={**os.environ, "ASSAY_CACHE_DIR": str(tmp / "person-cache")})
+    log.write_text("")
+    settled = subprocess.run(desk, env=env, capture_output=True, text=True, timeout=300)
+    if "typical merged -> done" not in settled.stdout:
+        sys.exit(f"the calibrating desk did not settle the merged brief:\n{settled.stdout}\n{settled.stderr}")
+    calls = re.findall(r"^(\d+) (.*)$", log.read_text(), re.M)
+    pushes += [args for code, args in calls if code == "0" and re.search(r"(^| )push ", args)]
+    ads += [args for _, args in calls if re.search(r"(^| )ls-remote ", args)]
+    spec = parse_desk((ROOT / "desks" / "claude.yaml").read_text(), "desks/claude.yaml")
+    idle = min(float(spec.heartbeat_s), float(getattr(loop, "IDLE_MAX_S", 5.0)))  # before the backoff: every poll
+    return Profile(len(pushes), len(ads), spec.heartbeat_s, idle, 0.0)
+
+
+# -- 2. the fleet ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Push:
+    due: float  # seconds into the window
+    refs: tuple[str, ...]  # "claim", or "journal" and "claim"
+
+
+@dataclass
+class DeskPlan:
+    index: int
+    pushes: list[Push] = field(default_factory=list)
+
+
+def plan(profile: Profile, n: int, window: float, rng: random.Random) -> list[DeskPlan]:
+    """What each of `n` busy desks pushes within the window, each at a random point of its brief's cycle."""
+    burst = profile.pushes_per_brief // 2  # the claim and the desk's own steps before the agent
+    after = profile.pushes_per_brief // 3  # its closing steps
+    during = profile.pushes_per_brief - burst - after  # the agent's steps
+    agent_s = profile.brief_s - (burst + after) * BURST_GAP_S
+    cycle: list[tuple[float, tuple[str, ...]]] = [(0.0, ("claim",))]
+    cycle += [(i * BURST_GAP_S, ("journal", "claim")) for i in range(1, burst)]
+    start = burst * BURST_GAP_S
+    cycle += [(start + agent_s * (i + 1) / (during + 1), ("journal", "claim")) for i in range(during)]
+    cycle += [(start + k * profile.heartbeat_s, ("claim",)) for k in range(1, int(agent_s // profile.heartbeat_s))]
+    cycle += [(start + agent_s + i * BURST_GAP_S, ("journal", "claim")) for i in range(after)]
+    cycle.sort()
+    plans = []
+    for d in range(n):
+        phase = rng.uniform(0, profile.brief_s)  # the window opens `phase` seconds into this desk's cycle
+        desk = DeskPlan(d)
+        for offset in (0.0, profile.brief_s):
+            desk.pushes += [Push(at + offset - phase, refs) for at, refs in cycle
+                            if 0 <= at + offset - phase < window]
+        if desk.pushes:
+            plans.append(desk)
+    return plans
+
+
+MARKS: dict[str, int] = {}  # fast-import's marks are numbers: one for each name
+
+
+def _mark(name: str) -> int:
+    return MARKS.setdefault(name, len(MARKS) + 1)
+
+
+def _commit(mark: str, ref: str, parent: str | None, body: bytes) -> bytes:
+    out = f"commit {ref}\nmark :{_mark(mark)}\n".encode() + WHO + b"data 5\nfleet\n"
+    if parent:
+        out += f"from :{_mark(parent)}\n".encode()
+    name = b"claim.json" if "claims" in ref else b"entries.jsonl"
+    return out + b"M 100644 inline " + name + b"\n" + b"data %d\n" % len(body) + body + b"\n\n"
+
+
+def build(tmp: Path, n: int, plans: list[DeskPlan]) -> tuple[Path, Path, dict[tuple[int, str], list[str]]]:
+    """The forge (4 refs for each of n briefs, packed) and a desk-side repository holding each push's commits."""
+    MARKS.clear()
+    forge, local = tmp / f"forge-{n}.git", tmp / f"desks-{n}"
+    git("init", "-q", "--bare", "--initial-branch=main", str(forge))
+    git("config", "http.receivepack", "true", cwd=forge)
+    git("init", "-q", "--bare", str(local))
+    needed = {(p.index, kind): 0 for p in plans for kind in ("claim", "journal")}
+    for p in plans:
+        for push in p.pushes:
+            for kind in push.refs:
+                needed[(p.index, kind)] += 1
+    base, chains = [], []
+    for d in range(n):
+        for kind, prefix in (("claim", "refs/assay/claims"), ("journal", "refs/assay/journal")):
+            base.append(_commit(f"{kind}-{d}-0", f"{prefix}/b{d}", None, b"0\n"))
+            for k in range(1, needed.get((d, kind), 0) + 1):
+                chains.append(_commit(f"{kind}-{d}-{k}", f"refs/sim/{kind}/b{d}/{k}", f"{kind}-{d}-{k - 1}",
+                                      b"%d\n" % k))
+        base.append(_commit(f"branch-{d}", f"refs/heads/assay/b{d}", None, b"work\n"))
+        base.append(_commit(f"review-{d}", f"refs/assay/reviews/b{d}", None, b"{}\n"))
+    base.append(_commit("main", "refs/heads/main", None, b"main\n"))
+    stream = b"".join(base)
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=forge, input=stream, check=True)
+    git("pack-refs", "--all", cwd=forge)
+    subprocess.run(["git", "fast-import", "--quiet", "--export-marks=marks"], cwd=local,
+                   input=stream + b"".join(chains), check=True)
+    marks = dict(line.split() for line in (local / "marks").read_text().splitlines())
+    shas = {(d, kind): [marks[f":{_mark(f'{kind}-{d}-{k}')}"] for k in range(needed.get((d, kind), 0) + 1)]
+            for d in range(n) for kind in ("claim", "journal")}
+    return forge, local, shas
+
+
+class Backend(http.server.ThreadingHTTPServer):
+    """`git http-backend` on loopback, a CGI process per request (as a forge's front end forks one)."""
+
+    daemon_threads = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _serve(self) -> None:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    body = b""
+                    while True:
+                        size = int(self.rfile.readline().strip(), 16)
+                        chunk = self.rfile.read(size)
+                        self.rfile.readline()
+                        if not size:
+                            break
+                        body += chunk
+                else:
+                    body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                url = urllib.parse.urlsplit(self.path)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, out, payload = http_backend(server.root, self.command, urllib.parse.unquote(url.path),
+                                                    url.query, headers, body, "fleet")
+                self.send_response(status)
+                for name, value in out:
+                    if name.lower() not in ("content-length", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = _serve
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+@dataclass
+class Result:
+    n: int
+    window: float
+    demanded_pushes: float  # per second, from the profile
+    demanded_ads: float
+    latencies: list[float]
+    failed: int
+    cpu_s: float  # user + system CPU of this process's children (git, the backend's CGI) over the window
+
+    def p(self, q: float) -> float:
+        if not self.latencies:
+            return 0.0
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: int, window: float,
+              seed: int) -> Result:
+    rng = random.Random(seed)
+    plans = plan(profile, n, window, rng)
+    forge, local, shas = build(root, n, plans)
+    url = url_for(forge)
+    ads_per_s = n * profile.busy_ads_per_min() / 60
+    ad_times = sorted(rng.uniform(0, window) for _ in range(int(round(ads_per_s * window))))
+    latencies: list[float] = []
+    failed = [0]
+    lock = threading.Lock()
+    threading.stack_size(256 * 1024)
+    prefix = {"claim": "refs/assay/claims", "journal": "refs/assay/journal"}
+    started_at = [0.0]
+
+    def desk(p: DeskPlan) -> None:
+        done = {"claim": 0, "journal": 0}
+        for push in p.pushes:
+            delay = started_at[0] + push.due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # the simulated desk's own clock: when it means to push
+            args = ["git", "push", "-q", "--atomic", "--porcelain", url]
+            for kind in push.refs:
+                ref = f"{prefix[kind]}/b{p.index}"
+                old, new = shas[(p.index, kind)][done[kind]], shas[(p.index, kind)][done[kind] + 1]
+                args += [f"--force-with-lease={ref}:{old}", f"{new}:{ref}"]
+            proc = subprocess.run(args, cwd=local, capture_output=True)
+            finished = time.monotonic()
+            with lock:
+                if proc.returncode == 0:
+                    latencies.append(finished - started_at[0] - push.due)
+                    for kind in push.refs:
+                        done[kind] += 1
+                else:
+                    failed[0] += 1
+
+    def advertiser() -> None:
+        for at in ad_times:
+            delay = started_at[0] + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            threading.Thread(target=subprocess.run, args=(["git", "ls-remote", url, "refs/assay/claims/*"],),
+                             kwargs={"capture_output": True}, daemon=True).start()
+
+    threads = [threading.Thread(target=desk, args=(p,), daemon=True) for p in plans]
+    threads.append(threading.Thread(target=advertiser, daemon=True))
+    cpu = _children_cpu()
+    started_at[0] = time.monotonic() + 0.5
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return Result(n, window, n * profile.busy_pushes_per_min() / 60, ads_per_s, latencies, failed[0],
+                  _children_cpu() - cpu)
+
+
+def floor_push(tmp: Path) -> float:
+    """One raw `git push` of a new commit (median of 9), to a small bare repository."""
+    repo = tmp / "floor.git"
+    git("init", "-q", "--bare", str(repo))
+    times = []
+    for i in range(9):
+        blob = git("hash-object", "-w", "--stdin", cwd=repo, input=f"floor {i} {random.random()}".encode()).strip()
+        tree = git("mktree", cwd=repo, input=f"100644 blob {blob}\tclaim.json\n".encode()).strip()
+        sha = git("-c", "user.name=b", "-c", "user.email=b@x", "commit-tree", tree, "-m", "f", cwd=repo).strip()
+        started = time.perf_counter()
+        git("push", "-q", str(repo), f"{sha}:refs/heads/f{i}", cwd=repo)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--brief-min", type=float, default=30.0, help="a brief's length, claim to review waiting")
+    parser.add_argument("--desks", default="100,300,1000,2000,4000", help="the fleet sizes to ramp through")
+    parser.add_argument("--transports", default="disk,http")
+    parser.add_argument("--window", type=float, default=0.0, help="seconds per fleet size (default: 60 pushes' "
+                        "worth, 8 to 40 s)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--heartbeat-s", type=int, default=0, help="instead of the presets' heartbeat")
+    parser.add_argument("--idle-ads-per-min", type=float, default=0.0,
+                        help="instead of one ref advertisement per longest idle wait")
+    args = parser.parse_args()
+    sizes = [int(x) for x in args.desks.split(",")]
+    with tempfile.TemporaryDirectory(prefix="assay-bench-fleet-") as name:
+        tmp = Path(name)
+        (tmp / "calibrate").mkdir()
+        measured = calibrate(tmp / "calibrate")
+        profile = Profile(measured.pushes_per_brief, measured.ads_per_brief, args.heartbeat_s or measured.heartbeat_s,
+                          60 / args.idle_ads_per_min if args.idle_ads_per_min else measured.idle_s,
+                          args.brief_min * 60)
+        floor = floor_push(tmp)
+        print(f"one desk, measured: {profile.pushes_per_brief} pushes and {profile.ads_per_brief} ref "
+              "advertisements from its claim to its review waiting and the brief settled as done; heartbeat "
+              f"{profile.heartbeat_s}s, an idle desk looks every {profile.idle_s:g}s")
+        print(f"per desk a minute, {args.brief_min:g}-minute briefs: busy {profile.busy_pushes_per_min():.2f} "
+              f"pushes and {profile.busy_ads_per_min():.2f} ref advertisements; idle {profile.idle_ads_per_min():.2f} "
+              f"ref advertisements")
+        print(f"1,000 desks: busy {1000 * profile.busy_pushes_per_min() / 60:.1f} pushes/s, "
+              f"{1000 * profile.busy_ads_per_min() / 60:.1f} ref advertisements/s; idle "
+              f"{1000 * profile.idle_ads_per_min() / 60:.1f} ref advertisements/s")
+        print(f"floor: one raw git push {floor * 1000:.1f} ms")
+        backend = Backend(tmp / "http")
+        threading.Thread(target=backend.serve_forever, daemon=True).start()
+        url_of: dict[str, Callable[[Path], str]] = {
+            "disk": str, "http": lambda forge: f"http://127.0.0.1:{backend.server_address[1]}/{forge.name}"}
+        for transport in args.transports.split(","):
+            print(f"\n{transport}: desks  demanded pushes/s  ref ads/s  accepted pushes/s  p50 ms  p95 ms  failed  "
+                  "CPU ms/push")
+            carried = 0
+            per_push_cpu = 0.0
+            for n in sizes:
+                demanded = n * profile.busy_pushes_per_min() / 60
+                window = args.window or min(40.0, max(8.0, 60 / demanded))
+                (tmp / transport).mkdir(exist_ok=True)
+                result = run_fleet(tmp / transport, url_of[transport], profile, n, window, args.seed + n)
+                accepted = len(result.latencies) / window
+                cpu_per_push = result.cpu_s / max(1, len(result.latencies) + result.failed)
+                per_push_cpu = per_push_cpu or cpu_per_push
+                print(f"{transport:>9} {n:6d}  {result.demanded_pushes:17.1f}  {result.demanded_ads:9.1f}  "
+                      f"{accepted:17.1f}  {result.p(0.5) * 1000:6.0f}  {result.p(0.95) * 1000:6.0f}  "
+                      f"{result.failed:6d}  {cpu_per_push * 1000:11.1f}")
+                shutil.rmtree(tmp / transport, ignore_errors=True)
+                if result.p(0.95) < 1.0 and not result.failed:
+                    carried = n
+                else:
+                    break
+            cores = os.cpu_count() or 1
+            capacity = cores / per_push_cpu if per_push_cpu else 0.0
+            desks = capacity * 60 / profile.busy_pushes_per_min() if capacity else 0.0
+            print(f"{transport}: the largest fleet run with p95 under 1 s: {carried} desks; at "
+                  f"{per_push_cpu * 1000:.1f} ms of CPU a push (ref advertisements included), {cores} cores take "
+                  f"about {capacity:.0f} pushes/s, {desks:,.0f} busy desks; each further core about "
+                  f"{desks / cores:,.0f} more")
+
+
+if __name__ == "__main__":
+    main()
