@@ -405,7 +405,7 @@ def main() -> None:
             print(f"\n{transport}: desks  demanded pushes/s  ref ads/s  accepted pushes/s  p50 ms  p95 ms  failed  "
                   "CPU ms/push")
             carried = 0
-            per_push_cpu = 0.0
+            points: list[tuple[int, float]] = []  # (refs on the forge, CPU seconds a push)
             for n in sizes:
                 demanded = n * profile.busy_pushes_per_min() / 60
                 window = args.window or min(40.0, max(8.0, 60 / demanded))
@@ -413,7 +413,7 @@ def main() -> None:
                 result = run_fleet(tmp / transport, url_of[transport], profile, n, window, args.seed + n)
                 accepted = len(result.latencies) / window
                 cpu_per_push = result.cpu_s / max(1, len(result.latencies) + result.failed)
-                per_push_cpu = per_push_cpu or cpu_per_push
+                points.append((4 * n, cpu_per_push))
                 print(f"{transport:>9} {n:6d}  {result.demanded_pushes:17.1f}  {result.demanded_ads:9.1f}  "
                       f"{accepted:17.1f}  {result.p(0.5) * 1000:6.0f}  {result.p(0.95) * 1000:6.0f}  "
                       f"{result.failed:6d}  {cpu_per_push * 1000:11.1f}")
@@ -422,13 +422,30 @@ def main() -> None:
                     carried = n
                 else:
                     break
-            cores = os.cpu_count() or 1
-            capacity = cores / per_push_cpu if per_push_cpu else 0.0
-            desks = capacity * 60 / profile.busy_pushes_per_min() if capacity else 0.0
-            print(f"{transport}: the largest fleet run with p95 under 1 s: {carried} desks; at "
-                  f"{per_push_cpu * 1000:.1f} ms of CPU a push (ref advertisements included), {cores} cores take "
-                  f"about {capacity:.0f} pushes/s, {desks:,.0f} busy desks; each further core about "
-                  f"{desks / cores:,.0f} more")
+            print(f"{transport}: the largest fleet run with p95 under 1 s: {carried} desks")
+            extrapolate(transport, points, profile)
+
+
+def extrapolate(transport: str, points: list[tuple[int, float]], profile: Profile) -> None:
+    """The CPU a push costs (its share of the ref advertisements included) grows with the refs on the forge:
+    fit cost = a + b * refs to the measured points, then the fleet whose demand fills C cores is the N with
+    N * pushes_per_desk_per_s * (a + b * 4N) = C."""
+    if len(points) < 2:
+        return
+    mean_x = statistics.fmean(x for x, _ in points)
+    mean_y = statistics.fmean(y for _, y in points)
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    b = sum((x - mean_x) * (y - mean_y) for x, y in points) / var if var else 0.0
+    a = max(mean_y - b * mean_x, 0.0)
+    d = profile.busy_pushes_per_min() / 60
+    print(f"{transport}: CPU a push = {a * 1000:.1f} ms + {b * 1e6:.1f} us per ref on the forge (fit to "
+          f"{len(points)} sizes); busy desks that fill the cores, at 4 refs a desk:")
+    for cores in (os.cpu_count() or 1, 8, 32):
+        if b > 0:
+            n = (-a * d + math.sqrt((a * d) ** 2 + 4 * 4 * b * d * cores)) / (2 * 4 * b * d)
+        else:
+            n = cores / (a * d) if a else 0.0
+        print(f"{transport}:   {cores:3d} cores: about {n:,.0f} desks ({n * d:.0f} pushes/s)")
 
 
 if __name__ == "__main__":

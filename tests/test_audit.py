@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,9 @@ from tests.fakegithub import FakeGitHub
 from tests.fakegithub.faults import Fault
 from tests.fakegithub.state import Pull
 from tests.helpers.desks import DESK, brief, publish, run_desk
+from tests.helpers.fleet import make_fleet
 from tests.helpers.github import NAME, OWNER, github_repo
+from tests.helpers.gitlog import calls, logging_git
 from tests.journal_check import claim_chain, entries
 
 CHECKS = ["branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder"]
@@ -497,3 +501,22 @@ def test_a_status_names_its_epoch_and_a_late_one_from_an_ended_epoch_fails_thoug
     reason = failed(view)["fenced-writes"]
     assert "status 'assay/verify/check' on" in reason and "at epoch 1" in reason
     assert "when epoch 1, which posted it, did not hold the claim" in reason
+
+
+def test_audit_all_runs_as_many_git_processes_for_thirty_briefs_as_for_ten(tmp_path: Path) -> None:
+    """`audit --all` reads every chain with one rev-list, not a few per brief: counted with a logging `git`, a
+    fleet three times as large costs the same number of git processes (a cold cache each time)."""
+    counts = []
+    for scale in (1, 3):
+        forge = tmp_path / f"forge-{scale}.git"
+        make_fleet(forge, time.time(), {"done": 4 * scale, "held": 2 * scale, "waiting": 2 * scale,
+                                        "blocked": scale, "unknown": scale, "unclaimed": scale})
+        folder, log = logging_git(tmp_path / f"log-{scale}")
+        ran = assay("audit", "--all", "--json", "--forge", str(forge),
+                    env={"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
+                         "ASSAY_CACHE_DIR": str(tmp_path / f"cache-{scale}")})
+        audited = ran.json()
+        assert isinstance(audited, list) and len(audited) == 10 * scale, ran.out + ran.err
+        counts.append(len(calls(log)))
+    assert counts[0] == counts[1], counts
+    assert counts[0] < 20, counts  # a handful: ls-remote, fetch, cat-file batches, one rev-list

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from assay.core.deskspec import parse_desk
 from assay.desk.loop import idle_wait
 from tests.conftest import Forge, assay
 from tests.helpers.desks import brief, publish
+from tests.helpers.gitlog import calls, logging_git
 
 DESK = """name: builder
 takes:
@@ -29,21 +29,9 @@ env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
 """
 
 
-def logging_git(tmp_path: Path) -> tuple[Path, Path]:
-    """A `git` that runs the real one and logs each call's exit code and arguments: (its folder, the log)."""
-    real = shutil.which("git")
-    assert real is not None
-    folder, log = tmp_path / "gitlog-bin", tmp_path / "git.log"
-    folder.mkdir()
-    (folder / "git").write_text(f'#!/bin/sh\n"{real}" "$@"\ncode=$?\necho "$code $*" >> "{log}"\nexit $code\n')
-    (folder / "git").chmod(0o755)
-    return folder, log
-
-
 def pushes(log: Path) -> list[tuple[int, str]]:
     """Each push's exit code and arguments (a call's arguments can span lines: a commit message)."""
-    calls = [m.groups() for m in re.finditer(r"^(\d+) (.*)$", log.read_text(), re.M)]
-    return [(int(code), args) for code, args in calls if re.search(r"(^| )push ", args)]
+    return [(code, args) for code, args in calls(log) if re.search(r"(^| )push ", args)]
 
 
 def test_no_push_is_rejected_after_an_agent_run_that_outlived_heartbeats(forge: Forge, tmp_path: Path) -> None:
@@ -95,7 +83,7 @@ def test_an_idle_desk_with_a_preset_looks_at_most_once_a_minute_once_backed_off(
 
 def advertisements(log: Path) -> list[str]:
     """The calls that ask the forge for its refs (ls-remote; fetch)."""
-    return [args for _, args in (m.groups() for m in re.finditer(r"^(\d+) (.*)$", log.read_text(), re.M))
+    return [args for _, args in calls(log)
             if re.search(r"(^| )(ls-remote|fetch) ", args)]
 
 

@@ -22,8 +22,9 @@ from assay.core.journal import Journal
 from assay.errors import Conflict
 from assay.observe.sweep import sweep
 from tests.conftest import Forge, Run, assay, audit_failures, git
-from tests.helpers.desks import brief, desk_env, publish
+from tests.helpers.desks import DESK, brief, desk_env, publish
 from tests.helpers.fastimport import commit, fast_import
+from tests.helpers.gitlog import calls, logging_git
 from tests.journal_check import claim_chain, entries, invariants
 
 POLICY = """name: default
@@ -375,3 +376,34 @@ def test_the_sweep_packs_the_loose_refs_of_a_forge_on_this_machine(forge: Forge)
     assert git(*refs) == before
     again = sweep_cli(forge, time.time(), "--json")
     assert json.loads(again.out)["packed_refs"] == 0  # fewer than PACK_REFS_AT loose: nothing to do
+
+
+def test_a_desk_leaves_the_sweep_to_a_sweeper_that_swept_within_its_heartbeat(forge: Forge, tmp_path: Path) -> None:
+    """A fleet sweeps about once a heartbeat, not once per desk: a desk whose pass finds observations younger
+    than its heartbeat sweeps not (nothing pushed to the sweeper's ref, though a claim moved since); once they
+    are older, its pass sweeps (the new claim is observed and pushed), still with one ref advertisement."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2).replace("heartbeat_s: 5",
+                                                                                        "heartbeat_s: 30"),
+                    "briefs/b.md": brief("B", ["write b.txt b"], "true").replace("[work]", "[other]"),
+                    "briefs/c.md": brief("C", ["write c.txt c"], "true").replace("[work]", "[other]")})
+    folder, log = logging_git(tmp_path)
+    env = desk_env(tmp_path, PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+    def desk_pass() -> list[str]:
+        log.unlink(missing_ok=True)
+        ran = assay("desk", "run", "builder", "--once", "--forge", forge.url, env=env)
+        assert ran.code == 0, ran.out + ran.err
+        return [args for code, args in calls(log)]
+
+    now = time.time()
+    assert assay("sweep", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(now)}).code == 0
+    assert assay("claim", "b", "--desk", "person", "--forge", forge.url).code == 0
+    fresh = desk_pass()
+    assert not [a for a in fresh if " push " in f" {a}" and "refs/assay/sweeper" in a], fresh
+    assert sum(a.startswith("ls-remote") for a in fresh) == 1, fresh  # the sweep's read is the look's
+
+    assert assay("sweep", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(now - 100)}).code == 0
+    assert assay("claim", "c", "--desk", "person", "--forge", forge.url).code == 0
+    stale = desk_pass()
+    assert [a for a in stale if " push " in f" {a}" and "refs/assay/sweeper" in a], stale
+    assert sum(a.startswith("ls-remote") for a in stale) == 1, stale

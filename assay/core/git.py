@@ -202,6 +202,7 @@ class ForgeGit:
         self._last_push_error = ""
         self._written = 0
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
+        self._parents: dict[str, str | None] = {}  # first-parent links of the chains `learn_chains` read
         self._ensure_cache()
 
     # -- the local cache ----------------------------------------------------------
@@ -344,6 +345,11 @@ class ForgeGit:
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether `older` is `newer` or in its history (both must be in the cache)."""
+        sha: str | None = newer if newer in self._parents else None
+        while sha is not None:  # on a chain `learn_chains` read: a yes needs no process
+            if sha == older:
+                return True
+            sha = self._parents.get(sha)
         return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
     def merge_base(self, a: str, b: str) -> str | None:
@@ -368,7 +374,16 @@ class ForgeGit:
         return parse_tree(obj.data)
 
     def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
-        """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain)."""
+        """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain). From the
+        chains `learn_chains` read, where they answer it; else one `rev-list`."""
+        if tip in self._parents:
+            walked: list[str] = []
+            sha: str | None = tip
+            while sha is not None and sha != since and (not limit or len(walked) < limit):
+                walked.append(sha)
+                sha = self._parents.get(sha)
+            if not since or sha == since:  # a `since` off the first-parent chain: git decides
+                return walked
         args = ["rev-list", "--first-parent", tip]
         if since:
             args.append(f"^{since}")
@@ -384,16 +399,7 @@ class ForgeGit:
         wanted = [t for t in dict.fromkeys(tips) if t]
         if not wanted:
             return {}
-        kinds = self.read_typed(wanted)
-        commits = [t for t, obj in zip(wanted, kinds, strict=True) if obj is not None and obj.kind == "commit"]
-        parent: dict[str, str | None] = {}
-        if commits:
-            out = self._git("rev-list", "--first-parent", "--parents", "--stdin",
-                            input="".join(f"{c}\n" for c in commits).encode()).stdout.decode()
-            for line in out.splitlines():
-                shas = line.split()
-                if shas:
-                    parent[shas[0]] = shas[1] if len(shas) > 1 else None
+        parent = self._first_parents(wanted)
         result: dict[str, list[str]] = {}
         for tip in wanted:
             chain: list[str] = []
@@ -403,6 +409,29 @@ class ForgeGit:
                 sha = parent.get(sha)
             result[tip] = chain
         return result
+
+    def learn_chains(self, tips: Iterable[str]) -> None:
+        """Read the first-parent chains of `tips` in one `rev-list` and keep them, so that `rev_list` and
+        `is_ancestor` on those chains start no process: a reader of every brief (`audit --all`) runs a constant
+        number of git processes, not a few per brief. Commits never change, so what is kept stays true."""
+        wanted = [t for t in dict.fromkeys(tips) if t and t not in self._parents]
+        if wanted:
+            self._parents.update(self._first_parents(wanted))
+
+    def _first_parents(self, tips: list[str]) -> dict[str, str | None]:
+        """Each commit on the first-parent chains of `tips` (those that are commits in the cache) -> its first
+        parent (None for a root): one cat-file batch and one `rev-list`."""
+        kinds = self.read_typed(tips)
+        commits = [t for t, obj in zip(tips, kinds, strict=True) if obj is not None and obj.kind == "commit"]
+        parent: dict[str, str | None] = {}
+        if commits:
+            out = self._git("rev-list", "--first-parent", "--parents", "--stdin",
+                            input="".join(f"{c}\n" for c in commits).encode()).stdout.decode()
+            for line in out.splitlines():
+                shas = line.split()
+                if shas:
+                    parent[shas[0]] = shas[1] if len(shas) > 1 else None
+        return parent
 
     # -- worktrees (one per desk and brief, never shared) ------------------------------
 

@@ -71,7 +71,7 @@ class Desk:
     """One desk process. Receives its ports; owns no state that the forge does not have."""
 
     def __init__(self, git: ForgeGit, claims: Claims, reviews: Reviews, spec: DeskSpec, state_dir: Path,
-                 echo: Echo = print, clock: Callable[[], float] = time.time) -> None:
+                 echo: Echo = print, clock: Callable[[], float] = time.time, first: Scan | None = None) -> None:
         self.git, self.claims, self.reviews, self.spec = git, claims, reviews, spec
         self.state_dir = state_dir
         self.echo = echo
@@ -83,6 +83,7 @@ class Desk:
         self._trouble: dict[str, list[float]] = {}  # brief -> [times in a row, resting until (monotonic)]
         self._refusals: dict[str, int] = {}  # brief -> passes in a row the forge refused its writes
         self._swept_at: float | None = None  # when this desk last swept (monotonic)
+        self._first = first  # the scan its start made (the desk file's read): its first sweep's
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
 
     # -- the loop -------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ class Desk:
             return
         self._swept_at = now
         try:
-            found = scan(self.git)  # every kind: what the sweep reads, and the queue
+            found, self._first = self._first or scan(self.git), None  # every kind: the sweep's, and the queue
             if self._swept_lately(found):
                 self.claims.keep(found)
                 return
@@ -436,11 +437,13 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     from assay.core.deskspec import load_desk
     from assay.desk.agent import preflight, protect_environment
 
-    spec = load_desk(ports.git, ports.claims.read_view(keep=True).main, name)  # the first pass uses this view
+    first = scan(ports.git)  # one read for the desk's file, its first sweep and its first look
+    spec = load_desk(ports.git, first.main, name)
     if singleton:
         spec = dataclasses.replace(spec, singleton=True)
     preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
     protect_environment()  # its agent runs as the same user: it may not read this process's token
-    desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo)
+    desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo,
+                first=first)
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

@@ -596,7 +596,11 @@ def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews,
     found = scan(git, ("claims", "journals", "reviews", "branches", "main", "retired"))
     found.fetch()
     refs = found.refs
-    names = set(found.by_brief("claims")) | found.retired().names()
+    index = found.retired()
+    live = [sha for kind in ("claims", "journals", "reviews", "branches") for sha in found.tips[kind].values()]
+    kept = [sha for name in sorted(index.names()) if (record := index.get(name)) for sha in record.refs.values()]
+    git.learn_chains([*live, *kept])  # every chain in one rev-list: no process per brief
+    names = set(found.by_brief("claims")) | index.names()
     out = []
     for n, brief in enumerate(sorted(names)):
         progress(f"auditing {brief} ({n + 1}/{len(names)})")
