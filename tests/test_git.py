@@ -219,3 +219,34 @@ def test_chains_walks_many_first_parent_chains_in_one_rev_list(port: ForgeGit) -
     found = port.chains([a[-1], b[-1], blob, a[-1]])
     assert found == {a[-1]: a[::-1], b[-1]: b[::-1], blob: []}
     assert found[a[-1]] == port.rev_list(a[-1]) and port.chains([]) == {}
+
+
+def _many(port: ForgeGit, n: int, tag: str) -> list[str]:
+    """`n` new commits in the port's cache, not on the forge."""
+    who = Signature("t", "t@example.invalid")
+    return [port.write_commit(port.write_tree([TreeEntry("f", port.write_blob(f"{tag} {i}".encode()))]), [],
+                              tag, who, 1_700_000_000) for i in range(n)]
+
+
+def test_a_large_atomic_push_to_a_forge_on_disk_lands_whole_as_its_own_transaction(forge: Forge,
+                                                                                     port: ForgeGit) -> None:
+    """`TRANSACT_AT` refs or more, to a forge on disk with no hooks: one pack and one ref transaction (git push
+    would match each ref against every ref the forge has). New commits arrive with their objects; a ref moved by
+    another writer meanwhile fails the whole push: nothing written, that ref reported stale."""
+    from assay.core.git import TRANSACT_AT
+
+    n = TRANSACT_AT + 6
+    first = _many(port, n, "first")
+    made = port.push([RefUpdate(f"refs/t/r{i}", sha) for i, sha in enumerate(first)], atomic=True)
+    assert all(r.ok for r in made.values()) and len(made) == n
+    assert git("--git-dir", str(forge.path), "rev-parse", f"refs/t/r{n - 1}").strip() == first[-1]
+    assert git("--git-dir", str(forge.path), "cat-file", "-p", f"refs/t/r{n - 1}:f") == f"first {n - 1}"
+    second = _many(port, n, "second")
+    git("--git-dir", str(forge.path), "update-ref", "refs/t/r3", first[4])  # another writer moves one ref
+    moved = port.push([RefUpdate(f"refs/t/r{i}", sha, first[i]) for i, sha in enumerate(second)], atomic=True)
+    assert moved["refs/t/r3"].status == "stale" and not any(r.ok for r in moved.values()), moved
+    assert "but expected" in moved["refs/t/r5"].detail  # the forge's own transaction said why
+    assert git("--git-dir", str(forge.path), "rev-parse", "refs/t/r5").strip() == first[5]  # nothing written
+    gone = port.push([RefUpdate(f"refs/t/r{i}", ZERO, first[i]) for i in range(n) if i != 3], atomic=True)
+    assert all(r.ok for r in gone.values())
+    assert git("--git-dir", str(forge.path), "for-each-ref", "--format=%(refname)", "refs/t/").split() == ["refs/t/r3"]
