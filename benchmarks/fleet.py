@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 from assay.core.deskspec import parse_desk  # noqa: E402
 from assay.desk import loop  # noqa: E402
 from tests.fakegithub.gitside import http_backend  # noqa: E402
+from tests.helpers.gitlog import calls, logging_git  # noqa: E402
 
 BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
 WHO = b"committer Fleet <fleet@example.invalid> 1700000000 +0000\n"
@@ -111,22 +112,18 @@ def calibrate(tmp: Path) -> Profile:
     git("add", "-A", cwd=seed)
     git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "typical", cwd=seed)
     git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=seed)
-    shim, log = tmp / "gitlog-bin", tmp / "git.log"
-    shim.mkdir()
-    real = shutil.which("git")
-    (shim / "git").write_text(f'#!/bin/sh\n"{real}" "$@"\ncode=$?\necho "$code $*" >> "{log}"\nexit $code\n')
-    (shim / "git").chmod(0o755)
+    shim, log = logging_git(tmp)
     env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "ASSAY_STATE_DIR": str(tmp / "state"),
            "ASSAY_EFFECTS_LOG": str(tmp / "effects.log"), "ASSAY_CACHE_DIR": str(tmp / "cache")}
     desk = [sys.executable, "-m", "assay", "desk", "run", "scripted", "--once", "--forge", str(forge)]
     ran = subprocess.run(desk, env=env, capture_output=True, text=True, timeout=300)
     if ran.returncode != 0 or "review ready" not in ran.stdout:
         sys.exit(f"the calibrating desk failed:\n{ran.stdout}\n{ran.stderr}")
-    calls = re.findall(r"^(\d+) (.*)$", log.read_text(), re.M)
-    first = next(i for i, (code, args) in enumerate(calls) if code == "0" and re.search(r"(^| )push ", args)
+    made = calls(log)
+    first = next(i for i, (code, args) in enumerate(made) if code == 0 and re.search(r"(^| )push ", args)
                  and args.rstrip().endswith("refs/assay/claims/typical"))
-    pushes = [args for code, args in calls[first:] if code == "0" and re.search(r"(^| )push ", args)]
-    ads = [args for _, args in calls[first:] if re.search(r"(^| )ls-remote ", args)]
+    pushes = [args for code, args in made[first:] if code == 0 and re.search(r"(^| )push ", args)]
+    ads = [args for _, args in made[first:] if re.search(r"(^| )ls-remote ", args)]
     # a person merges the review; the desk's next pass settles the brief as done
     subprocess.run([sys.executable, "-m", "assay", "review", "merge", "typical", "--forge", str(forge)], check=True,
                    capture_output=True, env={**os.environ, "ASSAY_CACHE_DIR": str(tmp / "person-cache")})
@@ -134,9 +131,8 @@ def calibrate(tmp: Path) -> Profile:
     settled = subprocess.run(desk, env=env, capture_output=True, text=True, timeout=300)
     if "typical merged -> done" not in settled.stdout:
         sys.exit(f"the calibrating desk did not settle the merged brief:\n{settled.stdout}\n{settled.stderr}")
-    calls = re.findall(r"^(\d+) (.*)$", log.read_text(), re.M)
-    pushes += [args for code, args in calls if code == "0" and re.search(r"(^| )push ", args)]
-    ads += [args for _, args in calls if re.search(r"(^| )ls-remote ", args)]
+    pushes += [args for code, args in calls(log) if code == 0 and re.search(r"(^| )push ", args)]
+    ads += [args for _, args in calls(log) if re.search(r"(^| )ls-remote ", args)]
     spec = parse_desk((ROOT / "desks" / "claude.yaml").read_text(), "desks/claude.yaml")
     idle = min(float(spec.heartbeat_s), float(getattr(loop, "IDLE_MAX_S", 5.0)))  # before the backoff: every poll
     return Profile(len(pushes), len(ads), spec.heartbeat_s, idle, 0.0)

@@ -250,3 +250,17 @@ def test_a_large_atomic_push_to_a_forge_on_disk_lands_whole_as_its_own_transacti
     gone = port.push([RefUpdate(f"refs/t/r{i}", ZERO, first[i]) for i in range(n) if i != 3], atomic=True)
     assert all(r.ok for r in gone.values())
     assert git("--git-dir", str(forge.path), "for-each-ref", "--format=%(refname)", "refs/t/").split() == ["refs/t/r3"]
+
+
+def test_a_forge_on_disk_with_rules_of_its_own_gets_every_push_through_git(forge: Forge, port: ForgeGit) -> None:
+    """A forge that denies deletions (or has hooks) decides on each push itself, however large: the refs stay."""
+    from assay.core.git import TRANSACT_AT
+
+    made = _many(port, TRANSACT_AT, "kept")
+    assert all(r.ok for r in port.push([RefUpdate(f"refs/heads/k{i}", sha) for i, sha in enumerate(made)],
+                                       atomic=True).values())
+    git("--git-dir", str(forge.path), "config", "receive.denyDeletes", "true")  # of branches
+    refused = port.push([RefUpdate(f"refs/heads/k{i}", ZERO, sha) for i, sha in enumerate(made)], atomic=True)
+    assert not any(r.ok for r in refused.values()), refused
+    kept = git("--git-dir", str(forge.path), "for-each-ref", "--format=%(refname)", "refs/heads/").split()
+    assert len(kept) == TRANSACT_AT + 1  # and main

@@ -627,9 +627,10 @@ class ForgeGit:
         wanted = "".join([*(f"{u.new}\n" for u in updates if u.new != ZERO),
                           *(f"^{u.expected}\n" for u in updates if u.expected != ZERO)])
         try:
-            pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
-            run_git(["--git-dir", str(folder), "index-pack", "--stdin", "--fix-thin"], input=pack,
-                    timeout=_timeout())
+            if any(u.new != ZERO for u in updates):
+                pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
+                run_git(["--git-dir", str(folder), "index-pack", "--stdin", "--fix-thin"], input=pack,
+                        timeout=_timeout())
             commands = "".join(f"update {u.ref} {u.new} {u.expected}\n" if u.new != ZERO
                                else f"delete {u.ref} {u.expected}\n" for u in updates)
             proc = run_git(["--git-dir", str(folder), "update-ref", "--stdin"], input=commands.encode(),
@@ -679,10 +680,14 @@ _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "una
 
 
 def _has_hooks(folder: Path) -> bool:
-    """Whether a forge on this machine runs hooks when it receives a push (they must see every push)."""
+    """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
+    `core.hooksPath` points) or `receive.*` rules (`denyDeletes`, say). Then every push goes through git push."""
     hooks = folder / "hooks"
-    return hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK)
-                                  for p in hooks.iterdir())
+    if hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK) for p in hooks.iterdir()):
+        return True
+    rules = run_git(["--git-dir", str(folder), "config", "--get-regexp", r"^(receive\.|core\.hookspath)"],
+                    check=False)
+    return bool(rules.stdout.strip())
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
