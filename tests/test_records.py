@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from assay.core.records import ClaimRecord, decode_claim, validate_brief_id
+from assay.core.records import ClaimRecord, JournalEntry, decode_claim, validate_brief_id
 from assay.errors import BriefIdInvalid, RecordInvalid
 
 GOOD_IDS = ["a", "fix-login", "v1.2_patch", "0day", "x" * 64, "a.b-c_d"]
@@ -90,3 +90,17 @@ def test_junk_records_raise_record_invalid_naming_the_ref(case: str) -> None:
         decode_claim(data, "refs/assay/claims/fix-login")
     assert info.value.ref == "refs/assay/claims/fix-login"
     assert problem in info.value.problem
+
+
+def test_a_journal_entry_encodes_every_field_it_has_and_nothing_else() -> None:
+    """`JournalEntry.encode` writes the set fields, nested data as it is, keys sorted, compact."""
+    from dataclasses import asdict
+
+    entry = JournalEntry(seq=3, epoch=2, kind="result", at="2026-01-01T00:00:00Z", run="r", step="s", ordinal=0,
+                         input_sha="ab", key="k", policy="safe", status="completed", intent=2,
+                         data={"output": {"b": [1, {"c": "ü"}], "a": None}})
+    expected = {k: v for k, v in asdict(entry).items() if v is not None}
+    assert json.loads(entry.encode()) == expected
+    assert entry.encode() == json.dumps(expected, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    bare = JournalEntry(seq=1, epoch=1, kind="note", at="2026-01-01T00:00:00Z")
+    assert set(json.loads(bare.encode())) == {"seq", "epoch", "kind", "at", "run", "v"}
