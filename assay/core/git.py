@@ -596,7 +596,8 @@ class ForgeGit:
 
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
         folder = local_forge_path(self.url)
-        if atomic and len(updates) >= TRANSACT_AT and folder is not None and not _has_hooks(folder):
+        if atomic and len(updates) >= TRANSACT_AT and folder is not None and not _has_hooks(folder) \
+                and self._send_objects(folder, updates):
             return self._transact(folder, updates)
         args = ["push", "--porcelain", "--no-verify"]
         if atomic:
@@ -618,21 +619,32 @@ class ForgeGit:
         return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                 else results[u.ref] for u in updates}
 
-    def _transact(self, folder: Path, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
-        """An atomic push of many refs to a forge on this machine, as the forge's own ref transaction: the objects
-        the forge lacks go over as one pack (`pack-objects` | `index-pack`), then `update-ref --stdin` moves every
-        ref at once, each only from its expected value, or none. What `git push` costs grows with the refs the
-        forge advertises times the refs pushed (it matches each against every one); this does not. None when the
-        outcome was not heard (the caller re-reads)."""
-        wanted = "".join([*(f"{u.new}\n" for u in updates if u.new != ZERO),
-                          *(f"^{u.expected}\n" for u in updates if u.expected != ZERO)])
+    def _send_objects(self, folder: Path, updates: Sequence[RefUpdate]) -> bool:
+        """Give a forge on this machine the objects of `updates` it lacks, as one pack (`pack-objects --revs`,
+        leaving out what the expected tips hold, | `index-pack`); False if that could not be done."""
+        news = [u.new for u in updates if u.new != ZERO]
+        if not news:
+            return True
+        olds = [u.expected for u in updates if u.expected != ZERO]
+        present = [sha for sha, obj in zip(olds, self.read_typed(olds), strict=True) if obj is not None]
+        wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
         try:
-            if any(u.new != ZERO for u in updates):
-                pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
-                run_git(["--git-dir", str(folder), "index-pack", "--stdin", "--fix-thin"], input=pack,
-                        timeout=_timeout())
-            commands = "".join(f"update {u.ref} {u.new} {u.expected}\n" if u.new != ZERO
-                               else f"delete {u.ref} {u.expected}\n" for u in updates)
+            pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
+            run_git(["--git-dir", str(folder), "index-pack", "--stdin", "--fix-thin"], input=pack,
+                    timeout=_timeout())
+        except ForgeError as exc:
+            self._last_push_error = exc.message
+            return False
+        return True
+
+    def _transact(self, folder: Path, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
+        """An atomic push of many refs to a forge on this machine (its objects there already), as the forge's own
+        ref transaction: `update-ref --stdin` moves every ref at once, each only from its expected value, or
+        none. What `git push` costs grows with the refs the forge advertises times the refs pushed (it matches
+        each against every one); this does not. None when the outcome was not heard (the caller re-reads)."""
+        commands = "".join(f"update {u.ref} {u.new} {u.expected}\n" if u.new != ZERO
+                           else f"delete {u.ref} {u.expected}\n" for u in updates)
+        try:
             proc = run_git(["--git-dir", str(folder), "update-ref", "--stdin"], input=commands.encode(),
                            check=False, timeout=_timeout() + 0.01 * len(updates))
         except ForgeError as exc:
