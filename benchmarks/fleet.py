@@ -15,8 +15,9 @@
    desk pushes when it does: the claim, the desk's own steps in a burst, the agent's steps and a heartbeat every
    HEARTBEAT_S while a fake agent sleeps, the closing steps in a burst; each push a real `git push --atomic`
    with a lease on each ref (the journal and the claim renewed with it, or the claim alone); each desk's pushes
-   one after another; the ref advertisements of busy and idle desks as `git ls-remote`. A push's latency is from
-   when its desk meant to push to when the forge answered, so a forge (or a machine) that falls behind shows.
+   one after another; the ref advertisements of busy and idle desks as a desk's look reads the forge. A push's
+   latency is from when its desk meant to push to when the forge answered, so a forge (or a machine) that falls
+   behind shows.
 3. **Prints** per transport and N: pushes and ref advertisements demanded per second, pushes accepted per second,
    p50/p95 push latency, and the largest N whose p95 stays under one second; then, from the CPU time the machine
    spent per push at the smallest N, how many pushes a second (and desks) the forge could take with more cores.
@@ -49,9 +50,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assay.core.deskspec import parse_desk  # noqa: E402
+from assay.core.git import ForgeGit  # noqa: E402
+from assay.core.scan import PREFIXES, QUEUE, SINGLES  # noqa: E402
 from assay.desk import loop  # noqa: E402
 from tests.fakegithub.gitside import http_backend  # noqa: E402
-from tests.helpers.gitlog import calls, logging_git  # noqa: E402
+from tests.helpers.gitlog import calls, lists_refs, logging_git  # noqa: E402
 
 BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
 WHO = b"committer Fleet <fleet@example.invalid> 1700000000 +0000\n"
@@ -123,7 +126,7 @@ def calibrate(tmp: Path) -> Profile:
     first = next(i for i, (code, args) in enumerate(made) if code == 0 and re.search(r"(^| )push ", args)
                  and args.rstrip().endswith("refs/assay/claims/typical"))
     pushes = [args for code, args in made[first:] if code == 0 and re.search(r"(^| )push ", args)]
-    ads = [args for _, args in made[first:] if re.search(r"(^| )ls-remote ", args)]
+    ads = [args for _, args in made[first:] if lists_refs(args)]
     # a person merges the review; the desk's next pass settles the brief as done
     subprocess.run([sys.executable, "-m", "assay", "review", "merge", "typical", "--forge", str(forge)], check=True,
                    capture_output=True, env={**os.environ, "ASSAY_CACHE_DIR": str(tmp / "person-cache")})
@@ -132,7 +135,7 @@ def calibrate(tmp: Path) -> Profile:
     if "typical merged -> done" not in settled.stdout:
         sys.exit(f"the calibrating desk did not settle the merged brief:\n{settled.stdout}\n{settled.stderr}")
     pushes += [args for code, args in calls(log) if code == 0 and re.search(r"(^| )push ", args)]
-    ads += [args for _, args in calls(log) if re.search(r"(^| )ls-remote ", args)]
+    ads += [args for _, args in calls(log) if lists_refs(args)]
     spec = parse_desk((ROOT / "desks" / "claude.yaml").read_text(), "desks/claude.yaml")
     idle = min(float(spec.heartbeat_s), float(getattr(loop, "IDLE_MAX_S", 5.0)))  # before the backoff: every poll
     return Profile(len(pushes), len(ads), spec.heartbeat_s, idle, 0.0)
@@ -327,13 +330,15 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
                 else:
                     failed[0] += 1
 
+    reader = ForgeGit(url, root / "reader-cache")  # reads as a desk's look does (ls-refs on a forge on disk)
+    look = [PREFIXES[k] + "*" if k in PREFIXES else SINGLES[k] for k in QUEUE]
+
     def advertiser() -> None:
         for at in ad_times:
             delay = started_at[0] + at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            threading.Thread(target=subprocess.run, args=(["git", "ls-remote", url, "refs/assay/claims/*"],),
-                             kwargs={"capture_output": True}, daemon=True).start()
+            threading.Thread(target=reader.ls_remote, args=look, daemon=True).start()
 
     threads = [threading.Thread(target=desk, args=(p,), daemon=True) for p in plans]
     threads.append(threading.Thread(target=advertiser, daemon=True))

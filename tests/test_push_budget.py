@@ -15,7 +15,7 @@ from assay.core.deskspec import parse_desk
 from assay.desk.loop import idle_wait
 from tests.conftest import Forge, assay
 from tests.helpers.desks import brief, publish
-from tests.helpers.gitlog import calls, logging_git
+from tests.helpers.gitlog import calls, lists_refs, logging_git
 
 DESK = """name: builder
 takes:
@@ -82,9 +82,8 @@ def test_an_idle_desk_with_a_preset_looks_at_most_once_a_minute_once_backed_off(
 
 
 def advertisements(log: Path) -> list[str]:
-    """The calls that ask the forge for its refs (ls-remote; fetch)."""
-    return [args for _, args in calls(log)
-            if re.search(r"(^| )(ls-remote|fetch) ", args)]
+    """The calls that ask the forge for its refs (ls-remote or ls-refs; fetch)."""
+    return [args for _, args in calls(log) if lists_refs(args) or re.search(r"(^| )fetch ", args)]
 
 
 def test_a_typical_brief_takes_twelve_pushes_from_claim_to_waiting(forge: Forge, tmp_path: Path) -> None:

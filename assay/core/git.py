@@ -240,7 +240,12 @@ class ForgeGit:
     # -- reading the forge ----------------------------------------------------------
 
     def ls_remote(self, *patterns: str) -> dict[str, str]:
-        """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip."""
+        """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip. A forge on this machine
+        is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git ls-remote` asks for
+        every ref, however few the patterns name, and matches them here."""
+        folder = local_forge_path(self.url)
+        if folder is not None and patterns and all(_PREFIXABLE.fullmatch(p) for p in patterns):
+            return self._ls_refs(folder, patterns)
         proc = self._git("ls-remote", self.remote, *patterns, check=False)
         if proc.returncode != 0:
             raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
@@ -249,6 +254,27 @@ class ForgeGit:
         for line in proc.stdout.decode().splitlines():
             sha, _, ref = line.partition("\t")
             if ref and not ref.endswith("^{}"):
+                refs[ref] = sha
+        return refs
+
+    def _ls_refs(self, folder: Path, patterns: Sequence[str]) -> dict[str, str]:
+        """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
+        each pattern: the forge reads the refs under those prefixes, not all of them."""
+        prefixes = sorted({p.removesuffix("*") for p in patterns})
+        request = _pkt("command=ls-refs\n") + b"0001" + b"".join(_pkt(f"ref-prefix {p}\n") for p in prefixes)
+        self.round_trips["ls-remote"] += 1
+        proc = run_git(["upload-pack", "--stateless-rpc", str(folder)], input=request + b"0000", check=False,
+                       env={**git_env(), "GIT_PROTOCOL": "version=2"})
+        if proc.returncode != 0:
+            raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
+                             hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
+        exact = {p for p in patterns if not p.endswith("*")}
+        wild = tuple(p.removesuffix("*") for p in patterns if p.endswith("*"))
+        refs: dict[str, str] = {}
+        for line in _pkt_lines(proc.stdout):
+            sha, _, rest = line.partition(" ")
+            ref = rest.split(" ", 1)[0]
+            if ref in exact or (wild and ref.startswith(wild)):
                 refs[ref] = sha
         return refs
 
@@ -689,6 +715,27 @@ class ForgeGit:
 
 
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
+
+
+_PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
+
+
+def _pkt(text: str) -> bytes:
+    data = text.encode()
+    return b"%04x" % (len(data) + 4) + data
+
+
+def _pkt_lines(data: bytes) -> list[str]:
+    """The payloads of a pkt-line stream up to its first flush (`0000`), each without its newline."""
+    out: list[str] = []
+    at = 0
+    while at + 4 <= len(data):
+        size = int(data[at:at + 4], 16)
+        if size < 4:
+            break
+        out.append(data[at + 4:at + size].decode("utf-8", "replace").rstrip("\n"))
+        at += size
+    return out
 
 
 def _has_hooks(folder: Path) -> bool:

@@ -23,3 +23,9 @@ def calls(log: Path) -> list[tuple[int, str]]:
     if not log.exists():
         return []
     return [(int(code), args) for code, args in re.findall(r"^(\d+) (.*)$", log.read_text(), re.M)]
+
+
+def lists_refs(args: str) -> bool:
+    """Whether a logged call asks the forge for its refs: `git ls-remote`, or (for a forge on this machine) the
+    `git upload-pack` that serves an `ls-refs` request."""
+    return re.match(r"(ls-remote|upload-pack --stateless-rpc) ", args) is not None
