@@ -19,10 +19,10 @@
    latency is from when its desk meant to push to when the forge answered, so a forge (or a machine) that falls
    behind shows.
 3. **Prints** per transport and N: pushes and ref advertisements demanded per second, pushes accepted per second,
-   p50/p95 push latency, and the largest N whose p95 stays under one second; then, from the CPU time the machine
-   spent per push at the smallest N, how many pushes a second (and desks) the forge could take with more cores.
+   p50/p95 push latency, and the largest N whose p95 stays under one second; then, from a fit of the CPU time a
+   push cost against the refs on the forge, how many busy desks would fill 2, 8 and 32 cores.
 
-The floor: one raw `git push` of a new commit to the N=100 forge, measured in the same run.
+The floor: one raw `git push` of a new commit to a small bare repository (median of 9), measured in the same run.
 """
 
 from __future__ import annotations
