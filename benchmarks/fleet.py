@@ -53,7 +53,7 @@ from assay.core.deskspec import parse_desk  # noqa: E402
 from assay.core.git import ForgeGit  # noqa: E402
 from assay.core.scan import PREFIXES, QUEUE, SINGLES  # noqa: E402
 from assay.desk import loop  # noqa: E402
-from tests.fakegithub.gitside import http_backend  # noqa: E402
+from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
 from tests.helpers.gitlog import calls, lists_refs, logging_git  # noqa: E402
 
 BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
@@ -180,24 +180,16 @@ def plan(profile: Profile, n: int, window: float, rng: random.Random) -> list[De
     return plans
 
 
-MARKS: dict[str, int] = {}  # fast-import's marks are numbers: one for each name
-
-
-def _mark(name: str) -> int:
-    return MARKS.setdefault(name, len(MARKS) + 1)
-
-
-def _commit(mark: str, ref: str, parent: str | None, body: bytes) -> bytes:
-    out = f"commit {ref}\nmark :{_mark(mark)}\n".encode() + WHO + b"data 5\nfleet\n"
+def _commit(mark: int, ref: str, parent: int | None, body: bytes) -> bytes:
+    out = f"commit {ref}\nmark :{mark}\n".encode() + WHO + b"data 5\nfleet\n"
     if parent:
-        out += f"from :{_mark(parent)}\n".encode()
+        out += f"from :{parent}\n".encode()
     name = b"claim.json" if "claims" in ref else b"entries.jsonl"
     return out + b"M 100644 inline " + name + b"\n" + b"data %d\n" % len(body) + body + b"\n\n"
 
 
 def build(tmp: Path, n: int, plans: list[DeskPlan]) -> tuple[Path, Path, dict[tuple[int, str], list[str]]]:
     """The forge (4 refs for each of n briefs, packed) and a desk-side repository holding each push's commits."""
-    MARKS.clear()
     forge, local = tmp / f"forge-{n}.git", tmp / f"desks-{n}"
     git("init", "-q", "--bare", "--initial-branch=main", str(forge))
     git("config", "http.receivepack", "true", cwd=forge)
@@ -207,23 +199,28 @@ def build(tmp: Path, n: int, plans: list[DeskPlan]) -> tuple[Path, Path, dict[tu
         for push in p.pushes:
             for kind in push.refs:
                 needed[(p.index, kind)] += 1
+    marks: dict[tuple[int, str, int], int] = {}  # (desk, kind, k) -> fast-import's mark (a number)
+
+    def mark(d: int, kind: str, k: int) -> int:
+        return marks.setdefault((d, kind, k), len(marks) + 1)
+
     base, chains = [], []
     for d in range(n):
         for kind, prefix in (("claim", "refs/assay/claims"), ("journal", "refs/assay/journal")):
-            base.append(_commit(f"{kind}-{d}-0", f"{prefix}/b{d}", None, b"0\n"))
+            base.append(_commit(mark(d, kind, 0), f"{prefix}/b{d}", None, b"0\n"))
             for k in range(1, needed.get((d, kind), 0) + 1):
-                chains.append(_commit(f"{kind}-{d}-{k}", f"refs/sim/{kind}/b{d}/{k}", f"{kind}-{d}-{k - 1}",
+                chains.append(_commit(mark(d, kind, k), f"refs/sim/{kind}/b{d}/{k}", mark(d, kind, k - 1),
                                       b"%d\n" % k))
-        base.append(_commit(f"branch-{d}", f"refs/heads/assay/b{d}", None, b"work\n"))
-        base.append(_commit(f"review-{d}", f"refs/assay/reviews/b{d}", None, b"{}\n"))
-    base.append(_commit("main", "refs/heads/main", None, b"main\n"))
+        base.append(_commit(mark(d, "branch", 0), f"refs/heads/assay/b{d}", None, b"work\n"))
+        base.append(_commit(mark(d, "review", 0), f"refs/assay/reviews/b{d}", None, b"{}\n"))
+    base.append(_commit(mark(-1, "main", 0), "refs/heads/main", None, b"main\n"))
     stream = b"".join(base)
     subprocess.run(["git", "fast-import", "--quiet"], cwd=forge, input=stream, check=True)
     git("pack-refs", "--all", cwd=forge)
     subprocess.run(["git", "fast-import", "--quiet", "--export-marks=marks"], cwd=local,
                    input=stream + b"".join(chains), check=True)
-    marks = dict(line.split() for line in (local / "marks").read_text().splitlines())
-    shas = {(d, kind): [marks[f":{_mark(f'{kind}-{d}-{k}')}"] for k in range(needed.get((d, kind), 0) + 1)]
+    written = dict(line.split() for line in (local / "marks").read_text().splitlines())
+    shas = {(d, kind): [written[f":{mark(d, kind, k)}"] for k in range(needed.get((d, kind), 0) + 1)]
             for d in range(n) for kind in ("claim", "journal")}
     return forge, local, shas
 
@@ -244,17 +241,7 @@ class Backend(http.server.ThreadingHTTPServer):
                 pass
 
             def _serve(self) -> None:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    body = b""
-                    while True:
-                        size = int(self.rfile.readline().strip(), 16)
-                        chunk = self.rfile.read(size)
-                        self.rfile.readline()
-                        if not size:
-                            break
-                        body += chunk
-                else:
-                    body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = request_body(self)
                 url = urllib.parse.urlsplit(self.path)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status, out, payload = http_backend(server.root, self.command, urllib.parse.unquote(url.path),
@@ -412,7 +399,7 @@ def main() -> None:
                 window = args.window or min(40.0, max(8.0, 60 / demanded))
                 (tmp / transport).mkdir(exist_ok=True)
                 result = run_fleet(tmp / transport, url_of[transport], profile, n, window, args.seed + n)
-                accepted = len(result.latencies) / window
+                accepted = len(result.latencies) / result.window
                 cpu_per_push = result.cpu_s / max(1, len(result.latencies) + result.failed)
                 points.append((4 * n, cpu_per_push))
                 print(f"{transport:>9} {n:6d}  {result.demanded_pushes:17.1f}  {result.demanded_ads:9.1f}  "

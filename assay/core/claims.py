@@ -183,6 +183,10 @@ class ForgeView:
     scan: Scan  # the read it came from (junk claim refs set aside there)
 
 
+def _view(found: Scan) -> ForgeView:
+    return ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found)
+
+
 class Claims:
     """Claim operations on one forge. Receives its git port and clock."""
 
@@ -287,8 +291,7 @@ class Claims:
         if self._kept is not None:
             self.view, self._kept = self._kept, None
             return self.view
-        found = scan(self.git, QUEUE)  # NoMainBranch if the forge has no main
-        self.view = ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found)
+        self.view = _view(scan(self.git, QUEUE))  # NoMainBranch if the forge has no main
         if keep:
             self._kept = self.view  # the same object: a write meanwhile updates its tip in both
         return self.view
@@ -297,7 +300,7 @@ class Claims:
         """Make a scan read by someone else (of at least the queue's kinds) the next `read_view`: one ref
         advertisement serves a desk's sweep and its look."""
         assert all(kind in found.kinds for kind in QUEUE), found.kinds
-        self._kept = ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found)
+        self._kept = _view(found)
 
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
               holder: str = "", require_brief: bool = True) -> Claim:

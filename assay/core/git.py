@@ -248,8 +248,7 @@ class ForgeGit:
             return self._ls_refs(folder, patterns)
         proc = self._git("ls-remote", self.remote, *patterns, check=False)
         if proc.returncode != 0:
-            raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
-                             hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
+            raise self._unreadable(proc.stderr)
         refs: dict[str, str] = {}
         for line in proc.stdout.decode().splitlines():
             sha, _, ref = line.partition("\t")
@@ -266,8 +265,7 @@ class ForgeGit:
         proc = run_git(["upload-pack", "--stateless-rpc", str(folder)], input=request + b"0000", check=False,
                        env={**git_env(), "GIT_PROTOCOL": "version=2"})
         if proc.returncode != 0:
-            raise ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(proc.stderr)}",
-                             hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
+            raise self._unreadable(proc.stderr)
         exact = {p for p in patterns if not p.endswith("*")}
         wild = tuple(p.removesuffix("*") for p in patterns if p.endswith("*"))
         refs: dict[str, str] = {}
@@ -277,6 +275,10 @@ class ForgeGit:
             if ref in exact or (wild and ref.startswith(wild)):
                 refs[ref] = sha
         return refs
+
+    def _unreadable(self, stderr: bytes) -> ForgeError:
+        return ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(stderr)}",
+                          hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
 
     def ensure_objects(self, refs: dict[str, str], force: bool = False) -> None:
         """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most.
@@ -622,7 +624,7 @@ class ForgeGit:
 
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
         folder = local_forge_path(self.url)
-        if atomic and len(updates) >= TRANSACT_AT and folder is not None and not _has_hooks(folder) \
+        if atomic and len(updates) >= TRANSACT_AT and folder is not None and not _vets_pushes(folder) \
                 and self._send_objects(folder, updates):
             return self._transact(folder, updates)
         args = ["push", "--porcelain", "--no-verify"]
@@ -738,7 +740,7 @@ def _pkt_lines(data: bytes) -> list[str]:
     return out
 
 
-def _has_hooks(folder: Path) -> bool:
+def _vets_pushes(folder: Path) -> bool:
     """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
     `core.hooksPath` points) or `receive.*` rules (`denyDeletes`, say). Then every push goes through git push."""
     hooks = folder / "hooks"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 MERGER = {"GIT_COMMITTER_NAME": "GitHub", "GIT_COMMITTER_EMAIL": "noreply@github.com"}
@@ -75,6 +76,21 @@ def merge(repo: Path, base_ref: str, head_sha: str, message: str, squash: bool,
     sha = _git(repo, "commit-tree", tree, *parents, "-m", message, env={**MERGER, **by}).strip()
     _git(repo, "update-ref", base_ref, sha, base_sha)
     return sha
+
+
+def request_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The body of the request `handler` is reading: chunked (as git sends a large push) or by Content-Length."""
+    if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        chunks: list[bytes] = []
+        while True:
+            size = int(handler.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                while handler.rfile.readline().strip():
+                    pass
+                return b"".join(chunks)
+            chunks.append(handler.rfile.read(size))
+            handler.rfile.readline()
+    return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
 
 
 def http_backend(root: Path, method: str, path_info: str, query: str, headers: dict[str, str], body: bytes,

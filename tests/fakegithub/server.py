@@ -370,19 +370,6 @@ def _handler_for(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
 
         do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
-        def _body(self) -> bytes:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks: list[bytes] = []
-                while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                    if size == 0:
-                        while self.rfile.readline().strip():
-                            pass
-                        return b"".join(chunks)
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
         def _send(self, status: int, headers: dict[str, str] | list[tuple[str, str]], body: bytes | None) -> None:
             if body is None:  # the write happened; the client never hears
                 self.close_connection = True
@@ -400,7 +387,7 @@ def _handler_for(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def _serve(self) -> None:
-            raw = self._body()
+            raw = gitside.request_body(self)
             url = urllib.parse.urlsplit(self.path)
             user = gh.authenticate(self.headers.get("Authorization"))
             if url.path.endswith(GIT_SERVICES) and not url.path.startswith(API_PREFIX):
