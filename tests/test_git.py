@@ -228,19 +228,25 @@ def _many(port: ForgeGit, n: int, tag: str) -> list[str]:
                               tag, who, 1_700_000_000) for i in range(n)]
 
 
-def test_a_large_atomic_push_to_a_forge_on_disk_lands_whole_as_its_own_transaction(forge: Forge,
-                                                                                     port: ForgeGit) -> None:
-    """`TRANSACT_AT` refs or more, to a forge on disk with no hooks: one pack and one ref transaction (git push
-    would match each ref against every ref the forge has). New commits arrive with their objects; a ref moved by
-    another writer meanwhile fails the whole push: nothing written, that ref reported stale."""
-    from assay.core.git import TRANSACT_AT
+def test_an_atomic_push_to_a_forge_on_disk_lands_whole_as_its_own_transaction(forge: Forge,
+                                                                               port: ForgeGit) -> None:
+    """To a forge on disk with no hooks: one pack (unpacked loose when small) and one ref transaction, not
+    `git push` (which would match each ref against every ref the forge has). New commits arrive with their
+    objects; a ref moved by another writer meanwhile fails the whole push: nothing written, that ref stale."""
+    from assay.core.git import UNPACK_BELOW
 
-    n = TRANSACT_AT + 6
+    n = UNPACK_BELOW // 3 + 6  # three objects a commit: over the limit, so a pack is kept
     first = _many(port, n, "first")
     made = port.push([RefUpdate(f"refs/t/r{i}", sha) for i, sha in enumerate(first)], atomic=True)
     assert all(r.ok for r in made.values()) and len(made) == n
     assert git("--git-dir", str(forge.path), "rev-parse", f"refs/t/r{n - 1}").strip() == first[-1]
     assert git("--git-dir", str(forge.path), "cat-file", "-p", f"refs/t/r{n - 1}:f") == f"first {n - 1}"
+    assert list((forge.path / "objects" / "pack").glob("*.pack"))  # a big push's objects: kept as a pack
+    git("--git-dir", str(forge.path), "fsck", "--strict")
+    small = _many(port, 1, "small")[0]
+    assert port.push([RefUpdate("refs/s/small", small)])["refs/s/small"].ok
+    loose = forge.path / "objects" / small[:2] / small[2:]
+    assert loose.is_file()  # a small push's objects: loose, as receive-pack leaves them
     second = _many(port, n, "second")
     git("--git-dir", str(forge.path), "update-ref", "refs/t/r3", first[4])  # another writer moves one ref
     moved = port.push([RefUpdate(f"refs/t/r{i}", sha, first[i]) for i, sha in enumerate(second)], atomic=True)
@@ -253,14 +259,12 @@ def test_a_large_atomic_push_to_a_forge_on_disk_lands_whole_as_its_own_transacti
 
 
 def test_a_forge_on_disk_with_rules_of_its_own_gets_every_push_through_git(forge: Forge, port: ForgeGit) -> None:
-    """A forge that denies deletions (or has hooks) decides on each push itself, however large: the refs stay."""
-    from assay.core.git import TRANSACT_AT
-
-    made = _many(port, TRANSACT_AT, "kept")
+    """A forge that denies deletions (or has hooks) decides on each push itself: the refs stay."""
+    made = _many(port, 8, "kept")
     assert all(r.ok for r in port.push([RefUpdate(f"refs/heads/k{i}", sha) for i, sha in enumerate(made)],
                                        atomic=True).values())
     git("--git-dir", str(forge.path), "config", "receive.denyDeletes", "true")  # of branches
     refused = port.push([RefUpdate(f"refs/heads/k{i}", ZERO, sha) for i, sha in enumerate(made)], atomic=True)
     assert not any(r.ok for r in refused.values()), refused
     kept = git("--git-dir", str(forge.path), "for-each-ref", "--format=%(refname)", "refs/heads/").split()
-    assert len(kept) == TRANSACT_AT + 1  # and main
+    assert len(kept) == 8 + 1  # and main

@@ -15,7 +15,7 @@ from assay.core.deskspec import parse_desk
 from assay.desk.loop import idle_wait
 from tests.conftest import Forge, assay
 from tests.helpers.desks import brief, publish
-from tests.helpers.gitlog import calls, lists_refs, logging_git
+from tests.helpers.gitlog import calls, lists_refs, logging_git, pushes
 
 DESK = """name: builder
 takes:
@@ -27,11 +27,6 @@ heartbeat_s: 1
 attempts: 2
 env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
 """
-
-
-def pushes(log: Path) -> list[tuple[int, str]]:
-    """Each push's exit code and arguments (a call's arguments can span lines: a commit message)."""
-    return [(code, args) for code, args in calls(log) if re.search(r"(^| )push ", args)]
 
 
 def test_no_push_is_rejected_after_an_agent_run_that_outlived_heartbeats(forge: Forge, tmp_path: Path) -> None:

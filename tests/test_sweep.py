@@ -24,7 +24,7 @@ from assay.observe.sweep import sweep
 from tests.conftest import Forge, Run, assay, audit_failures, git
 from tests.helpers.desks import DESK, brief, desk_env, publish
 from tests.helpers.fastimport import commit, fast_import
-from tests.helpers.gitlog import calls, lists_refs, logging_git
+from tests.helpers.gitlog import calls, is_push, lists_refs, logging_git
 from tests.journal_check import claim_chain, entries, invariants
 
 POLICY = """name: default
@@ -399,11 +399,11 @@ def test_a_desk_leaves_the_sweep_to_a_sweeper_that_swept_within_its_heartbeat(fo
     assert assay("sweep", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(now)}).code == 0
     assert assay("claim", "b", "--desk", "person", "--forge", forge.url).code == 0
     fresh = desk_pass()
-    assert not [a for a in fresh if " push " in f" {a}" and "refs/assay/sweeper" in a], fresh
+    assert not [a for a in fresh if is_push(a) and "refs/assay/sweeper" in a], fresh
     assert sum(lists_refs(a) for a in fresh) == 1, fresh  # the sweep's read is the look's
 
     assert assay("sweep", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(now - 100)}).code == 0
     assert assay("claim", "c", "--desk", "person", "--forge", forge.url).code == 0
     stale = desk_pass()
-    assert [a for a in stale if " push " in f" {a}" and "refs/assay/sweeper" in a], stale
+    assert [a for a in stale if is_push(a) and "refs/assay/sweeper" in a], stale
     assert sum(lists_refs(a) for a in stale) == 1, stale

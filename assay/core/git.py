@@ -178,7 +178,7 @@ def _first_error(stderr: bytes) -> str:
 
 
 PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them
-TRANSACT_AT = 64  # refs in one atomic push to a forge on this machine that go as its own ref transaction
+UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
 
 
 class ForgeGit:
@@ -577,7 +577,8 @@ class ForgeGit:
 
     def pack_forge_refs(self, loose_at_least: int = 0) -> int | None:
         """On a forge on disk, pack its refs into one file (deleted refs leave none behind), once at least
-        `loose_at_least` of them are loose files; how many were loose, or None if nothing was packed.
+        `loose_at_least` of them are loose files; how many were loose, or None if nothing was packed. Its
+        loose objects are packed as `git gc --auto` decides.
 
         A forge on disk with thousands of loose ref files reads every one of them for each push
         and listing; packed, it reads one file. A concurrent push that meets the lock is retried.
@@ -586,6 +587,8 @@ class ForgeGit:
         path = local_forge_path(self.url)
         if path is None or not (path / "refs").is_dir():
             return None
+        # the objects pushes left loose (as receive-pack would after each push; here in the foreground)
+        run_git(["--git-dir", str(path), "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"], check=False)
         loose = sum(len(files) for _, _, files in os.walk(path / "refs"))
         if loose_at_least and loose < loose_at_least:
             return None
@@ -624,7 +627,7 @@ class ForgeGit:
 
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
         folder = local_forge_path(self.url)
-        if atomic and len(updates) >= TRANSACT_AT and folder is not None and not _vets_pushes(folder) \
+        if (atomic or len(updates) == 1) and folder is not None and not _vets_pushes(folder) \
                 and self._send_objects(folder, updates):
             return self._transact(folder, updates)
         args = ["push", "--porcelain", "--no-verify"]
@@ -649,7 +652,8 @@ class ForgeGit:
 
     def _send_objects(self, folder: Path, updates: Sequence[RefUpdate]) -> bool:
         """Give a forge on this machine the objects of `updates` it lacks, as one pack (`pack-objects --revs`,
-        leaving out what the expected tips hold, | `index-pack`); False if that could not be done."""
+        leaving out what the expected tips hold), unpacked loose when small, as `receive-pack` does, or kept as a
+        pack (`index-pack`); False if that could not be done."""
         news = [u.new for u in updates if u.new != ZERO]
         if not news:
             return True
@@ -658,18 +662,20 @@ class ForgeGit:
         wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
         try:
             pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
-            run_git(["--git-dir", str(folder), "index-pack", "--stdin", "--fix-thin"], input=pack,
-                    timeout=_timeout())
+            count = int.from_bytes(pack[8:12], "big")  # the pack header: "PACK", version, object count
+            run_git(["--git-dir", str(folder), *(["unpack-objects", "-q"] if count < UNPACK_BELOW
+                                                   else ["index-pack", "--stdin"])], input=pack, timeout=_timeout())
         except ForgeError as exc:
             self._last_push_error = exc.message
             return False
         return True
 
     def _transact(self, folder: Path, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
-        """An atomic push of many refs to a forge on this machine (its objects there already), as the forge's own
-        ref transaction: `update-ref --stdin` moves every ref at once, each only from its expected value, or
-        none. What `git push` costs grows with the refs the forge advertises times the refs pushed (it matches
-        each against every one); this does not. None when the outcome was not heard (the caller re-reads)."""
+        """An atomic push to a forge on this machine (its objects there already), as the forge's own ref
+        transaction: `update-ref --stdin` moves every ref at once, each only from its expected value, or none:
+        the compare-and-swap `receive-pack` makes, without its four processes (a third of a small push's
+        time) or its cost that grows with the refs the forge advertises times the refs pushed. None when the
+        outcome was not heard (the caller re-reads)."""
         commands = "".join(f"update {u.ref} {u.new} {u.expected}\n" if u.new != ZERO
                            else f"delete {u.ref} {u.expected}\n" for u in updates)
         try:

@@ -6,6 +6,25 @@ import re
 import shutil
 from pathlib import Path
 
+# A push to a forge on this machine can be its own ref transaction (`update-ref --stdin`): its log line ends with
+# what it moved, written as a push's refspecs (`<new>:<ref>`, `:<ref>` to delete).
+SCRIPT = """#!/bin/sh
+case " $* " in
+  *" update-ref --stdin "*)
+    input=$(cat)
+    printf '%s\\n' "$input" | "{real}" "$@"
+    code=$?
+    moves=$(printf '%s\\n' "$input" |
+            awk '$1 == "update" {{printf " %s:%s", $3, $2}} $1 == "delete" {{printf " :%s", $2}}')
+    echo "$code $*$moves" >> "{log}";;
+  *)
+    "{real}" "$@"
+    code=$?
+    echo "$code $*" >> "{log}";;
+esac
+exit $code
+"""
+
 
 def logging_git(tmp_path: Path) -> tuple[Path, Path]:
     """A `git` that runs the real one and logs each call's exit code and arguments: (its folder, the log)."""
@@ -13,7 +32,7 @@ def logging_git(tmp_path: Path) -> tuple[Path, Path]:
     assert real is not None
     folder, log = tmp_path / "gitlog-bin", tmp_path / "git.log"
     folder.mkdir(parents=True)
-    (folder / "git").write_text(f'#!/bin/sh\n"{real}" "$@"\ncode=$?\necho "$code $*" >> "{log}"\nexit $code\n')
+    (folder / "git").write_text(SCRIPT.format(real=real, log=log))
     (folder / "git").chmod(0o755)
     return folder, log
 
@@ -29,3 +48,12 @@ def lists_refs(args: str) -> bool:
     """Whether a logged call asks the forge for its refs: `git ls-remote`, or (for a forge on this machine) the
     `git upload-pack` that serves an `ls-refs` request."""
     return re.match(r"(ls-remote|upload-pack --stateless-rpc) ", args) is not None
+
+
+def pushes(log: Path) -> list[tuple[int, str]]:
+    """Each push's exit code and arguments: `git push`, or a forge on this machine's own ref transaction."""
+    return [(code, args) for code, args in calls(log) if is_push(args)]
+
+
+def is_push(args: str) -> bool:
+    return re.search(r"(^| )push |(^| )update-ref --stdin", args) is not None
