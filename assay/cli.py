@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from assay import __version__
+from assay import __version__, lean
 from assay.core.records import STATES
-from assay.errors import AssayError, NoMainBranch
+from assay.errors import NoMainBranch
 
 BRIEF_STATES = ("ready", "needs", *STATES, "invalid")
 
@@ -147,11 +147,7 @@ def claim() -> None:
 @json_option
 def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, ports: Ports, as_json: bool) -> None:
     """Claim BRIEF for a desk. Exactly one of many racing desks wins; the others exit 3."""
-    from assay import views
-
-    claims = ports.claims
-    view = views.claim_view(claims.claim(brief, desk, lease_s, singleton=singleton), time.time())
-    views.print_json(view) if as_json else views.render_claim_result("claimed", view)
+    lean.claim(ports, brief, desk, lease_s, singleton, as_json)
 
 
 @claim.command("history")
@@ -184,10 +180,7 @@ def claim_history(brief: str, desk: str | None, ports: Ports, as_json: bool) -> 
 @json_option
 def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, ports: Ports, as_json: bool) -> None:
     """Renew the lease on a claim this desk holds."""
-    from assay import views
-
-    view = views.claim_view(ports.claims.renew(brief, desk, epoch=epoch, lease_s=lease_s), time.time())
-    views.print_json(view) if as_json else views.render_claim_result("renewed", view)
+    lean.renew(ports, brief, desk, epoch, lease_s, as_json)
 
 
 @cli.command()
@@ -204,18 +197,7 @@ def renew(brief: str, desk: str, epoch: int | None, lease_s: int | None, ports: 
 def release(brief: str, desk: str | None, outcome: str, reason: str, epoch: int | None, force: bool,
             ports: Ports, as_json: bool) -> None:
     """Release a claim: released, done or abandoned. The chain keeps a tombstone; the next claim gets epoch + 1."""
-    from assay import views
-    from assay.core import custody
-
-    claims = ports.claims
-    if force:
-        result = custody.force_release(claims, brief, reason, by=_person())
-    elif not desk:
-        raise click.UsageError("--desk is required (or --force with --reason, for a person)")
-    else:
-        result = custody.release(claims, brief, desk, outcome=outcome, reason=reason, epoch=epoch)
-    view = views.claim_view(result, time.time())
-    views.print_json(view) if as_json else views.render_claim_result("released", view)
+    lean.release(ports, brief, desk, outcome, reason, epoch, force, as_json)
 
 
 @cli.command()
@@ -628,7 +610,7 @@ def _review_said(review: Any, as_json: bool, line: str) -> None:
 
 
 def _person() -> str:
-    return os.environ.get("ASSAY_PERSON") or os.environ.get("USER") or "a-person"
+    return lean.person()
 
 
 @review.command("comment")
@@ -885,14 +867,6 @@ def demo(directory: Path, crash_at: str | None) -> None:
     sys.exit(run_demo(directory, crash_at, echo=click.echo))
 
 
-def _render_error(message: str, hint: str) -> None:
-    from assay.views import render_error
-
-    render_error(message, hint)
-
-
-
-
 @cli.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:
@@ -956,33 +930,17 @@ _examples(cli)
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: a user's mistake is one `error:` line and an exit code, never a traceback."""
-    from assay.errors import Cancelled
+    def call() -> object:
+        try:
+            return cli.main(args=argv, prog_name="assay", standalone_mode=False)
+        except click.exceptions.Abort:
+            sys.stderr.write("aborted\n")
+            return 130
+        except click.ClickException as exc:
+            exc.show()
+            return exc.exit_code
 
-    try:
-        rv = cli.main(args=argv, prog_name="assay", standalone_mode=False)
-    except AssayError as exc:
-        if _debug:
-            raise
-        _render_error(exc.message, exc.hint)
-        sys.exit(exc.code)
-    except click.exceptions.Abort:
-        sys.stderr.write("aborted\n")
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
-    except Cancelled:
-        sys.stderr.write("cancelled by SIGTERM; the step's end is recorded in the journal\n")
-        sys.exit(143)
-    except Exception as exc:  # a bug, not a user mistake: still no traceback unless asked
-        if _debug or os.environ.get("ASSAY_DEBUG"):
-            raise
-        _render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
-        sys.exit(1)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    sys.exit(lean.guarded(call, lambda: _debug))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
 """The `assay` command's entry point: an agent's steps take the fast path to their desk before
-anything heavy is imported; everything else is the full command line (`cli.py`)."""
+anything heavy is imported; claims, renewals and releases are parsed without click (`lean.py`);
+everything else is the full command line (`cli.py`)."""
 
 from __future__ import annotations
 
 import sys
 
+FAST = ("step", "brief", "wait")  # the commands a desk may serve (`stepclient.main` says which of their forms)
+
 
 def main() -> None:
-    from assay.desk.stepclient import main as fast
+    if sys.argv[1:2] and sys.argv[1] in FAST:
+        from assay.desk.stepclient import main as fast
 
-    code = fast(sys.argv[1:])
+        code = fast(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+    from assay.lean import run as lean
+
+    code = lean(sys.argv[1:])
     if code is not None:
         sys.exit(code)
     from assay.cli import main as full

@@ -24,7 +24,7 @@ class Layer:
 LAYERS = (
     Layer("entry", ("__main__", "entry", "clidocs", "docgen", "layers"),
           "the command's entry (an agent's steps straight to its desk's socket); docs made from the code"),
-    Layer("front", ("cli", "cliexamples", "demo", "project", "views", "agents"),
+    Layer("front", ("cli", "lean", "cliexamples", "demo", "project", "views", "agents"),
           "parse, call one function, render; `assay demo`, `assay init`; the scripted agent"),
     Layer("desk loop", ("desk.loop",), "settle, resume, claim, hand one brief to work.py"),
     Layer("one brief", ("desk.work",), "branch, review, agent, push, verify, ready: durable steps"),

@@ -8,11 +8,13 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assay.core.briefs import Problem
 from assay.core.claims import Claim, InvalidClaim, Liveness, fold_renewals
 from assay.core.records import human_age, parse_iso
+
+if TYPE_CHECKING:
+    from assay.core.briefs import Problem
 
 
 def claim_view(claim: Claim, now: float, written_age_s: int | None = None,
@@ -137,8 +139,15 @@ def history_key(v: dict[str, Any]) -> object:
 
 
 def render_claim_result(verb: str, view: dict[str, Any]) -> None:
-    _console().print(f"{verb} [bold]{view['brief']}[/]: {view['state']}, epoch {view['epoch']}, "
-                     f"desk {view['desk']} (holder {view['holder']}, lease {view['lease_s']}s)")
+    """One line, written without rich (a claim's or a renewal's whole process is a few times a push)."""
+    sys.stdout.write(f"{verb} {_bold(view['brief'])}: {view['state']}, epoch {view['epoch']}, "
+                     f"desk {view['desk']} (holder {view['holder']}, lease {view['lease_s']}s)\n")
+
+
+def _bold(text: str) -> str:
+    """Bold on a terminal that shows colour (as rich decides: not under NO_COLOR or TERM=dumb)."""
+    plain = not sys.stdout.isatty() or "NO_COLOR" in os.environ or os.environ.get("TERM") in ("dumb", "unknown")
+    return text if plain else f"\x1b[1m{text}\x1b[0m"
 
 
 def render_problems(problems: Sequence[Problem], checked: int) -> None:

@@ -259,7 +259,8 @@ def test_an_atomic_push_to_a_forge_on_disk_lands_whole_as_its_own_transaction(fo
 
 
 def test_a_forge_on_disk_with_rules_of_its_own_gets_every_push_through_git(forge: Forge, port: ForgeGit) -> None:
-    """A forge that denies deletions (or has hooks) decides on each push itself: the refs stay."""
+    """A forge that denies deletions, or has hooks, decides on each push itself, from the push after the rule or
+    the hook appeared (the same port pushed before it did): the refs stay."""
     made = _many(port, 8, "kept")
     assert all(r.ok for r in port.push([RefUpdate(f"refs/heads/k{i}", sha) for i, sha in enumerate(made)],
                                        atomic=True).values())
@@ -268,3 +269,11 @@ def test_a_forge_on_disk_with_rules_of_its_own_gets_every_push_through_git(forge
     assert not any(r.ok for r in refused.values()), refused
     kept = git("--git-dir", str(forge.path), "for-each-ref", "--format=%(refname)", "refs/heads/").split()
     assert len(kept) == 8 + 1  # and main
+    git("--git-dir", str(forge.path), "config", "--unset", "receive.denyDeletes")
+    assert port.push([RefUpdate("refs/heads/k0", ZERO, made[0])])["refs/heads/k0"].ok
+    hook = forge.path / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
+    assert port.push([RefUpdate("refs/heads/k1", ZERO, made[1])])["refs/heads/k1"].ok  # not executable: not run
+    hook.chmod(0o755)  # made executable in place: its own stamp changes, not its folder's
+    refused = port.push([RefUpdate("refs/heads/k2", ZERO, made[2])])
+    assert not refused["refs/heads/k2"].ok and "hook declined" in refused["refs/heads/k2"].detail, refused

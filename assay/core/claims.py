@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from assay.core import cachefile, chain, retired
 from assay.core.git import ForgeGit, GitObject, RefUpdate, committed_at
@@ -31,7 +31,6 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
-from assay.core.scan import QUEUE, Scan, scan
 from assay.errors import (
     BriefInvalid,
     BriefNotFound,
@@ -42,6 +41,9 @@ from assay.errors import (
     RecordInvalid,
     UsageError,
 )
+
+if TYPE_CHECKING:  # a scan (briefs, observations) is read by a look or a listing, not by a claim or a renewal
+    from assay.core.scan import Scan
 
 Clock = Callable[[], float]
 _HOLDER = re.compile(r"[^/]*/(?P<host>[^/]*)/(?P<pid>[0-9]{1,10})/[^/.]*(?:\.(?P<start>[0-9]{1,20})"
@@ -291,6 +293,8 @@ class Claims:
         if self._kept is not None:
             self.view, self._kept = self._kept, None
             return self.view
+        from assay.core.scan import QUEUE, scan
+
         self.view = _view(scan(self.git, QUEUE))  # NoMainBranch if the forge has no main
         if keep:
             self._kept = self.view  # the same object: a write meanwhile updates its tip in both
@@ -299,6 +303,8 @@ class Claims:
     def keep(self, found: Scan) -> None:
         """Make a scan read by someone else (of at least the queue's kinds) the next `read_view`: one ref
         advertisement serves a desk's sweep and its look."""
+        from assay.core.scan import QUEUE
+
         assert all(kind in found.kinds for kind in QUEUE), found.kinds
         self._kept = _view(found)
 

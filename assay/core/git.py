@@ -746,9 +746,46 @@ def _pkt_lines(data: bytes) -> list[str]:
     return out
 
 
+_VETTING: dict[Path, tuple[tuple[object, ...], bool]] = {}  # a forge's folder: what the answer was read from, it
+
+
 def _vets_pushes(folder: Path) -> bool:
     """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
-    `core.hooksPath` points) or `receive.*` rules (`denyDeletes`, say). Then every push goes through git push."""
+    `core.hooksPath` points) or `receive.*` rules (`denyDeletes`, say). Then every push goes through git push.
+    Asked again only when the forge's config or hooks, or the config files of this user or machine, changed."""
+    seen = _vetting_key(folder)
+    known = _VETTING.get(folder)
+    if seen is not None and known is not None and known[0] == seen:
+        return known[1]
+    vets = _read_vetting(folder)
+    if seen is not None:
+        _VETTING[folder] = (seen, vets)
+    return vets
+
+
+def _vetting_key(folder: Path) -> tuple[object, ...] | None:
+    """What `_read_vetting`'s answer depends on, as file stamps; None when it cannot be told (config given in the
+    environment)."""
+    if any(name.startswith("GIT_CONFIG") for name in os.environ):
+        return None
+    home = Path(os.environ.get("HOME", "/"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    hooks = folder / "hooks"
+    paths = [folder / "config", hooks, home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig")]
+    if hooks.is_dir():
+        paths += sorted(hooks.iterdir())  # a hook made executable in place changes its own stamp, not the folder's
+    stamps: list[object] = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((str(path), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+    return tuple(stamps)
+
+
+def _read_vetting(folder: Path) -> bool:
     hooks = folder / "hooks"
     if hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK) for p in hooks.iterdir()):
         return True

@@ -75,8 +75,16 @@ def utc_now_iso(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_ISO = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)T(\d\d?):(\d\d?):(\d\d?)Z")
+
+
 def parse_iso(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    """`utc_now_iso`'s text as a time (what strptime with its format reads, without strptime's 3 ms import)."""
+    found = _ISO.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise ValueError(f"time data {text!r} does not match format '%Y-%m-%dT%H:%M:%SZ'")
+    year, month, day, hour, minute, second = map(int, found.groups())
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 WAIT_CONDITIONS = ("review", "merge", "manual", "checks")  # and time:YYYY-MM-DDTHH:MM:SSZ, briefs:A,B,…

@@ -21,10 +21,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
 
 from assay.core.credentials import SECRET_NAMES
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: 2 ms of an agent's every step
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 TAIL_BYTES = 4000
 STOP_GRACE_S = 5.0  # a stopped command gets this long after SIGTERM before SIGKILL

@@ -1,0 +1,205 @@
+"""The commands scripts and agents call in loops (`claim`, `renew`, `release`), parsed without click.
+
+A whole `assay renew` process is a few times a push: click, rich and the full command line
+would be most of it. `SPECS` states each command's arguments and options as `cli.py` declares
+them (tests/test_lean.py compares the two, so they cannot drift); `run` takes only the plain
+forms (`--opt value`, `--opt=value`, flags, options among the arguments) and returns None
+for anything else (help, an unknown or malformed option, a missing value), which the full
+command line then parses and answers. The commands' bodies are here, once: `cli.py` calls them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from assay.core.config import Ports
+
+FLAG = "flag"
+# option -> (its parameter, its variable in the environment or "", its kind: FLAG, int, str or the choices, default,
+# required)
+Option = tuple[str, str, object, object, bool]
+FORGE: dict[str, Option] = {"--forge": ("forge", "", str, None, False), "--json": ("as_json", "", FLAG, False, False)}
+SPECS: dict[str, tuple[tuple[str, ...], dict[str, Option]]] = {
+    "claim": (("brief",), {"--desk": ("desk", "ASSAY_DESK", str, None, True),
+                           "--lease": ("lease_s", "", int, 600, False),
+                           "--singleton": ("singleton", "", FLAG, False, False), **FORGE}),
+    "renew": (("brief",), {"--desk": ("desk", "ASSAY_DESK", str, None, True),
+                           "--epoch": ("epoch", "ASSAY_EPOCH", int, None, False),
+                           "--lease": ("lease_s", "", int, None, False), **FORGE}),
+    "release": (("brief",), {"--desk": ("desk", "ASSAY_DESK", str, None, False),
+                             "--outcome": ("outcome", "", ("released", "done", "abandoned"), "released", False),
+                             "--reason": ("reason", "", str, "", False),
+                             "--epoch": ("epoch", "ASSAY_EPOCH", int, None, False),
+                             "--force": ("force", "", FLAG, False, False), **FORGE}),
+}
+
+
+def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """(command, its parameters) for a plain call of one of `SPECS`; None for anything else."""
+    if not argv:
+        return None
+    name, rest = argv[0], argv[1:]
+    if name == "claim" and rest[:1] == ["take"]:
+        rest = rest[1:]
+    elif name == "claim" and rest[:1] == ["history"]:
+        return None
+    if name not in SPECS:
+        return None
+    positional, options = SPECS[name]
+    values: dict[str, Any] = {}
+    words: list[str] = []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--" or arg == "-" or (arg.startswith("-") and arg[1:2] != "-"):
+            return None  # `--`, short options, `-h`: the full command line
+        if not arg.startswith("--"):
+            words.append(arg)
+        else:
+            key, eq, given = arg.partition("=")
+            if key not in options:
+                return None
+            dest, _, kind, _, _ = options[key]
+            if kind == FLAG:
+                if eq:
+                    return None
+                values[dest] = True
+            else:
+                if not eq:
+                    if i + 1 >= len(rest):
+                        return None
+                    i += 1
+                    given = rest[i]
+                value = _convert(given, kind)
+                if value is None:
+                    return None
+                values[dest] = value
+        i += 1
+    if len(words) != len(positional):
+        return None
+    values.update(zip(positional, words, strict=True))
+    for dest, env, kind, default, required in options.values():
+        if dest in values:
+            continue
+        found = os.environ.get(env) if env else None  # an empty variable counts as unset, as in click
+        if found:
+            value = _convert(found, kind)
+            if value is None:
+                return None
+            values[dest] = value
+        elif required:
+            return None
+        else:
+            values[dest] = default
+    return name, values
+
+
+def _convert(text: str, kind: object) -> object:
+    if kind is int:
+        try:
+            return int(text.strip())
+        except ValueError:
+            return None
+    if isinstance(kind, tuple):
+        return text if text in kind else None
+    return text
+
+
+def run(argv: list[str]) -> int | None:
+    """An exit code, or None to leave `argv` to the full command line."""
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    name, values = parsed
+    command = COMMANDS[name]
+    forge = values.pop("forge")
+    return guarded(lambda: _with_ports(forge, lambda ports: command(ports=ports, **values)), debug_asked)
+
+
+def _with_ports(forge: str | None, call: Callable[[Ports], None]) -> None:
+    from assay.core.config import Ports
+
+    ports = Ports(forge)
+    try:
+        call(ports)
+    finally:
+        ports.close()
+
+
+def debug_asked() -> bool:
+    """Whether ASSAY_DEBUG asks for tracebacks (as `--debug` does)."""
+    return os.environ.get("ASSAY_DEBUG", "").strip().lower() not in ("", "0", "false", "f", "no", "n", "off")
+
+
+def guarded(call: Callable[[], object], debug: Callable[[], bool]) -> int:
+    """Run a command: a user's mistake is one `error:` line and its exit code, never a traceback (unless `debug()`
+    says tracebacks were asked for)."""
+    from assay.errors import AssayError, Cancelled
+    from assay.views import render_error
+
+    try:
+        rv = call()
+    except AssayError as exc:
+        if debug():
+            raise
+        render_error(exc.message, exc.hint)
+        return exc.code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Cancelled:
+        sys.stderr.write("cancelled by SIGTERM; the step's end is recorded in the journal\n")
+        return 143
+    except Exception as exc:  # a bug, not a user mistake: still no traceback unless asked
+        if debug() or os.environ.get("ASSAY_DEBUG"):
+            raise
+        render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+# -- the commands' bodies (cli.py calls these too) ---------------------------------------------------------------
+
+def claim(ports: Ports, brief: str, desk: str, lease_s: int, singleton: bool, as_json: bool) -> None:
+    from assay import views
+
+    view = views.claim_view(ports.claims.claim(brief, desk, lease_s, singleton=singleton), time.time())
+    views.print_json(view) if as_json else views.render_claim_result("claimed", view)
+
+
+def renew(ports: Ports, brief: str, desk: str, epoch: int | None, lease_s: int | None, as_json: bool) -> None:
+    from assay import views
+
+    view = views.claim_view(ports.claims.renew(brief, desk, epoch=epoch, lease_s=lease_s), time.time())
+    views.print_json(view) if as_json else views.render_claim_result("renewed", view)
+
+
+def release(ports: Ports, brief: str, desk: str | None, outcome: str, reason: str, epoch: int | None, force: bool,
+            as_json: bool) -> None:
+    from assay import views
+    from assay.core import custody
+    from assay.errors import UsageError
+
+    if force:
+        result = custody.force_release(ports.claims, brief, reason, by=person())
+    elif not desk:
+        raise UsageError("--desk is required (or --force with --reason, for a person)")
+    else:
+        result = custody.release(ports.claims, brief, desk, outcome=outcome, reason=reason, epoch=epoch)
+    view = views.claim_view(result, time.time())
+    views.print_json(view) if as_json else views.render_claim_result("released", view)
+
+
+def person() -> str:
+    """Who a person acting from this shell is, for the records."""
+    return os.environ.get("ASSAY_PERSON") or os.environ.get("USER") or "a-person"
+
+
+COMMANDS: dict[str, Callable[..., None]] = {"claim": claim, "renew": renew, "release": release}

@@ -1,0 +1,120 @@
+"""`assay claim`, `renew` and `release` without click (`assay/lean.py`): the same options as the full command line,
+the same answers, and a process that imports neither click nor rich."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from assay import lean
+from assay.cli import cli
+from tests.conftest import Forge, assay
+
+
+def _command(name: str) -> click.Command:
+    group = cli.commands["claim"]
+    assert isinstance(group, click.Group)
+    return group.commands["take"] if name == "claim" else cli.commands[name]
+
+
+@pytest.mark.parametrize("name", sorted(lean.SPECS))
+def test_the_lean_commands_take_what_the_command_line_declares(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each argument and option, its environment variable, kind, default (what click gives when it is left out)
+    and whether it is required, as cli.py declares them for click: the two cannot drift apart."""
+    positional, options = lean.SPECS[name]
+    command = _command(name)
+    for _, env, _, _, _ in options.values():
+        if env:
+            monkeypatch.delenv(env, raising=False)
+    required = [word for p in command.params if isinstance(p, click.Option) and p.required for word in (p.opts[0], "x")]
+    top = click.Context(cli, **cli.context_settings)  # as the command line makes it (click keeps the help option)
+    defaults = command.make_context(name, [*positional, *required], parent=top).params
+    assert tuple(p.name for p in command.params if isinstance(p, click.Argument)) == positional
+    declared: dict[str, lean.Option] = {}
+    for p in command.params:
+        if not isinstance(p, click.Option):
+            continue
+        assert len(p.opts) == 1 and not p.secondary_opts, p.opts  # one spelling each, as lean takes them
+        if p.is_flag:
+            kind: object = lean.FLAG
+        elif isinstance(p.type, click.Choice):
+            kind = tuple(p.type.choices)
+        else:
+            kind = {click.INT: int, click.STRING: str}[p.type]
+        default = None if p.required else defaults[str(p.name)]
+        declared[p.opts[0]] = (str(p.name), str(p.envvar or ""), kind, default, p.required)
+    assert declared == options
+
+
+@pytest.mark.parametrize("argv", [
+    ["claim", "b", "--desk"],  # a missing value
+    ["claim", "b", "--desk", "d", "--lease", "soon"],  # not a number
+    ["claim", "b", "--desk", "d", "--lease=soon"],
+    ["claim", "b", "-h"], ["renew", "--help"], ["claim", "b", "--desk", "d", "--bogus"],
+    ["claim", "history", "b"], ["claim", "b", "c", "--desk", "d"], ["claim", "--desk", "d"],
+    ["release", "b", "--outcome", "finished"], ["release", "b", "--force=yes"],
+    ["renew", "b", "--desk", "d", "--", "x"],
+    ["board"], [],
+])
+def test_anything_but_a_plain_call_goes_to_the_full_command_line(argv: list[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASSAY_DESK", raising=False)
+    assert lean.parse(argv) is None
+
+
+def test_a_plain_call_is_parsed_as_click_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_DESK", "from-env")
+    monkeypatch.setenv("ASSAY_EPOCH", "")  # empty: unset, as click takes it
+    assert lean.parse(["claim", "take", "--lease=30", "b", "--json"]) == (
+        "claim", {"brief": "b", "desk": "from-env", "lease_s": 30, "singleton": False, "forge": None,
+                  "as_json": True})
+    assert lean.parse(["renew", "b", "--desk", "d", "--forge", "/f"]) == (
+        "renew", {"brief": "b", "desk": "d", "epoch": None, "lease_s": None, "forge": "/f", "as_json": False})
+    monkeypatch.setenv("ASSAY_EPOCH", "x")  # what click would refuse: left to it
+    assert lean.parse(["renew", "b"]) is None
+
+
+def _imports(forge: Forge, *argv: str) -> tuple[int, str, set[str]]:
+    """Run the `assay` entry point in a fresh process: its exit code, output and the top packages it imported."""
+    probe = ("import sys\nfrom assay.entry import main\nsys.argv = ['assay', *sys.argv[1:]]\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "sys.stderr.write('\\nIMPORTED ' + ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+             "sys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-c", probe, *argv, "--forge", forge.url], capture_output=True,
+                          text=True, timeout=60)
+    err, _, imported = proc.stderr.rpartition("\nIMPORTED ")
+    return proc.returncode, proc.stdout + err, set(imported.split())
+
+
+def test_claim_renew_and_release_answer_without_click_or_rich(forge: Forge) -> None:
+    code, out, imported = _imports(forge, "claim", "alpha", "--desk", "d", "--json")
+    assert code == 0 and json.loads(out)["epoch"] == 1, out
+    assert not imported & {"click", "rich"}, imported
+    code, out, imported = _imports(forge, "renew", "alpha", "--desk", "d", "--epoch", "1")
+    assert code == 0 and out.startswith("renewed alpha: held, epoch 1"), out
+    assert not imported & {"click", "rich", "yaml"}, imported  # a renewal reads no brief
+    code, out, imported = _imports(forge, "renew", "alpha", "--desk", "d", "--epoch", "2")
+    assert code == 3 and "error:" in out and "Traceback" not in out, out  # fenced: the same exit code as ever
+    assert not imported & {"click", "rich"}, imported
+    code, out, imported = _imports(forge, "release", "alpha")
+    assert code == 2 and "--desk is required" in out, out
+    code, out, imported = _imports(forge, "release", "alpha", "--desk", "d", "--outcome", "done")
+    assert code == 0 and "released alpha: done" in out, out
+    assert not imported & {"click", "rich"}, imported
+
+
+def test_the_lean_and_the_full_command_line_answer_alike(forge: Forge) -> None:
+    """The same renewal through each: the same JSON but for the times and the holder's process."""
+    assert assay("claim", "alpha", "--desk", "d", "--forge", forge.url).code == 0
+    views = []
+    for entry in ("from assay.entry import main", "from assay.cli import main"):
+        proc = subprocess.run([sys.executable, "-c", f"import sys\n{entry}\nsys.argv[0] = 'assay'\nmain()",
+                               "renew", "alpha", "--desk", "d", "--json", "--forge", forge.url],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        views.append({k: v for k, v in json.loads(proc.stdout).items() if k not in ("holder", "at", "commit", "age_s")})
+    assert views[0] == views[1]
