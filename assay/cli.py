@@ -304,14 +304,7 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
     is not run again (unless --fresh, for a safe step); an interrupted unsafe one is
     refused once (exit 4).
     """
-    from assay.core.config import Ports
-    from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
-
-    request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
-    ctx = context_from(brief, desk, epoch, run)
-    with Ports(forge) as ports:
-        code = run_effect(open_context_session(ports.claims, ctx), request)
-    sys.exit(code)
+    sys.exit(lean.step_run(name, policy, input_json, fresh, probe, forge, brief, desk, epoch, run, command))
 
 
 @step.command("settle", context_settings={"ignore_unknown_options": True})

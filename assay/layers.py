@@ -43,8 +43,8 @@ LAYERS = (
           "CAS-written record chains; briefs; what a journal says happened; caches"),
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records encodes and decodes (no I/O); environments of agents"),
-    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "errors", ""),
-          "errors, crash points, process lives, credentials kept out, cache files"),
+    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "errors", ""),
+          "errors, crash points, process lives, credentials kept out, cache files, digests"),
 )
 
 

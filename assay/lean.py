@@ -1,4 +1,5 @@
-"""The commands scripts and agents call in loops (`claim`, `renew`, `release`), parsed without click.
+"""The commands scripts and agents call in loops (`claim`, `renew`, `release`, `step run` with no desk), parsed
+without click.
 
 A whole `assay renew` process is a few times a push: click, rich and the full command line
 would be most of it. `SPECS` states each command's arguments and options as `cli.py` declares
@@ -38,7 +39,18 @@ SPECS: dict[str, tuple[tuple[str, ...], dict[str, Option]]] = {
                              "--reason": ("reason", "", str, "", False),
                              "--epoch": ("epoch", "ASSAY_EPOCH", int, None, False),
                              "--force": ("force", "", FLAG, False, False), **FORGE}),
+    "step run": (("command",), {"--name": ("name", "", str, None, True),
+                                "--policy": ("policy", "", ("safe", "idempotent", "unsafe"), "unsafe", False),
+                                "--input": ("input_json", "", str, None, False),
+                                "--fresh": ("fresh", "", FLAG, False, False),
+                                "--probe": ("probe", "", str, None, False),
+                                "--forge": ("forge", "", str, None, False),
+                                "--brief": ("brief", "", str, None, False),
+                                "--desk": ("desk", "", str, None, False),
+                                "--epoch": ("epoch", "", int, None, False),
+                                "--run": ("run", "", str, None, False)}),
 }
+REST = frozenset({"step run"})  # its one argument is the command: every word from the first that is not an option
 
 
 def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
@@ -46,7 +58,9 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     if not argv:
         return None
     name, rest = argv[0], argv[1:]
-    if name == "claim" and rest[:1] == ["take"]:
+    if name == "step" and rest[:1] == ["run"]:
+        name, rest = "step run", rest[1:]
+    elif name == "claim" and rest[:1] == ["take"]:
         rest = rest[1:]
     elif name == "claim" and rest[:1] == ["history"]:
         return None
@@ -58,6 +72,9 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     i = 0
     while i < len(rest):
         arg = rest[i]
+        if name in REST and (arg == "--" or not arg.startswith("-")):
+            values[positional[0]] = tuple(rest[i + (arg == "--"):])
+            break
         if arg == "--" or arg == "-" or (arg.startswith("-") and arg[1:2] != "-"):
             return None  # `--`, short options, `-h`: the full command line
         if not arg.startswith("--"):
@@ -82,9 +99,12 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
                     return None
                 values[dest] = value
         i += 1
-    if len(words) != len(positional):
+    if name in REST:
+        values.setdefault(positional[0], ())
+    elif len(words) != len(positional):
         return None
-    values.update(zip(positional, words, strict=True))
+    else:
+        values.update(zip(positional, words, strict=True))
     for dest, env, kind, default, required in options.values():
         if dest in values:
             continue
@@ -118,6 +138,8 @@ def run(argv: list[str]) -> int | None:
     if parsed is None:
         return None
     name, values = parsed
+    if name == "step run":
+        return guarded(lambda: step_run(**values), debug_asked)
     command = COMMANDS[name]
     forge = values.pop("forge")
     return guarded(lambda: _with_ports(forge, lambda ports: command(ports=ports, **values)), debug_asked)
@@ -195,6 +217,18 @@ def release(ports: Ports, brief: str, desk: str | None, outcome: str, reason: st
         result = custody.release(ports.claims, brief, desk, outcome=outcome, reason=reason, epoch=epoch)
     view = views.claim_view(result, time.time())
     views.print_json(view) if as_json else views.render_claim_result("released", view)
+
+
+def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe: str | None, forge: str | None,
+             brief: str | None, desk: str | None, epoch: int | None, run: str | None, command: tuple[str, ...]) -> int:
+    """`assay step run` straight to the forge (no desk serving it): the command's exit code, fresh or recorded."""
+    from assay.core.config import Ports
+    from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
+
+    request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
+    ctx = context_from(brief, desk, epoch, run)
+    with Ports(forge) as ports:
+        return run_effect(open_context_session(ports.claims, ctx), request)
 
 
 def person() -> str:

@@ -13,6 +13,7 @@ from assay.core.credentials import redact
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
 from assay.errors import ForgeError, NotATree
 from tests.conftest import Forge, git
+from tests.fakegithub.server import FakeGitHub
 
 
 @pytest.fixture
@@ -277,3 +278,33 @@ def test_a_forge_on_disk_with_rules_of_its_own_gets_every_push_through_git(forge
     hook.chmod(0o755)  # made executable in place: its own stamp changes, not its folder's
     refused = port.push([RefUpdate("refs/heads/k2", ZERO, made[2])])
     assert not refused["refs/heads/k2"].ok and "hook declined" in refused["refs/heads/k2"].detail, refused
+
+
+def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: FakeGitHub, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through git's own HTTP transport, protocol v2's `ls-refs` with a `ref-prefix` for each ref read: one claim
+    on a forge of 300 comes back, not 300 (the token sent as a header, as to git). A forge that speaks protocol v0
+    only is read with `git ls-remote`, and not asked in v2 again."""
+    gh = fake_github
+    bare = gh.create_repo("o", "r").path
+    commit = git("--git-dir", str(bare), "commit-tree", git("--git-dir", str(bare), "mktree", input="").strip(),
+                 "-m", "x").strip()
+    refs = "".join(f"create refs/assay/claims/b{i:03d} {commit}\n" for i in range(300))
+    git("--git-dir", str(bare), "update-ref", "--stdin", input=refs + f"create refs/heads/main {commit}\n")
+    monkeypatch.setenv("ASSAY_GITHUB_API", gh.api_url)
+    monkeypatch.setenv("GITHUB_TOKEN", gh.token)
+    port = ForgeGit(gh.git_url("o", "r"), cache_root=tmp_path / "cache")
+    try:
+        assert port.ls_remote("refs/assay/claims/b007", "refs/heads/*") == {"refs/assay/claims/b007": commit,
+                                                                             "refs/heads/main": commit}
+        service, request, answered = gh.git_served[-1]
+        assert service == "git-upload-pack" and b"ref-prefix refs/assay/claims/b007\n" in request
+        assert answered < 300, answered  # two refs' lines, where all 301 are some 20,000 bytes
+        assert len(port.ls_remote("refs/assay/claims/*")) == 300
+        gh.git_v0_only = True
+        served = len(gh.git_served)
+        assert port.ls_remote("refs/assay/claims/b008") == {"refs/assay/claims/b008": commit}
+        assert port.ls_remote("refs/assay/claims/b009") == {"refs/assay/claims/b009": commit}
+        assert len(gh.git_served) == served  # git ls-remote: a GET of every ref, and no v2 request after the first
+    finally:
+        port.close()

@@ -1,9 +1,10 @@
-"""`assay claim`, `renew` and `release` without click (`assay/lean.py`): the same options as the full command line,
-the same answers, and a process that imports neither click nor rich."""
+"""`assay claim`, `renew`, `release` and `step run` (with no desk) without click (`assay/lean.py`): the same
+options as the full command line, the same answers, and a process that imports neither click nor rich."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -16,9 +17,12 @@ from tests.conftest import Forge, assay
 
 
 def _command(name: str) -> click.Command:
-    group = cli.commands["claim"]
-    assert isinstance(group, click.Group)
-    return group.commands["take"] if name == "claim" else cli.commands[name]
+    group, _, sub = {"claim": "claim take", "step run": "step run"}.get(name, name).partition(" ")
+    found = cli.commands[group]
+    if sub:
+        assert isinstance(found, click.Group)
+        found = found.commands[sub]
+    return found
 
 
 @pytest.mark.parametrize("name", sorted(lean.SPECS))
@@ -32,7 +36,7 @@ def test_the_lean_commands_take_what_the_command_line_declares(name: str, monkey
             monkeypatch.delenv(env, raising=False)
     required = [word for p in command.params if isinstance(p, click.Option) and p.required for word in (p.opts[0], "x")]
     top = click.Context(cli, **cli.context_settings)  # as the command line makes it (click keeps the help option)
-    defaults = command.make_context(name, [*positional, *required], parent=top).params
+    defaults = command.make_context(name, [*required, *positional], parent=top).params
     assert tuple(p.name for p in command.params if isinstance(p, click.Argument)) == positional
     declared: dict[str, lean.Option] = {}
     for p in command.params:
@@ -58,7 +62,7 @@ def test_the_lean_commands_take_what_the_command_line_declares(name: str, monkey
     ["claim", "history", "b"], ["claim", "b", "c", "--desk", "d"], ["claim", "--desk", "d"],
     ["release", "b", "--outcome", "finished"], ["release", "b", "--force=yes"],
     ["renew", "b", "--desk", "d", "--", "x"],
-    ["board"], [],
+    ["board"], [], ["step", "run", "--name", "x", "--weird", "true"], ["step", "run", "--name"],
 ])
 def test_anything_but_a_plain_call_goes_to_the_full_command_line(argv: list[str],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,6 +80,10 @@ def test_a_plain_call_is_parsed_as_click_would(monkeypatch: pytest.MonkeyPatch) 
         "renew", {"brief": "b", "desk": "d", "epoch": None, "lease_s": None, "forge": "/f", "as_json": False})
     monkeypatch.setenv("ASSAY_EPOCH", "x")  # what click would refuse: left to it
     assert lean.parse(["renew", "b"]) is None
+    step = lean.parse(["step", "run", "--name", "n", "--epoch=2", "--", "sh", "-c", "exit 3", "--json"])
+    assert step is not None and step[1]["command"] == ("sh", "-c", "exit 3", "--json") and step[1]["epoch"] == 2
+    bare = lean.parse(["step", "run", "--name", "n", "true", "--fresh"])  # the first word starts the command
+    assert bare is not None and bare[1]["command"] == ("true", "--fresh") and bare[1]["fresh"] is False
 
 
 def _imports(forge: Forge, *argv: str) -> tuple[int, str, set[str]]:
@@ -84,8 +92,8 @@ def _imports(forge: Forge, *argv: str) -> tuple[int, str, set[str]]:
              "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
              "sys.stderr.write('\\nIMPORTED ' + ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
              "sys.exit(code)\n")
-    proc = subprocess.run([sys.executable, "-c", probe, *argv, "--forge", forge.url], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "ASSAY_FORGE": forge.url})
     err, _, imported = proc.stderr.rpartition("\nIMPORTED ")
     return proc.returncode, proc.stdout + err, set(imported.split())
 
@@ -102,6 +110,10 @@ def test_claim_renew_and_release_answer_without_click_or_rich(forge: Forge) -> N
     assert not imported & {"click", "rich"}, imported
     code, out, imported = _imports(forge, "release", "alpha")
     assert code == 2 and "--desk is required" in out, out
+    code, out, imported = _imports(forge, "step", "run", "--name", "n", "--brief", "alpha", "--desk", "d", "--epoch",
+                                   "1", "--run", "r1", "--policy", "safe", "--", "sh", "-c", "echo hi; exit 3")
+    assert code == 3 and out.startswith("hi"), out  # the command's own exit code
+    assert not imported & {"click", "rich"}, imported
     code, out, imported = _imports(forge, "release", "alpha", "--desk", "d", "--outcome", "done")
     assert code == 0 and "released alpha: done" in out, out
     assert not imported & {"click", "rich"}, imported

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from assay.core.digests import sha256_hex
 from assay.core.git import is_local_path, local_repo_origin
 from assay.errors import ConfigInvalid, UsageError
 
@@ -168,13 +169,11 @@ def open_reviews(git: ForgeGit) -> Reviews:
 
 def state_dir_for(url: str, explicit: Path | None = None) -> Path:
     """Where a desk keeps worktrees and prompts for this forge."""
-    import hashlib
-
     if explicit:
         return usable_folder(explicit.absolute(), "--state-dir")  # the agent runs elsewhere: never relative
     base = os.environ.get("ASSAY_STATE_DIR") or os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
     root = Path(base) if os.environ.get("ASSAY_STATE_DIR") else Path(base) / "assay"
-    return usable_folder(root.absolute() / hashlib.sha256(url.encode()).hexdigest()[:20], "ASSAY_STATE_DIR")
+    return usable_folder(root.absolute() / sha256_hex(url.encode())[:20], "ASSAY_STATE_DIR")
 
 
 def usable_folder(path: Path, named_by: str) -> Path:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from assay.core.claims import Claim, Claims, forced_reason
+from assay.core.digests import sha256_hex
 from assay.core.journal import append_as_person, transition_as
 from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
 from assay.core.retired import check_not_retired, require_known
@@ -190,9 +191,7 @@ def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tupl
 def child_id(parent: str, key: str, title: str) -> str:
     """A child brief's id: its parent's, and a digest of the spawning step's idempotency key and the child's title,
     so that a parent that dies and spawns again names the same child."""
-    import hashlib
-
-    digest = hashlib.sha256(f"{key}\n{title}".encode()).hexdigest()[:10]
+    digest = sha256_hex(f"{key}\n{title}".encode())[:10]
     return f"{parent[:53].rstrip('.-_')}-{digest}"
 
 

@@ -14,7 +14,6 @@ the source is a raw object id. We run the `git` binary and parse `--porcelain`.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import random
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
 from assay.core.credentials import http_userinfo, redact, strip_credentials, token_for
+from assay.core.digests import sha1_hex, sha256_hex
 from assay.errors import ForgeError, NotATree, UsageError
 
 ZERO = "0" * 40
@@ -198,11 +198,12 @@ class ForgeGit:
             self._env = None
         root = cache_root or default_cache_root()
         self._spawn = (root, token)  # what `spare` builds a twin from
-        self.cache = root / hashlib.sha256(url.encode()).hexdigest()[:20]
+        self.cache = root / sha256_hex(url.encode())[:20]
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
         self._written = 0
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
+        self._speaks_v2 = True  # an HTTP forge, until it says it does not
         self._parents: dict[str, str | None] = {}  # first-parent links of the chains `learn_chains` read
         self._ensure_cache()
 
@@ -241,11 +242,16 @@ class ForgeGit:
 
     def ls_remote(self, *patterns: str) -> dict[str, str]:
         """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip. A forge on this machine
-        is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git ls-remote` asks for
-        every ref, however few the patterns name, and matches them here."""
+        or over HTTP is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git
+        ls-remote` asks for every ref, however few the patterns name, and matches them here."""
         folder = local_forge_path(self.url)
-        if folder is not None and patterns and all(_PREFIXABLE.fullmatch(p) for p in patterns):
+        prefixable = bool(patterns) and all(_PREFIXABLE.fullmatch(p) for p in patterns)
+        if folder is not None and prefixable:
             return self._ls_refs(folder, patterns)
+        if prefixable and self._speaks_v2 and self.remote.lower().startswith(("http://", "https://")):
+            found = self._ls_refs_http(patterns)
+            if found is not None:
+                return found
         proc = self._git("ls-remote", self.remote, *patterns, check=False)
         if proc.returncode != 0:
             raise self._unreadable(proc.stderr)
@@ -259,22 +265,63 @@ class ForgeGit:
     def _ls_refs(self, folder: Path, patterns: Sequence[str]) -> dict[str, str]:
         """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
         each pattern: the forge reads the refs under those prefixes, not all of them."""
-        prefixes = sorted({p.removesuffix("*") for p in patterns})
-        request = _pkt("command=ls-refs\n") + b"0001" + b"".join(_pkt(f"ref-prefix {p}\n") for p in prefixes)
         self.round_trips["ls-remote"] += 1
-        proc = run_git(["upload-pack", "--stateless-rpc", str(folder)], input=request + b"0000", check=False,
-                       env={**git_env(), "GIT_PROTOCOL": "version=2"})
+        proc = run_git(["upload-pack", "--stateless-rpc", str(folder)], input=_ls_refs_request(patterns),
+                       check=False, env={**git_env(), "GIT_PROTOCOL": "version=2"})
         if proc.returncode != 0:
             raise self._unreadable(proc.stderr)
-        exact = {p for p in patterns if not p.endswith("*")}
-        wild = tuple(p.removesuffix("*") for p in patterns if p.endswith("*"))
-        refs: dict[str, str] = {}
-        for line in _pkt_lines(proc.stdout):
-            sha, _, rest = line.partition(" ")
-            ref = rest.split(" ", 1)[0]
-            if ref in exact or (wild and ref.startswith(wild)):
-                refs[ref] = sha
-        return refs
+        return _listed(_pkt_lines(proc.stdout), patterns)
+
+    def _ls_refs_http(self, patterns: Sequence[str]) -> dict[str, str] | None:
+        """`ls-remote` of a forge over HTTP with a `ref-prefix` for each pattern, through git's own transport
+        (`git remote-http`'s `stateless-connect`, which git fetch speaks protocol v2 through: the same proxies,
+        certificates and credentials). None when the forge does not speak protocol v2 (it is not asked so
+        again) or its answer is cut short or refused: then `git ls-remote` asks. A forge that cannot be reached
+        is unreadable, as to `git ls-remote`."""
+        self.round_trips["ls-remote"] += 1
+        late = threading.Event()
+        with tempfile.TemporaryFile() as errors:
+            try:
+                proc = subprocess.Popen(["git", f"remote-{self.remote.split(':', 1)[0].lower()}", self.remote,
+                                         self.remote], cwd=self.cache, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=errors, env=self._env or git_env())
+            except OSError:
+                return None
+            assert proc.stdin is not None and proc.stdout is not None
+            def expire() -> None:
+                late.set()
+                proc.kill()
+
+            timer = threading.Timer(_timeout(), expire)
+            timer.start()
+            ready, answer = b"", b""
+            try:  # the request goes once the helper is connected: it reads its command line through a buffer
+                proc.stdin.write(b"stateless-connect git-upload-pack\n")
+                proc.stdin.flush()
+                ready = proc.stdout.readline()
+                if ready == b"\n" and _skip_section(proc.stdout):  # the forge's capabilities
+                    proc.stdin.write(_ls_refs_request(patterns))
+                    proc.stdin.close()
+                    answer = proc.stdout.read()
+            except (OSError, ValueError):
+                pass
+            finally:
+                timer.cancel()
+                proc.kill()
+                proc.wait()
+                proc.stdout.close()
+            if late.is_set():
+                raise ForgeError(f"git ls-remote timed out after {_timeout():.0f}s")
+            if ready == b"fallback\n":  # protocol v0 or v1 only
+                self._speaks_v2 = False
+                return None
+            if ready != b"\n":
+                errors.seek(0)
+                raise self._unreadable(errors.read())
+        lines = _pkt_lines(answer)
+        if not answer.endswith((b"0000", b"00000002")) or any(line.startswith("ERR ") for line in lines):
+            return None  # cut short, or refused: git ls-remote asks, and says why
+        return _listed(lines, patterns)
 
     def _unreadable(self, stderr: bytes) -> ForgeError:
         return ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(stderr)}",
@@ -519,7 +566,7 @@ class ForgeGit:
     def write_object(self, kind: str, data: bytes) -> str:
         """Store a loose object in the cache; atomic (temp file, then rename)."""
         raw = f"{kind} {len(data)}\0".encode() + data
-        sha = hashlib.sha1(raw).hexdigest()
+        sha = sha1_hex(raw)
         folder = f"{self.cache}/objects/{sha[:2]}"
         final = f"{folder}/{sha[2:]}"
         if os.path.exists(final):
@@ -731,6 +778,39 @@ _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one endin
 def _pkt(text: str) -> bytes:
     data = text.encode()
     return b"%04x" % (len(data) + 4) + data
+
+
+def _ls_refs_request(patterns: Sequence[str]) -> bytes:
+    """A protocol v2 `ls-refs` request with a `ref-prefix` for each pattern (a full ref, or one ending in `*`)."""
+    prefixes = sorted({p.removesuffix("*") for p in patterns})
+    return (_pkt("command=ls-refs\n") + b"0001" + b"".join(_pkt(f"ref-prefix {p}\n") for p in prefixes)
+            + b"0000")
+
+
+def _listed(lines: Sequence[str], patterns: Sequence[str]) -> dict[str, str]:
+    """The refs of an `ls-refs` answer that `patterns` name (a prefix may also match refs beside a full ref)."""
+    exact = {p for p in patterns if not p.endswith("*")}
+    wild = tuple(p.removesuffix("*") for p in patterns if p.endswith("*"))
+    refs: dict[str, str] = {}
+    for line in lines:
+        sha, _, rest = line.partition(" ")
+        ref = rest.split(" ", 1)[0]
+        if ref in exact or (wild and ref.startswith(wild)):
+            refs[ref] = sha
+    return refs
+
+
+def _skip_section(stream: IO[bytes]) -> bool:
+    """Read pkt-lines from `stream` up to and with the next flush; False if it ends first."""
+    while True:
+        head = stream.read(4)
+        if len(head) < 4:
+            return False
+        size = int(head, 16)
+        if size == 0:
+            return True
+        if size >= 4 and len(stream.read(size - 4)) < size - 4:
+            return False
 
 
 def _pkt_lines(data: bytes) -> list[str]:

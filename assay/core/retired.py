@@ -13,11 +13,11 @@ index alone. The format is in docs/data-model.md.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
+from assay.core.digests import sha1_hex
 from assay.core.git import ForgeGit, parse_tree
 from assay.core.records import (
     CLAIMS_PREFIX,
@@ -88,7 +88,7 @@ def parse_age(text: str) -> float:
 
 def shard(brief: str) -> str:
     """The folder of a brief's file in the index: two hex digits of the SHA-1 of its id."""
-    return hashlib.sha1(brief.encode()).hexdigest()[:2]
+    return sha1_hex(brief.encode())[:2]
 
 
 def entry_path(brief: str) -> str:

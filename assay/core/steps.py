@@ -18,7 +18,6 @@ whatever run it comes. After `outcome_unknown` the first repeat is refused
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import secrets
@@ -31,6 +30,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
 
 from assay.core.crash import crash_point
+from assay.core.digests import sha256_hex
 from assay.core.journal import INLINE_LIMIT, Draft, Journal, JournalLog
 from assay.core.journalindex import counts_call, counts_value, run_event
 from assay.core.lives import Life, await_end, life_state, this_life
@@ -99,7 +99,7 @@ def canonical(value: Any) -> str:
 
 
 def input_sha(value: Any) -> str:
-    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+    return sha256_hex(canonical(value).encode("utf-8"))
 
 
 @dataclass

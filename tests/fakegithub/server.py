@@ -74,6 +74,8 @@ class FakeGitHub:
         self.calls: Counter[tuple[str, str]] = Counter()  # (method, spec path) → answers that cost quota
         self.not_modified: Counter[tuple[str, str]] = Counter()  # 304s, which cost none
         self.git_requests: Counter[str] = Counter()  # smart-HTTP service → requests
+        self.git_served: list[tuple[str, bytes, int]] = []  # each POST to a git service: (service, request, bytes)
+        self.git_v0_only = False  # serve git as a forge that speaks protocol v0 only (it ignores Git-Protocol)
         self.sent: list[Sent] = []
         self.graphql_sent: list[Any] = []
         self.rate_limit = rate_limit
@@ -421,9 +423,13 @@ def _handler_for(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             service = url.path.rsplit("/", 1)[1]
             with gh.lock:
                 gh.git_requests[urllib.parse.parse_qs(url.query).get("service", [service])[0]] += 1
-            headers = {k.lower(): v for k, v in self.headers.items()}
+            headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "git-protocol" or
+                       not gh.git_v0_only}
             status, out, payload = gitside.http_backend(gh.git_root, self.command, urllib.parse.unquote(url.path),
                                                         url.query, headers, raw, user.login)
+            if self.command == "POST":
+                with gh.lock:
+                    gh.git_served.append((service, raw, len(payload)))
             self._send(status, out, payload)
 
     return Handler
