@@ -254,7 +254,8 @@ def test_a_password_in_the_forge_url_is_in_no_argument_list(fake_github: FakeGit
     run = assay("claims", "--json", env=env)
     assert run.code == 0, run.err
     logged = seen.read_text()
-    assert "ls-remote" in logged and token not in logged and token not in run.out + run.err
+    read = [line for line in logged.splitlines() if line.startswith(("ls-remote ", "remote-http "))]
+    assert read and token not in logged and token not in run.out + run.err, logged  # it read the forge
 
 
 @pytest.mark.parametrize(("crash", "verdict"), [("step.before-execute:deploy", "--did-not"),

@@ -308,3 +308,26 @@ def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: 
         assert len(gh.git_served) == served  # git ls-remote: a GET of every ref, and no v2 request after the first
     finally:
         port.close()
+
+
+def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pack(forge: Forge,
+                                                                                     port: ForgeGit) -> None:
+    """A commit this port wrote, whose every object is its own or loose on the forge, arrives as those loose files;
+    one that reaches an object the forge holds only in a pack arrives through `pack-objects`. Either way the forge
+    has every object its refs reach (`git fsck`), and no pack is made for a small push."""
+    who = Signature("t", "t@example.invalid")
+    blob = port.write_blob(b"one\n")
+    first = port.write_commit(port.write_tree([TreeEntry("f", blob)]), [], "first", who, 1_700_000_000)
+    assert port.push([RefUpdate("refs/t/x", first)])["refs/t/x"].ok
+    packs = set((forge.path / "objects" / "pack").glob("*.pack"))
+    for sha in (first, blob):
+        assert (forge.path / "objects" / sha[:2] / sha[2:]).is_file()
+    second = port.write_commit(port.write_tree([TreeEntry("f", blob), TreeEntry("g", port.write_blob(b"two\n"))]),
+                               [first], "second", who, 1_700_000_001)
+    assert port.push([RefUpdate("refs/t/x", second, first)])["refs/t/x"].ok  # its parent and blob: loose there
+    assert set((forge.path / "objects" / "pack").glob("*.pack")) == packs
+    git("--git-dir", str(forge.path), "repack", "-a", "-d", "-q")  # now the forge has them only in a pack
+    third = port.write_commit(port.write_tree([TreeEntry("f", blob)]), [second], "third", who, 1_700_000_002)
+    assert port.push([RefUpdate("refs/t/x", third, second)])["refs/t/x"].ok
+    git("--git-dir", str(forge.path), "fsck", "--strict", "--no-dangling")
+    assert git("--git-dir", str(forge.path), "rev-list", "refs/t/x").split() == [third, second, first]

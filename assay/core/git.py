@@ -202,6 +202,7 @@ class ForgeGit:
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
         self._written = 0
+        self._fresh: set[str] = set()  # objects this process wrote (loose in the cache) and has not pushed yet
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
         self._speaks_v2 = True  # an HTTP forge, until it says it does not
         self._parents: dict[str, str | None] = {}  # first-parent links of the chains `learn_chains` read
@@ -569,6 +570,7 @@ class ForgeGit:
         sha = sha1_hex(raw)
         folder = f"{self.cache}/objects/{sha[:2]}"
         final = f"{folder}/{sha[2:]}"
+        self._fresh.add(sha)
         if os.path.exists(final):
             return sha
         tmp = f"{folder}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
@@ -675,7 +677,7 @@ class ForgeGit:
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
         folder = local_forge_path(self.url)
         if (atomic or len(updates) == 1) and folder is not None and not _vets_pushes(folder) \
-                and self._send_objects(folder, updates):
+                and (self._send_loose(folder, updates) or self._send_objects(folder, updates)):
             return self._transact(folder, updates)
         args = ["push", "--porcelain", "--no-verify"]
         if atomic:
@@ -696,6 +698,62 @@ class ForgeGit:
         cause = _remote_error(proc.stderr)  # git's own reason ("cannot lock ref …"), not just "remote rejected"
         return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                 else results[u.ref] for u in updates}
+
+    def _send_loose(self, folder: Path, updates: Sequence[RefUpdate]) -> bool:
+        """Give a forge on this machine the objects of `updates` as the loose files this process wrote, when that
+        is all they need: every object the new tips reach is either one of those (read back from the cache, so
+        what it reaches is followed) or a loose object the forge already has, and they are fewer than
+        `UNPACK_BELOW`. False otherwise (an object only in a pack, or written by another process), and nothing is
+        sent: then `pack-objects` works out what to send.
+        Two processes fewer than `pack-objects | unpack-objects`, for the commits a push of Assay's own makes."""
+        send: list[str] = []
+        todo = [u.new for u in updates if u.new != ZERO]
+        seen: set[str] = set()
+        while todo:
+            sha = todo.pop()
+            if sha in seen:
+                continue
+            seen.add(sha)
+            if sha not in self._fresh:
+                if os.path.isfile(folder / "objects" / sha[:2] / sha[2:]):
+                    continue
+                return False
+            try:
+                raw = zlib.decompress((self.cache / "objects" / sha[:2] / sha[2:]).read_bytes())
+            except (OSError, zlib.error):  # packed by `maintain` meanwhile
+                return False
+            header, _, body = raw.partition(b"\0")
+            kind = header.split(b" ", 1)[0]
+            if kind == b"commit":
+                head = body.split(b"\n\n", 1)[0].decode("ascii", "replace").splitlines()
+                todo += [line.split(" ", 1)[1] for line in head if line.startswith(("tree ", "parent "))]
+            elif kind == b"tree":
+                at = 0
+                while at < len(body):
+                    nul = body.index(b"\0", at)
+                    if not body[at:nul].startswith(b"160000 "):  # a submodule's commit is not this repository's
+                        todo.append(body[nul + 1:nul + 21].hex())
+                    at = nul + 21
+            send.append(sha)
+            if len(send) >= UNPACK_BELOW:  # so many are better sent as one pack, as receive-pack keeps them
+                return False
+        for sha in send:
+            target = folder / "objects" / sha[:2]
+            if (target / sha[2:]).exists():
+                continue
+            partial = target / f"tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
+            try:
+                fd = _create(str(partial), str(target))
+                try:
+                    os.write(fd, (self.cache / "objects" / sha[:2] / sha[2:]).read_bytes())
+                finally:
+                    os.close(fd)
+                os.replace(partial, target / sha[2:])
+            except OSError:
+                partial.unlink(missing_ok=True)
+                return False
+        self._fresh.difference_update(send)
+        return True
 
     def _send_objects(self, folder: Path, updates: Sequence[RefUpdate]) -> bool:
         """Give a forge on this machine the objects of `updates` it lacks, as one pack (`pack-objects --revs`,
@@ -831,7 +889,8 @@ _VETTING: dict[Path, tuple[tuple[object, ...], bool]] = {}  # a forge's folder: 
 
 def _vets_pushes(folder: Path) -> bool:
     """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
-    `core.hooksPath` points) or `receive.*` rules (`denyDeletes`, say). Then every push goes through git push.
+    `core.hooksPath` points), `receive.*` rules (`denyDeletes`, say) or shared permissions
+    (`core.sharedRepository`, which git applies to each file it writes). Then every push goes through git push.
     Asked again only when the forge's config or hooks, or the config files of this user or machine, changed."""
     seen = _vetting_key(folder)
     known = _VETTING.get(folder)
@@ -869,8 +928,8 @@ def _read_vetting(folder: Path) -> bool:
     hooks = folder / "hooks"
     if hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK) for p in hooks.iterdir()):
         return True
-    rules = run_git(["--git-dir", str(folder), "config", "--get-regexp", r"^(receive\.|core\.hookspath)"],
-                    check=False)
+    rules = run_git(["--git-dir", str(folder), "config", "--get-regexp",
+                     r"^(receive\.|core\.hookspath|core\.sharedrepository)"], check=False)
     return bool(rules.stdout.strip())
 
 
