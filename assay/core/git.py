@@ -179,6 +179,7 @@ def _first_error(stderr: bytes) -> str:
 
 PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them
 UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
+FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
 
 
 class ForgeGit:
@@ -202,7 +203,8 @@ class ForgeGit:
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
         self._written = 0
-        self._fresh: set[str] = set()  # objects this process wrote (loose in the cache) and has not pushed yet
+        self._local = local_forge_path(url) is not None
+        self._fresh: set[str] = set()  # objects written here (loose in the cache) not yet pushed to a forge on disk
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
         self._speaks_v2 = True  # an HTTP forge, until it says it does not
         self._parents: dict[str, str | None] = {}  # first-parent links of the chains `learn_chains` read
@@ -289,6 +291,7 @@ class ForgeGit:
             except OSError:
                 return None
             assert proc.stdin is not None and proc.stdout is not None
+
             def expire() -> None:
                 late.set()
                 proc.kill()
@@ -570,7 +573,10 @@ class ForgeGit:
         sha = sha1_hex(raw)
         folder = f"{self.cache}/objects/{sha[:2]}"
         final = f"{folder}/{sha[2:]}"
-        self._fresh.add(sha)
+        if self._local:
+            if len(self._fresh) >= FRESH_LIMIT:  # a bound, not a cache: an object forgotten goes in a pack instead
+                self._fresh.clear()
+            self._fresh.add(sha)
         if os.path.exists(final):
             return sha
         tmp = f"{folder}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
@@ -743,7 +749,9 @@ class ForgeGit:
                 continue
             partial = target / f"tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
             try:
-                fd = _create(str(partial), str(target))
+                if not target.is_dir():
+                    target.mkdir(exist_ok=True)  # in the forge's objects folder only: a forge moved away stays away
+                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
                 try:
                     os.write(fd, (self.cache / "objects" / sha[:2] / sha[2:]).read_bytes())
                 finally:

@@ -19,14 +19,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sqlite3
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.core.records import JournalEntry, decode_entry, journal_ref
+
+if TYPE_CHECKING:
+    import sqlite3
 from assay.errors import IndexDamaged
 
 FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
@@ -107,6 +109,8 @@ class Index:
     def append(self, since: str, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str) -> bool:
         """Add `entries` (all added after `since`, up to `tip`); False, and nothing added, if the file no
         longer ends at `since` (another process appended first) or cannot be written."""
+        import sqlite3
+
         try:
             with _writing(self.conn):
                 row = self.conn.execute("SELECT v FROM meta WHERE k = 'tip'").fetchone()
@@ -190,6 +194,8 @@ class View:
         return [decode_entry(str(row[0]), ref) for row in self._rows(sql, args)]
 
     def _rows(self, sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        import sqlite3
+
         try:
             return list(self.index.conn.execute(sql, args).fetchall())
         except sqlite3.Error as exc:
@@ -204,6 +210,8 @@ def open_index(cache: Path, brief: str) -> Index | None:
     path = path_for(cache, brief)
     if not path.exists():
         return None
+    import sqlite3  # here, not above: a journal too short for an index never loads SQLite
+
     conn: sqlite3.Connection | None = None
     try:
         conn = _connect(path)
@@ -225,6 +233,8 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
           tip: str) -> Index | None:
     """A new index of `entries` (the whole journal up to `tip`), put in place of any other; None if it cannot
     be written (the cache is only a shortcut)."""
+    import sqlite3
+
     path = path_for(cache, brief)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,6 +260,8 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    import sqlite3
+
     conn = sqlite3.connect(path, timeout=_TIMEOUT_S, isolation_level=None)
     conn.execute("PRAGMA synchronous = OFF")  # a hint: a torn file is only a miss
     return conn
@@ -275,6 +287,8 @@ def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of
     pending: dict[int, int] = {}  # intents among these entries -> their row's position
     for entry in entries:
         if entry.seq != seq + 1:
+            import sqlite3
+
             raise sqlite3.IntegrityError(f"journal seq jumps from {seq} to {entry.seq}")
         seq = entry.seq
         nondet_no = None

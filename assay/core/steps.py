@@ -19,10 +19,9 @@ whatever run it comes. After `outcome_unknown` the first repeat is refused
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
 import signal
-import uuid as uuid_module
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -504,9 +503,13 @@ class Session:
         return float(value)
 
     def uuid(self) -> str:
-        return str(self._value("uuid", None, lambda: str(uuid_module.uuid4())))
+        import uuid  # here: uuid and secrets import platform and OpenSSL, which a step that asks for none skips
+
+        return str(self._value("uuid", None, lambda: str(uuid.uuid4())))
 
     def random_bytes(self, n: int) -> bytes:
+        import secrets
+
         return bytes.fromhex(str(self._value("random", n, lambda: secrets.token_hex(n))))
 
     def _value(self, name: str, arg: Any, make: Callable[[], Any]) -> Any:
@@ -614,7 +617,7 @@ def open_session(claims: Claims, brief: str, desk: str, epoch: int, run: str | N
     `indexed`: start from the journal's index in the forge's cache, reading only the entries the session
     asks for (`journal.entries` then holds only the latest).
     """
-    journal = Journal.open(claims, brief, desk, epoch, run or uuid_module.uuid4().hex[:12], known=known,
+    journal = Journal.open(claims, brief, desk, epoch, run or os.urandom(6).hex(), known=known,
                            indexed=indexed)
     session = Session(journal, max_attempts, call_notes)
     if session._unresolved():
