@@ -9,7 +9,6 @@ many tips is one fetch and one cat-file batch (`read_tips`).
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,6 +127,8 @@ def push(git: ForgeGit, updates: Sequence[RefUpdate], what: str, step: str | Non
 def back_off(attempt: int) -> None:
     """Sleep a random while, longer after each try, so that among racing writers someone wins each round."""
     if attempt:
+        import random  # here: a write that meets no race never needs it
+
         time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, BACKOFF_CAP_S)))
 
 

@@ -4,7 +4,6 @@ github.com (or on the host of `ASSAY_GITHUB_API`)."""
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -180,6 +179,8 @@ def usable_folder(path: Path, named_by: str) -> Path:
     """`path`, made if missing, once it is known to be a folder this process can write (bad input otherwise)."""
     try:
         path.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as exc:

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import atexit
 import os
-import random
 import re
 import select
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import zlib
@@ -217,6 +214,8 @@ class ForgeGit:
             return
         try:
             self.cache.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile  # here, as random and shutil below: a short command that needs none skips them
+
             tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=self.cache.parent))
         except OSError as exc:
             raise UsageError(f"cannot use {self.cache.parent} as Assay's cache: {exc.strerror}",
@@ -283,6 +282,8 @@ class ForgeGit:
         is unreadable, as to `git ls-remote`."""
         self.round_trips["ls-remote"] += 1
         late = threading.Event()
+        import tempfile
+
         with tempfile.TemporaryFile() as errors:
             try:
                 proc = subprocess.Popen(["git", f"remote-{self.remote.split(':', 1)[0].lower()}", self.remote,
@@ -546,7 +547,7 @@ class ForgeGit:
         if head.returncode == 0:
             self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(path), "HEAD", check=False)
         spare = path.parent / f".{path.name}.rehome"
-        shutil.rmtree(spare, ignore_errors=True)
+        _rmtree(spare)
         self._git("worktree", "prune")
         self._git("worktree", "add", "--no-checkout", "--detach", "--force", str(spare), start)
         (path / ".git").unlink()
@@ -663,6 +664,8 @@ class ForgeGit:
         """
         for attempt in range(PUSH_TRIES):
             if attempt:  # racing writers hold ref locks for a moment: back off a random while
+                import random
+
                 time.sleep(random.uniform(0, 0.05 * 2 ** attempt))
             heard = self._push_once(updates, atomic)
             if heard is not None and all(r.status != "rejected" for r in heard.values()):
