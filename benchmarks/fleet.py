@@ -13,8 +13,10 @@
    `git http-backend` on loopback) holding the refs of N briefs in flight (claim, journal, work branch, review:
    4 N refs, packed as the sweep leaves them). N desks, each at a random point of its brief's cycle, push what a
    desk pushes when it does: the claim, the desk's own steps in a burst, the agent's steps and a heartbeat every
-   HEARTBEAT_S while a fake agent sleeps, the closing steps in a burst; each push a real `git push --atomic`
-   with a lease on each ref (the journal and the claim renewed with it, or the claim alone); each desk's pushes
+   HEARTBEAT_S while a fake agent sleeps, the closing steps in a burst; each push atomic, with a lease on each
+   ref (the journal and the claim renewed with it, or the claim alone), made as Assay makes it: on disk new
+   commits written and pushed by `ForgeGit.push` (its own ref transaction), over HTTP a real `git push
+   --atomic` of prepared commits; each desk's pushes
    one after another; the ref advertisements of busy and idle desks as a desk's look reads the forge. A push's
    latency is from when its desk meant to push to when the forge answered, so a forge (or a machine) that falls
    behind shows.
@@ -32,7 +34,6 @@ import http.server
 import math
 import os
 import random
-import re
 import resource
 import shutil
 import statistics
@@ -50,11 +51,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assay.core.deskspec import parse_desk  # noqa: E402
-from assay.core.git import ForgeGit  # noqa: E402
+from assay.core.git import ForgeGit, RefUpdate, Signature, TreeEntry, local_forge_path  # noqa: E402
 from assay.core.scan import PREFIXES, QUEUE, SINGLES  # noqa: E402
 from assay.desk import loop  # noqa: E402
 from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
-from tests.helpers.gitlog import calls, lists_refs, logging_git  # noqa: E402
+from tests.helpers.gitlog import calls, is_push, lists_refs, logging_git  # noqa: E402
 
 BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
 WHO = b"committer Fleet <fleet@example.invalid> 1700000000 +0000\n"
@@ -123,9 +124,9 @@ def calibrate(tmp: Path) -> Profile:
     if ran.returncode != 0 or "review ready" not in ran.stdout:
         sys.exit(f"the calibrating desk failed:\n{ran.stdout}\n{ran.stderr}")
     made = calls(log)
-    first = next(i for i, (code, args) in enumerate(made) if code == 0 and re.search(r"(^| )push ", args)
+    first = next(i for i, (code, args) in enumerate(made) if code == 0 and is_push(args)
                  and args.rstrip().endswith("refs/assay/claims/typical"))
-    pushes = [args for code, args in made[first:] if code == 0 and re.search(r"(^| )push ", args)]
+    pushes = [args for code, args in made[first:] if code == 0 and is_push(args)]
     ads = [args for _, args in made[first:] if lists_refs(args)]
     # a person merges the review; the desk's next pass settles the brief as done
     subprocess.run([sys.executable, "-m", "assay", "review", "merge", "typical", "--forge", str(forge)], check=True,
@@ -134,7 +135,7 @@ def calibrate(tmp: Path) -> Profile:
     settled = subprocess.run(desk, env=env, capture_output=True, text=True, timeout=300)
     if "typical merged -> done" not in settled.stdout:
         sys.exit(f"the calibrating desk did not settle the merged brief:\n{settled.stdout}\n{settled.stderr}")
-    pushes += [args for code, args in calls(log) if code == 0 and re.search(r"(^| )push ", args)]
+    pushes += [args for code, args in calls(log) if code == 0 and is_push(args)]
     ads += [args for _, args in calls(log) if lists_refs(args)]
     spec = parse_desk((ROOT / "desks" / "claude.yaml").read_text(), "desks/claude.yaml")
     idle = min(float(spec.heartbeat_s), float(getattr(loop, "IDLE_MAX_S", 5.0)))  # before the backoff: every poll
@@ -267,7 +268,8 @@ class Result:
     demanded_ads: float
     latencies: list[float]
     failed: int
-    cpu_s: float  # user + system CPU of this process's children (git, the backend's CGI) over the window
+    cpu_s: float  # user + system CPU of this process's children (git, the backend's CGI) over the window, and on
+    # disk this process's own (where the desks' pushes write their objects)
 
     def p(self, q: float) -> float:
         if not self.latencies:
@@ -296,47 +298,81 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
     prefix = {"claim": "refs/assay/claims", "journal": "refs/assay/journal"}
     started_at = [0.0]
 
+    own = ForgeGit(url, root / "desk-cache") if local_forge_path(url) is not None else None
+    if own is not None:  # the forge's objects loose, as pushes leave them between two `gc --auto`
+        for pack in (forge / "objects" / "pack").glob("*.pack"):
+            data = pack.read_bytes()
+            for part in pack.parent.glob(pack.stem + ".*"):
+                part.unlink()
+            subprocess.run(["git", "unpack-objects", "-q"], cwd=forge, input=data, check=True)
+    tips = {key: chain[0] for key, chain in shas.items()}
+    who = Signature("fleet", "fleet@example.invalid")
+
     def desk(p: DeskPlan) -> None:
         done = {"claim": 0, "journal": 0}
+        port = own.spare() if own is not None else None  # a desk's own: a port serves one thread
         for push in p.pushes:
             delay = started_at[0] + push.due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)  # the simulated desk's own clock: when it means to push
-            args = ["git", "push", "-q", "--atomic", "--porcelain", url]
-            for kind in push.refs:
-                ref = f"{prefix[kind]}/b{p.index}"
-                old, new = shas[(p.index, kind)][done[kind]], shas[(p.index, kind)][done[kind] + 1]
-                args += [f"--force-with-lease={ref}:{old}", f"{new}:{ref}"]
-            proc = subprocess.run(args, cwd=local, capture_output=True)
+            if port is not None:  # as Assay pushes to a forge on disk: the commits it writes, its own transaction
+                updates = []
+                for kind in push.refs:
+                    old = tips[(p.index, kind)]
+                    blob = port.write_blob(b"%d %s %d\n" % (p.index, kind.encode(), done[kind] + 1))
+                    new = port.write_commit(port.write_tree([TreeEntry("claim.json" if kind == "claim" else
+                                                                       "entries.jsonl", blob)]), [old], "fleet", who)
+                    updates.append(RefUpdate(f"{prefix[kind]}/b{p.index}", new, old))
+                ok = all(r.ok for r in port.push(updates, atomic=True).values())
+                if ok:
+                    for u, kind in zip(updates, push.refs, strict=True):
+                        tips[(p.index, kind)] = u.new
+            else:  # over HTTP Assay pushes with git push, as here
+                args = ["git", "push", "-q", "--atomic", "--porcelain", url]
+                for kind in push.refs:
+                    ref = f"{prefix[kind]}/b{p.index}"
+                    old, new = shas[(p.index, kind)][done[kind]], shas[(p.index, kind)][done[kind] + 1]
+                    args += [f"--force-with-lease={ref}:{old}", f"{new}:{ref}"]
+                ok = subprocess.run(args, cwd=local, capture_output=True).returncode == 0
             finished = time.monotonic()
             with lock:
-                if proc.returncode == 0:
+                if ok:
                     latencies.append(finished - started_at[0] - push.due)
                     for kind in push.refs:
                         done[kind] += 1
                 else:
                     failed[0] += 1
+        if port is not None:
+            port.close()
 
     reader = ForgeGit(url, root / "reader-cache")  # reads as a desk's look does (ls-refs on a forge on disk)
     look = [PREFIXES[k] + "*" if k in PREFIXES else SINGLES[k] for k in QUEUE]
+
+    looks: list[threading.Thread] = []  # each a desk's look, joined before the forge goes
 
     def advertiser() -> None:
         for at in ad_times:
             delay = started_at[0] + at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            threading.Thread(target=reader.ls_remote, args=look, daemon=True).start()
+            looking = threading.Thread(target=reader.ls_remote, args=look, daemon=True)
+            looking.start()
+            looks.append(looking)
 
     threads = [threading.Thread(target=desk, args=(p,), daemon=True) for p in plans]
     threads.append(threading.Thread(target=advertiser, daemon=True))
-    cpu = _children_cpu()
+    cpu = _children_cpu() + (time.process_time() if own is not None else 0.0)
     started_at[0] = time.monotonic() + 0.5
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return Result(n, window, n * profile.busy_pushes_per_min() / 60, ads_per_s, latencies, failed[0],
-                  _children_cpu() - cpu)
+    for t in looks:
+        t.join()
+    cpu = _children_cpu() + (time.process_time() if own is not None else 0.0) - cpu
+    if own is not None:
+        own.close()
+    return Result(n, window, n * profile.busy_pushes_per_min() / 60, ads_per_s, latencies, failed[0], cpu)
 
 
 def floor_push(tmp: Path) -> float:
