@@ -331,3 +331,25 @@ def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pa
     assert port.push([RefUpdate("refs/t/x", third, second)])["refs/t/x"].ok
     git("--git-dir", str(forge.path), "fsck", "--strict", "--no-dangling")
     assert git("--git-dir", str(forge.path), "rev-list", "refs/t/x").split() == [third, second, first]
+
+
+def test_the_sweeps_tidy_up_packs_the_loose_objects_pushes_leave(forge: Forge, port: ForgeGit) -> None:
+    """Pushes to a forge on disk leave their objects loose, as receive-pack does; `pack_forge_refs` (the sweep's
+    tidy-up) runs the forge's `gc --auto`, which receive-pack ran after each push: past its limit, they go in a
+    pack. (git estimates the loose objects from the folder `objects/17`: the pushed blobs are picked to land
+    there; `gc.auto` is set low, and not detached, so the test sees it happen.)"""
+    from assay.core.digests import sha1_hex
+
+    git("--git-dir", str(forge.path), "config", "gc.auto", "1")
+    git("--git-dir", str(forge.path), "config", "gc.autoDetach", "false")
+    picked = [data for data in (f"blob {i}\n".encode() for i in range(100_000))
+              if sha1_hex(b"blob %d\0" % len(data) + data).startswith("17")][:3]
+    entries = [TreeEntry(f"f{i}", port.write_blob(data)) for i, data in enumerate(picked)]
+    commit = port.write_commit(port.write_tree(entries), [], "loose", Signature("t", "t@example.invalid"), 1)
+    assert port.push([RefUpdate("refs/t/g", commit)])["refs/t/g"].ok
+    fanout = forge.path / "objects" / "17"
+    assert len(list(fanout.iterdir())) >= 3  # loose, as they came
+    port.pack_forge_refs()
+    assert not fanout.exists() or not list(fanout.iterdir())
+    assert list((forge.path / "objects" / "pack").glob("*.pack"))
+    git("--git-dir", str(forge.path), "fsck", "--strict", "--no-dangling")

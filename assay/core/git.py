@@ -643,8 +643,9 @@ class ForgeGit:
         path = local_forge_path(self.url)
         if path is None or not (path / "refs").is_dir():
             return None
-        # the objects pushes left loose (as receive-pack would after each push; here in the foreground)
-        run_git(["--git-dir", str(path), "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"], check=False)
+        # the objects pushes left loose, as receive-pack does after each push (a repack it starts goes on in the
+        # background: a desk's pass does not wait for it)
+        run_git(["--git-dir", str(path), "gc", "--auto", "--quiet"], check=False)
         loose = sum(len(files) for _, _, files in os.walk(path / "refs"))
         if loose_at_least and loose < loose_at_least:
             return None
