@@ -183,20 +183,23 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
         texts = git.read_typed([f"{c}:entries.jsonl" for c in commits])
     entries: list[JournalEntry] = []
     commit_of: dict[int, str] = {}
+    lines: dict[int, str] = {}  # each entry's line as read: what the index keeps, not encoded again
     for commit, found in zip(commits, texts, strict=True):
         for line in _entry_lines(ref, commit, found):
             entry = decode_entry(line, ref)
             entries.append(entry)
             commit_of[entry.seq] = commit
+            lines[entry.seq] = line
     first = index.last_seq + 1 if index is not None else 1
     for expected, entry in enumerate(entries, start=first):
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
     if index is None and len(commits) >= KEEP_AFTER:
-        index = journalindex.build(git.cache, brief, entries, commit_of, tip)
+        index = journalindex.build(git.cache, brief, entries, commit_of, tip, lines)
         if index is not None:
             entries, commit_of = [], {}
-    elif index is not None and since and len(commits) >= KEEP_AFTER and index.append(since, entries, commit_of, tip):
+    elif index is not None and since and len(commits) >= KEEP_AFTER and \
+            index.append(since, entries, commit_of, tip, lines):
         entries, commit_of = [], {}
     if index is None:
         return IndexedLog(None, JournalLog(entries, commit_of, tip, len(commits)))

@@ -106,7 +106,8 @@ class Index:
         """The journal up to entry `bound`, added by commit `tip` (at most the index's own end)."""
         return View(self, min(bound, self.last_seq), tip)
 
-    def append(self, since: str, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str) -> bool:
+    def append(self, since: str, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str,
+               lines: dict[int, str] | None = None) -> bool:
         """Add `entries` (all added after `since`, up to `tip`); False, and nothing added, if the file no
         longer ends at `since` (another process appended first) or cannot be written."""
         import sqlite3
@@ -116,7 +117,7 @@ class Index:
                 row = self.conn.execute("SELECT v FROM meta WHERE k = 'tip'").fetchone()
                 if not row or row[0] != since:
                     return False
-                _insert(self.conn, entries, commit_of, tip)
+                _insert(self.conn, entries, commit_of, tip, lines)
         except sqlite3.Error:
             return False
         self.tip, self.last_seq = tip, (entries[-1].seq if entries else self.last_seq)
@@ -230,7 +231,7 @@ def open_index(cache: Path, brief: str) -> Index | None:
 
 
 def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: dict[int, str],
-          tip: str) -> Index | None:
+          tip: str, lines: dict[int, str] | None = None) -> Index | None:
     """A new index of `entries` (the whole journal up to `tip`), put in place of any other; None if it cannot
     be written (the cache is only a shortcut)."""
     import sqlite3
@@ -249,7 +250,7 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
             with _writing(conn):
                 conn.executemany("INSERT INTO meta VALUES (?, ?)",
                                  [("v", VERSION), ("brief", brief), ("tip", ""), ("last_seq", "0")])
-                _insert(conn, entries, commit_of, tip)
+                _insert(conn, entries, commit_of, tip, lines)
         finally:
             conn.close()
         os.replace(tmp, path)  # whole or not at all: a reader of the file it replaces keeps that one
@@ -278,8 +279,11 @@ def _writing(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str) -> None:
-    """Append rows for `entries`, carrying the running counts on from the last row (inside a transaction)."""
+def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of: dict[int, str], tip: str,
+            lines: dict[int, str] | None = None) -> None:
+    """Append rows for `entries`, carrying the running counts on from the last row (inside a transaction); each
+    row's body is the entry's line as the journal holds it (`lines`, by seq) or, without it, the entry encoded."""
+    lines = lines or {}
     last = conn.execute("SELECT seq, nondets, starts FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
     seq, nondets, starts = (int(last[0]), int(last[1]), int(last[2])) if last else (0, 0, 0)
     rows: list[tuple[object, ...]] = []
@@ -306,7 +310,7 @@ def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of
             pending[entry.seq] = len(rows)
         rows.append((entry.seq, commit_of[entry.seq], entry.kind, entry.run, entry.step, entry.input_sha,
                      entry.intent, entry.kind in _CALLS and entry.step is not None, counts_call(entry),
-                     counts_value(entry), nondet_no, nondets, starts, None, entry.encode()))
+                     counts_value(entry), nondet_no, nondets, starts, None, lines.get(entry.seq) or entry.encode()))
     conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     conn.executemany("UPDATE entries SET resolved_at = ? WHERE seq = ? AND kind = 'intent' AND resolved_at IS NULL",
                      [(at, intent) for intent, at in resolved.items()])
