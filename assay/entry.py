@@ -1,6 +1,6 @@
 """The `assay` command's entry point: an agent's steps take the fast path to their desk before
-anything heavy is imported; claims, renewals and releases are parsed without click (`lean.py`);
-everything else is the full command line (`cli.py`)."""
+anything heavy is imported; claims, renewals, releases and steps with no desk are parsed without
+click (`lean.py`); everything else is the full command line (`cli.py`)."""
 
 from __future__ import annotations
 
