@@ -15,6 +15,7 @@ from tests.conftest import Forge, assay, audit_failures, git
 from tests.fakegithub import FakeGitHub
 from tests.helpers import procs
 from tests.helpers.desks import brief, desk_env, publish, run_desk
+from tests.helpers.gitlog import lists_refs
 from tests.helpers.journals import replace_journal
 from tests.journal_check import claim_chain, entries, invariants
 
@@ -254,7 +255,7 @@ def test_a_password_in_the_forge_url_is_in_no_argument_list(fake_github: FakeGit
     run = assay("claims", "--json", env=env)
     assert run.code == 0, run.err
     logged = seen.read_text()
-    read = [line for line in logged.splitlines() if line.startswith(("ls-remote ", "remote-http "))]
+    read = [line for line in logged.splitlines() if lists_refs(line)]
     assert read and token not in logged and token not in run.out + run.err, logged  # it read the forge
 
 

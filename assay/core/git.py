@@ -716,7 +716,7 @@ class ForgeGit:
         `UNPACK_BELOW`. False otherwise (an object only in a pack, or written by another process), and nothing is
         sent: then `pack-objects` works out what to send.
         Two processes fewer than `pack-objects | unpack-objects`, for the commits a push of Assay's own makes."""
-        send: list[str] = []
+        send: dict[str, bytes] = {}  # sha -> its loose file, as the cache holds it
         todo = [u.new for u in updates if u.new != ZERO]
         seen: set[str] = set()
         while todo:
@@ -729,7 +729,8 @@ class ForgeGit:
                     continue
                 return False
             try:
-                raw = zlib.decompress((self.cache / "objects" / sha[:2] / sha[2:]).read_bytes())
+                stored = (self.cache / "objects" / sha[:2] / sha[2:]).read_bytes()
+                raw = zlib.decompress(stored)
             except (OSError, zlib.error):  # packed by `maintain` meanwhile
                 return False
             header, _, body = raw.partition(b"\0")
@@ -744,10 +745,10 @@ class ForgeGit:
                     if not body[at:nul].startswith(b"160000 "):  # a submodule's commit is not this repository's
                         todo.append(body[nul + 1:nul + 21].hex())
                     at = nul + 21
-            send.append(sha)
+            send[sha] = stored
             if len(send) >= UNPACK_BELOW:  # so many are better sent as one pack, as receive-pack keeps them
                 return False
-        for sha in send:
+        for sha, stored in send.items():
             target = folder / "objects" / sha[:2]
             if (target / sha[2:]).exists():
                 continue
@@ -757,7 +758,7 @@ class ForgeGit:
                     target.mkdir(exist_ok=True)  # in the forge's objects folder only: a forge moved away stays away
                 fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
                 try:
-                    os.write(fd, (self.cache / "objects" / sha[:2] / sha[2:]).read_bytes())
+                    os.write(fd, stored)
                 finally:
                     os.close(fd)
                 os.replace(partial, target / sha[2:])
