@@ -7,13 +7,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
 
 from assay import lean
 from assay.cli import cli
-from tests.conftest import Forge, assay
+from tests.conftest import Forge, assay, git
+from tests.helpers.gitlog import calls, logging_git
 
 
 def _command(name: str) -> click.Command:
@@ -130,3 +132,36 @@ def test_the_lean_and_the_full_command_line_answer_alike(forge: Forge) -> None:
         assert proc.returncode == 0, proc.stderr
         views.append({k: v for k, v in json.loads(proc.stdout).items() if k not in ("holder", "at", "commit", "age_s")})
     assert views[0] == views[1]
+
+
+def _subcommand(args: str) -> str:
+    """The git command a logged call ran (`update-ref`, `cat-file`…), past `--git-dir` and `-c` options."""
+    words = args.split()
+    while words and words[0] in ("--git-dir", "-c"):
+        words = words[2:]
+    return words[0] if words else ""
+
+
+def test_a_renewal_and_a_step_run_start_only_the_git_processes_they_need(forge: Forge, tmp_path: Path) -> None:
+    """After a first command on the machine, a renewal is three git processes (read the refs, read objects, one
+    ref transaction) and a safe step with no desk the same: the forge's rules are not asked again while its
+    config and hooks stay as they were, and a short journal is read through the object batch, not `rev-list`.
+    A changed forge config is asked about once more."""
+    folder, log = logging_git(tmp_path)
+    env = {"ASSAY_FORGE": forge.url, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    assert assay("claim", "alpha", "--desk", "d", env=env).code == 0
+    step = ["step", "run", "--name", "n", "--brief", "alpha", "--desk", "d", "--epoch", "1", "--run", "r1",
+            "--policy", "safe", "--", "true"]
+    assert assay(*step, env=env).code == 0
+
+    def commands(*argv: str) -> list[str]:
+        before = len(calls(log))
+        run = assay(*argv, env=env)
+        assert run.code == 0, run.err
+        return sorted(_subcommand(args) for _, args in calls(log)[before:])
+
+    assert commands("renew", "alpha", "--desk", "d", "--epoch", "1") == ["cat-file", "update-ref", "upload-pack"]
+    step[3] = "m"
+    assert commands(*step) == ["cat-file", "update-ref", "upload-pack"]
+    git("--git-dir", str(forge.path), "config", "assay.test", "1")  # the forge's config changed: asked again
+    assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")

@@ -14,6 +14,7 @@ the source is a raw object id. We run the `git` binary and parse `--porcelain`.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import select
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
+from assay.core import cachefile
 from assay.core.credentials import http_userinfo, redact, strip_credentials, token_for
 from assay.core.digests import sha1_hex, sha256_hex
 from assay.errors import ForgeError, NotATree, UsageError
@@ -177,6 +179,7 @@ def _first_error(stderr: bytes) -> str:
 PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them
 UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
+WALK_AT_MOST = 16  # commits of a chain read through the cat-file batch before `rev-list` is asked instead
 
 
 class ForgeGit:
@@ -204,7 +207,7 @@ class ForgeGit:
         self._fresh: set[str] = set()  # objects written here (loose in the cache) not yet pushed to a forge on disk
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
         self._speaks_v2 = True  # an HTTP forge, until it says it does not
-        self._parents: dict[str, str | None] = {}  # first-parent links of the chains `learn_chains` read
+        self._parents: dict[str, str | None] = {}  # first-parent links read (None: a root); a commit absent: unknown
         self._ensure_cache()
 
     # -- the local cache ----------------------------------------------------------
@@ -426,8 +429,10 @@ class ForgeGit:
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether `older` is `newer` or in its history (both must be in the cache)."""
+        if newer not in self._parents:
+            self._walk_parents(newer, older, WALK_AT_MOST)  # a short chain: a yes needs no process either
         sha: str | None = newer if newer in self._parents else None
-        while sha is not None:  # on a chain `learn_chains` read: a yes needs no process
+        while sha is not None:  # on a chain `learn_chains` (or a walk) read: a yes needs no process
             if sha == older:
                 return True
             sha = self._parents.get(sha)
@@ -456,21 +461,64 @@ class ForgeGit:
 
     def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
         """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain). From the
-        chains `learn_chains` read, where they answer it; else one `rev-list`."""
-        if tip in self._parents:
-            walked: list[str] = []
-            sha: str | None = tip
-            while sha is not None and sha != since and (not limit or len(walked) < limit):
-                walked.append(sha)
-                sha = self._parents.get(sha)
-            if not since or sha == since:  # a `since` off the first-parent chain: git decides
-                return walked
+        chains `learn_chains` read, or a short chain read through the cat-file batch; else one `rev-list`."""
+        if tip == since:
+            return []
+        if tip not in self._parents:
+            self._walk_parents(tip, since, WALK_AT_MOST)  # a short chain: read through the batch, no process
+        known = self._known_chain(tip, since, limit)
+        if known is not None:
+            return known
         args = ["rev-list", "--first-parent", tip]
         if since:
             args.append(f"^{since}")
         if limit:
             args.insert(1, f"--max-count={limit}")
         return self._git(*args).stdout.decode().split()
+
+    def _known_chain(self, tip: str, since: str | None, limit: int | None) -> list[str] | None:
+        """`rev_list`'s answer from the first parents kept, or None where they do not tell it (a commit whose
+        parent is not kept, or a `since` off the chain: git decides)."""
+        walked: list[str] = []
+        sha: str | None = tip
+        while sha is not None and sha != since:
+            if limit and len(walked) >= limit:
+                return None if since else walked
+            if sha not in self._parents:
+                return None
+            walked.append(sha)
+            sha = self._parents[sha]
+        return walked if not since or sha == since else None
+
+    def _chain_known(self, tip: str) -> bool:
+        """Whether the first parents kept reach from `tip` to a root."""
+        sha: str | None = tip
+        while sha is not None:
+            if sha not in self._parents:
+                return False
+            sha = self._parents[sha]
+        return True
+
+    def _walk_parents(self, tip: str, since: str | None, most: int) -> bool:
+        """Learn the first parents from `tip` down to `since` (or the root) by reading the commits through the
+        cat-file batch, at most `most` of them; True if that reached `since` (or, without one, the root)."""
+        sha: str | None = tip
+        learned: dict[str, str | None] = {}
+        for _ in range(most):
+            if sha is None or sha == since:
+                break
+            found = self.read_typed([sha])[0]
+            if found is None or found.kind != "commit":
+                return False  # not a commit here: rev-list says what it says
+            parent = _first_parent(found.data)
+            learned[sha] = parent
+            sha = parent
+        else:
+            return False
+        if since and sha != since:
+            return False  # a `since` off the first-parent chain: git decides
+        self._parents.update(learned)
+        return True
 
     def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
         """The first-parent chain of each tip, newest first, from one `rev-list` over all of them.
@@ -495,7 +543,7 @@ class ForgeGit:
         """Read the first-parent chains of `tips` in one `rev-list` and keep them, so that `rev_list` and
         `is_ancestor` on those chains start no process: a reader of every brief (`audit --all`) runs a constant
         number of git processes, not a few per brief. Commits never change, so what is kept stays true."""
-        wanted = [t for t in dict.fromkeys(tips) if t and t not in self._parents]
+        wanted = [t for t in dict.fromkeys(tips) if t and not self._chain_known(t)]
         if wanted:
             self._parents.update(self._first_parents(wanted))
 
@@ -686,7 +734,7 @@ class ForgeGit:
 
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
         folder = local_forge_path(self.url)
-        if (atomic or len(updates) == 1) and folder is not None and not _vets_pushes(folder) \
+        if (atomic or len(updates) == 1) and folder is not None and not _vets_pushes(folder, self.cache) \
                 and (self._send_loose(folder, updates) or self._send_objects(folder, updates)):
             return self._transact(folder, updates)
         args = ["push", "--porcelain", "--no-verify"]
@@ -898,35 +946,46 @@ def _pkt_lines(data: bytes) -> list[str]:
 
 
 _VETTING: dict[Path, tuple[tuple[object, ...], bool]] = {}  # a forge's folder: what the answer was read from, it
+VETTING_FILE = "forge-vetting.json"  # in the forge's cache: `_vets_pushes`'s answer and the stamps it was read from
 
 
-def _vets_pushes(folder: Path) -> bool:
+def _vets_pushes(folder: Path, cache: Path) -> bool:
     """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
     `core.hooksPath` points), `receive.*` rules (`denyDeletes`, say) or shared permissions
     (`core.sharedRepository`, which git applies to each file it writes). Then every push goes through git push.
-    Asked again only when the forge's config or hooks, or the config files of this user or machine, changed."""
+    Asked again only when the forge's config or hooks, or the config files of this user or machine, changed;
+    the answer and the file stamps it was read from are kept in the forge's cache for the next process."""
     seen = _vetting_key(folder)
     known = _VETTING.get(folder)
-    if seen is not None and known is not None and known[0] == seen:
+    if known is not None and known[0] == seen:
         return known[1]
+    kept_at = cache / VETTING_FILE
+    kept = cachefile.load(kept_at)
+    if kept.get("stamps") == json.loads(json.dumps(seen)) and isinstance(kept.get("vets"), bool):
+        _VETTING[folder] = (seen, kept["vets"])
+        return bool(kept["vets"])
     vets = _read_vetting(folder)
-    if seen is not None:
-        _VETTING[folder] = (seen, vets)
+    _VETTING[folder] = (seen, vets)
+    cachefile.save(kept_at, {"stamps": seen, "vets": vets})
     return vets
 
 
-def _vetting_key(folder: Path) -> tuple[object, ...] | None:
-    """What `_read_vetting`'s answer depends on, as file stamps; None when it cannot be told (config given in the
-    environment)."""
-    if any(name.startswith("GIT_CONFIG") for name in os.environ):
-        return None
+def _vetting_key(folder: Path) -> tuple[object, ...]:
+    """What `_read_vetting`'s answer depends on: the stamps of the config files git reads (the forge's, this
+    user's and this machine's, or those `GIT_CONFIG_GLOBAL` and `GIT_CONFIG_SYSTEM` name) and of the forge's hooks,
+    and a digest of the `GIT_CONFIG*` variables (never their values: one may carry a token)."""
+    given = sorted((name, value) for name, value in os.environ.items() if name.startswith("GIT_CONFIG"))
     home = Path(os.environ.get("HOME", "/"))
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     hooks = folder / "hooks"
-    paths = [folder / "config", hooks, home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig")]
+    paths = [folder / "config", hooks]
+    named = os.environ.get("GIT_CONFIG_GLOBAL")
+    paths += [Path(named)] if named else [home / ".gitconfig", xdg / "git" / "config"]
+    if os.environ.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
+        paths.append(Path(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"))
     if hooks.is_dir():
         paths += sorted(hooks.iterdir())  # a hook made executable in place changes its own stamp, not the folder's
-    stamps: list[object] = []
+    stamps: list[object] = [sha256_hex(json.dumps(given).encode())]
     for path in paths:
         try:
             st = path.stat()
@@ -965,6 +1024,14 @@ def committed_at(commit: bytes | None) -> int | None:
         if line.startswith("committer "):
             stamp = line.rsplit(" ", 2)[-2]
             return int(stamp) if stamp.isdigit() else None
+    return None
+
+
+def _first_parent(commit: bytes) -> str | None:
+    """The first parent of a raw commit object, or None for a root."""
+    for line in commit.partition(b"\n\n")[0].split(b"\n"):
+        if line.startswith(b"parent "):
+            return line[7:].decode("ascii", "replace")
     return None
 
 

@@ -16,7 +16,6 @@ import dataclasses
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +85,8 @@ def save(cache: Path, brief: str, entries: list[JournalEntry], commit_of: dict[i
     folder = path_for(cache, brief).parent
     try:
         folder.mkdir(exist_ok=True)
+        import tempfile  # here: a process that writes no such file never loads it (and shutil, random)
+
         fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=folder)
     except OSError:
         return

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,6 +238,8 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
     path = path_for(cache, brief)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # here: a process that writes no such file never loads it (and shutil, random)
+
         fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError:

@@ -17,7 +17,6 @@ import json
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from assay.core.credentials import SECRET_NAMES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: 2 ms of an agent's every step
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable
     from typing import Any
 
@@ -86,6 +86,8 @@ def main(argv: list[str]) -> int | None:
                                  "so nothing is settled\nhint: exit 0 means the step happened, 1 that it did not; "
                                  "or say it with --happened/--did-not\n")
                 return 2
+    import socket  # here: a step run with no desk (which imports this module for `relay`) never opens one
+
     started: list[bool] = []
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
