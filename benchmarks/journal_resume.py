@@ -16,7 +16,9 @@ times, interleaved on both briefs:
 
 Both go straight to the forge (no desk), as a new process each.
 
-Prints min/median/max of each and the big/fresh ratio of the medians (target <= 1.5).
+Prints min/median/max of each and the big/fresh ratio of the medians (target <= 1.5). Before the rounds,
+`--cold` times the first step of a new machine (an empty cache: the whole chain fetched, decoded and
+indexed), interleaved with its floor, a raw `git fetch` of the chain into an empty repository.
 """
 
 from __future__ import annotations
@@ -89,6 +91,15 @@ def timed(args: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
+def fetch_floor(forge: Path, into: Path) -> float:
+    """What any new reader pays at least: `git fetch` of big's journal chain into an empty bare repository."""
+    subprocess.run(["git", "init", "-q", "--bare", str(into)], check=True)
+    started = time.perf_counter()
+    subprocess.run(["git", "--git-dir", str(into), "fetch", "-q", "--no-tags", str(forge),
+                    "refs/assay/journal/big:refs/floor"], check=True)
+    return time.perf_counter() - started
+
+
 def spread(values: list[float]) -> str:
     low, mid, high = min(values) * 1000, statistics.median(values) * 1000, max(values) * 1000
     return f"min {low:6.0f}  median {mid:6.0f}  max {high:6.0f} ms"
@@ -98,6 +109,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--cold", type=int, default=3, help="cold first steps (each with an empty cache), and floors")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="assay-resume-") as tmp_name:
         tmp = Path(tmp_name)
@@ -112,6 +124,12 @@ def main() -> None:
         def step(name: str) -> list[str]:
             return ["step", "run", "--policy", "safe", "--name", name, "--", "true"]
 
+        colds: list[float] = []
+        floors: list[float] = []
+        for i in range(opts.cold):  # a new machine's first step: an empty cache, against fetching the chain alone
+            cold_env = {**envs["big"], "ASSAY_CACHE_DIR": str(tmp / f"cache-cold-{i}")}
+            colds.append(timed(step("done"), cold_env))
+            floors.append(fetch_floor(forge, tmp / f"floor-{i}.git"))
         first = {brief: timed(step("done"), envs[brief]) for brief in BRIEFS}  # a cold read fills the caches
         for brief in BRIEFS:
             timed(step("s0"), envs[brief])
@@ -122,8 +140,11 @@ def main() -> None:
                 times.setdefault(("resume", brief), []).append(timed(step("done"), again))
                 times.setdefault(("step", brief), []).append(timed(step(f"s{i}"), envs[brief]))
     print(f"{os.cpu_count()} cores; journal of {opts.entries} entries, one per commit (built in {built:.0f} s); "
-          f"first read {first['big'] * 1000:.0f} ms (fresh: {first['fresh'] * 1000:.0f} ms); "
-          f"warm, {opts.rounds} interleaved rounds")
+          f"first read {first['big'] * 1000:.0f} ms (fresh: {first['fresh'] * 1000:.0f} ms)")
+    if colds:
+        print(f"cold first step on a new machine: {spread(colds)}; `git fetch` of the chain alone: {spread(floors)}; "
+              f"ratio {statistics.median(colds) / statistics.median(floors):.2f}")
+    print(f"warm, {opts.rounds} interleaved rounds")
     for name, what in (("resume", "resume: `assay step run --policy safe --name done -- true`, recorded"),
                        ("step", "new step: `assay step run --policy safe --name sN -- true`")):
         fresh, big = times[(name, "fresh")], times[(name, "big")]

@@ -62,6 +62,46 @@ def test_a_name_with_a_newline_does_not_put_the_batch_out_of_step(port: ForgeGit
     assert port.read_objects([c]) == [b"c"]
 
 
+def test_a_stream_of_objects_left_half_read_never_answers_another_read(port: ForgeGit) -> None:
+    """A reader that stops early (an invalid journal line, say) leaves answers in the pipe: the next read gets
+    a process of its own, and a stream read to the end hands its process back."""
+    blobs = [port.write_blob(f"blob {i}\n".encode() * 50) for i in range(300)]
+    stream = port.stream_typed(blobs)
+    assert next(stream) == GitObject("blob", b"blob 0\n" * 50)
+    assert port.read_objects([blobs[7], blobs[299]]) == [b"blob 7\n" * 50, b"blob 299\n" * 50]  # not blob 1
+    assert next(stream) == GitObject("blob", b"blob 1\n" * 50)  # the stream reads on where it stood
+    stream.close()
+    assert port.read_objects([blobs[3]]) == [b"blob 3\n" * 50]
+    whole = list(port.stream_typed(blobs[:5]))
+    assert [o.data if o else None for o in whole] == [f"blob {i}\n".encode() * 50 for i in range(5)]
+    kept = port._batch
+    assert kept is not None and kept.poll() is None and port.read_objects([blobs[9]]) == [b"blob 9\n" * 50]
+    assert port._batch is kept  # one process, reused
+
+
+def test_a_short_chain_is_read_through_the_batch_and_a_long_one_by_rev_list(port: ForgeGit) -> None:
+    """`rev_list` and `is_ancestor` on a chain of a few commits read them through the object batch (no process);
+    a long chain, or a `since` off it, is git's to answer: the same answers either way."""
+    from assay.core.git import WALK_AT_MOST
+
+    shas: list[str] = []
+    for i in range(WALK_AT_MOST * 2):
+        shas.append(new_commit(port, f"c{i}", shas[-1:]))
+    side = new_commit(port, "side")
+    fresh = ForgeGit(port.url, cache_root=port.cache.parent)
+    try:
+        assert fresh.rev_list(shas[4]) == shas[4::-1]  # five commits to the root: walked
+        assert set(fresh._parents) == set(shas[:5])
+        assert fresh.rev_list(shas[-1], since=shas[-3]) == [shas[-1], shas[-2]]  # two down to `since`: walked
+        assert fresh.rev_list(shas[-1]) == shas[::-1]  # longer than a walk: rev-list, from a chain known in part
+        assert fresh.rev_list(shas[-1], since=side) == shas[::-1] and fresh.rev_list(shas[3], since=shas[3]) == []
+        assert fresh.rev_list(shas[-1], limit=3) == shas[-1:-4:-1]
+        assert fresh.is_ancestor(shas[-4], shas[-1]) and not fresh.is_ancestor(shas[-1], shas[-4])
+        assert not fresh.is_ancestor(side, shas[2])
+    finally:
+        fresh.close()
+
+
 def new_commit(port: ForgeGit, text: str, parents: list[str] | None = None) -> str:
     tree = port.write_tree([TreeEntry("f", port.write_blob(text.encode()))])
     return port.write_commit(tree, parents or [], text, Signature("t", "t@x"), when=0)

@@ -23,7 +23,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
@@ -373,18 +373,27 @@ class ForgeGit:
         None for a name git cannot find, and for a name with a newline, which the
         batch protocol cannot carry.
         """
-        asked = [n for n in names if "\n" not in n]
-        answers = iter(self._exchange(asked) if asked else [])
-        return [None if "\n" in n else next(answers) for n in names]
+        return list(self.stream_typed(names))
 
-    def _exchange(self, names: Sequence[str]) -> list[GitObject | None]:
-        """Ask the batch process for `names` and read every answer.
+    def stream_typed(self, names: Sequence[str]) -> Generator[GitObject | None, None, None]:
+        """`read_typed`'s answers one by one, as git gives them: the caller's work on one overlaps git's reading
+        of the next. Nothing else may be read through this port until the stream ends (or is closed)."""
+        asked = [n for n in names if "\n" not in n]
+        answers = self._exchange(asked) if asked else iter(())
+        for n in names:
+            yield None if "\n" in n else next(answers)
+        next(answers, None)  # past the last answer: the exchange ends, and its process is kept for the next read
+
+    def _exchange(self, names: Sequence[str]) -> Generator[GitObject | None, None, None]:
+        """Ask the batch process for `names` and yield every answer.
 
         Names are written while answers are read (by a writer thread, unless they fit
         in the pipe at once), so neither side ever waits on a full pipe, whatever the
-        count. A process left out of step by an error is killed, never reused.
+        count. A process left out of step by an error, or by a reader that stopped
+        before the last answer, is killed, never reused.
         """
         proc = self._batch_process()
+        self._batch = None  # this exchange's until its last answer: a read meanwhile starts a process of its own
         assert proc.stdin and proc.stdout
         payload = "".join(f"{n}\n" for n in names).encode()
         writer = None
@@ -395,11 +404,14 @@ class ForgeGit:
             writer = threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True)
             writer.start()
         try:
-            return [_read_answer(proc.stdout) for _ in names]
-        except BaseException:
-            self._batch = None  # out of step with us: never reused
+            for _ in names:
+                yield _read_answer(proc.stdout)
+        except BaseException:  # an error, or the reader stopped early (GeneratorExit): out of step, never reused
             proc.kill()
             raise
+        else:
+            if self._batch is None:
+                self._batch = proc  # in step again: kept for the next read
         finally:
             if writer is not None:
                 writer.join()

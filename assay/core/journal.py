@@ -13,7 +13,7 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +85,9 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
         known = JournalLog(kept.entries, kept.commit_of, kept.tip) if kept else known
     since = known.tip if known and known.tip and git.is_ancestor(known.tip, tip) else None
     commits = list(reversed(git.rev_list(tip, since=since)))  # empty if the tip is no commit
-    head, *texts = git.read_typed([tip, *(f"{c}:entries.jsonl" for c in commits)])
+    head = git.read_typed([tip])[0]
     check_tip(ref, tip, head.kind if head else None)
+    texts = git.stream_typed([f"{c}:entries.jsonl" for c in commits])  # decoded as git reads the next
     entries: list[JournalEntry] = list(known.entries) if since and known else []
     commit_of: dict[int, str] = dict(known.commit_of) if since and known else {}
     checked = len(entries)  # an earlier read checked its own entries
@@ -121,7 +122,7 @@ def read_logs(git: ForgeGit, tips: dict[str, str]) -> dict[str, JournalLog | Rec
     return out
 
 
-def _decode(ref: str, commits: list[str], texts: list[GitObject | None], entries: list[JournalEntry],
+def _decode(ref: str, commits: list[str], texts: Iterable[GitObject | None], entries: list[JournalEntry],
             commit_of: dict[int, str]) -> None:
     for commit, found in zip(commits, texts, strict=True):
         for line in _entry_lines(ref, commit, found):
@@ -174,13 +175,12 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
         else:
             index = None
     commits = list(reversed(git.rev_list(tip, since=since)))
-    ends = [f"{since}:entries.jsonl"] if since else []
-    head, *texts = git.read_typed([tip, *ends, *(f"{c}:entries.jsonl" for c in commits)])
+    heads = git.read_typed([tip, *([f"{since}:entries.jsonl"] if since else [])])
+    head, end = heads[0], (heads[1] if since else None)
     check_tip(ref, tip, head.kind if head else None)
-    end = texts.pop(0) if since else None
     if index is not None and not _ends_with(ref, index, end):
         index, commits, since = None, list(reversed(git.rev_list(tip))), None  # not this chain's: read it all
-        texts = git.read_typed([f"{c}:entries.jsonl" for c in commits])
+    texts = git.stream_typed([f"{c}:entries.jsonl" for c in commits])  # decoded as git reads the next
     entries: list[JournalEntry] = []
     commit_of: dict[int, str] = {}
     lines: dict[int, str] = {}  # each entry's line as read: what the index keeps, not encoded again

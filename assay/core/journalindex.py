@@ -55,6 +55,8 @@ CREATE TABLE entries (
     resolved_at INTEGER,           -- an intent's first result or outcome_unknown
     body TEXT NOT NULL
 );
+"""
+_INDEXES = """
 CREATE INDEX by_identity ON entries (step, input_sha);
 CREATE INDEX by_intent ON entries (intent);
 CREATE INDEX by_run ON entries (run);
@@ -252,6 +254,9 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
                 conn.executemany("INSERT INTO meta VALUES (?, ?)",
                                  [("v", VERSION), ("brief", brief), ("tip", ""), ("last_seq", "0")])
                 _insert(conn, entries, commit_of, tip, lines)
+                for statement in _INDEXES.split(";"):  # after the rows: one sort each, not one insert a row
+                    if statement.strip():
+                        conn.execute(statement)
         finally:
             conn.close()
         os.replace(tmp, path)  # whole or not at all: a reader of the file it replaces keeps that one
