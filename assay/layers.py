@@ -8,8 +8,9 @@ tests/test_layers.py runs it, and `docgen` draws the table in docs/architecture.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from pathlib import Path
+
+from assay.core.recordtype import dataclass
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -43,8 +44,9 @@ LAYERS = (
           "CAS-written record chains; briefs; what a journal says happened; caches"),
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records encodes and decodes (no I/O); environments of agents"),
-    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "errors", ""),
-          "errors, crash points, process lives, credentials kept out, cache files, digests"),
+    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests",
+                     "core.recordtype", "errors", ""),
+          "errors, crash points, process lives, credentials kept out, cache files, digests, record classes"),
 )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from assay import DISTRIBUTION
 from assay.core.claims import Claims
 from assay.core.config import CONFIG_NAME, defaults_dir
 from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root
+from assay.core.recordtype import dataclass, field
 from assay.errors import UsageError
 
 DEFAULT_FOLDERS = ("desks", "sweepers", "board")

@@ -6,11 +6,11 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from assay.core.claims import holder_life, new_holder
 from assay.core.lives import Life, is_running, life_of, life_state, this_life
+from assay.core.recordtype import replace
 from tests.helpers import procs
 
 HOST = os.uname().nodename

@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from assay.core import cachefile
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
 from assay.core.records import MAIN_REF, check_tip, validate_brief_id
+from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import BriefIdInvalid, BriefInvalid
 
 KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "verify")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from assay.core.crash import crash_point
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, refusal_hint
 from assay.core.records import brief_of_ref, check_tip
+from assay.core.recordtype import dataclass
 from assay.errors import Busy, ForgeRefused, RecordInvalid
 
 T = TypeVar("T")

@@ -12,7 +12,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from assay.core import cachefile, chain, retired
@@ -31,6 +30,7 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
+from assay.core.recordtype import dataclass
 from assay.errors import (
     BriefInvalid,
     BriefNotFound,

@@ -4,12 +4,12 @@ github.com (or on the host of `ASSAY_GITHUB_API`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assay.core.digests import sha256_hex
 from assay.core.git import is_local_path, local_repo_origin
+from assay.core.recordtype import dataclass
 from assay.errors import ConfigInvalid, UsageError
 
 if TYPE_CHECKING:

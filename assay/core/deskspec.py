@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from assay.core.briefs import Brief, Checker, Problem, construct_value, main_folder
@@ -12,6 +11,7 @@ from assay.core.credentials import SECRET_NAMES
 from assay.core.envs import NAME, PATTERN
 from assay.core.git import ForgeGit
 from assay.core.records import MAIN_REF, check_tip
+from assay.core.recordtype import dataclass
 from assay.errors import ConfigInvalid
 
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",

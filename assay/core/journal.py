@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from assay.core import chain, journalcache, journalindex, retired
@@ -30,6 +29,7 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
+from assay.core.recordtype import dataclass, field
 from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
 
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit

@@ -12,22 +12,22 @@ rename), so racing writers leave one complete file; a write that fails is droppe
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
+from assay.core import recordtype
 from assay.core.records import JournalEntry
 
 FOLDER = "journal-decoded.v1"  # in the forge's cache: <brief>.json per brief
-FIELDS = tuple(f.name for f in dataclasses.fields(JournalEntry))
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(JournalEntry)}
+FIELDS = tuple(f.name for f in recordtype.fields(JournalEntry))
+_DEFAULTS = {f.name: f.default for f in recordtype.fields(JournalEntry)}
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-@dataclasses.dataclass
+@recordtype.dataclass
 class Decoded:
     """A journal decoded up to commit `tip`: its entries, and which commit added each (by seq)."""
 

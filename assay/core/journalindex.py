@@ -20,11 +20,11 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.core.records import JournalEntry, decode_entry, journal_ref
+from assay.core.recordtype import dataclass
 
 if TYPE_CHECKING:
     import sqlite3

@@ -25,9 +25,10 @@ import re
 import select
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
+
+from assay.core.recordtype import dataclass
 
 LifeState = Literal["alive", "dead", "unknown"]
 PROC = Path("/proc")

@@ -9,10 +9,10 @@ reported as new once, however many sweepers run.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from assay.core.records import FORMAT_VERSION, parse_iso, validate_brief_id
+from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import RecordInvalid, UsageError
 
 SWEEPER_REF = "refs/assay/sweeper"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from assay.core.lives import Life, is_running
 from assay.core.records import JournalEntry
+from assay.core.recordtype import dataclass
 from assay.errors import UsageError
 
 HAPPENED, DID_NOT = "happened", "did-not"

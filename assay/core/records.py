@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import MISSING, asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from assay.core.recordtype import MISSING, asdict, dataclass, fields, replace
 from assay.errors import BriefIdInvalid, RecordInvalid
 
 FORMAT_VERSION = 1

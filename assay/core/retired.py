@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 
 from assay.core.digests import sha1_hex
 from assay.core.git import ForgeGit, parse_tree
@@ -29,6 +28,7 @@ from assay.core.records import (
     load_record,
     validate_brief_id,
 )
+from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import IllegalTransition, NoSuchBrief, RecordInvalid, UsageError
 
 RETIRED_REF = "refs/assay/retired"

@@ -10,8 +10,6 @@ and judging, never the check: every write compares and swaps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from assay.core import chain
 from assay.core.briefs import Brief, Problem, briefs_on_main
 from assay.core.chain import InvalidRecord
@@ -26,6 +24,7 @@ from assay.core.records import (
     brief_of_ref,
     decode_review,
 )
+from assay.core.recordtype import dataclass, field
 from assay.core.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index
 from assay.errors import NoMainBranch, RecordInvalid
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from assay.core import custody
@@ -31,6 +30,7 @@ from assay.core.claims import Claims
 from assay.core.forge.base import Reviews, Signal
 from assay.core.journal import append_as_person, read_log, transition_as
 from assay.core.records import JournalEntry
+from assay.core.recordtype import dataclass, field
 from assay.errors import Conflict, IllegalTransition
 
 ROUND_WAITS = ("review", "merge", "checks")  # waits that a person's signal turns into a new round

@@ -24,7 +24,6 @@ import re
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
 
@@ -47,6 +46,7 @@ from assay.core.outcomes import (
     verdict_of_exit,
 )
 from assay.core.records import POLICIES, JournalEntry
+from assay.core.recordtype import dataclass
 from assay.errors import (
     AssayError,
     Cancelled,

@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.journal import Journal, JournalLog
+from assay.core.recordtype import dataclass
 from assay.desk.effects import Hooks, probe_runner
 from assay.desk.mcpserver import registration as mcp_registration
 from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets

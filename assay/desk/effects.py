@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from assay.core.claims import Claims
 from assay.core.config import Ports
 from assay.core.envs import scrubbed_env
 from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
+from assay.core.recordtype import dataclass
 from assay.core.steps import ProbeRunner, Session, canonical, input_sha, validate_step
 from assay.desk.stepclient import TAIL_BYTES, dies_with_parent, relay
 from assay.errors import Cancelled, UsageError

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.deskspec import desks_on_main
 from assay.core.forge.base import BRANCH_PREFIX, Reviews
+from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.errors import UsageError
 

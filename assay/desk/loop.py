@@ -9,15 +9,13 @@ brief's writes backs the brief off; neither stops the desk from working on every
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assay.core import custody, signals
+from assay.core import custody, recordtype, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -26,6 +24,7 @@ from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
 from assay.core.lives import life_state
 from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
+from assay.core.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
 from assay.desk.queue import Snapshot, read_snapshot
@@ -440,7 +439,7 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     first = scan(ports.git)  # one read for the desk's file, its first sweep and its first look
     spec = load_desk(ports.git, first.main, name)
     if singleton:
-        spec = dataclasses.replace(spec, singleton=True)
+        spec = recordtype.replace(spec, singleton=True)
     preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
     protect_environment()  # its agent runs as the same user: it may not read this process's token
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo,

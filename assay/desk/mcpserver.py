@@ -17,9 +17,9 @@ import json
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from assay.core.recordtype import dataclass
 from assay.desk.stepclient import DESK_GONE, _Lines, _run
 
 SERVER_NAME = "assay"

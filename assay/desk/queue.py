@@ -6,11 +6,10 @@ compare-and-swap that fails if the forge moved since.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from assay.core.briefs import Brief, Problem
 from assay.core.claims import Claim, Claims
 from assay.core.records import CLAIMS_PREFIX, TOMBSTONES
+from assay.core.recordtype import dataclass, field
 from assay.core.retired import RETIRED_REF
 from assay.errors import RecordInvalid
 

@@ -22,12 +22,12 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from assay.core.credentials import SECRET_NAMES, secrets_in
 from assay.core.deskspec import SessionSpec
 from assay.core.records import JournalEntry
+from assay.core.recordtype import dataclass
 
 NAME = "agent-session"  # the `name` of a checkpoint entry holding an agent's transcript
 MAX_BYTES = 32 * 1024 * 1024  # a transcript past this is not checkpointed (a note says so, once)

@@ -7,7 +7,6 @@ The checks and what each proves are the table in docs/architecture.md (Audits).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -29,6 +28,7 @@ from assay.core.records import (
     review_ref,
     validate_brief_id,
 )
+from assay.core.recordtype import asdict, dataclass, field
 from assay.core.scan import scan
 from assay.core.steps import input_sha
 from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from assay.core.records import (
     parse_iso,
     utc_now_iso,
 )
+from assay.core.recordtype import asdict, dataclass, field
 from assay.core.retired import RETIRED_REF, RetiredBrief
 from assay.core.scan import Scan, scan
 from assay.errors import ForgeError, RecordInvalid, UsageError, unknown_message

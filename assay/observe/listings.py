@@ -8,7 +8,6 @@ commit tells when). A forge with no main yet still lists its claims, with the de
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
@@ -17,6 +16,7 @@ from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
 from assay.core.records import MAIN_REF
+from assay.core.recordtype import dataclass
 from assay.core.retired import tip_of
 from assay.errors import ForgeError, NoMainBranch, UsageError
 

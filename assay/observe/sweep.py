@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from assay.core import chain, custody
 from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holder_life
@@ -42,6 +41,7 @@ from assay.core.records import (
     parse_iso,
     utc_now_iso,
 )
+from assay.core.recordtype import dataclass, field
 from assay.core.retire import retire
 from assay.core.retired import BRANCH_PREFIX, RETIRED_REF
 from assay.core.scan import Scan, read_observations, scan

@@ -20,10 +20,10 @@ desk's share is the part written at the epochs its claims held (`epoch_desks`, f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from assay.core.records import JournalEntry, parse_iso
+from assay.core.recordtype import dataclass
 
 FATES = ("kept", "died", "failed_verify", "redone", "open")
 WASTED = ("died", "failed_verify", "redone")

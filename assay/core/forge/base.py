@@ -10,12 +10,12 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from assay.core.chain import InvalidRecord
 from assay.core.git import RefUpdate
 from assay.core.records import ReviewRecord
+from assay.core.recordtype import dataclass
 from assay.errors import UsageError
 
 Clock = Callable[[], float]

@@ -10,11 +10,11 @@ without `If-None-Match` and its answer kept again.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from assay.core import cachefile
+from assay.core.recordtype import dataclass
 
 FORMAT_VERSION = 1
 

@@ -19,7 +19,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -40,6 +39,7 @@ from assay.core.forge.base import (
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, brief_id_problem, validate_brief_id
+from assay.core.recordtype import dataclass
 from assay.errors import AssayError, ForgeError, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 if TYPE_CHECKING:

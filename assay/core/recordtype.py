@@ -1,0 +1,202 @@
+"""Record classes: the part of `dataclasses` Assay uses, made without compiling source for every method.
+
+`dataclasses` builds each class's `__init__`, `__repr__`, `__eq__`, `__hash__` and frozen `__setattr__`
+from source text it compiles as the module is imported (and loads `inspect`, `ast` and `dis` to do it):
+on a 2-core machine about 0.8 ms a class, and with 24 classes and the import itself 30 ms of the
+90 ms a whole `assay step run` took. Here a class's `__init__` is the one function compiled for it;
+the other methods are shared and read the class's fields.
+
+The semantics are `dataclasses`' for what Assay uses: `@dataclass` and `@dataclass(frozen=True)`, fields
+from the class's own annotations in order, a default as the class attribute or `field(default=…)` or
+`field(default_factory=…)`; `__eq__` compares the fields of two instances of the same class, a frozen
+class is hashable by its fields and refuses assignment (`FrozenInstanceError`, an AttributeError),
+an unfrozen one is unhashable; a method the class body defines is kept. `fields`, `asdict` and
+`replace` work as `dataclasses`' do on these classes. Type checkers see `dataclass` as a dataclass
+transform (PEP 681), so they check constructors and frozen fields as for `dataclasses`.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, dataclass_transform, overload
+
+    T = TypeVar("T")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()  # no default
+
+
+class FrozenInstanceError(AttributeError):
+    """An assignment to a field of a frozen record."""
+
+
+class Field:
+    """One field of a record class: its name, and its default or the factory that makes one."""
+
+    __slots__ = ("name", "default", "default_factory")
+
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING, name: str = "") -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("a field cannot have both a default and a default_factory")
+        self.name, self.default, self.default_factory = name, default, default_factory
+
+    def __repr__(self) -> str:
+        return f"Field(name={self.name!r}, default={self.default!r}, default_factory={self.default_factory!r})"
+
+
+if TYPE_CHECKING:  # what type checkers see: `dataclass` as a dataclass transform, `field` its field specifier
+    @overload
+    def field(*, default: T) -> T: ...
+    @overload
+    def field(*, default_factory: Callable[[], T]) -> T: ...
+    def field(*, default: Any = MISSING, default_factory: Any = MISSING) -> Any: ...
+
+    @overload
+    def dataclass(cls: type[T], /) -> type[T]: ...
+    @overload
+    def dataclass(*, frozen: bool = False) -> Callable[[type[T]], type[T]]: ...
+    @dataclass_transform(field_specifiers=(field,))
+    def dataclass(cls: Any = None, /, *, frozen: bool = False) -> Any: ...
+else:
+    def field(*, default=MISSING, default_factory=MISSING):
+        """A field's default given otherwise than as the class attribute: `default_factory` makes a fresh one."""
+        return Field(default, default_factory)
+
+    def dataclass(cls=None, /, *, frozen=False):
+        """Make `cls` a record class (see the module's docstring); `@dataclass` or `@dataclass(frozen=True)`."""
+        if cls is None:
+            return lambda c: _process(c, frozen)
+        return _process(cls, frozen)
+
+
+def fields(record: Any) -> tuple[Field, ...]:
+    """The fields of a record class or record, in order."""
+    try:
+        return record.__record_fields__  # type: ignore[no-any-return]
+    except AttributeError:
+        raise TypeError(f"{record!r} is not a record class or record") from None
+
+
+def asdict(record: Any) -> dict[str, Any]:
+    """The record's fields as a dict, records, lists, tuples and dicts within it copied the same way."""
+    return {f.name: _plain(getattr(record, f.name)) for f in fields(record)}
+
+
+def replace(record: T, **changes: Any) -> T:
+    """A new record with the same fields but for `changes` (its `__init__` checks them)."""
+    for f in fields(record):
+        changes.setdefault(f.name, getattr(record, f.name))
+    return type(record)(**changes)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(type(value), "__record_fields__"):
+        return asdict(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*[_plain(v) for v in value])
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return type(value)((_plain(k), _plain(v)) for k, v in value.items())
+    if value is None or isinstance(value, (str, int, float, bool, bytes)):
+        return value
+    import copy  # here: only for a value of another kind, as `dataclasses.asdict` copies it
+
+    return copy.deepcopy(value)
+
+
+def _process(cls: Any, frozen: bool) -> Any:
+    own = cls.__dict__
+    found: list[Field] = []
+    for name in own.get("__annotations__", {}):
+        value = own.get(name, MISSING)
+        spec = value if isinstance(value, Field) else Field(value)
+        spec.name = name
+        if isinstance(value, Field):
+            if spec.default is MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, spec.default)
+        if found and not _has_default(spec) and _has_default(found[-1]):
+            raise TypeError(f"non-default argument {name!r} follows default argument")
+        found.append(spec)
+    names = tuple(f.name for f in found)
+    cls.__record_fields__ = tuple(found)
+    cls.__init__ = _init(cls, found)
+    values = attrgetter(*names) if names else (lambda _: ())
+    cls.__record_values__ = staticmethod(values)
+    if "__repr__" not in own:
+        cls.__repr__ = _repr
+    if "__eq__" not in own:
+        cls.__eq__ = _eq
+    if frozen:
+        cls.__setattr__, cls.__delattr__ = _refuse_set, _refuse_delete
+        if "__hash__" not in own:
+            cls.__hash__ = _hash
+    elif "__hash__" not in own:
+        cls.__hash__ = None
+    return cls
+
+
+def _has_default(spec: Field) -> bool:
+    return spec.default is not MISSING or spec.default_factory is not MISSING
+
+
+_FACTORY = object()  # an __init__ argument left out whose field has a default_factory
+
+
+def _init(cls: Any, found: list[Field]) -> Any:
+    """`__init__(self, <fields in order, with their defaults>)`: the one function compiled for a class."""
+    scope: dict[str, Any] = {"_FACTORY": _FACTORY}
+    params, body = ["self"], []
+    for i, spec in enumerate(found):
+        if spec.default_factory is not MISSING:
+            scope[f"_f{i}"] = spec.default_factory
+            params.append(f"{spec.name}=_FACTORY")
+            body.append(f"  _fields_[{spec.name!r}] = _f{i}() if {spec.name} is _FACTORY else {spec.name}")
+        else:
+            if spec.default is not MISSING:
+                scope[f"_d{i}"] = spec.default
+                params.append(f"{spec.name}=_d{i}")
+            else:
+                params.append(spec.name)
+            body.append(f"  _fields_[{spec.name!r}] = {spec.name}")
+    post = "  self.__post_init__()\n" if hasattr(cls, "__post_init__") else ""
+    source = f"def __init__({', '.join(params)}):\n  _fields_ = self.__dict__\n" + "\n".join(body) + "\n" + post
+    exec(compile(source, f"<record {cls.__qualname__}>", "exec"), scope)  # noqa: S102 (our own text)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+def _repr(self: Any) -> str:
+    shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.__record_fields__)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    get = self.__record_values__
+    return get(self) == get(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(self.__record_values__(self))
+
+
+def _refuse_set(self: Any, name: str, value: Any) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _refuse_delete(self: Any, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
