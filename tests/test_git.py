@@ -96,6 +96,13 @@ def test_a_short_chain_is_read_through_the_batch_and_a_long_one_by_rev_list(port
         assert fresh.rev_list(shas[-1]) == shas[::-1]  # longer than a walk: rev-list, from a chain known in part
         assert fresh.rev_list(shas[-1], since=side) == shas[::-1] and fresh.rev_list(shas[3], since=shas[3]) == []
         assert fresh.rev_list(shas[-1], limit=3) == shas[-1:-4:-1]
+        assert fresh.rev_list(shas[-1], limit=12) == shas[-1:-13:-1]
+        other = ForgeGit(port.url, cache_root=port.cache.parent)  # the chain read part of the way, git the rest
+        try:
+            assert other.rev_list(shas[-1], since=shas[1]) == shas[-1:1:-1]
+            assert other.rev_list(shas[-1], since=side) == shas[::-1]
+        finally:
+            other.close()
         assert fresh.is_ancestor(shas[-4], shas[-1]) and not fresh.is_ancestor(shas[-1], shas[-4])
         assert not fresh.is_ancestor(side, shas[2])
     finally:

@@ -179,7 +179,7 @@ def _first_error(stderr: bytes) -> str:
 PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them
 UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
-WALK_AT_MOST = 16  # commits of a chain read through the cat-file batch before `rev-list` is asked instead
+WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
 
 
 class ForgeGit:
@@ -473,14 +473,22 @@ class ForgeGit:
 
     def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
         """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain). From the
-        chains `learn_chains` read, or a short chain read through the cat-file batch; else one `rev-list`."""
+        chains `learn_chains` read, or a short chain read through the cat-file batch; else `rev-list` (from
+        where those left off, when they followed the chain part of the way)."""
         if tip == since:
             return []
         if tip not in self._parents:
             self._walk_parents(tip, since, WALK_AT_MOST)  # a short chain: read through the batch, no process
-        known = self._known_chain(tip, since, limit)
-        if known is not None:
-            return known
+        walked, rest = self._known_chain(tip, since, limit)
+        if rest is None:
+            return walked
+        if walked:  # the chain known from `tip` down to `rest`: git gives the rest, with parents to check `since`
+            args = ["rev-list", "--first-parent", "--parents", rest, *([f"^{since}"] if since else [])]
+            if limit:
+                args.insert(1, f"--max-count={limit - len(walked)}")
+            lines = [line.split() for line in self._git(*args).stdout.decode().splitlines() if line.strip()]
+            if lines and (not since or (len(lines[-1]) > 1 and lines[-1][1] == since)):  # else `since` is off
+                return walked + [line[0] for line in lines]  # the first-parent chain: git decides from `tip`
         args = ["rev-list", "--first-parent", tip]
         if since:
             args.append(f"^{since}")
@@ -488,19 +496,20 @@ class ForgeGit:
             args.insert(1, f"--max-count={limit}")
         return self._git(*args).stdout.decode().split()
 
-    def _known_chain(self, tip: str, since: str | None, limit: int | None) -> list[str] | None:
-        """`rev_list`'s answer from the first parents kept, or None where they do not tell it (a commit whose
-        parent is not kept, or a `since` off the chain: git decides)."""
+    def _known_chain(self, tip: str, since: str | None, limit: int | None) -> tuple[list[str], str | None]:
+        """`rev_list`'s answer from the first parents kept: (the commits, None) when they tell it whole, else
+        (the commits they tell, the first commit whose parent is not kept), or ([], tip) when git must decide
+        (a `since` off the chain)."""
         walked: list[str] = []
         sha: str | None = tip
         while sha is not None and sha != since:
             if limit and len(walked) >= limit:
-                return None if since else walked
+                return (walked, None) if not since else ([], tip)
             if sha not in self._parents:
-                return None
+                return walked, sha
             walked.append(sha)
             sha = self._parents[sha]
-        return walked if not since or sha == since else None
+        return (walked, None) if not since or sha == since else ([], tip)
 
     def _chain_known(self, tip: str) -> bool:
         """Whether the first parents kept reach from `tip` to a root."""
@@ -511,26 +520,19 @@ class ForgeGit:
             sha = self._parents[sha]
         return True
 
-    def _walk_parents(self, tip: str, since: str | None, most: int) -> bool:
-        """Learn the first parents from `tip` down to `since` (or the root) by reading the commits through the
-        cat-file batch, at most `most` of them; True if that reached `since` (or, without one, the root)."""
+    def _walk_parents(self, tip: str, since: str | None, most: int) -> None:
+        """Learn the first parents from `tip` towards `since` (or the root) by reading the commits through the
+        cat-file batch, at most `most` of them (what it learns is kept: commits never change)."""
         sha: str | None = tip
-        learned: dict[str, str | None] = {}
         for _ in range(most):
             if sha is None or sha == since:
-                break
+                return
             found = self.read_typed([sha])[0]
             if found is None or found.kind != "commit":
-                return False  # not a commit here: rev-list says what it says
+                return  # not a commit here: rev-list says what it says
             parent = _first_parent(found.data)
-            learned[sha] = parent
+            self._parents[sha] = parent
             sha = parent
-        else:
-            return False
-        if since and sha != since:
-            return False  # a `since` off the first-parent chain: git decides
-        self._parents.update(learned)
-        return True
 
     def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
         """The first-parent chain of each tip, newest first, from one `rev-list` over all of them.
