@@ -165,3 +165,8 @@ def test_a_renewal_and_a_step_run_start_only_the_git_processes_they_need(forge: 
     assert commands(*step) == ["cat-file", "update-ref", "upload-pack"]
     git("--git-dir", str(forge.path), "config", "assay.test", "1")  # the forge's config changed: asked again
     assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
+    hook = forge.path / "hooks" / "pre-receive"  # a hook in place: the next process's push goes through git
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    refused = assay("renew", "alpha", "--desk", "d", "--epoch", "1", env=env)
+    assert refused.code == 1 and "hook declined" in refused.err, refused.err
