@@ -165,6 +165,13 @@ def test_a_renewal_and_a_step_run_start_only_the_git_processes_they_need(forge: 
     assert commands(*step) == ["cat-file", "update-ref", "upload-pack"]
     git("--git-dir", str(forge.path), "config", "assay.test", "1")  # the forge's config changed: asked again
     assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
+    rules = forge.path / "rules.cfg"  # a file the forge's config includes, empty while the answer is kept
+    rules.write_text("")
+    git("--git-dir", str(forge.path), "config", "include.path", "rules.cfg")
+    assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
+    assert "config" not in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
+    rules.write_text("[receive]\n\tdenyDeletes = true\n\tdenyNonFastForwards = true\n")  # then a rule in it
+    assert "push" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")  # through git, which applies it
     hook = forge.path / "hooks" / "pre-receive"  # a hook in place: the next process's push goes through git
     hook.write_text("#!/bin/sh\nexit 1\n")
     hook.chmod(0o755)

@@ -959,64 +959,86 @@ def _pkt_lines(data: bytes) -> list[str]:
     return out
 
 
-_VETTING: dict[Path, tuple[tuple[object, ...], bool]] = {}  # a forge's folder: what the answer was read from, it
+_VETTING: dict[Path, tuple[list[object], list[str], bool]] = {}  # a forge's folder: stamps, included files, answer
 VETTING_FILE = "forge-vetting.json"  # in the forge's cache: `_vets_pushes`'s answer and the stamps it was read from
+_RULES = re.compile(r"receive\.|core\.hookspath$|core\.sharedrepository$")  # config keys, as git lists them
 
 
 def _vets_pushes(folder: Path, cache: Path) -> bool:
     """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
     `core.hooksPath` points), `receive.*` rules (`denyDeletes`, say) or shared permissions
     (`core.sharedRepository`, which git applies to each file it writes). Then every push goes through git push.
-    Asked again only when the forge's config or hooks, or the config files of this user or machine, changed;
-    the answer and the file stamps it was read from are kept in the forge's cache for the next process."""
+    Asked again only when a file that decides it changed (the config files git reads, those they include, the
+    forge's hooks) or the `GIT_CONFIG*` variables did; the answer and those stamps are kept in the forge's cache
+    for the next process."""
     seen = _vetting_key(folder)
     known = _VETTING.get(folder)
-    if known is not None and known[0] == seen:
-        return known[1]
+    if known is not None and known[0] == [*seen, *_stamps(known[1])]:
+        return known[2]
     kept_at = cache / VETTING_FILE
     kept = cachefile.load(kept_at)
-    if kept.get("stamps") == json.loads(json.dumps(seen)) and isinstance(kept.get("vets"), bool):
-        _VETTING[folder] = (seen, kept["vets"])
+    also = kept.get("also")
+    if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(kept.get("vets"), bool) \
+            and kept.get("stamps") == json.loads(json.dumps([*seen, *_stamps(also)])):
+        _VETTING[folder] = ([*seen, *_stamps(also)], also, kept["vets"])
         return bool(kept["vets"])
-    vets = _read_vetting(folder)
-    _VETTING[folder] = (seen, vets)
-    cachefile.save(kept_at, {"stamps": seen, "vets": vets})
+    vets, also = _read_vetting(folder)
+    stamps = [*seen, *_stamps(also)]
+    _VETTING[folder] = (stamps, also, vets)
+    cachefile.save(kept_at, {"stamps": stamps, "also": also, "vets": vets})
     return vets
 
 
-def _vetting_key(folder: Path) -> tuple[object, ...]:
-    """What `_read_vetting`'s answer depends on: the stamps of the config files git reads (the forge's, this
-    user's and this machine's, or those `GIT_CONFIG_GLOBAL` and `GIT_CONFIG_SYSTEM` name) and of the forge's hooks,
-    and a digest of the `GIT_CONFIG*` variables (never their values: one may carry a token)."""
+def _vetting_key(folder: Path) -> list[object]:
+    """What `_read_vetting`'s answer depends on, but for the files the config includes: the stamps of the config
+    files git reads (the forge's, this user's and this machine's, or those `GIT_CONFIG_GLOBAL` and
+    `GIT_CONFIG_SYSTEM` name) and of the forge's hooks, and a digest of the `GIT_CONFIG*` variables (never their
+    values: one may carry a token)."""
     given = sorted((name, value) for name, value in os.environ.items() if name.startswith("GIT_CONFIG"))
     home = Path(os.environ.get("HOME", "/"))
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     hooks = folder / "hooks"
-    paths = [folder / "config", hooks]
+    paths = [str(folder / "config"), str(hooks)]
     named = os.environ.get("GIT_CONFIG_GLOBAL")
-    paths += [Path(named)] if named else [home / ".gitconfig", xdg / "git" / "config"]
+    paths += [named] if named else [str(home / ".gitconfig"), str(xdg / "git" / "config")]
     if os.environ.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
-        paths.append(Path(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"))
+        paths.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
     if hooks.is_dir():
-        paths += sorted(hooks.iterdir())  # a hook made executable in place changes its own stamp, not the folder's
-    stamps: list[object] = [sha256_hex(json.dumps(given).encode())]
+        paths += sorted(str(p) for p in hooks.iterdir())  # a hook made executable in place: its own stamp changes
+    return [sha256_hex(json.dumps(given).encode()), *_stamps(paths)]
+
+
+def _stamps(paths: Sequence[str]) -> list[object]:
+    """Each file's identity and last change (None for one that is not there)."""
+    stamps: list[object] = []
     for path in paths:
         try:
-            st = path.stat()
+            st = os.stat(path)
         except OSError:
             stamps.append(None)
             continue
-        stamps.append((str(path), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
-    return tuple(stamps)
+        stamps.append([path, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size])
+    return stamps
 
 
-def _read_vetting(folder: Path) -> bool:
+def _read_vetting(folder: Path) -> tuple[bool, list[str]]:
+    """Whether the forge vets pushes, and the files its config includes (their changes change the answer)."""
     hooks = folder / "hooks"
     if hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK) for p in hooks.iterdir()):
-        return True
-    rules = run_git(["--git-dir", str(folder), "config", "--get-regexp",
-                     r"^(receive\.|core\.hookspath|core\.sharedrepository)"], check=False)
-    return bool(rules.stdout.strip())
+        return True, []
+    listed = run_git(["--git-dir", str(folder), "config", "--list", "--show-origin", "-z"], check=False).stdout
+    vets, also = False, set()
+    fields = listed.decode("utf-8", "replace").split("\0")
+    for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = entry.partition("\n")
+        vets = vets or _RULES.match(key) is not None
+        if not origin.startswith("file:"):
+            continue  # the command line, or standard input: in the GIT_CONFIG* digest
+        source = os.path.abspath(origin.removeprefix("file:"))
+        also.add(source)
+        if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
+            also.add(os.path.join(os.path.dirname(source), os.path.expanduser(value)))  # even while absent
+    return vets, sorted(also)
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
