@@ -72,6 +72,11 @@ def test_a_stream_of_objects_left_half_read_never_answers_another_read(port: For
     assert next(stream) == GitObject("blob", b"blob 1\n" * 50)  # the stream reads on where it stood
     stream.close()
     assert port.read_objects([blobs[3]]) == [b"blob 3\n" * 50]
+    stream = port.stream_typed(blobs[:40])
+    assert next(stream) == GitObject("blob", b"blob 0\n" * 50)
+    assert port.read_objects([blobs[5]]) == [b"blob 5\n" * 50]  # a process of its own, kept by the port
+    assert len(list(stream)) == 39  # the stream read to its end: its process closed, not waited on while alive
+    assert port.read_objects([blobs[6]]) == [b"blob 6\n" * 50]
     whole = list(port.stream_typed(blobs[:5]))
     assert [o.data if o else None for o in whole] == [f"blob {i}\n".encode() * 50 for i in range(5)]
     kept = port._batch
@@ -325,6 +330,31 @@ def test_a_forge_on_disk_with_rules_of_its_own_gets_every_push_through_git(forge
     hook.chmod(0o755)  # made executable in place: its own stamp changes, not its folder's
     refused = port.push([RefUpdate("refs/heads/k2", ZERO, made[2])])
     assert not refused["refs/heads/k2"].ok and "hook declined" in refused["refs/heads/k2"].detail, refused
+
+
+def test_a_forge_config_git_cannot_read_is_taken_to_vet_pushes_and_asked_again(forge: Forge,
+                                                                                 tmp_path: Path) -> None:
+    """A config that includes a broken file: git cannot say, so pushes go through git and nothing is kept; once
+    the file is mended (with a rule in it), the rule decides."""
+    from assay.core import git as gitmod
+
+    rules = forge.path / "rules.cfg"
+    rules.write_text("[receive\n")
+    git("--git-dir", str(forge.path), "config", "include.path", "rules.cfg")
+    cache = tmp_path / "vetting-cache"
+    cache.mkdir()
+    gitmod._VETTING.clear()
+    assert gitmod._vets_pushes(forge.path, cache) is True
+    assert not (cache / gitmod.VETTING_FILE).exists()
+    rules.write_text("[receive]\n\tdenyDeletes = true\n")
+    gitmod._VETTING.clear()
+    assert gitmod._vets_pushes(forge.path, cache) is True
+    rules.write_text("")
+    os.utime(rules, (1_700_000_000, 1_700_000_000))  # mended long ago: the answer is kept
+    gitmod._VETTING.clear()
+    assert gitmod._vets_pushes(forge.path, cache) is False
+    assert (cache / gitmod.VETTING_FILE).exists()
+    gitmod._VETTING.clear()
 
 
 def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: FakeGitHub, tmp_path: Path,

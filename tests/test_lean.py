@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -167,6 +168,7 @@ def test_a_renewal_and_a_step_run_start_only_the_git_processes_they_need(forge: 
     assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
     rules = forge.path / "rules.cfg"  # a file the forge's config includes, empty while the answer is kept
     rules.write_text("")
+    os.utime(rules, (time.time() - 10, time.time() - 10))  # written a while before it is read
     git("--git-dir", str(forge.path), "config", "include.path", "rules.cfg")
     assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
     assert "config" not in commands("renew", "alpha", "--desk", "d", "--epoch", "1")

@@ -960,6 +960,7 @@ def _pkt_lines(data: bytes) -> list[str]:
 
 
 _VETTING: dict[Path, tuple[list[object], list[str], bool]] = {}  # a forge's folder: stamps, included files, answer
+RACY_NS = 50_000_000  # a file written this close to a reading may be newer than what was read (file clocks are coarse)
 VETTING_FILE = "forge-vetting.json"  # in the forge's cache: `_vets_pushes`'s answer and the stamps it was read from
 _RULES = re.compile(r"receive\.|core\.hookspath$|core\.sharedrepository$")  # config keys, as git lists them
 
@@ -982,10 +983,16 @@ def _vets_pushes(folder: Path, cache: Path) -> bool:
             and kept.get("stamps") == json.loads(json.dumps([*seen, *_stamps(also)])):
         _VETTING[folder] = ([*seen, *_stamps(also)], also, kept["vets"])
         return bool(kept["vets"])
-    vets, also = _read_vetting(folder)
-    stamps = [*seen, *_stamps(also)]
-    _VETTING[folder] = (stamps, also, vets)
-    cachefile.save(kept_at, {"stamps": stamps, "also": also, "vets": vets})
+    started = time.time_ns()
+    vets, also, settled = _read_vetting(folder)
+    after = _stamps(also)  # stamped after the reading: one written as git read it may be newer than what it read
+    before = {os.path.abspath(st[0]) for st in seen if isinstance(st, list)}  # these were stamped before it
+    racy = any(isinstance(st, list) and st[2] >= started - RACY_NS and os.path.abspath(st[0]) not in before
+               for st in after)
+    stamps = [*seen, *after]
+    if settled and not racy:
+        _VETTING[folder] = (stamps, also, vets)
+        cachefile.save(kept_at, {"stamps": stamps, "also": also, "vets": vets})
     return vets
 
 
@@ -1021,14 +1028,18 @@ def _stamps(paths: Sequence[str]) -> list[object]:
     return stamps
 
 
-def _read_vetting(folder: Path) -> tuple[bool, list[str]]:
-    """Whether the forge vets pushes, and the files its config includes (their changes change the answer)."""
+def _read_vetting(folder: Path) -> tuple[bool, list[str], bool]:
+    """Whether the forge vets pushes; the files its answer also depends on (those the config includes, and the
+    system config of a git installed elsewhere than /usr); and whether the answer can be kept (False when git
+    could not read the config: then the forge is taken to vet pushes, and asked again next time)."""
     hooks = folder / "hooks"
     if hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK) for p in hooks.iterdir()):
-        return True, []
-    listed = run_git(["--git-dir", str(folder), "config", "--list", "--show-origin", "-z"], check=False).stdout
-    vets, also = False, set()
-    fields = listed.decode("utf-8", "replace").split("\0")
+        return True, [], True
+    listed = run_git(["--git-dir", str(folder), "config", "--list", "--show-origin", "-z"], check=False)
+    if listed.returncode != 0:
+        return True, [], False
+    vets, also = False, set(_system_configs())
+    fields = listed.stdout.decode("utf-8", "replace").split("\0")
     for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
         key, _, value = entry.partition("\n")
         vets = vets or _RULES.match(key) is not None
@@ -1038,7 +1049,17 @@ def _read_vetting(folder: Path) -> tuple[bool, list[str]]:
         also.add(source)
         if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
             also.add(os.path.join(os.path.dirname(source), os.path.expanduser(value)))  # even while absent
-    return vets, sorted(also)
+    return vets, sorted(also), True
+
+
+def _system_configs() -> list[str]:
+    """The system config of this git when it is installed under a prefix of its own (`<prefix>/etc/gitconfig`;
+    under /usr it is /etc/gitconfig, which `_vetting_key` stamps), unless the environment names or skips it."""
+    if "GIT_CONFIG_SYSTEM" in os.environ or "GIT_CONFIG_NOSYSTEM" in os.environ:
+        return []
+    found = run_git(["--exec-path"], check=False).stdout.decode("utf-8", "replace").strip()
+    prefix = Path(found).parent.parent if found else None  # <prefix>/libexec/git-core
+    return [str(prefix / "etc" / "gitconfig")] if prefix is not None and prefix != Path("/usr") else []
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
@@ -1104,13 +1125,14 @@ def _feed(stream: IO[bytes], payload: bytes) -> None:
 
 
 def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
-    proc.wait()
+    """End a batch process: its input closed first (a live one then ends), then waited for."""
     for stream in (proc.stdin, proc.stdout):
         try:
             if stream is not None:
                 stream.close()
         except OSError:
             pass
+    proc.wait()
 
 
 def _read_answer(out: IO[bytes]) -> GitObject | None:

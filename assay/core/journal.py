@@ -91,7 +91,10 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
     entries: list[JournalEntry] = list(known.entries) if since and known else []
     commit_of: dict[int, str] = dict(known.commit_of) if since and known else {}
     checked = len(entries)  # an earlier read checked its own entries
-    _decode(ref, commits, texts, entries, commit_of)
+    try:
+        _decode(ref, commits, texts, entries, commit_of)
+    finally:
+        texts.close()  # stopped early by a bad entry: its process ends now, not with the exception
     _check_seq(ref, entries[checked:], entries[checked - 1].seq + 1 if checked else first if since else 1)
     if len(commits) >= KEEP_AFTER and (not entries or entries[0].seq == 1):
         journalcache.save(git.cache, brief, entries, commit_of, tip)
@@ -184,12 +187,15 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
     entries: list[JournalEntry] = []
     commit_of: dict[int, str] = {}
     lines: dict[int, str] = {}  # each entry's line as read: what the index keeps, not encoded again
-    for commit, found in zip(commits, texts, strict=True):
-        for line in _entry_lines(ref, commit, found):
-            entry = decode_entry(line, ref)
-            entries.append(entry)
-            commit_of[entry.seq] = commit
-            lines[entry.seq] = line
+    try:
+        for commit, found in zip(commits, texts, strict=True):
+            for line in _entry_lines(ref, commit, found):
+                entry = decode_entry(line, ref)
+                entries.append(entry)
+                commit_of[entry.seq] = commit
+                lines[entry.seq] = line
+    finally:
+        texts.close()  # stopped early by a bad entry: its process ends now, not with the exception
     first = index.last_seq + 1 if index is not None else 1
     for expected, entry in enumerate(entries, start=first):
         if entry.seq != expected:
