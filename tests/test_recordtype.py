@@ -91,6 +91,34 @@ def test_a_field_without_a_default_after_one_with_is_refused_as_dataclasses_refu
     with pytest.raises(TypeError):
         recordtype.fields(object())
 
+    @recordtype.dataclass
+    class Base:
+        a: int
+
+    class Child(Base):
+        b: int = 0
+
+    with pytest.raises(TypeError, match="cannot inherit"):
+        recordtype.dataclass(Child)
+
+
+def test_a_frozen_record_with_its_own_eq_is_still_hashed_by_its_fields() -> None:
+    @recordtype.dataclass(frozen=True)
+    class Point:
+        x: int
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Point) and other.x == self.x
+
+    @dataclasses.dataclass(frozen=True)
+    class Theirs:
+        x: int
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Theirs) and other.x == self.x
+
+    assert hash(Point(1)) == hash(Point(1)) and hash(Theirs(1)) == hash(Theirs(1))
+
 
 def test_the_commands_an_agent_runs_most_never_load_dataclasses() -> None:
     """What `assay step run`, `claim` and `renew` import makes its record classes without `dataclasses` (nor

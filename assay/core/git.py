@@ -523,6 +523,8 @@ class ForgeGit:
     def _walk_parents(self, tip: str, since: str | None, most: int) -> None:
         """Learn the first parents from `tip` towards `since` (or the root) by reading the commits through the
         cat-file batch, at most `most` of them (what it learns is kept: commits never change)."""
+        if not _OBJECT_ID.fullmatch(tip):
+            return  # a name that can move (a ref, `HEAD`): never kept as if it were a commit
         sha: str | None = tip
         for _ in range(most):
             if sha is None or sha == since:
@@ -905,6 +907,7 @@ class ForgeGit:
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
 
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
 
 

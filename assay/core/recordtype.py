@@ -116,8 +116,10 @@ def _plain(value: Any) -> Any:
 
 def _process(cls: Any, frozen: bool) -> Any:
     own = cls.__dict__
+    if any(hasattr(base, "__record_fields__") for base in cls.__mro__[1:]):
+        raise TypeError(f"{cls.__qualname__}: a record class cannot inherit another's fields here")
     found: list[Field] = []
-    for name in own.get("__annotations__", {}):
+    for name in cls.__annotations__:  # the class's own (Python 3.10 on), however the interpreter keeps them
         value = own.get(name, MISSING)
         spec = value if isinstance(value, Field) else Field(value)
         spec.name = name
@@ -138,11 +140,13 @@ def _process(cls: Any, frozen: bool) -> Any:
         cls.__repr__ = _repr
     if "__eq__" not in own:
         cls.__eq__ = _eq
+    # a `__hash__` the body set, not the None Python puts beside a body's own `__eq__`, is kept (as dataclasses do)
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     if frozen:
         cls.__setattr__, cls.__delattr__ = _refuse_set, _refuse_delete
-        if "__hash__" not in own:
+        if not explicit_hash:
             cls.__hash__ = _hash
-    elif "__hash__" not in own:
+    elif not explicit_hash:
         cls.__hash__ = None
     return cls
 
