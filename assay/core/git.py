@@ -523,7 +523,7 @@ class ForgeGit:
     def _walk_parents(self, tip: str, since: str | None, most: int) -> None:
         """Learn the first parents from `tip` towards `since` (or the root) by reading the commits through the
         cat-file batch, at most `most` of them (what it learns is kept: commits never change)."""
-        if not _OBJECT_ID.fullmatch(tip):
+        if not OBJECT_ID.fullmatch(tip):
             return  # a name that can move (a ref, `HEAD`): never kept as if it were a commit
         sha: str | None = tip
         for _ in range(most):
@@ -907,7 +907,7 @@ class ForgeGit:
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
 
 
-_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full object id (SHA-1 or SHA-256)
 _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
 
 
@@ -982,10 +982,11 @@ def _vets_pushes(folder: Path, cache: Path) -> bool:
     kept_at = cache / VETTING_FILE
     kept = cachefile.load(kept_at)
     also = kept.get("also")
-    if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(kept.get("vets"), bool) \
-            and kept.get("stamps") == json.loads(json.dumps([*seen, *_stamps(also)])):
-        _VETTING[folder] = ([*seen, *_stamps(also)], also, kept["vets"])
-        return bool(kept["vets"])
+    if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(kept.get("vets"), bool):
+        stamps = [*seen, *_stamps(also)]  # lists of strings and numbers: as the file gives them back
+        if kept.get("stamps") == stamps:
+            _VETTING[folder] = (stamps, also, kept["vets"])
+            return bool(kept["vets"])
     started = time.time_ns()
     vets, also, settled = _read_vetting(folder)
     after = _stamps(also)  # stamped after the reading: one written as git read it may be newer than what it read

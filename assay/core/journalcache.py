@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from assay.core import recordtype
+from assay.core.git import OBJECT_ID
 from assay.core.records import JournalEntry
 
 FOLDER = "journal-decoded.v1"  # in the forge's cache: <brief>.json per brief
 FIELDS = tuple(f.name for f in recordtype.fields(JournalEntry))
 _DEFAULTS = {f.name: f.default for f in recordtype.fields(JournalEntry)}
-_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @recordtype.dataclass
@@ -53,7 +52,7 @@ def _decoded(raw: Any, brief: str) -> Decoded | None:
     if not isinstance(raw, dict) or raw.get("v") != 1 or raw.get("brief") != brief:
         return None
     tip, commits, rows = raw["tip"], raw["commits"], raw["entries"]
-    if tuple(raw["fields"]) != FIELDS or not isinstance(tip, str) or not _COMMIT.fullmatch(tip):
+    if tuple(raw["fields"]) != FIELDS or not isinstance(tip, str) or not OBJECT_ID.fullmatch(tip):
         return None
     if not isinstance(commits, list) or not isinstance(rows, list):
         return None

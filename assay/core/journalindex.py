@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assay.core.git import OBJECT_ID
 from assay.core.records import JournalEntry, decode_entry, journal_ref
 from assay.core.recordtype import dataclass
 
@@ -32,7 +32,6 @@ from assay.errors import IndexDamaged
 
 FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
 VERSION = "1"
-_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _CALLS = ("intent", "refused", "outcome_unknown")  # the entries a step identity is looked up by
 _TIMEOUT_S = 2.0  # an appender waits this long for another one; then it keeps its entries in memory
 
@@ -221,7 +220,7 @@ def open_index(cache: Path, brief: str) -> Index | None:
         last = conn.execute("SELECT min(seq), max(seq) FROM entries").fetchone()
         tip, last_seq = meta.get("tip"), int(meta.get("last_seq", "-1"))
         if meta.get("v") != VERSION or meta.get("brief") != brief or not isinstance(tip, str) \
-                or not _COMMIT.fullmatch(tip) or last_seq < 1 or tuple(last) != (1, last_seq):
+                or not OBJECT_ID.fullmatch(tip) or last_seq < 1 or tuple(last) != (1, last_seq):
             conn.close()
             return None
         return Index(path, conn, brief, tip, last_seq)

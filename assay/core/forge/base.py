@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from assay.core.chain import InvalidRecord
-from assay.core.git import RefUpdate
+from assay.core.git import OBJECT_ID, RefUpdate
 from assay.core.records import ReviewRecord
 from assay.core.recordtype import dataclass
 from assay.errors import UsageError
@@ -39,7 +39,6 @@ class Review:
 
 InvalidReview = InvalidRecord  # a review ref whose record does not decode; listed, never fatal
 BRANCH_PREFIX = "assay/"  # a brief's review is of its work branch, assay/<brief>
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 # -- the input every review port refuses (UsageError, exit 2) before it writes anything ----------------
@@ -59,7 +58,7 @@ def review_title(title: str) -> str:
 
 
 def commit_id(head: str) -> str:
-    if head and not _SHA.fullmatch(head):
+    if head and not OBJECT_ID.fullmatch(head):
         raise UsageError(f"{head!r} is not a full commit id")
     return head
 

@@ -37,7 +37,7 @@ from assay.core.forge.base import (
     review_title,
 )
 from assay.core.forge.etags import ETagStore, Kept, token_identity
-from assay.core.git import RefUpdate
+from assay.core.git import OBJECT_ID, RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, brief_id_problem, validate_brief_id
 from assay.core.recordtype import dataclass
 from assay.errors import AssayError, ForgeError, IllegalReviewChange, MergeConflict, NoReview, UsageError
@@ -55,7 +55,6 @@ MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command 
 KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim this often
 TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _STATUS_EPOCH = re.compile(r"; epoch (\d+)$")  # how a verify status names the epoch that posted it
 MAX_LISTED = 10_000  # items of one list read before the rest is left unread
 
@@ -425,7 +424,7 @@ class GitHubReviews:
         numbers = sorted(authors)
         head = str(_at(pull, "head", "sha") or "")
         statuses = []
-        for sha in dict.fromkeys([h for h in (head, *heads) if _SHA.fullmatch(h)]):
+        for sha in dict.fromkeys([h for h in (head, *heads) if OBJECT_ID.fullmatch(h)]):
             listed = self._get("statuses", f"{self._path}/commits/{sha}/statuses", {"per_page": 100}) or []
             statuses += [{"head": sha, "context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
                           "at": _iso(s.get("created_at")), "by": _login(s.get("creator")),
@@ -590,7 +589,7 @@ class GitHubReviews:
         """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence and the epoch
         posting it ("; epoch N" ends the description), so the audit judges it by that epoch's custody. A row whose
         evidence is there already, from any epoch, is not posted again."""
-        if not _SHA.fullmatch(head):
+        if not OBJECT_ID.fullmatch(head):
             raise UsageError(f"{head!r} is not a commit id")
         listed = f"{self._path}/commits/{head}/statuses"
         before = self._get("statuses", listed, {"per_page": 100}) or []
