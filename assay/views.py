@@ -8,12 +8,14 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
 
 from assay.core.claims import Claim, InvalidClaim, Liveness, fold_renewals
-from assay.core.records import human_age, parse_iso
+from assay.core.records import human_age, iso_seconds
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from assay.core.briefs import Problem
 
 
@@ -22,7 +24,7 @@ def claim_view(claim: Claim, now: float, written_age_s: int | None = None,
     """A claim as listings show it: `age_s` since its state changed, `written_age_s` since its tip was written (a
     renewal), `liveness` and `why` for a held claim (`claims.liveness`)."""
     r = claim.record
-    age = max(0, int(now - parse_iso(r.at).timestamp()))
+    age = max(0, int(now - iso_seconds(r.at)))
     return {"brief": r.brief, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
             "lease_s": r.lease_s, "branch": r.branch, "wait": r.wait, "reason": r.reason, "at": r.at,
             "age_s": age, "written_age_s": written_age_s, "liveness": live.word if live else "",

@@ -10,8 +10,9 @@ Each round measures, interleaved, on the same forge:
 - `assay step run --policy unsafe -- true` as a whole process (its intent and result are two pushes);
 - with no desk (the command line talking to the forge itself): whole `assay claim`, `assay renew` and
   `assay step run --policy safe -- true` processes, each on a brief of its own.
-Prints min / median / max of each and the median ratios to the floors (targets: each whole process
-<= 3x one raw push; the unsafe step under a desk <= 2.5x the raw two-ref push).
+Each `assay` process is pip's installed `assay` script (else `python -m assay`). Prints min / median / max
+of each and the median ratios to the floors (targets: each whole process <= 3x one raw push; the unsafe
+step under a desk <= 2.5x the raw two-ref push).
 """
 
 from __future__ import annotations
@@ -70,11 +71,14 @@ def main() -> None:
         server.start()
         scratch = tmp / "scratch.git"
         git("init", "-q", "--bare", str(scratch))
+        # the `assay` command as installed (pip's script beside this Python), as people and agents run it;
+        # `python -m assay` (its runpy costs a few ms more) where it is not installed
+        script = Path(sys.executable).parent / "assay"
+        cli = [str(script)] if script.is_file() else [sys.executable, "-m", "assay"]
         env = {**os.environ, "ASSAY_SOCKET": str(server.path), "ASSAY_BRIEF": "b0000", "ASSAY_DESK": "bench",
                "ASSAY_EPOCH": "1", "ASSAY_RUN": "run1"}
-        step = [sys.executable, "-m", "assay", "step", "run"]
+        step = [*cli, "step", "run"]
         bare = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_") or k == "ASSAY_CACHE_DIR"}
-        cli = [sys.executable, "-m", "assay"]
         figures: dict[str, list[float]] = {k: [] for k in ("push", "push2", "safe", "unsafe", "claim", "renew",
                                                             "direct")}
         for i in range(opts.rounds):

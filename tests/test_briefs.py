@@ -122,17 +122,17 @@ def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_mi
     port = ForgeGit(forge.url)
     main = port.ls_remote("refs/heads/main")["refs/heads/main"]
     cold = briefs_on_main(port, main)
-    assert (port.cache / PARSED).exists()
+    parsed = Path(port.cache) / PARSED
+    assert parsed.exists()
     assert briefs_on_main(port, main) == cold  # warm: from the cache, the same briefs and problems
-    cached = json.loads((port.cache / PARSED).read_text())
+    cached = json.loads(parsed.read_text())
     key = next(k for k in cached if k.endswith(":deps.md"))
     cached[key]["brief"]["title"] = "read from the cache"
-    (port.cache / PARSED).write_text(json.dumps(cached))
+    parsed.write_text(json.dumps(cached))
     assert next(b.title for b in briefs_on_main(port, main)[0] if b.id == "deps") == "read from the cache"
-    (port.cache / PARSED).write_text('{"junk": 1, "' + next(iter(json.loads((port.cache / PARSED).read_text())))
-                                     + '": {"brief": {"id": 3}}}')
+    parsed.write_text('{"junk": 1, "' + next(iter(json.loads(parsed.read_text()))) + '": {"brief": {"id": 3}}}')
     assert briefs_on_main(port, main) == cold
-    (port.cache / PARSED).write_text("not json")
+    parsed.write_text("not json")
     assert briefs_on_main(port, main) == cold
     forge.add_brief("deps", "---\ntitle: Deps, renamed\n---\n")
     main = port.ls_remote("refs/heads/main")["refs/heads/main"]

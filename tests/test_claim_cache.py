@@ -20,14 +20,14 @@ def fresh_listing(forge: Forge, tmp_path: Path, name: str) -> tuple[list[Claim],
     """Every claim as read with an empty cache directory: no decoded records to take."""
     port = ForgeGit(forge.url, cache_root=tmp_path / name)
     try:
-        assert not (port.cache / DECODED).exists()
+        assert not (Path(port.cache) / DECODED).exists()
         return Claims(port).list_all()
     finally:
         port.close()
 
 
 def cached(claims: Claims) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((claims.git.cache / DECODED).read_text())
+    loaded: dict[str, Any] = json.loads((Path(claims.git.cache) / DECODED).read_text())
     return loaded
 
 
@@ -52,7 +52,7 @@ def test_a_tip_in_the_cache_is_not_read_again(claims: Claims) -> None:
     claims.list_all()
     data = cached(claims)
     data["claims"][alpha.sha][4] = "someone/else/1/beef"  # the holder
-    (claims.git.cache / DECODED).write_text(json.dumps(data))
+    (Path(claims.git.cache) / DECODED).write_text(json.dumps(data))
     (listed,), _ = claims.list_all()
     assert listed.sha == alpha.sha and listed.record.holder == "someone/else/1/beef"
 
@@ -76,7 +76,7 @@ def test_a_damaged_or_foreign_cache_is_only_a_miss(claims: Claims, forge: Forge,
     expected = fresh_listing(forge, tmp_path, "fresh")
     claims.list_all()
     good = cached(claims)
-    path = claims.git.cache / DECODED
+    path = Path(claims.git.cache) / DECODED
     entry = good["claims"][alpha.sha]
     damaged: list[str] = [
         "not json",

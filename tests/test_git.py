@@ -30,12 +30,12 @@ def test_objects_we_write_are_the_objects_git_would_write(port: ForgeGit) -> Non
     sub = port.write_tree([TreeEntry("x", blob)])
     entries = [TreeEntry("b.txt", blob), TreeEntry("a", sub, "40000"), TreeEntry("a.txt", blob)]
     tree = port.write_tree(entries)
-    mktree = subprocess.run(["git", "mktree"], cwd=port.cache, capture_output=True, input=(
+    mktree = subprocess.run(["git", "mktree"], cwd=Path(port.cache), capture_output=True, input=(
         f"100644 blob {blob}\tb.txt\n040000 tree {sub}\ta\n100644 blob {blob}\ta.txt\n").encode()).stdout
     assert tree == mktree.decode().strip()
     commit = port.write_commit(tree, [], "msg", Signature("n", "e@x"), when=0)
-    assert git("cat-file", "-t", commit, cwd=port.cache).strip() == "commit"
-    assert git("fsck", "--no-dangling", cwd=port.cache) == ""
+    assert git("cat-file", "-t", commit, cwd=Path(port.cache)).strip() == "commit"
+    assert git("fsck", "--no-dangling", cwd=Path(port.cache)) == ""
 
 
 def test_read_objects_batches_and_reports_missing(port: ForgeGit) -> None:
@@ -93,7 +93,7 @@ def test_a_short_chain_is_read_through_the_batch_and_a_long_one_by_rev_list(port
     for i in range(WALK_AT_MOST * 2):
         shas.append(new_commit(port, f"c{i}", shas[-1:]))
     side = new_commit(port, "side")
-    fresh = ForgeGit(port.url, cache_root=port.cache.parent)
+    fresh = ForgeGit(port.url, cache_root=Path(port.cache).parent)
     try:
         assert fresh.rev_list(shas[4]) == shas[4::-1]  # five commits to the root: walked
         assert set(fresh._parents) == set(shas[:5])
@@ -102,7 +102,7 @@ def test_a_short_chain_is_read_through_the_batch_and_a_long_one_by_rev_list(port
         assert fresh.rev_list(shas[-1], since=side) == shas[::-1] and fresh.rev_list(shas[3], since=shas[3]) == []
         assert fresh.rev_list(shas[-1], limit=3) == shas[-1:-4:-1]
         assert fresh.rev_list(shas[-1], limit=12) == shas[-1:-13:-1]
-        other = ForgeGit(port.url, cache_root=port.cache.parent)  # the chain read part of the way, git the rest
+        other = ForgeGit(port.url, cache_root=Path(port.cache).parent)  # the chain read part of the way, git the rest
         try:
             assert other.rev_list(shas[-1], since=shas[1]) == shas[-1:1:-1]
             assert other.rev_list(shas[-1], since=side) == shas[::-1]
@@ -204,7 +204,7 @@ def test_credentials_in_urls_are_redacted() -> None:
 
 def test_the_cache_is_shared_safely_by_name(forge: Forge) -> None:
     a, b = ForgeGit(forge.url), ForgeGit(forge.url)
-    assert a.cache == b.cache and (a.cache / "objects").is_dir()
+    assert a.cache == b.cache and (Path(a.cache) / "objects").is_dir()
     assert os.environ["ASSAY_CACHE_DIR"] in str(a.cache)
     assert ZERO == "0" * 40
 
@@ -251,9 +251,9 @@ def test_the_cache_is_packed_as_it_grows_and_keeps_every_object(port: ForgeGit,
     shas = [port.write_blob(f"object {i}\n".encode()) for i in range(10)]
     assert None not in port.read_typed(shas)  # a batch reader is running before the cache is packed
     shas += [port.write_blob(f"object {i}\n".encode()) for i in range(10, 3000)]
-    loose = sum(len([n for n in os.listdir(d) if len(n) == 38]) for d in (port.cache / "objects").iterdir()
+    loose = sum(len([n for n in os.listdir(d) if len(n) == 38]) for d in (Path(port.cache) / "objects").iterdir()
                 if len(d.name) == 2)
-    packs = [n for n in os.listdir(port.cache / "objects" / "pack") if n.endswith(".pack")]
+    packs = [n for n in os.listdir(Path(port.cache) / "objects" / "pack") if n.endswith(".pack")]
     assert loose < 3000 - 2000 and 1 <= len(packs) <= 2
     found = port.read_typed(shas)
     assert all(o is not None and o.data == f"object {i}\n".encode() for i, o in enumerate(found))
@@ -344,15 +344,15 @@ def test_a_forge_config_git_cannot_read_is_taken_to_vet_pushes_and_asked_again(f
     cache = tmp_path / "vetting-cache"
     cache.mkdir()
     gitmod._VETTING.clear()
-    assert gitmod._vets_pushes(forge.path, cache) is True
+    assert gitmod._vets_pushes(str(forge.path), str(cache)) is True
     assert not (cache / gitmod.VETTING_FILE).exists()
     rules.write_text("[receive]\n\tdenyDeletes = true\n")
     gitmod._VETTING.clear()
-    assert gitmod._vets_pushes(forge.path, cache) is True
+    assert gitmod._vets_pushes(str(forge.path), str(cache)) is True
     rules.write_text("")
     os.utime(rules, (1_700_000_000, 1_700_000_000))  # mended long ago: the answer is kept
     gitmod._VETTING.clear()
-    assert gitmod._vets_pushes(forge.path, cache) is False
+    assert gitmod._vets_pushes(str(forge.path), str(cache)) is False
     assert (cache / gitmod.VETTING_FILE).exists()
     gitmod._VETTING.clear()
 

@@ -82,7 +82,7 @@ def test_a_damaged_kept_log_is_ignored_and_written_again(forge: Forge, tmp_path:
         log = read(forge)
         assert log.decoded == KEEP_AFTER
         assert log.entries == whole(forge, tmp_path).entries
-        assert journalcache.load(path.parent.parent, "alpha") is not None  # written whole again
+        assert journalcache.load(str(path.parent.parent), "alpha") is not None  # written whole again
 
 
 def test_a_kept_log_off_the_chain_is_not_used(forge: Forge, tmp_path: Path) -> None:
@@ -113,7 +113,7 @@ def test_another_briefs_kept_log_is_ignored(forge: Forge, tmp_path: Path) -> Non
 def test_a_cache_that_cannot_be_written_fails_nothing(forge: Forge, tmp_path: Path) -> None:
     append(forge, notes(1, KEEP_AFTER))
     port = ForgeGit(forge.url)
-    (port.cache / journalcache.FOLDER).write_text("a file where the folder goes")
+    (Path(port.cache) / journalcache.FOLDER).write_text("a file where the folder goes")
     try:
         log = read_log(port, "alpha")
     finally:
@@ -153,7 +153,7 @@ def test_racing_writers_leave_one_whole_file(forge: Forge, tmp_path: Path) -> No
     outs = [racer.communicate(timeout=120)[0] for racer in racers]
     assert [racer.returncode for racer in racers] == [0] * 4
     assert [int(out) for out in outs] == [0] * 4  # no racer ever read a partial or mixed file
-    kept = journalcache.load(_kept("alpha").parent.parent, "alpha")
+    kept = journalcache.load(str(_kept("alpha").parent.parent), "alpha")
     assert kept is not None and kept.entries == whole(forge, tmp_path).entries
     assert [p.name for p in _kept("alpha").parent.iterdir()] == ["alpha.json"]  # no temp files left
 

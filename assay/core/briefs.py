@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 from assay.core import cachefile
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
 from assay.core.records import MAIN_REF, check_tip, validate_brief_id
 from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import BriefIdInvalid, BriefInvalid
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "verify")
 VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
@@ -445,7 +449,7 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
     git.ensure_objects({MAIN_REF: main})
     tree, problems = main_folder(git, main, BRIEFS_DIR)
     files = sorted(e for e in tree if e.name.endswith(".md") and e.name.lower() != "readme.md")
-    cache_path = git.cache / PARSED
+    cache_path = os.path.join(git.cache, PARSED)
     known = _load_parsed(cache_path)
     raw: dict[str, dict[str, Any]] = {}
     results: dict[str, tuple[Brief | None, list[Problem]]] = {}
@@ -494,7 +498,7 @@ def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
     return brief, [Problem(**p) for p in item.get("problems", [])]
 
 
-def _load_parsed(path: Path) -> dict[str, dict[str, Any]]:
+def _load_parsed(path: str) -> dict[str, dict[str, Any]]:
     """The cache of parsed briefs; empty if absent or unreadable (it is only ever a shortcut)."""
     return {k: v for k, v in cachefile.load(path).items() if isinstance(v, dict)}
 

@@ -7,26 +7,32 @@ written by another version reads the objects again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
-def load(path: Path) -> dict[str, Any]:
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The JSON object in `path`; empty if it is absent, unreadable or not an object."""
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as text:
+            loaded = json.loads(text.read())
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
 
 
-def save(path: Path, data: dict[str, Any]) -> None:
+def save(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Replace `path` with `data`, whole or not at all: the last of racing writers wins, each one complete."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
     try:
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, path)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
 
 from assay.core.crash import crash_point
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, refusal_hint
@@ -19,8 +18,13 @@ from assay.core.records import brief_of_ref, check_tip
 from assay.core.recordtype import dataclass
 from assay.errors import Busy, ForgeRefused, RecordInvalid
 
-T = TypeVar("T")
-R = TypeVar("R")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+    R = TypeVar("R")
+
 TRIES = 30  # attempts of one change while other writers keep moving its refs
 BACKOFF_CAP_S = 0.5
 Files = Mapping[str, "bytes | Mapping[str, bytes]"]  # a file, or a folder of files

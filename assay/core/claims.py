@@ -12,7 +12,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from assay.core import cachefile, chain, retired
 from assay.core.git import ForgeGit, GitObject, RefUpdate, committed_at
@@ -42,7 +41,11 @@ from assay.errors import (
     UsageError,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:  # a scan (briefs, observations) is read by a look or a listing, not by a claim or a renewal
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
     from assay.core.scan import Scan
 
 Clock = Callable[[], float]
@@ -221,7 +224,7 @@ class Claims:
         entry never goes stale); the others are read with one fetch and one cat-file batch.
         Listings and choosing use this; every write still reads its tip and compares-and-swaps.
         """
-        path = self.git.cache / DECODED
+        path = os.path.join(self.git.cache, DECODED)
         known = cachefile.load(path)
         remembered = known.get("claims") if known.get("v") == FORMAT_VERSION else None
         memo: dict[str, Any] = remembered if isinstance(remembered, dict) else {}
@@ -478,7 +481,6 @@ def _recall(item: Any, ref: str) -> ClaimRecord | None:
     return ClaimRecord(brief, state, epoch, desk, holder, lease_s, branch, at, wait, reason)
 
 
-T = TypeVar("T")
 
 
 PROGRESS = "Progress: "  # the line of a renewal commit's message that carries the agent's progress

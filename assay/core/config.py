@@ -4,15 +4,16 @@ github.com (or on the host of `ASSAY_GITHUB_API`)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from assay.core.digests import sha256_hex
 from assay.core.git import is_local_path, local_repo_origin
 from assay.core.recordtype import dataclass
 from assay.errors import ConfigInvalid, UsageError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from assay.core.claims import Claims
     from assay.core.forge.base import Reviews
     from assay.core.forge.github import GitHubTarget
@@ -27,19 +28,31 @@ class ForgeChoice:
     source: str  # where it came from, for messages
 
 
-def find_config(start: Path) -> Path | None:
-    for folder in (start, *start.parents):
-        candidate = folder / CONFIG_NAME
-        if candidate.is_file():
+def find_config(start: str | os.PathLike[str]) -> str | None:
+    """The `.assay.yaml` in `start` or the nearest folder above it."""
+    for folder in _upwards(start):
+        candidate = os.path.join(folder, CONFIG_NAME)
+        if os.path.isfile(candidate):
             return candidate
     return None
 
 
-def load_config(path: Path) -> dict[str, object]:
+def _upwards(start: str | os.PathLike[str]) -> list[str]:
+    """`start` and each folder above it, as `Path(start)` and its parents are (paths, without loading pathlib)."""
+    folder = os.path.normpath(os.fspath(start))
+    found = [folder]
+    while (parent := os.path.dirname(folder)) != folder:
+        folder = parent
+        found.append(folder)
+    return found
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, object]:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as text:
+            data = yaml.safe_load(text.read())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -55,8 +68,8 @@ def load_config(path: Path) -> dict[str, object]:
     return data
 
 
-def resolve_forge(flag: str | None, cwd: Path | None = None) -> ForgeChoice:
-    cwd = cwd or Path.cwd()
+def resolve_forge(flag: str | None, cwd: str | os.PathLike[str] | None = None) -> ForgeChoice:
+    cwd = os.fspath(cwd) if cwd else os.getcwd()
     if flag:
         return ForgeChoice(_normalise(flag, cwd), "--forge")
     env = os.environ.get("ASSAY_FORGE")
@@ -68,24 +81,24 @@ def resolve_forge(flag: str | None, cwd: Path | None = None) -> ForgeChoice:
         if forge is not None:
             if not isinstance(forge, str) or not forge.strip():
                 raise ConfigInvalid(f"{config}: `forge:` must be a URL or path")
-            return ForgeChoice(_normalise(forge, config.parent), str(config))
-    origin = local_repo_origin(cwd) if (cwd / ".git").exists() or _inside_repo(cwd) else None
+            return ForgeChoice(_normalise(forge, os.path.dirname(config)), config)
+    origin = local_repo_origin(cwd) if _inside_repo(cwd) else None
     if origin:
         return ForgeChoice(_normalise(origin, cwd), "the repository's origin")
     raise UsageError("no forge is configured",
                      hint="pass --forge URL|PATH, set ASSAY_FORGE, or run `assay init --local-forge DIR`")
 
 
-def _inside_repo(cwd: Path) -> bool:
-    return any((p / ".git").exists() for p in (cwd, *cwd.parents))
+def _inside_repo(cwd: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, ".git")) for folder in _upwards(cwd))
 
 
-def _normalise(url: str, base: Path) -> str:
+def _normalise(url: str, base: str) -> str:
     url = url.strip()
     if url.startswith("file://"):
         return url
     if is_local_path(url):
-        return str((base / os.path.expanduser(url)).resolve())
+        return os.path.realpath(os.path.join(base, os.path.expanduser(url)))
     return url
 
 
@@ -95,7 +108,7 @@ class Ports:
     Verbs receive it; none builds its own git, claims or reviews.
     """
 
-    def __init__(self, flag: str | None, cwd: Path | None = None) -> None:
+    def __init__(self, flag: str | None, cwd: str | os.PathLike[str] | None = None) -> None:
         self.flag, self.cwd = flag, cwd
         self._git: ForgeGit | None = None
         self._claims: Claims | None = None
@@ -132,7 +145,7 @@ class Ports:
         self.close()
 
 
-def open_forge(flag: str | None, cwd: Path | None = None) -> ForgeGit:
+def open_forge(flag: str | None, cwd: str | os.PathLike[str] | None = None) -> ForgeGit:
     """The git port for the chosen forge."""
     from assay.core.git import ForgeGit
 
@@ -161,13 +174,17 @@ def open_reviews(git: ForgeGit) -> Reviews:
         raise UsageError(f"the forge is GitHub ({target.repo}) and no token is set",
                          hint="set GITHUB_TOKEN (or GH_TOKEN) to a token with contents, pull requests and "
                               "statuses write access")
+    from pathlib import Path
+
     from assay.core.forge.github import GitHubReviews
 
-    return GitHubReviews(target, token, cache_dir=git.cache / "github")
+    return GitHubReviews(target, token, cache_dir=Path(git.cache, "github"))
 
 
 def state_dir_for(url: str, explicit: Path | None = None) -> Path:
     """Where a desk keeps worktrees and prompts for this forge."""
+    from pathlib import Path  # here: the short commands scripts and agents call in loops do not load pathlib
+
     if explicit:
         return usable_folder(explicit.absolute(), "--state-dir")  # the agent runs elsewhere: never relative
     base = os.environ.get("ASSAY_STATE_DIR") or os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
@@ -189,16 +206,19 @@ def usable_folder(path: Path, named_by: str) -> Path:
     return path
 
 
-PACKAGE = Path(__file__).resolve().parents[1]  # the `assay` package, whichever wing this module sits in
+PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the `assay` package, whichever wing
+# this module sits in
 SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
 
 
 def defaults_dir(kind: str) -> Path:
     """Where the shipped defaults live: inside the installed package, or the source checkout."""
-    packaged = PACKAGE / "_defaults" / kind
+    from pathlib import Path
+
+    packaged = Path(PACKAGE, "_defaults", kind)
     if packaged.is_dir():
         return packaged
-    source = PACKAGE.parent / SOURCES.get(kind, kind)
+    source = Path(PACKAGE).parent / SOURCES.get(kind, kind)
     if source.is_dir():
         return source
     raise UsageError(f"the default {kind}/ folder is missing from this installation", hint="reinstall assay")

@@ -8,7 +8,6 @@ Steering is an entry alone. Inside a run a desk uses `Journal.transition` on its
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.digests import sha256_hex
@@ -16,6 +15,10 @@ from assay.core.journal import append_as_person, transition_as
 from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
 from assay.core.retired import check_not_retired, require_known
 from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def parse_condition(on: str) -> str:

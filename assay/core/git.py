@@ -14,6 +14,7 @@ the source is a raw object id. We run the `git` binary and parse `--porcelain`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -24,12 +25,11 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Generator, Iterable, Sequence
-from pathlib import Path
-from typing import IO, Literal, NamedTuple
 
 from assay.core import cachefile
 from assay.core.credentials import http_userinfo, redact, strip_credentials, token_for
 from assay.core.digests import sha1_hex, sha256_hex
+from assay.core.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree, UsageError
 
 ZERO = "0" * 40
@@ -38,7 +38,13 @@ PUSH_TRIES = 6  # pushes of one update while racing writers hold ref locks
 MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
 LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
 PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
-PushStatus = Literal["ok", "stale", "rejected"]
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import IO, Literal
+
+    PushStatus = Literal["ok", "stale", "rejected"]
 
 
 class RefUpdate(NamedTuple):
@@ -110,12 +116,12 @@ def auth_env(url: str, token: str, user: str = "x-access-token") -> dict[str, st
     return env
 
 
-def default_cache_root() -> Path:
+def default_cache_root() -> str:
     explicit = os.environ.get("ASSAY_CACHE_DIR")
     if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "assay"
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "assay")
 
 
 def _seconds(name: str, default: float) -> float:
@@ -136,7 +142,7 @@ def _timeout() -> float:
     return _seconds("ASSAY_GIT_TIMEOUT", 120)
 
 
-def run_git(args: Sequence[str], cwd: Path | None = None, input: bytes | None = None,
+def run_git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, input: bytes | None = None,
             timeout: float | None = None, check: bool = True,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run one git command; a failure raises ForgeError with git's own words."""
@@ -185,7 +191,7 @@ WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `r
 class ForgeGit:
     """Reads and CAS-writes refs of one forge through a local cache repository."""
 
-    def __init__(self, url: str, cache_root: Path | None = None, token: str | None = None) -> None:
+    def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
         self.url = url
         self.remote = strip_credentials(url) if http_userinfo(url) else url  # what git's argument lists show
         token = token if token is not None else token_for(url)
@@ -197,9 +203,9 @@ class ForgeGit:
                 auth_env(self.remote, userinfo[0])
         else:
             self._env = None
-        root = cache_root or default_cache_root()
+        root = os.fspath(cache_root) if cache_root else default_cache_root()
         self._spawn = (root, token)  # what `spare` builds a twin from
-        self.cache = root / sha256_hex(url.encode())[:20]
+        self.cache = os.path.join(root, sha256_hex(url.encode())[:20])  # a path (str): pathlib is not loaded here
         self._batch: subprocess.Popen[bytes] | None = None
         self._last_push_error = ""
         self._written = 0
@@ -213,17 +219,18 @@ class ForgeGit:
     # -- the local cache ----------------------------------------------------------
 
     def _ensure_cache(self) -> None:
-        if (self.cache / "objects").is_dir():
+        if os.path.isdir(os.path.join(self.cache, "objects")):
             return
+        parent = os.path.dirname(self.cache)
         try:
-            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             import tempfile  # here, as random and shutil below: a short command that needs none skips them
 
-            tmp = Path(tempfile.mkdtemp(prefix=".init-", dir=self.cache.parent))
+            tmp = tempfile.mkdtemp(prefix=".init-", dir=parent)
         except OSError as exc:
-            raise UsageError(f"cannot use {self.cache.parent} as Assay's cache: {exc.strerror}",
+            raise UsageError(f"cannot use {parent} as Assay's cache: {exc.strerror}",
                              hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
-        run_git(["init", "--bare", "-q", str(tmp)])
+        run_git(["init", "--bare", "-q", tmp])
         # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
         # process sharing this cache never sees a commit whose tree is still being written.
         for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
@@ -231,7 +238,8 @@ class ForgeGit:
                            ("assay.forge", strip_credentials(self.url))):
             run_git(["config", key, value], cwd=tmp)
         for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
-            (tmp / "objects" / f"{i:02x}").mkdir(exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.join(tmp, "objects", f"{i:02x}"))
         try:
             os.rename(tmp, self.cache)
         except OSError:  # another process made it first; theirs is as good as ours
@@ -267,11 +275,11 @@ class ForgeGit:
                 refs[ref] = sha
         return refs
 
-    def _ls_refs(self, folder: Path, patterns: Sequence[str]) -> dict[str, str]:
+    def _ls_refs(self, folder: str, patterns: Sequence[str]) -> dict[str, str]:
         """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
         each pattern: the forge reads the refs under those prefixes, not all of them."""
         self.round_trips["ls-remote"] += 1
-        proc = run_git(["upload-pack", "--stateless-rpc", str(folder)], input=_ls_refs_request(patterns),
+        proc = run_git(["upload-pack", "--stateless-rpc", folder], input=_ls_refs_request(patterns),
                        check=False, env={**git_env(), "GIT_PROTOCOL": "version=2"})
         if proc.returncode != 0:
             raise self._unreadable(proc.stderr)
@@ -598,8 +606,10 @@ class ForgeGit:
             pointer = (path / ".git").read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return False
+        from pathlib import Path  # here: the commands a desk's agent runs in loops do not load pathlib
+
         target = Path(pointer.removeprefix("gitdir:").strip())
-        return target.resolve().is_relative_to((self.cache / "worktrees").resolve())
+        return target.resolve().is_relative_to(Path(self.cache, "worktrees").resolve())
 
     def _rehome(self, path: Path, commit: str) -> None:
         """Make a worktree another cache made (ASSAY_CACHE_DIR changed) one of this cache's, keeping its files:
@@ -664,18 +674,18 @@ class ForgeGit:
         cache has no refs, so nothing in it counts as reachable. Safe while other processes write:
         a loose object is removed only once it is in a pack.
         """
-        objects = self.cache / "objects"
-        sample = objects / "17"
-        loose = sum(1 for name in os.listdir(sample) if len(name) == 38) * 256 if sample.is_dir() else 0
+        objects = os.path.join(self.cache, "objects")
+        sample = os.path.join(objects, "17")
+        loose = sum(1 for name in os.listdir(sample) if len(name) == 38) * 256 if os.path.isdir(sample) else 0
         if loose > LOOSE_LIMIT:  # by name: `git repack` would pack only what refs reach, and the cache has none
-            names = [d.name + f for d in objects.iterdir() if len(d.name) == 2 and d.is_dir()
-                     for f in os.listdir(d) if len(f) == 38]
-            packed = self._git("pack-objects", "-q", str(objects / "pack" / "pack"), check=False,
+            folders = [d for d in os.listdir(objects) if len(d) == 2 and os.path.isdir(os.path.join(objects, d))]
+            names = [d + f for d in folders for f in os.listdir(os.path.join(objects, d)) if len(f) == 38]
+            packed = self._git("pack-objects", "-q", os.path.join(objects, "pack", "pack"), check=False,
                                input="".join(f"{n}\n" for n in names).encode())
             if packed.returncode == 0:
                 self._git("prune-packed", "-q", check=False)
-        packs = objects / "pack"
-        if packs.is_dir() and sum(1 for n in os.listdir(packs) if n.endswith(".pack")) > PACK_LIMIT:
+        packs = os.path.join(objects, "pack")
+        if os.path.isdir(packs) and sum(1 for n in os.listdir(packs) if n.endswith(".pack")) > PACK_LIMIT:
             self._git("repack", "-a", "-d", "-q", "--keep-unreachable", "--no-write-bitmap-index", check=False)
 
     def write_blob(self, data: bytes) -> str:
@@ -705,15 +715,15 @@ class ForgeGit:
         A forge whose refs are a reftable has no loose refs.
         """
         path = local_forge_path(self.url)
-        if path is None or not (path / "refs").is_dir():
+        if path is None or not os.path.isdir(os.path.join(path, "refs")):
             return None
         # the objects pushes left loose, as receive-pack does after each push (a repack it starts goes on in the
         # background: a desk's pass does not wait for it)
-        run_git(["--git-dir", str(path), "gc", "--auto", "--quiet"], check=False)
-        loose = sum(len(files) for _, _, files in os.walk(path / "refs"))
+        run_git(["--git-dir", path, "gc", "--auto", "--quiet"], check=False)
+        loose = sum(len(files) for _, _, files in os.walk(os.path.join(path, "refs")))
         if loose_at_least and loose < loose_at_least:
             return None
-        proc = run_git(["--git-dir", str(path), "pack-refs", "--all", "--prune"], check=False)
+        proc = run_git(["--git-dir", path, "pack-refs", "--all", "--prune"], check=False)
         return loose if proc.returncode == 0 else None
 
     # -- compare-and-swap push ------------------------------------------------------
@@ -773,7 +783,7 @@ class ForgeGit:
         return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                 else results[u.ref] for u in updates}
 
-    def _send_loose(self, folder: Path, updates: Sequence[RefUpdate]) -> bool:
+    def _send_loose(self, folder: str, updates: Sequence[RefUpdate]) -> bool:
         """Give a forge on this machine the objects of `updates` as the loose files this process wrote, when that
         is all they need: every object the new tips reach is either one of those (read back from the cache, so
         what it reaches is followed) or a loose object the forge already has, and they are fewer than
@@ -789,11 +799,12 @@ class ForgeGit:
                 continue
             seen.add(sha)
             if sha not in self._fresh:
-                if os.path.isfile(folder / "objects" / sha[:2] / sha[2:]):
+                if os.path.isfile(f"{folder}/objects/{sha[:2]}/{sha[2:]}"):
                     continue
                 return False
             try:
-                stored = (self.cache / "objects" / sha[:2] / sha[2:]).read_bytes()
+                with open(f"{self.cache}/objects/{sha[:2]}/{sha[2:]}", "rb") as loose:
+                    stored = loose.read()
                 raw = zlib.decompress(stored)
             except (OSError, zlib.error):  # packed by `maintain` meanwhile
                 return False
@@ -813,26 +824,28 @@ class ForgeGit:
             if len(send) >= UNPACK_BELOW:  # so many are better sent as one pack, as receive-pack keeps them
                 return False
         for sha, stored in send.items():
-            target = folder / "objects" / sha[:2]
-            if (target / sha[2:]).exists():
+            target = f"{folder}/objects/{sha[:2]}"
+            if os.path.exists(f"{target}/{sha[2:]}"):
                 continue
-            partial = target / f"tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
+            partial = f"{target}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
             try:
-                if not target.is_dir():
-                    target.mkdir(exist_ok=True)  # in the forge's objects folder only: a forge moved away stays away
+                if not os.path.isdir(target):
+                    with contextlib.suppress(FileExistsError):  # in the forge's objects folder only: a forge moved
+                        os.mkdir(target)  # away stays away
                 fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
                 try:
                     os.write(fd, stored)
                 finally:
                     os.close(fd)
-                os.replace(partial, target / sha[2:])
+                os.replace(partial, f"{target}/{sha[2:]}")
             except OSError:
-                partial.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    os.unlink(partial)
                 return False
         self._fresh.difference_update(send)
         return True
 
-    def _send_objects(self, folder: Path, updates: Sequence[RefUpdate]) -> bool:
+    def _send_objects(self, folder: str, updates: Sequence[RefUpdate]) -> bool:
         """Give a forge on this machine the objects of `updates` it lacks, as one pack (`pack-objects --revs`,
         leaving out what the expected tips hold), unpacked loose when small, as `receive-pack` does, or kept as a
         pack (`index-pack`); False if that could not be done."""
@@ -845,14 +858,14 @@ class ForgeGit:
         try:
             pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
             count = int.from_bytes(pack[8:12], "big")  # the pack header: "PACK", version, object count
-            run_git(["--git-dir", str(folder), *(["unpack-objects", "-q"] if count < UNPACK_BELOW
+            run_git(["--git-dir", folder, *(["unpack-objects", "-q"] if count < UNPACK_BELOW
                                                    else ["index-pack", "--stdin"])], input=pack, timeout=_timeout())
         except ForgeError as exc:
             self._last_push_error = exc.message
             return False
         return True
 
-    def _transact(self, folder: Path, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
+    def _transact(self, folder: str, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
         """An atomic push to a forge on this machine (its objects there already), as the forge's own ref
         transaction: `update-ref --stdin` moves every ref at once, each only from its expected value, or none:
         the compare-and-swap `receive-pack` makes, without its four processes (a third of a small push's
@@ -861,7 +874,7 @@ class ForgeGit:
         commands = "".join(f"update {u.ref} {u.new} {u.expected}\n" if u.new != ZERO
                            else f"delete {u.ref} {u.expected}\n" for u in updates)
         try:
-            proc = run_git(["--git-dir", str(folder), "update-ref", "--stdin"], input=commands.encode(),
+            proc = run_git(["--git-dir", folder, "update-ref", "--stdin"], input=commands.encode(),
                            check=False, timeout=_timeout() + 0.01 * len(updates))
         except ForgeError as exc:
             self._last_push_error = exc.message
@@ -962,13 +975,13 @@ def _pkt_lines(data: bytes) -> list[str]:
     return out
 
 
-_VETTING: dict[Path, tuple[list[object], list[str], bool]] = {}  # a forge's folder: stamps, included files, answer
+_VETTING: dict[str, tuple[list[object], list[str], bool]] = {}  # a forge's folder: stamps, included files, answer
 RACY_NS = 50_000_000  # a file written this close to a reading may be newer than what was read (file clocks are coarse)
 VETTING_FILE = "forge-vetting.json"  # in the forge's cache: `_vets_pushes`'s answer and the stamps it was read from
 _RULES = re.compile(r"receive\.|core\.hookspath$|core\.sharedrepository$")  # config keys, as git lists them
 
 
-def _vets_pushes(folder: Path, cache: Path) -> bool:
+def _vets_pushes(folder: str, cache: str) -> bool:
     """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
     `core.hooksPath` points), `receive.*` rules (`denyDeletes`, say) or shared permissions
     (`core.sharedRepository`, which git applies to each file it writes). Then every push goes through git push.
@@ -979,7 +992,7 @@ def _vets_pushes(folder: Path, cache: Path) -> bool:
     known = _VETTING.get(folder)
     if known is not None and known[0] == [*seen, *_stamps(known[1])]:
         return known[2]
-    kept_at = cache / VETTING_FILE
+    kept_at = os.path.join(cache, VETTING_FILE)
     kept = cachefile.load(kept_at)
     also = kept.get("also")
     if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(kept.get("vets"), bool):
@@ -1000,22 +1013,22 @@ def _vets_pushes(folder: Path, cache: Path) -> bool:
     return vets
 
 
-def _vetting_key(folder: Path) -> list[object]:
+def _vetting_key(folder: str) -> list[object]:
     """What `_read_vetting`'s answer depends on, but for the files the config includes: the stamps of the config
     files git reads (the forge's, this user's and this machine's, or those `GIT_CONFIG_GLOBAL` and
     `GIT_CONFIG_SYSTEM` name) and of the forge's hooks, and a digest of the `GIT_CONFIG*` variables (never their
     values: one may carry a token)."""
     given = sorted((name, value) for name, value in os.environ.items() if name.startswith("GIT_CONFIG"))
-    home = Path(os.environ.get("HOME", "/"))
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    hooks = folder / "hooks"
-    paths = [str(folder / "config"), str(hooks)]
+    home = os.environ.get("HOME", "/")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    hooks = os.path.join(folder, "hooks")
+    paths = [os.path.join(folder, "config"), hooks]
     named = os.environ.get("GIT_CONFIG_GLOBAL")
-    paths += [named] if named else [str(home / ".gitconfig"), str(xdg / "git" / "config")]
+    paths += [named] if named else [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
     if os.environ.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
         paths.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
-    if hooks.is_dir():
-        paths += sorted(str(p) for p in hooks.iterdir())  # a hook made executable in place: its own stamp changes
+    if os.path.isdir(hooks):  # a hook made executable in place: its own stamp changes
+        paths += sorted(os.path.join(hooks, name) for name in os.listdir(hooks))
     return [sha256_hex(json.dumps(given).encode()), *_stamps(paths)]
 
 
@@ -1032,14 +1045,15 @@ def _stamps(paths: Sequence[str]) -> list[object]:
     return stamps
 
 
-def _read_vetting(folder: Path) -> tuple[bool, list[str], bool]:
+def _read_vetting(folder: str) -> tuple[bool, list[str], bool]:
     """Whether the forge vets pushes; the files its answer also depends on (those the config includes, and the
     system config of a git installed elsewhere than /usr); and whether the answer can be kept (False when git
     could not read the config: then the forge is taken to vet pushes, and asked again next time)."""
-    hooks = folder / "hooks"
-    if hooks.is_dir() and any(not p.name.endswith(".sample") and os.access(p, os.X_OK) for p in hooks.iterdir()):
+    hooks = os.path.join(folder, "hooks")
+    if os.path.isdir(hooks) and any(not name.endswith(".sample") and os.access(os.path.join(hooks, name), os.X_OK)
+                                    for name in os.listdir(hooks)):
         return True, [], True
-    listed = run_git(["--git-dir", str(folder), "config", "--list", "--show-origin", "-z"], check=False)
+    listed = run_git(["--git-dir", folder, "config", "--list", "--show-origin", "-z"], check=False)
     if listed.returncode != 0:
         return True, [], False
     vets, also = False, set(_system_configs())
@@ -1062,8 +1076,8 @@ def _system_configs() -> list[str]:
     if "GIT_CONFIG_SYSTEM" in os.environ or "GIT_CONFIG_NOSYSTEM" in os.environ:
         return []
     found = run_git(["--exec-path"], check=False).stdout.decode("utf-8", "replace").strip()
-    prefix = Path(found).parent.parent if found else None  # <prefix>/libexec/git-core
-    return [str(prefix / "etc" / "gitconfig")] if prefix is not None and prefix != Path("/usr") else []
+    prefix = os.path.dirname(os.path.dirname(os.path.normpath(found))) if found else None  # <prefix>/libexec/git-core
+    return [os.path.join(prefix, "etc", "gitconfig")] if prefix and prefix != "/usr" else []
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:
@@ -1177,7 +1191,7 @@ def _create(path: str, folder: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
 
 
-def _rmtree(path: Path) -> None:
+def _rmtree(path: str | os.PathLike[str]) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
@@ -1187,11 +1201,11 @@ def is_local_path(url: str) -> bool:
     return "://" not in url and not (":" in url.split("/")[0] and not url.startswith("/"))
 
 
-def local_forge_path(url: str) -> Path | None:
+def local_forge_path(url: str) -> str | None:
     """The directory of a forge on this machine (a path or a file:// URL); None for a remote forge."""
     if url.startswith("file://"):
-        return Path(url.removeprefix("file://"))
-    return Path(url) if is_local_path(url) else None
+        return url.removeprefix("file://")
+    return url if is_local_path(url) else None
 
 
 def init_bare(path: Path) -> None:
@@ -1199,12 +1213,14 @@ def init_bare(path: Path) -> None:
     run_git(["init", "--bare", "-q", "--initial-branch=main", str(path)])
 
 
-def local_repo_origin(start: Path) -> str | None:
+def local_repo_origin(start: str | os.PathLike[str]) -> str | None:
     proc = run_git(["config", "--get", "remote.origin.url"], cwd=start, check=False)
     return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
 
 def repo_root(start: Path) -> Path | None:
+    from pathlib import Path
+
     proc = run_git(["rev-parse", "--show-toplevel"], cwd=start, check=False)
     return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
 

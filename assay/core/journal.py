@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from assay.core import chain, journalcache, journalindex, retired
 from assay.core.claims import Claim, Claims, fence
@@ -31,6 +30,10 @@ from assay.core.records import (
 )
 from assay.core.recordtype import dataclass, field
 from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
 MAX_PENDING = 256  # a group commit carries at most this many entries …

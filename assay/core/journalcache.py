@@ -12,14 +12,17 @@ rename), so racing writers leave one complete file; a write that fails is droppe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from pathlib import Path
-from typing import Any
 
 from assay.core import recordtype
 from assay.core.git import OBJECT_ID
 from assay.core.records import JournalEntry
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 FOLDER = "journal-decoded.v1"  # in the forge's cache: <brief>.json per brief
 FIELDS = tuple(f.name for f in recordtype.fields(JournalEntry))
@@ -35,14 +38,15 @@ class Decoded:
     tip: str
 
 
-def path_for(cache: Path, brief: str) -> Path:
-    return cache / FOLDER / f"{brief}.json"
+def path_for(cache: str, brief: str) -> str:
+    return os.path.join(cache, FOLDER, f"{brief}.json")
 
 
-def load(cache: Path, brief: str) -> Decoded | None:
+def load(cache: str, brief: str) -> Decoded | None:
     """The decoded log kept for `brief`, or None if there is none that can be used."""
     try:
-        raw = json.loads(path_for(cache, brief).read_bytes())
+        with open(path_for(cache, brief), "rb") as kept:
+            raw = json.loads(kept.read())
         return _decoded(raw, brief)
     except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None  # absent, damaged, or written by another version: the journal is read again
@@ -68,7 +72,7 @@ def _decoded(raw: Any, brief: str) -> Decoded | None:
     return Decoded(entries, commit_of, tip)
 
 
-def save(cache: Path, brief: str, entries: list[JournalEntry], commit_of: dict[int, str], tip: str) -> None:
+def save(cache: str, brief: str, entries: list[JournalEntry], commit_of: dict[int, str], tip: str) -> None:
     """Keep the log decoded up to `tip`; best effort: a cache that cannot be written is no error."""
     commits: list[str] = []
     index: dict[str, int] = {}
@@ -81,9 +85,10 @@ def save(cache: Path, brief: str, entries: list[JournalEntry], commit_of: dict[i
         values = entry.__dict__
         rows.append([index[commit], *(values.get(name, _DEFAULTS[name]) for name in FIELDS)])
     body = {"v": 1, "brief": brief, "tip": tip, "fields": list(FIELDS), "commits": commits, "entries": rows}
-    folder = path_for(cache, brief).parent
+    folder = os.path.dirname(path_for(cache, brief))
     try:
-        folder.mkdir(exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder)
         import tempfile  # here: a process that writes no such file never loads it (and shutil, random)
 
         fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=folder)
@@ -94,4 +99,5 @@ def save(cache: Path, brief: str, entries: list[JournalEntry], commit_of: dict[i
             json.dump(body, out, ensure_ascii=False, separators=(",", ":"))
         os.replace(tmp, path_for(cache, brief))  # whole or not at all; the last of racing writers wins
     except (OSError, ValueError, TypeError):
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

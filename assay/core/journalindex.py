@@ -19,16 +19,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from assay.core.git import OBJECT_ID
 from assay.core.records import JournalEntry, decode_entry, journal_ref
 from assay.core.recordtype import dataclass
+from assay.errors import IndexDamaged
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     import sqlite3
-from assay.errors import IndexDamaged
+    from typing import Any
 
 FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
 VERSION = "1"
@@ -65,8 +65,8 @@ CREATE INDEX by_open ON entries (kind, resolved_at);
 
 
 
-def path_for(cache: Path, brief: str) -> Path:
-    return cache / FOLDER / f"{brief}.sqlite"
+def path_for(cache: str, brief: str) -> str:
+    return os.path.join(cache, FOLDER, f"{brief}.sqlite")
 
 
 def counts_call(entry: JournalEntry) -> bool:
@@ -92,7 +92,7 @@ def run_event(entry: JournalEntry) -> str | None:
 class Index:
     """An open index file: the journal up to commit `tip`, whose last entry is `last_seq`."""
 
-    path: Path
+    path: str
     conn: sqlite3.Connection
     brief: str
     tip: str
@@ -201,15 +201,15 @@ class View:
             return list(self.index.conn.execute(sql, args).fetchall())
         except sqlite3.Error as exc:
             with contextlib.suppress(OSError):
-                self.index.path.unlink()
+                os.unlink(self.index.path)
             raise IndexDamaged(f"the journal index of {self.index.brief!r} in the local cache failed: {exc}",
                                hint="it was dropped; run the command again") from None
 
 
-def open_index(cache: Path, brief: str) -> Index | None:
+def open_index(cache: str, brief: str) -> Index | None:
     """The index kept for `brief`, if there is one that can be used (its tip is checked by the caller)."""
     path = path_for(cache, brief)
-    if not path.exists():
+    if not os.path.exists(path):
         return None
     import sqlite3  # here, not above: a journal too short for an index never loads SQLite
 
@@ -230,7 +230,7 @@ def open_index(cache: Path, brief: str) -> Index | None:
         return None  # damaged, or written by another version: it is built again
 
 
-def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: dict[int, str],
+def build(cache: str, brief: str, entries: Sequence[JournalEntry], commit_of: dict[int, str],
           tip: str, lines: dict[int, str] | None = None) -> Index | None:
     """A new index of `entries` (the whole journal up to `tip`), put in place of any other; None if it cannot
     be written (the cache is only a shortcut)."""
@@ -238,10 +238,10 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
 
     path = path_for(cache, brief)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         import tempfile  # here: a process that writes no such file never loads it (and shutil, random)
 
-        fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=os.path.dirname(path))
         os.close(fd)
     except OSError:
         return None
@@ -260,12 +260,13 @@ def build(cache: Path, brief: str, entries: Sequence[JournalEntry], commit_of: d
             conn.close()
         os.replace(tmp, path)  # whole or not at all: a reader of the file it replaces keeps that one
     except (OSError, sqlite3.Error):
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         return None
     return open_index(cache, brief)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: str) -> sqlite3.Connection:
     import sqlite3
 
     conn = sqlite3.connect(path, timeout=_TIMEOUT_S, isolation_level=None)

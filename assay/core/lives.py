@@ -25,13 +25,16 @@ import re
 import select
 import time
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal, TypeGuard
 
 from assay.core.recordtype import dataclass
 
-LifeState = Literal["alive", "dead", "unknown"]
-PROC = Path("/proc")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any, Literal, TypeGuard
+
+    LifeState = Literal["alive", "dead", "unknown"]
+
+PROC = "/proc"
 BOOT_PREFIX = 8  # a boot id shortened to this many characters still tells boots apart
 _BOOT = re.compile(r"[0-9a-f][0-9a-f-]{7,35}")
 _GONE_STATES = frozenset("ZXx")  # zombie, dead (x: older kernels)
@@ -80,7 +83,8 @@ class _Stat:
 def _read_stat(pid: int) -> _Stat | None:
     """State and start time from /proc/<pid>/stat; None when there is no such entry we may read."""
     try:
-        text = (PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
+        with open(f"{PROC}/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            text = stat.read()
     except OSError:  # gone; or hidden from us (hidepid), which `life_state` tells apart
         return None
     # the command name in parentheses may hold spaces and ')': the fields start after the last ')'
@@ -93,13 +97,14 @@ def _read_stat(pid: int) -> _Stat | None:
 
 @functools.cache
 def _have_proc() -> bool:
-    return (PROC / "self" / "stat").is_file()
+    return os.path.isfile(f"{PROC}/self/stat")
 
 
 @functools.cache
 def boot_id() -> str | None:
     try:
-        text = (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+        with open(f"{PROC}/sys/kernel/random/boot_id") as boot:
+            text = boot.read().strip()
     except OSError:
         return None
     return text if _BOOT.fullmatch(text) else None

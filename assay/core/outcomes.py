@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from assay.core.lives import Life, is_running
 from assay.core.records import JournalEntry
 from assay.core.recordtype import dataclass
 from assay.errors import UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 HAPPENED, DID_NOT = "happened", "did-not"
 DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready"})  # work.py's own

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
-from typing import Any
+import time
 
 from assay.core.recordtype import MISSING, asdict, dataclass, fields, replace
 from assay.errors import BriefIdInvalid, RecordInvalid
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
 
 FORMAT_VERSION = 1
 CLAIMS_PREFIX = "refs/assay/claims/"
@@ -72,7 +76,7 @@ def check_tip(ref: str, sha: str, kind: str | None) -> None:
 
 
 def utc_now_iso(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
 
 
 _ISO = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)T(\d\d?):(\d\d?):(\d\d?)Z")
@@ -84,7 +88,29 @@ def parse_iso(text: str) -> datetime:
     if found is None:
         raise ValueError(f"time data {text!r} does not match format '%Y-%m-%dT%H:%M:%SZ'")
     year, month, day, hour, minute, second = map(int, found.groups())
+    from datetime import UTC, datetime  # here: a command that only writes times does not load datetime
+
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def iso_seconds(text: str) -> float:
+    """`parse_iso(text).timestamp()`, and its errors, without loading `datetime` (a renewal's answer shows an age)."""
+    found = _ISO.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise ValueError(f"time data {text!r} does not match format '%Y-%m-%dT%H:%M:%SZ'")
+    year, month, day, hour, minute, second = map(int, found.groups())
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (year >= 1 and 1 <= month <= 12 and 1 <= day <= _MONTH_DAYS[month - 1] + (month == 2 and leap)
+            and hour < 24 and minute < 60 and second < 60):
+        return parse_iso(text).timestamp()  # out of range: datetime's own error
+    y = year - (month <= 2)  # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
+    era, yoe = divmod(y, 400)
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return float(days * 86400 + hour * 3600 + minute * 60 + second)
 
 
 WAIT_CONDITIONS = ("review", "merge", "manual", "checks")  # and time:YYYY-MM-DDTHH:MM:SSZ, briefs:A,B,…

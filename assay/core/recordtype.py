@@ -12,11 +12,17 @@ from the class's own annotations in order, a default as the class attribute or `
 class is hashable by its fields and refuses assignment (`FrozenInstanceError`, an AttributeError),
 an unfrozen one is unhashable; a method the class body defines is kept. `fields`, `asdict` and
 `replace` work as `dataclasses`' do on these classes. Type checkers see `dataclass` as a dataclass
-transform (PEP 681), so they check constructors and frozen fields as for `dataclasses`.
+transform (PEP 681), so they check constructors and frozen fields as for `dataclasses`. A class's `__init__`
+is compiled when the first record of it is made: a command makes records of a few of the classes it loads.
+
+`NamedTuple` is `typing.NamedTuple` for what Assay writes (`class T(NamedTuple)` with annotated fields,
+defaults and methods) without importing `typing` (a tenth of a short command's start): the class is
+`collections.namedtuple`'s, with the body's methods and docstring.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
 from operator import attrgetter
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
@@ -133,7 +139,7 @@ def _process(cls: Any, frozen: bool) -> Any:
         found.append(spec)
     names = tuple(f.name for f in found)
     cls.__record_fields__ = tuple(found)
-    cls.__init__ = _init(cls, found)
+    cls.__init__ = _deferred_init(cls, found)
     values = attrgetter(*names) if names else (lambda _: ())
     cls.__record_values__ = staticmethod(values)
     if "__repr__" not in own:
@@ -156,6 +162,16 @@ def _has_default(spec: Field) -> bool:
 
 
 _FACTORY = object()  # an __init__ argument left out whose field has a default_factory
+
+
+def _deferred_init(cls: Any, found: list[Field]) -> Any:
+    """An `__init__` that compiles the class's own on its first call and puts it in its place."""
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if cls.__dict__["__init__"] is __init__:
+            cls.__init__ = _init(cls, found)
+        cls.__dict__["__init__"](self, *args, **kwargs)
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
 
 
 def _init(cls: Any, found: list[Field]) -> Any:
@@ -204,3 +220,32 @@ def _refuse_set(self: Any, name: str, value: Any) -> None:
 
 def _refuse_delete(self: Any, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as NamedTuple
+else:
+    _TUPLE_BODY = frozenset({"__module__", "__qualname__", "__annotations__", "__dict__", "__weakref__"})
+
+    class _TupleMaker(type):
+        def __new__(mcls, name, bases, body):
+            names = list(body.get("__annotations__", {}))
+            first = next((i for i, n in enumerate(names) if n in body), len(names))
+            if any(n not in body for n in names[first:]):
+                raise TypeError(f"{name}: a field without a default follows one with a default")
+            defaults = [body[n] for n in names[first:]]
+            made = namedtuple(name, names, defaults=defaults, module=body.get("__module__"))
+            made.__qualname__ = body.get("__qualname__", name)
+            made.__annotations__ = dict(body.get("__annotations__", {}))
+            for key, value in body.items():
+                if key not in _TUPLE_BODY and key not in names:
+                    setattr(made, key, value)
+            return made
+
+    _TupleBase = type.__new__(_TupleMaker, "NamedTuple", (), {})
+
+    def NamedTuple(typename, fields=None, /):  # noqa: N802 (typing's name)
+        """A base class only here: `class T(NamedTuple): ...` (the call form is typing's, not used by Assay)."""
+        raise TypeError("NamedTuple is a base class here: class T(NamedTuple): ...")
+
+    NamedTuple.__mro_entries__ = lambda bases: (_TupleBase,)

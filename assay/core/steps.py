@@ -24,8 +24,6 @@ import re
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
 
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
@@ -60,24 +58,28 @@ from assay.errors import (
     unknown_message,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any, NoReturn, Protocol, TypeVar
+
     from assay.core.claims import Claims
 
-T = TypeVar("T")
+    T = TypeVar("T")
+    ProbeRunner = Callable[[str, str], dict[str, Any]]  # (probe, the probed intent's key) -> the inspection's evidence
+
+    class StepHooks(Protocol):
+        """A desk's hooks around the steps it serves (`hooks:` in its definition)."""
+
+        def before(self, step: str, policy: str, input: Any, key: str) -> dict[str, Any] | None:
+            """Run before the step's intent is journaled: None to go on, else the evidence of a refusal."""
+
+        def after(self, step: str, policy: str, key: str, status: str, result: Any) -> dict[str, Any] | None:
+            """Run once the step's result is journaled: None, else the evidence of the hook's failure."""
+
 CALL_MARKERS = frozenset({"intent", "refused"})
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_ATTEMPTS = 3
-ProbeRunner = Callable[[str, str], dict[str, Any]]  # (probe, the probed intent's key) -> the inspection's evidence
-
-
-class StepHooks(Protocol):
-    """A desk's hooks around the steps it serves (`hooks:` in its definition)."""
-
-    def before(self, step: str, policy: str, input: Any, key: str) -> dict[str, Any] | None:
-        """Run before the step's intent is journaled: None to go on, else the evidence of a refusal."""
-
-    def after(self, step: str, policy: str, key: str, status: str, result: Any) -> dict[str, Any] | None:
-        """Run once the step's result is journaled: None, else the evidence of the hook's failure."""
 STRAY_WAIT_S = 10.0  # how long a recovery waits for a cut-off step's process, whose desk is gone, to end
 
 
@@ -280,7 +282,8 @@ class Session:
                     return self._refuse(call, interrupted)
                 if settled(verdict) == HAPPENED:
                     self._mark(call, "replay", verdict.seq)
-                    return cast(T, self._replay(call, verdict))
+                    replayed: T = self._replay(call, verdict)
+                    return replayed
                 return self._execute(call, fn, None)  # its probe found it did not happen: this call runs it
             self._mark(call, "resume", interrupted.seq)
             return self._execute(call, fn, interrupted, rides, lazy_result)
@@ -292,7 +295,8 @@ class Session:
             if resolution.kind == "result" and resolution.status in ("completed", "failed") \
                     and (reuse or policy != "safe"):
                 self._mark(call, "replay", resolution.seq)
-                return cast(T, self._replay(call, resolution))  # what `fn` returned then, read back as JSON
+                replayed = self._replay(call, resolution)  # what `fn` returned then, read back as JSON
+                return replayed
             if resolution.kind == "outcome_unknown":
                 if not self._refused(slot):
                     return self._refuse(call, slot)
@@ -302,13 +306,15 @@ class Session:
             verdict = self._settled(slot.intent) if slot.intent is not None else None  # as having happened
             if verdict is not None and settled(verdict) == HAPPENED:
                 self._mark(call, "replay", verdict.seq)
-                return cast(T, self._replay(call, verdict))
+                replayed = self._replay(call, verdict)
+                return replayed
             self._mark(call, "replay", slot.seq)
             raise OutcomeUnknown(name)
         happened = self._happened(identity)
         if happened is not None:  # settled as having happened, and not run since: it is not run again
             self._mark(call, "replay", happened.seq)
-            return cast(T, self._replay(call, happened))
+            replayed = self._replay(call, happened)
+            return replayed
         unknown = self._unrefused_unknown(identity)
         if unknown is not None:
             return self._refuse(call, unknown)

@@ -11,17 +11,21 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any
 
 from assay.core.claims import Claims
 from assay.core.config import Ports
 from assay.core.envs import scrubbed_env
 from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
 from assay.core.recordtype import dataclass
-from assay.core.steps import ProbeRunner, Session, canonical, input_sha, validate_step
+from assay.core.steps import Session, canonical, input_sha, validate_step
 from assay.desk.stepclient import TAIL_BYTES, dies_with_parent, relay
 from assay.errors import Cancelled, UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from assay.core.steps import ProbeRunner
 
 PROBE_TIMEOUT_S = 300
 
@@ -111,7 +115,8 @@ def check_settle(name: str, verdict: str, input_json: str | None) -> SettleReque
     return SettleRequest(name, verdict, input_sha(parse_input(input_json)) if input_json is not None else None)
 
 
-def inspect(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+def inspect(argv: list[str], cwd: str | os.PathLike[str] | None = None,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run an inspection (an outcome probe, or the command given to `assay step settle`): its evidence."""
     started = time.monotonic()
     try:
@@ -126,7 +131,7 @@ def inspect(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None
             "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
 
 
-def probe_runner(cwd: Path | None = None, env: dict[str, str] | None = None) -> ProbeRunner:
+def probe_runner(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> ProbeRunner:
     """Runs a step's outcome probe (a shell command) in `cwd`, with the probed intent's idempotency key in
     ASSAY_IDEMPOTENCY_KEY: exit 0 means the effect happened, 1 that it did not."""
     def run(probe: str, key: str) -> dict[str, Any]:
@@ -139,7 +144,7 @@ class Hooks:
     """A desk's `before_step` and `after_step` (shell commands), run in the worktree with the agent's environment
     and the step's name, policy, input, idempotency key and (after) status and result in `ASSAY_STEP*`."""
 
-    def __init__(self, before: str, after: str, cwd: Path, env: dict[str, str]) -> None:
+    def __init__(self, before: str, after: str, cwd: str | os.PathLike[str], env: dict[str, str]) -> None:
         self.before_cmd, self.after_cmd, self.cwd = before, after, cwd
         self.env = env  # the agent's, as its context is filled in
 
@@ -268,7 +273,7 @@ def settle_step(name: str, verdict: str | None, input_json: str | None, evidence
     if not verdict and not argv:
         raise UsageError("say what the inspection found: --happened or --did-not, or give the inspection command",
                          hint="assay step settle deploy --did-not -- curl -fs https://example.invalid/health")
-    evidence: dict[str, Any] = inspect(argv, Path.cwd()) if argv else {"said": evidence_text or ""}
+    evidence: dict[str, Any] = inspect(argv, os.getcwd()) if argv else {"said": evidence_text or ""}
     if evidence_text and argv:
         evidence["said"] = evidence_text
     found = verdict_of(evidence, verdict) if argv else str(verdict)

@@ -41,14 +41,17 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assay.core.claims import Claims
 from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
-from assay.core.steps import ProbeRunner, Session, StepHooks, open_session
+from assay.core.steps import Session, open_session
 from assay.desk.effects import check_effect, check_settle
 from assay.errors import AssayError, Cancelled
+
+if TYPE_CHECKING:
+    from assay.core.steps import ProbeRunner, StepHooks
 
 CANCEL_GRACE_S = 10.0  # how long a cancelled client has to stop its command and say so
 GONE_GRACE_S = 2.0  # how long a client that hung up has to end before its step is left to the next reader
