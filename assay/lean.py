@@ -142,17 +142,34 @@ def run(argv: list[str]) -> int | None:
         return guarded(lambda: step_run(**values), debug_asked)
     command = COMMANDS[name]
     forge = values.pop("forge")
-    return guarded(lambda: _with_ports(forge, lambda ports: command(ports=ports, **values)), debug_asked)
+    return guarded(lambda: _with_ports(forge, values["brief"], lambda ports: command(ports=ports, **values)),
+                   debug_asked)
 
 
-def _with_ports(forge: str | None, call: Callable[[Ports], None]) -> None:
+def _with_ports(forge: str | None, brief: str | None, call: Callable[[Ports], None]) -> None:
     from assay.core.config import Ports
 
     ports = Ports(forge)
     try:
+        prefetch(ports, brief)
         call(ports)
     finally:
         ports.close()
+
+
+def prefetch(ports: Ports, brief: str | None) -> None:
+    """Start reading the brief's refs on a forge on this machine (its claim and journal, main, the retired index:
+    what each of these commands lists first) while the command's own code is loaded. A forge that cannot be
+    opened or an id that is no brief's is left to the command, which reports it in its own order."""
+    from assay.core.records import MAIN_REF, claim_ref, journal_ref
+    from assay.core.retired import RETIRED_REF
+    from assay.errors import AssayError
+
+    try:
+        if brief:
+            ports.git.prefetch(claim_ref(brief), journal_ref(brief), MAIN_REF, RETIRED_REF)
+    except AssayError:
+        pass
 
 
 def debug_asked() -> bool:
@@ -223,11 +240,13 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
              brief: str | None, desk: str | None, epoch: int | None, run: str | None, command: tuple[str, ...]) -> int:
     """`assay step run` straight to the forge (no desk serving it): the command's exit code, fresh or recorded."""
     from assay.core.config import Ports
-    from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
 
-    request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
-    ctx = context_from(brief, desk, epoch, run)
     with Ports(forge) as ports:
+        prefetch(ports, brief or os.environ.get("ASSAY_BRIEF"))
+        from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
+
+        request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
+        ctx = context_from(brief, desk, epoch, run)
         return run_effect(open_context_session(ports.claims, ctx), request)
 
 

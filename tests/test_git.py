@@ -140,6 +140,36 @@ def test_atomic_push_moves_both_refs_or_neither(port: ForgeGit, forge: Forge) ->
     assert all(r.ok for r in out.values())
 
 
+def test_a_prefetched_listing_answers_the_next_read_of_its_refs_once(port: ForgeGit, forge: Forge) -> None:
+    """A short command starts listing its brief's refs while its code loads: the next read of refs among them
+    takes that answer (what the forge held then), once; a read of others, or a push, drops it."""
+    a, b, c = new_commit(port, "a"), new_commit(port, "b"), new_commit(port, "c")
+    out = port.push([RefUpdate("refs/assay/p", a), RefUpdate("refs/keep/b", b), RefUpdate("refs/keep/c", c)],
+                    atomic=True)
+    assert all(r.ok for r in out.values())  # every commit on the forge, for another writer to move refs to
+
+    def listed() -> None:  # the prefetch's listing is done: it holds what the forge held before what follows
+        assert port._prefetched is not None
+        port._prefetched[1].wait()
+
+    port.prefetch("refs/assay/p", "refs/assay/q")
+    listed()
+    git("update-ref", "refs/assay/p", b, cwd=forge.path)  # another writer moves it afterwards
+    assert port.ls_remote("refs/assay/p") == {"refs/assay/p": a}  # a subset of its refs: taken from it
+    assert port.ls_remote("refs/assay/p") == {"refs/assay/p": b}  # once: then the forge is asked
+    port.prefetch("refs/assay/p")
+    listed()
+    git("update-ref", "refs/assay/q", a, cwd=forge.path)
+    assert port.ls_remote("refs/assay/p", "refs/assay/q") == {"refs/assay/p": b, "refs/assay/q": a}  # not its refs
+    assert port._prefetched is None  # dropped, not kept for later
+    port.prefetch("refs/assay/p")
+    listed()
+    assert port.push([RefUpdate("refs/assay/p", c, b)])["refs/assay/p"].ok
+    assert port.ls_remote("refs/assay/p") == {"refs/assay/p": c}  # a push drops it: the port reads its own write
+    port.prefetch("refs/assay/*")  # a pattern, not a ref: nothing is started
+    assert port._prefetched is None
+
+
 def test_porcelain_parsing() -> None:
     text = ("To /f.git\n*\tabc:refs/a\t[new reference]\n!\tabc:refs/b\t[rejected] (stale info)\n"
             "!\tabc:refs/c\t[remote rejected] (hook declined)\n=\tabc:refs/d\t[up to date]\nDone\n")

@@ -214,6 +214,7 @@ class ForgeGit:
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
         self._speaks_v2 = True  # an HTTP forge, until it says it does not
         self._parents: dict[str, str | None] = {}  # first-parent links read (None: a root); a commit absent: unknown
+        self._prefetched: tuple[frozenset[str], subprocess.Popen[bytes]] | None = None  # see `prefetch`
         self._ensure_cache()
 
     # -- the local cache ----------------------------------------------------------
@@ -256,7 +257,8 @@ class ForgeGit:
     def ls_remote(self, *patterns: str) -> dict[str, str]:
         """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip. A forge on this machine
         or over HTTP is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git
-        ls-remote` asks for every ref, however few the patterns name, and matches them here."""
+        ls-remote` asks for every ref, however few the patterns name, and matches them here. The first listing
+        whose refs a `prefetch` named takes that answer instead."""
         folder = local_forge_path(self.url)
         prefixable = bool(patterns) and all(_PREFIXABLE.fullmatch(p) for p in patterns)
         if folder is not None and prefixable:
@@ -275,15 +277,62 @@ class ForgeGit:
                 refs[ref] = sha
         return refs
 
+    def prefetch(self, *refs: str) -> None:
+        """Start listing `refs` (full ref names) on a forge on this machine, and the object batch, while the caller
+        goes on (a short command loads the code it runs meanwhile: the two cores work at once where one would
+        wait). The next `ls_remote` of refs among these takes the answer, once; a push, or a listing of others,
+        drops it. Anywhere else nothing is done."""
+        folder = local_forge_path(self.url)
+        if folder is None or not refs or not all(_PREFIXABLE.fullmatch(r) and not r.endswith("*") for r in refs):
+            return
+        self._drop_prefetch()
+        self._prefetched = (frozenset(refs), self._start_ls_refs(folder, refs))
+        self._batch_process()
+
+    def _drop_prefetch(self) -> None:
+        if self._prefetched is not None:
+            _, proc = self._prefetched
+            self._prefetched = None
+            proc.kill()
+            _close_quietly(proc)
+
+    def _start_ls_refs(self, folder: str, patterns: Sequence[str]) -> subprocess.Popen[bytes]:
+        self.round_trips["ls-remote"] += 1
+        try:
+            proc = subprocess.Popen(["git", "upload-pack", "--stateless-rpc", folder], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env={**git_env(), "GIT_PROTOCOL": "version=2"})
+        except FileNotFoundError:
+            raise ForgeError("the git binary was not found", hint="install git and put it on PATH") from None
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a forge that is no repository answers on stderr
+            proc.stdin.write(_ls_refs_request(patterns))  # a few hundred bytes: the pipe holds them
+        proc.stdin.close()
+        proc.stdin = None  # written and closed: `communicate` only reads
+        return proc
+
     def _ls_refs(self, folder: str, patterns: Sequence[str]) -> dict[str, str]:
         """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
         each pattern: the forge reads the refs under those prefixes, not all of them."""
-        self.round_trips["ls-remote"] += 1
-        proc = run_git(["upload-pack", "--stateless-rpc", folder], input=_ls_refs_request(patterns),
-                       check=False, env={**git_env(), "GIT_PROTOCOL": "version=2"})
+        pending, self._prefetched = self._prefetched, None
+        if pending is not None and pending[0].issuperset(patterns):
+            proc = pending[1]  # listed (a superset of these refs) while the caller went on: taken once
+        else:
+            if pending is not None:
+                self._prefetched = pending
+                self._drop_prefetch()
+            proc = self._start_ls_refs(folder, patterns)
+        try:
+            out, err = proc.communicate(timeout=_timeout())
+        except subprocess.TimeoutExpired:
+            raise ForgeError(f"git upload-pack timed out after {_timeout():.0f}s") from None
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                _close_quietly(proc)
         if proc.returncode != 0:
-            raise self._unreadable(proc.stderr)
-        return _listed(_pkt_lines(proc.stdout), patterns)
+            raise self._unreadable(err)
+        return _listed(_pkt_lines(out), patterns)
 
     def _ls_refs_http(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP with a `ref-prefix` for each pattern, through git's own transport
@@ -439,6 +488,7 @@ class ForgeGit:
         return ForgeGit(self.url, *self._spawn)
 
     def close(self) -> None:
+        self._drop_prefetch()
         if self._batch is not None:
             if self._batch.stdin:
                 self._batch.stdin.close()
@@ -737,6 +787,7 @@ class ForgeGit:
         they landed is decidable. If nothing landed and nothing moved, the same
         push is tried again; it cannot apply twice, the lease forbids it.
         """
+        self._drop_prefetch()  # a listing from before this push is no answer after it
         for attempt in range(PUSH_TRIES):
             if attempt:  # racing writers hold ref locks for a moment: back off a random while
                 import random
@@ -1144,7 +1195,7 @@ def _feed(stream: IO[bytes], payload: bytes) -> None:
 
 def _close_quietly(proc: subprocess.Popen[bytes]) -> None:
     """End a batch process: its input closed first (a live one then ends), then waited for."""
-    for stream in (proc.stdin, proc.stdout):
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
         try:
             if stream is not None:
                 stream.close()
