@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,8 +167,32 @@ def test_a_prefetched_listing_answers_the_next_read_of_its_refs_once(port: Forge
     listed()
     assert port.push([RefUpdate("refs/assay/p", c, b)])["refs/assay/p"].ok
     assert port.ls_remote("refs/assay/p") == {"refs/assay/p": c}  # a push drops it: the port reads its own write
+    many = [f"refs/assay/none/{i:05d}" for i in range(4000)]  # a request larger than a pipe holds, written whole
+    assert port.ls_remote(*many, "refs/assay/p") == {"refs/assay/p": c}
     port.prefetch("refs/assay/*")  # a pattern, not a ref: nothing is started
     assert port._prefetched is None
+
+
+def test_a_listing_of_a_missing_forge_is_unreadable_however_soon_git_gives_up(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """git may exit before the listing's request is written to it: the same error as ever, never a broken pipe
+    (which the command line would end on without a word)."""
+    class GivesUpFirst(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, args: list[str], **kwargs: Any) -> None:
+            super().__init__(args, **kwargs)
+            if "upload-pack" in args:
+                self.wait()  # git has read nothing and exited before a word of the request is written
+
+    port = ForgeGit(str(tmp_path / "nowhere.git"), cache_root=tmp_path / "cache")
+    monkeypatch.setattr(subprocess, "Popen", GivesUpFirst)
+    try:
+        with pytest.raises(ForgeError, match="cannot read forge"):
+            port.ls_remote("refs/heads/main")
+        port.prefetch("refs/heads/main", "refs/assay/claims/b")
+        with pytest.raises(ForgeError, match="cannot read forge"):
+            port.ls_remote("refs/heads/main")
+    finally:
+        port.close()
 
 
 def test_porcelain_parsing() -> None:

@@ -305,9 +305,11 @@ class ForgeGit:
         except FileNotFoundError:
             raise ForgeError("the git binary was not found", hint="install git and put it on PATH") from None
         assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):  # a forge that is no repository answers on stderr
-            proc.stdin.write(_ls_refs_request(patterns))  # a few hundred bytes: the pipe holds them
-        proc.stdin.close()
+        request = memoryview(_ls_refs_request(patterns))  # git reads all of it before it answers: written first
+        with contextlib.suppress(BrokenPipeError):  # a forge that is no repository answers on stderr, at once
+            while request:
+                request = request[os.write(proc.stdin.fileno(), request):]  # unbuffered: closing the pipe then
+        proc.stdin.close()  # flushes nothing that could meet git gone
         proc.stdin = None  # written and closed: `communicate` only reads
         return proc
 
