@@ -142,8 +142,8 @@ def run(argv: list[str]) -> int | None:
         return guarded(lambda: step_run(**values), debug_asked)
     command = COMMANDS[name]
     forge = values.pop("forge")
-    return guarded(lambda: _with_ports(forge, values["brief"], lambda ports: command(ports=ports, **values)),
-                   debug_asked)
+    ahead = values["brief"] if name != "release" or values["desk"] or values["force"] else None  # else bad input
+    return guarded(lambda: _with_ports(forge, ahead, lambda ports: command(ports=ports, **values)), debug_asked)
 
 
 def _with_ports(forge: str | None, brief: str | None, call: Callable[[Ports], None]) -> None:
@@ -159,16 +159,16 @@ def _with_ports(forge: str | None, brief: str | None, call: Callable[[Ports], No
 
 def prefetch(ports: Ports, brief: str | None) -> None:
     """Start reading the brief's refs on a forge on this machine (its claim and journal, main, the retired index:
-    what each of these commands lists first) while the command's own code is loaded. A forge that cannot be
-    opened or an id that is no brief's is left to the command, which reports it in its own order."""
+    what each of these commands lists first) while the command's own code is loaded. Only a speed-up: an id that
+    is no brief's, or a forge that cannot be opened, is left to the command, which reports it in its own order."""
     from assay.core.records import MAIN_REF, claim_ref, journal_ref
     from assay.core.retired import RETIRED_REF
-    from assay.errors import AssayError
 
     try:
         if brief:
-            ports.git.prefetch(claim_ref(brief), journal_ref(brief), MAIN_REF, RETIRED_REF)
-    except AssayError:
+            refs = (claim_ref(brief), journal_ref(brief), MAIN_REF, RETIRED_REF)  # a bad id: nothing opened
+            ports.git.prefetch(*refs)
+    except Exception:  # the command meets the same trouble, and says what it is
         pass
 
 

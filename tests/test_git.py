@@ -169,6 +169,9 @@ def test_a_prefetched_listing_answers_the_next_read_of_its_refs_once(port: Forge
     assert port.ls_remote("refs/assay/p") == {"refs/assay/p": c}  # a push drops it: the port reads its own write
     many = [f"refs/assay/none/{i:05d}" for i in range(4000)]  # a request larger than a pipe holds, written whole
     assert port.ls_remote(*many, "refs/assay/p") == {"refs/assay/p": c}
+    port.prefetch("refs/assay/p")
+    assert "refs/assay/p" in port.ls_remote()  # every ref, listed by `git ls-remote`: that drops it too
+    assert port._prefetched is None
     port.prefetch("refs/assay/*")  # a pattern, not a ref: nothing is started
     assert port._prefetched is None
 

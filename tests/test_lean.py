@@ -126,6 +126,29 @@ def test_claim_renew_and_release_answer_without_click_or_rich(forge: Forge) -> N
     assert not imported & {*UNNEEDED, "yaml", "datetime"}, imported
 
 
+def test_bad_input_is_reported_before_the_forge_is_opened(tmp_path: Path) -> None:
+    """A short command starts reading the forge while its code loads; a mistake in the call is still the first
+    thing said, as before: a forge that cannot be opened (here a path with a NUL byte in `.assay.yaml`, which no
+    file can have) comes after, and a release that lacks `--desk` opens nothing at all."""
+    (tmp_path / ".assay.yaml").write_text('forge: "nowhere\\0.git"\n')
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
+    env["ASSAY_CACHE_DIR"] = str(cache)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "assay", *argv], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    step = run("step", "run", "--name", "bad/name", "--brief", "alpha", "--desk", "d", "--epoch", "1", "--run", "r",
+               "--", "true")
+    assert step.returncode == 2 and "invalid step name" in step.stderr, step.stderr
+    release = run("release", "alpha")
+    assert release.returncode == 2 and "--desk is required" in release.stderr, release.stderr
+    assert not cache.exists()  # no cache made for either: the forge was never opened
+    renew = run("renew", "alpha", "--desk", "d")
+    assert renew.returncode != 0 and "Traceback" not in renew.stderr and "null" in renew.stderr, renew.stderr
+
+
 def test_the_lean_and_the_full_command_line_answer_alike(forge: Forge) -> None:
     """The same renewal through each: the same JSON but for the times and the holder's process."""
     assert assay("claim", "alpha", "--desk", "d", "--forge", forge.url).code == 0

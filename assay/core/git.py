@@ -186,6 +186,8 @@ PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pa
 UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
 WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
+PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part (512 at least; 4096 on Linux): a
+# listing's request this size goes to git before the caller goes on
 
 
 class ForgeGit:
@@ -231,16 +233,20 @@ class ForgeGit:
         except OSError as exc:
             raise UsageError(f"cannot use {parent} as Assay's cache: {exc.strerror}",
                              hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
-        run_git(["init", "--bare", "-q", tmp])
-        # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
-        # process sharing this cache never sees a commit whose tree is still being written.
-        for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
-                           ("core.logAllRefUpdates", "false"),
-                           ("assay.forge", strip_credentials(self.url))):
-            run_git(["config", key, value], cwd=tmp)
-        for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(os.path.join(tmp, "objects", f"{i:02x}"))
+        try:
+            run_git(["init", "--bare", "-q", tmp])
+            # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
+            # process sharing this cache never sees a commit whose tree is still being written.
+            for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
+                               ("core.logAllRefUpdates", "false"),
+                               ("assay.forge", strip_credentials(self.url))):
+                run_git(["config", key, value], cwd=tmp)
+            for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(os.path.join(tmp, "objects", f"{i:02x}"))
+        except BaseException:
+            _rmtree(tmp)  # never a half-made cache left behind
+            raise
         try:
             os.rename(tmp, self.cache)
         except OSError:  # another process made it first; theirs is as good as ours
@@ -263,6 +269,7 @@ class ForgeGit:
         prefixable = bool(patterns) and all(_PREFIXABLE.fullmatch(p) for p in patterns)
         if folder is not None and prefixable:
             return self._ls_refs(folder, patterns)
+        self._drop_prefetch()  # a listing taken another way: an answer from before it is no answer after it
         if prefixable and self._speaks_v2 and self.remote.lower().startswith(("http://", "https://")):
             found = self._ls_refs_http(patterns)
             if found is not None:
@@ -285,8 +292,11 @@ class ForgeGit:
         folder = local_forge_path(self.url)
         if folder is None or not refs or not all(_PREFIXABLE.fullmatch(r) and not r.endswith("*") for r in refs):
             return
+        request = _ls_refs_request(refs)
+        if len(request) > PIPE_HOLDS:
+            return  # it could wait on git to read it: listed when asked, under the timeout
         self._drop_prefetch()
-        self._prefetched = (frozenset(refs), self._start_ls_refs(folder, refs))
+        self._prefetched = (frozenset(refs), self._start_ls_refs(folder, request))
         self._batch_process()
 
     def _drop_prefetch(self) -> None:
@@ -296,7 +306,10 @@ class ForgeGit:
             proc.kill()
             _close_quietly(proc)
 
-    def _start_ls_refs(self, folder: str, patterns: Sequence[str]) -> subprocess.Popen[bytes]:
+    def _start_ls_refs(self, folder: str, request: bytes) -> subprocess.Popen[bytes]:
+        """`git upload-pack` started on the forge's folder; a request the pipe holds whole (`PIPE_HOLDS`) is
+        written and its input closed, so the listing goes on while the caller does; a larger one is left for
+        `communicate` to write under the timeout."""
         self.round_trips["ls-remote"] += 1
         try:
             proc = subprocess.Popen(["git", "upload-pack", "--stateless-rpc", folder], stdin=subprocess.PIPE,
@@ -304,28 +317,35 @@ class ForgeGit:
                                     env={**git_env(), "GIT_PROTOCOL": "version=2"})
         except FileNotFoundError:
             raise ForgeError("the git binary was not found", hint="install git and put it on PATH") from None
+        if len(request) > PIPE_HOLDS:
+            return proc
         assert proc.stdin is not None
-        request = memoryview(_ls_refs_request(patterns))  # git reads all of it before it answers: written first
-        with contextlib.suppress(BrokenPipeError):  # a forge that is no repository answers on stderr, at once
-            while request:
-                request = request[os.write(proc.stdin.fileno(), request):]  # unbuffered: closing the pipe then
-        proc.stdin.close()  # flushes nothing that could meet git gone
-        proc.stdin = None  # written and closed: `communicate` only reads
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a forge that is no repository answers on stderr, at once
+                os.write(proc.stdin.fileno(), request)  # whole: an empty pipe takes PIPE_BUF bytes at once
+            proc.stdin.close()  # unbuffered above: closing flushes nothing that could meet git gone
+            proc.stdin = None  # written and closed: `communicate` only reads
+        except BaseException:
+            proc.kill()
+            _close_quietly(proc)
+            raise
         return proc
 
     def _ls_refs(self, folder: str, patterns: Sequence[str]) -> dict[str, str]:
         """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
         each pattern: the forge reads the refs under those prefixes, not all of them."""
         pending, self._prefetched = self._prefetched, None
+        request = None
         if pending is not None and pending[0].issuperset(patterns):
             proc = pending[1]  # listed (a superset of these refs) while the caller went on: taken once
         else:
             if pending is not None:
                 self._prefetched = pending
                 self._drop_prefetch()
-            proc = self._start_ls_refs(folder, patterns)
+            request = _ls_refs_request(patterns)
+            proc = self._start_ls_refs(folder, request)
         try:
-            out, err = proc.communicate(timeout=_timeout())
+            out, err = proc.communicate(request if proc.stdin is not None else None, timeout=_timeout())
         except subprocess.TimeoutExpired:
             raise ForgeError(f"git upload-pack timed out after {_timeout():.0f}s") from None
         finally:
@@ -1129,7 +1149,7 @@ def _system_configs() -> list[str]:
     if "GIT_CONFIG_SYSTEM" in os.environ or "GIT_CONFIG_NOSYSTEM" in os.environ:
         return []
     found = run_git(["--exec-path"], check=False).stdout.decode("utf-8", "replace").strip()
-    prefix = os.path.dirname(os.path.dirname(os.path.normpath(found))) if found else None  # <prefix>/libexec/git-core
+    prefix = os.path.dirname(os.path.dirname(found.rstrip("/"))) if found else None  # <prefix>/libexec/git-core
     return [os.path.join(prefix, "etc", "gitconfig")] if prefix and prefix != "/usr" else []
 
 

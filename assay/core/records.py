@@ -76,7 +76,7 @@ def check_tip(ref: str, sha: str, kind: str | None) -> None:
 
 
 def utc_now_iso(now: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(round(now, 6)))  # to the microsecond, as datetime
 
 
 _ISO = re.compile(r"(\d{4})-(\d\d?)-(\d\d?)T(\d\d?):(\d\d?):(\d\d?)Z")

@@ -229,6 +229,8 @@ else:
 
     class _TupleMaker(type):
         def __new__(mcls, name, bases, body):
+            if "__annotations__" not in body and "__annotate__" in body:  # Python 3.14's lazy annotations
+                raise TypeError(f"{name}: a NamedTuple here needs `from __future__ import annotations` in its module")
             names = list(body.get("__annotations__", {}))
             first = next((i for i, n in enumerate(names) if n in body), len(names))
             if any(n not in body for n in names[first:]):
