@@ -126,6 +126,22 @@ def test_claim_renew_and_release_answer_without_click_or_rich(forge: Forge) -> N
     assert not imported & {*UNNEEDED, "yaml", "datetime"}, imported
 
 
+def test_a_brief_that_checked_clean_is_not_read_with_pyyaml_again(forge: Forge) -> None:
+    """A claim checks the brief on main; the same text of the same brief, checked clean once on this machine, is
+    not parsed again (PyYAML is a sixth of a claim's process). A new text is checked, and one with problems is
+    never kept: each claim of it says what they are."""
+    code, out, imported = _imports(forge, "claim", "alpha", "--desk", "d")
+    assert code == 0 and "yaml" in imported, out  # the first check reads it
+    assert _imports(forge, "release", "alpha", "--desk", "d")[0] == 0
+    code, out, imported = _imports(forge, "claim", "alpha", "--desk", "e")
+    assert code == 0 and "yaml" not in imported, imported
+    assert _imports(forge, "release", "alpha", "--desk", "e")[0] == 0
+    forge.add_brief("alpha", "---\ntitle: [unclosed\n---\nBody.\n")
+    for _ in range(2):
+        code, out, imported = _imports(forge, "claim", "alpha", "--desk", "d")
+        assert code == 2 and "briefs/alpha.md" in out and "yaml" in imported, out
+
+
 def test_bad_input_is_reported_before_the_forge_is_opened(tmp_path: Path) -> None:
     """A short command starts reading the forge while its code loads; a mistake in the call is still the first
     thing said, as before: a forge that cannot be opened (here a path with a NUL byte in `.assay.yaml`, which no

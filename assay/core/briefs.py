@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 
 from assay.core import cachefile
+from assay.core.digests import sha256_hex
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
 from assay.core.records import MAIN_REF, check_tip, validate_brief_id
 from assay.core.recordtype import asdict, dataclass, field
@@ -476,6 +477,28 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
 
 
 PARSED = "briefs-parsed.v2.json"  # in the forge's cache: blob:name -> the brief, or its problems
+CHECKED = PARSED.replace("parsed", "checked").removesuffix(".json")  # in the forge's cache: a file a brief that
+# checked clean (named by a digest of its id and text; versioned with PARSED, as the rules are)
+
+
+def _checked_path(cache: str, brief_id: str, data: bytes) -> str:
+    return os.path.join(cache, CHECKED, sha256_hex(brief_id.encode() + b"\0" + data)[:40])
+
+
+def checked_clean(cache: str, brief_id: str, data: bytes) -> bool:
+    """Whether this text of this brief checked clean before on this machine (then a claim needs no PyYAML)."""
+    return os.path.exists(_checked_path(cache, brief_id, data))
+
+
+def remember_clean(cache: str, brief_id: str, data: bytes) -> None:
+    """Keep that this text of this brief checks clean; best effort (the cache is only a shortcut). A brief with
+    problems is never kept: its check runs each time, to say what they are."""
+    path = _checked_path(cache, brief_id, data)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))  # empty: its name is the whole answer
+    except OSError:
+        pass
 
 
 def _parse_file(name: str, data: bytes | None) -> dict[str, Any]:

@@ -441,17 +441,20 @@ class Claims:
 
     def _brief_in(self, main: str, brief: str) -> bool:
         """Whether main has the brief; a brief file there that does not validate is bad input (BriefInvalid)."""
-        from assay.core.briefs import check_brief
+        from assay.core.briefs import check_brief, checked_clean, remember_clean
 
         head, found = self.git.read_typed([main, f"{main}:briefs/{brief}.md"])
         check_tip(MAIN_REF, main, head.kind if head else None)
         if found is None or found.kind != "blob":
             return False
+        if checked_clean(self.git.cache, brief, found.data):
+            return True  # this very text checked clean before: not read with PyYAML again
         path = f"briefs/{brief}.md"
         _, problems = check_brief(found.data.decode("utf-8", "replace"), path, brief)
         if problems:
             first = problems[0]
             raise BriefInvalid(path, first.line, first.message, first.hint or "fix it on main (`assay brief lint`)")
+        remember_clean(self.git.cache, brief, found.data)
         return True
 
     def _now(self) -> str:
