@@ -9,7 +9,8 @@ Each round measures, interleaved, on the same forge:
 - `assay step run --policy safe -- true` as a whole process (Python start-up included);
 - `assay step run --policy unsafe -- true` as a whole process (its intent and result are two pushes);
 - with no desk (the command line talking to the forge itself): whole `assay claim`, `assay renew` and
-  `assay step run --policy safe -- true` processes, each on a brief of its own.
+  `assay step run --policy safe -- true` processes, each on a brief of its own; and the claim again once
+  released (its brief's text checked before on this machine: not read with PyYAML again).
 Each `assay` process is pip's installed `assay` script (else `python -m assay`). Prints min / median / max
 of each and the median ratios to the floors (targets: each whole process <= 3x one raw push; the unsafe
 step under a desk <= 2.5x the raw two-ref push).
@@ -79,8 +80,8 @@ def main() -> None:
                "ASSAY_EPOCH": "1", "ASSAY_RUN": "run1"}
         step = [*cli, "step", "run"]
         bare = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_") or k == "ASSAY_CACHE_DIR"}
-        figures: dict[str, list[float]] = {k: [] for k in ("push", "push2", "safe", "unsafe", "claim", "renew",
-                                                            "direct")}
+        figures: dict[str, list[float]] = {k: [] for k in ("push", "push2", "safe", "unsafe", "claim", "reclaim",
+                                                            "renew", "direct")}
         for i in range(opts.rounds):
             sha = new_commit(scratch, f"floor{i}")
             figures["push"].append(timed(["git", "-C", str(scratch), "push", "-q",
@@ -94,6 +95,8 @@ def main() -> None:
             figures["unsafe"].append(timed([*step, "--name", f"u{i}", "--policy", "unsafe", "--", "true"], env))
             mine, held = f"b{2 * i + 1:04d}", f"b{2 * i + 2:04d}"
             figures["claim"].append(timed([*cli, "claim", mine, "--desk", "solo", "--forge", str(forge)], bare))
+            claims.release(mine, "solo")  # and claimed again: a brief whose text this machine checked before
+            figures["reclaim"].append(timed([*cli, "claim", mine, "--desk", "solo", "--forge", str(forge)], bare))
             claims.claim(held, "held")
             figures["renew"].append(timed([*cli, "renew", held, "--desk", "held", "--forge", str(forge)], bare))
             figures["direct"].append(timed([*step, "--name", f"d{i}", "--policy", "safe", "--forge", str(forge),
@@ -106,11 +109,13 @@ def main() -> None:
     for key, label in (("push", "raw push, one ref"), ("push2", "raw atomic push, two refs"),
                        ("safe", "desk's `assay step run --policy safe -- true`"),
                        ("unsafe", "desk's `assay step run --policy unsafe -- true`"),
-                       ("claim", "`assay claim B` (no desk)"), ("renew", "`assay renew B` (no desk)"),
+                       ("claim", "`assay claim B` (no desk)"),
+                       ("reclaim", "`assay claim B` again, after a release"), ("renew", "`assay renew B` (no desk)"),
                        ("direct", "`assay step run --policy safe -- true` (no desk)")):
         v = figures[key]
         print(f"{label:50s} min {min(v):6.1f}  median {med[key]:6.1f}  max {max(v):6.1f}")
-    for key, label in (("safe", "desk's safe step"), ("claim", "assay claim"), ("renew", "assay renew"),
+    for key, label in (("safe", "desk's safe step"), ("claim", "assay claim"), ("reclaim", "assay claim again"),
+                       ("renew", "assay renew"),
                        ("direct", "direct step run")):
         print(f"{label + ' process / one raw push:':50s} {med[key] / med['push']:.2f} (target <= 3)")
     label = "desk's unsafe step process / raw two-ref push:"
