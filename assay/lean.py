@@ -245,8 +245,8 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
         prefetch(ports, brief or os.environ.get("ASSAY_BRIEF"))
         from assay.desk.effects import check_effect, context_from, open_context_session, run_effect
 
-        request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input before the forge
-        ctx = context_from(brief, desk, epoch, run)
+        request = check_effect(name, policy, input_json, list(command), fresh, probe)  # bad input: said before
+        ctx = context_from(brief, desk, epoch, run)  # anything is written (or the forge's own trouble is reported)
         return run_effect(open_context_session(ports.claims, ctx), request)
 
 

@@ -45,8 +45,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:  # a scan (briefs, observations) is read by a look or a listing, not by a claim or a renewal
     from typing import Any, TypeVar
 
-    T = TypeVar("T")
     from assay.core.scan import Scan
+
+    T = TypeVar("T")
 
 Clock = Callable[[], float]
 _HOLDER = re.compile(r"[^/]*/(?P<host>[^/]*)/(?P<pid>[0-9]{1,10})/[^/.]*(?:\.(?P<start>[0-9]{1,20})"
@@ -482,8 +483,6 @@ def _recall(item: Any, ref: str) -> ClaimRecord | None:
     except UsageError:
         return None
     return ClaimRecord(brief, state, epoch, desk, holder, lease_s, branch, at, wait, reason)
-
-
 
 
 PROGRESS = "Progress: "  # the line of a renewal commit's message that carries the agent's progress

@@ -242,8 +242,7 @@ class ForgeGit:
                                ("assay.forge", strip_credentials(self.url))):
                 run_git(["config", key, value], cwd=tmp)
             for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(os.path.join(tmp, "objects", f"{i:02x}"))
+                os.makedirs(os.path.join(tmp, "objects", f"{i:02x}"), exist_ok=True)
         except BaseException:
             _rmtree(tmp)  # never a half-made cache left behind
             raise
@@ -303,8 +302,7 @@ class ForgeGit:
         if self._prefetched is not None:
             _, proc = self._prefetched
             self._prefetched = None
-            proc.kill()
-            _close_quietly(proc)
+            _end(proc)
 
     def _start_ls_refs(self, folder: str, request: bytes) -> subprocess.Popen[bytes]:
         """`git upload-pack` started on the forge's folder; a request the pipe holds whole (`PIPE_HOLDS`) is
@@ -326,8 +324,7 @@ class ForgeGit:
             proc.stdin.close()  # unbuffered above: closing flushes nothing that could meet git gone
             proc.stdin = None  # written and closed: `communicate` only reads
         except BaseException:
-            proc.kill()
-            _close_quietly(proc)
+            _end(proc)
             raise
         return proc
 
@@ -340,8 +337,7 @@ class ForgeGit:
             proc = pending[1]  # listed (a superset of these refs) while the caller went on: taken once
         else:
             if pending is not None:
-                self._prefetched = pending
-                self._drop_prefetch()
+                _end(pending[1])
             request = _ls_refs_request(patterns)
             proc = self._start_ls_refs(folder, request)
         try:
@@ -350,8 +346,7 @@ class ForgeGit:
             raise ForgeError(f"git upload-pack timed out after {_timeout():.0f}s") from None
         finally:
             if proc.returncode is None:
-                proc.kill()
-                _close_quietly(proc)
+                _end(proc)
         if proc.returncode != 0:
             raise self._unreadable(err)
         return _listed(_pkt_lines(out), patterns)
@@ -932,7 +927,7 @@ class ForgeGit:
             pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
             count = int.from_bytes(pack[8:12], "big")  # the pack header: "PACK", version, object count
             run_git(["--git-dir", folder, *(["unpack-objects", "-q"] if count < UNPACK_BELOW
-                                                   else ["index-pack", "--stdin"])], input=pack, timeout=_timeout())
+                                             else ["index-pack", "--stdin"])], input=pack, timeout=_timeout())
         except ForgeError as exc:
             self._last_push_error = exc.message
             return False
@@ -1213,6 +1208,12 @@ def _feed(stream: IO[bytes], payload: bytes) -> None:
         stream.flush()
     except (OSError, ValueError):
         pass
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process whose answer is no longer wanted, and reap it."""
+    proc.kill()
+    _close_quietly(proc)
 
 
 def _close_quietly(proc: subprocess.Popen[bytes]) -> None:

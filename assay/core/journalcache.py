@@ -87,8 +87,7 @@ def save(cache: str, brief: str, entries: list[JournalEntry], commit_of: dict[in
     body = {"v": 1, "brief": brief, "tip": tip, "fields": list(FIELDS), "commits": commits, "entries": rows}
     folder = os.path.dirname(path_for(cache, brief))
     try:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder)
+        os.makedirs(folder, exist_ok=True)
         import tempfile  # here: a process that writes no such file never loads it (and shutil, random)
 
         fd, tmp = tempfile.mkstemp(prefix=f".{brief}.", suffix=".tmp", dir=folder)
