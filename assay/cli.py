@@ -101,7 +101,8 @@ def cli(debug: bool) -> None:
 @json_option
 def init(local_forge: Path | None, github: bool, workflows: str | None, assay_from: str | None,
          as_json: bool) -> None:
-    """Write .assay.yaml and the default briefs/, desks/, sweepers/ and board/ folders."""
+    """Write .assay.yaml and the default briefs/, desks/, sweepers/ and board/ folders here: at the top of this
+    repository, or in a new one (never an enclosing repository's; a folder it tracks is refused)."""
     from assay.project import init_project
     from assay.views import print_json
 

@@ -13,7 +13,7 @@ from typing import Any
 from assay import DISTRIBUTION
 from assay.core.claims import Claims
 from assay.core.config import CONFIG_NAME, defaults_dir
-from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root
+from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root, run_git
 from assay.core.recordtype import dataclass, field
 from assay.errors import UsageError
 
@@ -115,10 +115,13 @@ def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
         raise UsageError(f"--workflows {workflows!r} is not OWNER/REPO@COMMIT",
                          hint="pin the repository that holds Assay's workflows to a full 40-character commit id")
     package = package_pin(assay_from, pinned) if github else ""
-    root = repo_root(cwd) or cwd
+    root, enclosing = _project_root(cwd)
     repo = WorkRepo(root) if (root / ".git").exists() else WorkRepo.init(root)
     config = root / CONFIG_NAME
     report = InitReport(root=root, config=config, forge=None)
+    if enclosing is not None:
+        report.notes.append(f"{root} is inside the git repository {enclosing}: it got a repository of its own; "
+                            f"{enclosing} was left as it was")
     forge = _local_forge(local_forge) if local_forge is not None else None
     if forge is not None and forge.exists() and any(forge.iterdir()) and remote_has_ref(str(forge), "refs/heads/main"):
         _join(repo, forge, report)  # before anything is written: the forge's main comes first
@@ -151,6 +154,21 @@ def init_project(cwd: Path, local_forge: Path | None, github: bool = False,
     if github:
         _write_workflows(root, pinned, package, report)
     return report
+
+
+def _project_root(cwd: Path) -> tuple[Path, Path | None]:
+    """The folder `assay init` sets up, and the repository around it if that is another one: `cwd` itself (the
+    top of its repository, or a new repository), never an enclosing repository, whose files it would commit
+    and whose whole history it would push. A folder whose files an enclosing repository tracks is refused."""
+    here = cwd.resolve()
+    top = repo_root(here)
+    if top is None or top.resolve() == here:
+        return here, None
+    if run_git(["ls-files", "-z", "--", "."], cwd=here).stdout:
+        raise UsageError(f"{here} is a folder of the git repository {top}: `assay init` sets up the folder it runs "
+                         "in, and never commits to or pushes an enclosing repository",
+                         hint=f"run it at the top of that repository (cd {top}), or in a new folder of its own")
+    return here, top.resolve()
 
 
 def package_pin(assay_from: str | None, workflows: re.Match[str] | None = None) -> str:

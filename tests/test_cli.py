@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import click
@@ -183,6 +184,59 @@ def test_init_refuses_a_non_repository_forge_dir(tmp_path: Path) -> None:
     (junk / "file.txt").write_text("x")
     run = assay("init", "--local-forge", str(junk), cwd=tmp_path)
     assert run.code == 2 and "not a bare git repository" in run.err
+
+
+def _clone_like(path: Path) -> str:
+    """A repository with a history of its own (as a clone of Assay is), its head returned."""
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "src").mkdir()
+    (path / "src" / "app.py").write_text("print('app')\n")
+    git("add", "-A", cwd=path)
+    git("commit", "-qm", "one", cwd=path)
+    git("commit", "-q", "--allow-empty", "-m", "two", cwd=path)
+    return git("rev-parse", "HEAD", cwd=path).strip()
+
+
+def test_init_in_a_new_folder_inside_another_repository_makes_a_repository_of_its_own(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    head = _clone_like(clone)
+    project = clone / "myproject"  # README's "Your own project", followed inside a clone after the demo
+    project.mkdir()
+    run = assay("init", "--local-forge", "../forge.git", cwd=project)
+    assert run.code == 0, run.err
+    assert git("rev-parse", "--show-toplevel", cwd=project).strip() == str(project.resolve())
+    assert git("rev-parse", "HEAD", cwd=clone).strip() == head  # the enclosing repository is left as it was
+    assert git("status", "--porcelain", cwd=clone).split("\n")[:2] == ["?? forge.git/", "?? myproject/"]
+    forge = clone / "forge.git"
+    assert git("rev-list", "--count", "main", cwd=forge).strip() == "1"  # none of the clone's history
+    assert subprocess.run(["git", "cat-file", "-e", head], cwd=forge, capture_output=True).returncode != 0
+    assert "inside the git repository" in run.err and str(clone.resolve()) in run.err
+    assert assay("claim", "hello", "--desk", "me", cwd=project).code == 0
+
+
+def test_init_in_a_folder_another_repository_tracks_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    head = _clone_like(clone)
+    run = assay("init", "--local-forge", "../forge.git", cwd=clone / "src")
+    assert run.code == 2 and str(clone.resolve()) in run.err and "hint: run it at the top" in run.err, run.err
+    no_traceback(run.err)
+    assert sorted(p.name for p in clone.iterdir()) == [".git", "src"]
+    assert sorted(p.name for p in (clone / "src").iterdir()) == ["app.py"]
+    assert git("rev-parse", "HEAD", cwd=clone).strip() == head and git("status", "--porcelain", cwd=clone) == ""
+
+
+def test_git_in_a_folder_without_a_repository_of_its_own_never_reaches_the_enclosing_one(tmp_path: Path) -> None:
+    from assay.core.git import WorkRepo
+    from assay.errors import ForgeError
+
+    clone = tmp_path / "clone"
+    head = _clone_like(clone)
+    (clone / "seed").mkdir()  # a folder Assay meant to be a repository (a demo's seed, a worktree) that is none
+    (clone / "seed" / "new.txt").write_text("x\n")
+    with pytest.raises(ForgeError, match="not a git repository"):
+        WorkRepo(clone / "seed").commit_all("would land on the clone's main")
+    assert git("rev-parse", "HEAD", cwd=clone).strip() == head and "seed" not in git("ls-files", cwd=clone)
 
 
 def hook(forge: Forge, body: str) -> None:

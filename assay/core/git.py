@@ -1311,7 +1311,9 @@ class WorkRepo:
         return cls(path)
 
     def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        return run_git(list(args), cwd=self.path, check=check)
+        """git in this repository only: a folder that holds none is an error, never an enclosing repository's."""
+        ceiling = os.path.dirname(os.path.abspath(self.path))
+        return run_git(list(args), cwd=self.path, check=check, env={**git_env(), "GIT_CEILING_DIRECTORIES": ceiling})
 
     def commit_all(self, message: str, paths: Sequence[str] = (".",), author: Signature | None = None) -> bool:
         """Stage `paths` and commit; False when there was nothing to commit."""
