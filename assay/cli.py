@@ -806,7 +806,10 @@ def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> No
 @json_option
 def report_cmd(desk: str | None, limit: int, ports: Ports, as_json: bool) -> None:
     """The waste ledger: agent time kept, and lost to runs that died, failed verify and rounds redone; refused and
-    unknown steps; per desk and per brief, from the journals alone."""
+    unknown steps; per desk and per brief, from the journals alone.
+
+    A journal it cannot read is named with its problem and left out of every total, which says so; a claim
+    record it cannot read, out of the desks' shares. It still exits 0, as the board and the listings do."""
     from assay import views
     from assay.observe.board import read_forge, waste_ledgers
 

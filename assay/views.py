@@ -477,8 +477,9 @@ def append_step_summary(path: str | None, markdown: str) -> None:
 
 
 def report_view(ledgers: Any, desk: str | None, limit: int) -> dict[str, Any]:
-    """`assay report --json`: the total, each desk's ledger, every brief's, and the `limit` that wasted most
-    (`worst`). With `desk`: that desk's share, and the briefs it held."""
+    """`assay report --json`: the total, each desk's ledger, every brief's, the `limit` that wasted most
+    (`worst`), and each record that could not be read, with what the sums leave out (`unread`, whatever the
+    desk). With `desk`: that desk's share, and the briefs it held."""
     briefs, desks, total = ledgers.briefs, ledgers.desks, ledgers.total
     if desk is not None:
         desks = {desk: desks[desk]} if desk in desks else {}
@@ -486,7 +487,8 @@ def report_view(ledgers: Any, desk: str | None, limit: int) -> dict[str, Any]:
         briefs = {b: briefs[b] for b in ledgers.held.get(desk, []) if b in briefs}
     worst = sorted((b for b in briefs if briefs[b]["wasted_s"] or briefs[b]["refused"] or briefs[b]["unknown"]),
                    key=lambda b: (-briefs[b]["wasted_s"], -briefs[b]["refused"] - briefs[b]["unknown"], b))
-    return {"total": total, "desks": desks, "briefs": briefs, "worst": worst[:limit], "desk": desk}
+    unread = [{"brief": u.brief, "ref": u.ref, "problem": u.problem, "left_out": u.left_out} for u in ledgers.unread]
+    return {"total": total, "desks": desks, "briefs": briefs, "worst": worst[:limit], "desk": desk, "unread": unread}
 
 
 def _ledger_cells(ledger: dict[str, Any]) -> list[Cell]:
@@ -505,10 +507,16 @@ def render_report(view: dict[str, Any]) -> None:
     right = frozenset(columns)
     console = _console()
     scope = f"desk {view['desk']}" if view["desk"] else "the fleet"
+    unread = view["unread"]
+    render_warnings([f"could not read {u['ref']} (brief {u['brief']}): {u['problem']}; left out of {u['left_out']}"
+                     for u in unread])
+    lacking = sorted({u["brief"] for u in unread if u["left_out"] == "every total"})
+    names = ", ".join(lacking[:10]) + (f", and {len(lacking) - 10} more" if len(lacking) > 10 else "")
+    short = f" (without {len(lacking)} unread: {names})" if lacking else ""
     if not view["total"]["agent_s"] and not any(view["total"][k] for k in ("refused", "unknown")):
-        console.print(f"no agent time journaled for {_plain(scope)} yet")
+        console.print(f"no agent time journaled for {_plain(scope)} yet{_plain(short)}")
         return
-    console.print(f"{_plain(scope)}: {text(view['total'])}")
+    console.print(f"{_plain(scope)}{_plain(short)}: {text(view['total'])}")
     if view["desks"]:
         print_table(("desk", *columns), [[(d, ""), *_ledger_cells(ledger)] for d, ledger in view["desks"].items()],
                     right, title="by desk")

@@ -14,7 +14,7 @@ from typing import Any
 
 from assay.core.records import JournalEntry
 from assay.observe import waste
-from tests.conftest import Forge, assay
+from tests.conftest import Forge, assay, git
 from tests.helpers.desks import brief, desk_env, publish, run_desk
 
 
@@ -136,3 +136,39 @@ def test_a_killed_run_and_failed_attempts_show_in_the_report_and_on_the_board(wo
     fix_page = (out / "briefs" / "fix.html").read_text()
     assert fix_page.count("<h3>Verify ") == 3 and "forced by" in fix_page
     assert 'id="waste"' in (out / "index.html").read_text()
+
+
+def _plant_junk_journal(forge: Forge, brief_id: str) -> str:
+    """A commit on top of `brief_id`'s journal whose entries.jsonl is junk, made with plain git; the ref."""
+    ref = f"refs/assay/journal/{brief_id}"
+    tip = forge.tip(ref)
+    assert tip
+    bare = ["--git-dir", str(forge.path)]
+    blob = git(*bare, "hash-object", "-w", "--stdin", input="this is not json\n").strip()
+    tree = git(*bare, "mktree", input=f"100644 blob {blob}\tentries.jsonl\n").strip()
+    commit = git(*bare, "commit-tree", tree, "-p", tip, "-m", "junk").strip()
+    git(*bare, "update-ref", ref, commit, tip)
+    return ref
+
+
+def test_a_journal_that_cannot_be_read_is_named_and_left_out_of_every_total(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/one.md": brief("One", ["write one.txt 1", "sleep 0.2"], "test -f one.txt"),
+                   "briefs/two.md": brief("Two", ["write two.txt 2", "sleep 0.2"], "test -f two.txt")})
+    assert run_desk(work, "builder", tmp_path).code == 0
+    assert run_desk(work, "other", tmp_path).code == 0
+    before = assay("report", "--json", "--forge", work.url).json()
+    assert isinstance(before, dict) and set(before["briefs"]) == {"one", "two"}, before
+    ref = _plant_junk_journal(work, "two")
+
+    run = assay("report", "--json", "--forge", work.url)
+    after = run.json()
+    assert run.code == 0 and isinstance(after, dict), run.err
+    assert [(u["brief"], u["ref"], u["left_out"]) for u in after["unread"]] == [("two", ref, "every total")]
+    assert after["unread"][0]["problem"].startswith("journal line is not JSON")
+    assert set(after["briefs"]) == {"one"} and after["total"] == before["briefs"]["one"]
+
+    table = assay("report", "--forge", work.url)
+    assert table.code == 0 and table.out.startswith("the fleet (without 1 unread: two): agent "), table.out
+    assert f"warning: could not read {ref} (brief two): " in table.err and "left out of every total" in table.err
+    desk = assay("report", "--desk", "other", "--forge", work.url)  # a desk's share names it too
+    assert desk.code == 0 and f"could not read {ref}" in desk.err

@@ -254,11 +254,16 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
 
 
 def waste_ledgers(read: ForgeRead) -> waste.Ledgers:
-    """The waste ledger (`waste.py`) of every brief with a journal, of every desk that held one, and in total."""
+    """The waste ledger (`waste.py`) of every brief with a journal, of every desk that held one, and in total;
+    each journal and claim record that could not be read is named, with what the sums leave out."""
     journals = {b: log.entries for b, log in read.journals.items() if isinstance(log, JournalLog) and log.entries}
     epochs = {b: {c.record.epoch: c.record.desk for c in chain if isinstance(c, Claim)}
               for b, chain in read.chains.items()}
-    return waste.ledgers(journals, epochs)
+    unread = [waste.Unread(b, log.ref, log.problem, "every total")
+              for b, log in read.journals.items() if isinstance(log, RecordInvalid)]
+    unread += [waste.Unread(b, c.ref, f"{c.problem} (commit {c.sha[:10]})", "desk shares")
+               for b, chain in read.chains.items() if b in journals for c in chain if not isinstance(c, Claim)]
+    return waste.ledgers(journals, epochs, unread)
 
 
 def _state(read: ForgeRead, brief: str) -> str | None:

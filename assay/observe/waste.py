@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from assay.core.records import JournalEntry, parse_iso
-from assay.core.recordtype import dataclass
+from assay.core.recordtype import dataclass, field
 
 FATES = ("kept", "died", "failed_verify", "redone", "open")
 WASTED = ("died", "failed_verify", "redone")
@@ -142,19 +142,33 @@ def summary(found: Iterable[Item]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Unread:
+    """A record the ledger could not read, and which sums leave out what it holds: `every total` (a journal),
+    `desk shares` (a claim record: the time of its epoch counts in the totals, under no desk)."""
+
+    brief: str
+    ref: str
+    problem: str
+    left_out: str
+
+
 @dataclass
 class Ledgers:
-    """The ledger of each brief with a journal, of each desk that held one, in total, and which briefs each desk
-    held (at some epoch)."""
+    """The ledger of each brief with a journal, of each desk that held one, in total, which briefs each desk
+    held (at some epoch), and what could not be read (`unread`), which the sums leave out."""
 
     briefs: dict[str, dict[str, Any]]
     desks: dict[str, dict[str, Any]]
     total: dict[str, Any]
     held: dict[str, list[str]]
+    unread: list[Unread] = field(default_factory=list)
 
 
-def ledgers(journals: Mapping[str, list[JournalEntry]], epoch_desks: Mapping[str, Mapping[int, str]]) -> Ledgers:
-    """Per brief, per desk and in total. A brief with no journal has no ledger."""
+def ledgers(journals: Mapping[str, list[JournalEntry]], epoch_desks: Mapping[str, Mapping[int, str]],
+            unread: Iterable[Unread] = ()) -> Ledgers:
+    """Per brief, per desk and in total. A brief with no journal has no ledger; one whose journal is in
+    `unread` is in none of the sums, and the ledgers say so."""
     briefs: dict[str, dict[str, Any]] = {}
     by_desk: dict[str, list[Item]] = {}
     held: dict[str, list[str]] = {}
@@ -169,7 +183,8 @@ def ledgers(journals: Mapping[str, list[JournalEntry]], epoch_desks: Mapping[str
         for item in found:
             if item.epoch in desks:
                 by_desk.setdefault(desks[item.epoch], []).append(item)
-    return Ledgers(briefs, {d: summary(found) for d, found in sorted(by_desk.items())}, summary(every), held)
+    return Ledgers(briefs, {d: summary(found) for d, found in sorted(by_desk.items())}, summary(every), held,
+                   sorted(unread, key=lambda u: (u.brief, u.ref)))
 
 
 def wasted(ledger: Mapping[str, Any]) -> bool:
