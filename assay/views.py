@@ -459,7 +459,8 @@ def sweep_markdown(view: dict[str, Any]) -> str:
 
 def board_view(built: Any) -> dict[str, Any]:
     return {"out": str(built.out), "briefs": built.briefs, "files": built.files, "bytes": built.bytes,
-            "columns": built.counts, "round_trips": built.round_trips, "seconds": round(built.seconds, 3)}
+            "columns": built.counts, "round_trips": built.round_trips, "seconds": round(built.seconds, 3),
+            "problems": built.problems}
 
 
 def render_board(view: dict[str, Any]) -> None:
@@ -467,6 +468,9 @@ def render_board(view: dict[str, Any]) -> None:
     trips = ", ".join(f"{k} {n}" for k, n in sorted(view["round_trips"].items())) or "none"
     _console().print(f"board of {view['briefs']} briefs written to {_plain(view['out'])}/index.html "
                      f"({view['files']} files, {view['bytes']} bytes): {counts}; git round trips: {trips}")
+    if view["problems"]:
+        render_warnings([f"{view['problems']} problem(s) on the forge (a record or file that does not read): "
+                         "each is listed under needs you"])
 
 
 def append_step_summary(path: str | None, markdown: str) -> None:

@@ -143,3 +143,43 @@ def test_a_waiting_claim_with_a_junk_condition_stops_no_desk(forge: Forge, claim
     view = swept.json()
     assert isinstance(view, dict)
     assert any(f["kind"] == "junk" and "'soon' is not a real time" in f["detail"] for f in view["findings"])
+
+
+def _junk_on_top(forge: Forge, ref: str, name: str) -> str:
+    """A commit on top of `ref` (or a first one) whose `name` is not JSON, made with plain git; its id."""
+    tip = forge.tip(ref)
+    parent = ["-p", tip] if tip else []
+    commit = git("--git-dir", str(forge.path), "commit-tree", tree_with(forge, name, b"{junk"), *parent, "-m", "junk")
+    git("--git-dir", str(forge.path), "update-ref", ref, commit.strip())
+    return commit.strip()
+
+
+def test_a_claim_whose_tip_does_not_read_is_a_problem_on_the_board_not_a_blocked_brief(forge: Forge, claims: Claims,
+                                                                                         tmp_path: Path) -> None:
+    claims.claim("alpha", "d1")
+    _junk_on_top(forge, "refs/assay/claims/alpha", "claim.json")
+    assert assay("release", "alpha", "--force", "--reason", "gone", "--forge", forge.url).code == 2  # no way on
+    run = assay("board", "build", "-o", str(tmp_path / "site"), "--forge", forge.url)
+    data = json.loads((tmp_path / "site" / "board.json").read_text())
+    card = next(c for c in data["briefs"] if c["id"] == "alpha")
+    assert [n["kind"] for n in card["next"]] == ["problem"], card["next"]  # not "blocked: no reason recorded"
+    assert run.code == 0 and "1 problem(s) on the forge (a record or file that does not read)" in run.err, run.err
+    assert card["next"][0]["why"].startswith("refs/assay/claims/alpha: claim.json is not JSON")
+    assert card["next"][0]["next"].startswith("git show refs/assay/claims/alpha")
+    assert "claim.json is not JSON" in (tmp_path / "site" / "briefs" / "alpha.html").read_text()
+
+
+def test_audit_all_names_the_review_records_and_refs_it_could_not_read(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d1")
+    junk = _junk_on_top(forge, "refs/assay/reviews/alpha", "review.json")
+    git("--git-dir", str(forge.path), "update-ref", "refs/assay/journal/Bad_Name", junk)
+    run = assay("audit", "--all", "--json", "--forge", forge.url)
+    found = run.json()
+    assert run.code == 1 and isinstance(found, list), run.err
+    checks = {a["brief"]: {c["name"]: c for c in a["checks"]} for a in found}
+    fenced = checks["alpha"]["fenced-writes"]
+    assert not fenced["passed"] and f"refs/assay/reviews/alpha at {junk[:10]}: review.json is not JSON" in \
+        fenced["reason"] and "cannot be judged" in fenced["reason"]
+    bad_name = checks["refs/assay/journal/Bad_Name"]["read"]
+    assert not bad_name["passed"] and "not a valid brief id" in bad_name["reason"]
+    no_traceback(run.err)

@@ -159,16 +159,19 @@ def test_a_journal_that_cannot_be_read_is_named_and_left_out_of_every_total(work
     before = assay("report", "--json", "--forge", work.url).json()
     assert isinstance(before, dict) and set(before["briefs"]) == {"one", "two"}, before
     ref = _plant_junk_journal(work, "two")
+    copy = "refs/assay/journal/Bad_Name"  # a journal under a name no brief has: counted nowhere either
+    git("--git-dir", str(work.path), "update-ref", copy, str(work.tip("refs/assay/journal/one")))
 
     run = assay("report", "--json", "--forge", work.url)
     after = run.json()
     assert run.code == 0 and isinstance(after, dict), run.err
-    assert [(u["brief"], u["ref"], u["left_out"]) for u in after["unread"]] == [("two", ref, "every total")]
-    assert after["unread"][0]["problem"].startswith("journal line is not JSON")
+    assert [(u["brief"], u["ref"], u["left_out"]) for u in after["unread"]] == [
+        ("Bad_Name", copy, "every total"), ("two", ref, "every total")]
+    assert after["unread"][1]["problem"].startswith("journal line is not JSON")
     assert set(after["briefs"]) == {"one"} and after["total"] == before["briefs"]["one"]
 
     table = assay("report", "--forge", work.url)
-    assert table.code == 0 and table.out.startswith("the fleet (without 1 unread: two): agent "), table.out
+    assert table.code == 0 and table.out.startswith("the fleet (without 2 unread: Bad_Name, two): agent "), table.out
     assert f"warning: could not read {ref} (brief two): " in table.err and "left out of every total" in table.err
     desk = assay("report", "--desk", "other", "--forge", work.url)  # a desk's share names it too
     assert desk.code == 0 and f"could not read {ref}" in desk.err

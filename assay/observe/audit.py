@@ -80,6 +80,7 @@ class History:
     rows_on_main: list[list[tuple[str, str]]]  # main's (row id, command) lists at the commits the brief ran from
     pull: dict[str, Any] | None = None  # on GitHub: the pull request's state, statuses and events
     problems: list[str] = field(default_factory=list)  # records that did not read
+    unread_reviews: list[str] = field(default_factory=list)  # review records that did not read: not judged
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
                  if e.kind == "note" and e.data and e.data.get("branch") == "created" and e.data.get("at_commit")),
                 None)
     branch = _branch_commits(git, brief, base, refs)
-    review_chain = _review_chain(git, brief, refs) if reviews.refs_backed else []
+    unread_reviews: list[str] = []
+    review_chain = _review_chain(git, brief, refs, unread_reviews) if reviews.refs_backed else []
     named = [str((e.data or {}).get(k)) for e in log.entries for k in ("head", "pushed") if (e.data or {}).get(k)]
     pull = None if reviews.refs_backed else _pull_history(reviews, brief, list(dict.fromkeys(named)))
     mains = [base] if base else []
@@ -132,7 +134,8 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
         mains.append(f"{pull['merge_commit']}^1")
     if not mains:
         mains.append(MAIN_REF)
-    return History(brief, good, log.entries, branch, review_chain, _rows_on_main(git, brief, mains), pull, problems)
+    return History(brief, good, log.entries, branch, review_chain, _rows_on_main(git, brief, mains), pull, problems,
+                   unread_reviews)
 
 
 def _branch_commits(git: ForgeGit, brief: str, base: str | None,
@@ -171,19 +174,24 @@ def _iso(seconds: int) -> str:
     return utc_now_iso(float(seconds))
 
 
-def _review_chain(git: ForgeGit, brief: str, refs: Mapping[str, str] | None) -> list[tuple[str, ReviewRecord]]:
+def _review_chain(git: ForgeGit, brief: str, refs: Mapping[str, str] | None,
+                  unread: list[str]) -> list[tuple[str, ReviewRecord]]:
+    """The review chain's records, oldest first; each that does not read is added to `unread`, as a write the
+    audit cannot judge."""
     ref = review_ref(brief)
     tip = retired.tip_of(git, ref, refs)
     if not tip:
         return []
     git.ensure_objects({ref: tip})
     shas = list(reversed(git.rev_list(tip)))
+    if not shas:
+        unread.append(f"{ref} at {tip[:10]}: its tip is no commit")
     out = []
     for sha, data in zip(shas, git.read_objects([f"{s}:review.json" for s in shas]), strict=True):
         try:
             out.append((sha, decode_review(data, ref)))
-        except RecordInvalid:
-            continue  # junk in a review chain is the reviews' listing's to report; it proves nothing here
+        except RecordInvalid as exc:
+            unread.append(f"{ref} at {sha[:10]}: {exc.problem}")
     return out
 
 
@@ -340,7 +348,7 @@ def check_unsafe_once(h: History) -> Check:
 def check_fenced_writes(h: History) -> Check:
     held = {c.record.epoch for c in h.claims if c.record.state in LIVE}
     notes = [e for e in h.journal if e.kind == "note" and (e.data or {}).get("review") == "ready"]
-    bad, count = [], 0
+    bad, count = [f"{u}, so its writes cannot be judged" for u in h.unread_reviews], 0
     previous = None
     for sha, r in h.reviews:
         if r.state == "ready" and (previous is None or previous.state != "ready" or previous.head != r.head):
@@ -592,7 +600,7 @@ def audit(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
 def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews,
               progress: Callable[[str], None] = lambda _: None) -> list[Audit]:
     """The audit of every brief with a claim chain, live or retired: one ls-remote and one fetch for all of
-    them, then local reads."""
+    them, then local reads. A ref under Assay's prefixes that names no brief is a failed `read` of its own."""
     found = scan(git, ("claims", "journals", "reviews", "branches", "main", "retired"))
     found.fetch()
     refs = found.refs
@@ -611,7 +619,7 @@ def audit_all(git: ForgeGit, claims: Claims, reviews: Reviews,
                              "no brief is judged on what could not be read", hint=exc.hint) from None
         except AssayError as exc:
             out.append(Audit(brief, [], [Check("read", False, exc.message)]))
-    return out
+    return out + [Audit(j.ref, [], [Check("read", False, f"{j.ref}: {j.problem}: not audited")]) for j in found.junk]
 
 
 __all__ = ["CHECKS", "Audit", "Check", "Event", "audit", "audit_all"]

@@ -76,6 +76,7 @@ class ForgeRead:
     written: dict[str, int] = field(default_factory=dict)  # claim commit -> its committer time (the writer's clock)
     review_link: Callable[[Review], str | None] = field(default=lambda _: None)  # the review port's `link`
     progress: dict[str, str] = field(default_factory=dict)  # brief -> what its tip's renewal says of the agent
+    junk: list[InvalidRecord] = field(default_factory=list)  # refs under Assay's prefixes that name no brief
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -105,7 +106,7 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     return ForgeRead(found.main, {b.id: b for b in briefs}, problems, chains, journals,
                      _reviews(git, reviews, tips["reviews"], problems), found.by_brief("branches"), retired,
                      seen.observations, seen.tip, [d.name for d in desks], {d.name: d.heartbeat_s for d in desks},
-                     written, reviews.link, progress)
+                     written, reviews.link, progress, found.junk)
 
 
 def _retired(found: Scan, problems: list[str]) -> dict[str, RetiredBrief]:
@@ -238,7 +239,10 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
         for seq in c["interrupted"]:
             need("unknown", c, f"an unsafe step (intent seq {seq}) was cut off and no desk holds the brief",
                  f"assay journal {b}; a desk that claims it records the outcome as unknown")
-        if c["state"] in ("blocked", "invalid"):
+        if c["state"] == "invalid":  # no release can go on from a record that does not read: a person looks first
+            need("problem", c, f"{CLAIMS_PREFIX}{b}: {c['custody'][-1].get('invalid')}",
+                 f"git show {CLAIMS_PREFIX}{b} on the forge (a newer Assay may have written it)")
+        elif c["state"] == "blocked":
             need("blocked", c, c["reason"] or "no reason recorded", f"assay release {b} --force --reason '...'")
         if c["review"] and c["review"]["state"] == "ready" and c["state"] != "done":
             need("review", c, f"review ready ({len(c['review']['approvals'])} approvals)",
@@ -261,6 +265,8 @@ def waste_ledgers(read: ForgeRead) -> waste.Ledgers:
               for b, chain in read.chains.items()}
     unread = [waste.Unread(b, log.ref, log.problem, "every total")
               for b, log in read.journals.items() if isinstance(log, RecordInvalid)]
+    unread += [waste.Unread(j.ref.removeprefix(JOURNAL_PREFIX), j.ref, j.problem, "every total")
+               for j in read.junk if j.ref.startswith(JOURNAL_PREFIX)]
     unread += [waste.Unread(b, c.ref, f"{c.problem} (commit {c.sha[:10]})", "desk shares")
                for b, chain in read.chains.items() if b in journals for c in chain if not isinstance(c, Claim)]
     return waste.ledgers(journals, epochs, unread)
@@ -494,6 +500,7 @@ class Built:
     round_trips: dict[str, int]
     seconds: float
     counts: dict[str, int]
+    problems: int = 0  # records it could not read: each is a `problem` under needs you
 
 
 def build(git: ForgeGit, reviews: Reviews, out: Path, now: float | None = None) -> Built:
@@ -520,7 +527,8 @@ def build(git: ForgeGit, reviews: Reviews, out: Path, now: float | None = None) 
                          hint="pass -o DIR, a folder you can write") from None
     trips = {k: v - before.get(k, 0) for k, v in git.round_trips.items() if v - before.get(k, 0)}
     return Built(out, len(data["briefs"]), len(files) + 1, size + len(board_json), trips,
-                 time.perf_counter() - started, {c["id"]: c["count"] for c in data["columns"]})
+                 time.perf_counter() - started, {c["id"]: c["count"] for c in data["columns"]},
+                 data["needs_you_counts"]["problem"])
 
 
 def serve(directory: Path, port: int, ready: Callable[[str], None]) -> None:
