@@ -239,6 +239,23 @@ def test_git_in_a_folder_without_a_repository_of_its_own_never_reaches_the_enclo
     assert git("rev-parse", "HEAD", cwd=clone).strip() == head and "seed" not in git("ls-files", cwd=clone)
 
 
+def test_a_damaged_cache_inside_a_checkout_is_an_error_never_the_checkouts_repository(forge: Forge,
+                                                                                       tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    _clone_like(clone)
+    env = {"ASSAY_CACHE_DIR": str(clone / "cache")}  # as `assay demo` keeps its cache, inside a clone of Assay
+    assert assay("claims", "--forge", forge.url, env=env).code == 0
+    [cache] = (clone / "cache").iterdir()
+    (cache / "HEAD").unlink()  # no longer a repository to git
+    objects = git("cat-file", "--batch-all-objects", "--batch-check", cwd=clone)
+    refs = git("for-each-ref", cwd=clone)
+    run = assay("claim", "alpha", "--desk", "me", "--forge", forge.url, env=env)
+    assert run.code == 1 and "unexpected" not in run.err, run.err
+    no_traceback(run.err)
+    assert git("cat-file", "--batch-all-objects", "--batch-check", cwd=clone) == objects
+    assert git("for-each-ref", cwd=clone) == refs and forge.tip("refs/assay/claims/alpha") is None
+
+
 def hook(forge: Forge, body: str) -> None:
     path = forge.path / "hooks" / "reference-transaction"
     path.write_text("#!/bin/sh\n" + body)

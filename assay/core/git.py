@@ -255,7 +255,13 @@ class ForgeGit:
              timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
         if args[0] in NETWORK_COMMANDS:
             self.round_trips[args[0]] += 1
-        return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout, env=self._env)
+        return run_git(list(args), cwd=self.cache, input=input, check=check, timeout=timeout,
+                       env=self._cache_env(self._env))
+
+    def _cache_env(self, env: dict[str, str] | None) -> dict[str, str]:
+        """`env` for git in the cache, which never looks above it: a damaged cache is an error, never the
+        repository around it (a cache inside a checkout) taking its objects and refs."""
+        return {**(env or git_env()), "GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.abspath(self.cache))}
 
     # -- reading the forge ----------------------------------------------------------
 
@@ -365,7 +371,7 @@ class ForgeGit:
             try:
                 proc = subprocess.Popen(["git", f"remote-{self.remote.split(':', 1)[0].lower()}", self.remote,
                                          self.remote], cwd=self.cache, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=errors, env=self._env or git_env())
+                                        stderr=errors, env=self._cache_env(self._env))
             except OSError:
                 return None
             assert proc.stdin is not None and proc.stdout is not None
@@ -472,8 +478,13 @@ class ForgeGit:
         payload = "".join(f"{n}\n" for n in names).encode()
         writer = None
         if len(payload) <= select.PIPE_BUF:  # an empty pipe takes this much without blocking
-            proc.stdin.write(payload)
-            proc.stdin.flush()
+            try:
+                proc.stdin.write(payload)
+                proc.stdin.flush()
+            except BrokenPipeError:  # git ended before it read a name (a cache that is no repository)
+                _close_quietly(proc)
+                raise ForgeError(f"git cat-file in the cache {self.cache} ended before it read a name",
+                                 hint="if git said it is no repository, remove that folder: it is made again") from None
         else:
             writer = threading.Thread(target=_feed, args=(proc.stdin, payload), daemon=True)
             writer.start()
@@ -494,7 +505,7 @@ class ForgeGit:
 
     def _batch_process(self) -> subprocess.Popen[bytes]:
         if self._batch is None or self._batch.poll() is not None:
-            self._batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self.cache, env=git_env(),
+            self._batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self.cache, env=self._cache_env(None),
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             atexit.register(self.close)
         return self._batch
