@@ -187,3 +187,27 @@ def test_every_write_the_fast_path_makes_is_synced_as_git_push_would_sync_it(
     assert fsck(forge) == ""
     assert forge.claim_json("alpha")["state"] == "held"
     assert None not in {forge.tip("refs/t/lone"), forge.tip("refs/t/big39"), forge.tip("refs/t/big")}
+
+
+FSYNC_VALUES = ["", "none", "loose", "l", "o", "p", "added", "derived-metadata", "bogus", "-", "-,loose-object",
+                "-loose-object", "committed,-loose-object", "-loose-object,committed", "all,-loose-object", "-all",
+                "none,loose-object", "loose-object,none", ",,loose-object", " loose-object", "loose-object ",
+                "reference,-objects", "objects,-"]
+FILES_VALUES = ["true", "false", "1", "0", "", "yes", "off"]
+
+
+@pytest.mark.skipif(not synctrace.available(), reason="strace is not installed, or may not trace here")
+def test_loose_objects_are_synced_exactly_when_git_syncs_them(tmp_path: Path) -> None:
+    """git itself is the oracle: for each value of core.fsync (odd ones too: prefixes, `none` first or last, a
+    `-` alone, blanks) and of core.fsyncObjectFiles, whether `git hash-object -w` syncs the object it writes is
+    what the fast path decides."""
+    repo = tmp_path / "r.git"
+    git("init", "-q", "--bare", str(repo))
+    cases = [{"core.fsync": v} for v in FSYNC_VALUES] + [{"core.fsync": "none", "core.fsyncobjectfiles": v}
+                                                        for v in FILES_VALUES]
+    for n, settings in enumerate(cases):
+        given = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
+        trace = synctrace.traced(["git", *given, "--git-dir", str(repo), "hash-object", "-w", "--stdin"], repo,
+                                 tmp_path / f"t{n}", stdin=f"case {n}\n")
+        assert len(trace.placed["loose-object"]) == 1, settings
+        assert gitmod._syncs_loose(dict(settings)) is trace.placed["loose-object"][0], settings

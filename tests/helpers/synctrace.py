@@ -92,12 +92,12 @@ def _full(where: str, path: str) -> str:
 
 
 def traced(argv: list[str], root: Path, folder: Path, env: dict[str, str] | None = None,
-           cwd: Path | None = None) -> Trace:
+           cwd: Path | None = None, stdin: str | None = None) -> Trace:
     """Run `argv` under `strace -f` (one file a process, in `folder`) and read what it did under `root`."""
     folder = folder.resolve()
     folder.mkdir(parents=True)
     proc = subprocess.run(["strace", "-f", "-ff", "-y", "-qq", "-s", "4096", "-e", f"trace={SYSCALLS}",
                            "-e", "signal=none", "-o", str(folder / "t"), "--", *argv],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=120, input=stdin)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return Trace(folder, root, cwd or Path.cwd())
