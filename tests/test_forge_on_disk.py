@@ -97,17 +97,27 @@ def test_a_forge_with_other_rules_of_its_own_gets_the_push_through_git(forge: Fo
         port.close()
 
 
+def test_settings_only_a_client_reads_leave_the_fast_path_open(forge: Forge, tmp_path: Path) -> None:
+    """transfer.credentialsInUrl and transfer.bundleURI are a fetching client's: the forge's receive-pack reads
+    neither, so a forge (or a person's global config) with them still takes the fast path; fsckObjects does not."""
+    for key, value in (("transfer.credentialsInUrl", "die"), ("transfer.bundleURI", "file:///nowhere")):
+        git("--git-dir", str(forge.path), "config", key, value)
+    assert gitmod._vetting(str(forge.path), str(tmp_path)) == gitmod.Vetting(False, False)
+    git("--git-dir", str(forge.path), "config", "transfer.fsckObjects", "true")
+    assert gitmod._vetting(str(forge.path), str(tmp_path)).vets
+
+
 def test_a_commit_the_forge_holds_without_its_tree_is_sent_whole(forge: Forge) -> None:
     """A push cut short can leave a commit on the forge without what it reaches (its tree still to come). Another
-    process pushing that commit sends what it reaches too, as `git push` would: the forge is whole after."""
+    port (a process of its own) pushing that commit sends what it reaches too, as `git push` would: the forge is
+    whole after."""
     writer = ForgeGit(forge.url)
     lone = commit(writer, {"f": "made by another process\n"})
     writer.close()
-    loose = Path(os.environ["ASSAY_CACHE_DIR"])
-    found = [p for p in loose.glob(f"*/objects/{lone[:2]}/{lone[2:]}")]
+    [cached] = Path(os.environ["ASSAY_CACHE_DIR"]).glob(f"*/objects/{lone[:2]}/{lone[2:]}")
     target = forge.path / "objects" / lone[:2] / lone[2:]
     target.parent.mkdir(exist_ok=True)
-    target.write_bytes(found[0].read_bytes())  # the commit alone, as a push killed after writing it leaves it
+    target.write_bytes(cached.read_bytes())  # the commit alone, as a push killed after writing it leaves it
     port = ForgeGit(forge.url)
     try:
         assert port.push([RefUpdate("refs/t/lone", lone)])["refs/t/lone"].ok

@@ -1041,8 +1041,10 @@ RACY_NS = 50_000_000  # a file written this close to a reading may be newer than
 # checks, transfer.* or syncing, are never read)
 VETTING_FILE = "forge-vetting.v2.json"
 # config keys, as git lists them, that give a forge a say in what its receive-pack takes: its rules (`receive.*`;
-# `transfer.*`: object checks, hidden refs), hooks elsewhere, shared permissions, repository extensions
-_RULES = re.compile(r"receive\.|transfer\.|extensions\.|core\.hookspath$|core\.sharedrepository$")
+# `transfer.*`: object checks, hidden refs; not the two a client alone reads), hooks elsewhere, shared permissions,
+# repository extensions
+_RULES = re.compile(r"receive\.|transfer\.(?!credentialsinurl$|bundleuri$)|extensions\.|core\.hookspath$"
+                    r"|core\.sharedrepository$")
 _SETTINGS = frozenset({"core.bare", "core.fsync", "core.fsyncobjectfiles"})  # keys whose values decide, as listed
 LOCAL_REPO_ENV = (  # what `git push` leaves out of its receive-pack's environment on this machine (git 2.39's
     # `git rev-parse --local-env-vars`): a repository, its objects, config given on the command line
