@@ -402,15 +402,15 @@ def test_a_forge_config_git_cannot_read_is_taken_to_vet_pushes_and_asked_again(f
     cache = tmp_path / "vetting-cache"
     cache.mkdir()
     gitmod._VETTING.clear()
-    assert gitmod._vets_pushes(str(forge.path), str(cache)) is True
+    assert gitmod._vetting(str(forge.path), str(cache)).vets is True
     assert not (cache / gitmod.VETTING_FILE).exists()
     rules.write_text("[receive]\n\tdenyDeletes = true\n")
     gitmod._VETTING.clear()
-    assert gitmod._vets_pushes(str(forge.path), str(cache)) is True
+    assert gitmod._vetting(str(forge.path), str(cache)).vets is True
     rules.write_text("")
     os.utime(rules, (1_700_000_000, 1_700_000_000))  # mended long ago: the answer is kept
     gitmod._VETTING.clear()
-    assert gitmod._vets_pushes(str(forge.path), str(cache)) is False
+    assert gitmod._vetting(str(forge.path), str(cache)).vets is False
     assert (cache / gitmod.VETTING_FILE).exists()
     gitmod._VETTING.clear()
 

@@ -839,8 +839,8 @@ class ForgeGit:
 
     def _push_once(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
         folder = local_forge_path(self.url)
-        if (atomic or len(updates) == 1) and folder is not None and not _vets_pushes(folder, self.cache) \
-                and (self._send_loose(folder, updates) or self._send_objects(folder, updates)):
+        if (atomic or len(updates) == 1) and folder is not None and not (vetting := _vetting(folder, self.cache)).vets \
+                and (self._send_loose(folder, updates, vetting.sync_loose) or self._send_objects(folder, updates)):
             return self._transact(folder, updates)
         args = ["push", "--porcelain", "--no-verify"]
         if atomic:
@@ -862,67 +862,50 @@ class ForgeGit:
         return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                 else results[u.ref] for u in updates}
 
-    def _send_loose(self, folder: str, updates: Sequence[RefUpdate]) -> bool:
+    def _send_loose(self, folder: str, updates: Sequence[RefUpdate], sync: bool) -> bool:
         """Give a forge on this machine the objects of `updates` as the loose files this process wrote, when that
-        is all they need: every object the new tips reach is either one of those (read back from the cache, so
-        what it reaches is followed) or a loose object the forge already has, and they are fewer than
-        `UNPACK_BELOW`. False otherwise (an object only in a pack, or written by another process), and nothing is
-        sent: then `pack-objects` works out what to send.
+        is all they need: every object the new tips reach is one of those (read back from the cache, so what it
+        reaches is followed), a blob the forge holds loose, or an expected tip it holds loose (a ref names it, so
+        all it reaches is there), and they are fewer than `UNPACK_BELOW`. Any other object the forge holds may
+        be one a push cut short left there without what it reaches (a commit without its tree): then, as for an
+        object only in a pack or written by another process, nothing is sent and False returned, and
+        `pack-objects` works out what to send. Each file is synced before it is named when `sync` (the forge
+        asks git to sync its loose objects), as git does: the file, not its folder.
         Two processes fewer than `pack-objects | unpack-objects`, for the commits a push of Assay's own makes."""
+        tips = {u.expected for u in updates if u.expected != ZERO}
         send: dict[str, bytes] = {}  # sha -> its loose file, as the cache holds it
-        todo = [u.new for u in updates if u.new != ZERO]
+        todo: list[tuple[str, str]] = [(u.new, "tip") for u in updates if u.new != ZERO]  # (sha, kind named)
         seen: set[str] = set()
         while todo:
-            sha = todo.pop()
+            sha, kind = todo.pop()
             if sha in seen:
                 continue
             seen.add(sha)
             if sha not in self._fresh:
-                if os.path.isfile(f"{folder}/objects/{sha[:2]}/{sha[2:]}"):
+                if (kind == "blob" or sha in tips) and os.path.isfile(f"{folder}/objects/{sha[:2]}/{sha[2:]}"):
                     continue
                 return False
-            try:
-                with open(f"{self.cache}/objects/{sha[:2]}/{sha[2:]}", "rb") as loose:
-                    stored = loose.read()
-                raw = zlib.decompress(stored)
-            except (OSError, zlib.error):  # packed by `maintain` meanwhile
+            stored = self._loose_in_cache(sha)
+            if stored is None:  # packed by `maintain` meanwhile, or not what its name says
                 return False
-            header, _, body = raw.partition(b"\0")
-            kind = header.split(b" ", 1)[0]
-            if kind == b"commit":
-                head = body.split(b"\n\n", 1)[0].decode("ascii", "replace").splitlines()
-                todo += [line.split(" ", 1)[1] for line in head if line.startswith(("tree ", "parent "))]
-            elif kind == b"tree":
-                at = 0
-                while at < len(body):
-                    nul = body.index(b"\0", at)
-                    if not body[at:nul].startswith(b"160000 "):  # a submodule's commit is not this repository's
-                        todo.append(body[nul + 1:nul + 21].hex())
-                    at = nul + 21
             send[sha] = stored
+            todo += _links(zlib.decompress(stored))
             if len(send) >= UNPACK_BELOW:  # so many are better sent as one pack, as receive-pack keeps them
                 return False
         for sha, stored in send.items():
-            target = f"{folder}/objects/{sha[:2]}"
-            if os.path.exists(f"{target}/{sha[2:]}"):
-                continue
-            partial = f"{target}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
-            try:
-                if not os.path.isdir(target):
-                    with contextlib.suppress(FileExistsError):  # in the forge's objects folder only: a forge moved
-                        os.mkdir(target)  # away stays away
-                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-                try:
-                    os.write(fd, stored)
-                finally:
-                    os.close(fd)
-                os.replace(partial, f"{target}/{sha[2:]}")
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(partial)
+            if not _put_loose(f"{folder}/objects/{sha[:2]}", sha[2:], stored, sync):
                 return False
         self._fresh.difference_update(send)
         return True
+
+    def _loose_in_cache(self, sha: str) -> bytes | None:
+        """The cache's loose file of `sha`, if it is there and holds that very object."""
+        try:
+            with open(f"{self.cache}/objects/{sha[:2]}/{sha[2:]}", "rb") as loose:
+                stored = loose.read()
+            return stored if sha1_hex(zlib.decompress(stored)) == sha else None
+        except (OSError, zlib.error):
+            return None
 
     def _send_objects(self, folder: str, updates: Sequence[RefUpdate]) -> bool:
         """Give a forge on this machine the objects of `updates` it lacks, as one pack (`pack-objects --revs`,
@@ -938,7 +921,8 @@ class ForgeGit:
             pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
             count = int.from_bytes(pack[8:12], "big")  # the pack header: "PACK", version, object count
             run_git(["--git-dir", folder, *(["unpack-objects", "-q"] if count < UNPACK_BELOW
-                                             else ["index-pack", "--stdin"])], input=pack, timeout=_timeout())
+                                             else ["index-pack", "--stdin"])], input=pack, timeout=_timeout(),
+                    env=_forge_env())
         except ForgeError as exc:
             self._last_push_error = exc.message
             return False
@@ -954,7 +938,7 @@ class ForgeGit:
                            else f"delete {u.ref} {u.expected}\n" for u in updates)
         try:
             proc = run_git(["--git-dir", folder, "update-ref", "--stdin"], input=commands.encode(),
-                           check=False, timeout=_timeout() + 0.01 * len(updates))
+                           check=False, timeout=_timeout() + 0.01 * len(updates), env=_forge_env())
         except ForgeError as exc:
             self._last_push_error = exc.message
             return None
@@ -1054,54 +1038,85 @@ def _pkt_lines(data: bytes) -> list[str]:
     return out
 
 
-_VETTING: dict[str, tuple[list[object], list[str], bool]] = {}  # a forge's folder: stamps, included files, answer
+class Vetting(NamedTuple):
+    """How a forge on this machine takes a push: through `git push` when it `vets` it, else by the fast path, which
+    syncs each loose object it writes when `sync_loose` (the forge asks git to)."""
+
+    vets: bool
+    sync_loose: bool = False
+
+
+_VETTING: dict[str, tuple[list[object], list[str], Vetting]] = {}  # a forge's folder: stamps, included files, answer
 RACY_NS = 50_000_000  # a file written this close to a reading may be newer than what was read (file clocks are coarse)
-VETTING_FILE = "forge-vetting.json"  # in the forge's cache: `_vets_pushes`'s answer and the stamps it was read from
-_RULES = re.compile(r"receive\.|core\.hookspath$|core\.sharedrepository$")  # config keys, as git lists them
+# in the forge's cache: `_vetting`'s answer and the stamps it was read from (v1's answers, which did not weigh object
+# checks, transfer.* or syncing, are never read)
+VETTING_FILE = "forge-vetting.v2.json"
+# config keys, as git lists them, that give a forge a say in what its receive-pack takes: its rules (`receive.*`;
+# `transfer.*`: object checks, hidden refs; not the two a client alone reads), hooks elsewhere, shared permissions,
+# repository extensions
+_RULES = re.compile(r"receive\.|transfer\.(?!credentialsinurl$|bundleuri$)|extensions\.|core\.hookspath$"
+                    r"|core\.sharedrepository$")
+_SETTINGS = frozenset({"core.bare", "core.fsync", "core.fsyncobjectfiles"})  # keys whose values decide, as listed
+LOCAL_REPO_ENV = (  # what `git push` leaves out of its receive-pack's environment on this machine (git 2.39's
+    # `git rev-parse --local-env-vars`): a repository, its objects, config given on the command line
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE", "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR")
+GIT_SYNCS_LOOSE = os.name == "nt"  # git's default `core.fsync` leaves loose objects out (`committed,-loose-object`),
+# but on Windows
+_FSYNC_LOOSE = {"loose-object": True, "pack": False, "pack-metadata": False, "commit-graph": False, "index": False,
+                "objects": True, "reference": False, "derived-metadata": False, "committed": True, "added": True,
+                "all": True}  # core.fsync's components (git 2.36 on), and whether each holds `loose-object`
 
 
-def _vets_pushes(folder: str, cache: str) -> bool:
-    """Whether a forge on this machine has a say in what it receives: hooks (in its own folder or where
-    `core.hooksPath` points), `receive.*` rules (`denyDeletes`, say) or shared permissions
-    (`core.sharedRepository`, which git applies to each file it writes). Then every push goes through git push.
+def _vetting(folder: str, cache: str) -> Vetting:
+    """How a forge on this machine takes a push. It vets each one, through `git push`, when it has a say in what
+    it receives: hooks (in its own folder or where `core.hooksPath` points), `receive.*` and `transfer.*` rules
+    (`denyDeletes`, hidden refs, object checks: `fsckObjects` with the `fsck.*` messages its receive-pack reads),
+    shared permissions (`core.sharedRepository`, which git applies to each file it writes), extensions, a
+    branch checked out (a forge not bare, linked worktrees), or a setting git refuses. Else the fast path does
+    what its receive-pack would: `fsck.*` alone checks nothing a push brings; git itself unpacks and moves the
+    refs, syncing as `core.fsync` asks, and the loose objects it writes are synced as git would sync them.
     Asked again only when a file that decides it changed (the config files git reads, those they include, the
-    forge's hooks) or the `GIT_CONFIG*` variables did; the answer and those stamps are kept in the forge's cache
-    for the next process."""
+    forge's hooks, its worktrees) or the `GIT_CONFIG*` variables did; the answer and those stamps are kept in the
+    forge's cache for the next process."""
     seen = _vetting_key(folder)
     known = _VETTING.get(folder)
     if known is not None and known[0] == [*seen, *_stamps(known[1])]:
         return known[2]
     kept_at = os.path.join(cache, VETTING_FILE)
     kept = cachefile.load(kept_at)
-    also = kept.get("also")
-    if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(kept.get("vets"), bool):
+    also, vets, sync = kept.get("also"), kept.get("vets"), kept.get("sync")
+    if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(vets, bool) \
+            and isinstance(sync, bool):
         stamps = [*seen, *_stamps(also)]  # lists of strings and numbers: as the file gives them back
         if kept.get("stamps") == stamps:
-            _VETTING[folder] = (stamps, also, kept["vets"])
-            return bool(kept["vets"])
+            _VETTING[folder] = (stamps, also, Vetting(vets, sync))
+            return Vetting(vets, sync)
     started = time.time_ns()
-    vets, also, settled = _read_vetting(folder)
+    answer, also, settled = _read_vetting(folder)
     after = _stamps(also)  # stamped after the reading: one written as git read it may be newer than what it read
     before = {os.path.abspath(st[0]) for st in seen if isinstance(st, list)}  # these were stamped before it
     racy = any(isinstance(st, list) and st[2] >= started - RACY_NS and os.path.abspath(st[0]) not in before
                for st in after)
     stamps = [*seen, *after]
     if settled and not racy:
-        _VETTING[folder] = (stamps, also, vets)
-        cachefile.save(kept_at, {"stamps": stamps, "also": also, "vets": vets})
-    return vets
+        _VETTING[folder] = (stamps, also, answer)
+        cachefile.save(kept_at, {"stamps": stamps, "also": also, "vets": answer.vets, "sync": answer.sync_loose})
+    return answer
 
 
 def _vetting_key(folder: str) -> list[object]:
     """What `_read_vetting`'s answer depends on, but for the files the config includes: the stamps of the config
     files git reads (the forge's, this user's and this machine's, or those `GIT_CONFIG_GLOBAL` and
-    `GIT_CONFIG_SYSTEM` name) and of the forge's hooks, and a digest of the `GIT_CONFIG*` variables (never their
-    values: one may carry a token)."""
+    `GIT_CONFIG_SYSTEM` name), of the forge's hooks and of its worktrees folder, and a digest of the `GIT_CONFIG*`
+    variables (never their values: one may carry a token)."""
     given = sorted((name, value) for name, value in os.environ.items() if name.startswith("GIT_CONFIG"))
     home = os.environ.get("HOME", "/")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     hooks = os.path.join(folder, "hooks")
-    paths = [os.path.join(folder, "config"), hooks]
+    paths = [os.path.join(folder, "config"), hooks, os.path.join(folder, "worktrees")]
     named = os.environ.get("GIT_CONFIG_GLOBAL")
     paths += [named] if named else [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
     if os.environ.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
@@ -1124,29 +1139,97 @@ def _stamps(paths: Sequence[str]) -> list[object]:
     return stamps
 
 
-def _read_vetting(folder: str) -> tuple[bool, list[str], bool]:
-    """Whether the forge vets pushes; the files its answer also depends on (those the config includes, and the
-    system config of a git installed elsewhere than /usr); and whether the answer can be kept (False when git
-    could not read the config: then the forge is taken to vet pushes, and asked again next time)."""
+def _read_vetting(folder: str) -> tuple[Vetting, list[str], bool]:
+    """How the forge takes a push (`_vetting`); the files its answer also depends on (those the config includes,
+    and the system config of a git installed elsewhere than /usr); and whether the answer can be kept (False when
+    git could not read the config: then the forge is taken to vet pushes, and asked again next time). The config
+    is read as the forge's receive-pack reads it (`_forge_env`)."""
     hooks = os.path.join(folder, "hooks")
     if os.path.isdir(hooks) and any(not name.endswith(".sample") and os.access(os.path.join(hooks, name), os.X_OK)
                                     for name in os.listdir(hooks)):
-        return True, [], True
-    listed = run_git(["--git-dir", folder, "config", "--list", "--show-origin", "-z"], check=False)
+        return Vetting(True), [], True
+    if os.path.isdir(os.path.join(folder, "worktrees")):  # a branch checked out there is not receive-pack's to move
+        return Vetting(True), [], True
+    listed = run_git(["--git-dir", folder, "config", "--list", "--show-origin", "-z"], check=False, env=_forge_env())
     if listed.returncode != 0:
-        return True, [], False
+        return Vetting(True), [], False
     vets, also = False, set(_system_configs())
+    settings: dict[str, str | None] = {}  # the last value of each key of `_SETTINGS` (None: a key with no value)
     fields = listed.stdout.decode("utf-8", "replace").split("\0")
     for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
-        key, _, value = entry.partition("\n")
+        key, valued, value = entry.partition("\n")
         vets = vets or _RULES.match(key) is not None
+        if key in _SETTINGS:
+            settings[key] = value if valued else None
         if not origin.startswith("file:"):
             continue  # the command line, or standard input: in the GIT_CONFIG* digest
         source = os.path.abspath(origin.removeprefix("file:"))
         also.add(source)
         if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
             also.add(os.path.join(os.path.dirname(source), os.path.expanduser(value)))  # even while absent
-    return vets, sorted(also), True
+    sync = _syncs_loose(settings)
+    vets = vets or sync is None or _git_bool(settings.get("core.bare", "false")) is not True
+    return Vetting(vets, sync is True), sorted(also), True
+
+
+def _forge_env() -> dict[str, str]:
+    """git's environment as `git push` gives it to the receive-pack of a forge on this machine (without
+    `LOCAL_REPO_ENV`): the fast path's git reads the forge's config as that receive-pack would."""
+    env = git_env()
+    for name in LOCAL_REPO_ENV:
+        env.pop(name, None)
+    return env
+
+
+def _syncs_loose(settings: dict[str, str | None]) -> bool | None:
+    """Whether git syncs each loose object it writes into the forge (config.c and object-file.c, git 2.36 on):
+    `core.fsyncObjectFiles` true, or a `core.fsync` holding `loose-object`. None for a value git refuses (its
+    push says why)."""
+    if "core.fsyncobjectfiles" in settings:
+        files = _git_bool(settings["core.fsyncobjectfiles"])
+        if files is not False:
+            return files
+    if "core.fsync" not in settings:
+        return GIT_SYNCS_LOOSE
+    spec = settings["core.fsync"]
+    return None if spec is None else _fsync_holds_loose(spec)
+
+
+def _fsync_holds_loose(spec: str) -> bool:
+    """Whether a `core.fsync` value holds `loose-object`, read as git's `parse_fsync_components` reads it: each
+    comma-separated name (after commas and blanks) is a prefix of the components it adds, or with `-` takes away
+    from the default; `none` as the last name empties the default; an empty name ends the list."""
+    default, added, taken = GIT_SYNCS_LOOSE, False, False
+    rest = spec
+    while True:
+        rest = rest.lstrip(", \t\n\r")
+        name = rest.split(",", 1)[0]
+        if rest == "none":
+            default = False
+        else:
+            negated = name.startswith("-")
+            name = name.removeprefix("-")
+            if not name:
+                break
+            loose = any(full.startswith(name) and holds for full, holds in _FSYNC_LOOSE.items())
+            taken, added = (taken or loose, added) if negated else (taken, added or loose)
+        if "," not in rest:
+            break
+        rest = rest.split(",", 1)[1]
+    return (default and not taken) or added
+
+
+def _git_bool(value: str | None) -> bool | None:
+    """A config value read as git reads a boolean (no value: true; a whole number: not zero); None if git refuses
+    it."""
+    if value is None:
+        return True
+    word = value.lower()
+    if word in ("true", "yes", "on"):
+        return True
+    if word in ("", "false", "no", "off"):
+        return False
+    return int(value) != 0 if re.fullmatch(r"[-+]?[0-9]+", value) else None
 
 
 def _system_configs() -> list[str]:
@@ -1264,6 +1347,71 @@ def parse_tree(data: bytes) -> list[TreeEntry]:
         entries.append(TreeEntry(name, data[nul + 1:nul + 21].hex(), mode))
         i = nul + 21
     return entries
+
+
+def _links(raw: bytes) -> list[tuple[str, str]]:
+    """The objects a raw object (header and body) names, each with the kind it names it as: a commit its tree and
+    parents, a tree its entries (not a submodule's commit, which is not this repository's), a tag its object."""
+    header, _, body = raw.partition(b"\0")
+    kind = header.split(b" ", 1)[0]
+    if kind == b"tag":
+        first = body.split(b"\n", 1)[0].decode("ascii", "replace")
+        return [(first[7:], "object")] if first.startswith("object ") else []
+    if kind == b"commit":
+        head = body.split(b"\n\n", 1)[0].decode("ascii", "replace").splitlines()
+        return [(line[5:], "tree") if line.startswith("tree ") else (line[7:], "commit")
+                for line in head if line.startswith(("tree ", "parent "))]
+    found: list[tuple[str, str]] = []
+    at = 0
+    while kind == b"tree" and at < len(body):
+        nul = body.index(b"\0", at)
+        mode = body[at:nul].split(b" ", 1)[0]
+        if mode != b"160000":
+            found.append((body[nul + 1:nul + 21].hex(), "tree" if mode == b"40000" else "blob"))
+        at = nul + 21
+    return found
+
+
+def _put_loose(folder: str, name: str, stored: bytes, sync: bool) -> bool:
+    """Write a loose object file into a forge's fan-out folder under its name (temp file, then rename), synced
+    first when `sync`; True if it is there (written now, or before). Only the fan-out folder is made: a forge
+    moved away stays away."""
+    if os.path.exists(f"{folder}/{name}"):
+        return True
+    partial = f"{folder}/tmp_obj_{os.getpid()}_{os.urandom(6).hex()}"
+    try:
+        if not os.path.isdir(folder):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            if os.write(fd, stored) != len(stored):
+                raise OSError(f"short write to {partial}")
+            if sync:
+                _harden(fd)
+        finally:
+            os.close(fd)
+        os.replace(partial, f"{folder}/{name}")
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        return False
+    return True
+
+
+def _harden(fd: int) -> None:
+    """Flush a file to the disk as git's `core.fsyncMethod=fsync` does (on macOS a full flush, F_FULLFSYNC, which
+    `fsync` there is not); at least what git's other methods do."""
+    import fcntl
+
+    full = getattr(fcntl, "F_FULLFSYNC", None)
+    if full is not None:
+        try:
+            fcntl.fcntl(fd, full)
+            return
+        except OSError:  # a file system without it: git falls back to fsync too
+            pass
+    os.fsync(fd)
 
 
 def _create(path: str, folder: str) -> int:
