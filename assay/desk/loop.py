@@ -32,6 +32,7 @@ from assay.desk.work import BriefWork
 from assay.errors import (
     AgentCannotStart,
     AssayError,
+    Cancelled,
     Conflict,
     ForgeError,
     ForgeRefused,
@@ -350,18 +351,18 @@ class Desk:
             self._rest(brief.id)
             self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
             return "interrupted"
-        except KeyboardInterrupt:  # Ctrl-C: hand the brief back now rather than leave it held until its lease ends
-            self._hand_back(brief.id, epoch, session)
+        except (KeyboardInterrupt, Cancelled) as stop:  # Ctrl-C, SIGTERM, SIGHUP: hand the brief back now rather
+            self._hand_back(brief.id, epoch, session, _stopped_by(stop))  # than leave it held until its lease ends
             raise
 
-    def _hand_back(self, brief_id: str, epoch: int, session: Session | None) -> None:
-        why = f"desk {self.spec.name} was interrupted (Ctrl-C)"
+    def _hand_back(self, brief_id: str, epoch: int, session: Session | None, how: str) -> None:
+        why = f"desk {self.spec.name} was {how}"
         try:
             if session is not None:
                 session.stop_run(why)
             custody.release(self.claims, brief_id, self.spec.name, reason=why, epoch=epoch, run=self._run)
             self.echo(f"{self.spec.name}: released {brief_id} ({why}); the next desk resumes it from its journal")
-        except (AssayError, KeyboardInterrupt) as exc:
+        except (AssayError, KeyboardInterrupt, Cancelled) as exc:
             what = exc.message if isinstance(exc, AssayError) else "interrupted again"
             self.echo(f"{self.spec.name}: {brief_id} is still held ({what}): release it with "
                       f"`assay release {brief_id} --force --reason '...'`, or its lease ends it")
@@ -411,6 +412,15 @@ def idle_wait(poll_s: float, idle: int, heartbeat_s: float) -> float:
     advertisement (the sweep's read is the look's), so an idle desk reads the forge at most once every
     `IDLE_MAX_S` once it has backed off, not once every `poll_s`; the first look after work comes at once."""
     return min(poll_s * (1 << min(idle, 20)), max(poll_s, min(heartbeat_s, IDLE_MAX_S)))
+
+
+def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
+    """How the desk was stopped, for the release's reason: Ctrl-C, or the signal `entry.stop_as_interrupt` names (a
+    step running then turns SIGTERM into Cancelled)."""
+    if isinstance(stop, Cancelled):
+        return "stopped by SIGTERM"
+    name = str(stop.args[0]) if stop.args else ""
+    return f"stopped by {name}" if name.startswith("SIG") else "interrupted (Ctrl-C)"
 
 
 def _dead_here(holder: str) -> bool:
