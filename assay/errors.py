@@ -134,11 +134,9 @@ class Fenced(Conflict):
 class ClaimLost(Conflict):
     """Another holder has the brief: its claim is held, waiting or blocked, and not this caller's to take or change."""
 
-    def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int) -> None:
-        super().__init__(
-            f"brief {brief!r} is {state} by desk {desk!r} (holder {holder}, epoch {epoch})",
-            hint="pick another brief, or wait for its release or expiry",
-        )
+    def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int, why: str = "",
+                 hint: str = "pick another brief, or wait for its release or expiry") -> None:
+        super().__init__(f"brief {brief!r} is {state} by desk {desk!r} (holder {holder}, epoch {epoch}){why}", hint)
         self.brief = brief
         self.state = state
         self.desk = desk

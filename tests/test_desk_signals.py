@@ -93,3 +93,111 @@ def test_sigterm_to_an_idle_desk_ends_it_quietly(forge: Forge, tmp_path: Path) -
     finally:
         end(desk)
     assert desk.returncode == 143 and "Traceback" not in out, out
+
+
+DESK_SOLO = """name: solo
+takes:
+  labels: [work]
+agent:
+  command: [sh, -c, "if mkdir {first} 2>/dev/null; then echo started > {mark}; sleep 600; fi;
+    exec {python} -m assay.agents.scripted"]
+lease_s: 30
+heartbeat_s: 1
+singleton: true
+attempts: 1
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
+"""
+
+
+def forge_refs(forge: Forge, brief: str = "") -> str:
+    """Every ref on the forge (the brief's own, given `brief`), read with plain git."""
+    patterns = [f"refs/assay/{kind}/{brief}" for kind in ("claims", "journal", "reviews")] + \
+        [f"refs/heads/assay/{brief}"] if brief else []
+    return subprocess.run(["git", "--git-dir", str(forge.path), "for-each-ref", *patterns], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def run_assay(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "assay", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **desk_env(tmp_path), **(env or {})})
+
+
+def test_a_paused_desk_keeps_its_brief_and_burns_no_attempt_and_wakes_fenced(forge: Forge, tmp_path: Path) -> None:
+    """SIGSTOP a singleton desk mid-agent and start the same desk again: the new process does not take the brief
+    from a holder whose process still lives here, and blocks nothing. Once the sweeper expires the paused one's
+    lease, the new process claims the brief and works it to ready: the paused run is no failed attempt (the desk
+    has one attempt). SIGCONT the paused one: it finds itself fenced and writes nothing to the forge."""
+    from tests.helpers.desks import brief as brief_text
+
+    mark = tmp_path / "agent-started"
+    os.mkfifo(mark)
+    publish(forge, {"desks/solo.yaml": DESK_SOLO.format(first=tmp_path / "first", mark=mark, python=sys.executable),
+                    "briefs/ship.md": brief_text("Ship", ["write ship.txt v1"], "grep -q v1 ship.txt")})
+    paused = start_desk(forge, tmp_path, "solo", "--poll", "1")
+    try:
+        assert await_line(mark) == "started\n", paused.poll()
+        os.kill(paused.pid, signal.SIGSTOP)
+        before = forge_refs(forge, "ship")
+        second = run_assay(tmp_path, "desk", "run", "solo", "--once", "--forge", forge.url)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert "took over" not in second.stdout and "blocked" not in second.stdout, second.stdout
+        assert "by a process still running here" in second.stdout, second.stdout
+        assert forge_refs(forge, "ship") == before  # nothing written: the brief stays with its living holder
+        assert {(c["state"], c["epoch"]) for c in claim_chain(forge.path, "ship")} == {("held", 1)}
+
+        now = float(subprocess.run(["date", "+%s"], capture_output=True, text=True, check=True).stdout)
+        for at in (now, now + 30 + 60 + 1):  # the sweeper sees the tip stand still for longer than lease + grace
+            swept = run_assay(tmp_path, "sweep", "--forge", forge.url, env={"ASSAY_SWEEP_NOW": str(at)})
+            assert swept.returncode == 0, swept.stderr
+        assert claim_chain(forge.path, "ship")[-1]["state"] == "expired"
+
+        third = run_assay(tmp_path, "desk", "run", "solo", "--once", "--forge", forge.url)
+        assert third.returncode == 0, third.stdout + third.stderr
+        assert "claimed ship (epoch 2)" in third.stdout and "review ready" in third.stdout, third.stdout
+        states = [c["state"] for c in claim_chain(forge.path, "ship")]
+        assert "blocked" not in states and states[-1] == "waiting", states
+        settled = forge_refs(forge, "ship")
+
+        os.kill(paused.pid, signal.SIGCONT)
+        assert paused.stdout is not None
+        said = []
+        for line in paused.stdout:  # bounded: the paused desk's heartbeat is due at once when it wakes
+            said.append(line)
+            if "lost ship" in line:  # its run's end: it has written all it will write on this brief
+                break
+        assert any("fenced" in line for line in said), said
+        assert forge_refs(forge, "ship") == settled  # the woken desk wrote nothing of the brief's
+    finally:
+        end(paused)
+    assert "Traceback" not in "".join(said)
+
+
+def test_a_singleton_takes_over_only_from_a_holder_whose_life_is_over(forge: Forge) -> None:
+    """`assay claim --singleton` as the desk uses it: a holder running here, even stopped, keeps its claim; once
+    its process has ended, the takeover goes through with a new epoch."""
+    from assay.core.claims import Claims
+    from assay.core.git import ForgeGit
+    from assay.core.lives import life_of
+    from assay.errors import ClaimLost
+    from tests.helpers.procs import await_state
+
+    holder = subprocess.Popen(["sleep", "600"])
+    git_port = ForgeGit(forge.url)
+    try:
+        life = life_of(holder.pid)
+        assert life is not None and life.start is not None and life.boot is not None
+        claims = Claims(git_port)
+        claims.claim("alpha", "solo", holder=f"solo/{life.host}/{life.pid}/beef.{life.start}.{life.boot[:8]}")
+        os.kill(holder.pid, signal.SIGSTOP)
+        await_state(holder.pid, "T")
+        with pytest.raises(ClaimLost, match=f"still running here \\(pid {holder.pid}"):
+            claims.claim("alpha", "solo", singleton=True)
+        assert [c["epoch"] for c in claim_chain(forge.path, "alpha")] == [1]
+        holder.kill()
+        holder.wait()
+        assert claims.claim("alpha", "solo", singleton=True).record.epoch == 2
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        git_port.close()

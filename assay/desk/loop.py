@@ -33,6 +33,7 @@ from assay.errors import (
     AgentCannotStart,
     AssayError,
     Cancelled,
+    ClaimLost,
     Conflict,
     ForgeError,
     ForgeRefused,
@@ -288,6 +289,9 @@ class Desk:
                 try:
                     taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
                                               holder=self.holder)
+                except ClaimLost as exc:  # its holder lives here, paused perhaps: its lease decides, not this desk
+                    self._tell_once(f"leaving {brief_id} alone: {exc.message}; {exc.hint}")
+                    continue
                 except (Conflict, RecordInvalid):
                     continue
                 self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
