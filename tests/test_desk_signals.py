@@ -201,3 +201,113 @@ def test_a_singleton_takes_over_only_from_a_holder_whose_life_is_over(forge: For
             holder.kill()
             holder.wait()
         git_port.close()
+
+
+def desk_lines(argv: list[str], tmp_path: Path, until: str, timeout_s: int = 40) -> tuple[list[str], int | None]:
+    """Run `timeout TIMEOUT_S ARGV` (the bound, as a person would run it) and read its output until a line holds
+    `until`; then stop it. The lines read and its exit code (None when stopped by this test)."""
+    proc = subprocess.Popen(["timeout", str(timeout_s), *argv], env={**os.environ, **desk_env(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list[str] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if until in line:
+                return lines, None
+        return lines, proc.wait(timeout=30)
+    finally:
+        end(proc)
+
+
+DESK_KILLED = """name: crashy
+takes:
+  labels: [work]
+agent:
+  command: [sh, -c, "if mkdir {first} 2>/dev/null; then echo started > {mark}; sleep 600; fi;
+    exec {python} -m assay.agents.scripted"]
+lease_s: 600
+heartbeat_s: 60
+attempts: 2
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
+"""
+
+
+def test_a_stale_ref_lock_on_a_forge_on_disk_is_removed_said_and_the_brief_worked(forge: Forge,
+                                                                                  tmp_path: Path) -> None:
+    """A desk SIGKILLed mid-agent, and the lock a killed push leaves on its claim ref, 30 minutes old: the next desk
+    removes the lock (and says so, naming it), takes the brief over and works it, instead of looping for ever."""
+    from tests.helpers.desks import brief as brief_text
+
+    mark = tmp_path / "agent-started"
+    os.mkfifo(mark)
+    publish(forge, {"desks/crashy.yaml": DESK_KILLED.format(first=tmp_path / "first", mark=mark,
+                                                             python=sys.executable),
+                    "briefs/hello.md": brief_text("Hello", ["write hello.txt hi"], "grep -q hi hello.txt")})
+    first = start_desk(forge, tmp_path, "crashy", "--poll", "1")
+    try:
+        assert await_line(mark) == "started\n", first.poll()
+    finally:
+        end(first)  # SIGKILL, its agent with it
+    lock = forge.path / "refs" / "assay" / "claims" / "hello.lock"
+    lock.touch()
+    subprocess.run(["touch", "-d", "-30 minutes", str(lock)], check=True)
+    lines, code = desk_lines([sys.executable, "-m", "assay", "desk", "run", "crashy", "--poll", "1", "--forge",
+                              forge.url], tmp_path, until="review ready")
+    text = "".join(lines)
+    assert code is None, text  # it got there before its time ran out
+    assert f"removed the stale ref lock {lock} from the forge (30 minutes old" in text, text
+    assert "took over hello" in text and "cannot be read" not in text and "Traceback" not in text, text
+    assert not lock.exists()
+    chain = claim_chain(forge.path, "hello")
+    assert chain[-1]["state"] == "waiting" and chain[-1]["epoch"] == 2, chain[-1]
+
+
+def test_a_ref_lock_on_a_remote_forge_is_reported_and_the_desk_works_on(forge: Forge, tmp_path: Path) -> None:
+    """Over git:// Assay cannot remove a lock file on the forge: the desk says a write was refused because of the
+    lock, names the lock file and what a person must do, leaves that brief alone for longer each time, and works
+    the others; never a loop that works nothing."""
+    from tests.helpers.desks import DESK
+    from tests.helpers.desks import brief as brief_text
+    from tests.helpers.gitdaemon import GitDaemon
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "briefs/stuck.md": brief_text("Stuck", ["write s.txt s"], "test -f s.txt").replace(
+                        "labels:", "priority: 1\nlabels:"),
+                    "briefs/fine.md": brief_text("Fine", ["write f.txt f"], "test -f f.txt")})
+    lock = forge.path / "refs" / "assay" / "claims" / "stuck.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    subprocess.run(["touch", "-d", "-30 minutes", str(lock)], check=True)
+    with GitDaemon(forge.path.parent) as daemon:
+        lines, code = desk_lines([sys.executable, "-m", "assay", "desk", "run", "builder", "--poll", "1",
+                                  "--forge", daemon.url(forge.path.name)], tmp_path, until="fine verified")
+    text = "".join(lines)
+    assert code is None, text
+    refused = [line for line in lines if "cannot claim stuck" in line]
+    assert refused and len(refused) <= 3, text  # said, then left alone while the other brief is worked
+    assert "a write refused: cannot lock ref 'refs/assay/claims/stuck' because its lock file " in refused[0]
+    assert "refs/assay/claims/stuck.lock exists" in refused[0]  # the path as the forge's git names it
+    assert "whoever runs the forge must remove the .lock file" in refused[0]
+    assert "cannot be read" not in text and "Traceback" not in text, text
+    assert lock.exists()  # not Assay's to remove over the network
+
+
+def test_any_command_removes_a_stale_ref_lock_on_a_forge_on_disk_and_never_a_fresh_one(forge: Forge) -> None:
+    """The lock is handled where every write is pushed: `assay claim`, not only a desk. A fresh lock (a push
+    running now, for all Assay can tell) is left alone and the refusal says what refused it."""
+    from tests.conftest import assay
+
+    lock = forge.path / "refs" / "assay" / "claims" / "hello.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    fresh = assay("claim", "hello", "--desk", "d", "--forge", forge.url)
+    assert fresh.code == 1 and lock.exists(), fresh.err
+    assert f"a write refused: cannot lock ref 'refs/assay/claims/hello' because its lock file {lock} exists" \
+        in fresh.err and "Traceback" not in fresh.err
+    assert forge.tip("refs/assay/claims/hello") is None
+    subprocess.run(["touch", "-d", "-30 minutes", str(lock)], check=True)
+    stale = assay("claim", "hello", "--desk", "d", "--forge", forge.url)
+    assert stale.code == 0 and not lock.exists(), stale.err
+    assert f"note: removed the stale ref lock {lock} from the forge (30 minutes old" in stale.err
+    assert [c["epoch"] for c in claim_chain(forge.path, "hello")] == [1]

@@ -86,6 +86,7 @@ class Desk:
         self._swept_at: float | None = None  # when this desk last swept (monotonic)
         self._first = first  # the scan its start made (the desk file's read): its first sweep's
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
+        git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -104,7 +105,8 @@ class Desk:
             except ForgeError as exc:
                 if once:
                     raise
-                self.echo(f"{self.spec.name}: the forge cannot be read now ({exc.message}); trying again")
+                what = "refused a write" if isinstance(exc, ForgeRefused) else "cannot be read now"
+                self.echo(f"{self.spec.name}: the forge {what} ({exc.message}); trying again")
                 time.sleep(poll_s)  # a long-running desk outlives a forge outage
                 continue
             if brief is not None and claim is not None:
@@ -292,6 +294,9 @@ class Desk:
                 except ClaimLost as exc:  # its holder lives here, paused perhaps: its lease decides, not this desk
                     self._tell_once(f"leaving {brief_id} alone: {exc.message}; {exc.hint}")
                     continue
+                except ForgeRefused as exc:
+                    self._unclaimable(brief_id, exc)
+                    continue
                 except (Conflict, RecordInvalid):
                     continue
                 self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
@@ -307,9 +312,21 @@ class Desk:
             except RecordInvalid as exc:  # junk appeared since the snapshot
                 self._tell_once(f"finding: leaving {brief.id} alone: {exc.message}")
                 continue
+            except ForgeRefused as exc:
+                self._unclaimable(brief.id, exc)
+                continue
             self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
             return brief, claim
         return None, None
+
+    def _unclaimable(self, brief_id: str, exc: ForgeRefused) -> None:
+        """The forge refuses to write this brief's claim (a ref lock a killed push left on a forge this desk cannot
+        clean, say): say why and what a person must do, and leave the brief alone a while, longer each time in a
+        row, working on the others meanwhile."""
+        times = self._rest(brief_id)
+        rest = self._trouble[brief_id][1] - time.monotonic()
+        self.echo(f"{self.spec.name}: cannot claim {brief_id} ({times} time(s) in a row): {exc.message}; "
+                  f"{exc.hint}; working on other briefs, {brief_id} again in {rest:.0f}s")
 
     # -- one brief ------------------------------------------------------------------------------
 
