@@ -311,3 +311,26 @@ def test_any_command_removes_a_stale_ref_lock_on_a_forge_on_disk_and_never_a_fre
     assert stale.code == 0 and not lock.exists(), stale.err
     assert f"note: removed the stale ref lock {lock} from the forge (30 minutes old" in stale.err
     assert [c["epoch"] for c in claim_chain(forge.path, "hello")] == [1]
+
+
+def test_a_lock_a_paused_git_process_may_hold_is_never_removed(forge: Forge) -> None:
+    """However old, a lock is kept while a git process that works on the forge and started before the lock was
+    made lives here (a push paused mid-way: its lock, not a killed one's); once that process is gone it is removed."""
+    from assay.core.git import clear_stale_lock
+    from tests.helpers.procs import await_state
+
+    paused = subprocess.Popen(["git", "--git-dir", str(forge.path), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    try:
+        os.kill(paused.pid, signal.SIGSTOP)
+        await_state(paused.pid, "T")
+        lock = forge.path / "refs" / "heads" / "main.lock"
+        lock.touch()
+        assert clear_stale_lock(str(forge.path), str(lock), older_than_s=0) is None and lock.exists()
+    finally:
+        paused.kill()
+        paused.wait()
+    assert clear_stale_lock(str(forge.path), str(lock), older_than_s=0) is not None and not lock.exists()
+    outside = forge.path.parent / "elsewhere.lock"
+    outside.touch()
+    assert clear_stale_lock(str(forge.path), str(outside), older_than_s=0) is None and outside.exists()

@@ -196,7 +196,8 @@ def clear_stale_lock(folder: str, lock: str, older_than_s: float = STALE_LOCK_S)
     except OSError:
         return None
     age = time.time() - before.st_mtime
-    if not path.startswith(root + os.sep) or age < older_than_s or not os.path.isfile(path):
+    if not path.startswith(root + os.sep) or age < older_than_s or not os.path.isfile(path) \
+            or _git_at_work_since(root, before.st_mtime):
         return None
     aside = os.path.join(root, f"assay-stale-lock-{os.getpid()}-{os.urandom(4).hex()}")  # outside refs/: no ref
     try:
@@ -211,6 +212,33 @@ def clear_stale_lock(folder: str, lock: str, older_than_s: float = STALE_LOCK_S)
     with contextlib.suppress(OSError):
         os.unlink(aside)
     return age if same else None
+
+
+def _git_at_work_since(root: str, when: float) -> bool:
+    """Whether a git process on this host, started before `when`, works in the repository at `root` (its working
+    folder, or named among its arguments): a lock made then may be its own, paused (SIGSTOP), not a killed one's.
+    A process started after the lock was made cannot hold it. Unreadable processes (another user's) are not seen."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            boot = next(float(line.split()[1]) for line in stat if line.startswith("btime "))
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except (OSError, StopIteration, ValueError):
+        return False
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().decode("utf-8", "replace").split("\0")
+            if "git" not in os.path.basename(argv[0]) or (
+                    os.path.realpath(f"/proc/{pid}/cwd") != root and not any(root in arg for arg in argv)):
+                continue
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat_file:
+                fields = stat_file.read().rpartition(")")[2].split()
+            if boot + int(fields[19]) / tick <= when:
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
 
 
 def _note(text: str) -> None:
