@@ -27,6 +27,10 @@ class Busy(ForgeError):
 class ForgeRefused(ForgeError):
     """The forge answered and refused a write that no other writer explains (a hook, a stale lock)."""
 
+    def __init__(self, message: str, hint: str = "", lock: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.lock = lock  # the lock file on the forge that refused it, when git named one
+
 
 class UsageError(AssayError):
     """Bad input: a malformed id, file, option or configuration."""

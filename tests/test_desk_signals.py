@@ -291,6 +291,14 @@ def test_a_ref_lock_on_a_remote_forge_is_reported_and_the_desk_works_on(forge: F
     assert "whoever runs the forge must remove the .lock file" in refused[0]
     assert "cannot be read" not in text and "Traceback" not in text, text
     assert lock.exists()  # not Assay's to remove over the network
+    said = [e for e in entries(forge.path, "stuck") if (e.get("data") or {}).get("locked")]
+    assert len(said) == 1 and said[0]["data"]["locked"].endswith("refs/assay/claims/stuck.lock"), said  # once
+    built = subprocess.run([sys.executable, "-m", "assay", "board", "build", "-o", str(tmp_path / "site"), "--forge",
+                            forge.url], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    needs = json.loads((tmp_path / "site" / "board.json").read_text())["needs_you"]
+    [locked] = [n for n in needs if n["kind"] == "locked"]
+    assert locked["brief"] == "stuck" and "stuck.lock" in locked["next"] and "remove" in locked["next"], locked
 
 
 def test_any_command_removes_a_stale_ref_lock_on_a_forge_on_disk_and_never_a_fresh_one(forge: Forge) -> None:

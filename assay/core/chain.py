@@ -127,7 +127,7 @@ def push(git: ForgeGit, updates: Sequence[RefUpdate], what: str, step: str | Non
     detail = "; ".join(sorted({r.detail for r in refused}))
     why = locked_why(detail)
     raise ForgeRefused(f"the forge refused {what} ({', '.join(r.ref for r in refused)}): {why}",
-                       hint=refusal_hint(detail))
+                       hint=refusal_hint(detail), lock=lock_named(detail))
 
 
 def locked_why(detail: str) -> str:
