@@ -60,17 +60,20 @@ def end(proc: subprocess.Popen[str]) -> None:
         proc.communicate(timeout=30)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
-def test_sigterm_and_sighup_hand_the_brief_back_as_ctrl_c_does(forge: Forge, tmp_path: Path, sig: int) -> None:
-    """The signal reaches the desk alone (as `timeout` and `kill` send it), mid-agent: the desk releases the brief
-    with the reason in the claim chain and the journal, and exits 128 + the signal's number."""
+@pytest.mark.parametrize(("sig", "group"), [(signal.SIGTERM, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+                         ids=["SIGTERM", "SIGHUP", "SIGTERM-to-the-group"])
+def test_sigterm_and_sighup_hand_the_brief_back_as_ctrl_c_does(forge: Forge, tmp_path: Path, sig: int,
+                                                               group: bool) -> None:
+    """The signal reaches the desk alone (as `kill` sends it), or its whole process group, agent too (as `systemctl
+    stop` does), mid-agent: the desk releases the brief with the reason in the claim chain and the journal, and
+    exits 128 + the signal's number."""
     mark = tmp_path / "agent-started"
     os.mkfifo(mark)
     publish(forge, {"desks/patient.yaml": DESK_SLEEPY.format(mark=mark), "briefs/slow.md": SLOW_BRIEF})
     desk = start_desk(forge, tmp_path, "patient", "--poll", "1")
     try:
         assert await_line(mark) == "started\n", desk.poll()
-        os.kill(desk.pid, sig)
+        os.killpg(desk.pid, sig) if group else os.kill(desk.pid, sig)
         out, _ = desk.communicate(timeout=60)
     finally:
         end(desk)
