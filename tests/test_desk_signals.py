@@ -98,6 +98,29 @@ def test_sigterm_to_an_idle_desk_ends_it_quietly(forge: Forge, tmp_path: Path) -
     assert desk.returncode == 143 and "Traceback" not in out, out
 
 
+def test_a_desk_started_under_nohup_ignores_sighup(forge: Forge, tmp_path: Path) -> None:
+    """`nohup assay desk run …` must outlive its terminal: SIGHUP, ignored at start, stays ignored. A SIGTERM sent
+    right after it is what ends the desk (a handled SIGHUP, the lower number, would have come first)."""
+    publish(forge, {"desks/patient.yaml": DESK_SLEEPY.format(mark=tmp_path / "unused")})
+
+    def nohup() -> None:
+        _default_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "patient", "--forge", forge.url],
+                            env={**os.environ, **desk_env(tmp_path)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=nohup)
+    try:
+        assert desk.stdout is not None
+        assert "desk started" in desk.stdout.readline()
+        os.kill(desk.pid, signal.SIGHUP)
+        os.kill(desk.pid, signal.SIGTERM)
+        out, _ = desk.communicate(timeout=60)
+    finally:
+        end(desk)
+    assert desk.returncode == 143 and "SIGTERM" in out and "SIGHUP" not in out, out
+
+
 DESK_SOLO = """name: solo
 takes:
   labels: [work]
