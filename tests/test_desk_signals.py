@@ -10,12 +10,20 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Forge
-from tests.helpers.desks import desk_env, publish
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.lives import life_of
+from assay.errors import ClaimLost
+from tests.conftest import Forge, assay
+from tests.helpers.desks import DESK, desk_env, publish
+from tests.helpers.desks import brief as brief_text
+from tests.helpers.gitdaemon import GitDaemon
+from tests.helpers.procs import await_state
 from tests.journal_check import claim_chain, entries
 
 DESK_SLEEPY = """name: patient
@@ -153,8 +161,6 @@ def test_a_paused_desk_keeps_its_brief_and_burns_no_attempt_and_wakes_fenced(for
     from a holder whose process still lives here, and blocks nothing. Once the sweeper expires the paused one's
     lease, the new process claims the brief and works it to ready: the paused run is no failed attempt (the desk
     has one attempt). SIGCONT the paused one: it finds itself fenced and writes nothing to the forge."""
-    from tests.helpers.desks import brief as brief_text
-
     mark = tmp_path / "agent-started"
     os.mkfifo(mark)
     publish(forge, {"desks/solo.yaml": DESK_SOLO.format(first=tmp_path / "first", mark=mark, python=sys.executable),
@@ -187,10 +193,13 @@ def test_a_paused_desk_keeps_its_brief_and_burns_no_attempt_and_wakes_fenced(for
         os.kill(paused.pid, signal.SIGCONT)
         assert paused.stdout is not None
         said = []
-        for line in paused.stdout:  # bounded: the paused desk's heartbeat is due at once when it wakes
+        bound = threading.Timer(90, lambda: os.killpg(paused.pid, signal.SIGKILL))  # a woken desk that hangs
+        bound.start()  # ends the read below (its heartbeat is due at once when it wakes: seconds, not this)
+        for line in paused.stdout:
             said.append(line)
             if "lost ship" in line:  # its run's end: it has written all it will write on this brief
                 break
+        bound.cancel()
         assert any("fenced" in line for line in said), said
         assert forge_refs(forge, "ship") == settled  # the woken desk wrote nothing of the brief's
     finally:
@@ -201,12 +210,6 @@ def test_a_paused_desk_keeps_its_brief_and_burns_no_attempt_and_wakes_fenced(for
 def test_a_singleton_takes_over_only_from_a_holder_whose_life_is_over(forge: Forge) -> None:
     """`assay claim --singleton` as the desk uses it: a holder running here, even stopped, keeps its claim; once
     its process has ended, the takeover goes through with a new epoch."""
-    from assay.core.claims import Claims
-    from assay.core.git import ForgeGit
-    from assay.core.lives import life_of
-    from assay.errors import ClaimLost
-    from tests.helpers.procs import await_state
-
     holder = subprocess.Popen(["sleep", "600"])
     git_port = ForgeGit(forge.url)
     try:
@@ -263,8 +266,6 @@ def test_a_stale_ref_lock_on_a_forge_on_disk_is_removed_said_and_the_brief_worke
                                                                                   tmp_path: Path) -> None:
     """A desk SIGKILLed mid-agent, and the lock a killed push leaves on its claim ref, 30 minutes old: the next desk
     removes the lock (and says so, naming it), takes the brief over and works it, instead of looping for ever."""
-    from tests.helpers.desks import brief as brief_text
-
     mark = tmp_path / "agent-started"
     os.mkfifo(mark)
     publish(forge, {"desks/crashy.yaml": DESK_KILLED.format(first=tmp_path / "first", mark=mark,
@@ -293,10 +294,6 @@ def test_a_ref_lock_on_a_remote_forge_is_reported_and_the_desk_works_on(forge: F
     """Over git:// Assay cannot remove a lock file on the forge: the desk says a write was refused because of the
     lock, names the lock file and what a person must do, leaves that brief alone for longer each time, and works
     the others; never a loop that works nothing."""
-    from tests.helpers.desks import DESK
-    from tests.helpers.desks import brief as brief_text
-    from tests.helpers.gitdaemon import GitDaemon
-
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "briefs/stuck.md": brief_text("Stuck", ["write s.txt s"], "test -f s.txt").replace(
                         "labels:", "priority: 1\nlabels:"),
@@ -330,8 +327,6 @@ def test_a_ref_lock_on_a_remote_forge_is_reported_and_the_desk_works_on(forge: F
 def test_any_command_removes_a_stale_ref_lock_on_a_forge_on_disk_and_never_a_fresh_one(forge: Forge) -> None:
     """The lock is handled where every write is pushed: `assay claim`, not only a desk. A fresh lock (a push
     running now, for all Assay can tell) is left alone and the refusal says what refused it."""
-    from tests.conftest import assay
-
     lock = forge.path / "refs" / "assay" / "claims" / "hello.lock"
     lock.parent.mkdir(parents=True)
     lock.touch()
@@ -351,7 +346,6 @@ def test_a_lock_a_paused_git_process_may_hold_is_never_removed(forge: Forge) -> 
     """However old, a lock is kept while a git process that works on the forge and started before the lock was
     made lives here (a push paused mid-way: its lock, not a killed one's); once that process is gone it is removed."""
     from assay.core.git import clear_stale_lock
-    from tests.helpers.procs import await_state
 
     paused = subprocess.Popen(["git", "--git-dir", str(forge.path), "cat-file", "--batch"], stdin=subprocess.PIPE,
                               stdout=subprocess.DEVNULL)
@@ -368,3 +362,29 @@ def test_a_lock_a_paused_git_process_may_hold_is_never_removed(forge: Forge) -> 
     outside = forge.path.parent / "elsewhere.lock"
     outside.touch()
     assert clear_stale_lock(str(forge.path), str(outside), older_than_s=0) is None and outside.exists()
+
+
+def test_a_sweep_that_cannot_expire_a_locked_claim_puts_the_lock_on_the_board(forge: Forge, claims: Claims,
+                                                                             tmp_path: Path) -> None:
+    """A dead desk's claim, its ref locked on a forge Assay reaches over git://: the sweep's expiry is refused; the
+    brief's journal says once which lock file refuses it, and the board lists it under needs you."""
+    claims.claim("alpha", "gone", lease_s=60, holder="gone/elsewhere/1/beef")
+    lock = forge.path / "refs" / "assay" / "claims" / "alpha.lock"
+    lock.touch()
+    subprocess.run(["touch", "-d", "-30 minutes", str(lock)], check=True)
+    now = time.time()
+
+    with GitDaemon(forge.path.parent) as daemon:
+        for at in (now, now + 200, now + 400):
+            swept = run_assay(tmp_path, "sweep", "--json", "--forge", daemon.url(forge.path.name),
+                              env={"ASSAY_SWEEP_NOW": str(at)})
+            assert swept.returncode == 0, swept.stderr
+    acts = [f for f in json.loads(swept.stdout)["findings"] if f["kind"] == "lease"]
+    assert acts and acts[0]["action"].startswith("failed:") and "alpha.lock exists" in acts[0]["action"], acts
+    said = [e for e in entries(forge.path, "alpha") if (e.get("data") or {}).get("locked")]
+    assert len(said) == 1 and said[0]["data"]["locked"].endswith("refs/assay/claims/alpha.lock"), said
+    assert lock.exists() and claim_chain(forge.path, "alpha")[-1]["state"] == "held"
+    built = run_assay(tmp_path, "board", "build", "-o", str(tmp_path / "site"), "--forge", forge.url)
+    assert built.returncode == 0, built.stderr
+    needs = json.loads((tmp_path / "site" / "board.json").read_text())["needs_you"]
+    assert [n["brief"] for n in needs if n["kind"] == "locked"] == ["alpha"], needs

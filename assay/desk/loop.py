@@ -22,9 +22,8 @@ from assay.core.credentials import redact
 from assay.core.deskspec import DeskSpec
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
-from assay.core.journal import append_as_person
 from assay.core.lives import life_state
-from assay.core.records import ClaimRecord, JournalEntry, decode_entry, journal_ref, parse_iso
+from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
 from assay.core.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
@@ -328,23 +327,8 @@ class Desk:
         rest = self._trouble[brief_id][1] - time.monotonic()
         self.echo(f"{self.spec.name}: cannot claim {brief_id} ({times} time(s) in a row): {exc.message}; "
                   f"{exc.hint}; working on other briefs, {brief_id} again in {rest:.0f}s")
-        if exc.lock is not None:
-            self._journal_lock(brief_id, exc.lock)
-
-    def _journal_lock(self, brief_id: str, lock: str) -> None:
-        """Say on the brief's journal (its ref alone: the claim's is the one locked) which lock file refuses its
-        claim, so the board and `assay journal` show a person what to remove; once, while it is the latest entry."""
-        def once(entries: list[JournalEntry]) -> None:
-            if entries and (entries[-1].data or {}).get("locked") == lock:
-                raise _Said()
-
-        text = (f"desk {self.spec.name} cannot claim this brief: the forge refuses every write to its claim while "
-                f"the lock file {lock} is there; if no push is running, remove it on the forge's machine")
-        try:
-            append_as_person(self.claims, brief_id, "note", {"locked": lock, "text": text}, self.spec.name,
-                             run=self._run, check=once)
-        except (_Said, AssayError):  # said before, or the journal refuses too: the desk's output says it
-            pass
+        if exc.lock is not None:  # on the brief's journal too, for the board and `assay journal`
+            custody.note_locked(self.claims, brief_id, exc.lock, f"desk {self.spec.name}", self._run)
 
     # -- one brief ------------------------------------------------------------------------------
 
@@ -443,10 +427,6 @@ class Desk:
     def _work(self, session: Session, snapshot: Snapshot, brief: Brief, epoch: int) -> str:
         return BriefWork(self.git, self.reviews, self.spec, self.state_dir, self.echo, session, brief,
                          epoch).run(snapshot.main)
-
-
-class _Said(Exception):
-    """The journal says it already."""
 
 
 def idle_wait(poll_s: float, idle: int, heartbeat_s: float) -> float:
