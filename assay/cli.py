@@ -930,7 +930,9 @@ def main(argv: list[str] | None = None) -> None:
     def call() -> object:
         try:
             return cli.main(args=argv, prog_name="assay", standalone_mode=False)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # click turns Ctrl-C, SIGTERM and SIGHUP into Abort
+                return lean.interrupted(exc.__cause__)
             sys.stderr.write("aborted\n")
             return 130
         except click.ClickException as exc:

@@ -16,6 +16,7 @@ def main() -> None:
         code = fast(sys.argv[1:])
         if code is not None:
             sys.exit(code)
+    stop_as_interrupt()
     from assay.lean import run as lean
 
     code = lean(sys.argv[1:])
@@ -24,3 +25,18 @@ def main() -> None:
     from assay.cli import main as full
 
     full()
+
+
+def stop_as_interrupt() -> None:
+    """SIGTERM (`timeout`, `systemctl stop`, a cancelled CI job) and SIGHUP (a closed terminal) do what Ctrl-C does:
+    they raise KeyboardInterrupt, named by the signal, so a desk hands its brief back and a step journals its end.
+    A signal this process was started ignoring (`nohup`) stays ignored; a step's own SIGTERM handling
+    (`steps._sigterm_as_cancel`) applies while a step runs."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, interrupt)

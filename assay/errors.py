@@ -27,6 +27,10 @@ class Busy(ForgeError):
 class ForgeRefused(ForgeError):
     """The forge answered and refused a write that no other writer explains (a hook, a stale lock)."""
 
+    def __init__(self, message: str, hint: str = "", lock: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.lock = lock  # the lock file on the forge that refused it, when git named one
+
 
 class UsageError(AssayError):
     """Bad input: a malformed id, file, option or configuration."""
@@ -134,11 +138,9 @@ class Fenced(Conflict):
 class ClaimLost(Conflict):
     """Another holder has the brief: its claim is held, waiting or blocked, and not this caller's to take or change."""
 
-    def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int) -> None:
-        super().__init__(
-            f"brief {brief!r} is {state} by desk {desk!r} (holder {holder}, epoch {epoch})",
-            hint="pick another brief, or wait for its release or expiry",
-        )
+    def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int, why: str = "",
+                 hint: str = "pick another brief, or wait for its release or expiry") -> None:
+        super().__init__(f"brief {brief!r} is {state} by desk {desk!r} (holder {holder}, epoch {epoch}){why}", hint)
         self.brief = brief
         self.state = state
         self.desk = desk

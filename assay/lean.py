@@ -190,9 +190,8 @@ def guarded(call: Callable[[], object], debug: Callable[[], bool]) -> int:
             raise
         render_error(exc.message, exc.hint)
         return exc.code
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:
+        return interrupted(exc)
     except Cancelled:
         sys.stderr.write("cancelled by SIGTERM; the step's end is recorded in the journal\n")
         return 143
@@ -202,6 +201,19 @@ def guarded(call: Callable[[], object], debug: Callable[[], bool]) -> int:
         render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
         return 1
     return rv if isinstance(rv, int) else 0
+
+
+def interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C exits 130; SIGTERM and SIGHUP, which do what Ctrl-C does (`entry.stop_as_interrupt`), 128 + their
+    number, as a shell reports a command the signal ended."""
+    import signal
+
+    name = str(exc.args[0]) if exc.args else ""
+    if name in ("SIGTERM", "SIGHUP"):
+        sys.stderr.write(f"interrupted by {name}\n")
+        return 128 + int(signal.Signals[name])
+    sys.stderr.write("interrupted\n")
+    return 130
 
 
 # -- the commands' bodies (cli.py calls these too) ---------------------------------------------------------------

@@ -50,8 +50,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
 def test_what_needs_a_person_is_listed_with_counts_and_the_next_command(site: tuple[Path, dict[str, Any]]) -> None:
     _, data = site
     counts = data["needs_you_counts"]
-    assert counts == {"unknown": MIX["unknown"], "blocked": MIX["blocked"], "review": MIX["waiting"], "stuck": 0,
-                      "dead": 0, "overdue": OVERDUE, "problem": 0}
+    assert counts == {"unknown": MIX["unknown"], "blocked": MIX["blocked"], "locked": 0, "review": MIX["waiting"],
+                      "stuck": 0, "dead": 0, "overdue": OVERDUE, "problem": 0}
     kinds = [n["kind"] for n in data["needs_you"]]
     assert kinds == sorted(kinds, key=NEEDS.index)  # the most urgent first: an effect that may have happened
     first = {n["kind"]: n for n in reversed(data["needs_you"])}

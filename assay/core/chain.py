@@ -9,11 +9,12 @@ many tips is one fetch and one cat-file batch (`read_tips`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from assay.core.crash import crash_point
-from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, refusal_hint
+from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, lock_named, refusal_hint
 from assay.core.records import brief_of_ref, check_tip
 from assay.core.recordtype import dataclass
 from assay.errors import Busy, ForgeRefused, RecordInvalid
@@ -124,8 +125,19 @@ def push(git: ForgeGit, updates: Sequence[RefUpdate], what: str, step: str | Non
         raise Moved(moved)
     refused = [r for r in results.values() if not r.ok]
     detail = "; ".join(sorted({r.detail for r in refused}))
-    raise ForgeRefused(f"the forge refused {what} ({', '.join(r.ref for r in refused)}): {detail}",
-                       hint=refusal_hint(detail))
+    why = locked_why(detail)
+    raise ForgeRefused(f"the forge refused {what} ({', '.join(r.ref for r in refused)}): {why}",
+                       hint=refusal_hint(detail), lock=lock_named(detail))
+
+
+def locked_why(detail: str) -> str:
+    """Git's reason for a refusal, said as a lock when a lock file is what refused it."""
+    lock = lock_named(detail)
+    if lock is None:
+        return detail
+    ref = re.search(r"cannot lock ref '([^']+)'", detail)
+    return (f"a write refused: cannot lock ref '{ref.group(1)}' because its lock file {lock} exists" if ref
+            else f"a write refused because the lock file {lock} exists ({detail})")
 
 
 def back_off(attempt: int) -> None:

@@ -105,6 +105,19 @@ def holder_life(holder: str) -> Life | None:
     return Life(m["host"], int(m["pid"]), int(m["start"]) if m["start"] else None, m["boot"])
 
 
+def refuse_living_holder(record: ClaimRecord) -> None:
+    """A takeover is only from a holder whose life is over, or cannot be judged from here (another host: the
+    singleton's word that it is the only process of its desk): a `held` claim whose holder runs on this host, even
+    paused (SIGSTOP), raises ClaimLost. Its lease ends it, by the sweeper, if it never comes back."""
+    life = holder_life(record.holder)
+    if record.state != "held" or life is None or life.pid == os.getpid() or life_state(life) != "alive":
+        return
+    raise ClaimLost(record.brief, record.state, record.desk, record.holder, record.epoch,
+                    f", by a process still running here (pid {life.pid}, perhaps paused)",
+                    f"it is taken over once that process has ended or the sweeper has expired its lease "
+                    f"({record.lease_s}s)")
+
+
 OVERDUE_BEATS = 3  # a held claim not renewed for this many of its desk's heartbeats is overdue
 
 
@@ -341,6 +354,7 @@ class Claims:
             action = "claim"
             if singleton and current and current.record.live and current.record.desk == desk:
                 action = "takeover"
+                refuse_living_holder(current.record)
             try:
                 record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,
                                     holder=holder, lease_s=lease_s)

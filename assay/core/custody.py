@@ -14,7 +14,7 @@ from assay.core.digests import sha256_hex
 from assay.core.journal import append_as_person, transition_as
 from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
 from assay.core.retired import check_not_retired, require_known
-from assay.errors import ForgeRefused, IllegalTransition, RecordInvalid, UsageError
+from assay.errors import AssayError, ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -159,6 +159,27 @@ def steer(claims: Claims, brief: str, text: str, by: str) -> tuple[int, str]:
     if state == "done":
         raise IllegalTransition(brief, "steer", "done", "no agent runs on a done brief again; write a new brief")
     return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq, STEER_WHEN[state]
+
+
+class _Said(Exception):
+    """The journal says it already."""
+
+
+def note_locked(claims: Claims, brief: str, lock: str, by: str, run: str) -> bool:
+    """Journal that the lock file `lock` refuses every write to `brief`'s claim, and what a person must do, on the
+    journal ref alone (the claim's is the one locked), so the board and `assay journal` show it; once, while it is
+    the journal's latest entry. False when nothing was written (said already, or the journal refuses too)."""
+    def once(entries: list[JournalEntry]) -> None:
+        if entries and (entries[-1].data or {}).get("locked") == lock:
+            raise _Said()
+
+    text = (f"{by} cannot write this brief's claim: the forge refuses every write to it while the lock file {lock} "
+            "is there; if no push is running, remove it on the forge's machine")
+    try:
+        append_as_person(claims, brief, "note", {"locked": lock, "text": text}, by, run=run, check=once)
+    except (_Said, AssayError):
+        return False
+    return True
 
 
 def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tuple[JournalEntry, str]:

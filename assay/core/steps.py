@@ -562,11 +562,13 @@ class Session:
         self.journal.flush()
 
     def dying_runs(self) -> int:
-        """Runs in a row, across epochs, that started and never finished (a restart is no fix)."""
+        """Runs in a row, across epochs, that started and never finished (a restart is no fix). A run whose process
+        still lives on this host (paused, say: its claim was expired or it is fenced) has not died: no failed
+        attempt."""
         starts = self.journal.base.totals()[1] if self.journal.base is not None else 0
         for e in self.journal.entries:
             event = run_event(e)
-            if event == "start":
+            if event == "start" and not _runs_elsewhere_here(e):
                 starts += 1
             elif event == "end":
                 starts = 0
@@ -583,7 +585,7 @@ class Session:
             self.block(reason)
             raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
                               hint="inspect `assay journal`, fix the cause, then release the claim")
-        self.journal.add("note", sync=True, data={"run": "start"})
+        self.journal.add("note", sync=True, data={"run": "start", "writer": this_life().to_data()})
 
     def end_run(self, sync: bool = True) -> None:
         """This run finished (sync=False: the note goes with the next push, a claim change say)."""
@@ -595,6 +597,13 @@ class Session:
             self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
         except AssayError:
             self.journal.pending.clear()
+
+
+def _runs_elsewhere_here(start: JournalEntry) -> bool:
+    """The run a `start` note begins is another process's on this host, provably still running."""
+    writer = (start.data or {}).get("writer")
+    life = Life.from_data(writer) if isinstance(writer, dict) else None
+    return life is not None and life.pid != os.getpid() and life_state(life) == "alive"
 
 
 @contextmanager

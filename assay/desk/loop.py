@@ -32,6 +32,8 @@ from assay.desk.work import BriefWork
 from assay.errors import (
     AgentCannotStart,
     AssayError,
+    Cancelled,
+    ClaimLost,
     Conflict,
     ForgeError,
     ForgeRefused,
@@ -84,6 +86,7 @@ class Desk:
         self._swept_at: float | None = None  # when this desk last swept (monotonic)
         self._first = first  # the scan its start made (the desk file's read): its first sweep's
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
+        git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -102,7 +105,8 @@ class Desk:
             except ForgeError as exc:
                 if once:
                     raise
-                self.echo(f"{self.spec.name}: the forge cannot be read now ({exc.message}); trying again")
+                what = "refused a write" if isinstance(exc, ForgeRefused) else "cannot be read now"
+                self.echo(f"{self.spec.name}: the forge {what} ({exc.message}); trying again")
                 time.sleep(poll_s)  # a long-running desk outlives a forge outage
                 continue
             if brief is not None and claim is not None:
@@ -287,6 +291,12 @@ class Desk:
                 try:
                     taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
                                               holder=self.holder)
+                except ClaimLost as exc:  # its holder lives here, paused perhaps: its lease decides, not this desk
+                    self._tell_once(f"leaving {brief_id} alone: {exc.message}; {exc.hint}")
+                    continue
+                except ForgeRefused as exc:
+                    self._unclaimable(brief_id, exc)
+                    continue
                 except (Conflict, RecordInvalid):
                     continue
                 self.echo(f"{self.spec.name}: took over {brief_id} from {r.holder} (epoch {taken.record.epoch})")
@@ -302,9 +312,23 @@ class Desk:
             except RecordInvalid as exc:  # junk appeared since the snapshot
                 self._tell_once(f"finding: leaving {brief.id} alone: {exc.message}")
                 continue
+            except ForgeRefused as exc:
+                self._unclaimable(brief.id, exc)
+                continue
             self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
             return brief, claim
         return None, None
+
+    def _unclaimable(self, brief_id: str, exc: ForgeRefused) -> None:
+        """The forge refuses to write this brief's claim (a ref lock a killed push left on a forge this desk cannot
+        clean, say): say why and what a person must do, and leave the brief alone a while, longer each time in a
+        row, working on the others meanwhile."""
+        times = self._rest(brief_id)
+        rest = self._trouble[brief_id][1] - time.monotonic()
+        self.echo(f"{self.spec.name}: cannot claim {brief_id} ({times} time(s) in a row): {exc.message}; "
+                  f"{exc.hint}; working on other briefs, {brief_id} again in {rest:.0f}s")
+        if exc.lock is not None:  # on the brief's journal too, for the board and `assay journal`
+            custody.note_locked(self.claims, brief_id, exc.lock, f"desk {self.spec.name}", self._run)
 
     # -- one brief ------------------------------------------------------------------------------
 
@@ -350,18 +374,18 @@ class Desk:
             self._rest(brief.id)
             self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
             return "interrupted"
-        except KeyboardInterrupt:  # Ctrl-C: hand the brief back now rather than leave it held until its lease ends
-            self._hand_back(brief.id, epoch, session)
+        except (KeyboardInterrupt, Cancelled) as stop:  # Ctrl-C, SIGTERM, SIGHUP: hand the brief back now rather
+            self._hand_back(brief.id, epoch, session, _stopped_by(stop))  # than leave it held until its lease ends
             raise
 
-    def _hand_back(self, brief_id: str, epoch: int, session: Session | None) -> None:
-        why = f"desk {self.spec.name} was interrupted (Ctrl-C)"
+    def _hand_back(self, brief_id: str, epoch: int, session: Session | None, how: str) -> None:
+        why = f"desk {self.spec.name} was {how}"
         try:
             if session is not None:
                 session.stop_run(why)
             custody.release(self.claims, brief_id, self.spec.name, reason=why, epoch=epoch, run=self._run)
             self.echo(f"{self.spec.name}: released {brief_id} ({why}); the next desk resumes it from its journal")
-        except (AssayError, KeyboardInterrupt) as exc:
+        except (AssayError, KeyboardInterrupt, Cancelled) as exc:
             what = exc.message if isinstance(exc, AssayError) else "interrupted again"
             self.echo(f"{self.spec.name}: {brief_id} is still held ({what}): release it with "
                       f"`assay release {brief_id} --force --reason '...'`, or its lease ends it")
@@ -411,6 +435,15 @@ def idle_wait(poll_s: float, idle: int, heartbeat_s: float) -> float:
     advertisement (the sweep's read is the look's), so an idle desk reads the forge at most once every
     `IDLE_MAX_S` once it has backed off, not once every `poll_s`; the first look after work comes at once."""
     return min(poll_s * (1 << min(idle, 20)), max(poll_s, min(heartbeat_s, IDLE_MAX_S)))
+
+
+def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
+    """How the desk was stopped, for the release's reason: Ctrl-C, or the signal `entry.stop_as_interrupt` names (a
+    step running then turns SIGTERM into Cancelled)."""
+    if isinstance(stop, Cancelled):
+        return "stopped by SIGTERM"
+    name = str(stop.args[0]) if stop.args else ""
+    return f"stopped by {name}" if name.startswith("SIG") else "interrupted (Ctrl-C)"
 
 
 def _dead_here(holder: str) -> bool:

@@ -218,9 +218,10 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     }
 
 
-NEEDS = ("unknown", "blocked", "review", "stuck", "dead", "overdue", "problem")  # the order "needs you" lists them
-NEEDS_TITLES = {"unknown": "outcome unknown", "blocked": "blocked", "review": "ready to merge", "stuck": "stuck",
-                "dead": "dead desk", "overdue": "overdue", "problem": "problem on the forge"}
+# the order "needs you" lists them
+NEEDS = ("unknown", "blocked", "locked", "review", "stuck", "dead", "overdue", "problem")
+NEEDS_TITLES = {"unknown": "outcome unknown", "blocked": "blocked", "locked": "locked ref", "review": "ready to merge",
+                "stuck": "stuck", "dead": "dead desk", "overdue": "overdue", "problem": "problem on the forge"}
 
 
 def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[str, Any]]:
@@ -244,6 +245,9 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
                  f"git show {CLAIMS_PREFIX}{b} on the forge (a newer Assay may have written it)")
         elif c["state"] == "blocked":
             need("blocked", c, c["reason"] or "no reason recorded", f"assay release {b} --force --reason '...'")
+        if c["locked"]:  # a desk's latest word on the brief: its claim cannot be written for a lock file
+            need("locked", c, f"the forge refuses writes to its claim: the lock file {c['locked']} is left there",
+                 f"if no push is running, remove {c['locked']} on the forge's machine")
         if c["review"] and c["review"]["state"] == "ready" and c["state"] != "done":
             need("review", c, f"review ready ({len(c['review']['approvals'])} approvals)",
                  c["review"]["link"] if c["review"]["link"].startswith("http") else f"assay review merge {b}")
@@ -330,6 +334,7 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "journal_invalid": log.problem if isinstance(log, RecordInvalid) else None,
         "custody": _custody(history, read.written), "journal_entries": len(entries),
         "journal": [_entry(e) for e in entries[-TIMELINE_LIMIT:]],
+        "locked": str((entries[-1].data or {}).get("locked") or "") if entries and entries[-1].kind == "note" else "",
     }
 
 

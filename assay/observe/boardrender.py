@@ -47,8 +47,8 @@ def site(data: dict[str, Any]) -> dict[str, str]:
 
 DONE_SHOWN = 12  # done cards on the index (the latest); the rest are counted, and keep their own pages
 NEEDS_SHOWN = 2  # items of each kind "needs you" lists on the index; needs.html lists them all
-NEEDS_TITLES = {"unknown": "Outcome unknown", "blocked": "Blocked", "review": "Ready to merge", "stuck": "Stuck",
-                "dead": "Dead desk", "overdue": "Overdue", "problem": "Problems on the forge"}
+NEEDS_TITLES = {"unknown": "Outcome unknown", "blocked": "Blocked", "locked": "Locked ref", "review": "Ready to merge",
+                "stuck": "Stuck", "dead": "Dead desk", "overdue": "Overdue", "problem": "Problems on the forge"}
 
 
 def needs_html(data: dict[str, Any], shown: int | None = NEEDS_SHOWN, prefix: str = "") -> str:

@@ -467,6 +467,8 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
     except Conflict as exc:
         return f"not needed: {exc.message}"
     except (ForgeRefused, RecordInvalid) as exc:
+        if isinstance(exc, ForgeRefused) and exc.lock is not None:  # the board shows a person what to remove
+            custody.note_locked(claims, f.brief, exc.lock, by, run)
         return f"failed: {exc.message}"
     raise AssertionError(f"unknown sweep action {f.action!r}")
 
