@@ -28,6 +28,14 @@ class ForgeRefused(ForgeError):
     """The forge answered and refused a write that no other writer explains (a hook, a stale lock)."""
 
 
+class ForgeDenied(ForgeError):
+    """GitHub's 403, no rate limit: the token lacks a permission (`needs`)."""
+
+    def __init__(self, message: str, hint: str = "", needs: str = "") -> None:
+        super().__init__(message, hint)
+        self.needs = needs
+
+
 class UsageError(AssayError):
     """Bad input: a malformed id, file, option or configuration."""
 

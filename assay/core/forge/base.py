@@ -68,14 +68,15 @@ class Signal:
     """What a person did on a review that asks a desk to act: a review that requests changes (`changes`), or a
     comment command (`retry`, `steer`; `unknown` for an `/assay` line Assay does not know). `id` names it on the
     forge (`review:<id>`, `comment:<id>`): journaled with what it caused, it is acted on once. `allowed`: its
-    author may write to the repository, as the forge says (never as the comment says)."""
+    author may write to the repository, as the forge says (never as the comment says); None when the forge gave
+    no verdict, which leaves the signal for the next look."""
 
     id: str
     kind: str
     by: str
     at: str
     text: str
-    allowed: bool
+    allowed: bool | None
 
 
 @dataclass(frozen=True)
