@@ -90,14 +90,18 @@ class Checks:
 
 COMMAND = re.compile(r"^/assay[ \t]+(?P<verb>[a-z-]+)(?:[ \t]+(?P<rest>.*))?$", re.M | re.S)
 COMMANDS = ("retry", "steer")
+PREFIX = "/assay"
 
 
 def command_of(body: str) -> tuple[str, str] | None:
     """The comment command a body starts with (`/assay retry`, `/assay steer TEXT`), as (kind, text); `unknown`
-    for an `/assay` verb Assay does not know, or `steer` with no text; None for an ordinary comment."""
-    first = body.strip()
-    if not first.startswith("/assay"):
+    for an `/assay` verb Assay does not know, or `steer` with no text; None for an ordinary comment.
+
+    A command is a body that begins with `/assay` in any case, nothing before it: exactly the comments for which
+    `desk.yml`'s `startsWith(github.event.comment.body, '/assay')` (case-insensitive) starts a job."""
+    if len(body) < len(PREFIX) or any(a.upper() != b for a, b in zip(body, PREFIX.upper(), strict=False)):
         return None
+    first = body.strip()
     m = COMMAND.match(first)
     if m is None:
         return ("unknown", first.splitlines()[0]) if first.splitlines()[0].strip() != "/assay" else ("unknown", "")
