@@ -242,8 +242,8 @@ class Desk:
         return progressed
 
     def _woken_as_it_waits(self, brief_id: str) -> bool:
-        """What people did on the review while the brief was worked (changes requested, a retry) is acted on as soon
-        as it waits (docs/github.md), not at the next look: True when that woke it for a new round."""
+        """What people did on the review while the brief was worked (changes requested, steering) is acted on as
+        soon as it waits (docs/github.md), not at the next look: True when that woke it for a new round."""
         if self.reviews.refs_backed:
             return False
         try:
