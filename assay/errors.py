@@ -32,6 +32,14 @@ class ForgeRefused(ForgeError):
         self.lock = lock  # the lock file on the forge that refused it, when git named one
 
 
+class ForgeDenied(ForgeError):
+    """GitHub's 403, no rate limit: the token lacks a permission (`needs`)."""
+
+    def __init__(self, message: str, hint: str = "", needs: str = "") -> None:
+        super().__init__(message, hint)
+        self.needs = needs
+
+
 class UsageError(AssayError):
     """Bad input: a malformed id, file, option or configuration."""
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
 from assay.core.records import JournalEntry
-from tests.conftest import Forge, assay
+from tests.conftest import Forge, assay, git
 from tests.fakegithub import FakeGitHub
+from tests.fakegithub.faults import Fault
 from tests.fakegithub.webhooks import payloads
 from tests.fakegithub.webhooks.validate import problems
 from tests.helpers.desks import DESK, brief, publish
@@ -277,3 +279,146 @@ def test_events_about_every_brief_list_the_desks_with_ready_work(forge: Forge, e
     assert named.code == 0 and named.json()["desks"] == ["idle"]  # type: ignore[index]
     unknown = assay("event", event, "--desks", "nobody", env={"ASSAY_FORGE": forge.url})
     assert unknown.code == 2 and "no desk named nobody on main" in unknown.err
+
+
+def test_an_endless_or_oversized_payload_is_refused_and_writes_nothing(forge: Forge, tmp_path: Path) -> None:
+    """GitHub caps a webhook payload at 25 MB: a larger file, or one that never ends, is bad input (exit 2)."""
+    publish(forge, {"briefs/p.md": brief("P", ["write p.txt hi"], "true")})
+    env = {"ASSAY_FORGE": forge.url}
+    assert assay("claim", "p", "--desk", "d", env=env).code == 0
+    before = git("for-each-ref", cwd=forge.path)
+    big = tmp_path / "big.json"
+    big.write_text('{"action": "created", "x": "' + "x" * (26 * 1024 * 1024) + '"}')
+    for path in ("/dev/zero", str(big)):
+        done = assay("event", "issue_comment", path, env=env, timeout=30)
+        assert done.code == 2, done.out + done.err
+        assert "larger than GitHub's 25 MB" in done.err and "Traceback" not in done.err
+    assert git("for-each-ref", cwd=forge.path) == before
+
+
+def test_a_second_checks_wait_in_the_same_epoch_is_woken_too(fleet: Fleet) -> None:
+    """The same epoch waits on the same head's checks twice: each wait is woken once; a duplicate delivery of the
+    event that woke the first wakes nothing more."""
+    gh, number = fleet.gh, _pull(fleet)
+    assert assay("wake", "gh", env=fleet.env).code == 0
+    assert assay("wait", "gh", "--on", "checks", env=fleet.env).code == 0
+    head = gh.pull(OWNER, NAME, number).head_sha
+    gh.check_run(OWNER, NAME, head, "test", conclusion="success")
+    run = payloads.workflow_run_completed(gh, OWNER, NAME, branch="assay/gh", head_sha=head, conclusion="success",
+                                          run_id=81)
+    assert fleet.event("workflow_run", run)["briefs"][0]["woken"]
+    assert assay("wait", "gh", "--on", "checks", env=fleet.env).code == 0  # the agent waits on them again
+    assert fleet.claim("gh") == ("waiting", 1, "checks")
+    again = fleet.event("workflow_run", run, run="2")  # the checks finished (a re-run, or the backstop's look)
+    assert again["briefs"][0]["woken"], again
+    assert fleet.claim("gh")[:2] == ("held", 1)
+    first, second = [(w.data or {}).get("signals") for w in wakes(fleet.journal("gh")) if (w.data or {}).get("signals")]
+    assert first != second
+    assert not fleet.event("workflow_run", run, run="2", attempt="2")["briefs"][0]["woken"]
+    assert len(wakes(fleet.journal("gh"))) == 3  # `assay wake`'s, and one for each wait
+
+
+def test_a_token_that_cannot_read_check_runs_stops_one_brief_not_the_pass(fleet: Fleet, forge: Forge) -> None:
+    """GitHub refuses the check runs (403, the token has no Checks permission): the brief waiting on them is
+    reported with the permission to add; the desk's pass goes on and works another brief."""
+    gh = fleet.gh
+    assert assay("wake", "gh", env=fleet.env).code == 0
+    assert assay("wait", "gh", "--on", "checks", env=fleet.env).code == 0
+    publish(forge, {"briefs/more.md": brief("More", ["write more.txt hi"], "test -f more.txt")})
+    pushed = subprocess.run(["git", "push", "-q", gh.git_url(OWNER, NAME), "HEAD:refs/heads/main"], cwd=forge.seed,
+                            env={**os.environ, **gh.git_env()}, capture_output=True, text=True)
+    assert pushed.returncode == 0, pushed.stderr
+    gh.faults.arm("GET", r"/check-runs$", Fault.NOT_ACCESSIBLE, times=1000, accepted="checks=read")
+    out = fleet.desk()
+    assert fleet.claim("more") == ("waiting", 1, "review"), out  # worked in the same pass
+    assert fleet.claim("gh") == ("waiting", 1, "checks")
+    lines = [ln for ln in out.splitlines() if "builder: gh:" in ln and "403" in ln]  # once a heartbeat
+    assert lines and all("`checks: read`" in ln and "Checks: read" in ln for ln in lines), out
+    report = fleet.event("schedule", None)  # the event job says so too, for that brief, and lists the desks
+    [gh_report] = [b for b in report["briefs"] if b["brief"] == "gh"]
+    assert any("checks: read" in d for d in gh_report["did"]) and not gh_report["woken"]
+
+
+def test_a_permission_read_that_fails_does_not_use_up_a_writers_command(fleet: Fleet) -> None:
+    """GitHub answers the collaborator permission read with 404 (no answer, not a "no"): the command is left for
+    the next look, which acts on it."""
+    gh, number = fleet.gh, _pull(fleet)
+    gh.grant(OWNER, NAME, "alice")
+    comment = gh.comment(OWNER, NAME, number, "/assay retry", by="alice")
+    payload = payloads.comment_created(gh, OWNER, NAME, number, comment)
+    gh.faults.arm("GET", r"/collaborators/alice/permission$", Fault.NOT_FOUND)
+    first = fleet.event("issue_comment", payload)
+    [settled] = first["briefs"]
+    assert not settled["woken"] and fleet.claim("gh")[0] == "waiting" and first["desks"] == []
+    assert any("alice" in line and "next look" in line for line in settled["did"]), settled["did"]
+    assert [e for e in fleet.journal("gh") if f"comment:{comment}" in ((e.data or {}).get("signals") or [])] == []
+    again = fleet.event("issue_comment", payload, attempt="2")  # the re-run, GitHub answering now
+    assert again["briefs"][0]["woken"] and again["desks"] == ["builder"]
+    [wake] = wakes(fleet.journal("gh"))
+    assert wake.data is not None and wake.data["signals"] == [f"comment:{comment}"]
+
+
+def test_a_command_on_an_older_pull_request_of_a_redone_brief_is_acted_on(fleet: Fleet) -> None:
+    """The brief's first pull request was closed and the brief redone in a second one: `/assay retry` on the first
+    is a command about the brief, acted on once."""
+    gh, first = fleet.gh, _pull(fleet)
+    gh.grant(OWNER, NAME, "alice")
+    gh.close(OWNER, NAME, first, by="alice")
+    fleet.event("pull_request", payloads.pull_closed(gh, OWNER, NAME, first, "alice"))
+    retry = gh.comment(OWNER, NAME, first, "/assay retry", by="alice")
+    assert fleet.event("issue_comment", payloads.comment_created(gh, OWNER, NAME, first, retry))["briefs"][0][
+        "state"] == "released"
+    fleet.desk()
+    assert fleet.claim("gh")[0] == "waiting" and len(gh.pulls(OWNER, NAME)) == 2  # redone: a second pull request
+    late = gh.comment(OWNER, NAME, first, "/assay retry", by="alice")
+    payload = payloads.comment_created(gh, OWNER, NAME, first, late)
+    report = fleet.event("issue_comment", payload)
+    [settled] = report["briefs"]
+    assert settled["woken"] and report["desks"] == ["builder"], settled
+    assert wakes(fleet.journal("gh"))[-1].data["signals"] == [f"comment:{late}"]  # type: ignore[index]
+    assert not fleet.event("issue_comment", payload, attempt="2")["briefs"][0]["woken"]
+
+
+def test_changes_requested_while_the_desk_works_start_a_round_when_it_next_waits(fleet: Fleet, forge: Forge,
+                                                                                  tmp_path: Path) -> None:
+    """Changes requested while a desk works the brief are acted on as soon as the brief waits again, by the same
+    desk pass (docs/github.md), not left for the schedule."""
+    gh = fleet.gh
+    hold, working = tmp_path / "hold", tmp_path / "working"
+    script = ["write slow.txt hi", f"run [ ! -f {hold} ] || {{ touch {working}; while [ -f {hold} ]; do sleep 0.1; "
+              "done; }"]
+    publish(forge, {"briefs/slow.md": brief("Slow", script, "test -f slow.txt")})
+    pushed = subprocess.run(["git", "push", "-q", gh.git_url(OWNER, NAME), "HEAD:refs/heads/main"], cwd=forge.seed,
+                            env={**os.environ, **gh.git_env()}, capture_output=True, text=True)
+    assert pushed.returncode == 0, pushed.stderr
+    fleet.desk()
+    assert fleet.claim("slow")[0] == "waiting"
+    [number] = [p.number for p in gh.pulls(OWNER, NAME) if p.head == "assay/slow"]
+    gh.grant(OWNER, NAME, "alice")
+    first = gh.review(OWNER, NAME, number, "CHANGES_REQUESTED", "Say hello.", by="alice")
+    assert fleet.event("pull_request_review", payloads.review_submitted(gh, OWNER, NAME, number, first))[
+        "briefs"][0]["woken"]
+    hold.write_text("")
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--once", "--singleton"],
+                            env={**os.environ, **fleet.env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not working.exists():  # the agent is at work on the round
+            assert desk.poll() is None and time.monotonic() < deadline, desk.communicate()[0]
+            time.sleep(0.05)
+        second = gh.review(OWNER, NAME, number, "CHANGES_REQUESTED", "Second thoughts: say goodbye.", by="alice")
+        during = fleet.event("pull_request_review", payloads.review_submitted(gh, OWNER, NAME, number, second))
+        assert not during["briefs"][0]["woken"] and during["briefs"][0]["state"] == "held"
+        hold.unlink()
+        out, _ = desk.communicate(timeout=120)
+    finally:
+        if desk.poll() is None:
+            desk.kill()
+            desk.wait()
+    assert desk.returncode == 0, out
+    slow = wakes(fleet.journal("slow"))
+    assert [(w.data or {}).get("signals") for w in slow] == [[f"review:{first}"], [f"review:{second}"]], out
+    assert fleet.claim("slow")[0] == "waiting", out  # the round the second review asked for was worked
+    prompts = [p.read_text() for p in (fleet.tmp / "state").glob("*/prompts/slow-*.md")]
+    assert any("Second thoughts: say goodbye." in p for p in prompts), out

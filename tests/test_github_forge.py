@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.errors import Fenced, ForgeError
+from assay.errors import Fenced, ForgeDenied, ForgeError
 from tests.conftest import Forge, assay
 from tests.fakegithub import FakeGitHub, Fault
 from tests.helpers.desks import brief, publish
@@ -265,3 +265,34 @@ def test_a_rate_limit_waited_out_renews_the_claim_and_a_lost_claim_stops_the_wri
     with pytest.raises(ForgeError, match="resets in 40s, after 80s of waiting"):
         reviews.open("beta", "assay/beta", "Beta", head)
     assert sum(slept) == 80 and [p for p in gh.pulls(OWNER, NAME) if p.head == "assay/beta"] == []
+
+
+def test_a_read_the_token_may_not_make_names_the_permission_to_add(fake: tuple[FakeGitHub, World]) -> None:
+    """A 403 that is no rate limit is a permission the token lacks: as GitHub names it
+    (`X-Accepted-GitHub-Permissions`), else as the read needs; not waited out, not retried."""
+    gh, w = fake
+    head = w.push_branch("alpha")
+    w.reviews.open("alpha", "assay/alpha", "Alpha", head)
+    slept: list[float] = []
+    reviews = github_reviews(gh, slept=slept)
+    gh.faults.arm("GET", r"/check-runs$", Fault.NOT_ACCESSIBLE, accepted="checks=read")
+    with pytest.raises(ForgeDenied) as named:
+        reviews.checks("alpha")
+    assert named.value.needs == "checks=read" and "`checks: read`" in named.value.hint
+    assert "Checks: read" in named.value.hint and "403" in named.value.message and slept == []
+    gh.faults.arm("GET", r"/status$", Fault.NOT_ACCESSIBLE)  # GitHub names nothing: the read's own need
+    with pytest.raises(ForgeDenied) as unnamed:
+        reviews.checks("alpha")
+    assert "`statuses: read`" in unnamed.value.hint and "Commit statuses: read" in unnamed.value.hint
+
+
+@pytest.mark.parametrize("fault", [Fault.NOT_FOUND, Fault.NOT_ACCESSIBLE])
+def test_a_permission_read_without_an_answer_is_no_verdict(fake: tuple[FakeGitHub, World], fault: Fault) -> None:
+    gh, _ = fake
+    gh.grant(OWNER, NAME, "alice")
+    reviews = github_reviews(gh)
+    gh.faults.arm("GET", r"/collaborators/alice/permission$", fault)
+    assert reviews.can_write("alice") is None  # neither yes nor no, and not remembered
+    assert reviews.can_write("alice") is True
+    gh.person("bob")
+    assert reviews.can_write("bob") is False  # GitHub's answer for someone without access: read

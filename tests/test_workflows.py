@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from assay.core.forge.base import command_of
 from tests.conftest import REPO, assay, git
+from tests.helpers.expressions import evaluate_expression, truthy
 from tests.helpers.workflows import EXPR, evaluate
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -234,7 +236,8 @@ def test_the_desk_workflow_keeps_secrets_to_the_agents_step_and_one_job_per_desk
     event, run = desk["jobs"]["event"], desk["jobs"]["desk"]
     assert event["permissions"] == {"contents": "write", "pull-requests": "read", "checks": "read",
                                     "statuses": "read"}  # reads the forge, moves claims; never runs an agent
-    assert run["permissions"] == {"contents": "write", "pull-requests": "write", "statuses": "write"}
+    assert run["permissions"] == {"contents": "write", "pull-requests": "write", "checks": "read",
+                                  "statuses": "write"}  # between passes it reads the checks its briefs wait on
     assert run["concurrency"]["cancel-in-progress"] is False and "matrix.desk" in run["concurrency"]["group"]
     secrets = [(job, s.get("name")) for job, spec in desk["jobs"].items() for s in spec["steps"]
                if "secrets." in str(s.get("env", {}))]
@@ -247,3 +250,31 @@ def test_the_desk_workflow_keeps_secrets_to_the_agents_step_and_one_job_per_desk
             if "uses" in s:
                 assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", s["uses"]), s["uses"]
     assert "secrets: inherit" not in (WORKFLOWS / "desk.yml").read_text()
+
+
+COMMENTS = ["/assay retry", " /assay retry", "\n/assay retry", "\t/assay steer Keep it short.", "/ASSAY retry",
+            "/Assay steer go", "/assay", "/assayx", "please /assay retry", "", "/ass", "> /assay retry",
+            "/assay steer", "/assay retry\n\nthanks"]
+
+
+@pytest.mark.parametrize("body", COMMENTS)
+def test_the_desk_workflow_starts_a_job_for_exactly_the_comments_assay_reads_as_commands(body: str) -> None:
+    """The event job's `if:` as GitHub evaluates it, and `command_of`, on the same comment: a comment the job
+    skips is no command, and every command starts the job (a command Assay does not know is answered there)."""
+    condition = load("desk.yml")["jobs"]["event"]["if"]
+    event = {"action": "created", "issue": {"number": 7, "pull_request": {"url": "https://api.github.com/x"}},
+             "comment": {"id": 1, "body": body}}
+    runs = truthy(evaluate_expression(condition, {"github": {"event_name": "issue_comment", "event": event}}))
+    assert runs == (command_of(body) is not None), (body, runs, command_of(body))
+    on_issue = {**event, "issue": {"number": 7}}  # a comment on an issue, not a pull request: never a job
+    assert not truthy(evaluate_expression(condition, {"github": {"event_name": "issue_comment", "event": on_issue}}))
+
+
+def test_the_expression_evaluator_follows_githubs_rules() -> None:
+    assert evaluate_expression("startsWith('/ASSAY x', '/assay')", {}) is True
+    pushed = {"github": {"event_name": "PUSH"}}
+    assert evaluate_expression("contains(fromJSON('[\"push\"]'), github.event_name)", pushed) is True
+    assert evaluate_expression("github.a && 'x' || 'y'", {"github": {"a": ""}}) == "y"
+    assert evaluate_expression("!(github.a == 'B')", {"github": {"a": "b"}}) is False
+    with pytest.raises(AssertionError):
+        evaluate_expression("format('{0}', github.token)", {})

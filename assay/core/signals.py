@@ -31,9 +31,10 @@ from assay.core.forge.base import Reviews, Signal
 from assay.core.journal import append_as_person, read_log, transition_as
 from assay.core.records import JournalEntry
 from assay.core.recordtype import dataclass, field
-from assay.errors import Conflict, IllegalTransition
+from assay.errors import Conflict, ForgeDenied, IllegalTransition
 
 ROUND_WAITS = ("review", "merge", "checks")  # waits that a person's signal turns into a new round
+STATES = ("held", "waiting", "blocked")  # the claims a signal can move
 
 
 class _Acted(Exception):
@@ -71,13 +72,24 @@ def _who(s: Signal) -> str:
 
 
 def settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str], by: str,
-           now: Callable[[], float] = time.time) -> Settled:
-    """Act on every signal on `brief`'s review that its journal does not name yet (see the module)."""
+           now: Callable[[], float] = time.time, states: tuple[str, ...] = STATES) -> Settled:
+    """Act on every signal on `brief`'s review that its journal does not name yet (see the module), if its claim is
+    in one of `states`. A read the forge refuses the token (a permission it lacks) is reported for this brief in
+    `did`, with the permission to add, and raises nothing: the caller goes on with its other briefs."""
     out = Settled(brief)
+    try:
+        _settle(claims, reviews, brief, cause, by, now, states, out)
+    except ForgeDenied as exc:
+        out.did.append(f"cannot read what people and CI did: {exc.message}; {exc.hint}")
+    return out
+
+
+def _settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str], by: str,
+            now: Callable[[], float], states: tuple[str, ...], out: Settled) -> None:
     current = claims.read(brief)
-    if current is None or current.record.state not in ("held", "waiting", "blocked"):
+    if current is None or current.record.state not in states:
         out.state = current.record.state if current else ""
-        return out
+        return
     r = current.record
     out.state, out.desk = r.state, r.desk
     entries = read_log(claims.git, brief).entries
@@ -85,11 +97,15 @@ def settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str
     reviews_signals = reviews.signals(brief)
     fresh = [s for s in reviews_signals if s.id not in done]
     event = dict(cause)
-    refused = [s for s in fresh if not s.allowed or s.kind == "unknown"]
+    # no verdict on who may write (the forge did not answer) is no "no": such a command waits for the next look
+    out.did += [f"{s.id} by {_who(s)}: the forge gave no answer on whether {s.by} may write to the repository; "
+                "left for the next look" for s in fresh if s.allowed is None and s.kind != "unknown"]
+    refused = [s for s in fresh if s.allowed is False or s.kind == "unknown"]
     if refused:
-        lines = [f"{s.id} by {_who(s)}: " + (f"{s.by or 'they'} may not write to the repository" if not s.allowed
-                                             else f"`{s.text}` is not a command (use /assay retry or /assay steer "
-                                                  "TEXT)") for s in refused]
+        lines = [f"{s.id} by {_who(s)}: " + (f"{s.by or 'they'} may not write to the repository"
+                                             if s.allowed is False else f"`{s.text}` is not a command (use /assay "
+                                                                        "retry or /assay steer TEXT)")
+                 for s in refused]
         _journal(claims, brief, "note", {"refused": lines}, refused, event, by, out, "refused " + "; ".join(lines))
     allowed = [s for s in fresh if s.allowed and s.kind != "unknown"]
     # steering is journaled at once; while the brief waits on its review it also starts a round (its own
@@ -101,7 +117,8 @@ def settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str
     steered = [s for s in reviews_signals if s.allowed and s.kind == "steer" and f"{s.id}:round" not in done]
     rounds = [s for s in allowed if s.kind in ("changes", "retry")] + steered
     if r.state == "waiting":
-        _settle_waiting(claims, reviews, brief, r.epoch, dict(r.wait or {}), rounds, event, by, now, out)
+        _settle_waiting(claims, reviews, brief, r.epoch, dict(r.wait or {}), _wait_entry(entries), rounds, event, by,
+                        now, out)
     elif r.state == "blocked":
         retries = [s for s in rounds if s.kind == "retry"]
         if retries:
@@ -115,10 +132,9 @@ def settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str
         if retries:
             _journal(claims, brief, "note", {"retry": "the brief is being worked; nothing more to do"}, retries,
                      event, by, out, f"retry from {_who(retries[-1])}: the brief is being worked")
-    return out
 
 
-def _settle_waiting(claims: Claims, reviews: Reviews, brief: str, epoch: int, wait: dict[str, Any],
+def _settle_waiting(claims: Claims, reviews: Reviews, brief: str, epoch: int, wait: dict[str, Any], entry: int,
                     rounds: list[Signal], event: dict[str, str], by: str, now: Callable[[], float],
                     out: Settled) -> None:
     on = str(wait.get("on", ""))
@@ -154,7 +170,7 @@ def _settle_waiting(claims: Claims, reviews: Reviews, brief: str, epoch: int, wa
     if on == "checks":
         checks = reviews.checks(brief)
         if checks is not None and checks.finished:
-            ident = [f"checks:{checks.head}:{epoch}:{wait.get('at', '')}"]
+            ident = [f"checks:{checks.head}:{epoch}:{entry}"]  # once per wait, however often delivered
             reason = f"the checks on {checks.head[:10]} finished: {checks.summary}"
             _wake(claims, brief, epoch, wait, {"reason": reason, "said": ""}, ident, event, by, out)
         return
@@ -162,6 +178,12 @@ def _settle_waiting(claims: Claims, reviews: Reviews, brief: str, epoch: int, wa
                            lambda names: {n: custody.state_of(claims, n) for n in names})
     if met is not None and met[0] == "wake":
         _wake(claims, brief, epoch, wait, None, [], event, by, out, met[1])
+
+
+def _wait_entry(entries: list[JournalEntry]) -> int:
+    """The seq of the journal entry that began the current wait (written in the same push as the claim's wait):
+    what tells one wait from the next of the same epoch on the same head."""
+    return next((e.seq for e in reversed(entries) if e.kind == "wait"), 0)
 
 
 def _ids(signals: list[Signal] | list[str]) -> list[str]:

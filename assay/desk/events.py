@@ -33,6 +33,7 @@ EVENTS = {
     "schedule": "the backstop: every brief is looked at, desks with work run",
     "workflow_dispatch": "by hand: every brief is looked at; the desks named (or those with work) run",
 }
+MAX_PAYLOAD = 25 * 1024 * 1024  # GitHub caps a webhook payload at 25 MB
 
 
 @dataclass
@@ -49,12 +50,19 @@ class EventReport:
 
 
 def read_payload(path: Path) -> dict[str, Any]:
-    """The event's payload (exit 2, nothing written, when it is not a JSON object)."""
+    """The event's payload (exit 2, nothing written, when it is not a JSON object or is larger than GitHub sends);
+    at most `MAX_PAYLOAD` bytes and one more are read, so an endless file (`/dev/zero`) ends too."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PAYLOAD + 1)
     except OSError as exc:
         raise UsageError(f"cannot read the event payload {str(path)!r}: {exc.strerror}",
                          hint="on GitHub Actions pass \"$GITHUB_EVENT_PATH\"") from None
+    if len(raw) > MAX_PAYLOAD:
+        raise UsageError(f"the event payload {str(path)!r} is larger than GitHub's 25 MB cap on a webhook payload",
+                         hint="pass the event's own payload (\"$GITHUB_EVENT_PATH\" on GitHub Actions)")
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise UsageError(f"the event payload {str(path)!r} is not JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -94,13 +94,14 @@ class Desk:
         report = DeskReport()
         self.poll_s = poll_s
         idle = 0  # passes in a row that found nothing to do
+        again: set[str] = set()  # worked this pass, and woken for a new round as they began to wait
         while max_briefs is None or len(report.worked) < max_briefs:
             self._sweep_if_due()
             try:
                 snapshot = read_snapshot(self.claims)
                 self._report_findings(snapshot)
                 progressed = self._settle_waiting(snapshot, report)
-                skip = self._resting() | (set(report.worked) if once else set())
+                skip = self._resting() | (set(report.worked) - again if once else set())
                 brief, claim = self._next(snapshot, skip)
             except ForgeError as exc:
                 if once:
@@ -112,7 +113,10 @@ class Desk:
             if brief is not None and claim is not None:
                 idle = 0
                 report.worked.append(brief.id)
+                again.discard(brief.id)
                 report.outcomes[brief.id] = self.work(snapshot, brief, claim)
+                if self._woken_as_it_waits(brief.id):
+                    again.add(brief.id)
                 continue
             if once and not progressed:
                 break
@@ -240,6 +244,21 @@ class Desk:
                 if settled.state in ("done", "blocked"):
                     report.outcomes[brief_id] = settled.state
         return progressed
+
+    def _woken_as_it_waits(self, brief_id: str) -> bool:
+        """What people did on the review while the brief was worked (changes requested, steering) is acted on as
+        soon as it waits (docs/github.md), not at the next look: True when that woke it for a new round."""
+        if self.reviews.refs_backed:
+            return False
+        try:
+            settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name,
+                                     states=("waiting",))
+        except AssayError as exc:  # the next look settles it
+            self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message}")
+            return False
+        for line in settled.did:
+            self.echo(f"{self.spec.name}: {brief_id}: {line}")
+        return settled.woken
 
     def _settle_one(self, brief_id: str, r: ClaimRecord, report: DeskReport, review: Review | None,
                     looked: bool) -> bool:

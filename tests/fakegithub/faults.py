@@ -18,6 +18,8 @@ class Fault(enum.Enum):
     DROP_AFTER_WRITE = "the write is applied, then the connection closes with no response"
     STALE_LIST = "a list read from a lagging replica: 200, without what was written a moment ago"
     GRAPHQL_RATE_LIMITED = "GraphQL's spent limit: 200 with an error of type RATE_LIMITED"
+    NOT_FOUND = "404 Not Found (what GitHub answers where the token may not look)"
+    NOT_ACCESSIBLE = "403 Resource not accessible by integration: the token lacks the permission `accepted` names"
 
 
 DOCS = "https://docs.github.com/rest"
@@ -33,6 +35,7 @@ class Armed:
     remaining: int
     retry_after: int
     fired: int = 0
+    accepted: str = ""  # NOT_ACCESSIBLE: the permission GitHub names (`X-Accepted-GitHub-Permissions`)
 
 
 @dataclass
@@ -42,9 +45,10 @@ class FaultQueue:
     _armed: list[Armed] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def arm(self, method: str, path: str, fault: Fault, times: int = 1, retry_after: int = 1) -> Armed:
+    def arm(self, method: str, path: str, fault: Fault, times: int = 1, retry_after: int = 1,
+            accepted: str = "") -> Armed:
         """`path` is a regex searched in the request path (without the API prefix or query)."""
-        armed = Armed(method.upper(), re.compile(path), fault, times, retry_after)
+        armed = Armed(method.upper(), re.compile(path), fault, times, retry_after, accepted=accepted)
         with self._lock:
             self._armed.append(armed)
         return armed
@@ -81,6 +85,11 @@ def fault_response(armed: Armed, request_id: str, reset: int) -> tuple[int, dict
     if fault is Fault.PRIMARY_RATE_LIMIT:
         return 403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, {
             "message": "API rate limit exceeded for user ID 1.", "documentation_url": DOCS}
+    if fault is Fault.NOT_FOUND:
+        return 404, {}, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}
+    if fault is Fault.NOT_ACCESSIBLE:
+        return 403, {"X-Accepted-GitHub-Permissions": armed.accepted}, {
+            "message": "Resource not accessible by integration", "documentation_url": DOCS, "status": "403"}
     if fault is Fault.BAD_GATEWAY:
         return 502, {}, {"message": "Server Error"}
     if fault is Fault.GRAPHQL_RATE_LIMITED:

@@ -68,14 +68,15 @@ class Signal:
     """What a person did on a review that asks a desk to act: a review that requests changes (`changes`), or a
     comment command (`retry`, `steer`; `unknown` for an `/assay` line Assay does not know). `id` names it on the
     forge (`review:<id>`, `comment:<id>`): journaled with what it caused, it is acted on once. `allowed`: its
-    author may write to the repository, as the forge says (never as the comment says)."""
+    author may write to the repository, as the forge says (never as the comment says); None when the forge gave
+    no verdict, which leaves the signal for the next look."""
 
     id: str
     kind: str
     by: str
     at: str
     text: str
-    allowed: bool
+    allowed: bool | None
 
 
 @dataclass(frozen=True)
@@ -89,14 +90,18 @@ class Checks:
 
 COMMAND = re.compile(r"^/assay[ \t]+(?P<verb>[a-z-]+)(?:[ \t]+(?P<rest>.*))?$", re.M | re.S)
 COMMANDS = ("retry", "steer")
+PREFIX = "/assay"
 
 
 def command_of(body: str) -> tuple[str, str] | None:
     """The comment command a body starts with (`/assay retry`, `/assay steer TEXT`), as (kind, text); `unknown`
-    for an `/assay` verb Assay does not know, or `steer` with no text; None for an ordinary comment."""
-    first = body.strip()
-    if not first.startswith("/assay"):
+    for an `/assay` verb Assay does not know, or `steer` with no text; None for an ordinary comment.
+
+    A command is a body that begins with `/assay` in any case, nothing before it: exactly the comments for which
+    `desk.yml`'s `startsWith(github.event.comment.body, '/assay')` (case-insensitive) starts a job."""
+    if len(body) < len(PREFIX) or any(a.upper() != b for a, b in zip(body, PREFIX.upper(), strict=False)):
         return None
+    first = body.strip()
     m = COMMAND.match(first)
     if m is None:
         return ("unknown", first.splitlines()[0]) if first.splitlines()[0].strip() != "/assay" else ("unknown", "")

@@ -40,7 +40,15 @@ from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import OBJECT_ID, RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, brief_id_problem, validate_brief_id
 from assay.core.recordtype import dataclass
-from assay.errors import AssayError, ForgeError, IllegalReviewChange, MergeConflict, NoReview, UsageError
+from assay.errors import (
+    AssayError,
+    ForgeDenied,
+    ForgeError,
+    IllegalReviewChange,
+    MergeConflict,
+    NoReview,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from github.PullRequest import PullRequest
@@ -243,6 +251,10 @@ class GitHubReviews:
 
         Lists are served by replicas that may lag a write: a pull request this object opened or saw, missing
         from the list, is read by its number (which is consistent) rather than taken for gone."""
+        return self._find_all(brief)[0]
+
+    def _find_all(self, brief: str) -> tuple[dict[str, Any] | None, builtins.list[dict[str, Any]]]:
+        """The newest pull request from `assay/<brief>` (see `_find`) and every one (one list read)."""
         pulls = self._pulls(brief)
         known = self._numbers.get(brief)
         if known is not None and not any(int(p.get("number") or 0) == known for p in pulls):
@@ -250,11 +262,11 @@ class GitHubReviews:
             if isinstance(pull, dict) and _at(pull, "head", "ref") == f"{BRANCH_PREFIX}{brief}":
                 pulls.append(pull)
         if not pulls:
-            return None
+            return None, pulls
         newest: dict[str, Any] = max(pulls, key=lambda p: (p.get("state") != "closed" or _merged(p),
                                                            int(p.get("number") or 0)))
         self._numbers[brief] = int(newest.get("number") or 0)
-        return newest
+        return newest, pulls
 
     def get(self, brief: str) -> Review | None:
         pull = self._find(validate_brief_id(brief))
@@ -326,10 +338,12 @@ class GitHubReviews:
         return f"{self.target.web}/{self.target.repo}/{review.sha}" if review.sha.startswith("pull/") else None
 
     def signals(self, brief: str) -> builtins.list[Signal]:
-        """Reviews that request changes and `/assay` comment commands on the newest pull request of the brief
-        (two conditional list reads), and each author's permission on the repository (one read per author and
-        process): a payload's word for either is never taken."""
-        pull = self._find(validate_brief_id(brief))
+        """Reviews that request changes on the newest pull request of the brief, and `/assay` comment commands on
+        any of its pull requests (a command names the brief, not one round's code: `/assay retry` on the pull
+        request of an earlier, closed round is one too), and each author's permission on the repository (one
+        read per author and process): a payload's word for either is never taken. Conditional list reads: the
+        reviews, and the comments of each pull request."""
+        pull, pulls = self._find_all(validate_brief_id(brief))
         if pull is None:
             return []
         number = int(pull.get("number") or 0)
@@ -338,24 +352,33 @@ class GitHubReviews:
             if isinstance(r, dict) and r.get("state") == "CHANGES_REQUESTED":
                 found.append((_iso(r.get("submitted_at")), f"review:{r.get('id')}", "changes", _login(r.get("user")),
                               str(r.get("body") or "")))
-        for c in self._get("comments", f"{self._path}/issues/{number}/comments", {"per_page": 100}) or []:
-            command = command_of(str(c.get("body") or "")) if isinstance(c, dict) else None
-            if command is not None and _signed(str(c.get("body") or ""))[0] is None:  # not one Assay posted
-                found.append((_iso(c.get("created_at")), f"comment:{c.get('id')}", command[0],
-                              _login(c.get("user")), command[1]))
+        numbers = dict.fromkeys([number, *sorted({int(p.get("number") or 0) for p in pulls} - {number, 0})])
+        for n in numbers:
+            for c in self._get("comments", f"{self._path}/issues/{n}/comments", {"per_page": 100}) or []:
+                command = command_of(str(c.get("body") or "")) if isinstance(c, dict) else None
+                if command is not None and _signed(str(c.get("body") or ""))[0] is None:  # not one Assay posted
+                    found.append((_iso(c.get("created_at")), f"comment:{c.get('id')}", command[0],
+                                  _login(c.get("user")), command[1]))
         return [Signal(ident, kind, by, at, text, self.can_write(by)) for at, ident, kind, by, text in sorted(found)]
 
-    def can_write(self, login: str) -> bool:
-        """Whether `login` may write to the repository (admin, maintain or write), as GitHub says."""
+    def can_write(self, login: str) -> bool | None:
+        """Whether `login` may write to the repository (admin, maintain or write), as GitHub says; None when GitHub
+        gave no verdict (a 404, which is also how it hides what a token may not see, or a 403), which uses up no
+        command: it is asked again at the next look. A comment without an author may not write."""
         if login not in self._writers:
+            if not login:
+                return False
             try:
-                answer = self._get("permission", f"{self._path}/collaborators/{quote(login, safe='')}/permission") \
-                    if login else None
-            except ForgeError as exc:  # 404: no such user here; anything else is no answer, so no verdict
+                answer = self._get("permission", f"{self._path}/collaborators/{quote(login, safe='')}/permission")
+            except ForgeDenied:
+                return None
+            except ForgeError as exc:
                 if "HTTP 404" not in exc.message:
                     raise
-                answer = None
-            self._writers[login] = isinstance(answer, dict) and answer.get("permission") in ("admin", "write")
+                return None
+            if not isinstance(answer, dict) or not isinstance(answer.get("permission"), str):
+                return None
+            self._writers[login] = answer["permission"] in ("admin", "write")
         return self._writers[login]
 
     def checks(self, brief: str) -> Checks | None:
@@ -364,7 +387,7 @@ class GitHubReviews:
         if pull is None:
             return None
         head = str(_at(pull, "head", "sha") or "")
-        combined = self._get("status", f"{self._path}/commits/{head}/status") or {}
+        combined = self._get("combined status", f"{self._path}/commits/{head}/status") or {}
         runs = self._get("check runs", f"{self._path}/commits/{head}/check-runs", {"per_page": 100}) or {}
         done: builtins.list[tuple[str, str]] = []  # (name, passed | failed)
         running = 0
@@ -665,6 +688,8 @@ OPERATIONS = {  # what each operation is, in the words of errors a person reads
     "merge": "merging it", "close": "closing it", "find": "reading the pull requests",
     "list": "listing the pull requests", "read back": "reading back a write", "reviews": "reading its reviews",
     "comments": "reading its comments", "events": "reading its events", "statuses": "reading commit statuses",
+    "check runs": "reading the check runs", "combined status": "reading the combined commit status",
+    "permission": "reading a collaborator's permission", "issue": "reading the pull request's issue",
 }
 
 
@@ -707,6 +732,32 @@ def _already_exists(exc: Any) -> bool:
     return "already exists" in text.lower()
 
 
+# what an operation needs of the token, where GitHub's answer does not say (`X-Accepted-GitHub-Permissions`)
+NEEDS = {"check runs": "checks=read", "combined status": "statuses=read", "statuses": "statuses=read",
+         "status": "statuses=write", "reviews": "pull_requests=read", "comments": "pull_requests=read",
+         "find": "pull_requests=read", "open": "pull_requests=read"}
+# a permission as a workflow job's `permissions:` spells it, and as a fine-grained token's settings do
+PERMISSION_WORDS = {"checks": ("checks", "Checks"), "statuses": ("statuses", "Commit statuses"),
+                    "pull_requests": ("pull-requests", "Pull requests"), "contents": ("contents", "Contents"),
+                    "issues": ("issues", "Issues"), "metadata": ("metadata", "Metadata")}
+
+
+def _needs(op: str, exc: Any) -> str:
+    """What the token lacks, in GitHub's form (`checks=read`): as GitHub's answer says, else as the operation
+    needs."""
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    return str(headers.get("x-accepted-github-permissions") or NEEDS.get(op, "")).strip()
+
+
+def permission_hint(needs: str) -> str:
+    """`checks=read` in the words of a workflow job and of a token's settings."""
+    pairs = [p.partition("=") for p in re.split(r"[,;]", needs) if "=" in p]
+    job = ", ".join(f"`{PERMISSION_WORDS.get(k.strip(), (k.strip(), ''))[0]}: {v.strip()}`" for k, _, v in pairs)
+    token = ", ".join(f"{PERMISSION_WORDS.get(k.strip(), ('', k.strip()))[1]}: {v.strip()}" for k, _, v in pairs)
+    return (f"give the token {job} (a workflow job's `permissions:`; a fine-grained token or GitHub App: {token})"
+            if pairs else "check the token's permissions (contents, pull requests, statuses: write; checks: read)")
+
+
 def _forge_error(op: str, exc: Any) -> AssayError:
     data = exc.data if isinstance(exc.data, dict) else {}
     said = "; ".join(str(e) for e in data.get("errors") or [] if isinstance(e, str))
@@ -714,6 +765,10 @@ def _forge_error(op: str, exc: Any) -> AssayError:
         return UsageError(f"GitHub refused {doing(op)}: {said}",
                           hint="the token belongs to the pull request's author (the desks' token); approve with "
                                "a token of the reviewer's own in GITHUB_TOKEN or GH_TOKEN")
+    if exc.status == 403:  # rate limits were waited out before this: the token may not do it
+        needs = _needs(op, exc)
+        return ForgeDenied(f"GitHub refused {doing(op)}: HTTP 403 {data.get('message', '')}".strip(),
+                           hint=permission_hint(needs), needs=needs)
     return ForgeError(f"GitHub refused {doing(op)}: HTTP {exc.status} {data.get('message', '')}".strip()
                       + (f" ({said})" if said else ""),
                       hint="check the token's permissions (contents, pull requests, statuses: write)")
