@@ -1,0 +1,79 @@
+"""Secrets and forge-read values: a URL's password is never quoted back, however git quotes it; a value read from
+the forge that becomes a path or an argument is checked before it is used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assay.core.deskspec import SessionSpec
+from assay.desk.sessions import Transcript
+from tests.conftest import Forge, assay
+
+PASSWORD = "Pw-" + "k3" * 8
+TOKEN = "ghp_" + "Zq9" * 10
+
+
+def test_a_file_forge_url_with_a_password_works_and_never_prints_it(forge: Forge, tmp_path: Path) -> None:
+    good = assay("briefs", "--forge", f"file://user:{PASSWORD}@{forge.path}")
+    assert good.code == 0 and "alpha" in good.out, good.err
+    bad = assay("claims", "--forge", f"file://user:{PASSWORD}@{tmp_path}/missing.git")
+    assert bad.code == 1 and "error: cannot read forge" in bad.err
+    assert PASSWORD not in good.out + good.err + bad.out + bad.err
+
+
+def test_every_text_quoting_git_is_masked_a_hook_that_echoes_credentials_included(forge: Forge) -> None:
+    """git's words reach errors through one mask: a forge hook's refusal that quotes the token the push ran with,
+    and a URL's password quoted without its scheme (as git quotes a file URL), come out as ***."""
+    hook = forge.path / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\necho "error: refused for $GITHUB_TOKEN via user:{PASSWORD}@/srv/x" >&2\nexit 1\n')
+    hook.chmod(0o755)
+    run = assay("claim", "alpha", "--desk", "d", "--forge", forge.url, env={"GITHUB_TOKEN": TOKEN})
+    assert run.code == 1 and "refused for *** via ***@/srv/x" in run.err, run.err
+    assert TOKEN not in run.out + run.err and PASSWORD not in run.out + run.err
+
+
+SESSION = SessionSpec(new=("--new", "{session}"), resume=("--resume", "{session}"),
+                      file="{home}/t/{cwd_slug}/{session}.jsonl")
+GLOBBED = SessionSpec(new=(), resume=("resume", "{session}"), file="{home}/sessions/*/rollout-{session}.jsonl")
+
+
+@pytest.mark.parametrize("planted", ["../../PWNED", "../../../tmp/PWNED", "--dangerously-skip-permissions",
+                                     "a/b", "", "x" * 200, "id\nwith-newline"])
+def test_a_planted_session_id_is_refused_before_anything_is_written(tmp_path: Path, planted: str) -> None:
+    home, worktree = tmp_path / "home", tmp_path / "wt"
+    transcript = Transcript(SESSION, planted, {"HOME": str(home)}, worktree)
+    with pytest.raises(OSError, match="session id .* read from the forge is not a safe session id"):
+        transcript.restore(b'{"message": {}}\n', "")
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing written, inside HOME or out
+
+
+@pytest.mark.parametrize("planted", ["../../../PWNED.jsonl", "/tmp/PWNED.jsonl", "2026/./x.jsonl", "a//b",
+                                     "-rf/x.jsonl"])
+def test_a_planted_transcript_path_is_refused(tmp_path: Path, planted: str) -> None:
+    transcript = Transcript(GLOBBED, "0f0e0d0c-0000-4000-8000-000000000001", {"HOME": str(tmp_path / "home")},
+                            tmp_path / "wt")
+    with pytest.raises(OSError, match="transcript path .* is not a safe transcript path"):
+        transcript.restore(b'{"message": {}}\n', planted)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_a_good_checkpoint_is_restored_where_its_cli_looks(tmp_path: Path) -> None:
+    session = "0f0e0d0c-0000-4000-8000-000000000001"
+    transcript = Transcript(GLOBBED, session, {"HOME": str(tmp_path / "home")}, tmp_path / "wt")
+    transcript.restore(b"{}\n", f"2026/12/03/rollout-{session}.jsonl")
+    assert (tmp_path / "home" / "sessions" / "2026/12/03" / f"rollout-{session}.jsonl").read_bytes() == b"{}\n"
+    assert transcript.arguments(resume=True) == ["resume", session]
+
+
+@pytest.mark.parametrize(("kind", "value", "ok"), [
+    ("session id", "be088084-8119-47a2-a4ab-0a089ed26a76", True), ("session id", "-x", False),
+    ("session id", 7, False), ("run id", "310cd0b1b472", True), ("run id", "../r", False),
+    ("desk name", "builder", True), ("desk name", "a b", False), ("brief id", "hello", True),
+    ("brief id", "../x", False), ("transcript path", "a/b.jsonl", True), ("transcript path", "a/../b", False),
+])
+def test_values_from_the_forge_are_checked_against_strict_patterns(kind: str, value: object, ok: bool) -> None:
+    from assay.core.forgevalues import problem  # here: the other tests run where the module is missing
+
+    assert (problem(kind, value) is None) is ok
