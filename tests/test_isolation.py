@@ -124,3 +124,23 @@ def _left_behind() -> list[int]:
             except OSError:
                 pass
     return found
+
+
+def test_a_desk_where_namespaces_are_refused_says_so_at_start_and_still_works(work: Forge, tmp_path: Path) -> None:
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "unshare").write_text("#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n")
+    (shim / "unshare").chmod(0o755)
+    publish(work, {"briefs/plain.md": brief("Plain", ["write ok.txt ok"], "test -f ok.txt")})
+    env = {**os.environ, **desk_env(tmp_path), "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run([sys.executable, "-m", "assay", "desk", "run", "builder", "--once", "--forge", work.url],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "review ready" in run.stdout, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert "desk started on" in lines[0]
+    assert lines[1] == ("builder: warning: agents run without isolation here (`unshare` failed: unshare: unshare "
+                        "failed: Operation not permitted): an agent running as this user can read the environment "
+                        "and command line of this user's other processes, the shell that started this desk and the "
+                        "git processes that carry the forge token included; allow unprivileged user namespaces "
+                        "(sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns"
+                        "=0) or run the desk as a user of its own")
