@@ -77,3 +77,60 @@ def test_values_from_the_forge_are_checked_against_strict_patterns(kind: str, va
     from assay.core.forgevalues import problem  # here: the other tests run where the module is missing
 
     assert (problem(kind, value) is None) is ok
+
+
+def test_a_nul_in_a_brief_that_would_reach_the_agent_is_reported_by_lint(tmp_path: Path) -> None:
+    """A brief's text and `env` values become the agent's arguments and environment: a NUL there (which no
+    process argument can carry: the run failed with `ValueError: embedded null byte`) is a lint problem."""
+    folder = tmp_path / "briefs"
+    folder.mkdir()
+    (folder / "env.md").write_text('---\ntitle: E\nlabels: [work]\nenv:\n  X: "a\\0b"\n---\nE.\n')
+    (folder / "body.md").write_text("---\ntitle: B\nlabels: [work]\n---\nB\0.\n")
+    run = assay("brief", "lint", str(folder))
+    assert run.code == 2, run.out + run.err
+    assert "env.md:5: `env.X` holds a NUL character" in run.out + run.err
+    assert "body.md:5: the brief holds a NUL character" in run.out + run.err
+
+
+def test_a_nul_in_the_agents_arguments_reaches_it_as_a_replacement_character(tmp_path: Path) -> None:
+    from assay.desk.isolation import Isolated
+
+    out = tmp_path / "args"
+    agent = Isolated(["sh", "-c", f'printf %s "$1$X" > {out}', "sh", "a\0b"], env={"PATH": "/usr/bin:/bin",
+                                                                                    "X": "c\0d"}, text=True)
+    assert agent.wait(timeout=30) == 0
+    assert out.read_text() == "a\ufffdbc\ufffdd"
+
+
+def test_a_desk_resuming_a_planted_checkpoint_refuses_its_session_id_and_starts_afresh(forge: Forge,
+                                                                                       tmp_path: Path) -> None:
+    """A checkpoint entry planted on the forge whose `session` climbs out of the agent's HOME: the successor
+    writes nothing there, passes no `--resume ../..` to its CLI, journals the checkpoint as failed, and works
+    the brief afresh."""
+    import json
+
+    from tests.helpers.desks import publish, run_desk
+    from tests.helpers.fastimport import commit, fast_import
+    from tests.journal_check import entries
+    from tests.test_sessions import AGENT, BRIEF, DESK
+
+    publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT), "briefs/talk.md": BRIEF.format(check="true")})
+    home = tmp_path / "home"
+    first = run_desk(forge, "talker", tmp_path, HOME=str(home), ASSAY_CRASH_AT="journal.after-checkpoint")
+    assert first.code == -9, first.out + first.err  # died just after journaling the agent's conversation
+    last = entries(forge.path, "talk")[-1]
+    assert last["kind"] == "checkpoint"
+    seq, planted = last["seq"] + 1, "../../../PWNED"
+    entry = {**last, "seq": seq, "data": {**last["data"], "session": planted, "checkpoint_blob": f"blobs/{seq}-c"}}
+    ref = "refs/assay/journal/talk"
+    fast_import(forge, commit(ref, {"entries.jsonl": (json.dumps(entry, sort_keys=True) + "\n").encode(),
+                                    f"blobs/{seq}-c": b'{"message": {"content": []}}\n'}, forge.tip(ref)))
+    second = run_desk(forge, "talker", tmp_path, HOME=str(home))
+    assert second.code == 0 and "review ready" in second.out, second.out + second.err
+    assert f"checkpoint seq {seq} could not be resumed" in second.out and "not a safe session id" in second.out
+    assert not list(tmp_path.rglob("PWNED*"))  # nothing written where the planted id pointed, or anywhere
+    notes = [e["data"] for e in entries(forge.path, "talk") if e["kind"] == "note"
+             and (e.get("data") or {}).get("checkpoint") == "failed"]
+    assert [n["of"] for n in notes] == [seq] and "not a safe session id" in notes[0]["why"]
+    seen = [p.read_text() for p in (tmp_path / "state").rglob("worktrees/talker/talk/seen.txt")]
+    assert len(seen) == 1 and seen[0].startswith("saw 0 at attempt")  # a fresh session (`--new`), no `--resume`

@@ -82,7 +82,11 @@ class Isolated(subprocess.Popen[str]):
     def __init__(self, argv: Sequence[str], **kwargs: Any) -> None:
         prefix, why = _probed()
         self.isolated = why is None
-        super().__init__([*prefix, *argv], **kwargs)
+        # text from the forge (a prompt quoting review comments or steering) may hold a NUL, which no argument or
+        # environment value can carry: it reaches the agent as U+FFFD instead of failing the run
+        if kwargs.get("env") is not None:
+            kwargs["env"] = {k: v.replace("\0", "\ufffd") for k, v in kwargs["env"].items()}
+        super().__init__([*prefix, *(a.replace("\0", "\ufffd") for a in argv)], **kwargs)
 
     def send_signal(self, sig: int) -> None:
         self.poll()
