@@ -144,3 +144,29 @@ def test_a_desk_where_namespaces_are_refused_says_so_at_start_and_still_works(wo
                         "git processes that carry the forge token included; allow unprivileged user namespaces "
                         "(sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns"
                         "=0) or run the desk as a user of its own")
+
+
+@needs_isolation
+def test_neither_the_agent_nor_a_verify_row_finds_the_token_in_the_shell_that_started_the_desk(
+        work: Forge, tmp_path: Path) -> None:
+    """As on Actions, where the step's shell holds the token: the desk runs under a shell that keeps it in its
+    environment. The agent and the verify rows (which run the code the agent wrote) each look for the token
+    in every /proc entry they can read."""
+    secret = tmp_path / "secret"  # the token, for the probe to compare with (never on its command line)
+    secret.write_text(TOKENS["GITHUB_TOKEN"])
+    probe = tmp_path / "probe.sh"
+    probe.write_text(f'tok=$(cat {secret}); n=0\nfor f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do\n'
+                     '  n=$((n+1)); tr "\\0" "\\n" < "$f" 2>/dev/null | grep -qF "$tok" && echo "FOUND $f"\n'
+                     'done > "$1"; echo "read $n" >> "$1"\n')
+    found_by = {who: tmp_path / f"{who}.txt" for who in ("agent", "row")}
+    publish(work, {"briefs/peek.md": brief("Peek", [f"run sh {probe} {found_by['agent']}", "write ok.txt ok"],
+                                           f"sh {probe} {found_by['row']}")})
+    env = {**os.environ, **desk_env(tmp_path), **TOKENS}
+    shell = subprocess.run(["sh", "-c", '"$@"; code=$?; exit $code', "sh", sys.executable, "-m", "assay", "desk",
+                            "run", "builder", "--once", "--forge", work.url], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert shell.returncode == 0 and "review ready" in shell.stdout, shell.stdout + shell.stderr
+    for who, path in found_by.items():
+        text = path.read_text()
+        assert "FOUND" not in text, f"the {who} read the token: {text}"
+        assert "read " in text and int(text.split("read ")[1]) >= 2, text  # it did look

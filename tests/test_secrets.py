@@ -69,9 +69,8 @@ def test_a_good_checkpoint_is_restored_where_its_cli_looks(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(("kind", "value", "ok"), [
     ("session id", "be088084-8119-47a2-a4ab-0a089ed26a76", True), ("session id", "-x", False),
-    ("session id", 7, False), ("run id", "310cd0b1b472", True), ("run id", "../r", False),
-    ("desk name", "builder", True), ("desk name", "a b", False), ("brief id", "hello", True),
-    ("brief id", "../x", False), ("transcript path", "a/b.jsonl", True), ("transcript path", "a/../b", False),
+    ("session id", 7, False), ("session id", "a\x00b", False), ("transcript path", "a/b.jsonl", True),
+    ("transcript path", "a/../b", False), ("transcript path", "/etc/passwd", False),
 ])
 def test_values_from_the_forge_are_checked_against_strict_patterns(kind: str, value: object, ok: bool) -> None:
     from assay.core.forgevalues import problem  # here: the other tests run where the module is missing

@@ -2,6 +2,8 @@
 a strict pattern before it is used, since anyone who can push to the forge can plant any text in a journal entry.
 
 A value that fails is not used: the caller reports it (a journal note, a clear message) and goes on without it.
+Brief ids are checked where refs and records are read (`records.validate_brief_id`), desk names against the desk's
+own file; the kinds here are those of an agent session's checkpoint.
 """
 
 from __future__ import annotations
@@ -9,14 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from assay.core.records import brief_id_problem
-
 # an agent CLI's session id (a UUID, or a CLI's own id): never a path, never taken for an option
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # a transcript's path below its folder: plain names, no `.`/`..`, no leading `/` or `-`
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
-# a run id, a desk name: a plain name
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def _relative_ok(value: str) -> bool:
@@ -25,8 +23,7 @@ def _relative_ok(value: str) -> bool:
 
 
 _CHECKS: dict[str, Callable[[str], object]] = {
-    "session id": SESSION_ID.fullmatch, "transcript path": _relative_ok, "run id": NAME.fullmatch,
-    "desk name": NAME.fullmatch, "brief id": lambda v: brief_id_problem(v) is None,
+    "session id": SESSION_ID.fullmatch, "transcript path": _relative_ok,
 }
 
 

@@ -63,6 +63,12 @@ def _try() -> tuple[tuple[str, ...], str | None]:
     return prefix, None
 
 
+def prefix() -> tuple[str, ...]:
+    """What to put before a command's argv to run it isolated as an agent is (empty where isolation is
+    unavailable): for commands that run code the agent wrote, such as verify rows."""
+    return _probed()[0]
+
+
 def warning() -> str | None:
     """The desk's words at start when its agents are not isolated; None when they are."""
     why = unavailable()
