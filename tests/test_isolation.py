@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import Forge
 from tests.helpers.desks import brief, desk_env, publish
+from tests.journal_check import entries
 
 TOKENS = {"GITHUB_TOKEN": "ghp_" + "Tk1" * 12, "ASSAY_TOKEN": "assay-token-" + "Q7" * 10}
 PASSWORD = "PaSsWoRd-" + "z9" * 8
@@ -170,3 +171,21 @@ def test_neither_the_agent_nor_a_verify_row_finds_the_token_in_the_shell_that_st
         text = path.read_text()
         assert "FOUND" not in text, f"the {who} read the token: {text}"
         assert "read " in text and int(text.split("read ")[1]) >= 2, text  # it did look
+
+
+@needs_isolation
+def test_a_step_run_by_an_isolated_agent_names_its_client_by_the_desks_pid(work: Forge, tmp_path: Path) -> None:
+    """The step's intent names the life that runs its effect: the client's pid as the desk sees it (the kernel
+    translates SO_PEERCRED), not the small pid the client has inside the agent's namespace."""
+    inner, stat = tmp_path / "inner.pid", tmp_path / "client.stat"
+    command = f"sh -c 'echo $PPID > {inner}; cat /proc/$PPID/stat > {stat}'"  # $PPID: the step's client
+    publish(work, {"briefs/st.md": brief("St", [f"run {sys.executable} -m assay step run --name probe -- {command}",
+                                                "write ok.txt ok"], "test -f ok.txt")})
+    run = subprocess.run([sys.executable, "-m", "assay", "desk", "run", "builder", "--once", "--forge", work.url],
+                         env={**os.environ, **desk_env(tmp_path)}, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "review ready" in run.stdout, run.stdout + run.stderr
+    seen_inside = int(inner.read_text())
+    intent = next(e for e in entries(work.path, "st") if e["kind"] == "intent" and e.get("step") == "probe")
+    start_inside = int(stat.read_text().rsplit(")", 1)[1].split()[19])  # field 22 of proc(5)
+    assert seen_inside < 100 and intent["data"]["pid"] != seen_inside  # the namespace's pid is not recorded
+    assert intent["data"]["start"] == start_inside  # the same process: its start time, read on either side
