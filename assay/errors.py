@@ -9,6 +9,9 @@ class AssayError(Exception):
     code = 1
 
     def __init__(self, message: str, hint: str = "") -> None:
+        from assay.core.credentials import redact  # every error's words are masked once, where they are made
+
+        message, hint = redact(message), redact(hint)
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -144,6 +144,9 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     except BriefIdInvalid as exc:
         checker.problems.append(Problem(path, None, f"the file name gives {exc.message}",
                                         "rename the file to <id>.md with a valid id"))
+    if "\0" in text:  # its text becomes the agent's arguments and environment, which cannot carry one
+        at = text[:text.index("\0")].count("\n") + 1
+        return None, [Problem(path, at, "the brief holds a NUL character", "remove it: a brief is plain text")]
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         checker.problems.append(Problem(path, 1, "a brief must start with a '---' line opening its YAML front matter",
@@ -335,6 +338,9 @@ def _env_map(checker: Checker, node: Any) -> tuple[tuple[str, str], ...]:
                         "a brief's to give", "a brief is public: put settings here, never secrets")
         elif not isinstance(value, str | int | float) or isinstance(value, bool):
             checker.add(value_node, f"`env.{key}` must be a string", f"quote it: {key}: \"{value_node.value}\"")
+        elif "\0" in str(value):
+            checker.add(value_node, f"`env.{key}` holds a NUL character, which no environment can carry",
+                        "remove the \\0")
         else:
             out.append((key, str(value)))
     return tuple(sorted(out))

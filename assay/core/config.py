@@ -94,9 +94,12 @@ def _inside_repo(cwd: str) -> bool:
 
 
 def _normalise(url: str, base: str) -> str:
+    from assay.core.credentials import remember, strip_credentials
+
     url = url.strip()
+    remember(url)
     if url.startswith("file://"):
-        return url
+        return strip_credentials(url)  # a file has no login: git would read `user:pw@` as part of the path
     if is_local_path(url):
         return os.path.realpath(os.path.join(base, os.path.expanduser(url)))
     return url

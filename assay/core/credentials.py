@@ -8,11 +8,46 @@ import re
 # environment variables that hold forge credentials: never passed to an agent or a journaled command
 SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
 _IN_URL = re.compile(r"(://)[^/@\s]+@")
+_HELD: dict[str, str] = {}  # forge credentials this process took out of its environment (`hold`)
+
+
+def hold() -> set[str]:
+    """Take the forge credentials out of this process's environment, keeping them here for `token_for`: a
+    process this one starts inherits none, and `held` still names them for masking. Returns their values."""
+    for name in [k for k in os.environ if SECRET_NAMES.match(k)]:
+        _HELD[name] = os.environ.pop(name)  # unsetenv too: the C environment no longer has it
+    return set(_HELD.values())
+
+
+def held() -> frozenset[str]:
+    """The values `hold` took (those of at least 8 characters)."""
+    return frozenset(v for v in _HELD.values() if len(v) >= 8)
+
+
+def _named(name: str) -> str | None:
+    return os.environ.get(name) or _HELD.get(name) or None
+
+
+TOKEN_SHAPE = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
+# a URL's `user:password@` that git quotes without the scheme: `'user:pw@/srv/forge.git' does not appear to be…`
+_SCHEMELESS = re.compile(r"(?<![\w/.:@-])[^\s'\"/@:]+:[^\s'\"/@]+@(?=/)")
+_KNOWN: set[str] = set()  # credentials written into the URLs this process was given (`remember`)
+
+
+def remember(url: str) -> None:
+    """Note the credentials a forge URL carries, so that `redact` hides them however a text quotes them."""
+    _KNOWN.update(secrets_in(url))
 
 
 def redact(text: str) -> str:
-    """Remove credentials embedded in URLs (`https://user:token@host` -> `https://***@host`)."""
-    return _IN_URL.sub(r"\1***@", text)
+    """The one mask for every text that may quote a credential (errors, git's own words, notes, the board): a
+    URL's `user:password@`, the credentials this process knows (its environment's tokens, those it holds, those
+    of the URLs it was given) and anything shaped like a GitHub token become `***`."""
+    text = _SCHEMELESS.sub("***@", _IN_URL.sub(r"\1***@", text))
+    known = _KNOWN | held() | {v for k, v in os.environ.items() if SECRET_NAMES.match(k) and len(v) >= 8}
+    for secret in sorted(known, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return TOKEN_SHAPE.sub("***", text)
 
 
 def strip_credentials(url: str) -> str:
@@ -35,7 +70,7 @@ def http_userinfo(url: str) -> tuple[str, str] | None:
 def secrets_in(text: str) -> set[str]:
     """The credential values written into URLs in `text` (passwords, and bare tokens given as the user)."""
     found: set[str] = set()
-    for m in re.finditer(r"https?://([^/@:\s]+)(?::([^/@\s]*))?@", text, re.IGNORECASE):
+    for m in re.finditer(r"[a-z][a-z0-9+.-]*://([^/@:\s]+)(?::([^/@\s]*))?@", text, re.IGNORECASE):
         found.update(v for v in (m[2] or m[1],) if len(v) >= 8)
     return found
 
@@ -52,4 +87,4 @@ def token_for(url: str) -> str | None:
     api = os.environ.get("ASSAY_GITHUB_API", "")
     if host is None or not (host in ("github.com", "www.github.com") or (api and _host(api) == host)):
         return None
-    return os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN") or None
+    return _named("GITHUB_TOKEN") or _named("GH_TOKEN")

@@ -112,8 +112,8 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     if "name" not in data:
         bad(root, "`name:` is required")
     agent = need("agent", dict, lambda v: isinstance(v.get("command"), list) and v["command"]
-                 and all(isinstance(a, str) for a in v["command"]),
-                 "`agent:` must be a mapping with `command:`, a non-empty list of strings")
+                 and all(isinstance(a, str) and "\0" not in a for a in v["command"]),
+                 "`agent:` must be a mapping with `command:`, a non-empty list of strings (no NUL character)")
     if "agent" not in data:
         bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
     agent_timeout, install, session = DEFAULT_AGENT_TIMEOUT_S, "", None
@@ -142,8 +142,8 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) and PATTERN.fullmatch(x) for x in v),
                      "`env_allow` must be a list of variable names or patterns (e.g. PATH, ANTHROPIC_*)")
     env = need("env", dict, lambda v: all(isinstance(k, str) and NAME.fullmatch(k) and isinstance(x, str | int)
-                                          and not isinstance(x, bool) for k, x in v.items()),
-               "`env` must map variable names to values (strings)") or {}
+                                          and not isinstance(x, bool) and "\0" not in str(x) for k, x in v.items()),
+               "`env` must map variable names to values (strings, no NUL character)") or {}
     for key in env:
         if SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
             bad(nodes["env"], f"`env` may not set {key}: forge credentials and Assay's own variables are not "

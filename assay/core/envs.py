@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from assay.core.credentials import SECRET_NAMES, secrets_in, strip_credentials
+from assay.core.credentials import SECRET_NAMES, TOKEN_SHAPE, held, secrets_in, strip_credentials
 
 # What an agent is handed by its desk (set per run), and the settings of the `assay` it calls, passed when set.
 AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASSAY_RUN", "ASSAY_ATTEMPT",
@@ -20,22 +20,21 @@ AGENT_CONTEXT = ("ASSAY_FORGE", "ASSAY_BRIEF", "ASSAY_DESK", "ASSAY_EPOCH", "ASS
 AGENT_SETTINGS = ("ASSAY_CACHE_DIR", "ASSAY_GIT_TIMEOUT", "ASSAY_DEBUG", "ASSAY_CRASH_AT", "ASSAY_CRASH_SCOPE")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PATTERN = re.compile(r"[A-Za-z_*?][A-Za-z0-9_*?]*")
-_TOKEN_SHAPE = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
 _GIT_CONFIG = re.compile(r"^GIT_CONFIG_(?:COUNT|KEY_\d+|VALUE_\d+|PARAMETERS)$")
 
 
 def is_credential(name: str, value: str, known: frozenset[str]) -> bool:
     """Whether a variable may carry a forge credential, judged by its name, its value and its shape."""
-    return bool(SECRET_NAMES.match(name) or _GIT_CONFIG.match(name) or _TOKEN_SHAPE.search(value)
+    return bool(SECRET_NAMES.match(name) or _GIT_CONFIG.match(name) or TOKEN_SHAPE.search(value)
                 or any(secret in value for secret in known))
 
 
 def known_credentials(source: Mapping[str, str]) -> frozenset[str]:
     """The values of the variables named as forge credentials, and the passwords and tokens written into URLs
-    in any variable (each of at least 8 characters)."""
+    in any variable (each of at least 8 characters), and those this process holds out of its environment."""
     named = {v for k, v in source.items() if SECRET_NAMES.match(k) and len(v) >= 8}
     in_urls = {secret for v in source.values() if "@" in v for secret in secrets_in(v)}
-    return frozenset(named | in_urls)
+    return frozenset(named | in_urls | held())
 
 
 def allowed(name: str, patterns: Iterable[str]) -> bool:

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Sequence
 
 from assay.core import cachefile
-from assay.core.credentials import http_userinfo, redact, strip_credentials, token_for
+from assay.core.credentials import http_userinfo, redact, remember, strip_credentials, token_for
 from assay.core.digests import sha1_hex, sha256_hex
 from assay.core.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree, UsageError
@@ -269,7 +269,9 @@ class ForgeGit:
 
     def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
         self.url = url
-        self.remote = strip_credentials(url) if http_userinfo(url) else url  # what git's argument lists show
+        remember(url)  # its password, however git's errors quote it, is masked
+        bare = http_userinfo(url) or url.startswith("file://")  # a file URL's `user:pw@` is no login: git needs none
+        self.remote = strip_credentials(url) if bare else url  # what git's argument lists show
         token = token if token is not None else token_for(url)
         userinfo = http_userinfo(url)
         if token:
@@ -1529,7 +1531,7 @@ def is_local_path(url: str) -> bool:
 def local_forge_path(url: str) -> str | None:
     """The directory of a forge on this machine (a path or a file:// URL); None for a remote forge."""
     if url.startswith("file://"):
-        return url.removeprefix("file://")
+        return strip_credentials(url).removeprefix("file://")
     return url if is_local_path(url) else None
 
 

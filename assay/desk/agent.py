@@ -27,6 +27,7 @@ from assay.core.envs import agent_env
 from assay.core.journal import Journal, JournalLog
 from assay.core.recordtype import dataclass
 from assay.desk.effects import Hooks, probe_runner
+from assay.desk.isolation import Isolated
 from assay.desk.mcpserver import registration as mcp_registration
 from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
@@ -148,7 +149,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
 
     def start(argv: list[str]) -> subprocess.Popen[str]:
         try:
-            return subprocess.Popen(argv, cwd=run.worktree, env=env, stdin=subprocess.DEVNULL,
+            return Isolated(argv, cwd=run.worktree, env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                                     preexec_fn=_DIE_WITH_PARENT)
         except OSError as exc:

@@ -487,6 +487,7 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     from assay.core.config import state_dir_for
     from assay.core.deskspec import load_desk
     from assay.desk.agent import preflight, protect_environment
+    from assay.desk.isolation import seal_desk
 
     first = scan(ports.git)  # one read for the desk's file, its first sweep and its first look
     spec = load_desk(ports.git, first.main, name)
@@ -496,5 +497,8 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     protect_environment()  # its agent runs as the same user: it may not read this process's token
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo,
                 first=first)
+    unisolated = seal_desk()  # the token is read (the ports above): out of this process's environment and /proc
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
+    if unisolated:
+        echo(f"{name}: {unisolated}")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)

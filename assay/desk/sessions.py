@@ -24,8 +24,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from assay.core.credentials import SECRET_NAMES, secrets_in
+from assay.core.credentials import SECRET_NAMES, held, secrets_in
 from assay.core.deskspec import SessionSpec
+from assay.core.forgevalues import problem
 from assay.core.records import JournalEntry
 from assay.core.recordtype import dataclass
 
@@ -116,7 +117,7 @@ def _blocks(line: object) -> Iterable[dict[str, object]]:
 
 def known_secrets(environ: dict[str, str], forge_url: str) -> list[bytes]:
     """The credential values this desk holds: forge tokens in its environment, a password in the forge's URL."""
-    values = {v for k, v in environ.items() if SECRET_NAMES.match(k) and len(v) >= 8} | secrets_in(forge_url)
+    values = {v for k, v in environ.items() if SECRET_NAMES.match(k) and len(v) >= 8} | secrets_in(forge_url) | held()
     return sorted((v.encode() for v in values), key=len, reverse=True)
 
 
@@ -200,7 +201,11 @@ class Transcript:
         return data
 
     def restore(self, data: bytes, relative: str) -> None:
-        """Write a checkpoint where the CLI looks for this session (whole or not at all). OSError if it cannot."""
+        """Write a checkpoint where the CLI looks for this session (whole or not at all). OSError if it cannot, or
+        if the checkpoint's session id or path, read from the forge, is not safe to use (`forgevalues`)."""
+        for kind, value in (("session id", self.session), ("transcript path", relative if self.globbed else "x")):
+            if (why := problem(kind, value)) is not None:
+                raise OSError(why)
         if self.globbed:
             if not relative or ".." in Path(relative).parts or not self.root.startswith("/"):
                 raise OSError(f"no place for the transcript under {self.root or self.pattern}")

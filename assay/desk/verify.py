@@ -19,6 +19,7 @@ from assay.core.briefs import DEFAULT_VERIFY_TIMEOUT_S, Brief, VerifyRow, brief_
 from assay.core.envs import scrubbed_env
 from assay.core.git import ForgeGit
 from assay.core.steps import Session
+from assay.desk import isolation
 from assay.errors import UsageError
 
 TAIL_BYTES = 1000
@@ -31,7 +32,8 @@ def run_row(row: VerifyRow, cwd: Path, timeout_s: int, env: dict[str, str]) -> d
     The row runs in a process group of its own, killed whole when the row ends or times out: nothing it started
     lives on, and a background child holding its output open does not hold the verdict up."""
     started = time.monotonic()
-    proc = subprocess.Popen(row.run, shell=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    argv = [*isolation.prefix(), "/bin/sh", "-c", row.run]  # the branch's code: it may not see the desk's /proc
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     out = proc.stdout
     assert out is not None
