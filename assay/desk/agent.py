@@ -32,7 +32,7 @@ from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
 from assay.desk.stepserver import StepServer
-from assay.errors import AgentCannotStart, AssayError, Conflict
+from assay.errors import AgentCannotStart, AgentCannotWork, AssayError, Conflict
 
 Echo = Callable[[str], None]
 TAIL = 4000
@@ -52,6 +52,7 @@ class AgentRun:
     known: JournalLog | None = None  # the desk's read of the journal, where the agent's steps start from
     assay_bin: Path | None = None  # the `assay` the agent calls, by absolute path (`assay_command`)
     checkpoint: Saved | None = None  # the round's newest agent-session checkpoint, to resume (`sessions.py`)
+    steering: tuple[int, ...] = ()  # the seqs of the steering entries `prompt` holds
 
 
 def assay_command(state_dir: Path) -> Path:
@@ -116,7 +117,6 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
                saver: Saver | None) -> dict[str, Any]:
     run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
-    run.prompt_file.write_text(run.prompt, encoding="utf-8")
     assay_bin = str(run.assay_bin) if run.assay_bin is not None else "assay"
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
               "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
@@ -141,52 +141,85 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
+    steering = Steering(claims, spec, run, run_id, echo)
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
-                          saver.steering if saver is not None else None, lambda: steps.progress)
+                          steering.at_boundary(saver) if saver is not None else None, lambda: steps.progress)
     out = _Output(run.brief.id, echo)
-    timed_out = threading.Event()
+    watch = _Watch(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
 
-    def start(argv: list[str]) -> subprocess.Popen[str]:
+    def start(argv: list[str], text: str) -> subprocess.Popen[str]:
+        run.prompt_file.write_text(text, encoding="utf-8")  # each start reads what it is handed now, whatever the route
         try:
-            return subprocess.Popen(argv, cwd=run.worktree, env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, cwd=run.worktree, env=env,
+                                    stdin=subprocess.PIPE if spec.prompt == "stdin" else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                                     preexec_fn=_DIE_WITH_PARENT)
         except OSError as exc:
             raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
+        if proc.stdin is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, text), daemon=True).start()
+        watch.agent = proc
+        return proc
 
     try:
-        proc = heartbeat.agent = start(argv)
+        proc = heartbeat.agent = start(argv, run.prompt)
         heartbeat.start()  # after the fork: no thread runs while the child is set up
         steps.start()  # the agent's steps, served by this desk (it listened before the fork)
-        timer = threading.Timer(spec.timeout_s, lambda: _stop_for_time(heartbeat.agent, timed_out))
-        timer.daemon = True
-        timer.start()
+        watch.start()
         out.start(proc)
-        code = proc.wait()
-        while saver is not None and heartbeat.steered and not timed_out.is_set():
-            # the heartbeat stopped the agent at a turn boundary to pass on steering: the conversation goes on
-            told, heartbeat.steered = heartbeat.steered, []
-            out.finish()
-            saver.last()
-            argv = agent_argv(spec, {**values, "prompt": steering_prompt(told)}, saver.transcript.arguments(True))
-            saver.delivered(told)
-            proc = heartbeat.agent = start(argv)
-            out.start(proc)
-            code = proc.wait()
-        timer.cancel()
-        out.finish()
+        code = _converse(proc, run, spec, values, saver, steering, heartbeat, watch, out, start)
+        watch.stop()
     finally:
         heartbeat.stop()
+        watch.stop()
         if saver is not None:
             saver.last()  # the conversation as the agent left it, whatever ended it
         for line in steps.stop():
             echo(f"{spec.name}: {run.brief.id}: {line}")
-    if code in (126, 127) and not timed_out.is_set():
-        raise AgentCannotStart(spec.name, argv[0], f"it exited {code}: {out.tail.strip()[-300:]}", spec.install)
-    if timed_out.is_set():
+    _judge(spec, code, watch.why, bool(heartbeat.fenced), out.tail, argv[0], env)
+    if watch.why == "time":
         echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": out.tail,
-            "run": run_id, "timed_out": timed_out.is_set()}
+            "run": run_id, "timed_out": watch.why == "time"}
+
+
+def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values: dict[str, str],
+              saver: Saver | None, steering: Steering, heartbeat: Heartbeat, watch: _Watch, out: _Output,
+              start: Callable[[list[str], str], subprocess.Popen[str]]) -> int:
+    """Wait for the agent; while steering it has not taken is journaled, run it again with that steering (resuming
+    its conversation where there is one), so that no steering is left behind when the run ends. Steering counts as
+    delivered once a run that was handed it took it: it exited 0, or its conversation grew."""
+    handed, size = list(run.steering), saver.transcript.restored_size if saver is not None else 0
+    while True:
+        code = proc.wait()
+        out.finish()
+        if saver is not None:
+            saver.last()
+        if code == 0 or (saver is not None and saver.transcript.size() > size):
+            steering.delivered(handed)
+        if watch.why or heartbeat.fenced:
+            return code
+        told, heartbeat.steered = heartbeat.steered or (steering.news() if code == 0 else []), []
+        if not told:
+            return code
+        if saver is not None:
+            text, resume = steering_prompt(told), saver.transcript.arguments(True)
+            size = saver.transcript.size()
+        else:  # no conversation to go on with: the whole prompt again, with the new steering
+            text, resume = run.prompt.rstrip("\n") + "\n" + "\n".join(t for _, t in told) + "\n", []
+        handed = [seq for seq, _ in told]
+        steering.told |= set(handed)  # handed now: not news to the heartbeat while this run takes it
+        proc = heartbeat.agent = start(agent_argv(spec, {**values, "prompt": text}, resume), text)
+        out.start(proc)
+
+
+def _feed(stdin: Any, text: str) -> None:
+    """Hand the prompt to an agent that reads it from stdin, then close it (the CLIs wait for its end)."""
+    try:
+        stdin.write(text)
+        stdin.close()
+    except (OSError, ValueError):
+        pass  # the agent ended, or closed its stdin: what it read is what it got
 
 
 def _git_identity(desk: str) -> dict[str, str]:
@@ -203,9 +236,98 @@ def steering_prompt(told: Sequence[tuple[int, str]]) -> str:
                          "Take it into account, then carry on with the brief."]) + "\n"
 
 
-def _stop_for_time(proc: subprocess.Popen[str] | None, timed_out: threading.Event) -> None:
-    """The agent's time is up: SIGTERM (the CLIs stop their own tool processes then), SIGKILL after a grace."""
-    timed_out.set()
+# What an agent CLI says when its model, not the brief, is the trouble: the kind, and what a person fixes
+MODEL_TROUBLE = (
+    ("refused the agent's credentials",
+     re.compile(r"\b(401|403)\b.{0,40}(unauthori[sz]ed|forbidden|invalid|key|auth)|unauthori[sz]ed|"
+                r"invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|authentication[_ ]error|invalid bearer|"
+                r"please run /login|not logged in", re.I),
+     "give the agent a valid model key: the desk's environment, passed by `env_allow`"),
+    ("is out of quota or rate-limited",
+     re.compile(r"\b429\b|rate[ _-]?limit|insufficient[_ ]quota|exceeded your( current)? quota|credit balance|"
+                r"usage limit", re.I),
+     "wait for the model's quota or rate limit to reset, or raise it"),
+    ("could not be reached",
+     re.compile(r"connection refused|econnrefused|could not resolve|enotfound|eai_again|network is unreachable|"
+                r"unable to connect|failed to connect|error sending request|stream disconnected|\b(502|503|504)\b",
+                re.I),
+     "check the agent's model endpoint (its base URL or proxy) and this machine's network"),
+)
+_SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH", re.I)
+
+
+def model_trouble(tail: str, env: dict[str, str]) -> tuple[str, str, str] | None:
+    """What the agent's last lines say of its model, if they show the model (not the work) failed: the kind of
+    failure, the CLI's own words (key-like values of the agent's environment masked), and what to fix."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()][-12:]
+    for kind, pattern, fix in MODEL_TROUBLE:
+        words = [line[:300] for line in lines if pattern.search(line)]
+        if words:
+            said = " / ".join(dict.fromkeys(words[-2:]))
+            for name, value in env.items():
+                if _SECRETISH.search(name) and len(value) >= 8:
+                    said = said.replace(value, "[redacted]")
+            return kind, said, fix
+    return None
+
+
+def _judge(spec: DeskSpec, code: int, stopped: str, fenced: bool, tail: str, command: str,
+           env: dict[str, str]) -> None:
+    """Raise when the run says nothing of the brief: the agent could not start (126, 127), its model failed, or it
+    went idle. Such a run is no attempt at the work: the brief is handed back with its attempts unspent."""
+    if fenced or stopped == "time":
+        return
+    if stopped == "idle":
+        trouble = model_trouble(tail, env)
+        said = f"; it last said: {trouble[1]}" if trouble else ""
+        raise AgentCannotWork(spec.name, f"it showed no sign of work for {spec.idle_s}s (no output, no step, no "
+                              f"change to its conversation) and was ended as idle{said}",
+                              "check that the agent's model answers (run the agent command by hand), or raise "
+                              f"`agent.idle_s` in desks/{spec.name}.yaml")
+    if code in (126, 127):
+        raise AgentCannotStart(spec.name, command, f"it exited {code}: {tail.strip()[-300:]}", spec.install)
+    trouble = model_trouble(tail, env) if code != 0 else None
+    if trouble is not None:
+        kind, said, fix = trouble
+        raise AgentCannotWork(spec.name, f"its model {kind} (exit {code}): {said}", fix)
+
+
+class _Watch:
+    """The agent's time limit and idle limit: past either, the agent is stopped (SIGTERM: the CLIs stop their own
+    tool processes then; SIGKILL after a grace) and `why` says which ("time", "idle"). Signs of work: a change
+    in what `signs` returns (output lines, calls to the desk, the conversation's size), or `busy` (a step runs)."""
+
+    def __init__(self, spec: DeskSpec, signs: Callable[[], object], busy: Callable[[], bool]) -> None:
+        self.spec, self.signs, self.busy = spec, signs, busy
+        self.agent: subprocess.Popen[str] | None = None  # the agent process now (a new one after steering)
+        self.why = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        begun = last = time.monotonic()
+        seen, agent = self.signs(), self.agent
+        tick = max(0.1, min(5.0, self.spec.timeout_s / 20, self.spec.idle_s / 10))
+        while not self._stop.wait(tick):
+            now, signs = time.monotonic(), self.signs()
+            if signs != seen or self.busy() or self.agent is not agent:
+                seen, agent, last = signs, self.agent, now
+            self.why = "time" if now - begun >= self.spec.timeout_s else "idle" if now - last >= self.spec.idle_s \
+                else ""
+            if self.why:
+                _stop(self.agent)
+                return
+
+
+def _stop(proc: subprocess.Popen[str] | None) -> None:
+    """SIGTERM (the CLIs stop their own tool processes then), SIGKILL after a grace."""
     if proc is not None and proc.poll() is None:
         proc.terminate()
         try:
@@ -221,6 +343,7 @@ class _Output:
     def __init__(self, brief: str, echo: Echo) -> None:
         self.brief, self.echo = brief, echo
         self.tail = ""
+        self.lines = 0  # how many it said: a sign of work
         self._thread: threading.Thread | None = None
 
     def start(self, proc: subprocess.Popen[str]) -> None:
@@ -232,6 +355,7 @@ class _Output:
         for line in proc.stdout:
             self.echo(f"  {self.brief} | {line.rstrip()}")
             self.tail = (self.tail + line)[-TAIL:]
+            self.lines += 1
 
     def finish(self) -> None:
         if self._thread is not None:
@@ -257,6 +381,7 @@ class Heartbeat:
         self.steered: list[tuple[int, str]] = []  # steering for which this heartbeat stopped the agent
         self.progress = progress  # what the agent last said of its long step ("" when none)
         self.published = ""  # the progress the last renewal carried
+        self.fenced = ""  # why this heartbeat killed the agent: its claim is lost, or may be
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -281,6 +406,7 @@ class Heartbeat:
                     self._pass_on(claims)
                     continue
                 if why:
+                    self.fenced = why
                     self.echo(f"{self.spec.name}: stopping the agent on {self.brief}: {why}")
                     if agent is not None and agent.poll() is None:
                         agent.kill()  # a desk that lost its claim stops working on its own
@@ -323,6 +449,54 @@ class Heartbeat:
             return f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
 
 
+class Steering:
+    """One agent run's steering: what it was handed (the prompt's, then what the desk passed on), what is news,
+    and the `delivered` notes (`{"steer": "delivered", "of": seq}`) for what a run took."""
+
+    def __init__(self, claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, echo: Echo) -> None:
+        self.claims, self.spec, self.run, self.run_id, self.echo = claims, spec, run, run_id, echo
+        self.told: set[int] = set(run.steering)  # handed to this run's agent, in a prompt
+
+    def _journal(self, claims: Claims) -> Journal:
+        return Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
+
+    def news(self, claims: Claims | None = None) -> list[tuple[int, str]]:
+        """Steering journaled that this run's agent was not handed and no note says was delivered, as (seq, text)."""
+        own = claims or self.claims.spare()
+        try:
+            entries = self._journal(own).entries
+        finally:
+            if claims is None:
+                own.git.close()
+        told = self.told | {int((e.data or {}).get("of", 0)) for e in entries
+                            if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+        return [(e.seq, str((e.data or {}).get("text", ""))) for e in entries
+                if e.kind == "steer" and e.seq not in told]
+
+    def at_boundary(self, saver: Saver) -> Callable[[Claims], list[tuple[int, str]]]:
+        """For the heartbeat: the news, if the conversation is at a turn boundary now (else nothing: the next beat
+        looks again)."""
+        return lambda claims: self.news(claims) if saver.transcript.at_boundary() else []
+
+    def delivered(self, seqs: Sequence[int]) -> None:
+        """Journal that a run took a prompt holding this steering (each once); said, not raised, if it cannot be:
+        the steering is then handed again, never lost."""
+        claims = self.claims.spare()
+        try:
+            journal = self._journal(claims)
+            noted = {int((e.data or {}).get("of", 0)) for e in journal.entries
+                     if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+            for seq in dict.fromkeys(seqs):
+                if seq not in noted:
+                    journal.add("note", sync=False, data={"steer": "delivered", "of": seq})
+            journal.flush()
+        except AssayError as exc:
+            self.echo(f"{self.spec.name}: {self.run.brief.id}: steering delivered but not journaled: {exc.message}")
+        finally:
+            claims.git.close()
+        self.told |= set(seqs)
+
+
 class Saver:
     """One agent run's session: the arguments that start or resume it, and its checkpoints in the journal."""
 
@@ -333,8 +507,6 @@ class Saver:
         self.run_id = uuid.uuid4().hex[:12]
         self.secrets = known_secrets(dict(os.environ), claims.git.url)
         self.resumed: Saved | None = None
-        self.prompted = run.known.entries[-1].seq if run.known and run.known.entries else 0  # steering up to here
-        self.told: set[int] = set()  # steering passed on to this run's agent
         if resume is not None:
             transcript = Transcript(spec.session, resume.session, env, run.worktree)
             try:
@@ -375,30 +547,6 @@ class Saver:
         journal.add("checkpoint", blobs={"checkpoint": data}, data=about)
         crash_point("journal.after-checkpoint", SESSION_CHECKPOINT)
         return True
-
-    def steering(self, claims: Claims) -> list[tuple[int, str]]:
-        """Steering journaled after this run's prompt was written, if the conversation is at a turn boundary now
-        (else nothing: the next beat looks again)."""
-        if not self.transcript.at_boundary():
-            return []
-        journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
-        told = self.told | {int((e.data or {}).get("of", 0)) for e in journal.entries
-                            if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
-        return [(e.seq, str((e.data or {}).get("text", ""))) for e in journal.entries
-                if e.kind == "steer" and e.seq > self.prompted and e.seq not in told]
-
-    def delivered(self, told: Sequence[tuple[int, str]]) -> None:
-        """Journal that steering reached the running agent (as the next message of its conversation)."""
-        claims = self.claims.spare()
-        try:
-            journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id,
-                                   indexed=True)
-            for seq, _ in told:
-                journal.add("note", sync=False, data={"steer": "delivered", "of": seq})
-            journal.flush()
-            self.told |= {seq for seq, _ in told}
-        finally:
-            claims.git.close()
 
     def last(self) -> None:
         """The last checkpoint of the run, once the agent has ended; a failure to write it is said, not raised
