@@ -98,9 +98,9 @@ class AgentCannotWork(AgentCannotStart):
     is not counted and the brief is handed back."""
 
     def __init__(self, desk: str, why: str, fix: str) -> None:
-        UsageError.__init__(self, f"desk {desk!r}: its agent could not work: {why}",
-                            hint=f"{fix}; then run `assay desk run {desk}` again (the brief was handed back, "
-                                 "its attempts unspent)")
+        UsageError.__init__(self, f"desk {desk!r}: its agent could not work: {why}; {fix}, then run "
+                            f"`assay desk run {desk}`",
+                            hint="the brief was handed back with its attempts unspent; any desk may take it again")
         self.desk, self.command, self.why = desk, "", why
 
 

@@ -113,6 +113,7 @@ def test_a_model_that_refuses_the_key_burns_no_attempt(forge: Forge, tmp_path: P
     assert [e["kind"] for e in journal if e.get("step") == "agent"] == ["intent"]  # no result: not an attempt spent
     last = claim_chain(forge.path, "job")[-1]
     assert last["state"] == "released" and "Invalid API key" in str(last["reason"]), last
+    assert "then run `assay desk run keyless`" in str(last["reason"])  # what to do next, on the board too
     publish(forge, {"desks/keyless.yaml": desk("keyless", ["sh", "-c", "echo done > out.txt"])})  # a key, say
     again = run_desk(forge, "keyless", tmp_path)
     assert again.code == 0 and "job agent attempt 1 " in again.out and "review ready" in again.out, again.out
@@ -133,6 +134,18 @@ def test_an_agent_with_no_sign_of_work_is_ended_as_idle_not_failed(forge: Forge,
     assert not [e for e in entries(forge.path, "job") if e["kind"] == "verify"]
     last = claim_chain(forge.path, "job")[-1]
     assert last["state"] == "released" and "idle" in str(last["reason"]), last
+    assert "agent.idle_s" in str(last["reason"]) and "assay desk run" in str(last["reason"]), last
+
+
+def test_an_agent_that_only_retries_its_model_is_idle(forge: Forge, tmp_path: Path) -> None:
+    """Codex out of reach of its model prints `Reconnecting... waiting for network` for ever: lines about the
+    model's trouble are no sign of work, so the idle limit ends it, and its words are quoted."""
+    script = "while :; do echo 'ERROR: Reconnecting... waiting for network'; sleep 0.3; done"
+    publish(forge, {"desks/offline.yaml": desk("offline", ["sh", "-c", script], "  idle_s: 2\n"),
+                    "briefs/job.md": brief("Job", [], "true")})
+    run = run_desk(forge, "offline", tmp_path)
+    assert run.code == 2 and "ended as idle; it last said: ERROR: Reconnecting..." in run.err, run.out + run.err
+    assert claim_chain(forge.path, "job")[-1]["state"] == "released"
 
 
 def test_a_quiet_agent_whose_step_runs_long_is_not_idle(forge: Forge, tmp_path: Path) -> None:
@@ -289,6 +302,28 @@ def test_a_model_answering_401_leaves_the_brief_unburned_in_the_clis_words(name:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_model_out_of_reach_hands_the_brief_back_in_the_clis_words(name: str, tmp_path: Path) -> None:
+    """The model's address refuses connections: Claude Code says so and exits 1; Codex says `Reconnecting...` for
+    ever, so the idle limit ends it. Either way the brief is handed back unburned, with the CLI's words."""
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
+    forge = project(tmp_path, GATED.format(gate=tmp_path / "no-gate", mark=tmp_path / "mark"))
+    preset_with(forge, tmp_path, name, "idle_s: 600", "idle_s: 15")
+    with Refusing() as server:
+        env = {**clis_env(agent, server, tmp_path), "CLAUDE_CODE_MAX_RETRIES": "0"}
+    running = launch(name, forge, env)  # the server is gone: its port refuses connections
+    out, _ = running.communicate(timeout=TIMEOUT)
+    assert running.returncode == 2 and "Traceback" not in out, out
+    said = {"claude": "its model could not be reached (exit 1): API Error: Unable to connect to API",
+            "codex": "ended as idle; it last said: ERROR: Reconnecting... waiting for network"}[name]
+    assert said in out, out
+    assert not [e for e in entries(forge, "ship") if e["kind"] == "verify"]
+    assert claim_chain(forge, "ship")[-1]["state"] == "released"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(AGENTS))
 def test_a_model_that_never_answers_is_ended_by_the_idle_limit(name: str, tmp_path: Path) -> None:
     agent = AGENTS[name]
     if agent.installed is None:
@@ -310,3 +345,4 @@ def test_a_model_that_never_answers_is_ended_by_the_idle_limit(name: str, tmp_pa
     assert not [e for e in entries(forge, "ship") if e["kind"] == "verify"], detail
     last = claim_chain(forge, "ship")[-1]
     assert last["state"] == "released" and "idle" in str(last["reason"]), last
+    assert "agent.idle_s" in str(last["reason"]) and "assay desk run" in str(last["reason"]), last

@@ -242,14 +242,15 @@ MODEL_TROUBLE = (
      re.compile(r"\b(401|403)\b.{0,40}(unauthori[sz]ed|forbidden|invalid|key|auth)|unauthori[sz]ed|"
                 r"invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|authentication[_ ]error|invalid bearer|"
                 r"please run /login|not logged in", re.I),
-     "give the agent a valid model key: the desk's environment, passed by `env_allow`"),
+     "give the agent a valid model key (in the desk's environment, passed on by `env_allow`)"),
     ("is out of quota or rate-limited",
-     re.compile(r"\b429\b|rate[ _-]?limit|insufficient[_ ]quota|exceeded your( current)? quota|credit balance|"
-                r"usage limit", re.I),
+     re.compile(r"\b(429|529)\b|rate[ _]limit(ed|_error| exceeded| reached)|too many requests|insufficient[_ ]quota|"
+                r"exceeded your( current)? quota|credit balance|usage limit|overloaded_error", re.I),
      "wait for the model's quota or rate limit to reset, or raise it"),
     ("could not be reached",
      re.compile(r"connection refused|econnrefused|could not resolve|enotfound|eai_again|network is unreachable|"
-                r"unable to connect|failed to connect|error sending request|stream disconnected|\b(502|503|504)\b",
+                r"unable to connect|failed to connect|error sending request|stream disconnected|reconnecting\.\.\.|"
+                r"\b(502|503|504)\b",
                 re.I),
      "check the agent's model endpoint (its base URL or proxy) and this machine's network"),
 )
@@ -259,7 +260,7 @@ _SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH", re.I)
 def model_trouble(tail: str, env: dict[str, str]) -> tuple[str, str, str] | None:
     """What the agent's last lines say of its model, if they show the model (not the work) failed: the kind of
     failure, the CLI's own words (key-like values of the agent's environment masked), and what to fix."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()][-12:]
+    lines = [line.strip() for line in tail.splitlines() if line.strip()][-4:]  # a CLI's last words: its error
     for kind, pattern, fix in MODEL_TROUBLE:
         words = [line[:300] for line in lines if pattern.search(line)]
         if words:
@@ -343,7 +344,7 @@ class _Output:
     def __init__(self, brief: str, echo: Echo) -> None:
         self.brief, self.echo = brief, echo
         self.tail = ""
-        self.lines = 0  # how many it said: a sign of work
+        self.lines = 0  # how many it said, but for its model's troubles: a sign of work
         self._thread: threading.Thread | None = None
 
     def start(self, proc: subprocess.Popen[str]) -> None:
@@ -355,7 +356,8 @@ class _Output:
         for line in proc.stdout:
             self.echo(f"  {self.brief} | {line.rstrip()}")
             self.tail = (self.tail + line)[-TAIL:]
-            self.lines += 1
+            if not any(pattern.search(line) for _, pattern, _ in MODEL_TROUBLE):
+                self.lines += 1  # a CLI retrying its model ("Reconnecting...") is not working: no sign of work
 
     def finish(self) -> None:
         if self._thread is not None:
