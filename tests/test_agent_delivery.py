@@ -93,6 +93,38 @@ def test_a_prompt_on_stdin_reaches_the_agent(forge: Forge, tmp_path: Path) -> No
     assert run.code == 0 and "review ready" in run.out, run.out + run.err
 
 
+def test_steering_that_arrives_during_verify_reaches_the_agent_before_the_review_is_ready(forge: Forge,
+                                                                                        tmp_path: Path) -> None:
+    """The agent has ended and its verify row runs (held at a FIFO) when a person steers: the desk runs the agent
+    again with the steering before it marks the review ready; the agent's output shows it got the text."""
+    gate, mark = tmp_path / "gate", tmp_path / "verifying"
+    os.mkfifo(gate)
+    held = f"test -e {mark}.done || {{ touch {mark}; cat {gate} > /dev/null; touch {mark}.done; }}; test -f out.txt"
+    publish(forge, {"desks/steady.yaml": desk("steady", ["python", "-m", "assay.agents.scripted"]),
+                    "briefs/job.md": brief("Job", ["steering", "write out.txt hi"], held)})
+    env = {**os.environ, "ASSAY_STATE_DIR": str(tmp_path / "state")}
+    running = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "steady", "--once", "--forge",
+                                forge.url], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not mark.exists():
+        assert running.poll() is None and time.monotonic() < deadline, running.communicate()[0]
+        time.sleep(0.05)
+    text = "Use the staging database"
+    steered = subprocess.run([sys.executable, "-m", "assay", "steer", "job", text, "--json", "--forge", forge.url],
+                             capture_output=True, text=True, timeout=60)
+    assert steered.returncode == 0, steered.stderr
+    release(gate)
+    out, _ = running.communicate(timeout=120)
+    assert running.returncode == 0 and "review ready" in out, out
+    assert f"steering received: {text}" in out and "runs again with it before the review is marked ready" in out
+    seq = json.loads(steered.stdout)["seq"]
+    journal = entries(forge.path, "job")
+    delivered = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("steer") == "delivered"]
+    [ready] = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("review") == "ready"]
+    assert [e["data"]["of"] for e in delivered] == [seq] and delivered[0]["seq"] < ready["seq"], journal
+    assert invariants(forge.path, "job") == []
+
+
 # Claude Code's words when its model answers 401 (measured: it retries, then says this and exits 1)
 REFUSED = "Invalid API key · Fix external API key"
 
