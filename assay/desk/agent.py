@@ -27,16 +27,16 @@ from assay.core.envs import agent_env
 from assay.core.journal import Journal, JournalLog
 from assay.core.recordtype import dataclass
 from assay.desk.effects import Hooks, probe_runner
+from assay.desk.limits import MODEL_TROUBLE, STOP_GRACE_S, Limits, judge
 from assay.desk.mcpserver import registration as mcp_registration
 from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
 from assay.desk.stepserver import StepServer
-from assay.errors import AgentCannotStart, AgentCannotWork, AssayError, Conflict
+from assay.errors import AgentCannotStart, AssayError, Conflict
 
 Echo = Callable[[str], None]
 TAIL = 4000
-STOP_GRACE_S = 10.0  # an agent stopped for its time limit gets this long after SIGTERM before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
                           steering.at_boundary(saver) if saver is not None else None, lambda: steps.progress)
     out = _Output(run.brief.id, echo)
-    watch = _Watch(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
+    watch = Limits(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
 
     def start(argv: list[str], text: str) -> subprocess.Popen[str]:
         run.prompt_file.write_text(text, encoding="utf-8")  # each start reads what it is handed now, whatever the route
@@ -176,7 +176,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
             saver.last()  # the conversation as the agent left it, whatever ended it
         for line in steps.stop():
             echo(f"{spec.name}: {run.brief.id}: {line}")
-    _judge(spec, code, watch.why, bool(heartbeat.fenced), out.tail, argv[0], env)
+    judge(spec, code, watch.why, bool(heartbeat.fenced), out.tail, argv[0], env)
     if watch.why == "time":
         echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": out.tail,
@@ -184,7 +184,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
 
 
 def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values: dict[str, str],
-              saver: Saver | None, steering: Steering, heartbeat: Heartbeat, watch: _Watch, out: _Output,
+              saver: Saver | None, steering: Steering, heartbeat: Heartbeat, watch: Limits, out: _Output,
               start: Callable[[list[str], str], subprocess.Popen[str]]) -> int:
     """Wait for the agent; while steering it has not taken is journaled, run it again with that steering (resuming
     its conversation where there is one), so that no steering is left behind when the run ends. Steering counts as
@@ -234,107 +234,6 @@ def steering_prompt(told: Sequence[tuple[int, str]]) -> str:
     """The next message of a conversation resumed to pass on steering."""
     return "\n\n".join(["## Steering, from a person, while you work", *(text for _, text in told),
                          "Take it into account, then carry on with the brief."]) + "\n"
-
-
-# What an agent CLI says when its model, not the brief, is the trouble: the kind, and what a person fixes
-MODEL_TROUBLE = (
-    ("refused the agent's credentials",
-     re.compile(r"\b(401|403)\b.{0,40}(unauthori[sz]ed|forbidden|invalid|key|auth)|unauthori[sz]ed|"
-                r"invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|authentication[_ ]error|invalid bearer|"
-                r"please run /login|not logged in", re.I),
-     "give the agent a valid model key (in the desk's environment, passed on by `env_allow`)"),
-    ("is out of quota or rate-limited",
-     re.compile(r"\b(429|529)\b|rate[ _]limit(ed|_error| exceeded| reached)|too many requests|insufficient[_ ]quota|"
-                r"exceeded your( current)? quota|credit balance|usage limit|overloaded_error", re.I),
-     "wait for the model's quota or rate limit to reset, or raise it"),
-    ("could not be reached",
-     re.compile(r"connection refused|econnrefused|could not resolve|enotfound|eai_again|network is unreachable|"
-                r"unable to connect|failed to connect|error sending request|stream disconnected|reconnecting\.\.\.|"
-                r"\b(502|503|504)\b",
-                re.I),
-     "check the agent's model endpoint (its base URL or proxy) and this machine's network"),
-)
-_SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH", re.I)
-
-
-def model_trouble(tail: str, env: dict[str, str]) -> tuple[str, str, str] | None:
-    """What the agent's last lines say of its model, if they show the model (not the work) failed: the kind of
-    failure, the CLI's own words (key-like values of the agent's environment masked), and what to fix."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()][-4:]  # a CLI's last words: its error
-    for kind, pattern, fix in MODEL_TROUBLE:
-        words = [line[:300] for line in lines if pattern.search(line)]
-        if words:
-            said = " / ".join(dict.fromkeys(words[-2:]))
-            for name, value in env.items():
-                if _SECRETISH.search(name) and len(value) >= 8:
-                    said = said.replace(value, "[redacted]")
-            return kind, said, fix
-    return None
-
-
-def _judge(spec: DeskSpec, code: int, stopped: str, fenced: bool, tail: str, command: str,
-           env: dict[str, str]) -> None:
-    """Raise when the run says nothing of the brief: the agent could not start (126, 127), its model failed, or it
-    went idle. Such a run is no attempt at the work: the brief is handed back with its attempts unspent."""
-    if fenced or stopped == "time":
-        return
-    if stopped == "idle":
-        trouble = model_trouble(tail, env)
-        said = f"; it last said: {trouble[1]}" if trouble else ""
-        raise AgentCannotWork(spec.name, f"it showed no sign of work for {spec.idle_s}s (no output, no step, no "
-                              f"change to its conversation) and was ended as idle{said}",
-                              "check that the agent's model answers (run the agent command by hand), or raise "
-                              f"`agent.idle_s` in desks/{spec.name}.yaml")
-    if code in (126, 127):
-        raise AgentCannotStart(spec.name, command, f"it exited {code}: {tail.strip()[-300:]}", spec.install)
-    trouble = model_trouble(tail, env) if code != 0 else None
-    if trouble is not None:
-        kind, said, fix = trouble
-        raise AgentCannotWork(spec.name, f"its model {kind} (exit {code}): {said}", fix)
-
-
-class _Watch:
-    """The agent's time limit and idle limit: past either, the agent is stopped (SIGTERM: the CLIs stop their own
-    tool processes then; SIGKILL after a grace) and `why` says which ("time", "idle"). Signs of work: a change
-    in what `signs` returns (output lines, calls to the desk, the conversation's size), or `busy` (a step runs)."""
-
-    def __init__(self, spec: DeskSpec, signs: Callable[[], object], busy: Callable[[], bool]) -> None:
-        self.spec, self.signs, self.busy = spec, signs, busy
-        self.agent: subprocess.Popen[str] | None = None  # the agent process now (a new one after steering)
-        self.why = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _watch(self) -> None:
-        begun = last = time.monotonic()
-        seen, agent = self.signs(), self.agent
-        tick = max(0.1, min(5.0, self.spec.timeout_s / 20, self.spec.idle_s / 10))
-        while not self._stop.wait(tick):
-            now, signs = time.monotonic(), self.signs()
-            if signs != seen or self.busy() or self.agent is not agent:
-                seen, agent, last = signs, self.agent, now
-            self.why = "time" if now - begun >= self.spec.timeout_s else "idle" if now - last >= self.spec.idle_s \
-                else ""
-            if self.why:
-                _stop(self.agent)
-                return
-
-
-def _stop(proc: subprocess.Popen[str] | None) -> None:
-    """SIGTERM (the CLIs stop their own tool processes then), SIGKILL after a grace."""
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 class _Output:
