@@ -227,19 +227,23 @@ def release(gate: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(AGENTS))
-def test_steering_sent_inside_a_tool_call_reaches_the_model_before_the_review_is_ready(name: str,
+@pytest.mark.parametrize(("name", "route"), [*((name, "argument") for name in sorted(AGENTS)), ("claude", "stdin")])
+def test_steering_sent_inside_a_tool_call_reaches_the_model_before_the_review_is_ready(name: str, route: str,
                                                                                        tmp_path: Path) -> None:
-    """The preset as shipped (a heartbeat every 300 s: none passes during the run). A person steers while the
-    agent's only tool call is blocked; the call then ends, the model finishes and the CLI exits 0. The desk
-    resumes the conversation with the steering: the model's request log holds it, the journal notes it
-    delivered, and only after that is the review marked ready, in the same attempt."""
+    """The preset as shipped (a heartbeat every 300 s: none passes during the run), and Claude Code's given its
+    prompt on stdin instead. A person steers while the agent's only tool call is blocked; the call then ends, the
+    model finishes and the CLI exits 0. The desk resumes the conversation with the steering: the model's request
+    log holds it, the journal notes it delivered, and only after that is the review marked ready, in the same
+    attempt."""
     agent = AGENTS[name]
     if agent.installed is None:
         pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
     gate, mark = tmp_path / "gate", tmp_path / "in-tool"
     os.mkfifo(gate)
     forge = project(tmp_path, GATED.format(gate=gate, mark=mark))
+    if route == "stdin":
+        preset_with(forge, tmp_path, name, 'command: [claude, -p, "{prompt}",',
+                    "prompt: stdin\n  command: [claude, -p,")
     with agent.server(gated) as server:
         running = launch(name, forge, clis_env(agent, server, tmp_path))
         deadline = time.monotonic() + TIMEOUT
@@ -253,6 +257,7 @@ def test_steering_sent_inside_a_tool_call_reaches_the_model_before_the_review_is
         release(gate)
         out = finish(running, server)
     detail = f"{out}\n{server.debug()}"
+    assert "Write greet.txt saying hello." in server.transcript.conversations[0].prompt, detail  # by its route
     heard = [c for c in server.transcript.conversations if any(STEER in t for t in c.texts)]
     assert heard and any(e.command == IN_TOOL for e in heard[0].exchanges), detail  # the same conversation
     assert "review ready" in out and "agent attempt 2" not in out, detail
