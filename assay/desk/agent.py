@@ -100,7 +100,9 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     """Run the desk's agent command to its end, or to its time limit; the claim is renewed meanwhile.
 
     Returns its exit code, output tail and whether it timed out. An agent that cannot start (no such command,
-    exit 126 or 127) raises AgentCannotStart: that is not an attempt at the work. With `agent.session`, the
+    exit 126 or 127) raises AgentCannotStart, one that went idle or whose model failed it AgentCannotWork
+    (`limits.py`): neither is an attempt at the work. Steering journaled while it runs is handed to it before
+    this returns (`_converse`). With `agent.session`, the
     run resumes the round's newest checkpoint and its conversation is checkpointed as it goes
     (`sessions.py`); a resume that fails is journaled and the run starts again fresh.
     """
