@@ -21,7 +21,7 @@ import pytest
 from assay.core.deskspec import check_desk
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer, Reply, Request, json_reply
-from tests.conftest import Forge, audit_failures, git
+from tests.conftest import Forge, assay, audit_failures, git
 from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_agent_desks import AGENTS, TIMEOUT, finish, project
@@ -69,6 +69,8 @@ def test_a_desk_that_resumes_its_agent_must_say_where_the_agent_reads_its_prompt
     assert "desks/resumer.yaml" in run.err and "names no {prompt} or {prompt_file}" in run.err, run.err
     assert "agent.prompt: stdin" in run.err  # the hint says how to fix it
     assert refs(forge) == before
+    listed = assay("desk", "list", "--json", "--forge", forge.url).json()
+    assert isinstance(listed, dict) and any("names no {prompt} or {prompt_file}" in p for p in listed["problems"])
 
 
 def test_every_route_a_desk_names_is_one_its_agent_reads() -> None:
@@ -79,7 +81,11 @@ def test_every_route_a_desk_names_is_one_its_agent_reads() -> None:
     said = problems(desk("d", ["claude", "-p", "--permission-mode", "dontAsk"]))  # no session, but claude
     assert said and "claude reads its prompt from its arguments or stdin" in said[0], said
     said = problems(desk("d", ["codex", "exec"], "  prompt: env\n"))
-    assert said and "codex reads its prompt" in said[0], said
+    assert said and "codex reads its prompt from its arguments or stdin" in said[0], said
+    said = problems(desk("d", ["claude", "-p", "{prompt_file}"]))
+    assert said and "{prompt_file} would hand it a path" in said[0], said
+    said = problems(desk("d", ["/opt/bin/aider", "--yes-always"], "  prompt: stdin\n"))
+    assert said and "aider reads its prompt from its arguments, never from stdin" in said[0], said
     said = problems(desk("d", ["agent"], "  prompt: argument\n"))
     assert said and "names neither {prompt} nor {prompt_file}" in said[0], said
     said = problems(desk("d", ["agent"], "  prompt: mail\n"))

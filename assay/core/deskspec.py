@@ -19,8 +19,8 @@ KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attemp
 HOOK_KEYS = ("before_step", "after_step")
 AGENT_KEYS = ("command", "timeout_s", "idle_s", "install", "session", "prompt")
 PROMPT_ROUTES = ("argument", "stdin", "env")  # where the agent reads the text the desk hands it (`agent.prompt`)
-# CLIs known to read their prompt from their arguments or stdin only, never from $ASSAY_PROMPT_FILE
-ARGV_ONLY = ("claude", "codex", "aider")
+# CLIs known never to read $ASSAY_PROMPT_FILE, and the routes each does read
+KNOWN_ROUTES = {"claude": ("argument", "stdin"), "codex": ("argument", "stdin"), "aider": ("argument",)}
 SESSION_KEYS = ("new", "resume", "file")
 SESSION_VALUES = ("session", "home", "cwd_slug", "worktree")  # the placeholders `agent.session` may use
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
@@ -213,7 +213,8 @@ def _prompt_route(agent: dict[str, Any], session: bool, bad: Callable[..., None]
     """Where the agent reads the text the desk hands it (its prompt, later steering), provably: `argument` when the
     command names `{prompt}` or `{prompt_file}`, else `agent.prompt` (`stdin`: the desk writes it there; `env`:
     the agent reads the file `$ASSAY_PROMPT_FILE` names). A desk that resumes its agent (`agent.session`) hands it
-    text again and must say where; a CLI known to read only its arguments or stdin cannot take `env`."""
+    text again and must say where; a CLI known not to read a route (`KNOWN_ROUTES`) cannot take it, nor a path
+    for its prompt's text."""
     command = [str(a) for a in agent["command"]]
     named = any("{prompt}" in a or "{prompt_file}" in a for a in command)
     raw = agent.get("prompt")
@@ -228,9 +229,13 @@ def _prompt_route(agent: dict[str, Any], session: bool, bad: Callable[..., None]
     elif named and raw not in (None, "argument"):
         bad(f"`agent.command` names {{prompt}} or {{prompt_file}}, so the prompt is an argument, not {raw}",
             "drop `agent.prompt`, or the placeholder")
-    elif route == "env" and program in ARGV_ONLY:
-        bad(f"{program} reads its prompt from its arguments or stdin, never from $ASSAY_PROMPT_FILE: "
-            "the brief and steering would reach no one", fix)
+    elif route not in KNOWN_ROUTES.get(program, PROMPT_ROUTES):
+        reads = " or ".join("its arguments" if r == "argument" else r for r in KNOWN_ROUTES[program])
+        never = "stdin" if route == "stdin" else "$ASSAY_PROMPT_FILE"
+        bad(f"{program} reads its prompt from {reads}, never from {never}: the brief and steering would reach "
+            "no one", fix)
+    elif program in KNOWN_ROUTES and route == "argument" and not any("{prompt}" in a for a in command):
+        bad(f"{program} takes its prompt's text as an argument: {{prompt_file}} would hand it a path", fix)
     elif route == "env" and session and raw is None:
         bad("a desk with `agent.session` resumes its agent with steering as the next message, but "
             "`agent.command` names no {prompt} or {prompt_file}: say where the agent reads it",
