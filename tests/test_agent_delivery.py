@@ -22,6 +22,7 @@ from assay.core.deskspec import check_desk
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer, Reply, Request, json_reply
 from tests.conftest import Forge, assay, audit_failures, git
+from tests.helpers.aider import AIDER, MODEL, model_metadata
 from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
 from tests.test_agent_desks import AGENTS, TIMEOUT, finish, project
@@ -389,3 +390,29 @@ def test_a_model_that_never_answers_is_ended_by_the_idle_limit(name: str, tmp_pa
     last = claim_chain(forge, "ship")[-1]
     assert last["state"] == "released" and "idle" in str(last["reason"]), last
     assert "agent.idle_s" in str(last["reason"]) and "assay desk run" in str(last["reason"]), last
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(AIDER is None, reason="aider is not installed (sh tests/install-agents.sh)")
+def test_aider_exiting_0_on_a_refused_key_leaves_the_brief_unburned(tmp_path: Path) -> None:
+    """aider says `litellm.AuthenticationError` and exits 0 when its model answers 401: its own error line, not
+    the exit code, tells the desk the model failed it; the brief is handed back unburned in aider's words."""
+    assert AIDER is not None
+    forge = project(tmp_path, GATED.format(gate=tmp_path / "no-gate", mark=tmp_path / "mark"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aider").symlink_to(AIDER)
+    with Refusing(anthropic=False) as server:
+        env = {**os.environ, "HOME": str(tmp_path / "home"), "ASSAY_STATE_DIR": str(tmp_path / "state"),
+               "PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]]), "AIDER_MODEL": MODEL,
+               "OPENAI_API_BASE": server.url, "OPENAI_API_KEY": "sk-scripted-wrong-key",
+               "AIDER_MODEL_METADATA_FILE": str(model_metadata(tmp_path / "model-metadata.json"))}
+        running = launch("aider", forge, env)
+        out, _ = running.communicate(timeout=TIMEOUT)
+    detail = f"{out}\n{server.debug()}"
+    assert running.returncode == 2 and "Traceback" not in out, detail
+    assert "its model refused the agent's credentials (exit 0): litellm.AuthenticationError" in out, detail
+    assert "attempt 1 failed" not in out, detail
+    assert not [e for e in entries(forge, "ship") if e["kind"] == "verify"], detail
+    last = claim_chain(forge, "ship")[-1]
+    assert last["state"] == "released" and "AuthenticationError" in str(last["reason"]), last

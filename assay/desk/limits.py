@@ -22,12 +22,13 @@ STOP_GRACE_S = 10.0  # an agent stopped for its time or idle limit gets this lon
 MODEL_TROUBLE = (
     ("refused the agent's credentials",
      re.compile(r"\b(401|403)\b.{0,40}(unauthori[sz]ed|forbidden|invalid|key|auth)|unauthori[sz]ed|"
-                r"invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|authentication[_ ]error|invalid bearer|"
-                r"please run /login|not logged in", re.I),
+                r"invalid[ _-]?(x-)?api[ _-]?key|incorrect api key|authentication[_ ]?error|invalid bearer|"
+                r"please run /login|not logged in|not able to authenticate", re.I),
      "give the agent a valid model key (in the desk's environment, passed on by `env_allow`)"),
     ("is out of quota or rate-limited",
-     re.compile(r"\b(429|529)\b|rate[ _]limit(ed|_error| exceeded| reached)|too many requests|insufficient[_ ]quota|"
-                r"exceeded your( current)? quota|credit balance|usage limit|overloaded_error", re.I),
+     re.compile(r"\b(429|529)\b|rate[ _]?limit(ed|[ _]?error| exceeded| reached)|too many requests|"
+                r"insufficient[_ ]quota|exceeded your( current)? quota|credit balance|usage limit|overloaded_error",
+                re.I),
      "wait for the model's quota or rate limit to reset, or raise it"),
     ("could not be reached",
      re.compile(r"connection refused|econnrefused|could not resolve|enotfound|eai_again|network is unreachable|"
@@ -37,12 +38,18 @@ MODEL_TROUBLE = (
      "check the agent's model endpoint (its base URL or proxy) and this machine's network"),
 )
 _SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH", re.I)
+# A CLI's own error line, as opposed to the model's prose: what an agent that exits 0 (aider does, on a refused
+# key) must have said for its model's trouble to count
+_CLI_ERROR = re.compile(r"^(litellm\.\w*error\b|api error\b|error:)", re.I)
 
 
-def model_trouble(tail: str, env: dict[str, str]) -> tuple[str, str, str] | None:
+def model_trouble(tail: str, env: dict[str, str], exited_ok: bool = False) -> tuple[str, str, str] | None:
     """What the agent's last lines say of its model, if they show the model (not the work) failed: the kind of
-    failure, the CLI's own words (key-like values of the agent's environment masked), and what to fix."""
+    failure, the CLI's own words (key-like values of the agent's environment masked), and what to fix. After an
+    exit 0, only if those lines hold one of the CLI's own error lines."""
     lines = [line.strip() for line in tail.splitlines() if line.strip()][-4:]  # a CLI's last words: its error
+    if exited_ok and not any(_CLI_ERROR.match(line) for line in lines):
+        return None
     for kind, pattern, fix in MODEL_TROUBLE:
         words = [line[:300] for line in lines if pattern.search(line)]
         if words:
@@ -69,7 +76,7 @@ def judge(spec: DeskSpec, code: int, stopped: str, fenced: bool, tail: str, comm
                               f"`agent.idle_s` in desks/{spec.name}.yaml")
     if code in (126, 127):
         raise AgentCannotStart(spec.name, command, f"it exited {code}: {tail.strip()[-300:]}", spec.install)
-    trouble = model_trouble(tail, env) if code != 0 else None
+    trouble = model_trouble(tail, env, exited_ok=code == 0)
     if trouble is not None:
         kind, said, fix = trouble
         raise AgentCannotWork(spec.name, f"its model {kind} (exit {code}): {said}", fix)
