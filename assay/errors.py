@@ -106,6 +106,19 @@ class AgentCannotStart(UsageError):
         self.desk, self.command, self.why = desk, command, why
 
 
+class AgentCannotWork(AgentCannotStart):
+    """The agent's model failed it, or it went idle: no attempt spent.
+
+    Not the brief's fault (its model refused the key, was out of reach or of quota, or never answered): the attempt
+    is not counted and the brief is handed back."""
+
+    def __init__(self, desk: str, why: str, fix: str) -> None:
+        UsageError.__init__(self, f"desk {desk!r}: its agent could not work: {why}; {fix}, then run "
+                            f"`assay desk run {desk}`",
+                            hint="the brief was handed back with its attempts unspent; any desk may take it again")
+        self.desk, self.command, self.why = desk, "", why
+
+
 class RecordInvalid(AssayError):
     """A ref on the forge holds something that is not a valid v1 record: bad input, like a bad file."""
 

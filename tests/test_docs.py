@@ -21,6 +21,7 @@ _SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 _DOTTED = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])")
 NOT_CODE = {"agent.command", "agent.timeout_s", "agent.install", "agent.session",  # keys of desks/<name>.yaml
+            "agent.idle_s", "agent.prompt",
             "retire.enabled", "retire.after_s",  # keys of sweepers/<name>.yaml
             "github.token"}  # a workflow expression
 

@@ -117,21 +117,24 @@ def test_a_checkpoint_that_cannot_be_resumed_is_journaled_and_the_run_starts_afr
     assert isinstance(shown, dict) and "checkpoint" in {e["kind"] for e in shown["entries"]}
 
 
-def test_steering_that_arrives_as_the_run_ends_reaches_the_next_run(forge: Forge, tmp_path: Path) -> None:
-    """A person steers just as attempt 1's agent ends: no heartbeat can pass it on to that run, so it is not
-    marked delivered, and attempt 2 (the resumed conversation) is prompted with it."""
+def test_steering_that_arrives_as_the_run_ends_is_passed_on_before_the_review_is_ready(forge: Forge,
+                                                                                       tmp_path: Path) -> None:
+    """A person steers just as attempt 1's agent ends, before any heartbeat: the desk resumes the conversation with
+    the steering as its next message (same attempt), journals its delivery once that run took it, and only then
+    marks the review ready."""
     text = "Prefer the staging database"
     publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT),
                     "briefs/talk.md": BRIEF.format(check="grep -A2 '^## Steering' prompt.txt | grep -q staging")})
     run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), SESSION_AGENT_STEER=text)
-    assert run.code == 0 and "talk attempt 1 failed" in run.out and "review ready" in run.out, run.out + run.err
-    assert "resumes the agent's conversation" in run.out  # the steering came as a prompt of the resumed session
+    assert run.code == 0 and "review ready" in run.out, run.out + run.err
+    assert "attempt 1 failed" not in run.out and "agent attempt 2" not in run.out, run.out
+    assert "session" in run.out and "1 turns before this one" in run.out, run.out  # the conversation went on
     journal = entries(forge.path, "talk")
-    steer = [e for e in journal if e["kind"] == "steer"]
-    assert [e["data"]["text"] for e in steer] == [text]
-    agents = [e for e in journal if e["kind"] == "intent" and e["step"] == "agent"]
-    assert len(agents) == 2 and agents[0]["seq"] < steer[0]["seq"] < agents[1]["seq"]
-    assert not [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("steer") == "delivered"]
+    [steer] = [e for e in journal if e["kind"] == "steer"]
+    assert steer["data"]["text"] == text
+    delivered = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("steer") == "delivered"]
+    [ready] = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("review") == "ready"]
+    assert [e["data"]["of"] for e in delivered] == [steer["seq"]] and delivered[0]["seq"] < ready["seq"], journal
     assert invariants(forge.path, "talk") == []
 
 

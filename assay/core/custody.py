@@ -141,7 +141,8 @@ def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:
         return claims.force_release(brief, f"{reason} (not journaled: {exc.message})", by)
 
 
-STEER_WHEN = {None: "on its first run", "held": "on its next run", "waiting": "once it is woken",
+STEER_WHEN = {None: "on its first run", "waiting": "once it is woken",
+              "held": "at its next turn boundary (a heartbeat) or as its run ends, before its review is ready",
               "blocked": "once a person releases it and a desk claims it", "released": "when a desk claims it again",
               "expired": "when a desk claims it again", "abandoned": "if a desk claims it again"}
 

@@ -17,11 +17,15 @@ from assay.errors import ConfigInvalid
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",
         "verify_timeout_s", "hooks")
 HOOK_KEYS = ("before_step", "after_step")
-AGENT_KEYS = ("command", "timeout_s", "install", "session")
+AGENT_KEYS = ("command", "timeout_s", "idle_s", "install", "session", "prompt")
+PROMPT_ROUTES = ("argument", "stdin", "env")  # where the agent reads the text the desk hands it (`agent.prompt`)
+# CLIs known never to read $ASSAY_PROMPT_FILE, and the routes each does read
+KNOWN_ROUTES = {"claude": ("argument", "stdin"), "codex": ("argument", "stdin"), "aider": ("argument",)}
 SESSION_KEYS = ("new", "resume", "file")
 SESSION_VALUES = ("session", "home", "cwd_slug", "worktree")  # the placeholders `agent.session` may use
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
 DEFAULT_AGENT_TIMEOUT_S = 3600
+DEFAULT_IDLE_S = 600  # an agent with no output, no step and no conversation change for this long is ended as idle
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class DeskSpec:
     verify_timeout_s: int = 600
     env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get, whatever the desk's environment
     timeout_s: int = DEFAULT_AGENT_TIMEOUT_S  # an agent run past this is stopped, and the attempt counted
+    idle_s: int = DEFAULT_IDLE_S  # an agent showing no sign of work this long is ended; the attempt is not counted
+    prompt: str = "env"  # where the agent reads what the desk hands it: `argument`, `stdin` or `env` (PROMPT_ROUTES)
     install: str = ""  # how to install the agent command, for the error when it is missing
     session: SessionSpec | None = None  # how the agent's conversation is checkpointed and resumed, if it can be
     before_step: str = ""  # a shell command run before each agent step's intent is journaled; non-zero refuses it
@@ -116,21 +122,25 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
                  "`agent:` must be a mapping with `command:`, a non-empty list of strings (no NUL character)")
     if "agent" not in data:
         bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
-    agent_timeout, install, session = DEFAULT_AGENT_TIMEOUT_S, "", None
+    agent_timeout, idle, install, session, route = DEFAULT_AGENT_TIMEOUT_S, DEFAULT_IDLE_S, "", None, "env"
     if agent:
         for key in agent:
             if key not in AGENT_KEYS:
                 bad(nodes["agent"], f"unknown agent key {key!r}", f"allowed: {', '.join(AGENT_KEYS)}")
-        raw_timeout = agent.get("timeout_s", DEFAULT_AGENT_TIMEOUT_S)
-        if not isinstance(raw_timeout, int) or isinstance(raw_timeout, bool) or raw_timeout <= 0:
-            bad(nodes["agent"], "`agent.timeout_s` must be a whole number above 0")
-        else:
-            agent_timeout = raw_timeout
+        times = []
+        for key, default in (("timeout_s", DEFAULT_AGENT_TIMEOUT_S), ("idle_s", DEFAULT_IDLE_S)):
+            raw = agent.get(key, default)
+            if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
+                bad(nodes["agent"], f"`agent.{key}` must be a whole number above 0 (seconds)")
+                raw = default
+            times.append(raw)
+        agent_timeout, idle = times
         install = agent.get("install", "")
         if not isinstance(install, str):
             bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
             install = ""
         session = _session(agent.get("session"), lambda why, fix="": bad(nodes["agent"], why, fix))
+        route = _prompt_route(agent, session is not None, lambda why, fix="": bad(nodes["agent"], why, fix))
     takes = need("takes", dict) or {}
     labels = takes.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
@@ -166,7 +176,8 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
         env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
         verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
-        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, install=install,
+        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, idle_s=idle, prompt=route,
+        install=install,
         session=session, before_step=hooks.get("before_step", ""), after_step=hooks.get("after_step", "")), []
 
 
@@ -196,6 +207,40 @@ def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:
             return None
         return SessionSpec(tuple(lists[0] or ()), tuple(lists[1] or ()), file)
     return None
+
+
+def _prompt_route(agent: dict[str, Any], session: bool, bad: Callable[..., None]) -> str:
+    """Where the agent reads the text the desk hands it (its prompt, later steering), provably: `argument` when the
+    command names `{prompt}` or `{prompt_file}`, else `agent.prompt` (`stdin`: the desk writes it there; `env`:
+    the agent reads the file `$ASSAY_PROMPT_FILE` names). A desk that resumes its agent (`agent.session`) hands it
+    text again and must say where; a CLI known not to read a route (`KNOWN_ROUTES`) cannot take it, nor a path
+    for its prompt's text."""
+    command = [str(a) for a in agent["command"]]
+    named = any("{prompt}" in a or "{prompt_file}" in a for a in command)
+    raw = agent.get("prompt")
+    program = command[0].rsplit("/", 1)[-1]
+    fix = 'put "{prompt}" (or "{prompt_file}") in `agent.command`, or set `agent.prompt: stdin`'
+    if raw is not None and raw not in PROMPT_ROUTES:
+        bad(f"`agent.prompt` must be one of {', '.join(PROMPT_ROUTES)}", fix)
+        return "env"
+    route = "argument" if named else str(raw or "env")
+    if raw == "argument" and not named:
+        bad("`agent.prompt: argument` but `agent.command` names neither {prompt} nor {prompt_file}", fix)
+    elif named and raw not in (None, "argument"):
+        bad(f"`agent.command` names {{prompt}} or {{prompt_file}}, so the prompt is an argument, not {raw}",
+            "drop `agent.prompt`, or the placeholder")
+    elif route not in KNOWN_ROUTES.get(program, PROMPT_ROUTES):
+        reads = " or ".join("its arguments" if r == "argument" else r for r in KNOWN_ROUTES[program])
+        never = "stdin" if route == "stdin" else "$ASSAY_PROMPT_FILE"
+        bad(f"{program} reads its prompt from {reads}, never from {never}: the brief and steering would reach "
+            "no one", fix)
+    elif program in KNOWN_ROUTES and route == "argument" and not any("{prompt}" in a for a in command):
+        bad(f"{program} takes its prompt's text as an argument: {{prompt_file}} would hand it a path", fix)
+    elif route == "env" and session and raw is None:
+        bad("a desk with `agent.session` resumes its agent with steering as the next message, but "
+            "`agent.command` names no {prompt} or {prompt_file}: say where the agent reads it",
+            fix + ", or `agent.prompt: env` for an agent that reads $ASSAY_PROMPT_FILE")
+    return route
 
 
 def load_desk(git: ForgeGit, main: str | None, name: str) -> DeskSpec:

@@ -28,6 +28,7 @@ from assay.core.journal import Journal, JournalLog
 from assay.core.recordtype import dataclass
 from assay.desk.effects import Hooks, probe_runner
 from assay.desk.isolation import Isolated
+from assay.desk.limits import MODEL_TROUBLE, STOP_GRACE_S, Limits, judge
 from assay.desk.mcpserver import registration as mcp_registration
 from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
@@ -37,7 +38,6 @@ from assay.errors import AgentCannotStart, AssayError, Conflict
 
 Echo = Callable[[str], None]
 TAIL = 4000
-STOP_GRACE_S = 10.0  # an agent stopped for its time limit gets this long after SIGTERM before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class AgentRun:
     known: JournalLog | None = None  # the desk's read of the journal, where the agent's steps start from
     assay_bin: Path | None = None  # the `assay` the agent calls, by absolute path (`assay_command`)
     checkpoint: Saved | None = None  # the round's newest agent-session checkpoint, to resume (`sessions.py`)
+    steering: tuple[int, ...] = ()  # the seqs of the steering entries `prompt` holds
 
 
 def assay_command(state_dir: Path) -> Path:
@@ -100,7 +101,9 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     """Run the desk's agent command to its end, or to its time limit; the claim is renewed meanwhile.
 
     Returns its exit code, output tail and whether it timed out. An agent that cannot start (no such command,
-    exit 126 or 127) raises AgentCannotStart: that is not an attempt at the work. With `agent.session`, the
+    exit 126 or 127) raises AgentCannotStart, one that went idle or whose model failed it AgentCannotWork
+    (`limits.py`): neither is an attempt at the work. Steering journaled while it runs is handed to it before
+    this returns (`_converse`). With `agent.session`, the
     run resumes the round's newest checkpoint and its conversation is checkpointed as it goes
     (`sessions.py`); a resume that fails is journaled and the run starts again fresh.
     """
@@ -117,7 +120,6 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
                saver: Saver | None) -> dict[str, Any]:
     run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
-    run.prompt_file.write_text(run.prompt, encoding="utf-8")
     assay_bin = str(run.assay_bin) if run.assay_bin is not None else "assay"
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
               "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
@@ -142,52 +144,85 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} (run {run_id})")
     started = time.monotonic()
+    steering = Steering(claims, spec, run, run_id, echo)
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
-                          saver.steering if saver is not None else None, lambda: steps.progress)
+                          steering.at_boundary(saver) if saver is not None else None, lambda: steps.progress)
     out = _Output(run.brief.id, echo)
-    timed_out = threading.Event()
+    watch = Limits(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
 
-    def start(argv: list[str]) -> subprocess.Popen[str]:
+    def start(argv: list[str], text: str) -> subprocess.Popen[str]:
+        run.prompt_file.write_text(text, encoding="utf-8")  # each start reads what it is handed now, whatever the route
         try:
-            return Isolated(argv, cwd=run.worktree, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                    preexec_fn=_DIE_WITH_PARENT)
+            proc = Isolated(argv, cwd=run.worktree, env=env,
+                            stdin=subprocess.PIPE if spec.prompt == "stdin" else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            preexec_fn=_DIE_WITH_PARENT)
         except OSError as exc:
             raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
+        if proc.stdin is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, text), daemon=True).start()
+        watch.agent = proc
+        return proc
 
     try:
-        proc = heartbeat.agent = start(argv)
+        proc = heartbeat.agent = start(argv, run.prompt)
         heartbeat.start()  # after the fork: no thread runs while the child is set up
         steps.start()  # the agent's steps, served by this desk (it listened before the fork)
-        timer = threading.Timer(spec.timeout_s, lambda: _stop_for_time(heartbeat.agent, timed_out))
-        timer.daemon = True
-        timer.start()
+        watch.start()
         out.start(proc)
-        code = proc.wait()
-        while saver is not None and heartbeat.steered and not timed_out.is_set():
-            # the heartbeat stopped the agent at a turn boundary to pass on steering: the conversation goes on
-            told, heartbeat.steered = heartbeat.steered, []
-            out.finish()
-            saver.last()
-            argv = agent_argv(spec, {**values, "prompt": steering_prompt(told)}, saver.transcript.arguments(True))
-            saver.delivered(told)
-            proc = heartbeat.agent = start(argv)
-            out.start(proc)
-            code = proc.wait()
-        timer.cancel()
-        out.finish()
+        code = _converse(proc, run, spec, values, saver, steering, heartbeat, watch, out, start)
+        watch.stop()
     finally:
         heartbeat.stop()
+        watch.stop()
         if saver is not None:
             saver.last()  # the conversation as the agent left it, whatever ended it
         for line in steps.stop():
             echo(f"{spec.name}: {run.brief.id}: {line}")
-    if code in (126, 127) and not timed_out.is_set():
-        raise AgentCannotStart(spec.name, argv[0], f"it exited {code}: {out.tail.strip()[-300:]}", spec.install)
-    if timed_out.is_set():
+    judge(spec, code, watch.why, bool(heartbeat.fenced), out.tail, argv[0], env)
+    if watch.why == "time":
         echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": out.tail,
-            "run": run_id, "timed_out": timed_out.is_set()}
+            "run": run_id, "timed_out": watch.why == "time"}
+
+
+def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values: dict[str, str],
+              saver: Saver | None, steering: Steering, heartbeat: Heartbeat, watch: Limits, out: _Output,
+              start: Callable[[list[str], str], subprocess.Popen[str]]) -> int:
+    """Wait for the agent; while steering it has not taken is journaled, run it again with that steering (resuming
+    its conversation where there is one), so that no steering is left behind when the run ends. Steering counts as
+    delivered once a run that was handed it took it: it exited 0, or its conversation grew."""
+    handed, size = list(run.steering), saver.transcript.restored_size if saver is not None else 0
+    while True:
+        code = proc.wait()
+        out.finish()
+        if saver is not None:
+            saver.last()
+        if code == 0 or (saver is not None and saver.transcript.size() > size):
+            steering.delivered(handed)
+        if watch.why or heartbeat.fenced:
+            return code
+        told, heartbeat.steered = heartbeat.steered or (steering.news() if code == 0 else []), []
+        if not told:
+            return code
+        if saver is not None:
+            text, resume = steering_prompt(told), saver.transcript.arguments(True)
+            size = saver.transcript.size()
+        else:  # no conversation to go on with: the whole prompt again, with the new steering
+            text, resume = run.prompt.rstrip("\n") + "\n" + "\n".join(t for _, t in told) + "\n", []
+        handed = [seq for seq, _ in told]
+        steering.told |= set(handed)  # handed now: not news to the heartbeat while this run takes it
+        proc = heartbeat.agent = start(agent_argv(spec, {**values, "prompt": text}, resume), text)
+        out.start(proc)
+
+
+def _feed(stdin: Any, text: str) -> None:
+    """Hand the prompt to an agent that reads it from stdin, then close it (the CLIs wait for its end)."""
+    try:
+        stdin.write(text)
+        stdin.close()
+    except (OSError, ValueError):
+        pass  # the agent ended, or closed its stdin: what it read is what it got
 
 
 def _git_identity(desk: str) -> dict[str, str]:
@@ -204,17 +239,6 @@ def steering_prompt(told: Sequence[tuple[int, str]]) -> str:
                          "Take it into account, then carry on with the brief."]) + "\n"
 
 
-def _stop_for_time(proc: subprocess.Popen[str] | None, timed_out: threading.Event) -> None:
-    """The agent's time is up: SIGTERM (the CLIs stop their own tool processes then), SIGKILL after a grace."""
-    timed_out.set()
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 class _Output:
     """The agent's output, echoed line by line as it comes, its tail kept. Read on a thread of its own, so that a
     process the agent left behind holding the pipe open cannot keep the desk waiting after the agent ended."""
@@ -222,6 +246,7 @@ class _Output:
     def __init__(self, brief: str, echo: Echo) -> None:
         self.brief, self.echo = brief, echo
         self.tail = ""
+        self.lines = 0  # how many it said, but for its model's troubles: a sign of work
         self._thread: threading.Thread | None = None
 
     def start(self, proc: subprocess.Popen[str]) -> None:
@@ -233,6 +258,8 @@ class _Output:
         for line in proc.stdout:
             self.echo(f"  {self.brief} | {line.rstrip()}")
             self.tail = (self.tail + line)[-TAIL:]
+            if not any(pattern.search(line) for _, pattern, _ in MODEL_TROUBLE):
+                self.lines += 1  # a CLI retrying its model ("Reconnecting...") is not working: no sign of work
 
     def finish(self) -> None:
         if self._thread is not None:
@@ -258,6 +285,7 @@ class Heartbeat:
         self.steered: list[tuple[int, str]] = []  # steering for which this heartbeat stopped the agent
         self.progress = progress  # what the agent last said of its long step ("" when none)
         self.published = ""  # the progress the last renewal carried
+        self.fenced = ""  # why this heartbeat killed the agent: its claim is lost, or may be
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -282,6 +310,7 @@ class Heartbeat:
                     self._pass_on(claims)
                     continue
                 if why:
+                    self.fenced = why
                     self.echo(f"{self.spec.name}: stopping the agent on {self.brief}: {why}")
                     if agent is not None and agent.poll() is None:
                         agent.kill()  # a desk that lost its claim stops working on its own
@@ -324,6 +353,54 @@ class Heartbeat:
             return f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
 
 
+class Steering:
+    """One agent run's steering: what it was handed (the prompt's, then what the desk passed on), what is news,
+    and the `delivered` notes (`{"steer": "delivered", "of": seq}`) for what a run took."""
+
+    def __init__(self, claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, echo: Echo) -> None:
+        self.claims, self.spec, self.run, self.run_id, self.echo = claims, spec, run, run_id, echo
+        self.told: set[int] = set(run.steering)  # handed to this run's agent, in a prompt
+
+    def _journal(self, claims: Claims) -> Journal:
+        return Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
+
+    def news(self, claims: Claims | None = None) -> list[tuple[int, str]]:
+        """Steering journaled that this run's agent was not handed and no note says was delivered, as (seq, text)."""
+        own = claims or self.claims.spare()
+        try:
+            entries = self._journal(own).entries
+        finally:
+            if claims is None:
+                own.git.close()
+        told = self.told | {int((e.data or {}).get("of", 0)) for e in entries
+                            if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+        return [(e.seq, str((e.data or {}).get("text", ""))) for e in entries
+                if e.kind == "steer" and e.seq not in told]
+
+    def at_boundary(self, saver: Saver) -> Callable[[Claims], list[tuple[int, str]]]:
+        """For the heartbeat: the news, if the conversation is at a turn boundary now (else nothing: the next beat
+        looks again)."""
+        return lambda claims: self.news(claims) if saver.transcript.at_boundary() else []
+
+    def delivered(self, seqs: Sequence[int]) -> None:
+        """Journal that a run took a prompt holding this steering (each once); said, not raised, if it cannot be:
+        the steering is then handed again, never lost."""
+        claims = self.claims.spare()
+        try:
+            journal = self._journal(claims)
+            noted = {int((e.data or {}).get("of", 0)) for e in journal.entries
+                     if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+            for seq in dict.fromkeys(seqs):
+                if seq not in noted:
+                    journal.add("note", sync=False, data={"steer": "delivered", "of": seq})
+            journal.flush()
+        except AssayError as exc:
+            self.echo(f"{self.spec.name}: {self.run.brief.id}: steering delivered but not journaled: {exc.message}")
+        finally:
+            claims.git.close()
+        self.told |= set(seqs)
+
+
 class Saver:
     """One agent run's session: the arguments that start or resume it, and its checkpoints in the journal."""
 
@@ -334,8 +411,6 @@ class Saver:
         self.run_id = uuid.uuid4().hex[:12]
         self.secrets = known_secrets(dict(os.environ), claims.git.url)
         self.resumed: Saved | None = None
-        self.prompted = run.known.entries[-1].seq if run.known and run.known.entries else 0  # steering up to here
-        self.told: set[int] = set()  # steering passed on to this run's agent
         if resume is not None:
             transcript = Transcript(spec.session, resume.session, env, run.worktree)
             try:
@@ -376,30 +451,6 @@ class Saver:
         journal.add("checkpoint", blobs={"checkpoint": data}, data=about)
         crash_point("journal.after-checkpoint", SESSION_CHECKPOINT)
         return True
-
-    def steering(self, claims: Claims) -> list[tuple[int, str]]:
-        """Steering journaled after this run's prompt was written, if the conversation is at a turn boundary now
-        (else nothing: the next beat looks again)."""
-        if not self.transcript.at_boundary():
-            return []
-        journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
-        told = self.told | {int((e.data or {}).get("of", 0)) for e in journal.entries
-                            if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
-        return [(e.seq, str((e.data or {}).get("text", ""))) for e in journal.entries
-                if e.kind == "steer" and e.seq > self.prompted and e.seq not in told]
-
-    def delivered(self, told: Sequence[tuple[int, str]]) -> None:
-        """Journal that steering reached the running agent (as the next message of its conversation)."""
-        claims = self.claims.spare()
-        try:
-            journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id,
-                                   indexed=True)
-            for seq, _ in told:
-                journal.add("note", sync=False, data={"steer": "delivered", "of": seq})
-            journal.flush()
-            self.told |= {seq for seq, _ in told}
-        finally:
-            claims.git.close()
 
     def last(self) -> None:
         """The last checkpoint of the run, once the agent has ended; a failure to write it is said, not raised

@@ -39,6 +39,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,12 @@ class StepServer:
         self._conns_lock = threading.Lock()  # the set is changed by serving threads while stop() reads it
         self._inflight: _InFlight | None = None
         self._send_lock = threading.Lock()  # stop() sends "cancel" while a serving thread may be replying
+        self.touched = time.monotonic()  # when the agent last called
+
+    def busy(self) -> bool:
+        """Whether a call is being served now (a long step, say): the agent is working, however quiet."""
+        with self._conns_lock:
+            return bool(self._open_conns)
 
     def start(self) -> None:
         for target in (self._accept, self._flusher):
@@ -181,6 +188,7 @@ class StepServer:
                 conn, _ = self._listener.accept()
             except OSError:
                 return  # closed by stop()
+            self.touched = time.monotonic()  # a sign of the agent's work, for its idle limit
             thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             self._serving = [t for t in self._serving if t.is_alive()] + [thread]
             thread.start()

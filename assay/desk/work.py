@@ -85,22 +85,24 @@ class BriefWork:
             "ASSAY_DESK": self.spec.name, "ASSAY_EPOCH": str(self.epoch), "ASSAY_BIN": str(self.assay_bin)})
         for line in session.recover():
             self.echo(f"{self.spec.name}: {brief.id}: {line}")
-        for attempt in range(1, self.spec.attempts + 1):
-            agent = session.step("agent", partial(self._agent, attempt, self._prompt(feedback)),
-                                 input={"attempt": attempt, **redo}, policy="idempotent")  # intent on the forge first
+        attempt, steered = 1, 0
+        while True:
+            mark = {"attempt": attempt, **({"steered": steered} if steered else {}), **redo}
+            agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark,
+                                 policy="idempotent")  # intent on the forge first
             parked = self._parked_by_agent()
             if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
                 session.end_run()
                 self.echo(f"{self.spec.name}: {brief.id} is waiting on {parked}, as its agent asked")
                 return "waiting"
-            head = session.step("push", lambda key: self._push(), input={"attempt": attempt, **redo},
+            head = session.step("push", lambda key: self._push(), input=mark,
                                 policy="idempotent", rides=True, lazy_result=True)
             if not opened and head != main:
                 session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
                          rides=self.reviews.refs_backed, lazy_result=True)
                 opened = True  # opened: once per run
             verdict = session.step("verify", partial(self._verify, head),
-                                   input={"attempt": attempt, "head": head, **redo}, policy="safe")
+                                   input={**mark, "head": head}, policy="safe")
             if not self.reviews.refs_backed and self._own_commit(head, main):  # commit statuses, on the branch's
                 # own commits only (never on main's, which other briefs share); the intent is journaled first
                 session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
@@ -110,19 +112,28 @@ class BriefWork:
                 held = "; ".join(w for w in ("the agent changed nothing: the branch has no commit of its own", held)
                                  if w)
             if verdict["passed"] and agent["exit_code"] == 0 and not held:
-                break
+                steered, late = self._late_steering(str(agent.get("run", "")))
+                if not steered:
+                    break
+                # steering no run took: the agent gets it (resuming its conversation) before the review is ready
+                feedback = "A person steered this brief after your last run (see Steering below): act on it."
+                seqs = ", ".join(map(str, late))
+                self.echo(f"{self.spec.name}: {brief.id}: steering (seq {seqs}) came after the agent's run; the "
+                          "agent runs again with it before the review is marked ready")
+                continue
             reasons = [f"the agent was stopped at its time limit ({self.spec.timeout_s}s)" if agent.get("timed_out")
                        else f"the agent exited {agent['exit_code']}"] if agent["exit_code"] != 0 else []
             reasons += [verdict["summary"]] if not verdict["passed"] else []
             why = "; ".join([*reasons, held] if held else reasons)
             feedback = f"Attempt {attempt} did not pass: {why}"
             self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {why}")
-        else:
-            failed = f"{self.spec.attempts} attempts failed"
-            reason = f"{failed} verification" if why == verdict["summary"] else f"{failed}: {why}"
-            session.block(reason)
-            self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
-            return "blocked"
+            attempt, steered = attempt + 1, 0
+            if attempt > self.spec.attempts:
+                failed = f"{self.spec.attempts} attempts failed"
+                reason = f"{failed} verification" if why == verdict["summary"] else f"{failed}: {why}"
+                session.block(reason)
+                self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
+                return "blocked"
         if not opened:  # verified on a branch without commits of its own: open it now
             session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
                          rides=self.reviews.refs_backed, lazy_result=True)
@@ -249,9 +260,28 @@ class BriefWork:
                 f"marked ready; inspect, then settle it with `{self.assay_bin} step settle NAME --happened` or "
                 "`--did-not`")
 
-    def _prompt(self, feedback: str) -> str:
+    def _late_steering(self, run: str) -> tuple[int, list[int]]:
+        """Steering no agent run had taken when the agent run `run` ended: the seq of that run's result (0 when there
+        is no such steering), and the steering's seqs.
+
+        Judged from the journal alone (the `delivered` notes and where they stand), so that a replay decides the
+        same: steering taken by a later run still counts as late here."""
+        journal = self.session.journal
+        journal.reload()
+        ends = [e.seq for e in journal.entries if e.kind == "result" and e.step == "agent"
+                and isinstance((e.data or {}).get("output"), dict) and (e.data or {})["output"].get("run") == run]
+        end = ends[-1] if ends else journal.entries[-1].seq
+        taken = {int((e.data or {}).get("of", 0)): e.seq for e in journal.entries
+                 if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+        late = [e.seq for e in round_entries(journal.entries)
+                if e.kind == "steer" and taken.get(e.seq, end + 1) > end]
+        return (end if late else 0), late
+
+    def _prompt(self, feedback: str) -> tuple[str, tuple[int, ...]]:
+        """The agent's prompt, and the seqs of the steering it holds (all of it so far)."""
         brief = self.brief
-        steering = [str((e.data or {}).get("text", "")) for e in self.session.journal.entries if e.kind == "steer"]
+        steers = [e for e in self.session.journal.entries if e.kind == "steer"]
+        steering = [str((e.data or {}).get("text", "")) for e in steers]
         parts = summary(self.session.journal.entries, str(self.assay_bin), unknown_message)
         parts += [f"# {brief.title}", "", brief.body, ""]
         if brief.verify:
@@ -269,7 +299,7 @@ class BriefWork:
                   f"then `{self.assay_bin} step settle NAME --happened|--did-not`.", ""]
         parts += self._children()
         parts += ["## Steering", "", *steering]
-        return "\n".join(parts) + "\n"
+        return "\n".join(parts) + "\n", tuple(e.seq for e in steers)
 
     def _children(self) -> list[str]:
         """The outcome of the child briefs this brief last waited on (`wait --on briefs:…`), for its next run."""
@@ -290,7 +320,8 @@ class BriefWork:
             lines.append(f"- `{child}`: {state or 'never claimed'}{why}{merged_as}")
         return [*lines, ""]
 
-    def _agent(self, attempt: int, prompt: str, key: str) -> dict[str, Any]:
+    def _agent(self, attempt: int, feedback: str, key: str) -> dict[str, Any]:
+        prompt, steering = self._prompt(feedback)  # built after the intent's push: the journal as fresh as it gets
         prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
         saved = None
         if self.spec.session is not None:  # the round's conversation so far, wherever it was saved
@@ -301,7 +332,7 @@ class BriefWork:
             if saved is not None:
                 prompt = sessions.resumed_note(saved) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
-                       self.assay_bin, saved)
+                       self.assay_bin, saved, steering)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
         # the agent's steps moved the journal, and the heartbeat the claim: read their tips (one ref advertisement)
         # rather than push the result on stale leases, be rejected and push again. A lost claim or an absent

@@ -6,7 +6,7 @@ turn, and writes `seen.txt` in the working directory: how many turns the convers
 which attempt.
 With `SESSION_AGENT_BROKEN` set, a resumed run fails at once without touching the transcript (a CLI that cannot
 read the session it was given). Each run copies its prompt to `prompt.txt`; with `SESSION_AGENT_STEER` set, the
-first attempt's last act is a person's `assay steer` of that text (steering that arrives as the run ends).
+first run's last act is a person's `assay steer` of that text (steering that arrives as the run ends).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def main() -> int:
             {"type": "text", "text": f"attempt {os.environ.get('ASSAY_ATTEMPT')}"}]}}) + "\n")
     Path("prompt.txt").write_text(Path(sys.argv[1]).read_text())
     steer = os.environ.get("SESSION_AGENT_STEER")
-    if steer and os.environ.get("ASSAY_ATTEMPT") == "1":
+    steered = home / "steered"  # once: the run that passes the steering on is attempt 1 too
+    if steer and os.environ.get("ASSAY_ATTEMPT") == "1" and not steered.exists():
+        steered.write_text("yes\n")
         subprocess.run([os.environ["ASSAY_BIN"], "steer", os.environ["ASSAY_BRIEF"], steer], check=True,
                        env={k: v for k, v in os.environ.items() if k != "ASSAY_SOCKET"})
     print(f"session {session}: {len(turns)} turns before this one")
