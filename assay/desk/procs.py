@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 STOP_GRACE_S = 5.0  # a command stopped gently gets this long after SIGTERM (or SIGINT) before SIGKILL
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+_PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 15, 36
 _QUIT = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 _RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_QUIT, signal.SIGCHLD)  # what a Python process set, back to default
 _GENTLY = {b"t": signal.SIGTERM, b"i": signal.SIGINT}
@@ -189,6 +189,7 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     os.setsid()  # out of the owner's group and session: a kill of the owner's group leaves the keeper to clean up
     if libc is not None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        _retitle(libc, b"assay-keeper")
     _own_descriptors(stdin, (out_w, ctl_r, st_w))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -202,6 +203,23 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
         return
     code, timed_out = _watch(child, ctl_r, wake_r, wait_all, timeout_s, grace_s)
     _report(st_w, f"{code} {int(timed_out)}")
+
+
+def _retitle(libc: Any, title: bytes) -> None:
+    """Name the keeper in `ps` and /proc (its name and command line): a fork shows its owner's command line,
+    and whoever kills the owner by that line must not take the keeper that cleans up after it."""
+    libc.prctl(_PR_SET_NAME, title)
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: the command line's own memory
+    except (OSError, ValueError, IndexError):
+        return
+    if end > start:
+        import ctypes
+
+        ctypes.memset(start, 0, end - start)
+        ctypes.memmove(start, title, min(len(title), end - start - 1))
 
 
 def _own_descriptors(stdin: int | None, keep: tuple[int, ...]) -> None:
