@@ -83,6 +83,9 @@ def check_effect(name: str, policy: str, input_json: str | None, argv: list[str]
                  probe: str | None = None) -> EffectRequest:
     """Validate a step run's own arguments: bad input is exit 2 whatever the claim's state."""
     validate_step(name, policy)
+    if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
+        raise UsageError(f"the command must be a list of words, not {argv!r}",
+                         hint='e.g. ["sh", "-c", "echo hi"]; a shell command line goes in `command`')
     if probe is not None and (policy != "unsafe" or not probe.strip()):
         raise UsageError("--probe takes a shell command, and only an unsafe step has an outcome to probe",
                          hint="e.g. --policy unsafe --probe 'curl -fs https://example.invalid/version | grep -q v2'")
@@ -183,8 +186,24 @@ def open_context_session(claims: Claims, ctx: StepContext, indexed: bool = True)
     return session
 
 
+VALUE_KINDS = ("now", "uuid", "random")
+MAX_VALUE_BYTES = 4096  # `assay step value random --bytes` takes 1 to this: a journal entry stays small
+
+
+def check_value(kind: object, n_bytes: object) -> tuple[str, int]:
+    """A value request as the CLI allows it, from whoever asks (the CLI, the desk's socket, `assay mcp`)."""
+    if kind not in VALUE_KINDS:
+        raise UsageError(f"invalid value for KIND: {kind!r} is not one of 'now', 'uuid', 'random'",
+                         hint="assay step value now|uuid|random [--bytes N]")
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or not 1 <= n_bytes <= MAX_VALUE_BYTES:
+        raise UsageError(f"invalid value for --bytes: {n_bytes!r} is not in the range 1<=x<={MAX_VALUE_BYTES}",
+                         hint="e.g. assay step value random --bytes 32")
+    return str(kind), n_bytes
+
+
 def recorded_value(session: Session, kind: str, n_bytes: int) -> str:
     """A clock (`now`), `uuid` or `random` value of `n_bytes` (hex), recorded: a replayed run gets the same."""
+    kind, n_bytes = check_value(kind, n_bytes)
     if kind == "now":
         value = f"{session.now():.6f}"
     elif kind == "uuid":
