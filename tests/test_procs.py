@@ -108,6 +108,27 @@ def test_a_direct_step_run_killed_takes_its_grandchild_with_it(forge: Forge, cla
     effect.assert_gone()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_direct_step_run_stopped_stops_its_grandchild(sig: int, forge: Forge, claims: Claims,
+                                                         tmp_path: Path) -> None:
+    """SIGTERM (timeout, systemctl, a cancelled job) and Ctrl-C stop the whole tree before the end is journaled."""
+    claims.claim("alpha", "d")
+    effect = Effect(tmp_path)
+    env = {**os.environ, "ASSAY_FORGE": forge.url, "ASSAY_BRIEF": "alpha", "ASSAY_DESK": "d", "ASSAY_EPOCH": "1",
+           "ASSAY_RUN": "r1"}
+    owner = subprocess.Popen([sys.executable, "-m", "assay", "step", "run", "--name", "deploy", "--", "sh", "-c",
+                              effect.command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    with killed_after(owner):
+        await_true(effect.started, "the deploy never started")
+        owner.send_signal(sig)
+        _, err = owner.communicate(timeout=30)
+    assert effect.left() == [] and "Traceback" not in err.decode()  # gone by the time the owner exits
+    assert "done" not in effect.log.read_text()
+    journaled = [e["kind"] for e in entries(forge.path, "alpha") if e.get("step") == "deploy"]
+    assert journaled == ["intent", "outcome_unknown"]  # an unsafe step stopped midway: its outcome is not known
+
+
 def scripted_desk(forge: Forge, tmp_path: Path, effect: Effect) -> subprocess.Popen[bytes]:
     step = f"run {sys.executable} -m assay step run --name deploy -- sh -c '{effect.command}'"
     spec = DESK.format(name="d", attempts=2).replace("ASSAY_EFFECTS_LOG]", "ASSAY_EFFECTS_LOG, PYTHONPATH]")

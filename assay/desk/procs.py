@@ -91,6 +91,9 @@ class Group:
         return self.exit_code
 
     def _parse(self, words: list[str]) -> int:
+        if words == ["S"]:
+            self.failed = "stopped before it started"
+            return -1
         if words[:1] == ["E"] and len(words) == 2:
             self.failed = f"cannot run {self.argv[0]}: {os.strerror(int(words[1]))}"
             return 127
@@ -196,6 +199,9 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     for sig in (*_QUIT, signal.SIGCHLD):
         signal.signal(sig, _noop)
     signal.set_wakeup_fd(wake_w)  # each signal's number arrives on wake_r: select wakes for children and quits
+    if select.select([ctl_r], [], [], 0)[0]:  # the owner died or asked for a stop before the command started
+        _report(st_w, "S")  # then it is not started at all (a pipe read has no race with the owner's death)
+        return
     child, failed = _spawn(argv, cwd, env, stdin, out_w, libc)
     os.close(out_w)
     if failed:
