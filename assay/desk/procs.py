@@ -115,6 +115,11 @@ def start(argv: list[str], cwd: str | os.PathLike[str] | None = None, env: dict[
           grace_s: float = STOP_GRACE_S) -> Group:
     """Start `argv` under a keeper (stdin: that descriptor, else the null device); its output on one pipe."""
     libc = _libc()
+    if stdin is not None:
+        try:
+            os.fstat(stdin)
+        except OSError:
+            stdin = None  # closed here: the command reads the null device
     out_r, out_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
     st_r, st_w = os.pipe()
@@ -196,6 +201,7 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     _own_descriptors(stdin, (out_w, ctl_r, st_w))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # whatever the forking thread blocked: the command gets none
     for sig in (*_QUIT, signal.SIGCHLD):
         signal.signal(sig, _noop)
     signal.set_wakeup_fd(wake_w)  # each signal's number arrives on wake_r: select wakes for children and quits
