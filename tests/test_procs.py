@@ -55,6 +55,13 @@ def with_env(value: str, words: tuple[str, ...]) -> list[int]:
     return found
 
 
+def parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def await_true(check: object, what: str, deadline_s: float = 60) -> None:
     deadline = time.monotonic() + deadline_s
     while not check():  # type: ignore[operator]
@@ -175,7 +182,8 @@ def test_an_mcp_step_outlives_no_killed_server(forge: Forge, tmp_path: Path) -> 
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     with killed_after(desk):
         await_true(effect.started, "the deploy never started")
-        servers = [p for p in with_env(str(tmp_path / "effects.log"), ("mcp",)) if p != desk.pid]
+        found = with_env(str(tmp_path / "effects.log"), ("mcp",))
+        servers = [p for p in found if p != desk.pid and parent(p) not in found]  # not a fork of the server
         assert servers, "`assay mcp` is not found"
         for pid in servers:
             os.kill(pid, signal.SIGKILL)  # the owner of the step's command
@@ -234,3 +242,20 @@ def test_a_descendant_that_left_the_group_is_killed_too(tmp_path: Path) -> None:
         group.kill()
     assert group.finish() == -signal.SIGKILL
     assert marked(sleep) == []
+
+
+def test_a_command_is_found_on_its_own_path_and_runs_in_its_folder(tmp_path: Path) -> None:
+    """As exec would: the PATH searched is the command's environment's; a relative command is the folder's."""
+    tool = tmp_path / "bin" / "only-here"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\npwd\n")
+    tool.chmod(0o755)
+    (tmp_path / "local.sh").write_text("#!/bin/sh\necho local\n")
+    (tmp_path / "local.sh").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tool.parent}:/usr/bin:/bin"}
+    assert procs.run(["only-here"], cwd=tmp_path, env=env) == (0, f"{tmp_path}\n".encode())
+    assert procs.run(["./local.sh"], cwd=tmp_path) == (0, b"local\n")
+    code, said = procs.run(["only-here"])  # not on this process's own PATH
+    assert code == 127 and said == b"cannot run only-here: No such file or directory"
+    code, said = procs.run(["true"], cwd=tmp_path / "missing")
+    assert code == 127 and said.startswith(b"cannot run true: No such file or directory")

@@ -17,8 +17,10 @@ the command's exit code on the status pipe and exits. With `wait_all` (a step) t
 the command started has ended on its own; without (an inspection: a hook, probe or verify row, which must
 answer promptly) the direct child's exit ends the rest.
 
-The keeper is forked, not executed: a step on the fast path pays for one fork, not an interpreter's start.
-It uses only the `os` level between fork and exit, so forking from a threaded owner is safe.
+The keeper is forked, not executed (a step on the fast path pays for one fork, not an interpreter's start),
+and it starts the command with posix_spawn. It makes only `os` calls, so forking from a threaded owner is
+safe. The one death it cannot outlive is its own SIGKILL: it is named `assay-keeper` in `ps`, in a session
+of its own, so a kill aimed at its owner (by pid, group or command line) does not reach it.
 """
 
 from __future__ import annotations
@@ -197,7 +199,6 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     os.setsid()  # out of the owner's group and session: a kill of the owner's group leaves the keeper to clean up
     if libc is not None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
-        _retitle(libc, b"assay-keeper")
     _own_descriptors(stdin, (out_w, ctl_r, st_w))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -208,8 +209,10 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     if select.select([ctl_r], [], [], 0)[0]:  # the owner died or asked for a stop before the command started
         _report(st_w, "S")  # then it is not started at all (a pipe read has no race with the owner's death)
         return
-    child, failed = _spawn(argv, cwd, env, stdin, out_w, libc)
+    child, failed = _spawn(argv, cwd, env, stdin, out_w)
     os.close(out_w)
+    if libc is not None:
+        _retitle(libc, b"assay-keeper")  # after the start: the command does not wait for it
     if failed:
         _report(st_w, f"E {failed}")
         return
@@ -250,44 +253,26 @@ def _own_descriptors(stdin: int | None, keep: tuple[int, ...]) -> None:
 
 
 def _spawn(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, str] | None, stdin: int | None,
-           out_w: int, libc: Any) -> tuple[int, int]:
-    """Fork and exec the command in a group of its own; (its pid, 0) or (0, the errno it failed with)."""
-    err_r, err_w = os.pipe()  # closed on exec; else it carries the errno
-    keeper = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setpgid(0, 0)
-            if libc is not None:
-                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper SIGKILLed: at least this one goes
-            if os.getppid() != keeper:
-                os._exit(137)  # the keeper died before the death signal was armed
-            for sig in _RESET:
-                signal.signal(sig, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            os.dup2(stdin if stdin is not None else os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(out_w, 1)
-            os.dup2(out_w, 2)
-            if cwd is not None:
-                os.chdir(cwd)
-            os.execvpe(argv[0], argv, os.environ if env is None else env)
-        except OSError as exc:
-            os.write(err_w, str(exc.errno or 2).encode())
-        finally:
-            os._exit(127)
+           out_w: int) -> tuple[int, int]:
+    """Start the command in a group of its own (posix_spawn: no copy of this interpreter to fault in, which a
+    fork would make); (its pid, 0) or (0, the errno it failed with). Its PATH is searched, as exec does."""
+    environ = os.environ if env is None else env
+    actions: list[tuple[int, int, int]] = [(os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, out_w, 2)]
+    if stdin is not None:
+        actions.insert(0, (os.POSIX_SPAWN_DUP2, stdin, 0))  # else 0 is the null device already
+    found = errno_enoent = 2
     try:
-        os.setpgid(pid, pid)  # also here: whichever of the two runs first, the group exists before any signal
-    except OSError:
-        pass
-    os.close(err_w)
-    said = b""
-    while chunk := _read(err_r):
-        said += chunk
-    os.close(err_r)
-    if said:
-        os.waitpid(pid, 0)
-        return 0, int(said)
-    return pid, 0
+        if cwd is not None:
+            os.chdir(cwd)  # the keeper's own: a relative command is found where the command runs
+        paths = [argv[0]] if "/" in argv[0] else [os.path.join(d, argv[0]) for d in os.get_exec_path(environ)]
+        for path in paths:
+            try:
+                return os.posix_spawn(path, argv, environ, file_actions=actions, setpgroup=0, setsigdef=_RESET), 0
+            except OSError as exc:
+                found = found if exc.errno in (errno_enoent, 20) else exc.errno or found  # ENOENT, ENOTDIR: go on
+    except OSError as exc:
+        return 0, exc.errno or errno_enoent
+    return 0, found
 
 
 def _watch(child: int, ctl_r: int, wake_r: int, wait_all: bool, timeout_s: float | None,
