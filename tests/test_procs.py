@@ -22,6 +22,7 @@ from assay.core.claims import Claims
 from assay.desk import effects, procs, stepclient
 from tests.conftest import REPO, Forge, assay
 from tests.helpers.desks import DESK, brief, desk_env, publish
+from tests.helpers.procs import state
 from tests.journal_check import entries
 
 DEADLINE_S = 10  # how long the killed tree may take to be gone
@@ -171,7 +172,8 @@ env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG, PYTHONPATH]
 """
 
 
-def test_an_mcp_step_outlives_no_killed_server(forge: Forge, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_an_mcp_step_outlives_no_killed_server(sig: int, forge: Forge, tmp_path: Path) -> None:
     effect = Effect(tmp_path)
     calls = [{"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "command": effect.command}}]
     publish(forge, {"desks/mcp.yaml": MCP_DESK,
@@ -186,7 +188,9 @@ def test_an_mcp_step_outlives_no_killed_server(forge: Forge, tmp_path: Path) -> 
         servers = [p for p in found if p != desk.pid and parent(p) not in found]  # not a fork of the server
         assert servers, "`assay mcp` is not found"
         for pid in servers:
-            os.kill(pid, signal.SIGKILL)  # the owner of the step's command
+            os.kill(pid, sig)  # the owner of the step's command
+        await_true(lambda: not [p for p in servers if Path(f"/proc/{p}").exists() and state(p) != "Z"],
+                   "the server did not end")
         os.killpg(desk.pid, signal.SIGKILL)
         desk.wait()
     effect.assert_gone()
