@@ -172,7 +172,7 @@ env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG, PYTHONPATH]
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])  # SIGINT: a handled signal
 def test_an_mcp_step_outlives_no_killed_server(sig: int, forge: Forge, tmp_path: Path) -> None:
     effect = Effect(tmp_path)
     calls = [{"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "command": effect.command}}]

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from assay.core.recordtype import dataclass
+from assay.desk import procs
 from assay.desk.stepclient import DESK_GONE, _Lines, _run
 
 SERVER_NAME = "assay"
@@ -257,7 +259,8 @@ def serve() -> None:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            text, structured = await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}))
+            text, structured = await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}),
+                                                              abandon_on_cancel=True)  # serve() ends its command
         except ToolError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
@@ -285,7 +288,19 @@ def serve() -> None:
                 await server.run(checked, write, server.create_initialization_options())
                 tasks.cancel_scope.cancel()
 
-    anyio.run(main)
+    def end(signum: int, frame: object) -> None:
+        """A stop signal ends the server at once: its steps' commands first (the SDK's threads would hold
+        the exit until their reads and calls return)."""
+        procs.kill_all(wait_s=5.0)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # one ignored on purpose (nohup) stays so
+            signal.signal(sig, end)
+    try:
+        anyio.run(main)
+    finally:  # its stdin closed: no step's command outlives the server
+        procs.kill_all()
 
 
 def _bad_line(exc: Exception) -> Any:

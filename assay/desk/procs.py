@@ -41,6 +41,20 @@ _RESET = (signal.SIGPIPE, signal.SIGXFSZ, *_QUIT, signal.SIGCHLD)  # what a Pyth
 _GENTLY = {b"t": signal.SIGTERM, b"i": signal.SIGINT}
 
 
+_LIVE: set[Group] = set()  # the groups this process started and has not seen end (`kill_all`)
+
+
+def kill_all(wait_s: float = 0.0) -> None:
+    """SIGKILL every tree this process still keeps (a process ending on a signal it handles, whose threads
+    would otherwise wait for their commands), and give the threads that wait on them up to `wait_s` to see
+    each one gone."""
+    for group in list(_LIVE):
+        group.kill()
+    deadline = time.monotonic() + wait_s
+    while _LIVE and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class Group:
     """A command running under its keeper. `output` is the read end of its stdout and stderr."""
 
@@ -89,6 +103,7 @@ class Group:
         os.close(self._status)
         self.kill()
         os.waitpid(self.keeper, 0)
+        _LIVE.discard(self)
         self.exit_code = self._parse(said.decode("ascii", "replace").split())
         return self.exit_code
 
@@ -139,7 +154,9 @@ def start(argv: list[str], cwd: str | os.PathLike[str] | None = None, env: dict[
             os._exit(code)
     for fd in (out_w, ctl_r, st_w):
         os.close(fd)
-    return Group(argv, pid, out_r, ctl_w, st_r)
+    group = Group(argv, pid, out_r, ctl_w, st_r)
+    _LIVE.add(group)
+    return group
 
 
 def run(argv: list[str], cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
