@@ -31,7 +31,7 @@ LAYERS = (
     Layer("one brief", ("desk.work",), "branch, review, agent, push, verify, ready: durable steps"),
     Layer("desk parts", ("desk.agent", "desk.stepserver", "desk.verify", "desk.queue", "desk.effects",
                          "desk.stepclient", "desk.sessions", "desk.events", "desk.mcpserver", "desk.isolation",
-                         "desk.limits"),
+                         "desk.limits", "desk.procs"),
           "the agent process, its step server and client, verify rows, the queue, `assay step run`, events"),
     Layer("observers", ("observe",), "the sweep, the board and the audit: read the whole forge"),
     Layer("verbs", ("core.steps", "core.custody", "core.retire", "core.signals"),

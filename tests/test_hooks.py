@@ -79,3 +79,16 @@ def test_hooks_are_checked_with_their_line() -> None:
     _, problems = check_desk(text, "desks/gated.yaml")
     assert problems and "`hooks` must map before_step and after_step" in str(problems[0])
     assert "desks/gated.yaml:" in str(problems[0])
+
+
+def test_a_hook_that_leaves_a_background_process_ends_with_its_command(forge: Forge, tmp_path: Path) -> None:
+    """`sleep N & echo gate-ok`: the hook has answered when its shell exits; the sleep is killed with it, and
+    the step does not wait out the inspection's time limit."""
+    sleep = f"sleep 100003.{os.getpid() % 1000:03d}"
+    gated(forge, {"before_step": f"{sleep} & echo gate-ok", "after_step": f"{sleep} & echo gate-ok"})
+    started = time.monotonic()
+    run = run_desk(forge, "gated", tmp_path)
+    assert run.code == 0 and "review ready" in run.out, run.out + run.err
+    assert time.monotonic() - started < 60  # each hook would have waited 300 s for the sleep's end of output
+    assert [(e["kind"], e.get("status")) for e in deploy_entries(forge)] == [("intent", None), ("result", "completed")]
+    assert subprocess.run(["pgrep", "-f", sleep], capture_output=True).stdout == b""  # nothing of them is left

@@ -178,7 +178,8 @@ def test_a_step_run_by_an_isolated_agent_names_its_client_by_the_desks_pid(work:
     """The step's intent names the life that runs its effect: the client's pid as the desk sees it (the kernel
     translates SO_PEERCRED), not the small pid the client has inside the agent's namespace."""
     inner, stat = tmp_path / "inner.pid", tmp_path / "client.stat"
-    command = f"sh -c 'echo $PPID > {inner}; cat /proc/$PPID/stat > {stat}'"  # $PPID: the step's client
+    # the command's parent is the client's keeper (procs.py): the client is the keeper's parent
+    command = f"sh -c 'c=$(cut -d\" \" -f4 /proc/$PPID/stat); echo $c > {inner}; cat /proc/$c/stat > {stat}'"
     publish(work, {"briefs/st.md": brief("St", [f"run {sys.executable} -m assay step run --name probe -- {command}",
                                                 "write ok.txt ok"], "test -f ok.txt")})
     run = subprocess.run([sys.executable, "-m", "assay", "desk", "run", "builder", "--once", "--forge", work.url],

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -13,8 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
+from assay.desk.effects import check_effect, check_value
+from assay.errors import UsageError
 from tests.conftest import REPO, Forge, assay, git
 from tests.helpers.desks import publish
 
@@ -159,3 +165,85 @@ def test_settling_an_unknown_outcome_through_the_tool(forge: Forge, tmp_path: Pa
         port.close()
     said = [e for e in entries if "it is live" in json.dumps(e.data)]
     assert len(said) == 1 and said[0].run.startswith(run2[0]["run"] or "-")  # journaled by the agent's run
+
+
+JUNK: list[tuple[str, dict[str, Any], str]] = [  # (tool, arguments, the words the error must hold)
+    ("value", {"kind": "random", "bytes": 5_000_000}, "invalid value for `bytes`: 5000000 is not in the range "
+                                                      "1<=x<=4096"),
+    ("value", {"kind": "random", "bytes": 1_000_000_000}, "is not in the range 1<=x<=4096"),
+    ("value", {"kind": "random", "bytes": "abc"}, "invalid value for `bytes`: 'abc' is not a whole number"),
+    ("value", {"kind": "bad"}, "invalid value for `kind`: 'bad' is not one of 'now', 'uuid', 'random'"),
+    ("value", {}, "missing argument `kind`"),
+    ("step_run", {"name": "hi", "argv": "echo hi"}, "invalid value for `argv`: 'echo hi' is not a list"),
+    ("step_run", {"name": "hi", "argv": ["echo", 1]}, "invalid value for `argv.1`: 1 is not a string"),
+    ("step_run", {"name": "hi", "command": "echo hi", "shell": True}, "no such argument: `shell`"),
+    ("journal", {"last": -1}, "invalid value for `last`: -1 is not in the range 0<=x<="),
+]
+
+
+def test_tool_arguments_outside_the_schema_are_refused_in_the_clis_words(forge: Forge, tmp_path: Path) -> None:
+    calls = [{"tool": tool, "arguments": arguments} for tool, arguments, _ in JUNK]
+    calls.append({"tool": "value", "arguments": {"kind": "random", "bytes": 4}})  # the server still serves
+    publish(forge, {"desks/mcp.yaml": DESK, "briefs/ship.md": brief(calls)})
+    env = {"ASSAY_FORGE": forge.url, "ASSAY_EFFECTS_LOG": str(tmp_path / "effects.log"),
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
+    run = assay("desk", "run", "mcp", "--once", env=env, timeout=180)
+    assert run.code == 0, run.out + run.err
+    said = [r for r in results(tmp_path / "effects.log") if r["tool"] not in ("list_tools", "brief")]
+    assert len(said) == len(JUNK) + 1, said
+    good = said.pop()
+    for (tool, arguments, words), result in zip(JUNK, said, strict=True):
+        assert (result["tool"], result["arguments"]) == (tool, arguments)
+        assert result["is_error"] and result["text"].startswith("error: ") and words in result["text"], result
+        assert "hint: " in result["text"] and "Traceback" not in result["text"]
+    assert not good["is_error"] and len(good["text"]) == 8  # 4 bytes, hex
+    assert "Traceback" not in run.out + run.err
+    port = ForgeGit(forge.url)
+    try:
+        logged = read_log(port, "ship").entries
+    finally:
+        port.close()
+    values = [(e.data or {}).get("arg") for e in logged if e.kind == "nondeterminism"]
+    assert values == [4] and not [e for e in logged if e.step == "hi"]  # only the good value's; no step ran
+
+
+def test_a_line_that_is_no_json_rpc_message_gets_a_json_rpc_error(tmp_path: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-m", "assay", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert server.stdin is not None and server.stdout is not None
+    out = server.stdout
+
+    def reply() -> Any:
+        ready, _, _ = select.select([out], [], [], 30)
+        assert ready, "no reply"
+        return json.loads(out.readline())
+
+    try:
+        replies = []
+        for line in (b"this is not json\n", b'{"foo": 1}\n', b'[1, 2]\n'):
+            server.stdin.write(line)
+            server.stdin.flush()
+            replies.append(reply())
+        hello = {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        server.stdin.write(json.dumps(hello).encode() + b"\n")
+        server.stdin.flush()
+        answered = reply()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    assert [(r["id"], r["error"]["code"]) for r in replies] == [(None, -32700), (None, -32600), (None, -32600)]
+    assert answered["id"] == 7 and answered["result"]["serverInfo"]["name"] == "assay"  # it serves on
+    assert server.stderr is not None and b"Traceback" not in server.stderr.read()
+
+
+def test_the_desk_holds_a_value_request_to_the_clis_limits_whoever_sends_it() -> None:
+    """The desk's socket is open to anything the agent runs: its own check is the CLI's, not the tool's."""
+    assert check_value("random", 4096) == ("random", 4096)
+    for kind, n_bytes, words in (("random", 1_000_000_000, "1000000000 is not in the range 1<=x<=4096"),
+                                 ("random", "abc", "'abc' is not in the range"), ("random", True, "True is not"),
+                                 ("bad", 16, "'bad' is not one of 'now', 'uuid', 'random'")):
+        with pytest.raises(UsageError, match=re.escape(words)):
+            check_value(kind, n_bytes)
+    with pytest.raises(UsageError, match="the command must be a list of words, not 'echo hi'"):
+        check_effect("hi", "safe", None, "echo hi")  # type: ignore[arg-type]

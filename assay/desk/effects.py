@@ -8,7 +8,7 @@ them. Forge credentials never reach the agent or the commands it runs.
 from __future__ import annotations
 
 import os
-import subprocess
+import signal
 import sys
 import time
 
@@ -18,7 +18,8 @@ from assay.core.envs import scrubbed_env
 from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
 from assay.core.recordtype import dataclass
 from assay.core.steps import Session, canonical, input_sha, validate_step
-from assay.desk.stepclient import TAIL_BYTES, dies_with_parent, relay
+from assay.desk import procs
+from assay.desk.stepclient import TAIL_BYTES, relay
 from assay.errors import Cancelled, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
@@ -82,6 +83,9 @@ def check_effect(name: str, policy: str, input_json: str | None, argv: list[str]
                  probe: str | None = None) -> EffectRequest:
     """Validate a step run's own arguments: bad input is exit 2 whatever the claim's state."""
     validate_step(name, policy)
+    if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
+        raise UsageError(f"the command must be a list of words, not {argv!r}",
+                         hint='e.g. ["sh", "-c", "echo hi"]; a shell command line goes in `command`')
     if probe is not None and (policy != "unsafe" or not probe.strip()):
         raise UsageError("--probe takes a shell command, and only an unsafe step has an outcome to probe",
                          hint="e.g. --policy unsafe --probe 'curl -fs https://example.invalid/version | grep -q v2'")
@@ -117,16 +121,10 @@ def check_settle(name: str, verdict: str, input_json: str | None) -> SettleReque
 
 def inspect(argv: list[str], cwd: str | os.PathLike[str] | None = None,
             env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run an inspection (an outcome probe, or the command given to `assay step settle`): its evidence."""
+    """Run an inspection (an outcome probe, a hook, or the command given to `assay step settle`): its evidence.
+    It has ended when its command exits; anything that command left running is killed then (procs.run)."""
     started = time.monotonic()
-    try:
-        proc = subprocess.run(argv, cwd=cwd, env=scrubbed_env() if env is None else env, capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S)
-        code, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, output = -1, (exc.stdout or b"") + b"\n(timed out)"
-    except OSError as exc:
-        code, output = 127, f"cannot run {argv[0]}: {exc.strerror}".encode()
+    code, output = procs.run(argv, cwd, scrubbed_env() if env is None else env, timeout_s=PROBE_TIMEOUT_S)
     return {"command": argv, "exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
             "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
 
@@ -188,8 +186,24 @@ def open_context_session(claims: Claims, ctx: StepContext, indexed: bool = True)
     return session
 
 
+VALUE_KINDS = ("now", "uuid", "random")
+MAX_VALUE_BYTES = 4096  # `assay step value random --bytes` takes 1 to this: a journal entry stays small
+
+
+def check_value(kind: object, n_bytes: object) -> tuple[str, int]:
+    """A value request as the CLI allows it, from whoever asks (the CLI, the desk's socket, `assay mcp`)."""
+    if kind not in VALUE_KINDS:
+        raise UsageError(f"invalid value for KIND: {kind!r} is not one of 'now', 'uuid', 'random'",
+                         hint="assay step value now|uuid|random [--bytes N]")
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or not 1 <= n_bytes <= MAX_VALUE_BYTES:
+        raise UsageError(f"invalid value for --bytes: {n_bytes!r} is not in the range 1<=x<={MAX_VALUE_BYTES}",
+                         hint="e.g. assay step value random --bytes 32")
+    return str(kind), n_bytes
+
+
 def recorded_value(session: Session, kind: str, n_bytes: int) -> str:
     """A clock (`now`), `uuid` or `random` value of `n_bytes` (hex), recorded: a replayed run gets the same."""
+    kind, n_bytes = check_value(kind, n_bytes)
     if kind == "now":
         value = f"{session.now():.6f}"
     elif kind == "uuid":
@@ -229,17 +243,17 @@ def _run_command(argv: list[str], key: str) -> dict[str, Any]:
     env = scrubbed_env()
     env["ASSAY_IDEMPOTENCY_KEY"] = key
     started = time.monotonic()
-    try:  # dying with this process: nothing runs on with nobody left to journal its end
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                preexec_fn=dies_with_parent())
-    except OSError as exc:
-        return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
+    # under a keeper: the command and all it starts die with this process, so nothing runs on with nobody
+    # left to journal its end; it reads this process's stdin, as it would run in this shell
+    group = procs.start(argv, env=env, stdin=0)
     try:
-        code, tail, _ = relay(proc)
-    except (KeyboardInterrupt, Cancelled):
-        proc.terminate()
-        proc.wait()
+        code, tail, _ = relay(group)
+    except (KeyboardInterrupt, Cancelled) as stop:
+        group.stop(signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM)
+        group.finish()  # ended when all of it has: what the journal says next is then true
         raise
+    finally:
+        group.kill()
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail}
 
 

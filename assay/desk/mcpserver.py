@@ -4,8 +4,10 @@ The agent starts it (its desk preset registers it); it talks to the desk over th
 fast path (`ASSAY_SOCKET`), so it holds no forge credentials and makes no fetch per call. The replay rules are
 the CLI's, because the desk applies them: a call is matched by name, input and ordinal in the run; an
 interrupted unsafe call is refused once with the same words; a deliberate second call runs. A step's command
-runs here, in the agent's working directory, in a process group of its own that dies with this server, and the
-desk going away stops it (as `assay step run` does). Errors come back as tool errors with the CLI's words.
+runs here, in the agent's working directory, under a keeper that kills all it started when this server dies
+(procs.py), and the desk going away stops it (as `assay step run` does). Arguments are checked against the
+tool's schema first; errors come back as tool errors with the CLI's words, and a line that is no JSON-RPC
+message gets JSON-RPC's error.
 
 `TOOLS` is the one place each tool's name, description and input schema are written: the server lists them,
 and `docgen` writes the table in docs/agents.md from them.
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from assay.core.recordtype import dataclass
+from assay.desk import procs
 from assay.desk.stepclient import DESK_GONE, _Lines, _run
 
 SERVER_NAME = "assay"
@@ -165,10 +169,44 @@ def _step(arguments: dict[str, Any]) -> dict[str, Any]:
             "duration_ms": int(result.get("duration_ms", 0))}
 
 
+def check(tool: Tool, arguments: dict[str, Any]) -> None:
+    """The arguments against the tool's own schema (the CLI's limits: `bytes` 1 to 4096, `kind` one of three, a
+    command as words is a list of strings); a ToolError in the CLI's words for the first that does not fit."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    error = best_match(Draft202012Validator(tool.schema).iter_errors(arguments))
+    if error is None:
+        return
+    where = ".".join(str(p) for p in error.absolute_path)
+    rule, value = error.validator, error.instance
+    if rule == "required":
+        missing = next(k for k in tool.schema.get("required", []) if k not in arguments)
+        problem = f"missing argument `{missing}`"
+    elif rule == "additionalProperties":
+        extra = sorted(set(arguments) - set(tool.schema.get("properties", {})))
+        problem = f"no such argument: `{extra[0]}`"
+    elif rule == "enum":
+        problem = f"invalid value for `{where}`: {value!r} is not one of " + ", ".join(map(repr, error.validator_value))
+    elif rule in ("minimum", "maximum"):
+        limits = error.schema
+        problem = f"invalid value for `{where}`: {value!r} is not in the range {limits.get('minimum', '')}<=x<=" \
+                  f"{limits.get('maximum', '')}"
+    elif rule == "type":
+        wanted = {"integer": "a whole number", "string": "a string", "array": "a list", "boolean": "true or false",
+                  "object": "an object"}.get(str(error.validator_value), str(error.validator_value))
+        problem = f"invalid value for `{where or 'arguments'}`: {value!r} is not {wanted}"
+    else:
+        problem = f"invalid value for `{where or 'arguments'}`: {error.message}"
+    raise _cli_error(problem, f"`{tool.name}` takes {tool.arguments} (* required)")
+
+
 def call(name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-    """Run tool `name`: the text the agent reads, and the structured result. ToolError for a failure."""
+    """Run tool `name`: the text the agent reads, and the structured result. ToolError for a failure, and for
+    arguments its schema does not allow (nothing is asked of the desk then)."""
     if name not in BY_NAME:
         raise _cli_error(f"no tool named {name!r}", "tools: " + ", ".join(BY_NAME))
+    check(BY_NAME[name], arguments)
     if name == "step_run":
         done = _step(arguments)
         said = ("" if done["ran"] else f"assay: step {arguments.get('name')!r} already completed (exit "
@@ -221,7 +259,8 @@ def serve() -> None:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            text, structured = await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}))
+            text, structured = await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}),
+                                                              abandon_on_cancel=True)  # serve() ends its command
         except ToolError as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
@@ -233,9 +272,46 @@ def serve() -> None:
 
     async def main() -> None:
         async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            checked_send, checked = anyio.create_memory_object_stream[Any](0)
 
-    anyio.run(main)
+            async def answer_bad_lines() -> None:
+                """A line that is no JSON-RPC message gets JSON-RPC's error (the SDK drops it unanswered)."""
+                async with checked_send:
+                    async for item in read:
+                        if isinstance(item, Exception):
+                            await write.send(_bad_line(item))
+                        else:
+                            await checked_send.send(item)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(answer_bad_lines)
+                await server.run(checked, write, server.create_initialization_options())
+                tasks.cancel_scope.cancel()
+
+    def end(signum: int, frame: object) -> None:
+        """A stop signal ends the server at once: its steps' commands first (the SDK's threads would hold
+        the exit until their reads and calls return)."""
+        procs.kill_all(wait_s=5.0)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # one ignored on purpose (nohup) stays so
+            signal.signal(sig, end)
+    try:
+        anyio.run(main)
+    finally:  # its stdin closed: no step's command outlives the server
+        procs.kill_all()
+
+
+def _bad_line(exc: Exception) -> Any:
+    """The JSON-RPC error for a line that is not JSON (-32700) or not a JSON-RPC message (-32600), id null."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    not_json = any(e.get("type") == "json_invalid" for e in getattr(exc, "errors", lambda: [])())
+    error = types.ErrorData(code=-32700, message="Parse error: the line is not JSON") if not_json else \
+        types.ErrorData(code=-32600, message="Invalid Request: the line is not a JSON-RPC 2.0 message")
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
 
 def registration(assay_bin: str) -> str:

@@ -7,8 +7,8 @@ and the full command line takes over, talking to the forge directly.
 A step belongs to its desk's life: while the command runs, the client watches its connection to
 the desk. If the desk goes away (killed with its agent, say, while this process lives on in a
 session of its own, as the agent CLIs start their tool commands), or the desk cancels the step,
-the command's process group is stopped (SIGTERM, then SIGKILL), and the command dies with this
-process if this process is killed. So no effect runs on with nobody left to journal its end.
+the command and everything it started are stopped (SIGTERM, then SIGKILL), and they are killed
+when this process is (procs.py keeps them). So no effect runs on with nobody left to journal its end.
 """
 
 from __future__ import annotations
@@ -17,16 +17,15 @@ import json
 import os
 import selectors
 import signal
-import subprocess
 import sys
 import time
 
 from assay.core.credentials import SECRET_NAMES
+from assay.desk import procs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: 2 ms of an agent's every step
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Callable
     from typing import Any
 
 TAIL_BYTES = 4000
@@ -276,16 +275,9 @@ def _parse_value(args: list[str]) -> dict[str, Any] | None:
 
 
 def _inspect(argv: list[str]) -> dict[str, Any]:
-    """An agent's inspection for `assay step settle`, run here: its evidence."""
+    """An agent's inspection for `assay step settle`, run here: its evidence. Nothing it starts outlives it."""
     started = time.monotonic()
-    try:
-        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=_effect_env(),
-                              timeout=INSPECT_TIMEOUT_S)
-        code, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, output = -1, (exc.stdout or b"") + b"\n(timed out)"
-    except OSError as exc:
-        code, output = 127, f"cannot run {argv[0]}: {exc.strerror}".encode()
+    code, output = procs.run(argv, env=_effect_env(), timeout_s=INSPECT_TIMEOUT_S)
     sys.stdout.buffer.write(output)
     return {"command": argv, "exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
             "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
@@ -306,74 +298,82 @@ def _run(argv: list[str], key: str, desk: _Lines | None = None, echo: bool = Tru
     """Run the effect here, in the agent's process and directory, its output passed through (`echo`; else only
     kept, as the MCP server does: its stdout is the protocol's).
 
-    The command runs in a process group of its own and dies with this process (with this thread, off the main
-    one). SIGTERM or Ctrl-C stops it and returns the exit code to end with (on the main thread, which alone
-    takes signals); so does a cancel from the desk (`desk`), and the desk hanging up returns `DESK_GONE`.
+    The command runs under a keeper (procs.py): it and everything it starts die with this process, and it has
+    ended when all of them have. SIGTERM or Ctrl-C stops them and returns the exit code to end with (on the
+    main thread, which alone takes signals); so does a cancel from the desk (`desk`), and the desk hanging up
+    returns `DESK_GONE`.
     """
     import threading
 
     started = time.monotonic()
     stopped: list[int] = []
-    running: list[subprocess.Popen[bytes]] = []
+    running: list[procs.Group] = []
 
     def stop(signum: int, frame: object) -> None:
         stopped.append(128 + signum)
-        for proc in running:
-            _signal_group(proc, signal.SIGTERM)
+        for group in running:
+            group.stop(signum)
 
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
     try:
-        try:
-            running.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=_effect_env(key), process_group=0,
-                                            preexec_fn=dies_with_parent()))
-        except OSError as exc:
-            return {"exit_code": 127, "duration_ms": 0, "tail": f"cannot run {argv[0]}: {exc.strerror}"}
-        proc = running[0]
+        running.append(procs.start(argv, env=_effect_env(key), grace_s=STOP_GRACE_S))
+        group = running[0]
         if stopped:
-            _signal_group(proc, signal.SIGTERM)
-        code, text, desk_said = relay(proc, desk, echo)
+            group.stop(stopped[0] - 128)
+        code, text, desk_said = relay(group, desk, echo)
         if desk_said is not None:
             stopped.append(DESK_GONE if desk_said == "gone" else 143)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for group in running:
+            group.kill()  # a no-op once it has ended; else (an error here) nothing of it runs on
     if stopped:
         return stopped[0]
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": text}
 
 
-def relay(proc: subprocess.Popen[bytes], desk: _Lines | None = None,
-          echo: bool = True) -> tuple[int, str, str | None]:
-    """Pass a command's output through as it comes; its exit code, the last `TAIL_BYTES` of output, and, when
-    the desk hung up ("gone") or cancelled the step ("cancel") meanwhile, that (the command was stopped)."""
-    out = proc.stdout
-    assert out is not None
+def relay(group: procs.Group, desk: _Lines | None = None, echo: bool = True) -> tuple[int, str, str | None]:
+    """Pass a command's output through as it comes; its exit code once every process of it has ended, the last
+    `TAIL_BYTES` of output, and, when the desk hung up ("gone") or cancelled the step ("cancel") meanwhile, that
+    (the command was stopped)."""
     tail = bytearray()
     said: str | None = None
-    with selectors.DefaultSelector() as watch:
-        watch.register(out, selectors.EVENT_READ, "out")
-        if desk is not None:
-            watch.register(desk.conn, selectors.EVENT_READ, "desk")
-        while True:
-            events = [("desk", None)] if desk is not None and desk.ready() else watch.select()
-            for what, _ in events:
-                name = what if isinstance(what, str) else what.data
-                if name == "out":
-                    chunk = os.read(out.fileno(), 65536)
-                    if not chunk:
-                        return proc.wait(), tail.decode("utf-8", "replace"), said
-                    if echo:
-                        sys.stdout.buffer.write(chunk)
-                        sys.stdout.buffer.flush()
-                    tail += chunk
-                    del tail[:-TAIL_BYTES]
-                elif desk is not None and said is None:
-                    said = _desk_says(desk)
-                    if said is not None:
-                        watch.unregister(desk.conn)
-                        _stop(proc)
+
+    def take() -> bool:
+        chunk = os.read(group.output, 65536)
+        if echo:
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        tail.extend(chunk)
+        del tail[:-TAIL_BYTES]
+        return bool(chunk)
+
+    try:
+        with selectors.DefaultSelector() as watch:
+            watch.register(group.output, selectors.EVENT_READ, "out")
+            watch.register(group.status_fd, selectors.EVENT_READ, "ended")
+            if desk is not None:
+                watch.register(desk.conn, selectors.EVENT_READ, "desk")
+            while True:
+                events = [("desk", None)] if desk is not None and desk.ready() else watch.select()
+                for what, _ in events:
+                    name = what if isinstance(what, str) else what.data
+                    if name == "out" and not take():
+                        watch.unregister(group.output)
+                    elif name == "ended":  # nothing of it is left, so what it wrote is all in the pipe
+                        while take():
+                            pass
+                        code = group.finish()
+                        return code, group.failed or tail.decode("utf-8", "replace"), said
+                    elif name == "desk" and desk is not None and said is None:
+                        said = _desk_says(desk)
+                        if said is not None:
+                            watch.unregister(desk.conn)
+                            group.stop()  # what is left of its output is still relayed until it has ended
+    finally:
+        group.close_output()
 
 
 def _desk_says(desk: _Lines) -> str | None:
@@ -390,35 +390,4 @@ def _desk_says(desk: _Lines) -> str | None:
         return None
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's process group, and SIGKILL it if it is still there after `STOP_GRACE_S`."""
-    _signal_group(proc, signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-    # what is left of its output is still relayed until its pipe closes
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except OSError:
-        try:
-            proc.send_signal(sig)
-        except OSError:
-            pass
-
-
-def dies_with_parent() -> Callable[[], None] | None:
-    """A preexec function making the command die with this process (Linux's parent-death signal)."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def set_pdeathsig() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    return set_pdeathsig
+dies_with_parent = procs.dies_with_parent  # the agent's process (agent.py) dies with its desk

@@ -48,7 +48,7 @@ from assay.core.claims import Claims
 from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
 from assay.core.steps import Session, open_session
-from assay.desk.effects import check_effect, check_settle
+from assay.desk.effects import check_effect, check_settle, check_value
 from assay.errors import AssayError, Cancelled
 
 if TYPE_CHECKING:
@@ -320,13 +320,13 @@ class StepServer:
         session = self._open()
         op = request.get("op")
         if op == "value":
-            kind = request.get("kind")
+            kind, n_bytes = check_value(request.get("kind"), request.get("bytes", 16))  # before anything is journaled
             if kind == "now":
                 value: Any = f"{session.now():.6f}"
             elif kind == "uuid":
                 value = session.uuid()
             else:
-                value = session.random_bytes(int(request.get("bytes", 16))).hex()
+                value = session.random_bytes(n_bytes).hex()
             session.flush()  # recorded before it is used: a replay must get this very value
             return {"do": "return", "value": value}
         if op == "settle":
@@ -335,7 +335,7 @@ class StepServer:
                                    evidence=dict(request.get("evidence") or {}), sha=settle.sha)
             return {"do": "return", "settled": {"seq": entry.seq, "intent": entry.intent, "verdict": settle.verdict}}
         effect = check_effect(str(request.get("name", "")), str(request.get("policy", "unsafe")),
-                              request.get("input"), list(request.get("argv") or []), bool(request.get("fresh")),
+                              request.get("input"), request.get("argv") or [], bool(request.get("fresh")),
                               request.get("probe"))
         ran: list[bool] = []
 

@@ -7,10 +7,6 @@ judged is exactly what was pushed, by the rows the branch cannot edit.
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,40 +15,20 @@ from assay.core.briefs import DEFAULT_VERIFY_TIMEOUT_S, Brief, VerifyRow, brief_
 from assay.core.envs import scrubbed_env
 from assay.core.git import ForgeGit
 from assay.core.steps import Session
-from assay.desk import isolation
+from assay.desk import isolation, procs
 from assay.errors import UsageError
 
 TAIL_BYTES = 1000
-READ_GRACE_S = 5.0  # after a row's group is killed, how long its output may take to drain
 
 
 def run_row(row: VerifyRow, cwd: Path, timeout_s: int, env: dict[str, str]) -> dict[str, Any]:
     """Run one verify row in `cwd`: its evidence (exit code, output digest and tail, duration).
 
-    The row runs in a process group of its own, killed whole when the row ends or times out: nothing it started
-    lives on, and a background child holding its output open does not hold the verdict up."""
+    The row runs under a keeper (procs.run), killed whole when the row's command ends or times out: nothing it
+    started lives on, and a background child holding its output open does not hold the verdict up."""
     started = time.monotonic()
     argv = [*isolation.prefix(), "/bin/sh", "-c", row.run]  # the branch's code: it may not see the desk's /proc
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    out = proc.stdout
-    assert out is not None
-    chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(out.fileno(), 65536), b"")),
-                              daemon=True)
-    reader.start()
-    try:
-        code = proc.wait(timeout=min(row.timeout_s, timeout_s))
-    except subprocess.TimeoutExpired:
-        code = -1
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # what is left of the row: background children, or all of it
-        except OSError:
-            pass
-        proc.wait()
-        reader.join(timeout=READ_GRACE_S)
-    output = b"".join(chunks) + (b"\n(timed out)" if code == -1 else b"")
+    code, output = procs.run(argv, cwd, env, timeout_s=min(row.timeout_s, timeout_s))
     return {"row": row.id, "command": row.run, "exit_code": code, "expect_exit": row.expect_exit,
             "passed": code == row.expect_exit, "duration_ms": int((time.monotonic() - started) * 1000),
             "output_sha256": hashlib.sha256(output).hexdigest(),
