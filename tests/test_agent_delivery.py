@@ -23,11 +23,11 @@ from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer, Reply, Request, json_reply
 from tests.conftest import Forge, assay, audit_failures, git
 from tests.helpers.aider import AIDER, MODEL, model_metadata
+from tests.helpers.clidesks import AGENTS, TIMEOUT, finish, project
+from tests.helpers.clidesks import desk as launch
+from tests.helpers.clidesks import desk_env as clis_env
 from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
-from tests.test_agent_desks import AGENTS, TIMEOUT, finish, project
-from tests.test_agent_desks import desk as launch
-from tests.test_agent_desks import desk_env as clis_env
 
 DESK = """name: {name}
 takes:

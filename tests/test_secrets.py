@@ -110,8 +110,8 @@ def test_a_desk_resuming_a_planted_checkpoint_refuses_its_session_id_and_starts_
 
     from tests.helpers.desks import publish, run_desk
     from tests.helpers.fastimport import commit, fast_import
+    from tests.helpers.sessiondesks import AGENT, BRIEF, DESK
     from tests.journal_check import entries
-    from tests.test_sessions import AGENT, BRIEF, DESK
 
     publish(forge, {"desks/talker.yaml": DESK.format(agent=AGENT), "briefs/talk.md": BRIEF.format(check="true")})
     home = tmp_path / "home"

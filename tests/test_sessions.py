@@ -11,32 +11,8 @@ from assay.core.records import JournalEntry
 from assay.desk import sessions
 from tests.conftest import Forge, assay
 from tests.helpers.desks import publish, run_desk
+from tests.helpers.sessiondesks import AGENT, BRIEF, DESK
 from tests.journal_check import entries, invariants
-
-AGENT = Path(__file__).parent / "helpers" / "sessionagent.py"
-DESK = """name: talker
-takes:
-  labels: [work]
-agent:
-  command: [python, {agent}, "{{prompt_file}}"]
-  session:
-    new: [--new, "{{session}}"]
-    resume: [--resume, "{{session}}"]
-    file: "{{home}}/t/{{cwd_slug}}/{{session}}.jsonl"
-lease_s: 120
-heartbeat_s: 5
-attempts: 2
-env_allow: [PATH, HOME, SESSION_AGENT_*]
-"""
-BRIEF = """---
-title: Talk
-labels: [work]
-verify:
-  - id: resumed
-    run: "{check}"
----
-Talk.
-"""
 
 
 def _line(*blocks: dict[str, object]) -> bytes:

@@ -165,14 +165,21 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signa
 def init(argv: Sequence[str]) -> int:
     """The first process of the agent's namespace: start the agent, pass signals on to it, reap orphans, and
     return as the agent ends (its exit code, or 128+N for a death by signal N)."""
+    # a signal that comes while the agent starts (the desk's whole group stopped at once) waits for its handler
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     try:
-        agent = os.posix_spawnp(argv[0], list(argv), os.environ,
+        agent = os.posix_spawnp(argv[0], list(argv), os.environ, setsigmask=held,
                                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, *FORWARDED))
     except OSError as exc:
         print(f"cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
         return 127 if isinstance(exc, FileNotFoundError) else 126
+
+    def forward(received: int, _: object) -> None:
+        with contextlib.suppress(ProcessLookupError):  # the agent reaped already: nothing left to tell
+            os.kill(agent, received)
     for sig in FORWARDED:
-        signal.signal(sig, lambda received, _: os.kill(agent, received))
+        signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
     while True:
         pid, status = os.wait()  # any child: the orphans this namespace leaves come to its first process
         if pid == agent:
