@@ -10,6 +10,24 @@ FAST = ("step", "brief", "wait")  # the commands a desk may serve (`stepclient.m
 
 
 def main() -> None:
+    try:
+        _main()
+    except KeyboardInterrupt as stop:  # a stop that came before a command could take it (while code loads)
+        sys.exit(_exit_code(stop))
+
+
+def _exit_code(stop: KeyboardInterrupt) -> int:
+    """128 + the signal's number, as a shell reports a command a signal ended (Ctrl-C's SIGINT: 130)."""
+    import signal
+
+    name = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
+    try:
+        return 128 + signal.Signals[name].value
+    except KeyError:
+        return 128 + signal.SIGINT.value
+
+
+def _main() -> None:
     if sys.argv[1:2] and sys.argv[1] in FAST:
         from assay.desk.stepclient import main as fast
 

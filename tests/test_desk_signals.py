@@ -388,3 +388,12 @@ def test_a_sweep_that_cannot_expire_a_locked_claim_puts_the_lock_on_the_board(fo
     assert built.returncode == 0, built.stderr
     needs = json.loads((tmp_path / "site" / "board.json").read_text())["needs_you"]
     assert [n["brief"] for n in needs if n["kind"] == "locked"] == ["alpha"], needs
+
+
+def test_a_stop_that_comes_while_the_code_loads_exits_quietly() -> None:
+    """SIGTERM before any command can take it (a demo stopping its desks as they start): 143, no traceback."""
+    probe = ("import os, signal\nfrom assay import entry\nloading = entry._main\n"
+             "def _main():\n    entry.stop_as_interrupt()\n    os.kill(os.getpid(), signal.SIGTERM)\n    loading()\n"
+             "entry._main = _main\nentry.main()\n")
+    run = subprocess.run([sys.executable, "-c", probe, "claims"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 143 and "Traceback" not in run.stderr, run.stderr
