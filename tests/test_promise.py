@@ -1,0 +1,83 @@
+"""The promise suite: a small fleet (a forge on disk, three desks running the promise agent) under a seeded random
+schedule of SIGKILLs (a desk's whole group, the desk alone, an agent, `assay mcp`, a step's command) and
+SIGSTOP/SIGCONT pauses, while steps run by CLI and by MCP with effects made by grandchildren, conversations are
+checkpointed and resumed under another HOME, people steer, briefs spawn children, hooks and probes run, and sweeps
+and events come; with junk planted in every ref kind and stale ref locks. Then each invariant of the promise is
+judged from evidence outside Assay (`tests/promise/judge.py`).
+
+`ASSAY_PROMISE_TRIALS` (default 2) trials, seeds from `ASSAY_PROMISE_SEED` (default 1) on: a failure names the
+seed to replay (`ASSAY_PROMISE_SEED=S ASSAY_PROMISE_TRIALS=1`). The figures are printed at the end of the run, and
+written with every break to the file `ASSAY_PROMISE_FIGURES` names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.promise.judge import INVARIANTS
+from tests.promise.trial import Outcome, Trial
+
+TRIALS = int(os.environ.get("ASSAY_PROMISE_TRIALS", "2"))
+FIRST_SEED = int(os.environ.get("ASSAY_PROMISE_SEED", "1"))
+FIGURES = os.environ.get("ASSAY_PROMISE_FIGURES", os.devnull)  # where to write the figures and every break, too
+# invariants that break on main (7cedff2) for a finding of issue 33 that is fixed in its own branch
+KNOWN = {
+    "secret": "issue 33 finding 10",  # the desk's token in the environment of processes the agent can read
+    "stuck": "issue 33 finding 5",  # a stale claim ref lock (planted in about a third of the trials)
+    "steer-undelivered": "issue 33 finding 3",
+    "steer-lost": "issue 33 finding 3",
+    "stranded": "issue 33 finding 1",
+    "settled-against-evidence": "issue 33 finding 1",
+    "effect-twice": "issue 33 finding 1",
+}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Outcome]]:
+    done = []
+    for seed in range(FIRST_SEED, FIRST_SEED + TRIALS):
+        done.append(Trial(tmp_path_factory.mktemp(f"promise-{seed}"), seed).play())
+    yield done
+
+
+def figures(outcomes: list[Outcome]) -> str:
+    faults: Counter[str] = Counter()
+    for o in outcomes:
+        faults.update(o.faults)
+    kills = sum(n for k, n in faults.items() if k.startswith("kill"))
+    pauses = faults["pauses"] + faults["long pauses"]
+    breaks = Counter(b.invariant for o in outcomes for b in o.breaks)
+    failed = [o.seed for o in outcomes if o.breaks]
+    return (f"promise suite: {len(outcomes)} trials (seeds {FIRST_SEED}..{FIRST_SEED + TRIALS - 1}), {kills} kills, "
+            f"{pauses} pauses, {sum(breaks.values())} breaks {dict(breaks)}; faults {dict(faults)}; "
+            f"seeds with breaks {failed}")
+
+
+def test_the_faults_happened_and_the_figures(outcomes: list[Outcome]) -> None:
+    """A suite that killed and paused nothing tested nothing."""
+    said = figures(outcomes)
+    sys.stderr.write("\n" + said + "\n")
+    Path(FIGURES).write_text(said + "\n" + "\n\n".join(
+        o.report() + "\n" + "\n".join(f"  {b}" for b in o.breaks) for o in outcomes if o.breaks))
+    assert "0 kills" not in said and " 0 pauses" not in said, said
+
+
+def _check(outcomes: list[Outcome], invariant: str) -> None:
+    broken = [(o, [b for b in o.breaks if b.invariant == invariant]) for o in outcomes]
+    said = [f"{o.report()}\n" + "\n".join(f"  {str(b)[:3000]}" for b in bs) for o, bs in broken if bs]
+    assert not said, f"invariant {invariant} broke:\n" + "\n\n".join(said)
+
+
+@pytest.mark.parametrize("invariant", [
+    pytest.param(i, marks=pytest.mark.xfail(strict=False, reason=KNOWN[i])) if i in KNOWN else i
+    for i in INVARIANTS])
+def test_the_promise_holds(outcomes: list[Outcome], invariant: str) -> None:
+    _check(outcomes, invariant)

@@ -1,0 +1,190 @@
+"""The findings of issue 33 as cases of the promise suite: each drives real desks, agents, `assay mcp` and git,
+and judges from evidence outside Assay (effect logs, /proc, refs read with plain git, command output).
+
+The cases that break on main for a finding fixed in its own branch are marked xfail with the finding's number;
+they are flipped once the fix is merged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, Forge, assay
+from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
+from tests.promise import fleet as fl
+from tests.promise.fleet import read_jsonl
+from tests.promise.reader import entries
+
+
+def no_traceback(*texts: str) -> None:
+    for text in texts:
+        assert "Traceback (most recent call last)" not in text, text[-3000:]
+
+
+def await_path(path: Path, proc: subprocess.Popen[bytes], deadline_s: float = 90) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not path.exists():
+        assert proc.poll() is None, f"the desk ended (exit {proc.returncode}) before {path} appeared"
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def start_desk(forge: Forge, name: str, tmp_path: Path, log: Path, **extra: str) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", name, "--poll", "0.5", "--forge",
+                                 forge.url], env={**os.environ, **desk_env(tmp_path, **extra)}, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def end_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=30)
+
+
+def processes_with(text: str) -> list[tuple[int, str]]:
+    return [(pid, cmd) for pid, (_, cmd) in fl.processes().items() if text in cmd]
+
+
+def end_all(text: str) -> None:
+    """End what a case left running (processes whose command line holds its unique text)."""
+    for pid, _ in processes_with(text):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# -- 1: an effect made by a grandchild of an MCP step outlives a SIGKILL of the desk's group ------------------
+
+
+MCP_DESK = """name: mcp
+takes:
+  labels: [work]
+agent:
+  command: [python, -m, tests.promise.agent, "{prompt}"]
+lease_s: 120
+heartbeat_s: 5
+attempts: 3
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG, PYTHONPATH, PROMISE_*]
+"""
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 1")
+def test_1_a_grandchild_effect_of_an_mcp_step_ends_with_its_desk(forge: Forge, tmp_path: Path) -> None:
+    mark = f"promise-f1-{os.getpid()}-{time.monotonic_ns()}"
+    started, deployed = tmp_path / "started", tmp_path / "deployed.log"
+    command = f"touch {started}; sh -c 'sleep 4; echo deployed >> {deployed}' {mark} & wait"
+    calls = [{"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "command": command}}]
+    publish(forge, {"desks/mcp.yaml": MCP_DESK, "briefs/ship.md": (
+        "---\ntitle: Ship\nlabels: [work]\n---\nShip.\n\n```mcp-calls\n" + json.dumps(calls) + "\n```\n")})
+    (tmp_path / "promise").mkdir()
+    desk = start_desk(forge, "mcp", tmp_path, tmp_path / "desk.log", PYTHONPATH=str(REPO),
+                      PROMISE_DIR=str(tmp_path / "promise"))
+    try:
+        await_path(started, desk)
+        # the desk's whole group, and `assay mcp` with it (Claude Code's MCP server dies with its desk)
+        servers = [pid for pid, cmd in processes_with(" mcp") if cmd.endswith(" mcp") and "assay" in cmd]
+        os.killpg(desk.pid, signal.SIGKILL)
+        for pid in servers:
+            os.kill(pid, signal.SIGKILL)
+        desk.wait(timeout=30)
+        deadline = time.monotonic() + 6
+        while processes_with(mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = processes_with(mark)
+        time.sleep(0.5)
+        assert left == [] and not deployed.exists(), f"the deploy outlived its desk: {left}, {deployed.exists()}"
+    finally:
+        end_group(desk) if desk.poll() is None else None
+        end_all(mark)
+
+
+# -- 2: a hook that leaves a background process holds the step until its time limit -------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 2")
+def test_2_a_hook_that_leaves_a_process_behind_does_not_hold_the_step(forge: Forge, tmp_path: Path) -> None:
+    seconds = 100000 + os.getpid() % 89999
+    hooks = f"hooks:\n  before_step: 'sleep {seconds} & echo gate-ok'\n"
+    publish(forge, {"desks/gated.yaml": DESK.format(name="gated", attempts=1) + hooks,
+                    "briefs/ship.md": brief("Ship", ["write ship.txt v1", "deploy"], "test -f ship.txt")})
+    try:
+        try:
+            run = assay("desk", "run", "gated", "--once", "--forge", forge.url, env=desk_env(tmp_path), timeout=45)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the desk was still waiting on its hook after 45 s")
+        assert run.code == 0, run.out + run.err
+        assert processes_with(f"sleep {seconds}") == [], "the hook's process outlived its step"
+    finally:
+        end_all(f"sleep {seconds}")
+
+
+# -- 3, 4: steering marked delivered must be in what the agent was sent ----------------------------------------
+
+
+SESSION_DESK = """name: talker
+takes:
+  labels: [work]
+agent:
+  command: [python, -m, tests.promise.agent, "{placeholder}"]
+  session:
+    new: [--new, "{{session}}"]
+    resume: [--resume, "{{session}}"]
+    file: "{{home}}/t/{{cwd_slug}}/{{session}}.jsonl"
+lease_s: 60
+heartbeat_s: 1
+attempts: 2
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, PYTHONPATH, PROMISE_*]
+"""
+
+
+def steered_while_working(forge: Forge, tmp_path: Path, placeholder: str) -> tuple[list[dict[str, Any]], str]:
+    """The agent steers its own brief as a person would, then works on: the desk's heartbeat passes it on."""
+    text = f"promise: use the staging database {os.getpid()}"
+    folder = tmp_path / "promise"
+    folder.mkdir()
+    publish(forge, {"desks/talker.yaml": SESSION_DESK.format(placeholder=placeholder),
+                    "briefs/talk.md": ("---\ntitle: Talk\nlabels: [work]\n---\nTalk.\n\n```promise-script\n"
+                                       f"write talk.txt t\nsteer {text}\nsleep 4\n```\n")})
+    run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), PROMISE_DIR=str(folder),
+                   PYTHONPATH=str(REPO))
+    no_traceback(run.out, run.err)
+    return entries(forge.path, "talk"), text
+
+
+def delivered_unseen(journal: list[dict[str, Any]], folder: Path) -> list[str]:
+    sent = [str(r.get("prompt", "")) for r in read_jsonl(folder / "requests.jsonl")]
+    texts = {e["seq"]: str((e.get("data") or {}).get("text")) for e in journal if e["kind"] == "steer"}
+    return [texts.get(d["of"], "?") for e in journal if e["kind"] == "note"
+            and (d := e.get("data") or {}).get("steer") == "delivered"
+            and not any(texts.get(d["of"], "?") in s for s in sent)]
+
+
+def test_3_steering_passed_on_while_the_agent_works_reaches_it(forge: Forge, tmp_path: Path) -> None:
+    """The control: an agent whose command takes {prompt} gets the steering the journal says it got."""
+    journal, text = steered_while_working(forge, tmp_path, "{{prompt}}")
+    assert [e for e in journal if e["kind"] == "steer"], journal
+    assert delivered_unseen(journal, tmp_path / "promise") == []
+    sent = [str(r.get("prompt", "")) for r in read_jsonl(tmp_path / "promise" / "requests.jsonl")]
+    assert any(text in s for s in sent), "steering to a running brief never reached its agent"
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 4")
+def test_4_steering_marked_delivered_to_an_agent_without_prompt_reached_it(forge: Forge, tmp_path: Path) -> None:
+    journal, text = steered_while_working(forge, tmp_path, "{{prompt_file}}")
+    assert delivered_unseen(journal, tmp_path / "promise") == [], "steering marked delivered that no agent was sent"
+    sent = [str(r.get("prompt", "")) for r in read_jsonl(tmp_path / "promise" / "requests.jsonl")]
+    assert any(text in s for s in sent), "steering to a running brief never reached its agent"
