@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, Forge, assay
+from tests.conftest import REPO, Forge, assay, git
 from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
 from tests.promise import fleet as fl
+from tests.promise import junk
+from tests.promise.agent import SECRET_PREFIX
 from tests.promise.fleet import read_jsonl
-from tests.promise.reader import entries
+from tests.promise.reader import claim_chain, entries
 
 
 def no_traceback(*texts: str) -> None:
@@ -123,9 +125,9 @@ def test_2_a_hook_that_leaves_a_process_behind_does_not_hold_the_step(forge: For
                     "briefs/ship.md": brief("Ship", ["write ship.txt v1", "deploy"], "test -f ship.txt")})
     try:
         try:
-            run = assay("desk", "run", "gated", "--once", "--forge", forge.url, env=desk_env(tmp_path), timeout=45)
+            run = assay("desk", "run", "gated", "--once", "--forge", forge.url, env=desk_env(tmp_path), timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail("the desk was still waiting on its hook after 45 s")
+            pytest.fail("the desk was still waiting on its hook after 30 s")
         assert run.code == 0, run.out + run.err
         assert processes_with(f"sleep {seconds}") == [], "the hook's process outlived its step"
     finally:
@@ -158,7 +160,7 @@ def steered_while_working(forge: Forge, tmp_path: Path, placeholder: str) -> tup
     folder.mkdir()
     publish(forge, {"desks/talker.yaml": SESSION_DESK.format(placeholder=placeholder),
                     "briefs/talk.md": ("---\ntitle: Talk\nlabels: [work]\n---\nTalk.\n\n```promise-script\n"
-                                       f"write talk.txt t\nsteer {text}\nsleep 4\n```\n")})
+                                       f"write talk.txt t\nsteer {text.replace(' ', '_')}\nthink 4\n```\n")})
     run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), PROMISE_DIR=str(folder),
                    PYTHONPATH=str(REPO))
     no_traceback(run.out, run.err)
@@ -175,7 +177,7 @@ def delivered_unseen(journal: list[dict[str, Any]], folder: Path) -> list[str]:
 
 def test_3_steering_passed_on_while_the_agent_works_reaches_it(forge: Forge, tmp_path: Path) -> None:
     """The control: an agent whose command takes {prompt} gets the steering the journal says it got."""
-    journal, text = steered_while_working(forge, tmp_path, "{{prompt}}")
+    journal, text = steered_while_working(forge, tmp_path, "{prompt}")
     assert [e for e in journal if e["kind"] == "steer"], journal
     assert delivered_unseen(journal, tmp_path / "promise") == []
     sent = [str(r.get("prompt", "")) for r in read_jsonl(tmp_path / "promise" / "requests.jsonl")]
@@ -184,7 +186,167 @@ def test_3_steering_passed_on_while_the_agent_works_reaches_it(forge: Forge, tmp
 
 @pytest.mark.xfail(strict=False, reason="issue 33 finding 4")
 def test_4_steering_marked_delivered_to_an_agent_without_prompt_reached_it(forge: Forge, tmp_path: Path) -> None:
-    journal, text = steered_while_working(forge, tmp_path, "{{prompt_file}}")
+    journal, text = steered_while_working(forge, tmp_path, "{prompt_file}")
     assert delivered_unseen(journal, tmp_path / "promise") == [], "steering marked delivered that no agent was sent"
     sent = [str(r.get("prompt", "")) for r in read_jsonl(tmp_path / "promise" / "requests.jsonl")]
     assert any(text in s for s in sent), "steering to a running brief never reached its agent"
+
+
+# -- 5: a stale ref lock on a forge on disk ----------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 5")
+def test_5_a_stale_claim_lock_neither_strands_the_brief_nor_is_called_a_read(forge: Forge, tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "briefs/ship.md": brief("Ship", ["write ship.txt v1"], "test -f ship.txt")})
+    junk.stale_lock(forge.path, "refs/assay/claims/ship")
+    run = assay("desk", "run", "builder", "--once", "--forge", forge.url, env=desk_env(tmp_path), timeout=90)
+    no_traceback(run.out, run.err)
+    said = run.out + run.err
+    assert "cannot be read" not in said, said  # a write was refused: not a read
+    chain = claim_chain(forge.path, "ship") if forge.tip("refs/assay/claims/ship") else []
+    board = assay("board", "build", "-o", str(tmp_path / "board"), "--forge", forge.url)
+    needs = {n["brief"]: n for n in json.loads((tmp_path / "board" / "board.json").read_text())["needs_you"]}
+    worked = bool(chain) and chain[-1]["state"] == "waiting"
+    assert board.code == 0 and (worked or (needs.get("ship") and needs["ship"]["next"])), (said, chain, needs)
+
+
+# -- 6: a paused predecessor must not burn the brief's attempts --------------------------------------------------
+
+
+SHORT = DESK.replace("lease_s: 120", "lease_s: 3").replace("heartbeat_s: 5", "heartbeat_s: 1")
+
+
+@pytest.mark.parametrize("successor", ["other", "builder --singleton"])
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 6")
+def test_6_taking_over_from_a_paused_desk_burns_no_attempts(forge: Forge, tmp_path: Path, successor: str) -> None:
+    """Another desk once a sweep expired the paused one's claim, or a new process of the same desk at once."""
+    marker = tmp_path / "working"
+    publish(forge, {"desks/builder.yaml": SHORT.format(name="builder", attempts=2),
+                    "desks/other.yaml": SHORT.format(name="other", attempts=2),
+                    "sweepers/default.yaml": "name: default\nexpire:\n  grace_s: 0\n",
+                    "briefs/ship.md": brief("Ship", [f"sleep-once 60 {marker}", "write ship.txt v1"],
+                                            "test -f ship.txt")})
+    first = start_desk(forge, "builder", tmp_path, tmp_path / "builder.log")
+    try:
+        await_path(marker, first)
+        os.killpg(first.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 40
+        while successor == "other" and claim_chain(forge.path, "ship")[-1]["state"] == "held":
+            assert time.monotonic() < deadline, "the paused desk's claim never expired"
+            assay("sweep", "--forge", forge.url)
+            time.sleep(0.5)
+        run = assay("desk", "run", *successor.split(), "--once", "--forge", forge.url, env=desk_env(tmp_path),
+                    timeout=120)
+        no_traceback(run.out, run.err)
+        last = claim_chain(forge.path, "ship")[-1]
+        assert run.code != 5 and last["state"] != "blocked", (run.out, last)
+    finally:
+        end_group(first)
+
+
+# -- 8: SIGTERM does what Ctrl-C does ------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 8")
+def test_8_sigterm_releases_the_claim_as_ctrl_c_does(forge: Forge, tmp_path: Path) -> None:
+    marker = tmp_path / "working"
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
+                    "briefs/ship.md": brief("Ship", [f"sleep-once 60 {marker}", "write ship.txt v1"],
+                                            "test -f ship.txt")})
+    desk = start_desk(forge, "builder", tmp_path, tmp_path / "desk.log")
+    try:
+        await_path(marker, desk)
+        desk.send_signal(signal.SIGTERM)
+        code = desk.wait(timeout=60)
+        said = (tmp_path / "desk.log").read_text()
+        no_traceback(said)
+        assert claim_chain(forge.path, "ship")[-1]["state"] != "held", (code, said[-2000:])
+    finally:
+        end_group(desk) if desk.poll() is None else None
+        end_all(str(marker))
+
+
+# -- 10: the agent must not find the desk's token in any process it can read ---------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 10")
+def test_10_the_agent_finds_no_token_in_any_process(forge: Forge, tmp_path: Path) -> None:
+    token = SECRET_PREFIX + "f10" + "x" * 24
+    folder = tmp_path / "promise"
+    folder.mkdir()
+    publish(forge, {"desks/talker.yaml": SESSION_DESK.format(placeholder="{prompt}"),
+                    "briefs/talk.md": "---\ntitle: Talk\nlabels: [work]\n---\nTalk.\n\n```promise-script\n"
+                                      "write talk.txt t\nvalue\n```\n"})
+    run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), PROMISE_DIR=str(folder),
+                   PYTHONPATH=str(REPO), GITHUB_TOKEN=token, ASSAY_TOKEN=token)
+    assert run.code == 0 and token not in run.out + run.err, run.out + run.err
+    assert read_jsonl(folder / "requests.jsonl"), "the agent never ran"
+    assert read_jsonl(folder / "leaks.jsonl") == []
+
+
+# -- 11: a password in a forge URL is never printed -----------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 11")
+def test_11_a_password_in_a_file_url_is_masked(forge: Forge, tmp_path: Path) -> None:
+    password = "Pa55-f11-" + str(os.getpid())
+    url = f"file://someone:{password}@{forge.path}"
+    for args in (["claims"], ["briefs"], ["sweep", "--dry-run"], ["claim", "alpha", "--desk", "d1"]):
+        run = assay(*args, "--forge", url)
+        no_traceback(run.out, run.err)
+        assert password not in run.out + run.err, (args, run.out + run.err)
+
+
+# -- 12: a checkpoint's session id read from the forge is checked before it becomes a path or an argument --------
+
+
+def checkpoint_commit(forge: Forge, entry: dict[str, Any], blob_name: str, blob: bytes) -> None:
+    """Append `entry` to the journal with its blob, with plain git (what a hostile writer of the forge can do)."""
+    tip = forge.tip("refs/assay/journal/talk")
+    assert tip is not None
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    blob_sha = junk.blob(forge.path, blob)
+    entries_sha = junk.blob(forge.path, line)
+    blobs_tree = subprocess.run(["git", "--git-dir", str(forge.path), "mktree"], capture_output=True, check=True,
+                                input=f"100644 blob {blob_sha}\t{blob_name}\n".encode()).stdout.decode().strip()
+    tree = subprocess.run(["git", "--git-dir", str(forge.path), "mktree"], capture_output=True, check=True,
+                          input=(f"040000 tree {blobs_tree}\tblobs\n100644 blob {entries_sha}\tentries.jsonl\n"
+                                 ).encode()).stdout.decode().strip()
+    commit = git("--git-dir", str(forge.path), "commit-tree", tree, "-p", tip, "-m", "planted").strip()
+    git("--git-dir", str(forge.path), "update-ref", "refs/assay/journal/talk", commit)
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 12")
+def test_12_a_planted_session_id_never_becomes_a_path_or_an_argument(forge: Forge, tmp_path: Path) -> None:
+    """A desk is killed mid-run after a checkpoint; a checkpoint naming a session outside HOME is planted after it;
+    the next desk resumes the round's newest checkpoint."""
+    folder, marker = tmp_path / "promise", tmp_path / "hanging"
+    folder.mkdir()
+    publish(forge, {"desks/talker.yaml": SESSION_DESK.format(placeholder="{prompt}"),
+                    "briefs/talk.md": "---\ntitle: Talk\nlabels: [work]\n---\nTalk.\n\n"
+                                      f"```promise-script\nwrite talk.txt t\nthink 2\nhang {marker}\n```\n"})
+    env = {"HOME": str(tmp_path / "home"), "PROMISE_DIR": str(folder), "PYTHONPATH": str(REPO)}
+    desk = start_desk(forge, "talker", tmp_path, tmp_path / "desk.log", **env)
+    try:
+        await_path(marker, desk)
+        deadline = time.monotonic() + 30
+        while not (saved := [e for e in entries(forge.path, "talk") if e["kind"] == "checkpoint"]):
+            assert time.monotonic() < deadline, "no checkpoint was saved"
+            time.sleep(0.2)
+    finally:
+        end_group(desk)
+    hostile = "../../../../../../" + str(tmp_path / "PWNED").lstrip("/")
+    last = entries(forge.path, "talk")[-1]
+    seq = last["seq"] + 1
+    blob = (tmp_path / "home").glob("t/**/*.jsonl")
+    checkpoint_commit(forge, {**saved[-1], "seq": seq, "epoch": last["epoch"],
+                              "data": {**saved[-1]["data"], "session": hostile,
+                                       "checkpoint_blob": f"blobs/{seq}-checkpoint"}},
+                      f"{seq}-checkpoint", next(blob).read_bytes())
+    again = run_desk(forge, "talker", tmp_path, **{**env, "HOME": str(tmp_path / "home-2")})
+    no_traceback(again.out, again.err)
+    argvs = [" ".join(r.get("argv", [])) for r in read_jsonl(folder / "requests.jsonl")]
+    assert len(argvs) >= 2, again.out + again.err
+    assert not any("PWNED" in a for a in argvs), argvs
+    assert not list(tmp_path.glob("**/PWNED*")), list(tmp_path.glob("**/PWNED*"))

@@ -26,7 +26,8 @@ from assay.agents.scripted import script_lines
 
 SECRET_PREFIX = "ghp_promise"
 REFUSED = 4
-VERBS = ("write PATH TEXT", "sleep SECONDS", "value", "effect NAME DELAY", "spawn KEY", "steer TEXT", "steering")
+VERBS = ("write PATH TEXT", "sleep SECONDS", "think SECONDS", "value", "effect NAME DELAY", "spawn KEY",
+         "hang MARKER", "steer WORDS_JOINED_BY_UNDERSCORES", "steering")
 
 
 def log(name: str, record: dict[str, object]) -> None:
@@ -51,12 +52,22 @@ def transcript() -> Path | None:
     return Path(os.environ["HOME"]) / "t" / re.sub(r"[^A-Za-z0-9]", "-", os.getcwd()) / f"{session}.jsonl"
 
 
-def turn(role: str, text: str) -> None:
+def turn(role: str, *blocks: dict[str, object]) -> None:
+    """One line of the conversation, as Claude Code writes its transcript: a tool call's line before it runs,
+    its result's line after, so that a desk looking for a turn boundary never finds one inside a tool call."""
     path = transcript()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as out:
-            out.write(json.dumps({"message": {"role": role, "content": [{"type": "text", "text": text}]}}) + "\n")
+            out.write(json.dumps({"message": {"role": role, "content": list(blocks)}}) + "\n")
+
+
+def calling(i: int, what: str) -> None:
+    turn("assistant", {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": what}})
+
+
+def called(i: int, code: int) -> None:
+    turn("user", {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"exit {code}"})
 
 
 def converse(argv: list[str]) -> set[int]:
@@ -70,10 +81,10 @@ def converse(argv: list[str]) -> set[int]:
     done: set[int] = set()
     if mode == "--resume" and path is not None and path.exists():
         for line in path.read_text().splitlines():
-            said = json.loads(line)["message"]["content"][0]["text"]
-            if said.startswith("done "):
-                done.add(int(said.split()[1]))
-    turn("user", prompt)
+            for block in json.loads(line)["message"]["content"]:
+                if block.get("type") == "tool_result" and block.get("content") == "exit 0":
+                    done.add(int(block["tool_use_id"][1:]))
+    turn("user", {"type": "text", "text": prompt})
     return done
 
 
@@ -128,10 +139,14 @@ def work(prompt: str, done: set[int]) -> int:
     for i, line in enumerate(script_lines(prompt.replace("```promise-script", "```assay-script"))):
         if i in done:
             continue
+        if line.startswith("think "):  # the model thinking: between tool calls, at a turn boundary
+            time.sleep(float(line.split()[1]))
+            continue
+        calling(i, line)
         code = verb(line)
+        called(i, code)
         if code:
             return code
-        turn("assistant", f"done {i}")
     return 0
 
 
@@ -152,10 +167,15 @@ def verb(line: str) -> int:
         return assay("step", "run", "--name", "spawn", "--policy", "idempotent", "--", os.environ["ASSAY_BIN"],
                      "brief", "spawn", f"Child {rest}", "--key", rest, "--label", "promise",
                      "--body", body).returncode
-    elif verb == "steer":  # a person's steering, sent while this agent works (not through the desk's socket)
+    elif verb == "hang":  # the first time only: mark, then work until killed
+        if not Path(rest).exists():
+            Path(rest).write_text("hanging\n")
+            time.sleep(600)
+    elif verb == "steer":  # a person's steering, sent while this agent works (not through the desk's socket);
+        # `_` stands for a space, so that the text sent is not in the brief the agent was prompted with
         env = {k: v for k, v in os.environ.items() if k != "ASSAY_SOCKET"}
-        subprocess.run([os.environ["ASSAY_BIN"], "steer", os.environ["ASSAY_BRIEF"], rest], env=env, check=True,
-                       capture_output=True)
+        subprocess.run([os.environ["ASSAY_BIN"], "steer", os.environ["ASSAY_BRIEF"], rest.replace("_", " ")],
+                       env=env, check=True, capture_output=True)
     elif verb == "steering":
         print("steering received: " + (prompt_text().partition("## Steering\n")[2].strip() or "(none)"), flush=True)
     else:
@@ -185,11 +205,12 @@ async def tools(calls: list[dict[str, Any]], done: set[int]) -> int:
         for i, item in enumerate(calls):
             if i in done:
                 continue
+            calling(i, json.dumps(item))
             result = await session.call_tool(item["tool"], item.get("arguments", {}))
             said = "".join(c.text for c in result.content if isinstance(c, TextContent))
             record(log_path, item["tool"], {**item.get("arguments", {}), "brief": os.environ.get("ASSAY_BRIEF")},
                    bool(result.is_error), said, result.structured_content)
-            turn("assistant", f"done {i}")
+            called(i, 0)
     Path("mcp-agent.txt").write_text(f"worked at attempt {os.environ.get('ASSAY_ATTEMPT')}\n")
     return 0
 

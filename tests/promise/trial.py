@@ -50,8 +50,8 @@ def briefs(setup: fl.Setup, rng: random.Random) -> dict[str, str]:
     out: dict[str, str] = {}
     for i in (1, 2):
         name = f"cli{i}"
-        script = [f"write {name}.txt {name}", "value", f"sleep {rng.uniform(0.2, 1.2):.1f}",
-                  f"effect deploy {rng.choice(EFFECT_DELAYS)}", f"sleep {rng.uniform(0.2, 1.2):.1f}",
+        script = [f"write {name}.txt {name}", "value", f"think {rng.uniform(0.2, 1.2):.1f}",
+                  f"effect deploy {rng.choice(EFFECT_DELAYS)}", f"think {rng.uniform(0.2, 1.2):.1f}",
                   *(["spawn c" + name] if rng.random() < 0.5 else []), "steering"]
         out[f"briefs/{name}.md"] = (f"---\ntitle: Ship {name}\nlabels: [{fl.LABEL}]\nverify:\n  - id: check\n"
                                     f"    run: test -f {name}.txt\n---\nShip {name}.\n\n```promise-script\n"
