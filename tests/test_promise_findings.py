@@ -350,3 +350,143 @@ def test_12_a_planted_session_id_never_becomes_a_path_or_an_argument(forge: Forg
     assert len(argvs) >= 2, again.out + again.err
     assert not any("PWNED" in a for a in argvs), argvs
     assert not list(tmp_path.glob("**/PWNED*")), list(tmp_path.glob("**/PWNED*"))
+
+
+# -- 13: `assay mcp` checks tool input against the tool's schema, and answers every line ------------------------------
+
+
+class Pipe:
+    """`assay mcp` over its stdio, line by line, each answer awaited with a deadline."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.err = tmp_path / "mcp.err"
+        with self.err.open("wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "assay", "mcp"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, cwd=tmp_path)
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "promise", "version": "1"}}})
+        assert "result" in self.answer()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((message if isinstance(message, str) else json.dumps(message)).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self, deadline_s: float = 10) -> dict[str, Any]:
+        import selectors
+
+        assert self.proc.stdout is not None
+        chooser = selectors.DefaultSelector()
+        chooser.register(self.proc.stdout, selectors.EVENT_READ)
+        if not chooser.select(deadline_s):
+            return {"no answer": f"within {deadline_s}s"}
+        line = self.proc.stdout.readline()
+        return dict(json.loads(line)) if line.strip() else {"no answer": "end of output"}
+
+    def close(self) -> str:
+        self.proc.kill()
+        self.proc.wait()
+        return self.err.read_text(errors="replace")
+
+
+HOSTILE_CALLS = [("value", {"kind": "random", "bytes": "abc"}), ("value", {"kind": "bad"}),
+                 ("value", {"kind": "random", "bytes": 1_000_000_000}),
+                 ("step_run", {"name": "hi", "policy": "safe", "argv": "echo hi"}),
+                 ("step_run", {"name": "hi", "policy": "sometimes", "command": "true"})]
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 13")
+def test_13_assay_mcp_answers_every_line_and_refuses_what_its_schema_refuses(tmp_path: Path) -> None:
+    pipe = Pipe(tmp_path)
+    answers = []
+    try:
+        pipe.send("not json")
+        answers.append(("not json", pipe.answer(5)))
+        for i, (tool, arguments) in enumerate(HOSTILE_CALLS, start=1):
+            pipe.send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool,
+                                                                                   "arguments": arguments}})
+            answers.append((f"{tool} {arguments}", pipe.answer()))
+    finally:
+        said = pipe.close()
+    no_traceback(said)
+    refused = [(what, "error" in a or (a.get("result") or {}).get("isError") is True) for what, a in answers]
+    assert all(ok for _, ok in refused), answers
+    # a schema's refusal says what is wrong, in the CLI's words: never "not inside an agent"
+    assert not any("ASSAY_SOCKET" in json.dumps(a) for _, a in answers[1:]), answers
+
+
+# -- 14: an event's payload is read with a bound ---------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 14")
+def test_14_an_endless_event_payload_is_refused(forge: Forge) -> None:
+    import resource
+
+    def bounded() -> None:  # on main it reads until memory runs out: not this machine's
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    try:
+        run = subprocess.run([sys.executable, "-m", "assay", "event", "pull_request", "/dev/zero", "--forge",
+                              forge.url], capture_output=True, text=True, timeout=10, preexec_fn=bounded)
+    except subprocess.TimeoutExpired:
+        pytest.fail("assay event read /dev/zero for 10 s")
+    no_traceback(run.stdout, run.stderr)
+    assert run.returncode == 2 and "error:" in run.stderr, run.stdout + run.stderr
+
+
+# -- 15: a push to a forge on disk keeps the forge's object checks -----------------------------------------------------
+
+
+GITMODULES = '[submodule "x"]\\n  path = x\\n  url = --upload-pack=touch /tmp/promise-f15\\n'
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 15")
+def test_15_a_forge_that_checks_objects_never_takes_a_hostile_gitmodules(forge: Forge, tmp_path: Path) -> None:
+    git("--git-dir", str(forge.path), "config", "transfer.fsckObjects", "true")
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/ship.md": brief("Ship", [f"write .gitmodules {GITMODULES}", "write ship.txt v1"],
+                                            "test -f ship.txt")})
+    run = run_desk(forge, "builder", tmp_path)
+    no_traceback(run.out, run.err)
+    checked = subprocess.run(["git", "--git-dir", str(forge.path), "fsck"], capture_output=True, text=True)
+    assert "gitmodulesUrl" not in checked.stdout + checked.stderr, (run.out, checked.stderr)
+
+
+# -- 17: init works on the folder it is given ------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 17")
+def test_17_init_in_a_folder_of_another_repository_leaves_that_repository_alone(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    git("init", "-q", "--initial-branch=main", str(outer))
+    (outer / "README").write_text("someone else's project\n")
+    git("add", "-A", cwd=outer)
+    git("commit", "-q", "-m", "theirs", cwd=outer)
+    before = git("rev-parse", "HEAD", cwd=outer).strip()
+    inner = outer / "mine"
+    inner.mkdir()
+    run = assay("init", "--local-forge", str(tmp_path / "forge.git"), cwd=inner)
+    no_traceback(run.out, run.err)
+    assert git("rev-parse", "HEAD", cwd=outer).strip() == before, run.out + run.err
+    assert git("status", "--porcelain", cwd=outer).strip() in ("", "?? mine/"), run.out + run.err
+    if run.code == 0:  # a new repository of its own, whose history is not the outer one's
+        pushed = git("--git-dir", str(tmp_path / "forge.git"), "rev-list", "--all").split()
+        assert before not in pushed, run.out
+    else:
+        assert run.code == 2 and "hint:" in run.err, run.err
+
+
+# -- 18: a report says what it could not read ------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 18")
+def test_18_a_report_names_the_journal_it_could_not_read(forge: Forge, tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/one.md": brief("One", ["write one.txt 1"], "test -f one.txt"),
+                    "briefs/two.md": brief("Two", ["write two.txt 2"], "test -f two.txt")})
+    assert run_desk(forge, "builder", tmp_path).code == 0
+    junk.point(forge.path, "refs/assay/journal/two", junk.commit(forge.path, {"entries.jsonl": b"{not json\n"}))
+    run = assay("report", "--json", "--forge", forge.url)
+    no_traceback(run.out, run.err)
+    assert "two" in run.out + run.err and ("refs/assay/journal/two" in run.out + run.err), run.out + run.err
