@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.agentmodels import clis
+from tests.agentmodels.server import ModelServer, Reply, Request, json_reply
 from tests.conftest import REPO, Forge, assay, git
 from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
 from tests.promise import fleet as fl
@@ -25,6 +28,9 @@ from tests.promise import junk
 from tests.promise.agent import SECRET_PREFIX
 from tests.promise.fleet import read_jsonl
 from tests.promise.reader import claim_chain, entries
+
+
+REAL_CLIS = os.environ.get("ASSAY_PROMISE_REAL_CLIS") == "1"  # the cases with real CLIs that take minutes
 
 
 def no_traceback(*texts: str) -> None:
@@ -490,3 +496,52 @@ def test_18_a_report_names_the_journal_it_could_not_read(forge: Forge, tmp_path:
     run = assay("report", "--json", "--forge", forge.url)
     no_traceback(run.out, run.err)
     assert "two" in run.out + run.err and ("refs/assay/journal/two" in run.out + run.err), run.out + run.err
+
+
+# -- 16: the disk fast path syncs what the forge's core.fsync asks, as receive-pack would -----------------------------
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed")
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 16")
+def test_16_objects_pushed_to_a_forge_that_asks_for_fsync_are_synced(forge: Forge, tmp_path: Path) -> None:
+    """A power loss cannot be made here: the system calls show instead whether each object reached the disk."""
+    git("--git-dir", str(forge.path), "config", "core.fsync", "all")
+    traced = tmp_path / "trace"
+    run = subprocess.run(["strace", "-f", "-y", "-e", "trace=fsync,fdatasync", "-o", str(traced), sys.executable,
+                          "-m", "assay", "claim", "alpha", "--desk", "d1", "--forge", forge.url],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    objects = str(forge.path / "objects")
+    synced = [line for line in traced.read_text().splitlines() if objects in line]
+    assert synced, "the claim's objects were written into a forge that asks for fsync, and none was synced"
+
+
+# -- 7: a failure that is not the brief's fault (a wrong model key) stops the run and burns nothing -------------------
+
+
+class Unauthorized(ModelServer):
+    """A model that answers every request 401, as Anthropic's API answers a wrong key."""
+
+    def handle(self, request: Request) -> Reply:
+        return json_reply({"type": "error", "error": {"type": "authentication_error",
+                                                      "message": "invalid x-api-key"}}, status=401)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(clis.claude_bin() is None, reason="claude is not installed (sh tests/install-agents.sh)")
+@pytest.mark.skipif(not REAL_CLIS, reason="Claude Code retries a 401 for minutes: set ASSAY_PROMISE_REAL_CLIS=1")
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 7")
+def test_7_a_wrong_model_key_leaves_the_brief_unburned(tmp_path: Path) -> None:
+    from tests.test_agent_desks import AGENTS, desk, desk_env, project
+
+    with Unauthorized() as server:
+        forge = project(tmp_path, "---\ntitle: Greet\nlabels: [code]\nverify:\n  - id: greeted\n"
+                                  "    run: test -f greet.txt\n---\nWrite greet.txt saying hello.\n")
+        proc = desk("claude", forge, desk_env(AGENTS["claude"], server, tmp_path))
+        out, _ = proc.communicate(timeout=600)
+    no_traceback(out)
+    last = claim_chain(forge, "ship")[-1] if fl.git("--git-dir", str(forge), "for-each-ref",
+                                                    "refs/assay/claims/ship").strip() else {"state": "unclaimed"}
+    agents = [e for e in entries(forge, "ship") if e["kind"] == "intent" and e.get("step") == "agent"]
+    assert last["state"] != "blocked" and len(agents) <= 1, (out[-3000:], last)
+    assert "401" in out or "key" in out.lower(), out[-3000:]
