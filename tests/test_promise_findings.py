@@ -29,7 +29,6 @@ from tests.promise.agent import SECRET_PREFIX
 from tests.promise.fleet import read_jsonl
 from tests.promise.reader import claim_chain, entries
 
-
 REAL_CLIS = os.environ.get("ASSAY_PROMISE_REAL_CLIS") == "1"  # the cases with real CLIs that take minutes
 
 
@@ -545,3 +544,22 @@ def test_7_a_wrong_model_key_leaves_the_brief_unburned(tmp_path: Path) -> None:
     agents = [e for e in entries(forge, "ship") if e["kind"] == "intent" and e.get("step") == "agent"]
     assert last["state"] != "blocked" and len(agents) <= 1, (out[-3000:], last)
     assert "401" in out or "key" in out.lower(), out[-3000:]
+
+
+# -- 9: a comment command the parser obeys starts the desk's job -------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 9")
+def test_9_a_retry_comment_with_a_leading_space_starts_the_desk_job() -> None:
+    """The job's `if:` as GitHub evaluates it for a comment on a pull request: `startsWith` and `contains` on the
+    comment's body are the only functions it may apply to the body."""
+    import re
+
+    import yaml
+
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "desk.yml").read_text())
+    condition = " ".join(str(job.get("if", "")) for job in workflow["jobs"].values())
+    body = " /assay retry"  # what the command parser accepts (it strips the line)
+    tests = re.findall(r"(startsWith|contains)\(github\.event\.comment\.body,\s*'([^']*)'\)", condition)
+    passes = {"startsWith": body.startswith, "contains": body.__contains__}
+    assert all(passes[function](text) for function, text in tests), (tests, condition)
