@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,14 +39,6 @@ KNOWN = {
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Outcome]]:
-    done = []
-    for seed in range(FIRST_SEED, FIRST_SEED + TRIALS):
-        done.append(Trial(tmp_path_factory.mktemp(f"promise-{seed}"), seed).play())
-    yield done
-
-
 def figures(outcomes: list[Outcome]) -> str:
     faults: Counter[str] = Counter()
     for o in outcomes:
@@ -61,23 +52,25 @@ def figures(outcomes: list[Outcome]) -> str:
             f"seeds with breaks {failed}")
 
 
-def test_the_faults_happened_and_the_figures(outcomes: list[Outcome]) -> None:
-    """A suite that killed and paused nothing tested nothing."""
+def breaks_of(outcomes: list[Outcome], invariants: set[str]) -> str:
+    said = [f"{o.report()}\n" + "\n".join(f"  {str(b)[:3000]}" for b in o.breaks if b.invariant in invariants)
+            for o in outcomes if any(b.invariant in invariants for b in o.breaks)]
+    return "\n\n".join(said)
+
+
+def test_the_promise_holds_under_faults(tmp_path: Path) -> None:
+    """One test for all the trials (the suite's cost is paid once, whatever pytest-xdist does). An invariant that
+    breaks fails it, with the seed and the story; one that breaks only for a finding of issue 33 (`KNOWN`) makes it
+    an expected failure naming the finding."""
+    outcomes = [Trial(tmp_path / f"seed-{seed}", seed).play() for seed in range(FIRST_SEED, FIRST_SEED + TRIALS)]
     said = figures(outcomes)
     sys.stderr.write("\n" + said + "\n")
-    Path(FIGURES).write_text(said + "\n" + "\n\n".join(
-        o.report() + "\n" + "\n".join(f"  {b}" for b in o.breaks) for o in outcomes if o.breaks))
-    assert "0 kills" not in said and " 0 pauses" not in said, said
-
-
-def _check(outcomes: list[Outcome], invariant: str) -> None:
-    broken = [(o, [b for b in o.breaks if b.invariant == invariant]) for o in outcomes]
-    said = [f"{o.report()}\n" + "\n".join(f"  {str(b)[:3000]}" for b in bs) for o, bs in broken if bs]
-    assert not said, f"invariant {invariant} broke:\n" + "\n\n".join(said)
-
-
-@pytest.mark.parametrize("invariant", [
-    pytest.param(i, marks=pytest.mark.xfail(strict=False, reason=KNOWN[i])) if i in KNOWN else i
-    for i in INVARIANTS])
-def test_the_promise_holds(outcomes: list[Outcome], invariant: str) -> None:
-    _check(outcomes, invariant)
+    Path(FIGURES).write_text(said + "\n" + breaks_of(outcomes, set(INVARIANTS)) + "\n")
+    # a suite that killed and paused nothing tested nothing
+    assert sum(n for o in outcomes for k, n in o.faults.items() if k.startswith("kill")) > 0, said
+    assert sum(o.faults["pauses"] + o.faults["long pauses"] for o in outcomes) > 0, said
+    unknown = set(INVARIANTS) - set(KNOWN)
+    assert not breaks_of(outcomes, unknown), f"{said}\n{breaks_of(outcomes, unknown)}"
+    known = sorted({KNOWN[b.invariant] for o in outcomes for b in o.breaks})
+    if known:
+        pytest.xfail(f"{', '.join(known)}: {said}\n{breaks_of(outcomes, set(KNOWN))[:20000]}")
