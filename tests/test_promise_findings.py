@@ -563,3 +563,35 @@ def test_9_a_retry_comment_with_a_leading_space_starts_the_desk_job() -> None:
     tests = re.findall(r"(startsWith|contains)\(github\.event\.comment\.body,\s*'([^']*)'\)", condition)
     passes = {"startsWith": body.startswith, "contains": body.__contains__}
     assert all(passes[function](text) for function, text in tests), (tests, condition)
+
+
+# -- the suite's own: a step whose command is killed alone is journaled over only once its whole group is gone
+
+
+def test_a_step_whose_command_is_killed_ends_only_when_its_whole_group_is_gone(forge: Forge, tmp_path: Path) -> None:
+    """The command of `assay step run` dies (killed by a person, or by the kernel's OOM killer); its child, which
+    makes the effect, must not run on after the journal says the step ended."""
+    mark = f"promise-outlived-{os.getpid()}-{time.monotonic_ns()}"
+    started, log = tmp_path / "started", tmp_path / "deployed.log"
+    script = tmp_path / "deploy.sh"
+    script.write_text(f"touch {started}\nsh -c 'sleep 3; echo deployed >> {log}' {mark} &\nwait\n")
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/ship.md": brief("Ship", ["write ship.txt v1", "run assay step run --name deploy "
+                                                     f"--policy unsafe -- sh {script}"], "test -f ship.txt")})
+    desk = start_desk(forge, "builder", tmp_path, tmp_path / "desk.log")
+    try:
+        await_path(started, desk)
+        [(outer, _)] = [p for p in processes_with(f"sh {script}") if "step run" not in p[1]]
+        os.kill(outer, signal.SIGKILL)
+        deadline, alive = time.monotonic() + 30, processes_with(mark)
+        while not (ended := [e for e in entries(forge.path, "ship") if e["kind"] == "result"
+                             and e.get("step") == "deploy"]):
+            alive = processes_with(mark)
+            assert time.monotonic() < deadline, "the step was never journaled over"
+            time.sleep(0.05)
+        # the result is journaled only once the command's whole group is gone (here: the child made its effect)
+        assert processes_with(mark) == [], f"the step was journaled over ({ended}) while its child ran on"
+        assert alive == [] or log.exists(), alive
+    finally:
+        end_group(desk) if desk.poll() is None else None
+        end_all(mark)

@@ -189,6 +189,14 @@ def descendants(root: int, table: dict[int, tuple[int, str]]) -> list[int]:
     return out
 
 
+def ancestors(pid: int, table: dict[int, tuple[int, str]]) -> list[int]:
+    out = []
+    while pid in table and pid not in out and pid > 1:
+        pid = table[pid][0]
+        out.append(pid)
+    return out
+
+
 def marked(mark: str) -> list[tuple[int, str]]:
     """Processes of a trial's effects (their command line holds the trial's mark)."""
     return [(pid, cmd) for pid, (_, cmd) in processes().items() if f"promise-effect-{mark}" in cmd

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 INVARIANTS = ("effect-twice", "effect-unjournaled", "settled-against-evidence", "steer-undelivered", "steer-lost",
               "stuck",
-              "secret", "traceback", "stranded", "journal")
+              "secret", "traceback", "stranded", "step-outlived", "journal")
 OPEN_INTENT = re.compile(r"intent (\d+) \(\S+\) has neither a result nor an outcome_unknown")
 
 
@@ -37,6 +37,7 @@ class Evidence:
     commands: list[dict[str, Any]]  # what the harness ran itself, with outputs
     stranded: list[tuple[int, str]]  # effect processes alive after their owners ended
     board: dict[str, Any]
+    orphaned: list[tuple[int, str, str]]  # effect processes that ran on after a kill: (pid, command, the kill)
 
 
 def judge(ev: Evidence) -> list[Break]:
@@ -49,6 +50,9 @@ def judge(ev: Evidence) -> list[Break]:
     out += secrets(ev, read_jsonl)
     out += tracebacks(ev, read_jsonl)
     out += [Break("stranded", f"pid {pid} still runs after its owner ended: {cmd}") for pid, cmd in ev.stranded]
+    # the step's own command killed: the step's owner lives on, and judged the step over while its group ran
+    out += [Break("step-outlived" if after.startswith("SIGKILL step") else "stranded",
+                  f"pid {pid} ran on after {after}, under no desk: {cmd}") for pid, cmd, after in ev.orphaned]
     out += journal_shape(ev, journals)
     return out
 
@@ -66,8 +70,10 @@ def verdicts(journal: list[dict[str, Any]], step: str) -> dict[int, str]:
             said[e["intent"]] = "happened" if data["settled"] == "happened" else "did-not"
         elif e.get("status") == "completed" and (data.get("output") or {}).get("exit_code") == 0:
             said[e["intent"]] = "happened"
+        elif e.get("status") == "completed":
+            said[e["intent"]] = "failed"  # it ran and exited non-zero: no word on whether its effect was made
         else:
-            said[e["intent"]] = "did-not"  # failed, or cancelled: the command did not make its effect
+            said[e["intent"]] = "did-not"  # cancelled, or failed to start: the journal says it made no effect
     return said
 
 
@@ -83,7 +89,7 @@ def effects(ev: Evidence, journals: dict[str, list[dict[str, Any]]]) -> list[Bre
         if lines and not said:
             out.append(Break("effect-unjournaled", where))
         happened = sum(v == "happened" for v in said.values())
-        maybe = sum(v in ("unknown", "open") for v in said.values())
+        maybe = sum(v in ("unknown", "open", "failed") for v in said.values())
         if len(lines) > happened + maybe:
             out.append(Break("settled-against-evidence", f"more effects than the journal allows: {where}"))
         if len(lines) < happened:

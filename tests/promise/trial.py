@@ -26,7 +26,8 @@ FAULTS = ("group", "desk", "agent", "mcp", "step", "pause", "long-pause")
 WEIGHTS = (3, 2, 2, 2, 3, 3, 1)
 TERMINAL = ("waiting", "blocked", "done")
 SETTLE_S = 100.0
-EFFECT_DELAYS = (0.3, 0.8, 1.5)
+EFFECT_DELAYS = (0.3, 1.5, 3.0)  # how long an effect's grandchild works before it writes
+ORPHAN_S = 2.0  # how long a killed owner's effect processes may take to go
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Trial:
         self.started = time.monotonic()
         self.steers = 0
         self.real: list[str] = []
+        self.orphaned: list[tuple[int, str, str]] = []  # (pid, command line, the kill after which it ran on)
 
     def tell(self, line: str) -> None:
         self.out.tell(self.started, line)
@@ -119,7 +121,7 @@ class Trial:
             self.fleet.shutdown()
         stranded = self.await_no_effects()
         self.out.breaks = judge(Evidence(self.setup, self.real_and_children(), self.fleet, self.run.ran, stranded,
-                                         self.board()))
+                                         self.board(), self.orphaned))
         return self.out
 
     # -- the wings in use ----------------------------------------------------------------------------------
@@ -160,10 +162,12 @@ class Trial:
             died = self.fleet.kill(name)
             self.out.faults["kill group"] += int(died)
             self.tell(f"SIGKILL group of {name}: {'died' if died else 'had ended'}")
+            self.orphans(f"SIGKILL group of {name}")
         elif kind == "desk":
             died = self.fleet.kill_alone(name)
             self.out.faults["kill desk"] += int(died)
             self.tell(f"SIGKILL {name} alone: {'died' if died else 'had ended'}")
+            self.orphans(f"SIGKILL {name} alone")
         else:
             self.pause(name, long=kind == "long-pause")
             return
@@ -187,6 +191,22 @@ class Trial:
             return
         self.out.faults[f"kill {role}"] += 1
         self.tell(f"SIGKILL {role} {pid} of {name}")
+        self.orphans(f"SIGKILL {role} {pid} of {name}")
+
+    def orphans(self, after: str) -> None:
+        """Effect processes that run on, ORPHAN_S after a kill, under no live desk: their owner is gone."""
+        deadline = time.monotonic() + ORPHAN_S
+        while True:
+            table = fl.processes()
+            desks = {p.pid for p in self.fleet.procs.values() if p.poll() is None}
+            left = [(pid, cmd) for pid, cmd in fl.marked(self.setup.mark)
+                    if not desks & set(fl.ancestors(pid, table))]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        for pid, cmd in left:
+            self.orphaned.append((pid, cmd, after))
+            self.tell(f"pid {pid} ran on {ORPHAN_S}s after {after}: {cmd}")
 
     def pause(self, name: str, long: bool) -> None:
         seconds = self.rng.uniform(fl.LEASE_S + 2, fl.LEASE_S * 3) if long else self.rng.uniform(0.2, fl.LEASE_S * 0.6)
