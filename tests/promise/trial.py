@@ -62,6 +62,8 @@ def briefs(setup: fl.Setup, rng: random.Random) -> dict[str, str]:
     calls = [{"tool": "value", "arguments": {"kind": "uuid"}},
              {"tool": "progress", "arguments": {"text": "half way"}},
              {"tool": "steering"},
+             {"tool": "step_run", "arguments": {"name": "build", "policy": "idempotent",
+                                                "command": f"sleep {rng.uniform(0.5, 2.0):.1f}"}},
              {"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "argv": argv,
                                                 "probe": f"test -s {target}"}},
              {"tool": "steering"},
