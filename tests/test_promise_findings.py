@@ -531,17 +531,24 @@ class Unauthorized(ModelServer):
 @pytest.mark.skipif(not REAL_CLIS, reason="Claude Code retries a 401 for minutes: set ASSAY_PROMISE_REAL_CLIS=1")
 @pytest.mark.xfail(strict=False, reason="issue 33 finding 7")
 def test_7_a_wrong_model_key_leaves_the_brief_unburned(tmp_path: Path) -> None:
-    from tests.test_agent_desks import AGENTS, desk, desk_env, project
-
+    work, forge = tmp_path / "project", tmp_path / "forge.git"
+    work.mkdir()
+    assert assay("init", "--local-forge", str(forge), cwd=work).code == 0  # the presets as shipped
+    (work / "briefs" / "greet.md").write_text("---\ntitle: Greet\nlabels: [code]\nverify:\n  - id: greeted\n"
+                                              "    run: test -f greet.txt\n---\nWrite greet.txt saying hello.\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "greet", cwd=work)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
     with Unauthorized() as server:
-        forge = project(tmp_path, "---\ntitle: Greet\nlabels: [code]\nverify:\n  - id: greeted\n"
-                                  "    run: test -f greet.txt\n---\nWrite greet.txt saying hello.\n")
-        proc = desk("claude", forge, desk_env(AGENTS["claude"], server, tmp_path))
-        out, _ = proc.communicate(timeout=600)
+        env = {**os.environ, **clis.claude_env(server.url, tmp_path / "home"), "ASSAY_STATE_DIR": str(tmp_path / "s")}
+        env["PATH"] = os.pathsep.join([*clis.path_dirs(), os.environ["PATH"]])
+        out = subprocess.run([sys.executable, "-m", "assay", "desk", "run", "claude", "--once", "--forge",
+                              str(forge)], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=900).stdout
     no_traceback(out)
-    last = claim_chain(forge, "ship")[-1] if fl.git("--git-dir", str(forge), "for-each-ref",
-                                                    "refs/assay/claims/ship").strip() else {"state": "unclaimed"}
-    agents = [e for e in entries(forge, "ship") if e["kind"] == "intent" and e.get("step") == "agent"]
+    last = claim_chain(forge, "greet")[-1] if fl.git("--git-dir", str(forge), "for-each-ref",
+                                                     "refs/assay/claims/greet").strip() else {"state": "unclaimed"}
+    agents = [e for e in entries(forge, "greet") if e["kind"] == "intent" and e.get("step") == "agent"]
     assert last["state"] != "blocked" and len(agents) <= 1, (out[-3000:], last)
     assert "401" in out or "key" in out.lower(), out[-3000:]
 

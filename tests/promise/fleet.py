@@ -1,25 +1,27 @@
 """The promise fleet: a forge on disk, desks running the promise agent (tests/promise/agent.py) in process groups
 of their own, and the processes a fault can hit, found in /proc.
 
-Reuses the kill fuzzer's `Fleet` (one process group per desk, each life logged to a file) with an environment
-per desk and per life: every life of a desk has a HOME of its own, so a checkpointed conversation is always
-resumed under another HOME than the one that wrote it.
+As the kill fuzzer's fleet (tests/crash/test_kill_fuzz.py): one process group per desk, each life logged to a file;
+here with an environment per desk and per life: every life of a desk has a HOME of its own, so a checkpointed
+conversation is always resumed under another HOME than the one that wrote it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import PINNED, REPO
-from tests.crash.test_kill_fuzz import Fleet
+from tests.helpers import procs
 
 from .agent import SECRET_PREFIX
 
@@ -135,12 +137,14 @@ class Commands:
         return done
 
 
-class PromiseFleet(Fleet):
-    """The kill fuzzer's fleet, each desk life with its own environment (and HOME)."""
+class PromiseFleet:
+    """One running process per desk, each the leader of its own process group; every life logged to a file."""
 
     def __init__(self, setup: Setup) -> None:
-        super().__init__(str(setup.forge), {}, setup.logs)
-        self.setup = setup
+        self.setup, self.url, self.logs = setup, str(setup.forge), setup.logs
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.lives: Counter[str] = Counter()
+        self.unexpected: list[str] = []  # desks that ended without being told to
 
     def start(self, name: str) -> None:
         self.lives[name] += 1
@@ -150,11 +154,55 @@ class PromiseFleet(Fleet):
                 env=self.setup.env(name, self.lives[name]), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
 
+    def revive(self) -> None:
+        """A desk that ended on its own (a desk polls until stopped) is noted and started again."""
+        for name, proc in sorted(self.procs.items()):
+            if proc.poll() is not None:
+                self.unexpected.append(f"{name} life {self.lives[name]} exited {proc.returncode}")
+                self.start(name)
+
+    def holding(self, tips: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+        """The claims each desk's running life holds in `tips` (its pid is in the holder)."""
+        pids = {proc.pid: name for name, proc in self.procs.items()}
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for b, r in tips.items():
+            parts = str(r.get("holder", "")).split("/")
+            if r.get("state") == "held" and len(parts) > 2 and parts[2].isdigit() and int(parts[2]) in pids:
+                out.setdefault(pids[int(parts[2])], {})[b] = r
+        return out
+
+    def kill(self, name: str) -> bool:
+        """SIGKILL the desk's whole group; whether the desk died of it (else it had ended on its own)."""
+        proc = self.procs[name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait(timeout=30) == -signal.SIGKILL
+
     def kill_alone(self, name: str) -> bool:
         """SIGKILL the desk process only: its children learn of it as they can."""
         proc = self.procs[name]
         os.kill(proc.pid, signal.SIGKILL)
         return proc.wait(timeout=30) == -signal.SIGKILL
+
+    def stop(self, name: str) -> None:
+        """SIGSTOP the desk's whole group; returns once /proc shows the desk stopped (or in D, stopping)."""
+        os.killpg(self.procs[name].pid, signal.SIGSTOP)
+        procs.await_state(self.procs[name].pid, "TD", deadline_s=60)
+
+    def cont(self, name: str) -> None:
+        os.killpg(self.procs[name].pid, signal.SIGCONT)
+
+    def shutdown(self) -> None:
+        """End every desk (woken first, in case one is paused), its whole group."""
+        for proc in self.procs.values():
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
 
 
 # -- processes, from /proc ------------------------------------------------------------------------------------

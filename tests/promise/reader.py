@@ -7,11 +7,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.crash.test_kill_fuzz import claim_tips, review_state
 from tests.journal_check import claim_chain, entries, invariants
 
-__all__ = ["claim_tips", "review_state", "claim_chain", "entries", "invariants", "refs", "safe_entries",
-           "objects_holding", "briefs_on_main"]
+__all__ = ["claim_chain", "entries", "invariants", "refs", "safe_entries", "objects_holding", "briefs_on_main",
+           "claim_tips"]
 
 
 def _git(forge: Path, *args: str, check: bool = True) -> str:
@@ -62,3 +61,13 @@ def json_at(forge: Path, rev: str, path: str) -> Any:
         return json.loads(_git(forge, "show", f"{rev}:{path}"))
     except (subprocess.CalledProcessError, ValueError):
         return None
+
+
+def claim_tips(forge: Path) -> dict[str, dict[str, Any]]:
+    """Each brief's claim record at its tip; a junk claim ref (planted) is left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for b in _git(forge, "for-each-ref", "--format=%(refname:lstrip=3)", "refs/assay/claims/").split():
+        record = json_at(forge, f"refs/assay/claims/{b}", "claim.json")
+        if isinstance(record, dict) and isinstance(record.get("state"), str):
+            out[b] = record
+    return out

@@ -11,7 +11,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 from . import fleet as fl
 from . import junk
 from .judge import Break, Evidence, judge
-from .reader import briefs_on_main
+from .reader import briefs_on_main, claim_tips
 
 FAULTS = ("group", "desk", "agent", "mcp", "step", "pause", "long-pause")
 WEIGHTS = (3, 2, 2, 2, 3, 3, 1)
@@ -269,16 +268,4 @@ class Trial:
 
 def claim_tips_safe(forge: Path) -> dict[str, dict[str, object]]:
     """Claim tips of real briefs: junk claim refs (planted) are left out."""
-    listed = subprocess.run(["git", "--git-dir", str(forge), "for-each-ref", "--format=%(refname:lstrip=3)",
-                             "refs/assay/claims/"], capture_output=True, text=True, check=True).stdout.split()
-    out: dict[str, dict[str, object]] = {}
-    for b in listed:
-        if b.startswith("junk"):
-            continue
-        shown = subprocess.run(["git", "--git-dir", str(forge), "show", f"refs/assay/claims/{b}:claim.json"],
-                               capture_output=True, text=True)
-        try:
-            out[b] = json.loads(shown.stdout)
-        except ValueError:
-            continue
-    return out
+    return {b: r for b, r in claim_tips(forge).items() if not b.startswith("junk")}
