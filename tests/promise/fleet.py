@@ -246,9 +246,11 @@ def ancestors(pid: int, table: dict[int, tuple[int, str]]) -> list[int]:
 
 
 def marked(mark: str) -> list[tuple[int, str]]:
-    """Processes of a trial's effects (their command line holds the trial's mark)."""
-    return [(pid, cmd) for pid, (_, cmd) in processes().items() if f"promise-effect-{mark}" in cmd
-            or (f" {mark}" in cmd and "effect.sh" in cmd)]
+    """Processes of a trial's effects (their command line holds the trial's mark): a step's command and the child
+    that makes its effect, never the `assay step run` that runs them."""
+    return [(pid, cmd) for pid, (_, cmd) in processes().items()
+            if (f"promise-effect-{mark}" in cmd or (f" {mark}" in cmd and cmd.startswith("sh ")))
+            and "assay" not in cmd.split(" ", 1)[0] and " -m assay" not in cmd]
 
 
 ROLES = {  # what a fault can hit inside a desk's tree, by its command line

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 INVARIANTS = ("effect-twice", "effect-unjournaled", "settled-against-evidence", "steer-undelivered", "steer-lost",
               "stuck",
-              "secret", "traceback", "stranded", "step-outlived", "journal")
+              "secret", "traceback", "stranded", "journal")
 OPEN_INTENT = re.compile(r"intent (\d+) \(\S+\) has neither a result nor an outcome_unknown")
 
 
@@ -50,9 +50,8 @@ def judge(ev: Evidence) -> list[Break]:
     out += secrets(ev, read_jsonl)
     out += tracebacks(ev, read_jsonl)
     out += [Break("stranded", f"pid {pid} still runs after its owner ended: {cmd}") for pid, cmd in ev.stranded]
-    # the step's own command killed: the step's owner lives on, and judged the step over while its group ran
-    out += [Break("step-outlived" if after.startswith("SIGKILL step") else "stranded",
-                  f"pid {pid} ran on after {after}, under no desk: {cmd}") for pid, cmd, after in ev.orphaned]
+    out += [Break("stranded", f"pid {pid} ran on after {after}, under no desk: {cmd}")
+            for pid, cmd, after in ev.orphaned]
     out += journal_shape(ev, journals)
     return out
 

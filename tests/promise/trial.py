@@ -192,7 +192,8 @@ class Trial:
             return
         self.out.faults[f"kill {role}"] += 1
         self.tell(f"SIGKILL {role} {pid} of {name}")
-        self.orphans(f"SIGKILL {role} {pid} of {name}")
+        if role == "mcp":  # the MCP server runs its steps itself: they go with it (an agent's or a step's death
+            self.orphans(f"SIGKILL {role} {pid} of {name}")  # leaves the desk serving the step to its end)
 
     def orphans(self, after: str) -> None:
         """Effect processes that run on, ORPHAN_S after a kill, under no live desk: their owner is gone."""
