@@ -119,6 +119,32 @@ def test_1_a_grandchild_effect_of_an_mcp_step_ends_with_its_desk(forge: Forge, t
         end_all(mark)
 
 
+@pytest.mark.xfail(strict=False, reason="issue 33 finding 1 (What to build 2), on the CLI path too")
+def test_1_a_grandchild_effect_of_a_cli_step_ends_with_its_desk(forge: Forge, tmp_path: Path) -> None:
+    """The same through `assay step run` (the Bash path): the step client runs its command in a process group of
+    its own, which a SIGKILL of the desk's group does not reach; the parent-death signal reaches the direct child
+    only. Found by the promise suite (seed 4041 of its long run)."""
+    mark = f"promise-f1cli-{os.getpid()}-{time.monotonic_ns()}"
+    started, deployed, script = tmp_path / "started", tmp_path / "deployed.log", tmp_path / "deploy.sh"
+    script.write_text(f"touch {started}\nsh -c 'sleep 4; echo deployed >> {deployed}' {mark} &\nwait\n")
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/ship.md": brief("Ship", ["write ship.txt v1", "run assay step run --name deploy "
+                                                     f"--policy unsafe -- sh {script}"], "test -f ship.txt")})
+    desk = start_desk(forge, "builder", tmp_path, tmp_path / "desk.log")
+    try:
+        await_path(started, desk)
+        os.killpg(desk.pid, signal.SIGKILL)
+        desk.wait(timeout=30)
+        deadline = time.monotonic() + 6
+        while processes_with(mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = processes_with(mark)
+        time.sleep(0.5)
+        assert left == [] and not deployed.exists(), f"the deploy outlived its desk: {left}, {deployed.exists()}"
+    finally:
+        end_all(mark)
+
+
 # -- 2: a hook that leaves a background process holds the step until its time limit -------------------------
 
 
