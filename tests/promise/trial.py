@@ -24,7 +24,7 @@ from .reader import briefs_on_main, claim_tips
 FAULTS = ("group", "desk", "agent", "mcp", "step", "pause", "long-pause")
 WEIGHTS = (3, 2, 2, 2, 3, 3, 1)
 TERMINAL = ("waiting", "blocked", "done")
-SETTLE_S = 100.0
+SETTLE_S = 60.0  # past the usual 10-35 s; a brief stuck by a stale lock (finding 5) stays so
 EFFECT_DELAYS = (0.3, 1.5, 3.0)  # how long an effect's grandchild works before it writes
 ORPHAN_S = 2.0  # how long a killed owner's effect processes may take to go
 
