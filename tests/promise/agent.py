@@ -102,8 +102,13 @@ def look_for_secrets() -> None:
                 names = [item.split(b"=", 1)[0].decode(errors="replace") for item in data.split(b"\0")
                          if SECRET_PREFIX.encode() in item]
                 comm = (entry / "comm").read_text(errors="replace").strip() if (entry / "comm").exists() else "?"
+                try:
+                    argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    argv = "?"
                 log("leaks.jsonl", {**context(), "pid": int(entry.name), "where": part, "comm": comm,
-                                    "names": names if part == "environ" else []})
+                                    "names": names if part == "environ" else [],
+                                    "argv": re.sub(SECRET_PREFIX + r"\w*", "[token]", argv)[:300]})
 
 
 def assay(*args: str) -> subprocess.CompletedProcess[str]:
