@@ -45,6 +45,14 @@ def await_path(path: Path, proc: subprocess.Popen[bytes], deadline_s: float = 90
         time.sleep(0.05)
 
 
+def await_process(text: str, proc: subprocess.Popen[bytes], deadline_s: float = 30) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not processes_with(text):
+        assert proc.poll() is None, f"the desk ended (exit {proc.returncode}) before a process with {text} ran"
+        assert time.monotonic() < deadline, f"no process with {text} ran"
+        time.sleep(0.02)
+
+
 def start_desk(forge: Forge, name: str, tmp_path: Path, log: Path, **extra: str) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", name, "--poll", "0.5", "--forge",
@@ -102,6 +110,7 @@ def test_1_a_grandchild_effect_of_an_mcp_step_ends_with_its_desk(forge: Forge, t
                       PROMISE_DIR=str(tmp_path / "promise"))
     try:
         await_path(started, desk)
+        await_process(mark, desk)  # the child that makes the effect runs
         # the desk's whole group, and `assay mcp` with it (Claude Code's MCP server dies with its desk)
         deadline = time.monotonic() + 30
         while not (servers := [pid for pid, cmd in processes_with(" mcp") if cmd.endswith(" mcp") and "assay" in cmd]):
@@ -136,6 +145,7 @@ def test_1_a_grandchild_effect_of_a_cli_step_ends_with_its_desk(forge: Forge, tm
     desk = start_desk(forge, "builder", tmp_path, tmp_path / "desk.log")
     try:
         await_path(started, desk)
+        await_process(mark, desk)  # the child that makes the effect runs
         os.killpg(desk.pid, signal.SIGKILL)
         desk.wait(timeout=30)
         deadline = time.monotonic() + 6
@@ -617,6 +627,7 @@ def test_a_step_whose_command_is_killed_ends_only_when_its_whole_group_is_gone(f
     desk = start_desk(forge, "builder", tmp_path, tmp_path / "desk.log")
     try:
         await_path(started, desk)
+        await_process(mark, desk)  # the child that makes the effect runs
         [(outer, _)] = [p for p in processes_with(f"sh {script}") if "step run" not in p[1]]
         os.kill(outer, signal.SIGKILL)
         deadline, alive = time.monotonic() + 30, processes_with(mark)
