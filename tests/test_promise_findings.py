@@ -642,3 +642,32 @@ def test_a_step_whose_command_is_killed_ends_only_when_its_whole_group_is_gone(f
     finally:
         end_group(desk) if desk.poll() is None else None
         end_all(mark)
+
+
+@pytest.mark.xfail(strict=False, reason="issue 33 What to build 2 (found by the promise suite, seeds 4013, 4106)")
+def test_a_step_client_killed_takes_its_commands_children_with_it(forge: Forge, tmp_path: Path) -> None:
+    """`assay step run` SIGKILLed (by the kernel's OOM killer, or a person): the step is journaled
+    `outcome_unknown`; the child of its command that makes the effect must not run on, or the agent's inspection
+    settles `did-not` before the effect lands, the step runs again, and the effect happens twice."""
+    mark = f"promise-client-{os.getpid()}-{time.monotonic_ns()}"
+    started, log, script = tmp_path / "started", tmp_path / "deployed.log", tmp_path / "deploy.sh"
+    script.write_text(f"touch {started}\nsh -c 'sleep 3; echo deployed >> {log}' {mark} &\nwait\n")
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/ship.md": brief("Ship", ["write ship.txt v1", "run assay step run --name deploy "
+                                                     f"--policy unsafe -- sh {script}"], "test -f ship.txt")})
+    desk = start_desk(forge, "builder", tmp_path, tmp_path / "desk.log")
+    try:
+        await_path(started, desk)
+        await_process(mark, desk)
+        [(client, _)] = [p for p in processes_with(f"sh {script}") if "step run" in p[1]
+                         and not p[1].startswith(("sh ", "/bin/sh "))]
+        os.kill(client, signal.SIGKILL)
+        deadline = time.monotonic() + 2
+        while processes_with(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = processes_with(mark)
+        time.sleep(1.5)  # past the child's own end, had it lived
+        assert left == [] and not log.exists(), f"the effect outlived its step client: {left}, {log.exists()}"
+    finally:
+        end_group(desk) if desk.poll() is None else None
+        end_all(mark)

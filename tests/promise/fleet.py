@@ -256,7 +256,8 @@ def marked(mark: str) -> list[tuple[int, str]]:
 ROLES = {  # what a fault can hit inside a desk's tree, by its command line
     "agent": lambda cmd: "tests.promise.agent" in cmd,
     "mcp": lambda cmd: cmd.endswith(" mcp") and "assay" in cmd,
-    "step": lambda cmd: "effect.sh" in cmd,
+    "client": lambda cmd: "step run" in cmd and "effect.sh" in cmd,  # `assay step run`, which runs a step
+    "step": lambda cmd: cmd.startswith("sh ") and "effect.sh" in cmd,  # the step's command
 }
 
 

@@ -21,8 +21,8 @@ from . import junk
 from .judge import Break, Evidence, judge
 from .reader import briefs_on_main, claim_tips
 
-FAULTS = ("group", "desk", "agent", "mcp", "step", "pause", "long-pause")
-WEIGHTS = (3, 2, 2, 2, 3, 3, 1)
+FAULTS = ("group", "desk", "agent", "mcp", "client", "step", "pause", "long-pause")
+WEIGHTS = (3, 2, 2, 2, 2, 2, 3, 1)
 TERMINAL = ("waiting", "blocked", "done")
 SETTLE_S = 60.0  # past the usual 10-35 s; a brief stuck by a stale lock (finding 5) stays so
 EFFECT_DELAYS = (0.3, 1.5, 3.0)  # how long an effect's grandchild works before it writes
@@ -155,7 +155,7 @@ class Trial:
         return self.rng.choice(pool)
 
     def fault(self, kind: str) -> None:
-        if kind in ("agent", "mcp", "step"):
+        if kind in ("agent", "mcp", "client", "step"):
             self.kill_role(kind)
             return
         name = self.target()
@@ -192,8 +192,8 @@ class Trial:
             return
         self.out.faults[f"kill {role}"] += 1
         self.tell(f"SIGKILL {role} {pid} of {name}")
-        if role == "mcp":  # the MCP server runs its steps itself: they go with it (an agent's or a step's death
-            self.orphans(f"SIGKILL {role} {pid} of {name}")  # leaves the desk serving the step to its end)
+        if role in ("mcp", "client"):  # each runs its steps itself: they go with it (an agent's or a step
+            self.orphans(f"SIGKILL {role} {pid} of {name}")  # command's death leaves the step to its end)
 
     def orphans(self, after: str) -> None:
         """Effect processes that run on, ORPHAN_S after a kill, under no live desk: their owner is gone."""
