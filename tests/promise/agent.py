@@ -204,7 +204,9 @@ async def tools(calls: list[dict[str, Any]], done: set[int]) -> int:
 
     log_path = Path(os.environ["ASSAY_EFFECTS_LOG"] + ".mcp")
     # in a session of its own, as Claude Code starts its tool processes: the desk's process group does not hold it
-    server = StdioServerParameters(command="setsid", args=[os.environ["ASSAY_BIN"], "mcp"], env=dict(os.environ))
+    # (`-w`: setsid stays its parent, so that the server is still a process of this agent's tree)
+    server = StdioServerParameters(command="setsid", args=["-w", os.environ["ASSAY_BIN"], "mcp"],
+                                   env=dict(os.environ))
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         for i, item in enumerate(calls):
