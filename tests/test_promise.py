@@ -34,9 +34,11 @@ KNOWN = {
     "stuck": "issue 33 finding 5",
     "steer-undelivered": "issue 33 finding 3",
     "steer-lost": "issue 33 finding 3",
-    "stranded": "issue 33 finding 1",
-    "settled-against-evidence": "issue 33 finding 1",
-    "effect-twice": "issue 33 finding 1",
+    # an effect's child outlives its owner (the desk's group, `assay mcp`, or `assay step run` itself: the last found
+    # by this suite), lands after an inspection settled did-not, and the step runs again
+    "stranded": "issue 33 finding 1 and What to build 2",
+    "settled-against-evidence": "issue 33 finding 1 and What to build 2",
+    "effect-twice": "issue 33 finding 1 and What to build 2",
 }
 
 pytestmark = pytest.mark.slow
