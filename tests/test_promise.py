@@ -27,19 +27,7 @@ FIRST_SEED = int(os.environ.get("ASSAY_PROMISE_SEED", "1"))
 FIGURES = os.environ.get("ASSAY_PROMISE_FIGURES", os.devnull)  # where to write the figures and every break, too
 # invariants that break on main (7cedff2) for a finding of issue 33 that is fixed in its own branch: an entry goes
 # once its fix is merged, and the invariant is held strictly from then on
-KNOWN = {
-    "secret": "issue 33 finding 10",  # the desk's token in the environment of processes the agent can read
-    # a stale claim ref lock (planted on a worked brief in about a third of the trials): that brief, and every brief
-    # after it, is never claimed, and the board says nothing of it
-    "stuck": "issue 33 finding 5",
-    "steer-undelivered": "issue 33 finding 3",
-    "steer-lost": "issue 33 finding 3",
-    # an effect's child outlives its owner (the desk's group, `assay mcp`, or `assay step run` itself: the last found
-    # by this suite), lands after an inspection settled did-not, and the step runs again
-    "stranded": "issue 33 finding 1 and What to build 2",
-    "settled-against-evidence": "issue 33 finding 1 and What to build 2",
-    "effect-twice": "issue 33 finding 1 and What to build 2",
-}
+KNOWN: dict[str, str] = {}  # an invariant a known, open finding breaks: its issue (none is open)
 
 pytestmark = pytest.mark.slow
 

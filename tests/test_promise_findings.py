@@ -1,8 +1,7 @@
 """The findings of issue 33 as cases of the promise suite: each drives real desks, agents, `assay mcp` and git,
 and judges from evidence outside Assay (effect logs, /proc, refs read with plain git, command output).
 
-The cases that break on main for a finding fixed in its own branch are marked xfail with the finding's number;
-they are flipped once the fix is merged.
+Each case failed before its finding was fixed.
 """
 
 from __future__ import annotations
@@ -97,7 +96,6 @@ env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG, PYTHONPATH, PROMISE
 """
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 1")
 def test_1_a_grandchild_effect_of_an_mcp_step_ends_with_its_desk(forge: Forge, tmp_path: Path) -> None:
     mark = f"promise-f1-{os.getpid()}-{time.monotonic_ns()}"
     started, deployed = tmp_path / "started", tmp_path / "deployed.log"
@@ -131,7 +129,6 @@ def test_1_a_grandchild_effect_of_an_mcp_step_ends_with_its_desk(forge: Forge, t
         end_all(mark)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 1 (What to build 2), on the CLI path too")
 def test_1_a_grandchild_effect_of_a_cli_step_ends_with_its_desk(forge: Forge, tmp_path: Path) -> None:
     """The same through `assay step run` (the Bash path): the step client runs its command in a process group of
     its own, which a SIGKILL of the desk's group does not reach; the parent-death signal reaches the direct child
@@ -161,7 +158,6 @@ def test_1_a_grandchild_effect_of_a_cli_step_ends_with_its_desk(forge: Forge, tm
 # -- 2: a hook that leaves a background process holds the step until its time limit -------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 2")
 def test_2_a_hook_that_leaves_a_process_behind_does_not_hold_the_step(forge: Forge, tmp_path: Path) -> None:
     seconds = 100000 + os.getpid() % 89999
     hooks = f"hooks:\n  before_step: 'sleep {seconds} & echo gate-ok'\n"
@@ -228,7 +224,6 @@ def test_3_steering_passed_on_while_the_agent_works_reaches_it(forge: Forge, tmp
     assert any(text in s for s in sent), "steering to a running brief never reached its agent"
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 4")
 def test_4_steering_marked_delivered_to_an_agent_without_prompt_reached_it(forge: Forge, tmp_path: Path) -> None:
     journal, text = steered_while_working(forge, tmp_path, "{prompt_file}")
     assert delivered_unseen(journal, tmp_path / "promise") == [], "steering marked delivered that no agent was sent"
@@ -239,7 +234,6 @@ def test_4_steering_marked_delivered_to_an_agent_without_prompt_reached_it(forge
 # -- 5: a stale ref lock on a forge on disk ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 5")
 def test_5_a_stale_claim_lock_neither_strands_the_brief_nor_is_called_a_read(forge: Forge, tmp_path: Path) -> None:
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
                     "briefs/ship.md": brief("Ship", ["write ship.txt v1"], "test -f ship.txt")})
@@ -292,7 +286,6 @@ def test_6_taking_over_from_a_paused_desk_burns_no_attempts(forge: Forge, tmp_pa
 # -- 8: SIGTERM does what Ctrl-C does ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 8")
 def test_8_sigterm_releases_the_claim_as_ctrl_c_does(forge: Forge, tmp_path: Path) -> None:
     marker = tmp_path / "working"
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=2),
@@ -314,7 +307,6 @@ def test_8_sigterm_releases_the_claim_as_ctrl_c_does(forge: Forge, tmp_path: Pat
 # -- 10: the agent must not find the desk's token in any process it can read ---------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 10")
 def test_10_the_agent_finds_no_token_in_any_process(forge: Forge, tmp_path: Path) -> None:
     token = SECRET_PREFIX + "f10" + "x" * 24
     folder = tmp_path / "promise"
@@ -332,7 +324,6 @@ def test_10_the_agent_finds_no_token_in_any_process(forge: Forge, tmp_path: Path
 # -- 11: a password in a forge URL is never printed -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 11")
 def test_11_a_password_in_a_file_url_is_masked(forge: Forge, tmp_path: Path) -> None:
     password = "Pa55-f11-" + str(os.getpid())
     url = f"file://someone:{password}@{forge.path}"
@@ -361,7 +352,6 @@ def checkpoint_commit(forge: Forge, entry: dict[str, Any], blob_name: str, blob:
     git("--git-dir", str(forge.path), "update-ref", "refs/assay/journal/talk", commit)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 12")
 def test_12_a_planted_session_id_never_becomes_a_path_or_an_argument(forge: Forge, tmp_path: Path) -> None:
     """A desk is killed mid-run after a checkpoint; a checkpoint naming a session outside HOME is planted after it;
     the next desk resumes the round's newest checkpoint."""
@@ -440,7 +430,6 @@ HOSTILE_CALLS = [("value", {"kind": "random", "bytes": "abc"}), ("value", {"kind
                  ("step_run", {"name": "hi", "policy": "sometimes", "command": "true"})]
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 13")
 def test_13_assay_mcp_answers_every_line_and_refuses_what_its_schema_refuses(tmp_path: Path) -> None:
     pipe = Pipe(tmp_path)
     answers = []
@@ -463,7 +452,6 @@ def test_13_assay_mcp_answers_every_line_and_refuses_what_its_schema_refuses(tmp
 # -- 14: an event's payload is read with a bound ---------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 14")
 def test_14_an_endless_event_payload_is_refused(forge: Forge) -> None:
     import resource
 
@@ -485,7 +473,6 @@ def test_14_an_endless_event_payload_is_refused(forge: Forge) -> None:
 GITMODULES = '[submodule "x"]\\n  path = x\\n  url = --upload-pack=touch /tmp/promise-f15\\n'
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 15")
 def test_15_a_forge_that_checks_objects_never_takes_a_hostile_gitmodules(forge: Forge, tmp_path: Path) -> None:
     git("--git-dir", str(forge.path), "config", "transfer.fsckObjects", "true")
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
@@ -500,7 +487,6 @@ def test_15_a_forge_that_checks_objects_never_takes_a_hostile_gitmodules(forge: 
 # -- 17: init works on the folder it is given ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 17")
 def test_17_init_in_a_folder_of_another_repository_leaves_that_repository_alone(tmp_path: Path) -> None:
     outer = tmp_path / "outer"
     git("init", "-q", "--initial-branch=main", str(outer))
@@ -524,7 +510,6 @@ def test_17_init_in_a_folder_of_another_repository_leaves_that_repository_alone(
 # -- 18: a report says what it could not read ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 18")
 def test_18_a_report_names_the_journal_it_could_not_read(forge: Forge, tmp_path: Path) -> None:
     publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
                     "briefs/one.md": brief("One", ["write one.txt 1"], "test -f one.txt"),
@@ -540,7 +525,6 @@ def test_18_a_report_names_the_journal_it_could_not_read(forge: Forge, tmp_path:
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed")
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 16")
 def test_16_objects_pushed_to_a_forge_that_asks_for_fsync_are_synced(forge: Forge, tmp_path: Path) -> None:
     """A power loss cannot be made here: the system calls show instead whether each object reached the disk."""
     git("--git-dir", str(forge.path), "config", "core.fsync", "all")
@@ -568,7 +552,6 @@ class Unauthorized(ModelServer):
 @pytest.mark.slow
 @pytest.mark.skipif(clis.claude_bin() is None, reason="claude is not installed (sh tests/install-agents.sh)")
 @pytest.mark.skipif(not REAL_CLIS, reason="Claude Code retries a 401 for minutes: set ASSAY_PROMISE_REAL_CLIS=1")
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 7")
 def test_7_a_wrong_model_key_leaves_the_brief_unburned(tmp_path: Path) -> None:
     work, forge = tmp_path / "project", tmp_path / "forge.git"
     work.mkdir()
@@ -595,20 +578,26 @@ def test_7_a_wrong_model_key_leaves_the_brief_unburned(tmp_path: Path) -> None:
 # -- 9: a comment command the parser obeys starts the desk's job -------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 finding 9")
-def test_9_a_retry_comment_with_a_leading_space_starts_the_desk_job() -> None:
-    """The job's `if:` as GitHub evaluates it for a comment on a pull request: `startsWith` and `contains` on the
-    comment's body are the only functions it may apply to the body."""
+def test_9_the_desk_job_starts_for_exactly_the_comments_the_parser_obeys() -> None:
+    """The job's `if:` as GitHub evaluates it for a comment on a pull request (`startsWith` and `contains` on the
+    comment's body, case-insensitive): a comment starts a job exactly when the command parser takes it as a command,
+    so no command the parser obeys (a leading space was one) goes without a job."""
     import re
 
     import yaml
 
+    from assay.core.forge.base import command_of
+
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "desk.yml").read_text())
     condition = " ".join(str(job.get("if", "")) for job in workflow["jobs"].values())
-    body = " /assay retry"  # what the command parser accepts (it strips the line)
     tests = re.findall(r"(startsWith|contains)\(github\.event\.comment\.body,\s*'([^']*)'\)", condition)
-    passes = {"startsWith": body.startswith, "contains": body.__contains__}
-    assert all(passes[function](text) for function, text in tests), (tests, condition)
+    assert tests, condition
+    for body in (" /assay retry", "/assay retry", "/ASSAY retry", "\n/assay retry", "please /assay retry", "/assay"):
+        low = body.lower()
+        passes = {"startsWith": lambda text, low=low: low.startswith(text.lower()),
+                  "contains": lambda text, low=low: text.lower() in low}
+        starts = all(passes[function](text) for function, text in tests)
+        assert starts == (command_of(body) is not None), (body, tests)
 
 
 # -- the suite's own: a step whose command is killed alone is journaled over only once its whole group is gone
@@ -644,7 +633,6 @@ def test_a_step_whose_command_is_killed_ends_only_when_its_whole_group_is_gone(f
         end_all(mark)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33 What to build 2 (found by the promise suite, seeds 4013, 4106)")
 def test_a_step_client_killed_takes_its_commands_children_with_it(forge: Forge, tmp_path: Path) -> None:
     """`assay step run` SIGKILLed (by the kernel's OOM killer, or a person): the step is journaled
     `outcome_unknown`; the child of its command that makes the effect must not run on, or the agent's inspection
