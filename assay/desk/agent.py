@@ -156,7 +156,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
             proc = Isolated(argv, cwd=run.worktree, env=env,
                             stdin=subprocess.PIPE if spec.prompt == "stdin" else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            preexec_fn=_DIE_WITH_PARENT)
+                            preexec_fn=dies_with_parent())  # the agent dies with its desk
         except OSError as exc:
             raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
         if proc.stdin is not None:
@@ -493,4 +493,3 @@ def protect_environment() -> None:
         pass
 
 
-_DIE_WITH_PARENT = dies_with_parent()  # the agent dies with its desk: a killed desk leaves no agent working unfenced

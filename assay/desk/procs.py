@@ -199,13 +199,17 @@ def _libc() -> Any:
 
 
 def dies_with_parent() -> Any:
-    """A preexec function making a child die with this process (Linux's parent-death signal), or None."""
+    """A preexec function making a child die with this process (Linux's parent-death signal), or None. Make it
+    in the process that starts the child: a child whose parent died before the signal was armed ends itself."""
     libc = _libc()
     if libc is None:
         return None
+    owner = os.getpid()
 
     def set_pdeathsig() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != owner:  # the owner died between the fork and the prctl: no signal will come
+            os.kill(os.getpid(), signal.SIGKILL)
     return set_pdeathsig
 
 

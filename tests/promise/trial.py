@@ -26,7 +26,9 @@ WEIGHTS = (3, 2, 2, 2, 2, 2, 3, 1)
 TERMINAL = ("waiting", "blocked", "done")
 SETTLE_S = 60.0  # past the usual 10-35 s; a brief stuck by a stale lock (finding 5) stays so
 EFFECT_DELAYS = (0.3, 1.5, 3.0)  # how long an effect's grandchild works before it writes
-ORPHAN_S = 2.0  # how long a killed owner's effect processes may take to go
+# how long a killed owner's effect processes may take to go: past the 5 s a step client whose desk went gives its
+# command between SIGTERM and SIGKILL (procs.STOP_GRACE_S), on a loaded machine
+ORPHAN_S = 6.0
 
 
 @dataclass
