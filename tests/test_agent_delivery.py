@@ -132,6 +132,89 @@ def test_steering_that_arrives_during_verify_reaches_the_agent_before_the_review
     assert invariants(forge.path, "job") == []
 
 
+def delivered_then_ready(forge: Forge, seq: int) -> list[dict[str, object]]:
+    """The journal, after checking that steering `seq` was delivered once, before the review was last marked ready."""
+    journal = entries(forge.path, "job")
+    delivered = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("steer") == "delivered"]
+    ready = [e for e in journal if e["kind"] == "result" and e.get("step") == "ready"]
+    assert [e["data"]["of"] for e in delivered] == [seq] and ready and delivered[0]["seq"] < ready[-1]["seq"], journal
+    assert claim_chain(forge.path, "job")[-1]["state"] == "waiting" and invariants(forge.path, "job") == []
+    return journal
+
+
+def test_steering_a_brief_waiting_on_its_review_wakes_it_for_a_round_that_takes_it(forge: Forge,
+                                                                                  tmp_path: Path) -> None:
+    """The review is ready and the brief waits on it when a person steers: `steer` wakes it for a new round (as
+    requested changes do) and says so; the desk's next pass runs the agent with the steering, then waits again."""
+    publish(forge, {"desks/steady.yaml": desk("steady", ["python", "-m", "assay.agents.scripted"]),
+                    "briefs/job.md": brief("Job", ["steering", "write out.txt hi"], "test -f out.txt")})
+    first = run_desk(forge, "steady", tmp_path)
+    assert first.code == 0 and "review ready" in first.out, first.out + first.err
+    assert claim_chain(forge.path, "job")[-1]["state"] == "waiting"
+    text = "Use the staging database"
+    steered = assay("steer", "job", text, "--json", "--forge", forge.url)
+    assert steered.code == 0, steered.err
+    told = json.loads(steered.out)
+    assert "woken" in told["when"] and claim_chain(forge.path, "job")[-1]["state"] == "held", told
+    again = run_desk(forge, "steady", tmp_path)
+    assert again.code == 0 and f"steering received: {text}" in again.out and "review ready" in again.out, again.out
+    journal = delivered_then_ready(forge, told["seq"])
+    [wake] = [e for e in journal if e["kind"] == "wake"]
+    data = wake["data"]
+    assert isinstance(data, dict) and data["signals"] == [f"steer:{told['seq']}:round"], wake
+    assert told["seq"] < int(str(wake["seq"])), wake
+
+
+def test_steering_whose_wake_was_cut_off_is_taken_by_the_next_desk_pass(forge: Forge, tmp_path: Path) -> None:
+    """`steer` killed after its entry landed and before it woke the waiting brief: the desk's next pass finds
+    steering that no run took on a brief waiting on its review, wakes it and runs the agent with it."""
+    publish(forge, {"desks/steady.yaml": desk("steady", ["python", "-m", "assay.agents.scripted"]),
+                    "briefs/job.md": brief("Job", ["steering", "write out.txt hi"], "test -f out.txt")})
+    assert run_desk(forge, "steady", tmp_path).code == 0
+    text = "Keep the old flag"
+    cut = assay("steer", "job", text, "--forge", forge.url, env={"ASSAY_CRASH_AT": "steer.after-entry"})
+    assert cut.code == -9 and claim_chain(forge.path, "job")[-1]["state"] == "waiting", cut
+    [seq] = [e["seq"] for e in entries(forge.path, "job") if e["kind"] == "steer"]
+    again = run_desk(forge, "steady", tmp_path)
+    assert "steering that no run took; woken for a new round" in again.out, again.out
+    assert f"steering received: {text}" in again.out and again.code == 0, again.out
+    delivered_then_ready(forge, seq)
+
+
+# a forge hook that steers the brief once, while the desk's push of its wait is in flight: the steering lands
+# after every look the desk made at the journal and before its wait, which then lands on top of it
+STEER_IN_FLIGHT = """#!/bin/sh
+lines=$(cat)
+test -e "{mark}" && exit 0
+echo "$lines" | grep -q ' refs/assay/claims/job$' || exit 0
+jtip=$(echo "$lines" | awk '$3 == "refs/assay/journal/job" {{print $2}}')
+test -n "$jtip" && git log -1 --format=%s "$jtip" | grep -q 'wait)' || exit 0
+touch "{mark}"
+env -u GIT_DIR -u GIT_QUARANTINE_PATH -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES \
+    {python} -m assay steer job "{text}" --json --forge "{forge}" > "{mark}.out" 2>&1
+exit 0
+"""
+
+
+def test_steering_that_lands_as_the_wait_is_pushed_wakes_the_brief_for_a_round(forge: Forge, tmp_path: Path) -> None:
+    """The race the promise suite found: steering whose entry lands just before the desk's wait (the desk had
+    checked for late steering already, its wait then lands on top of it). The desk sees it as the brief begins to
+    wait, wakes it for a round in the same pass, and the agent gets the text before the review is ready again."""
+    text, mark = "Mind the cache", tmp_path / "steered"
+    publish(forge, {"desks/steady.yaml": desk("steady", ["python", "-m", "assay.agents.scripted"]),
+                    "briefs/job.md": brief("Job", ["steering", "write out.txt hi"], "test -f out.txt")})
+    hook = forge.path / "hooks" / "pre-receive"
+    hook.write_text(STEER_IN_FLIGHT.format(mark=mark, python=sys.executable, text=text, forge=forge.url))
+    hook.chmod(0o755)
+    run = run_desk(forge, "steady", tmp_path)
+    assert mark.exists() and run.code == 0, run.out + run.err
+    told = json.loads(Path(f"{mark}.out").read_text())
+    journal = delivered_then_ready(forge, told["seq"])
+    waits = [e["seq"] for e in journal if e["kind"] == "wait"]
+    assert waits[0] > told["seq"] and len(waits) == 2, journal  # the first wait landed on the steering
+    assert "woken for a new round" in run.out and f"steering received: {text}" in run.out, run.out
+
+
 # Claude Code's words when its model answers 401 (measured: it retries, then says this and exits 1)
 REFUSED = "Invalid API key · Fix external API key"
 

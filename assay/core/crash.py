@@ -39,6 +39,7 @@ POINTS: dict[str, str] = {
     "step.after-execute": "the effect ran; its result is not journaled",
     "step.after-result": "the result is journaled",
     "push.after-commit": "a desk committed its work with its epoch's trailer; the branch is not pushed (work.py)",
+    "steer.after-entry": "steering is journaled; the waiting brief it is for is not woken yet (custody.py)",
     "sweep.after-observe": "a sweeper's observations are on the forge; nothing they call for is done yet",
     "recovery.after-load": "a recovery read the journal and found an interrupted intent; nothing decided",
     "recovery.before-outcome-unknown": "about to journal outcome_unknown for an interrupted unsafe step",

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from assay.core.claims import Claim, Claims, forced_reason
+from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
 from assay.core.journal import append_as_person, transition_as
 from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
 from assay.core.retired import check_not_retired, require_known
-from assay.errors import AssayError, ForgeRefused, IllegalTransition, RecordInvalid, UsageError
+from assay.errors import AssayError, Conflict, ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -144,22 +145,75 @@ def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:
 STEER_WHEN = {None: "on its first run", "waiting": "once it is woken",
               "held": "at its next turn boundary (a heartbeat) or as its run ends, before its review is ready",
               "blocked": "once a person releases it and a desk claims it", "released": "when a desk claims it again",
-              "expired": "when a desk claims it again", "abandoned": "if a desk claims it again"}
+              "expired": "when a desk claims it again", "abandoned": "if a desk claims it again",
+              "woken": "in a new round: it was waiting on its review and is woken for its desk's next pass"}
+ROUND_WAITS = ("review", "merge", "checks")  # waits that a person's word (changes, a retry, steering) ends in a round
 
 
 def steer(claims: Claims, brief: str, text: str, by: str) -> tuple[int, str]:
     """Journal guidance for the agent's next run (and every run after a recovery). Returns its seq and when the
-    agent gets it, by the claim's state; a done brief is refused (exit 3): no agent runs on it again."""
+    agent gets it, by the claim's state once the entry is on the forge: a brief waiting on its review is woken
+    for a new round with it (`wake_for_steering`). A done brief is refused (exit 3): no agent runs on it again."""
     if not text.strip():
         raise UsageError("steering text is empty", hint='assay steer BRIEF "what the agent should know"')
     current = claims.read(brief)
     if current is None:
         check_not_retired(claims.git, brief, "steer")
         require_known(claims.git, brief)  # a mistyped name writes nothing
-    state = current.record.state if current else None
-    if state == "done":
+    if current is not None and current.record.state == "done":
         raise IllegalTransition(brief, "steer", "done", "no agent runs on a done brief again; write a new brief")
-    return append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq, STEER_WHEN[state]
+    seq = append_as_person(claims, brief, "steer", {"text": text, "by": by}, by).seq
+    crash_point("steer.after-entry")
+    if wake_for_steering(claims, brief, by) is not None:
+        return seq, STEER_WHEN["woken"]
+    after = claims.read(brief)  # where the entry landed, not where the claim was before: a desk may have moved it
+    return seq, STEER_WHEN[after.record.state if after else None]
+
+
+def pending_steering(entries: list[JournalEntry]) -> list[JournalEntry]:
+    """Steering no agent run has taken (no `delivered` note names it) and no round began for since it came (a
+    `wake` with a round after it: that round's prompt carries it)."""
+    taken = {(e.data or {}).get("of") for e in entries
+             if e.kind == "note" and (e.data or {}).get("steer") == "delivered"}
+    since = max((e.seq for e in entries if e.kind == "wake" and (e.data or {}).get("round")), default=0)
+    return [e for e in entries if e.kind == "steer" and e.seq not in taken and e.seq > since]
+
+
+def round_ids(steering: list[JournalEntry]) -> list[str]:
+    """The identities a round for this steering is journaled under (`signals` of its wake): a comment's steering
+    is known by its signal's (`<id>:round`, as `signals.settle` names it), so that the round is started once."""
+    return [f"{sid}:round" if (e.data or {}).get("signals") else f"steer:{e.seq}:round"
+            for e in steering for sid in ((e.data or {}).get("signals") or [None])]
+
+
+class _Nothing(Exception):
+    """The journal, as the forge has it, calls for nothing."""
+
+
+def wake_for_steering(claims: Claims, brief: str, by: str, run: str = "") -> Claim | None:
+    """A brief waiting on its review (or merge, or checks) whose journal holds steering that no run took is woken
+    for a new round, as requested changes wake it: the steering would reach no agent otherwise. The desk calls
+    this as a brief begins to wait (steering that landed while its wait was being pushed), `assay steer` after
+    its entry lands. Decided on the journal the wake lands on, once: None when nothing was woken."""
+    current = claims.read(brief)
+    if current is None or current.record.state != "waiting" or str((current.record.wait or {}).get("on", "")) \
+            not in ROUND_WAITS:
+        return None
+    r = current.record
+    data: dict[str, Any] = {"by": by, "was": r.wait}
+
+    def check(entries: list[JournalEntry]) -> None:  # the entry is built from what this try read
+        found = pending_steering(entries)
+        if not found:
+            raise _Nothing()
+        people = ", ".join(dict.fromkeys(str((e.data or {}).get("by") or "someone") for e in found))
+        data["round"] = {"reason": f"{people} steered the work (see Steering)", "said": ""}
+        data["signals"] = round_ids(found)
+
+    try:
+        return transition_as(claims, brief, "wake", "wake", data, by, run, desk=r.desk, epoch=r.epoch, check=check)
+    except (_Nothing, IllegalTransition, Conflict):
+        return None
 
 
 class _Said(Exception):

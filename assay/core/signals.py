@@ -33,7 +33,7 @@ from assay.core.records import JournalEntry
 from assay.core.recordtype import dataclass, field
 from assay.errors import Conflict, ForgeDenied, IllegalTransition
 
-ROUND_WAITS = ("review", "merge", "checks")  # waits that a person's signal turns into a new round
+ROUND_WAITS = custody.ROUND_WAITS  # waits that a person's signal turns into a new round
 STATES = ("held", "waiting", "blocked")  # the claims a signal can move
 
 

@@ -86,6 +86,7 @@ class Desk:
         self._swept_at: float | None = None  # when this desk last swept (monotonic)
         self._first = first  # the scan its start made (the desk file's read): its first sweep's
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
+        self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     # -- the loop -------------------------------------------------------------------------------
@@ -202,6 +203,9 @@ class Desk:
         reviews = self.reviews.peek_many(on_review, snapshot.reviews) if on_review else {}
         for brief_id, r in waiting.items():
             try:
+                if self._steered_while_waiting(brief_id, snapshot.claims[brief_id]):
+                    progressed = True
+                    continue
                 looked = brief_id in reviews or not self.reviews.refs_backed
                 progressed = self._settle_one(brief_id, r, report, reviews.get(brief_id), looked) or progressed
             except Conflict as exc:  # another process of this desk, or a person, settled it first
@@ -212,6 +216,17 @@ class Desk:
                 self._rest(brief_id)
                 self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
         return progressed
+
+    def _steered_while_waiting(self, brief_id: str, claim: Claim) -> bool:
+        """Once per waiting claim tip (so a desk that starts looks at each of its own): steering that no run took
+        wakes the brief for a round. It finds a `steer` stopped between its entry and its wake."""
+        if claim.sha in self._steer_looked or str((claim.record.wait or {}).get("on", "")) not in custody.ROUND_WAITS:
+            return False
+        self._steer_looked.add(claim.sha)
+        if custody.wake_for_steering(self.claims, brief_id, self.spec.name, self._run) is None:
+            return False
+        self.echo(f"{self.spec.name}: {brief_id}: steering that no run took; woken for a new round")
+        return True
 
     def _signals_due(self) -> bool:
         now = time.monotonic()
@@ -246,11 +261,15 @@ class Desk:
         return progressed
 
     def _woken_as_it_waits(self, brief_id: str) -> bool:
-        """What people did on the review while the brief was worked (changes requested, steering) is acted on as
-        soon as it waits (docs/github.md), not at the next look: True when that woke it for a new round."""
-        if self.reviews.refs_backed:
-            return False
+        """What people did while the brief was worked (changes requested, steering) is acted on as soon as it waits
+        (docs/github.md), not at the next look: True when that woke it for a new round. Steering journaled while
+        the wait was being pushed (so after the run's last look at the journal) wakes it here, on every forge."""
         try:
+            if custody.wake_for_steering(self.claims, brief_id, self.spec.name, self._run) is not None:
+                self.echo(f"{self.spec.name}: {brief_id}: steering came as it began to wait; woken for a new round")
+                return True
+            if self.reviews.refs_backed:
+                return False
             settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name,
                                      states=("waiting",))
         except AssayError as exc:  # the next look settles it
