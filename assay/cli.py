@@ -355,6 +355,15 @@ def step_progress(text: tuple[str, ...]) -> None:
                      hint="run it from a step inside an agent's run (ASSAY_SOCKET names the desk's socket)")
 
 
+@step.command("turn")
+@click.argument("event", required=False)
+def step_turn(event: str | None) -> None:
+    """Tell the desk that a turn of the agent's CLI ended (its hooks and notify program call this): the desk
+    checkpoints the conversation and worktree within about a second, and passes on steering. Outside a desk's
+    agent run it does nothing, and says so (exit 0: a hook never fails the CLI's turn)."""
+    click.echo("assay step turn: no desk is listening (ASSAY_SOCKET); nothing to checkpoint", err=True)
+
+
 @step.command("value")
 @click.argument("kind", type=click.Choice(["now", "uuid", "random"]))
 @click.option("--bytes", "n_bytes", type=click.IntRange(1, 4096), default=16, show_default=True,

@@ -54,6 +54,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "step settle": ("assay step settle deploy --brief fix-login --happened",
                     "assay step settle deploy --brief fix-login -- ./is-deployed.sh    # inspect: exit 0/1 decides"),
     "step value": ("assay step value now", "assay step value random --bytes 8"),
+    "step turn": ("assay step turn Stop    # from a CLI hook, inside an agent's run",),
     "sweep": ("assay sweep", "assay sweep --dry-run --json"),
     "verify": ("assay verify briefs/fix-login.md",),
     "wait": ("assay wait fix-login --on review", "assay wait fix-login --on time:2027-01-01T09:00:00Z"),

@@ -321,10 +321,10 @@ def release(gate: Path) -> None:
 def test_steering_sent_inside_a_tool_call_reaches_the_model_before_the_review_is_ready(name: str, route: str,
                                                                                        tmp_path: Path) -> None:
     """The preset as shipped (a heartbeat every 300 s: none passes during the run), and Claude Code's given its
-    prompt on stdin instead. A person steers while the agent's only tool call is blocked; the call then ends, the
-    model finishes and the CLI exits 0. The desk resumes the conversation with the steering: the model's request
-    log holds it, the journal notes it delivered, and only after that is the review marked ready, in the same
-    attempt."""
+    prompt on stdin instead. A person steers while the agent's only tool call is blocked; the call then ends. Claude
+    Code's hook hands the steering over with the call's result; Codex is resumed with it at its turn's end. The
+    model's request log holds it within one turn, the journal notes it delivered, and only after that is the review
+    marked ready, in the same attempt."""
     agent = AGENTS[name]
     if agent.installed is None:
         pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
@@ -347,6 +347,11 @@ def test_steering_sent_inside_a_tool_call_reaches_the_model_before_the_review_is
         release(gate)
         out = finish(running, server)
     detail = f"{out}\n{server.debug()}"
+    posts = [line for line in server.debug().splitlines() if "POST /v1/" in line]
+    if name == "claude":  # its hook hands the text over with the tool call's result: the very next request holds it
+        assert "handed to the agent at its turn's end" in out and len(posts) == 2, detail
+    else:  # no such hook: stopped at its turn's end (or its run's) and resumed with it, within one model turn
+        assert len(posts) <= 3, detail
     assert "Write greet.txt saying hello." in server.transcript.conversations[0].prompt, detail  # by its route
     heard = [c for c in server.transcript.conversations if any(STEER in t for t in c.texts)]
     assert heard and any(e.command == IN_TOOL for e in heard[0].exchanges), detail  # the same conversation

@@ -268,16 +268,16 @@ def holds_the_deploy(forge: Path, checkpoint: dict[str, Any]) -> bool:
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str, tmp_path: Path) -> None:
-    """Each preset, with a heartbeat of 2 s: after the agent's second turn its conversation is
-    checkpointed in the journal; the desk is SIGKILLed; a desk with another HOME and state directory (so another
-    worktree path, and so another transcript folder) takes over, restores the checkpoint and resumes it. The
-    model's next request holds the first run's tool results and, as its newest message, the journal's summary;
-    the brief is finished with one deploy."""
+    """Each preset as shipped (a heartbeat every 300 s: none passes here): as the agent's second turn ends, its
+    conversation is checkpointed in the journal (the CLI's turn event: a hook, or its transcript); the desk is
+    SIGKILLed; a desk with another HOME and state directory (so another worktree path, and so another transcript
+    folder) takes over, restores the checkpoint and resumes it. The model's next request holds the first run's tool
+    results and, as its newest message, the journal's summary; the brief is finished with one deploy."""
     agent = AGENTS[name]
     if agent.installed is None:
         pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
     log = tmp_path / "effects.log"
-    forge = beating_project(name, tmp_path, log)
+    forge = project(tmp_path, BRIEF.format(log=log, gate=tmp_path / "no-gate"))
     brain = HeldAfterTwoTurns()
     with agent.server(brain) as server:
         brain.server = server
@@ -286,7 +286,7 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
         deadline = time.monotonic() + 60
         deployed = max(e["seq"] for e in deploys(forge) if e["kind"] == "result")
         while not [c for c in checkpoints(forge) if c["seq"] > deployed and holds_the_deploy(forge, c)]:
-            # a heartbeat saves both turns, once the CLI has written the second to its transcript
+            # the turn's end saves both turns, once the CLI has written the second to its transcript
             assert first.poll() is None and time.monotonic() < deadline, server.debug()
             time.sleep(0.2)
         os.killpg(first.pid, signal.SIGKILL)

@@ -123,7 +123,8 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     assay_bin = str(run.assay_bin) if run.assay_bin is not None else "assay"
     values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
               "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
-              "mcp_config": mcp_registration(assay_bin)}  # `assay mcp` for the agent: Claude Code's --mcp-config
+              "mcp_config": mcp_registration(assay_bin),  # `assay mcp` for the agent: Claude Code's --mcp-config
+              **turn_events(assay_bin)}  # how its CLI tells the desk a turn ended: hooks, a notify program
     hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
         else None
     about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
@@ -147,6 +148,16 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     steering = Steering(claims, spec, run, run_id, echo)
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
                           steering.at_boundary(saver) if saver is not None else None, lambda: steps.progress)
+    heartbeat.at_boundary = saver.transcript.at_boundary if saver is not None else None
+    heartbeat.moved = saver.transcript.turned if saver is not None else None
+
+    def on_turn(event: str) -> str:
+        """A turn ended (the CLI's hook, or notify program): checkpoint now; and to a hook that can hand the model
+        text (`HOOK_STEERS`), the steering it has not been handed, once."""
+        heartbeat.turn(event)
+        return steering.offer() if saver is not None and event in HOOK_STEERS else ""
+
+    steps.on_turn = on_turn
     out = _Output(run.brief.id, echo)
     watch = Limits(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
 
@@ -200,6 +211,8 @@ def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values
             saver.last()
         if code == 0 or (saver is not None and saver.transcript.size() > size):
             steering.delivered(handed)
+        if saver is not None:
+            steering.confirm(saver.transcript)  # what hooks handed over counts once the conversation holds it
         if watch.why or heartbeat.fenced:
             return code
         told, heartbeat.steered = heartbeat.steered or (steering.news() if code == 0 else []), []
@@ -266,9 +279,27 @@ class _Output:
             self._thread.join(timeout=STOP_GRACE_S)
 
 
-class Heartbeat:
-    """Renews the lease every `heartbeat_s` while the agent works, on a port of its own (the desk's is busy).
+def turn_events(assay_bin: str) -> dict[str, str]:
+    """The placeholders a preset uses to have its CLI tell the desk each turn's end (`assay step turn`):
+    `{turn_hooks}`, Claude Code's `--settings` JSON (its `PostToolUse`, `Stop` and `SubagentStop` hooks), and
+    `{turn_notify}`, Codex's `notify` program (`-c notify=…`)."""
+    def hook(event: str) -> list[dict[str, Any]]:
+        return [{"hooks": [{"type": "command", "command": f"{shlex.quote(assay_bin)} step turn {event}",
+                            "timeout": 30}]}]
+    hooks = {event: hook(event) for event in ("PostToolUse", "Stop", "SubagentStop")}
+    return {"turn_hooks": json.dumps({"hooks": hooks}), "turn_notify": json.dumps([assay_bin, "step", "turn"])}
 
+
+TURN_SETTLE_S = 2.0  # after a turn event, how long the desk waits for the CLI to finish writing that turn
+WATCH_S = 0.5  # how often the desk looks at the transcript for a turn that ended (a CLI without hooks: Codex's)
+HOOK_STEERS = ("PostToolUse", "Stop")  # Claude Code's hooks whose answer hands the model text (`step turn`)
+
+
+class Heartbeat:
+    """Renews the lease every `heartbeat_s` while the agent works, on a port of its own (the desk's is busy), and
+    checkpoints the conversation at each turn boundary its CLI reports (`turn`), passing on steering there.
+
+    A checkpoint renews the claim in its push, so a beat that follows one within `heartbeat_s` is not needed.
     Fenced (any Conflict): the claim is gone, so the agent is killed. Other failures are retried until a
     whole lease has passed without a renewal; then the agent is killed too, as its claim may expire.
     """
@@ -286,7 +317,11 @@ class Heartbeat:
         self.progress = progress  # what the agent last said of its long step ("" when none)
         self.published = ""  # the progress the last renewal carried
         self.fenced = ""  # why this heartbeat killed the agent: its claim is lost, or may be
+        self.at_boundary: Callable[[], bool] | None = None  # whether the conversation is between turns now
+        self.moved: Callable[[], bool] | None = None  # whether it reached a new turn boundary since the last look
+        self.turns = 0  # turn ends the CLI reported
         self._stop = threading.Event()
+        self._turned = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -295,28 +330,81 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        self._turned.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join()
 
+    def turn(self, event: str) -> None:
+        """The agent's CLI says a turn ended (from the step server's thread): checkpoint and look for steering now.
+        Turns that end while one is being saved are saved together."""
+        self.turns += 1
+        self._turned.set()
+
     def _beat(self) -> None:
         claims = self.claims.spare()
-        last_ok = time.monotonic()
+        last_ok = due = time.monotonic()
+        due += self.spec.heartbeat_s
         try:
-            while not self._stop.wait(self.spec.heartbeat_s):
+            while not self._stop.is_set():
+                wait = max(0.0, due - time.monotonic())
+                turned = self._turned.wait(wait if self.moved is None else min(wait, WATCH_S))
+                if self._stop.is_set():
+                    return
+                if turned:
+                    self._turned.clear()
+                elif self.moved is not None and time.monotonic() < due:
+                    turned = self.moved()  # the transcript says a turn ended: an event of the CLI's own making
+                    if not turned:
+                        continue
+                if turned:
+                    why = self._at_turn(claims, last_ok)
+                    if why is None:  # a checkpoint was pushed, with a renewal of the claim
+                        last_ok = time.monotonic()
+                        due = last_ok + self.spec.heartbeat_s
+                        continue
+                    if why:
+                        self._fence(why)
+                        return
+                    if time.monotonic() < due:
+                        continue
                 why = self._renew(claims, last_ok)
-                agent = self.agent
+                due = time.monotonic() + self.spec.heartbeat_s
                 if why is None:
                     last_ok = time.monotonic()
                     self._pass_on(claims)
-                    continue
-                if why:
-                    self.fenced = why
-                    self.echo(f"{self.spec.name}: stopping the agent on {self.brief}: {why}")
-                    if agent is not None and agent.poll() is None:
-                        agent.kill()  # a desk that lost its claim stops working on its own
+                elif why:
+                    self._fence(why)
                     return
         finally:
             claims.git.close()
+
+    def _fence(self, why: str) -> None:
+        self.fenced = why
+        self.echo(f"{self.spec.name}: stopping the agent on {self.brief}: {why}")
+        agent = self.agent
+        if agent is not None and agent.poll() is None:
+            agent.kill()  # a desk that lost its claim stops working on its own
+
+    def _at_turn(self, claims: Claims, last_ok: float) -> str | None:
+        """At a turn's end: let the CLI finish writing the turn (up to `TURN_SETTLE_S`), checkpoint it, and pass
+        on steering. None if a checkpoint was pushed (it renewed the claim), "" if there was nothing new to save
+        or the forge could not take it now, else why the agent must stop."""
+        settle = time.monotonic() + TURN_SETTLE_S
+        while self.at_boundary is not None and not self.at_boundary() and time.monotonic() < settle \
+                and not self._stop.wait(0.05):
+            pass
+        saved: str | None = ""
+        if self.save is not None:
+            try:
+                saved = None if self.save(claims) else ""
+            except Conflict as exc:
+                return f"fenced: {exc.message}"
+            except AssayError as exc:  # the next turn or beat tries again; the lease rule decides
+                if time.monotonic() - last_ok >= self.spec.lease_s:
+                    return f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
+                self.echo(f"{self.spec.name}: checkpoint for {self.brief} failed, will retry: {exc.message}")
+        self._pass_on(claims)
+        return saved
 
     def _pass_on(self, claims: Claims) -> None:
         """Steering journaled while the agent runs: stop it at this turn boundary, so that the desk resumes the
@@ -360,6 +448,35 @@ class Steering:
     def __init__(self, claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, echo: Echo) -> None:
         self.claims, self.spec, self.run, self.run_id, self.echo = claims, spec, run, run_id, echo
         self.told: set[int] = set(run.steering)  # handed to this run's agent, in a prompt
+        self.offered: dict[int, str] = {}  # handed through a hook's answer, not yet seen in the conversation
+        self._lock = threading.Lock()  # the step server's thread offers while the desk's reads `told`
+
+    def offer(self) -> str:
+        """For a hook's answer (`assay step turn`): the steering not handed yet, as the model's next words, marked
+        handed; "" when there is none or the journal cannot be read now (a later turn looks again)."""
+        try:
+            found = self.news()
+        except AssayError:
+            return ""
+        with self._lock:
+            found = [(seq, text) for seq, text in found if seq not in self.told]
+            self.told |= {seq for seq, _ in found}
+            self.offered.update(found)
+        if found:
+            self.echo(f"{self.spec.name}: {self.run.brief.id}: steering (seq {', '.join(str(s) for s, _ in found)}) "
+                      "handed to the agent at its turn's end")
+        return steering_prompt(found) if found else ""
+
+    def confirm(self, transcript: Transcript) -> None:
+        """Steering handed through a hook is delivered once the conversation holds it; what it does not hold is news
+        again (so the desk hands it over by resuming the conversation)."""
+        with self._lock:
+            offered, self.offered = self.offered, {}
+        held = [seq for seq, text in offered.items() if transcript.holds(text)]
+        if held:
+            self.delivered(held)
+        with self._lock:
+            self.told -= set(offered) - set(held)
 
     def _journal(self, claims: Claims) -> Journal:
         return Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)

@@ -1,11 +1,12 @@
 """Agent-session checkpoints: the agent's conversation, saved in the journal so that a successor resumes it.
 
 A desk preset says how its CLI saves and continues a session (`agent.session` in the desk file: the arguments
-of a fresh run and of a resumed one, and the transcript's path). While the agent runs, at each heartbeat where
-the transcript changed, and once more when the agent ends, the desk journals the transcript as a `checkpoint`
-entry named `agent-session` with the transcript as its blob: cut at the last turn boundary (whole lines, and no
-tool call without its result: never the middle of a turn), every forge credential the desk knows replaced by
-`[redacted]`, and at most `MAX_BYTES`.
+of a fresh run and of a resumed one, and the transcript's path). While the agent runs, as each turn ends (the
+CLI's hook or notify program, or the transcript reaching a new turn boundary: `agent.Heartbeat`), at a
+heartbeat where the transcript changed, and once more when the agent ends, the desk journals the transcript as
+a `checkpoint` entry named `agent-session` with the transcript as its blob: cut at the last turn boundary (whole
+lines, and no tool call without its result: never the middle of a turn), every forge credential the desk knows
+replaced by `[redacted]`, and at most `MAX_BYTES`.
 
 The next agent run of the brief's round, on any machine, with any HOME and worktree path, writes the newest
 checkpoint back where its CLI looks for it (the transcript path is filled in with this run's values) and
@@ -147,6 +148,7 @@ class Transcript:
         self.path: Path | None = None if self.globbed or session is None else Path(
             _fill(self.pattern, {"session": session}))
         self._saved = ""  # the digest of what was last checkpointed or restored
+        self._looked = 0  # the transcript's size when `turned` last looked
         self.restored_size = 0
 
     def arguments(self, resume: bool) -> list[str]:
@@ -180,6 +182,24 @@ class Transcript:
         except OSError:
             return False
         return bool(raw) and at_boundary(raw) == raw
+
+    def turned(self) -> bool:
+        """Whether the transcript grew since the last look and ends at a turn boundary now: a turn ended."""
+        size = self.size()
+        if size == self._looked:
+            return False
+        self._looked = size
+        return self.at_boundary()
+
+    def holds(self, text: str) -> bool:
+        """Whether the conversation holds `text` (as the CLI wrote it: a JSON string's content)."""
+        path = self._find()
+        try:
+            raw = path.read_bytes() if path is not None else b""
+        except OSError:
+            return False
+        forms = (text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1])
+        return any(form.encode() in raw for form in forms)
 
     def size(self) -> int:
         path = self._find()

@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int | None:
         return None
     else:
         parse = {"run": _parse_run, "value": _parse_value, "settle": _parse_settle,
-                 "progress": _parse_progress}.get(argv[1])
+                 "progress": _parse_progress, "turn": _parse_turn}.get(argv[1])
         request = parse(argv[2:]) if parse else None
     if request is None:
         return None
@@ -136,6 +136,9 @@ def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> in
             sys.stderr.write(f"error: {reply['message']}\n" + (f"hint: {reply['hint']}\n" if reply.get("hint") else ""))
             return int(reply["code"])
         elif "progress" in reply:
+            return 0
+        elif "turn" in reply:
+            _hook_answer(str(reply["turn"]), str(reply.get("say") or ""))
             return 0
         elif "waiting" in reply:
             sys.stdout.write(f"{reply['waiting']}\n")
@@ -254,6 +257,28 @@ def _parse_wait(args: list[str]) -> dict[str, Any] | None:
     if len(args) == 2 and args[1].startswith("--on=") and args[0] == os.environ.get("ASSAY_BRIEF"):
         return {"op": "wait", "on": args[1][5:]}
     return None
+
+
+def _hook_answer(event: str, say: str) -> None:
+    """What Claude Code's hook prints for the model to read next: after a tool call, context added to its result;
+    at the reply's end, a `block` that makes it go on with the text as its next instruction."""
+    if not say:
+        return
+    if event == "Stop":
+        sys.stdout.write(json.dumps({"decision": "block", "reason": say}) + "\n")
+    else:
+        sys.stdout.write(json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": say}}) + "\n")
+
+
+def _parse_turn(args: list[str]) -> dict[str, Any] | None:
+    """`assay step turn [EVENT]`: a CLI's hook names its event; Codex's notify program gets a JSON payload."""
+    event = args[0] if args else "turn"
+    if event.startswith("{"):
+        try:
+            event = str(json.loads(event).get("type") or "notify")
+        except (ValueError, AttributeError):
+            event = "notify"
+    return {"op": "turn", "event": event[:64]} if not event.startswith("-") else None
 
 
 def _parse_progress(args: list[str]) -> dict[str, Any] | None:

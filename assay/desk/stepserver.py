@@ -19,6 +19,7 @@ credentials. The effect itself runs in the agent's process (`stepclient.py`):
     client: {"op": "brief"}  ->  server: {"do": "return", "brief": {id, title, body, labels, verify, …}}   (too)
     client: {"op": "journal", last}  ->  server: {"do": "return", "journal": [entry, …]}   (too; read only)
     client: {"op": "steering"}  ->  server: {"do": "return", "steering": [{seq, text, by}]}   (too; each once)
+    client: {"op": "turn", event}  ->  server: {"do": "return", "turn": event, "say": steering text or ""}   (too)
 
 A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
 in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
@@ -85,6 +86,8 @@ class StepServer:
         self.probe_runner = probe_runner
         self.hooks = hooks  # the desk's before_step and after_step, around each step it serves
         self.progress = ""  # what the agent said of a long step (`assay step progress`), until its result
+        # told when the agent's CLI says a turn ended (its hooks); returns text for the model, if the hook can hand it
+        self.on_turn: Callable[[str], str] | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
         self.path = self._dir / "s"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -235,6 +238,10 @@ class StepServer:
                 return self._journal(int(request.get("last") or 0))
             if request.get("op") == "steering":
                 return self._steering()
+            if request.get("op") == "turn":  # the CLI's own event (a hook, a notify program): answered at once
+                event = str(request.get("event") or "turn")[:64]
+                say = self.on_turn(event) if self.on_turn is not None else ""
+                return {"do": "return", "turn": event, "say": say}
             if life is None and request.get("op") == "step":
                 return {"do": "error", "code": 1, "message": "the desk cannot tell which process is calling "
                         "(no SO_PEERCRED), so it cannot name the step's writer", "hint": "run the step again"}
