@@ -1,12 +1,12 @@
 """What checkpointing at every turn costs: pushes per brief and bytes per checkpoint, with the presets as shipped.
 
-    python benchmarks/turns.py [--turns 6] [--agent claude|codex]
+    python benchmarks/turns.py [--turns 6] [--think 1.0] [--agent claude|codex]
 
 The real CLI (installed by `sh tests/install-agents.sh`) runs under `assay desk run` with its preset as
 `assay init` writes it, against the project's scripted model server on loopback: TURNS tool turns (each a Bash
-command that writes a file), then it finishes; the desk pushes, verifies and marks the review ready. A logging
-`git` first on PATH counts the desk's pushes. Printed: pushes to "waiting", of which checkpoints, the
-checkpoints' transcript bytes, and the seconds from each checkpoint's turn to its push; the floor is one raw
+command that writes a file; the model thinks THINK seconds before each answer), then it finishes; the desk
+pushes, verifies and marks the review ready. A logging `git` first on PATH counts the desk's pushes. Printed:
+pushes to "waiting", of which checkpoints, and the checkpoints' transcript bytes; the floor is one raw
 `git push` of a new commit to the same forge, timed in the same run.
 """
 
@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.claims import new_commit  # noqa: E402
 from tests.agentmodels.brain import Action, Conversation, Finish, Run  # noqa: E402
+from tests.agentmodels.server import ModelServer  # noqa: E402
 from tests.helpers.clidesks import AGENTS, desk_env, finish, project  # noqa: E402
 from tests.helpers.clidesks import desk as launch  # noqa: E402
 from tests.helpers.gitlog import logging_git, pushes  # noqa: E402
@@ -52,16 +54,18 @@ def floor(forge: Path, work: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--think", type=float, default=1.0)
     parser.add_argument("--agent", choices=sorted(AGENTS), default="claude")
     args = parser.parse_args()
     agent = AGENTS[args.agent]
     if agent.installed is None:
         sys.exit(f"{args.agent} is not installed: run `sh tests/install-agents.sh` first")
-    turned: list[float] = []
+    never = threading.Event()
+    held: list[ModelServer] = []
 
     def brain(c: Conversation) -> Action:
         done = len(c.exchanges)
-        turned.append(time.time())
+        held[0].wait_unlocked(never, args.think)  # the model thinks; the server answers others meanwhile
         return Run(f"echo {done + 1} > f{done + 1}.txt") if done < args.turns else Finish("Done.")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,6 +74,7 @@ def main() -> None:
         base = floor(forge, root / "project")
         folder, log = logging_git(root)
         with agent.server(brain) as server:
+            held.append(server)
             env = desk_env(agent, server, root)
             env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
             out = finish(launch(args.agent, forge, env), server)
@@ -78,8 +83,8 @@ def main() -> None:
         journal = entries(forge, "ship")
         saved = [e for e in journal if e["kind"] == "checkpoint"]
         sizes = [int(e["data"]["bytes"]) for e in saved]
-        print(f"{args.agent}: {args.turns} tool turns; pushes to waiting: {len(made)} "
-              f"(13 a brief before checkpoints), of which checkpoints: {len(saved)}")
+        print(f"{args.agent}: {args.turns} tool turns, {args.think} s a model answer; pushes to waiting: {len(made)} "
+              f"(12 before checkpoints at turns), of which checkpoints: {len(saved)}")
         if sizes:
             print(f"  checkpoint transcript bytes: first {sizes[0]}, last {sizes[-1]}, "
                   f"total {sum(sizes)} ({sum(sizes) // len(sizes)} a checkpoint)")

@@ -1,0 +1,122 @@
+"""Nothing of an agent's work is lost when its machine dies: the real Claude Code and Codex, their presets as
+`assay init` writes them (a heartbeat every 300 s: none passes here), scripted models that think a random while
+each turn, and the desk's whole process group SIGKILLed at a random moment of the run. A successor desk with
+another HOME and state directory (so another worktree path and transcript folder) takes over: its first model
+request carries every turn that had completed before the crash, and its worktree holds every file those turns
+wrote (uncommitted, never pushed to the work branch: the checkpoint's worktree, `refs/assay/wip/<brief>`).
+
+`ASSAY_CHECKPOINT_CRASHES` crashes per CLI (default 1), at moments drawn from `ASSAY_CHECKPOINT_SEED` (default
+1); the figures are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.agentmodels.brain import Action, Conversation, Finish, Run
+from tests.agentmodels.server import ModelServer
+from tests.helpers.clidesks import AGENTS, TIMEOUT, desk, desk_env, finish, project
+from tests.journal_check import invariants
+
+CRASHES = int(os.environ.get("ASSAY_CHECKPOINT_CRASHES", "1"))
+SEED = int(os.environ.get("ASSAY_CHECKPOINT_SEED", "1"))
+TURNS = 6
+THINK_S = (0.3, 1.5)  # how long the model takes over each answer
+MARGIN_S = 3.0  # a turn that completed this long before the crash has had its time to be checkpointed
+
+BRIEF = """---
+title: Write the files
+labels: [code]
+verify:
+  - id: files
+    run: "test -f f{turns}.txt"
+---
+Write the files f1.txt to f{turns}.txt, one command a turn.
+"""
+
+pytestmark = pytest.mark.slow
+
+
+def command(turn: int) -> str:
+    return f"echo turn {turn} > f{turn}.txt"
+
+
+class Thinking:
+    """The model: turn k writes f<k>.txt, then it finishes; each answer after a random think. It notes when each
+    request came and how many turns it carried."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.server: ModelServer | None = None
+        self.seen: list[tuple[float, int]] = []  # (monotonic time, turns the request carried)
+        self.firsts: list[tuple[Conversation, list[str]]] = []  # the successor's requests, and its files then
+        self.files: Path | None = None  # where the successor's worktrees are, once it starts
+        self.mark = threading.Event()
+        self.never = threading.Event()
+
+    def __call__(self, conversation: Conversation) -> Action:
+        done = len(conversation.exchanges)
+        self.seen.append((time.monotonic(), done))
+        if self.mark.is_set() and self.files is not None:
+            found = sorted(p.name for w in self.files.rglob("worktrees") for p in w.rglob("f*.txt"))
+            self.firsts.append((conversation, found))
+        assert self.server is not None
+        self.server.wait_unlocked(self.never, self.rng.uniform(*THINK_S))  # thinking, while others are answered
+        return Run(command(done + 1)) if done < TURNS else Finish("Done.")
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_successor_resumes_every_completed_turn_and_its_files(name: str, tmp_path: Path) -> None:
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
+    rng = random.Random(f"{SEED}-{name}")
+    figures = []
+    for n in range(CRASHES):
+        root = tmp_path / f"crash-{n}"
+        root.mkdir()
+        figures.append(one_crash(name, root, rng))
+    print(f"\n{name}: {CRASHES} crashes (seed {SEED}): " + "; ".join(figures))
+
+
+def one_crash(name: str, root: Path, rng: random.Random) -> str:
+    agent = AGENTS[name]
+    forge = project(root, BRIEF.format(turns=TURNS))
+    brain = Thinking(rng)
+    with agent.server(brain) as server:
+        brain.server = server
+        first = desk(name, forge, desk_env(agent, server, root))
+        deadline = time.monotonic() + TIMEOUT
+        while not brain.seen:
+            assert first.poll() is None and time.monotonic() < deadline, server.debug()
+            time.sleep(0.05)
+        crash_after = rng.uniform(0.5, TURNS * sum(THINK_S) / 2 + 2)  # somewhere in the run, first turn to last
+        crashed = brain.seen[0][0] + crash_after
+        while time.monotonic() < crashed and first.poll() is None:
+            time.sleep(0.02)
+        os.killpg(first.pid, signal.SIGKILL)
+        crashed = time.monotonic()
+        first.wait()
+        done_then = max([turns for at, turns in brain.seen if at <= crashed - MARGIN_S], default=0)
+        brain.files = root / "state-2"
+        brain.mark.set()
+        env = {**desk_env(agent, server, root), **agent.env(server, root / "home-2"),
+               "ASSAY_STATE_DIR": str(root / "state-2")}
+        successor = desk(name, forge, env)
+        out = finish(successor, server)
+    detail = f"crash at {crash_after:.1f}s, {done_then} turns completed\n{out}\n{server.debug()}"
+    assert brain.firsts, detail
+    resumed, files = brain.firsts[0]
+    carried = [e.command for e in resumed.exchanges]
+    assert carried[:done_then] == [command(k) for k in range(1, done_then + 1)], detail
+    # the files of every turn it carries were there before its agent started (and nothing after them)
+    assert files == sorted(f"f{k}.txt" for k in range(1, len(carried) + 1)), f"{files}\n{detail}"
+    assert "review ready" in out and invariants(forge, "ship") == [], detail
+    return f"crash at {crash_after:.1f}s: {done_then} turns completed, {len(carried)} resumed with their files"
