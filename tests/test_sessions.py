@@ -4,7 +4,13 @@ next run of the round; a resume that fails is journaled and the run starts afres
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from assay.core.deskspec import check_desk
 from assay.core.records import JournalEntry
@@ -143,3 +149,33 @@ def test_a_fork_from_an_earlier_checkpoint_knows_what_came_before_and_nothing_af
     none = assay("brief", "fork", "late", "--from", "talk", "--at", "1", "--forge", forge.url, cwd=tmp_path)
     assert none.code == 2 and "no agent-session checkpoint at or before seq 1" in none.err
     assert not (tmp_path / "briefs").exists()  # refused: nothing written
+
+
+@pytest.mark.parametrize("how", ["hook", "transcript"])
+def test_a_turn_is_checkpointed_as_it_ends_not_at_a_heartbeat(forge: Forge, tmp_path: Path, how: str) -> None:
+    """A heartbeat every 300 s (none passes here): the agent ends its turn and then works on (held). The turn is
+    journaled as a checkpoint while the agent still runs, from the CLI's event: `assay step turn` as its hook says
+    the turn ended, or, where the CLI has no hook, its transcript reaching a new turn boundary."""
+    hold = tmp_path / "let-go"
+    slow = DESK.format(agent=AGENT).replace("heartbeat_s: 5", "heartbeat_s: 300")
+    slow = slow.replace("lease_s: 120", "lease_s: 1200")
+    publish(forge, {"desks/talker.yaml": slow, "briefs/talk.md": BRIEF.format(check="true")})
+    env = {**os.environ, "ASSAY_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path / "home"),
+           "SESSION_AGENT_HOLD": str(hold), **({"SESSION_AGENT_QUIET": "1"} if how == "transcript" else {})}
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "talker", "--once", "--forge", forge.url],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not [e for e in entries(forge.path, "talk") if e["kind"] == "checkpoint"]:
+            assert desk.poll() is None and time.monotonic() < deadline, desk.communicate()[0]
+            time.sleep(0.1)
+        assert not hold.exists() and desk.poll() is None  # saved while the agent runs on
+    finally:
+        hold.touch()
+        out, _ = desk.communicate(timeout=120)
+    assert desk.returncode == 0 and "review ready" in out, out
+    journal = entries(forge.path, "talk")
+    [saved, *_] = [e for e in journal if e["kind"] == "checkpoint"]
+    [ended] = [e for e in journal if e["kind"] == "result" and e.get("step") == "agent"]
+    assert saved["seq"] < ended["seq"] and saved["data"]["bytes"] > 0, journal
+    assert invariants(forge.path, "talk") == []

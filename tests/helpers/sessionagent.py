@@ -6,7 +6,9 @@ turn, and writes `seen.txt` in the working directory: how many turns the convers
 which attempt.
 With `SESSION_AGENT_BROKEN` set, a resumed run fails at once without touching the transcript (a CLI that cannot
 read the session it was given). Each run copies its prompt to `prompt.txt`; with `SESSION_AGENT_STEER` set, the
-first run's last act is a person's `assay steer` of that text (steering that arrives as the run ends).
+first run's last act is a person's `assay steer` of that text (steering that arrives as the run ends). With
+`SESSION_AGENT_HOLD` set to a path, after its turn it says the turn ended (`assay step turn Stop`, as a CLI's
+hook does, unless `SESSION_AGENT_QUIET` is set) and waits for that path to exist before it exits.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -40,6 +43,13 @@ def main() -> int:
         steered.write_text("yes\n")
         subprocess.run([os.environ["ASSAY_BIN"], "steer", os.environ["ASSAY_BRIEF"], steer], check=True,
                        env={k: v for k, v in os.environ.items() if k != "ASSAY_SOCKET"})
+    hold = os.environ.get("SESSION_AGENT_HOLD")
+    if hold:
+        if not os.environ.get("SESSION_AGENT_QUIET"):
+            subprocess.run([os.environ["ASSAY_BIN"], "step", "turn", "Stop"], check=True)
+        deadline = time.monotonic() + 120
+        while not Path(hold).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # held by the test: it lets go once it saw what it waits for
     print(f"session {session}: {len(turns)} turns before this one")
     return 0
 
