@@ -494,9 +494,10 @@ def brief_spawn(title: str, body: str, labels: tuple[str, ...], parent: str, key
 @pass_ports
 @json_option
 def brief_fork(new: str, source: str, at: int | None, ports: Ports, as_json: bool) -> None:
-    """Start brief NEW from BRIEF's agent conversation as a checkpoint saved it, and its branch as pushed then:
-    the fork knows what came before and nothing after. Writes the fork's journal and branch on the forge and
-    briefs/NEW.md here (commit and push it to main to make it claimable)."""
+    """Start brief NEW from BRIEF's agent conversation as a checkpoint saved it, and its branch as pushed then
+    with the worktree that checkpoint recorded: the fork knows what came before and nothing after. Writes the
+    fork's journal, branch and worktree snapshot on the forge and briefs/NEW.md here (commit and push it to main
+    to make it claimable)."""
     from assay.project import fork_brief
     from assay.views import print_json
 
@@ -504,11 +505,14 @@ def brief_fork(new: str, source: str, at: int | None, ports: Ports, as_json: boo
     seq = (entry.data or {})["forked_from"]["seq"]
     if as_json:
         print_json({"brief": new, "from": source, "checkpoint": seq, "bytes": (entry.data or {}).get("bytes"),
-                    "branch": f"assay/{new}", "commit": head, "path": str(path)})
+                    "branch": f"assay/{new}", "commit": head, "worktree": (entry.data or {}).get("worktree"),
+                    "path": str(path)})
         return
-    click.echo(f"forked {source} at seq {seq} into {new}: its conversation ({(entry.data or {}).get('bytes')} bytes) "
-               f"and branch assay/{new} at {head[:10]} are on the forge; wrote {path.name} in briefs/: commit and "
-               "push it to main to make it claimable")
+    snapshot = (entry.data or {}).get("worktree")
+    files = f", its worktree as then ({str(snapshot)[:10]})," if snapshot else ""
+    click.echo(f"forked {source} at seq {seq} into {new}: its conversation ({(entry.data or {}).get('bytes')} bytes)"
+               f"{files} and branch assay/{new} at {head[:10]} are on the forge; wrote {path.name} in briefs/: commit "
+               "and push it to main to make it claimable")
 
 
 @cli.group()

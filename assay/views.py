@@ -283,7 +283,9 @@ def render_reviews(rows: Sequence[dict[str, Any]]) -> None:
 
 def review_detail_view(detail: Any) -> dict[str, Any]:
     """`assay review show --json`: the review, with `files` ([{path, added, deleted}], null when the commits
-    cannot be read), `added`/`deleted` totals, `base` and `verify` (the rows of the last verify run at the head)."""
+    cannot be read), `added`/`deleted` totals, `base`, `verify` (the rows of the last verify run at the head) and
+    `unsaved` ({seq, commit, files}: the newest checkpoint's worktree, where its files differ from the head; files
+    null when it cannot be read; else null)."""
     view = review_view(detail.review)
     files = None if detail.files is None else [{"path": p, "added": a, "deleted": d} for p, a, d in detail.files]
     view.update({"base_commit": detail.base, "files": files,
@@ -292,7 +294,8 @@ def review_detail_view(detail: Any) -> dict[str, Any]:
                  "verify": [{"row": str(v.get("row", "")), "command": str(v.get("command", "")),
                              "passed": v.get("passed") is True, "exit_code": v.get("exit_code"),
                              "duration_ms": v.get("duration_ms"), "tail": str(v.get("tail", ""))}
-                            for v in detail.verify]})
+                            for v in detail.verify],
+                 "unsaved": detail.unsaved})
     return view
 
 
@@ -317,6 +320,11 @@ def render_review(v: dict[str, Any]) -> None:
                     right=frozenset({"added", "deleted"}))
     else:
         console.print("files changed: none")
+    unsaved = v.get("unsaved")
+    if unsaved:
+        count = "files that cannot be read" if unsaved["files"] is None else f"{unsaved['files']} files"
+        console.print(f"[yellow]unsaved work at checkpoint seq {unsaved['seq']}: {count}[/] differ from the head "
+                      f"(worktree snapshot {unsaved['commit'][:10]}, refs/assay/wip/{v['brief']})")
     if v["verify"]:
         passed = sum(1 for r in v["verify"] if r["passed"])
         console.print(f"verify at {v['head'][:10]}: {passed} of {len(v['verify'])} rows passed")

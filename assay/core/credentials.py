@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 # environment variables that hold forge credentials: never passed to an agent or a journaled command
 SECRET_NAMES = re.compile(r"^(GITHUB_TOKEN|GH_TOKEN|GH_ENTERPRISE_TOKEN|GITHUB_ENTERPRISE_TOKEN|ASSAY_.*TOKEN.*)$")
 _IN_URL = re.compile(r"(://)[^/@\s]+@")
+REDACTED = b"[redacted]"  # what a credential's value becomes in what the journal keeps (`scrub`)
 _HELD: dict[str, str] = {}  # forge credentials this process took out of its environment (`hold`)
 
 
@@ -48,6 +50,14 @@ def redact(text: str) -> str:
     for secret in sorted(known, key=len, reverse=True):
         text = text.replace(secret, "***")
     return TOKEN_SHAPE.sub("***", text)
+
+
+def scrub(data: bytes, secrets: Iterable[bytes]) -> bytes:
+    """`data` with each of `secrets` (longest first, as `known_secrets` orders them) replaced by `REDACTED`: how a
+    transcript or a worktree is kept in the journal."""
+    for secret in secrets:
+        data = data.replace(secret, REDACTED)
+    return data
 
 
 def strip_credentials(url: str) -> str:

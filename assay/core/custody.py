@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from assay.core import wip
 from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
@@ -240,7 +241,10 @@ def note_locked(claims: Claims, brief: str, lock: str, by: str, run: str) -> boo
 def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tuple[JournalEntry, str]:
     """Start brief `new` from `source`'s agent conversation as its newest checkpoint at or before seq `at` saved
     it, and its work branch as last pushed before that checkpoint: the fork knows what came before and nothing
-    after. Returns the fork's checkpoint entry and the branch commit. Nothing is written on bad input."""
+    after. The checkpoint's worktree snapshot, if it has one, becomes the fork's (`refs/assay/wip/<new>`, named by
+    its entry): the fork's first run restores it over the branch, so the fork has the files of that moment and
+    none written later. Returns the fork's checkpoint entry and the branch commit. Nothing is written on bad
+    input."""
     from assay.core.journal import fork_as_person, read_kept
 
     new = validate_brief_id(new)
@@ -262,8 +266,11 @@ def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tupl
     blob = claims.git.read_objects([f"{log.commit_of[point.seq]}:{(point.data or {}).get('checkpoint_blob')}"])[0]
     if blob is None:
         raise RecordInvalid(f"refs/assay/journal/{source}", f"checkpoint {point.seq} names a blob that is missing")
-    data = {k: v for k, v in (point.data or {}).items() if k in ("name", "session", "attempt", "bytes", "file")}
+    data = {k: v for k, v in (point.data or {}).items()
+            if k in ("name", "session", "attempt", "bytes", "file", "worktree")}
     data["forked_from"] = {"brief": source, "seq": point.seq}
+    if data.get("worktree"):  # the checkpoint's files: the fork's own snapshot, which its first run restores
+        wip.fetch(claims.git, source, str(data["worktree"]))
     return fork_as_person(claims, new, data, blob, f"assay/{new}", heads[-1], by), heads[-1]
 
 

@@ -1563,10 +1563,16 @@ class WorkRepo:
         run_git(["init", "-q", "--initial-branch=main", str(path)])
         return cls(path)
 
-    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """git in this repository only: a folder that holds none is an error, never an enclosing repository's."""
+    def git(self, *args: str, check: bool = True, index: str | None = None,
+            input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """git in this repository only: a folder that holds none is an error, never an enclosing repository's.
+        `index`: an index file of the caller's own (absolute path) instead of the repository's, which is then
+        neither read nor locked (a snapshot taken while an agent works in it)."""
         ceiling = os.path.dirname(os.path.abspath(self.path))
-        return run_git(list(args), cwd=self.path, check=check, env={**git_env(), "GIT_CEILING_DIRECTORIES": ceiling})
+        env = {**git_env(), "GIT_CEILING_DIRECTORIES": ceiling}
+        if index is not None:
+            env.update({"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0"})
+        return run_git(list(args), cwd=self.path, check=check, env=env, input=input)
 
     def commit_all(self, message: str, paths: Sequence[str] = (".",), author: Signature | None = None) -> bool:
         """Stage `paths` and commit; False when there was nothing to commit."""

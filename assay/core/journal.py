@@ -27,6 +27,7 @@ from assay.core.records import (
     journal_ref,
     utc_now_iso,
     validate_brief_id,
+    wip_ref,
 )
 from assay.core.recordtype import dataclass, field
 from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
@@ -571,14 +572,16 @@ def _message(brief: str, entries: list[JournalEntry]) -> str:
 def fork_as_person(claims: Claims, brief: str, data: dict[str, Any], blob: bytes, branch: str, commit: str, by: str,
                    clock: Callable[[], float] = time.time) -> JournalEntry:
     """A fork's start: a new brief's journal, whose first entry is a checkpoint of another brief's agent session
-    (with its transcript as the blob), and its work branch at `commit`, in one atomic push. Both must be new:
-    nothing is written if the brief has a journal, a claim or a branch already."""
+    (with its transcript as the blob), its work branch at `commit`, and its worktree snapshot (`refs/assay/wip/`)
+    at the one the entry's data names, if any, in one atomic push. All must be new: nothing is written if the
+    brief has a journal, a claim, a branch or a snapshot already."""
     git = claims.git
-    jref, cref, bref = journal_ref(brief), claim_ref(brief), f"refs/heads/{branch}"
+    jref, cref, bref, wref = journal_ref(brief), claim_ref(brief), f"refs/heads/{branch}", wip_ref(brief)
+    snapshot = str(data.get("worktree") or "")
 
     def attempt(_: int) -> JournalEntry:
-        refs = git.ls_remote(jref, cref, bref, retired.RETIRED_REF)
-        taken = [r for r in (jref, cref, bref) if r in refs]
+        refs = git.ls_remote(jref, cref, bref, wref, retired.RETIRED_REF)
+        taken = [r for r in (jref, cref, bref, wref) if r in refs]
         if taken or (retired.RETIRED_REF in refs and retired.Index(git, refs[retired.RETIRED_REF]).get(brief)):
             raise Conflict(f"brief {brief!r} exists on the forge already ({', '.join(taken) or 'retired'}); "
                            "nothing was written", hint="fork into a new brief id")
@@ -586,7 +589,8 @@ def fork_as_person(claims: Claims, brief: str, data: dict[str, Any], blob: bytes
                              data={**data, "checkpoint_blob": "blobs/1-checkpoint"})
         update = chain.commit(git, jref, None, {"entries.jsonl": _jsonl([entry]), "blobs": {"1-checkpoint": blob}},
                               _message(brief, [entry]), by, clock())
-        chain.push(git, [update, RefUpdate(bref, commit)], "journal")
+        chain.push(git, [update, RefUpdate(bref, commit), *([RefUpdate(wref, snapshot)] if snapshot else [])],
+                   "journal")
         return entry
 
     return chain.retrying(attempt, f"forking into {brief!r}")

@@ -18,6 +18,7 @@ FORMAT_VERSION = 1
 CLAIMS_PREFIX = "refs/assay/claims/"
 JOURNAL_PREFIX = "refs/assay/journal/"
 REVIEWS_PREFIX = "refs/assay/reviews/"
+WIP_PREFIX = "refs/assay/wip/"  # a brief's worktree as its agent-session checkpoints recorded it (`wip.py`)
 MAIN_REF = "refs/heads/main"
 
 STATES = ("held", "waiting", "blocked", "released", "expired", "abandoned", "done")
@@ -300,6 +301,10 @@ def decode_entry(line: str, ref: str) -> JournalEntry:
 
 def journal_ref(brief: str) -> str:
     return JOURNAL_PREFIX + validate_brief_id(brief)
+
+
+def wip_ref(brief: str) -> str:
+    return WIP_PREFIX + validate_brief_id(brief)
 
 
 # -- reviews (draft pull requests on forges without them) ----------------------------------

@@ -1,7 +1,7 @@
 """Retired briefs: the refs of finished work folded into one index, so they no longer cost every push.
 
 Every push and every listing advertises every ref of the forge, so a forge that kept
-the four refs of each finished brief (claim, journal, review, work branch) would slow
+the refs of each finished brief (claim, journal, review, work branch, worktree snapshot) would slow
 down with every brief ever done. Retiring a `done` brief records the tips of those refs
 in `refs/assay/retired` (one small JSON file per brief) and deletes them, in one atomic
 push under leases on every ref it touches. Their objects stay reachable from
@@ -23,6 +23,7 @@ from assay.core.records import (
     JOURNAL_PREFIX,
     MAIN_REF,
     REVIEWS_PREFIX,
+    WIP_PREFIX,
     brief_of_ref,
     check_tip,
     load_record,
@@ -34,7 +35,7 @@ from assay.errors import IllegalTransition, NoSuchBrief, RecordInvalid, UsageErr
 RETIRED_REF = "refs/assay/retired"
 KEEP_REF = "refs/assay/retired-keep"
 BRANCH_PREFIX = "refs/heads/assay/"
-PREFIXES = (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX)  # the refs a brief has on the forge
+PREFIXES = (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX, WIP_PREFIX)  # the refs a brief has
 BATCH = 500  # briefs per push: keeps the argument list and the keep commit's parents bounded
 INDEX_DIR = "briefs"
 _FIELDS: dict[str, type | tuple[type, ...]] = {

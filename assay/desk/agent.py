@@ -26,6 +26,7 @@ from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.journal import Journal, JournalLog
 from assay.core.recordtype import dataclass
+from assay.core.wip import Recorder
 from assay.desk.effects import Hooks, probe_runner
 from assay.desk.isolation import Isolated
 from assay.desk.limits import MODEL_TROUBLE, STOP_GRACE_S, Limits, judge
@@ -527,6 +528,8 @@ class Saver:
         self.claims, self.spec, self.run, self.echo = claims, spec, run, echo
         self.run_id = uuid.uuid4().hex[:12]
         self.secrets = known_secrets(dict(os.environ), claims.git.url)
+        self.worktree = Recorder(run.brief.id, run.worktree, self.secrets,
+                                 lambda text: echo(f"{spec.name}: {run.brief.id}: {text}"), spec.name)
         self.resumed: Saved | None = None
         if resume is not None:
             transcript = Transcript(spec.session, resume.session, env, run.worktree)
@@ -560,12 +563,14 @@ class Saver:
             self.echo(f"{self.spec.name}: {self.run.brief.id}: the agent's conversation ({len(data)} bytes) is over "
                       f"{MAX_BYTES} bytes and is not checkpointed")
             return False
-        journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id, indexed=True)
-        about: dict[str, Any] = {"name": SESSION_CHECKPOINT, "session": self.transcript.session,
-                                 "attempt": self.run.attempt, "bytes": len(data)}
-        if self.transcript.relative():
-            about["file"] = self.transcript.relative()
-        journal.add("checkpoint", blobs={"checkpoint": data}, data=about)
+        with self.worktree.recording(claims.git) as (worktree, refs):  # the files as the transcript was just read
+            journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id,
+                                   indexed=True)
+            about: dict[str, Any] = {"name": SESSION_CHECKPOINT, "session": self.transcript.session,
+                                     "attempt": self.run.attempt, "bytes": len(data), **worktree}
+            if self.transcript.relative():
+                about["file"] = self.transcript.relative()
+            journal.add("checkpoint", blobs={"checkpoint": data}, data=about, refs=refs)  # the wip ref rides along
         crash_point("journal.after-checkpoint", SESSION_CHECKPOINT)
         return True
 

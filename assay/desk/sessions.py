@@ -6,7 +6,7 @@ CLI's hook or notify program, or the transcript reaching a new turn boundary: `a
 heartbeat where the transcript changed, and once more when the agent ends, the desk journals the transcript as
 a `checkpoint` entry named `agent-session` with the transcript as its blob: cut at the last turn boundary (whole
 lines, and no tool call without its result: never the middle of a turn), every forge credential the desk knows
-replaced by `[redacted]`, and at most `MAX_BYTES`.
+replaced by `[redacted]` (`credentials.scrub`), and at most `MAX_BYTES`.
 
 The next agent run of the brief's round, on any machine, with any HOME and worktree path, writes the newest
 checkpoint back where its CLI looks for it (the transcript path is filled in with this run's values) and
@@ -14,6 +14,11 @@ resumes it, with the desk's prompt (the journal's summary, the brief, feedback, 
 A restore that fails (the file cannot be written, or the resumed CLI ended without adding to the transcript)
 is journaled as a note `{"checkpoint": "failed", "of": <seq>, "why"}`, and the run starts fresh: a failed
 checkpoint is never tried again.
+
+Each checkpoint also records the worktree at the moment its transcript was read (`core/wip.py`): the entry names
+the snapshot (`"worktree": <commit>`). The run that resumes it restores that snapshot first; one that cannot be
+fetched or restored is journaled as `{"worktree": "failed", "of": <seq>, "why"}`, and the run goes on with the
+branch as pushed. `resumed_note` tells the agent which it got.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from assay.core.credentials import SECRET_NAMES, held, secrets_in
+from assay.core.credentials import scrub as scrub  # a transcript is scrubbed as a worktree snapshot is
 from assay.core.deskspec import SessionSpec
 from assay.core.forgevalues import problem
 from assay.core.records import JournalEntry
@@ -33,7 +39,6 @@ from assay.core.recordtype import dataclass
 
 NAME = "agent-session"  # the `name` of a checkpoint entry holding an agent's transcript
 MAX_BYTES = 32 * 1024 * 1024  # a transcript past this is not checkpointed (a note says so, once)
-REDACTED = b"[redacted]"
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -56,24 +61,41 @@ class Saved:
     session: str
     data: bytes
     file: str = ""
+    worktree: str = ""  # the snapshot of the worktree taken with it (`core/wip.py`), "" for none
 
 
 def latest(entries: Sequence[JournalEntry], read_blob: Callable[[JournalEntry], bytes]) -> Saved | None:
-    """The newest `agent-session` checkpoint among `entries` (a round's) that no note marks failed."""
-    failed = {(e.data or {}).get("of") for e in entries if e.kind == "note" and (e.data or {}).get("checkpoint")}
+    """The newest `agent-session` checkpoint among `entries` (a round's) that no note marks failed; its worktree
+    snapshot left out if a note marks that failed."""
+    notes = [e.data or {} for e in entries if e.kind == "note"]
+    failed = {d.get("of") for d in notes if d.get("checkpoint")}
+    lost = {d.get("of") for d in notes if d.get("worktree") == "failed"}
     for e in reversed(entries):
         data = e.data or {}
         if e.kind == "checkpoint" and data.get("name") == NAME and e.seq not in failed and data.get("session"):
-            return Saved(e.seq, str(data["session"]), read_blob(e), str(data.get("file") or ""))
+            worktree = str(data.get("worktree") or "") if e.seq not in lost else ""
+            return Saved(e.seq, str(data["session"]), read_blob(e), str(data.get("file") or ""), worktree)
     return None
 
 
-def resumed_note(saved: Saved) -> str:
-    """What a resumed agent is told first: where its conversation comes from, and that the files may not match."""
+WORKTREE_SAID = {
+    "restored": "The worktree is as it was when this conversation was saved: its files, and the commits made by "
+                "then, pushed or not.",
+    "newer": "The worktree is the work branch as pushed after this conversation was saved: it holds the files of "
+             "that moment, and maybe later changes.",
+    "": "The worktree is the work branch as last pushed: files changed after that push are not here.",
+}
+
+
+def resumed_note(saved: Saved, worktree: str = "") -> str:
+    """What a resumed agent is told first: where its conversation comes from, and what its worktree holds:
+    `worktree` is "restored" (the checkpoint's snapshot), "newer" (the branch as pushed after it) or "" (the
+    branch as pushed: no snapshot, or one that could not be restored)."""
+    check = "" if worktree == "restored" else " Check the files before relying on what this conversation says " \
+                                               "about them."
     return ("## Resumed conversation\n\n"
             f"This conversation was saved by an earlier run of this brief (journal entry {saved.seq}) and is resumed "
-            "here, maybe on another machine. The worktree is the work branch as last pushed: files changed after "
-            "that push are not here. Check the files before relying on what this conversation says about them.\n\n")
+            f"here, maybe on another machine. {WORKTREE_SAID[worktree]}{check}\n\n")
 
 
 def at_boundary(data: bytes) -> bytes:
@@ -120,12 +142,6 @@ def known_secrets(environ: dict[str, str], forge_url: str) -> list[bytes]:
     """The credential values this desk holds: forge tokens in its environment, a password in the forge's URL."""
     values = {v for k, v in environ.items() if SECRET_NAMES.match(k) and len(v) >= 8} | secrets_in(forge_url) | held()
     return sorted((v.encode() for v in values), key=len, reverse=True)
-
-
-def scrub(data: bytes, secrets: Iterable[bytes]) -> bytes:
-    for secret in secrets:
-        data = data.replace(secret, REDACTED)
-    return data
 
 
 class Transcript:

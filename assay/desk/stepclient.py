@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 TAIL_BYTES = 4000
-STOP_GRACE_S = 5.0  # a stopped command gets this long after SIGTERM before SIGKILL
+STOP_GRACE_S = procs.STOP_GRACE_S  # a stopped command gets this long after SIGTERM before SIGKILL
 INSPECT_TIMEOUT_S = 300  # an inspection given to `assay step settle`, as an outcome probe gets
 DESK_GONE = 75  # the exit code when the desk went away mid-step (EX_TEMPFAIL): the outcome is the journal's
 

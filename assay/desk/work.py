@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from assay.core import custody
+from assay.core import custody, wip
 from assay.core.briefs import Brief
 from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
@@ -330,7 +330,7 @@ class BriefWork:
             saved = sessions.latest(round_entries(journal.entries),
                                     lambda e: journal.blob(e, str((e.data or {}).get("checkpoint_blob"))))
             if saved is not None:
-                prompt = sessions.resumed_note(saved) + prompt
+                prompt = sessions.resumed_note(saved, self._restore(saved)) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
                        self.assay_bin, saved, steering)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
@@ -340,6 +340,25 @@ class BriefWork:
         with contextlib.suppress(AssayError):
             self.session.journal.reload()
         return result
+
+    def _restore(self, saved: sessions.Saved) -> str:
+        """Put the checkpoint's worktree snapshot in place before the agent starts: "restored"; "newer" when the
+        worktree is past it already (the branch was pushed after it); "" when it has none or it cannot be restored,
+        which is journaled (never tried again) and the run goes on with the branch as pushed."""
+        if not saved.worktree:
+            return ""
+        try:
+            restored = wip.restore(self.git, self.worktree, self.brief.id, saved.worktree)
+        except (AssayError, OSError) as exc:
+            why = str(getattr(exc, "message", "") or exc)
+            self.echo(f"{self.spec.name}: {self.brief.id}: the worktree of checkpoint seq {saved.seq} could not be "
+                      f"restored ({why}); the agent works on the branch as pushed")
+            self.session.journal.add("note", sync=True, data={"worktree": "failed", "of": saved.seq, "why": why})
+            return ""
+        if restored:
+            self.echo(f"{self.spec.name}: {self.brief.id}: worktree restored as checkpoint seq {saved.seq} saved it "
+                      f"({saved.worktree[:10]})")
+        return "restored" if restored else "newer"
 
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""

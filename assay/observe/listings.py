@@ -1,5 +1,5 @@
 """Listings for an operator: every claim with when it was last written and its liveness, filtered; a review
-with what it changes and its verify evidence.
+with what it changes, its verify evidence, and the work its agent had not pushed at its newest checkpoint.
 
 The claims come from one scan (claims, main, the retired index); the desks' heartbeats from their
 definitions on main; each claim's age from its tip commit (a renewal repeats its record: only the
@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from assay.core import wip
 from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
-from assay.core.records import MAIN_REF
+from assay.core.records import MAIN_REF, JournalEntry
 from assay.core.recordtype import dataclass
 from assay.core.retired import tip_of
-from assay.errors import ForgeError, NoMainBranch, UsageError
+from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class ReviewDetail:
     head: str
     files: list[tuple[str, int | None, int | None]] | None
     verify: list[dict[str, Any]]
+    unsaved: dict[str, Any] | None = None  # the newest checkpoint's worktree, where it differs from the head
 
 
 def _compared(git: ForgeGit, review: Review) -> tuple[str, str]:
@@ -93,10 +95,26 @@ def review_detail(git: ForgeGit, reviews: Reviews, brief: str) -> ReviewDetail:
     except ForgeError:
         base, head, files = "", review.record.head, None
     rows: dict[str, dict[str, Any]] = {}
-    for e in read_kept(git, brief).entries:
+    entries = read_kept(git, brief).entries
+    for e in entries:
         if e.kind == "verify" and e.data and head and e.data.get("head") == head:
             rows[str(e.data.get("row", ""))] = e.data
-    return ReviewDetail(review, base, head, files, list(rows.values()))
+    return ReviewDetail(review, base, head, files, list(rows.values()), _unsaved(git, brief, entries, head))
+
+
+def _unsaved(git: ForgeGit, brief: str, entries: list[JournalEntry], head: str) -> dict[str, Any] | None:
+    """The newest worktree snapshot of the brief's checkpoints (`core/wip.py`) if its files differ from the review's
+    head: `{seq, commit, files}` (files: how many differ), or None."""
+    saved = [e for e in entries if e.kind == "checkpoint" and (e.data or {}).get("worktree")]
+    if not saved or not head:
+        return None
+    commit = str((saved[-1].data or {})["worktree"])
+    try:
+        wip.fetch(git, brief, commit)
+        changed = git.diff(head, commit, numstat=True).splitlines()
+    except (ForgeError, RecordInvalid):
+        return {"seq": saved[-1].seq, "commit": commit, "files": None}  # named, but not on the forge
+    return {"seq": saved[-1].seq, "commit": commit, "files": len(changed)} if changed else None
 
 
 def review_diff(git: ForgeGit, reviews: Reviews, brief: str) -> str:

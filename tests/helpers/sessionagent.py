@@ -9,6 +9,9 @@ read the session it was given). Each run copies its prompt to `prompt.txt`; with
 first run's last act is a person's `assay steer` of that text (steering that arrives as the run ends). With
 `SESSION_AGENT_HOLD` set to a path, after its turn it says the turn ended (`assay step turn Stop`, as a CLI's
 hook does, unless `SESSION_AGENT_QUIET` is set) and waits for that path to exist before it exits.
+Each run also writes, uncommitted, `turn-<n>.txt` ("<brief> turn <n>", n the turn it adds) and, with
+`SESSION_AGENT_SECRET` set, `notes.txt` holding that value; with `SESSION_AGENT_HANG` set, a fresh run then
+waits to be killed (a desk that dies mid-run).
 """
 
 from __future__ import annotations
@@ -32,11 +35,17 @@ def main() -> int:
         return 3
     turns = transcript.read_text().splitlines() if mode == "--resume" and transcript.exists() else []
     Path("seen.txt").write_text(f"saw {len(turns)} at attempt {os.environ.get('ASSAY_ATTEMPT')}\n")
+    Path("prompt.txt").write_text(Path(sys.argv[1]).read_text())
+    Path(f"turn-{len(turns) + 1}.txt").write_text(f"{os.environ.get('ASSAY_BRIEF')} turn {len(turns) + 1}\n")
+    if os.environ.get("SESSION_AGENT_SECRET"):
+        Path("notes.txt").write_text(f"the token is {os.environ['SESSION_AGENT_SECRET']}\n")
     folder.mkdir(parents=True, exist_ok=True)
-    with transcript.open("a") as out:
+    with transcript.open("a") as out:  # the turn is recorded once its files are written, as a CLI records a tool's
         out.write(json.dumps({"message": {"role": "user", "content": [
             {"type": "text", "text": f"attempt {os.environ.get('ASSAY_ATTEMPT')}"}]}}) + "\n")
-    Path("prompt.txt").write_text(Path(sys.argv[1]).read_text())
+    if mode == "--new" and os.environ.get("SESSION_AGENT_HANG"):
+        print("waiting to be killed", flush=True)
+        time.sleep(600)
     steer = os.environ.get("SESSION_AGENT_STEER")
     steered = home / "steered"  # once: the run that passes the steering on is attempt 1 too
     if steer and os.environ.get("ASSAY_ATTEMPT") == "1" and not steered.exists():
