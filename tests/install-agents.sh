@@ -4,7 +4,7 @@
 # ${ASSAY_TEST_AGENTS:-$HOME/.cache/assay-test-agents} (npm packages into npm/, aider into a venv in aider/),
 # skipping what is already there at that version. It is quiet on success and never fails the test command:
 # what cannot be installed is named, with the tests that will be skipped.
-CLAUDE_VERSION=2.1.197
+CLAUDE_VERSION=2.1.332  # its npm package declares node >= 22; the native binary runs on node 20 too
 CODEX_VERSION=0.171.0
 AIDER_VERSION=0.86.2
 

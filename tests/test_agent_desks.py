@@ -292,7 +292,7 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         brain.release.set()
-        before = len(server.transcript.conversations)
+        before, asked_before = len(server.transcript.conversations), len(server.requests)
         env = {**desk_env(agent, server, tmp_path), **agent.env(server, tmp_path / "home-2"),
                "ASSAY_STATE_DIR": str(tmp_path / "state-2")}
         out = finish(desk(name, forge, env), server)
@@ -306,10 +306,23 @@ def test_a_successor_with_another_home_resumes_the_agents_conversation(name: str
     assert "## What the journal shows" in resumed.texts[-1] and "`deploy` (unsafe): completed" in resumed.texts[-1]
     assert log.read_text() == "deployed\n", detail  # one deploy, across both desks
     session = saved["data"]["session"]
-    restored = [p for p in (tmp_path / "home-2").rglob(f"*{session}.jsonl")]  # written into the second HOME
+    # written into the second HOME (Claude Code), or the second desk's own CODEX_HOME in its state folder (Codex)
+    restored = [p for p in (tmp_path / ("home-2" if name == "claude" else "state-2")).rglob(f"*{session}.jsonl")]
     assert len(restored) == 1, detail
     if name == "claude":  # under the folder named after the new worktree's path
         assert re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path / "state-2")) in restored[0].parent.name
+    else:  # each desk files its sessions in a CODEX_HOME of its own, never the user's
+        assert restored[0].is_relative_to(next((tmp_path / "state-2").glob("*/desks/codex/codex")))
+        assert not list((tmp_path / "home").rglob("rollout-*.jsonl")), detail
+    # the successor's model is never pointed at the dead desk's worktree or HOME (Claude Code 2.1.332 keeps both in
+    # its transcript: its working directory, and its memory folder in the system prompt)
+    [old_worktree] = (tmp_path / "state").glob(f"*/worktrees/{name}/ship")
+    dead = [str(old_worktree), str(tmp_path / "home")] if name == "claude" else [str(old_worktree)]
+    named = re.compile("|".join(re.escape(d) for d in dead) + r"(?![A-Za-z0-9_.-])")
+    asked = b"".join(r.body for r in server.requests[asked_before:]).decode("utf-8", "replace")
+    where = [asked[max(0, m.start() - 200):m.end() + 100] for m in named.finditer(asked)]
+    assert not where, f"{where}\n{detail}"
+    assert str(tmp_path / "state-2") in asked, detail
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
 
 

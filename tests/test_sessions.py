@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.core.deskspec import check_desk
+from assay.core.deskspec import SessionSpec, check_desk
 from assay.core.records import JournalEntry
 from assay.desk import sessions
 from tests.conftest import Forge, assay
@@ -68,6 +68,75 @@ def test_a_session_block_is_checked_with_its_line() -> None:
                          (good.replace("{home}/t", "{user}/t"), "names {user}, which a desk does not fill in")):
         _, problems = check_desk(broken, "desks/talker.yaml")
         assert problems and said in str(problems[0]) and "desks/talker.yaml:" in str(problems[0]), problems
+
+
+CLAUDE_FILE = "{home}/.claude/projects/{cwd_slug}/{session}.jsonl"
+
+
+def test_a_restored_transcript_names_this_runs_worktree_and_home_not_the_dead_desks(tmp_path: Path) -> None:
+    """Claude Code 2.1.332 keeps its working directory (each line's `cwd`, its environment message) and its system
+    prompt (a memory folder under HOME) in the transcript, and resumes from them: a restore moves them here."""
+    old_home, old_wt = "/old/home", "/old machine/state/worktrees/claude/ship"
+    memory = f"{old_home}/.claude/projects/-old-machine-cache-r3po/memory/"
+    said = f"Primary working directory: {old_wt}"
+    lines = [{"cwd": old_wt, "message": {"content": [{"type": "text", "text": said}]}},
+             {"cwd": old_wt, "attachment": {"systemPrompt": [f"memory at `{memory}`"]}},
+             {"cwd": old_wt, "message": {"content": [{"type": "tool_result", "tool_use_id": "t",
+                                                      "content": f"{old_wt}/a.txt {old_wt}-2/b.txt {old_home}x"}]}}]
+    data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    home, worktree = tmp_path / "home 2", tmp_path / "state-2" / "worktrees" / "claude" / "ship"
+    transcript = sessions.Transcript(SessionSpec(("--session-id", "{session}"), (), CLAUDE_FILE), "s-1",
+                                     {"HOME": str(home)}, worktree)
+    transcript.restore(data, "")
+    assert transcript.path == home / ".claude" / "projects" / sessions.cwd_slug(worktree) / "s-1.jsonl"
+    text = transcript.path.read_text()
+    restored = [json.loads(line) for line in text.splitlines()]
+    assert [line["cwd"] for line in restored] == [str(worktree)] * 3
+    assert f"Primary working directory: {worktree}\"" in text
+    assert f"memory at `{home}/.claude/projects/-old-machine-cache-r3po/memory/`" in text
+    # a path that only begins like the old worktree or HOME is another one: left as it is
+    assert restored[2]["message"]["content"][0]["content"] == f"{worktree}/a.txt {old_wt}-2/b.txt {old_home}x"
+    assert transcript.restored_size == len(text.encode())
+    same = sessions.Transcript(transcript.spec, "s-1", {"HOME": str(home)}, worktree)
+    same.restore(text.encode(), "")  # resumed where it was saved: nothing to move
+    assert same.path is not None and same.path.read_text() == text
+
+
+def test_a_desk_whose_transcripts_cannot_be_found_says_so_before_it_claims(forge: Forge, tmp_path: Path) -> None:
+    """A transcript pattern naming a variable the agent does not get (Codex's {CODEX_HOME}, unset) would never
+    checkpoint: the desk refuses at preflight, exit 2, with the desk file and line; a relative one is a problem of
+    the file itself."""
+    desk = DESK.format(agent=AGENT).replace("{home}/t/", "{SESSION_AGENT_HOME}/t/")
+    publish(forge, {"desks/talker.yaml": desk, "briefs/talk.md": BRIEF.format(check="true")})
+    run = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"))
+    line = desk.splitlines().index("  session:") + 1
+    assert run.code == 2, run.out + run.err
+    assert f"desks/talker.yaml:{line}: `agent.session.file` names {{SESSION_AGENT_HOME}}, which the agent's " \
+        "environment does not set" in run.err and "never checkpoint" in run.err and "Traceback" not in run.err
+    assert entries(forge.path, "talk") == []  # nothing claimed
+    ok = run_desk(forge, "talker", tmp_path, HOME=str(tmp_path / "home"), SESSION_AGENT_HOME=str(tmp_path / "talk"))
+    assert ok.code == 0 and "review ready" in ok.out, ok.out + ok.err
+    _, problems = check_desk(DESK.format(agent=AGENT).replace("{home}/t/", "t/"), "desks/talker.yaml")
+    assert problems and "must be an absolute path" in str(problems[0]) and "desks/talker.yaml:" in str(problems[0])
+
+
+def test_a_codex_home_under_the_desks_state_is_its_own_with_the_users_settings(tmp_path: Path) -> None:
+    users = tmp_path / "home" / ".codex"
+    users.mkdir(parents=True)
+    (users / "config.toml").write_text('model = "m"\n')
+    (users / "auth.json").write_text("{}")
+    state = tmp_path / "state" / "desks" / "codex"
+    values = sessions.desk_values([("CODEX_HOME", "{state}/codex"), ("WHERE", "{home}/x")], state,
+                                  {"HOME": str(tmp_path / "home")})
+    assert values == {"CODEX_HOME": str(state / "codex"), "WHERE": str(tmp_path / "home" / "x")}
+    assert (state / "codex" / "config.toml").read_text() == 'model = "m"\n'
+    assert (state / "codex" / "auth.json").stat().st_mode & 0o777 == 0o600
+    assert not (state / "codex" / "AGENTS.md").exists()  # the user has none
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "config.toml").write_text('model = "n"\n')  # the user's CODEX_HOME, where set, is read
+    sessions.desk_values([("CODEX_HOME", "{state}/codex")], state,
+                         {"HOME": "/nowhere", "CODEX_HOME": str(tmp_path / "mine")})
+    assert (state / "codex" / "config.toml").read_text() == 'model = "n"\n'
 
 
 def test_the_next_attempt_resumes_the_conversation_the_last_one_saved(forge: Forge, tmp_path: Path) -> None:

@@ -225,5 +225,5 @@ def test_a_snapshot_that_failed_to_restore_is_not_tried_again() -> None:
     assert sessions.latest([saved], lambda e: b"t") == sessions.Saved(1, "a", b"t", "", snapshot)
     failed = entry(2, "note", {"worktree": "failed", "of": 1, "why": "gone"})
     assert sessions.latest([saved, failed], lambda e: b"t") == sessions.Saved(1, "a", b"t")  # the conversation stays
-    assert "as last pushed" in sessions.resumed_note(sessions.Saved(1, "a", b"t"))
-    assert sessions.WORKTREE_SAID["restored"] in sessions.resumed_note(sessions.Saved(1, "a", b"t"), "restored")
+    assert "as last pushed" in sessions.resumed_note(sessions.Saved(1, "a", b"t"), "/w")
+    assert sessions.WORKTREE_SAID["restored"] in sessions.resumed_note(sessions.Saved(1, "a", b"t"), "/w", "restored")

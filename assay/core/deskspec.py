@@ -23,6 +23,7 @@ PROMPT_ROUTES = ("argument", "stdin", "env")  # where the agent reads the text t
 KNOWN_ROUTES = {"claude": ("argument", "stdin"), "codex": ("argument", "stdin"), "aider": ("argument",)}
 SESSION_KEYS = ("new", "resume", "file")
 SESSION_VALUES = ("session", "home", "cwd_slug", "worktree")  # the placeholders `agent.session` may use
+ENV_VALUES = ("home", "state")  # the placeholders a desk's `env:` values may use: the agent's HOME, the desk's folder
 DEFAULT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER")
 DEFAULT_AGENT_TIMEOUT_S = 3600
 DEFAULT_IDLE_S = 600  # an agent with no output, no step and no conversation change for this long is ended as idle
@@ -39,6 +40,7 @@ class SessionSpec:
     new: tuple[str, ...]
     resume: tuple[str, ...]
     file: str
+    line: int = 0  # where the desk file says it, for a preflight that finds it cannot work
 
 
 LEASE_S = 1200  # a desk's lease when its file names none
@@ -63,7 +65,9 @@ class DeskSpec:
     attempts: int = 3
     env_allow: tuple[str, ...] = DEFAULT_ENV  # names, or shell patterns such as ANTHROPIC_*
     verify_timeout_s: int = 600
-    env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get, whatever the desk's environment
+    # values the agent and its effects get, whatever the desk's environment; `{home}` and `{state}` (ENV_VALUES)
+    # are filled in as the agent starts (`sessions.desk_values`)
+    env: tuple[tuple[str, str], ...] = ()
     timeout_s: int = DEFAULT_AGENT_TIMEOUT_S  # an agent run past this is stopped, and the attempt counted
     idle_s: int = DEFAULT_IDLE_S  # an agent showing no sign of work this long is ended; the attempt is not counted
     prompt: str = "env"  # where the agent reads what the desk hands it: `argument`, `stdin` or `env` (PROMPT_ROUTES)
@@ -140,6 +144,9 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
             bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
             install = ""
         session = _session(agent.get("session"), lambda why, fix="": bad(nodes["agent"], why, fix))
+        if session is not None:
+            at = next((k.start_mark.line + 1 for k, _ in nodes["agent"].value if k.value == "session"), 0)
+            session = SessionSpec(session.new, session.resume, session.file, at)
         route = _prompt_route(agent, session is not None, lambda why, fix="": bad(nodes["agent"], why, fix))
     takes = need("takes", dict) or {}
     labels = takes.get("labels", [])
@@ -198,6 +205,9 @@ def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:
         bad("`agent.session.new` and `agent.session.resume` must be lists of strings", example)
     elif not isinstance(file, str) or "{session}" not in file:
         bad("`agent.session.file` must be the transcript's path, with {session} in it", example)
+    elif not file.startswith(("/", "{")):
+        bad(f"`agent.session.file` ({file}) must be an absolute path: the desk would look for its transcripts "
+            "relative to wherever it runs", "start it with {home}, {worktree}, a variable such as {CODEX_HOME}, or /")
     else:
         placeholders = set(re.findall(r"\{(\w+)\}", " ".join([*lists[0], *lists[1], file])))
         extra = sorted(p for p in placeholders - set(SESSION_VALUES) if not NAME.fullmatch(p) or p.lower() == p)

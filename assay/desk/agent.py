@@ -31,11 +31,11 @@ from assay.desk.effects import Hooks, probe_runner
 from assay.desk.isolation import Isolated
 from assay.desk.limits import MODEL_TROUBLE, STOP_GRACE_S, Limits, judge
 from assay.desk.mcpserver import registration as mcp_registration
-from assay.desk.sessions import MAX_BYTES, Saved, Transcript, known_secrets
+from assay.desk.sessions import MAX_BYTES, Saved, Transcript, desk_values, known_secrets, unfindable
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
 from assay.desk.stepserver import StepServer
-from assay.errors import AgentCannotStart, AssayError, Conflict
+from assay.errors import AgentCannotStart, AssayError, ConfigInvalid, Conflict
 
 Echo = Callable[[str], None]
 TAIL = 4000
@@ -55,6 +55,7 @@ class AgentRun:
     assay_bin: Path | None = None  # the `assay` the agent calls, by absolute path (`assay_command`)
     checkpoint: Saved | None = None  # the round's newest agent-session checkpoint, to resume (`sessions.py`)
     steering: tuple[int, ...] = ()  # the seqs of the steering entries `prompt` holds
+    state: Path | None = None  # this desk's own folder, `{state}` in its `env:` (a CLI's own home, say)
 
 
 def assay_command(state_dir: Path) -> Path:
@@ -86,7 +87,18 @@ def agent_argv(spec: DeskSpec, values: dict[str, str], session_args: Sequence[st
 
 
 def preflight(spec: DeskSpec, env: dict[str, str] | None = None) -> str:
-    """Before a desk claims anything: its agent command can be found and run. Returns its path."""
+    """Before a desk claims anything: its agent command can be found and run, and its `agent.session` finds the
+    transcripts it names (else the conversation would never be checkpointed: exit 2). Returns its path."""
+    if spec.session is not None:
+        values = {k: v.replace("{home}", os.environ.get("HOME", "")).replace("{state}", "/state") for k, v in spec.env}
+        why = unfindable(spec.session, env if env is not None else agent_env(spec.env_allow, {}, extra=values))
+        if why is not None:
+            where = f"desks/{spec.name}.yaml" + (f":{spec.session.line}" if spec.session.line else "")
+            raise ConfigInvalid(f"{where}: {why}: desk {spec.name!r} would never find its agent's sessions, so "
+                                "never checkpoint or resume its conversation",
+                                hint="set the variable in the desk's `env:` (desks/codex.yaml as `assay init` writes "
+                                     "it: CODEX_HOME: \"{state}/codex\") or pass it in `env_allow`; or drop "
+                                     "`agent.session`")
     command = spec.command[0]
     if command == "python":
         return sys.executable
@@ -108,7 +120,8 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     run resumes the round's newest checkpoint and its conversation is checkpointed as it goes
     (`sessions.py`); a resume that fails is journaled and the run starts again fresh.
     """
-    env = agent_env(spec.env_allow, {}, extra={**dict(spec.env), **dict(run.brief.env)})
+    own = desk_values(spec.env, run.state, os.environ) if run.state is not None else dict(spec.env)
+    env = agent_env(spec.env_allow, {}, extra={**own, **dict(run.brief.env)})
     saver = Saver(claims, spec, run, env, echo, run.checkpoint) if spec.session else None
     result = _run_agent(claims, spec, run, echo, env, saver)
     if saver is not None and saver.resumed is not None and not saver.grew():

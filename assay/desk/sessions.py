@@ -19,6 +19,11 @@ Each checkpoint also records the worktree at the moment its transcript was read 
 the snapshot (`"worktree": <commit>`). The run that resumes it restores that snapshot first; one that cannot be
 fetched or restored is journaled as `{"worktree": "failed", "of": <seq>, "why"}`, and the run goes on with the
 branch as pushed. `resumed_note` tells the agent which it got.
+
+A restored transcript is moved to this run's paths (`moved`): the worktree the CLI recorded for the session (the
+`cwd` of its lines), that path's `cwd_slug`, and the folder the transcript was filed under (HOME, found before
+the pattern's `{cwd_slug}` folder) are rewritten to this run's. A CLI that keeps its working directory and its
+system prompt in the transcript (Claude Code 2.1.332 does) would otherwise go on naming the dead desk's folders.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from assay.core.credentials import SECRET_NAMES, held, secrets_in
@@ -46,6 +51,53 @@ def cwd_slug(path: Path | str) -> str:
     """The folder name a CLI derives from a working directory: each character other than a letter or digit
     made `-` (Claude Code's `$HOME/.claude/projects/<slug>`)."""
     return re.sub(r"[^A-Za-z0-9]", "-", str(path))
+
+
+# A CLI's own folder (its sessions, settings and login) that a desk may give its agent in `env:` under `{state}`:
+# the variable, where the user's is when it is not set (below HOME), and the files copied from the user's at each run.
+OWN_HOMES = {"CODEX_HOME": (".codex", ("config.toml", "auth.json", "AGENTS.md"))}
+
+
+def desk_values(env: Iterable[tuple[str, str]], state: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """A desk's `env:` with `{home}` (the HOME the desk passes on) and `{state}` (this desk's own folder, `state`)
+    filled in. A CLI folder of `OWN_HOMES` set under `{state}` is made, and the user's settings copied in (the
+    variable in the desk's environment names the user's folder, else HOME's): the desk's sessions are its own,
+    found where its `agent.session.file` looks, and no other desk's."""
+    home = environ.get("HOME", "")
+    values = {name: _fill(value, {"home": home, "state": str(state)}) for name, value in env}
+    for name, (default, files) in OWN_HOMES.items():
+        raw = dict(env).get(name, "")
+        if "{state}" not in raw:
+            continue
+        folder, users = Path(values[name]), Path(environ.get(name) or Path(home or "/") / default)
+        folder.mkdir(parents=True, exist_ok=True)
+        for file in files:
+            source, target = users / file, folder / file
+            try:
+                data = source.read_bytes()
+                if target.is_file() and target.read_bytes() == data:
+                    continue
+            except OSError:
+                continue  # the user has none: the CLI goes without
+            partial = target.with_name(f".{file}.{os.getpid()}")
+            partial.write_bytes(data)
+            partial.chmod(0o600)
+            partial.replace(target)
+    return values
+
+
+def unfindable(spec: SessionSpec, env: Mapping[str, str]) -> str | None:
+    """Why the transcripts `spec.file` names cannot be found with the agent's environment `env` (a variable it
+    names unset, or a fixed part that is not an absolute path), or None. Such a desk would never checkpoint."""
+    fixed = re.split(r"\*|\{session\}", spec.file)[0]
+    values = {"home": env.get("HOME", ""), "worktree": "/worktree", "cwd_slug": "-worktree",
+              **{k: v for k, v in env.items() if k.upper() == k}}
+    unset = [name for name in re.findall(r"\{(\w+)\}", fixed) if not values.get(name)]
+    if unset:
+        return f"`agent.session.file` names {{{unset[0]}}}, which the agent's environment does not set"
+    if not _fill(fixed, values).startswith("/"):
+        return f"`agent.session.file` ({spec.file}) is not an absolute path in the agent's environment"
+    return None
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
@@ -87,15 +139,43 @@ WORKTREE_SAID = {
 }
 
 
-def resumed_note(saved: Saved, worktree: str = "") -> str:
-    """What a resumed agent is told first: where its conversation comes from, and what its worktree holds:
-    `worktree` is "restored" (the checkpoint's snapshot), "newer" (the branch as pushed after it) or "" (the
-    branch as pushed: no snapshot, or one that could not be restored)."""
+def resumed_note(saved: Saved, where: Path | str, worktree: str = "") -> str:
+    """What a resumed agent is told first: where its conversation comes from, where it works now (`where`), and
+    what its worktree holds: `worktree` is "restored" (the checkpoint's snapshot), "newer" (the branch as pushed
+    after it) or "" (the branch as pushed: no snapshot, or one that could not be restored)."""
     check = "" if worktree == "restored" else " Check the files before relying on what this conversation says " \
                                                "about them."
     return ("## Resumed conversation\n\n"
             f"This conversation was saved by an earlier run of this brief (journal entry {saved.seq}) and is resumed "
-            f"here, maybe on another machine. {WORKTREE_SAID[worktree]}{check}\n\n")
+            f"here, maybe on another machine. This run works in `{where}`: a path of the earlier run's worktree or "
+            f"HOME means this run's. {WORKTREE_SAID[worktree]}{check}\n\n")
+
+
+def recorded_cwd(data: bytes) -> str:
+    """The working directory a CLI recorded for a session: the first absolute `cwd` of its transcript's lines
+    (Claude Code's on each line, Codex's in its `session_meta` payload), or ""."""
+    for raw in data.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        for part in (line, line.get("payload")) if isinstance(line, dict) else ():
+            if isinstance(part, dict) and isinstance(part.get("cwd"), str) and part["cwd"].startswith("/"):
+                return str(part["cwd"])
+    return ""
+
+
+def moved(data: bytes, paths: dict[str, str]) -> bytes:
+    """`data` with each path in `paths` (old: new) replaced wherever it stands whole (not followed by another
+    character of a name), as text inside JSON strings; the longest first, in one pass."""
+    pairs = {json.dumps(old)[1:-1]: json.dumps(new)[1:-1] for old, new in paths.items()
+             if old != new and len(old) > 1 and new}
+    if not pairs:
+        return data
+    olds = sorted(pairs, key=len, reverse=True)
+    pattern = re.compile("(?:" + "|".join(re.escape(o) for o in olds) + r")(?![A-Za-z0-9_.-])")
+    return pattern.sub(lambda m: pairs[m.group(0)], data.decode("utf-8", "surrogateescape")).encode(
+        "utf-8", "surrogateescape")
 
 
 def at_boundary(data: bytes) -> bytes:
@@ -247,12 +327,41 @@ class Transcript:
                 raise OSError(f"no place for the transcript under {self.root or self.pattern}")
             self.path = Path(self.root) / relative
         assert self.path is not None
+        data = moved(data, self.origin(data))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         partial.write_bytes(data)
         partial.replace(self.path)
         self._saved = hashlib.sha256(data).hexdigest()
         self.restored_size = len(data)
+
+
+    def origin(self, data: bytes) -> dict[str, str]:
+        """The paths of the run that saved `data`, mapped to this run's: its worktree (as the CLI recorded it), that
+        path's `cwd_slug`, and the value of the placeholder the pattern starts with (`{home}`, or a variable),
+        where the transcript names a folder the pattern builds from it (`{home}/.claude/projects/<a cwd_slug>`;
+        Claude Code 2.1.332 names its memory folder so): only a folder with a `{cwd_slug}` or the worktree in it is
+        specific enough to be found."""
+        worktree = recorded_cwd(data)
+        if not worktree:
+            return {}
+        paths = {worktree: self.values["worktree"], cwd_slug(worktree): self.values["cwd_slug"]}
+        first = re.match(r"\{(\w+)\}", self.spec.file)
+        if first is None or first.group(1) in ("worktree", "cwd_slug", "session"):
+            return paths
+        rest = re.split(r"\*|\{session\}", self.spec.file[first.end():])[0].rsplit("/", 1)[0]
+        parts = re.split(r"(\{\w+\})", rest)
+        if not {"{cwd_slug}", "{worktree}"} & set(parts) or not set(parts) <= {"{cwd_slug}", "{worktree}"} | {
+                p for p in parts if not p.startswith("{")}:
+            return paths
+        folder = "".join("-[A-Za-z0-9-]*" if p == "{cwd_slug}" else re.escape(json.dumps(worktree)[1:-1])
+                         if p == "{worktree}" else re.escape(json.dumps(p)[1:-1]) for p in parts)
+        found = re.search(r'(?<![\w./-])(/[^\s"\'`\\]*?)' + folder + r"(?![A-Za-z0-9_.-])",
+                          data.decode("utf-8", "replace"))
+        new = self.values.get(first.group(1), "")
+        if found is not None and new.startswith("/"):
+            paths[found.group(1)] = new
+        return paths
 
 
 def _mtime(path: Path) -> float:

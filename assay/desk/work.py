@@ -60,6 +60,7 @@ class BriefWork:
         self.worktree = state_dir / "worktrees" / spec.name / brief.id
         self.checkout = state_dir / "verify" / spec.name / brief.id
         self.prompts = state_dir / "prompts"
+        self.state = state_dir / "desks" / spec.name  # the desk's own folder: `{state}` in its `env:`
         self.assay_bin = assay_command(state_dir)
 
     def run(self, main: str) -> str:
@@ -330,9 +331,9 @@ class BriefWork:
             saved = sessions.latest(round_entries(journal.entries),
                                     lambda e: journal.blob(e, str((e.data or {}).get("checkpoint_blob"))))
             if saved is not None:
-                prompt = sessions.resumed_note(saved, self._restore(saved)) + prompt
+                prompt = sessions.resumed_note(saved, self.worktree, self._restore(saved)) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
-                       self.assay_bin, saved, steering)
+                       self.assay_bin, saved, steering, self.state)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
         # the agent's steps moved the journal, and the heartbeat the claim: read their tips (one ref advertisement)
         # rather than push the result on stale leases, be rejected and push again. A lost claim or an absent
