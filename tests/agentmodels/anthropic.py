@@ -52,7 +52,8 @@ def _command(block: dict[str, Any]) -> str:
 
 
 def conversation(body: dict[str, Any]) -> Conversation:
-    """The task, the command exchanges and every user-side text of a Messages request."""
+    """The task, the command exchanges and every user-side text of a Messages request (a mid-conversation system
+    message too: the model reads it)."""
     prompt: str | None = None
     texts: list[str] = []
     calls: dict[str, str] = {}  # tool_use id -> command, in the order asked
@@ -67,6 +68,8 @@ def conversation(body: dict[str, Any]) -> Conversation:
                 output = _result_text(block.get("content"))
                 results[str(block.get("tool_use_id"))] = (output, bool(block.get("is_error")))
                 texts.append(output)
+            elif role == "system" and kind == "text":  # mid-conversation context (Claude Code 2.1.332's hooks')
+                texts.append(str(block.get("text", "")))
             elif role == "user" and kind == "text":
                 text = str(block.get("text", ""))
                 texts.append(text)
