@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from assay.core import wip
 from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
@@ -270,6 +269,8 @@ def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tupl
             if k in ("name", "session", "attempt", "bytes", "file", "worktree")}
     data["forked_from"] = {"brief": source, "seq": point.seq}
     if data.get("worktree"):  # the checkpoint's files: the fork's own snapshot, which its first run restores
+        from assay.core import wip  # here: a claim, renewal or release (`lean.py`) never loads it
+
         wip.fetch(claims.git, source, str(data["worktree"]))
     return fork_as_person(claims, new, data, blob, f"assay/{new}", heads[-1], by), heads[-1]
 

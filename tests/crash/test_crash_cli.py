@@ -17,7 +17,7 @@ from functools import partial
 import pytest
 
 from assay.core.claims import Claims
-from assay.core.custody import wait
+from assay.core.custody import wait, wake_for_steering
 from assay.core.forge.plain import PlainReviews
 from assay.core.git import ForgeGit
 from assay.core.retired import entry_path
@@ -289,6 +289,23 @@ def check_spawn(w: World, point: str) -> None:
     assert [f for f in files if f.startswith(f"briefs/{BRIEF}-")] == [f"briefs/{child}.md"]
 
 
+def check_steer(w: World, point: str) -> None:
+    """`assay steer` on a brief waiting on its review, cut off after its entry and before the wake: the entry is
+    on the forge once and the claim still waits; the desk's look (`wake_for_steering`, each pass) wakes it for a
+    round once, and looking again changes nothing."""
+    claimed(w)
+    wait(Claims(w.port), BRIEF, "review", "setup", desk=DESK)
+    crashed = w.run("steer", BRIEF, "Use the staging database", crash_at=point)
+    assert crashed.code == SIGKILLED, (point, crashed.code, crashed.err)
+    assert len(transition_entries(w.forge, "steer", None)) == 1
+    assert claim_chain(w.forge.path, BRIEF)[-1]["state"] == "waiting"
+    assert wake_for_steering(Claims(w.port), BRIEF, DESK) is not None
+    assert wake_for_steering(Claims(w.port), BRIEF, DESK) is None  # woken: nothing more to do
+    [woken] = [e for e in entries(w.forge.path, BRIEF) if e["kind"] == "wake"]
+    assert (woken.get("data") or {}).get("round") and claim_chain(w.forge.path, BRIEF)[-1]["state"] == "held"
+    assert invariants(w.forge.path, BRIEF) == []
+
+
 # -- the cases ------------------------------------------------------------------------------------
 
 Check = Callable[[World, str], None]
@@ -300,6 +317,7 @@ SCENARIOS: dict[str, Check] = {
     "merge": check_merge,
     "retire": check_retire,
     "spawn": check_spawn,
+    "steer": check_steer,
 }
 
 # case -> (the crash points armed, one process each; the scenario that drives the command)
@@ -309,6 +327,7 @@ CASES: dict[str, tuple[list[str], str]] = {
        for when in ("before", "after")},
     "review.before-push:comment": (["review.before-push:comment"], "comment"),
     "review.after-push:approve": (["review.after-push:approve"], "approve"),
+    "steer.after-entry": (["steer.after-entry"], "steer"),
 }
 
 
