@@ -6,8 +6,9 @@ request carries every turn that had completed before the crash, and its worktree
 wrote (uncommitted, never pushed to the work branch: the checkpoint's worktree, `refs/assay/wip/<brief>`).
 
 `ASSAY_CHECKPOINT_CRASHES` crashes per CLI (default 1), at moments drawn from `ASSAY_CHECKPOINT_SEED` (default
-1), no sooner than `ASSAY_CHECKPOINT_AFTER` seconds into the run (default 0.5); `ASSAY_CHECKPOINT_TURNS` (default
-6) turns and `ASSAY_CHECKPOINT_THINK` (default 1.5, the longest think) make longer runs. The figures are printed.
+1), no sooner than `ASSAY_CHECKPOINT_AFTER` seconds into the run (default 0.5) and within `ASSAY_CHECKPOINT_WINDOW`
+seconds after that (default: to the run's expected end); `ASSAY_CHECKPOINT_TURNS` (default 6) turns and
+`ASSAY_CHECKPOINT_THINK` (default 1.5, the longest think) make longer runs. The figures are printed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ SEED = int(os.environ.get("ASSAY_CHECKPOINT_SEED", "1"))
 TURNS = int(os.environ.get("ASSAY_CHECKPOINT_TURNS", "6"))
 THINK_S = (0.3, float(os.environ.get("ASSAY_CHECKPOINT_THINK", "1.5")))  # how long the model takes over an answer
 AFTER_S = float(os.environ.get("ASSAY_CHECKPOINT_AFTER", "0.5"))
+WINDOW_S = float(os.environ.get("ASSAY_CHECKPOINT_WINDOW", "0")) or max(0.0, TURNS * sum(THINK_S) / 2 - AFTER_S) + 2
 MARGIN_S = 3.0  # a turn that completed this long before the crash has had its time to be checkpointed
 
 BRIEF = """---
@@ -99,7 +101,7 @@ def one_crash(name: str, root: Path, rng: random.Random) -> str:
         while not brain.seen:
             assert first.poll() is None and time.monotonic() < deadline, server.debug()
             time.sleep(0.05)
-        crash_after = rng.uniform(AFTER_S, max(AFTER_S, TURNS * sum(THINK_S) / 2) + 2)  # in the run, to its end
+        crash_after = rng.uniform(AFTER_S, AFTER_S + WINDOW_S)  # a random moment of the run
         crashed = brain.seen[0][0] + crash_after
         while time.monotonic() < crashed and first.poll() is None:
             time.sleep(0.02)
