@@ -16,16 +16,19 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer
+from tests.conftest import assay, git
 from tests.helpers.clidesks import AGENTS, TIMEOUT, desk, desk_env, finish, project
-from tests.journal_check import invariants
+from tests.journal_check import entries, invariants
 
 CRASHES = int(os.environ.get("ASSAY_CHECKPOINT_CRASHES", "1"))
 SEED = int(os.environ.get("ASSAY_CHECKPOINT_SEED", "1"))
@@ -127,3 +130,69 @@ def one_crash(name: str, root: Path, rng: random.Random) -> str:
     assert files == sorted(f"f{k}.txt" for k in range(1, len(carried) + 1)), f"{files}\n{detail}"
     assert "review ready" in out and invariants(forge, "ship") == [], detail
     return f"crash at {crash_after:.1f}s: {done_then} turns completed, {len(carried)} resumed with their files"
+
+
+class Forked:
+    """The model for the fork test: the source brief's run writes f1.txt to f<TURNS>.txt; the fork's run (its
+    prompt names the fork's brief) notes what its first request carried and which files its worktree held then."""
+
+    def __init__(self, files: Path) -> None:
+        self.files = files
+        self.first: tuple[Conversation, list[str]] | None = None
+        self.server: ModelServer | None = None
+        self.never = threading.Event()
+
+    def __call__(self, conversation: Conversation) -> Action:
+        done = len(conversation.exchanges)
+        assert self.server is not None
+        self.server.wait_unlocked(self.never, 1.0)  # the model thinks: the CLI waits between turns meanwhile
+        if "(fork of ship" in " ".join(conversation.texts) and self.first is None:
+            found = sorted(p.name for w in self.files.rglob("worktrees") for p in w.rglob("f*.txt"))
+            self.first = (conversation, found)
+        return Run(command(done + 1)) if done < TURNS else Finish("Done.")
+
+
+def blob_of(forge: Path, checkpoint: dict[str, Any]) -> str:
+    """A checkpoint's transcript, as the forge holds it."""
+    path = str((checkpoint.get("data") or {}).get("checkpoint_blob"))
+    for sha in git("--git-dir", str(forge), "rev-list", "refs/assay/journal/ship").split():
+        found = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "-p", f"{sha}:{path}"],
+                               capture_output=True, text=True)
+        if found.returncode == 0:
+            return found.stdout
+    return ""
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_fork_after_turn_k_has_turn_ks_conversation_and_files_and_nothing_later(name: str, tmp_path: Path) -> None:
+    """The brief runs to its ready review, checkpointed at each turn. `assay brief fork` at the checkpoint that
+    holds turn 2 and not turn 3; a desk with another HOME works the fork: its first request carries turns 1 and 2,
+    and its worktree held f1.txt and f2.txt, no later file, before its agent started."""
+    agent = AGENTS[name]
+    if agent.installed is None:
+        pytest.skip(f"{name} is not installed (sh tests/install-agents.sh)")
+    forge = project(tmp_path, BRIEF.format(turns=TURNS))
+    brain = Forked(tmp_path / "state-2")
+    with agent.server(brain) as server:
+        brain.server = server
+        out = finish(desk(name, forge, desk_env(agent, server, tmp_path)), server)
+        assert "review ready" in out, out
+        saved = [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
+        at = [e for e in saved if command(2) in blob_of(forge, e) and command(3) not in blob_of(forge, e)]
+        assert at, [e["seq"] for e in saved]
+        work = tmp_path / "project"
+        git("pull", "-q", str(forge), "main", cwd=work)
+        forked = assay("brief", "fork", "early", "--from", "ship", "--at", str(at[-1]["seq"]), "--forge",
+                       str(forge), cwd=work)
+        assert forked.code == 0, forked.err
+        git("add", "-A", cwd=work)
+        git("commit", "-qm", "fork", cwd=work)
+        git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
+        env = {**desk_env(agent, server, tmp_path), **agent.env(server, tmp_path / "home-2"),
+               "ASSAY_STATE_DIR": str(tmp_path / "state-2")}
+        second = finish(desk(name, forge, env), server)
+    detail = f"{second}\n{server.debug()}"
+    assert brain.first is not None, detail
+    resumed, files = brain.first
+    assert [e.command for e in resumed.exchanges] == [command(1), command(2)], detail
+    assert files == ["f1.txt", "f2.txt"], f"{files}\n{detail}"

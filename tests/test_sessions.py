@@ -25,6 +25,23 @@ def _line(*blocks: dict[str, object]) -> bytes:
     return (json.dumps({"message": {"content": list(blocks)}}) + "\n").encode()
 
 
+def test_a_checkpoint_is_taken_only_between_turns(tmp_path: Path) -> None:
+    """While a tool call is in flight its effects may already be in the worktree, which the checkpoint records with
+    the transcript: so a checkpoint is offered only while the transcript ends at a turn boundary, and once."""
+    spec = SessionSpec(new=("--session-id", "{session}"), resume=("--resume", "{session}"), file="{home}/t/{session}")
+    transcript = sessions.Transcript(spec, "s1", {"HOME": str(tmp_path)}, tmp_path / "wt")
+    (tmp_path / "t").mkdir()
+    asked = _line({"type": "text", "text": "do it"})
+    call = _line({"type": "tool_use", "id": "t1", "name": "Bash"})
+    (tmp_path / "t" / "s1").write_bytes(asked + call)
+    assert transcript.whole([]) is None  # the call runs: not one moment of conversation and files
+    (tmp_path / "t" / "s1").write_bytes(asked + call + _line({"type": "tool_result", "tool_use_id": "t1"}))
+    found = transcript.whole([])
+    assert found is not None and found[1] == len(found[0])
+    transcript.saved(found[0])
+    assert transcript.whole([]) is None  # saved already
+
+
 def test_a_checkpoint_ends_at_a_turn_boundary() -> None:
     asked = _line({"type": "text", "text": "do it"})
     call = _line({"type": "tool_use", "id": "t1", "name": "Bash"})

@@ -532,6 +532,10 @@ class Steering:
         self.told |= set(seqs)
 
 
+class _MovedOn(Exception):
+    """The conversation moved on while a checkpoint read the worktree."""
+
+
 class Saver:
     """One agent run's session: the arguments that start or resume it, and its checkpoints in the journal."""
 
@@ -569,21 +573,29 @@ class Saver:
     def save(self, claims: Claims) -> bool:
         """Journal the conversation if it changed since the last checkpoint (with a renewal of the claim, in the
         same push); False if there was nothing new. Raises as a renewal does."""
-        data = self.transcript.changed(self.secrets)
-        if data is None:
+        found = self.transcript.whole(self.secrets)  # between turns only: the files then are that turn's
+        if found is None:
             return False
+        data, size = found
         if len(data) > MAX_BYTES:
             self.echo(f"{self.spec.name}: {self.run.brief.id}: the agent's conversation ({len(data)} bytes) is over "
                       f"{MAX_BYTES} bytes and is not checkpointed")
+            self.transcript.saved(data)
             return False
-        with self.worktree.recording(claims.git) as (worktree, refs):  # the files as the transcript was just read
-            journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id,
-                                   indexed=True)
-            about: dict[str, Any] = {"name": SESSION_CHECKPOINT, "session": self.transcript.session,
-                                     "attempt": self.run.attempt, "bytes": len(data), **worktree}
-            if self.transcript.relative():
-                about["file"] = self.transcript.relative()
-            journal.add("checkpoint", blobs={"checkpoint": data}, data=about, refs=refs)  # the wip ref rides along
+        try:
+            with self.worktree.recording(claims.git) as (worktree, refs):  # the files as the transcript was read
+                if self.transcript.size() != size:  # the CLI went on while the files were read: not one moment
+                    raise _MovedOn()
+                journal = Journal.open(claims, self.run.brief.id, self.spec.name, self.run.epoch, self.run_id,
+                                       indexed=True)
+                about: dict[str, Any] = {"name": SESSION_CHECKPOINT, "session": self.transcript.session,
+                                         "attempt": self.run.attempt, "bytes": len(data), **worktree}
+                if self.transcript.relative():
+                    about["file"] = self.transcript.relative()
+                journal.add("checkpoint", blobs={"checkpoint": data}, data=about, refs=refs)  # the wip ref rides
+        except _MovedOn:
+            return False  # the next turn's end saves it
+        self.transcript.saved(data)
         crash_point("journal.after-checkpoint", SESSION_CHECKPOINT)
         return True
 

@@ -301,20 +301,23 @@ class Transcript:
         path = self._find()
         return path.stat().st_size if path is not None and path.exists() else 0
 
-    def changed(self, secrets: Sequence[bytes]) -> bytes | None:
-        """The transcript to checkpoint now (at its last turn boundary, scrubbed), or None if that is what was
-        checkpointed last, there is none yet, or it cannot be read."""
+    def whole(self, secrets: Sequence[bytes]) -> tuple[bytes, int] | None:
+        """The transcript to checkpoint now, scrubbed, and its size as read: only while it ends at a turn boundary
+        (no tool call in flight, whose effects the worktree may already show), and if it is not what was
+        checkpointed last (`saved`)."""
         path = self._find()
         try:
             raw = path.read_bytes() if path is not None else b""
         except OSError:
             return None
-        data = scrub(at_boundary(raw), secrets)
-        digest = hashlib.sha256(data).hexdigest()
-        if not data or digest == self._saved:
+        if not raw or at_boundary(raw) != raw:
             return None
-        self._saved = digest
-        return data
+        data = scrub(raw, secrets)
+        return None if hashlib.sha256(data).hexdigest() == self._saved else (data, len(raw))
+
+    def saved(self, data: bytes) -> None:
+        """`data` is checkpointed: `whole` offers it no more."""
+        self._saved = hashlib.sha256(data).hexdigest()
 
     def restore(self, data: bytes, relative: str) -> None:
         """Write a checkpoint where the CLI looks for this session (whole or not at all). OSError if it cannot, or
