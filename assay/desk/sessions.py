@@ -4,9 +4,10 @@ A desk preset says how its CLI saves and continues a session (`agent.session` in
 of a fresh run and of a resumed one, and the transcript's path). While the agent runs, as each turn ends (the
 CLI's hook or notify program, or the transcript reaching a new turn boundary: `agent.Heartbeat`), at a
 heartbeat where the transcript changed, and once more when the agent ends, the desk journals the transcript as
-a `checkpoint` entry named `agent-session` with the transcript as its blob: cut at the last turn boundary (whole
-lines, and no tool call without its result: never the middle of a turn), every forge credential the desk knows
-replaced by `[redacted]` (`credentials.scrub`), and at most `MAX_BYTES`.
+a `checkpoint` entry named `agent-session` with the transcript as its blob: only while it ends at a turn boundary
+(whole lines, and no tool call without its result: never the middle of a turn, whose effects the worktree
+recorded with it may show), every forge credential the desk knows replaced by `[redacted]`
+(`credentials.scrub`), and at most `MAX_BYTES`.
 
 The next agent run of the brief's round, on any machine, with any HOME and worktree path, writes the newest
 checkpoint back where its CLI looks for it (the transcript path is filled in with this run's values) and
