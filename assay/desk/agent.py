@@ -333,7 +333,6 @@ class Heartbeat:
         self.fenced = ""  # why this heartbeat killed the agent: its claim is lost, or may be
         self.at_boundary: Callable[[], bool] | None = None  # whether the conversation is between turns now
         self.moved: Callable[[], bool] | None = None  # whether it reached a new turn boundary since the last look
-        self.turns = 0  # turn ends the CLI reported
         self._stop = threading.Event()
         self._turned = threading.Event()
         self._thread: threading.Thread | None = None
@@ -351,7 +350,6 @@ class Heartbeat:
     def turn(self, event: str) -> None:
         """The agent's CLI says a turn ended (from the step server's thread): checkpoint and look for steering now.
         Turns that end while one is being saved are saved together."""
-        self.turns += 1
         self._turned.set()
 
     def _beat(self) -> None:
