@@ -93,6 +93,31 @@ def test_sigterm_and_sighup_hand_the_brief_back_as_ctrl_c_does(forge: Forge, tmp
     assert any(f"stopped by {name}" in json.dumps(e) for e in entries(forge.path, "slow"))
 
 
+def test_a_stop_whose_journal_write_fails_still_stops_the_desk(forge: Forge, tmp_path: Path) -> None:
+    """SIGTERM to the desk mid-agent while its forge cannot be reached (moved away here; a group signal that ends
+    the desk's own git processes does the same by chance): the agent step's end cannot be journaled, and the
+    error that says so must not hide the stop. The desk says the brief is still held and exits 143 at once; it
+    does not take the stop for an interrupted pass and go on to claim again."""
+    mark = tmp_path / "agent-started"
+    os.mkfifo(mark)
+    publish(forge, {"desks/patient.yaml": DESK_SLEEPY.format(mark=mark), "briefs/slow.md": SLOW_BRIEF})
+    desk = start_desk(forge, tmp_path, "patient", "--poll", "1")
+    away = forge.path.with_name("away.git")
+    try:
+        assert await_line(mark) == "started\n", desk.poll()
+        forge.path.rename(away)
+        os.killpg(desk.pid, signal.SIGTERM)
+        out, _ = desk.communicate(timeout=60)
+    finally:
+        end(desk)
+        if away.exists():
+            away.rename(forge.path)
+    assert desk.returncode == 143, out
+    assert "slow is still held" in out and "interrupted by the forge" not in out and "Traceback" not in out, out
+    assert out.count("agent attempt") == 1, out
+    assert claim_chain(forge.path, "slow")[-1]["state"] == "held"  # its lease ends it; the sweep tells
+
+
 def test_sigterm_to_an_idle_desk_ends_it_quietly(forge: Forge, tmp_path: Path) -> None:
     publish(forge, {"desks/patient.yaml": DESK_SLEEPY.format(mark=tmp_path / "unused")})
     desk = start_desk(forge, tmp_path, "patient", "--poll", "1")

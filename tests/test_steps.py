@@ -102,6 +102,27 @@ def test_interrupted_unsafe_step_is_unknown_refused_once_then_allowed(forge: For
     assert invariants(forge.path, "alpha") == []
 
 
+def test_a_stop_whose_end_cannot_be_journaled_is_still_the_stop(forge: Forge, held: Claims) -> None:
+    """Ctrl-C or SIGTERM inside an unsafe step while the forge cannot be written: the stop goes on, with a note of
+    what was not journaled, never replaced by the forge's error (a desk would take it for an interrupted pass);
+    the intent left without its end is settled as any cut-off step's is."""
+    s1 = session(held, "r1")
+    away = forge.path.with_name("away.git")
+
+    def stopped(key: str) -> Any:
+        forge.path.rename(away)
+        raise KeyboardInterrupt("SIGTERM")
+
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            s1.step("deploy", stopped, policy="unsafe")
+    finally:
+        away.rename(forge.path)
+    assert any("the step's end was not journaled" in note for note in info.value.__notes__)
+    with pytest.raises(OutcomeUnknown):
+        session(held, "r2").step("deploy", lambda key: 1, policy="unsafe")
+
+
 def test_a_failed_step_is_recorded_and_replayed_as_failed(held: Claims) -> None:
     def boom(key: str) -> Any:
         raise ValueError("disk full")

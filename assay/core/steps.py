@@ -449,12 +449,15 @@ class Session:
                 output = fn(key)
         except (KeyboardInterrupt, Cancelled) as stop:
             reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
-            if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
-                self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
-                                 policy=call.policy, data={"reason": reason})
-            else:
-                self.journal.add("result", sync=True, resolves=intent, **ids, key=key,
-                                 policy=call.policy, status="cancelled", data={"reason": reason})
+            try:
+                if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
+                    self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
+                                     policy=call.policy, data={"reason": reason})
+                else:
+                    self.journal.add("result", sync=True, resolves=intent, **ids, key=key,
+                                     policy=call.policy, status="cancelled", data={"reason": reason})
+            except AssayError as exc:  # the stop goes on: an intent left without its end is settled as a cut-off one
+                stop.add_note(f"the step's end was not journaled: {exc.message}")
             raise
         except StepFailed as exc:
             self._result(call, ids, intent, key, "failed", {"error": exc.error}, durable_first)

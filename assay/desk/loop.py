@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -374,11 +375,12 @@ class Desk:
         epoch = claim.record.epoch
         session: Session | None = None
         try:
-            session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
-            if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
-                return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
-            session.begin_run()
-            outcome = self._work(session, snapshot, brief, epoch)
+            with _stops_first():
+                session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
+                if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
+                    return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
+                session.begin_run()
+                outcome = self._work(session, snapshot, brief, epoch)
             self._trouble.pop(brief.id, None)
             self._refusals.pop(brief.id, None)
             return outcome
@@ -473,6 +475,22 @@ def idle_wait(poll_s: float, idle: int, heartbeat_s: float) -> float:
     advertisement (the sweep's read is the look's), so an idle desk reads the forge at most once every
     `IDLE_MAX_S` once it has backed off, not once every `poll_s`; the first look after work comes at once."""
     return min(poll_s * (1 << min(idle, 20)), max(poll_s, min(heartbeat_s, IDLE_MAX_S)))
+
+
+@contextmanager
+def _stops_first() -> Iterator[None]:
+    """An error raised while a stop (Ctrl-C, SIGTERM, SIGHUP) was being handled (its step's end journaled through a
+    git process the same signal ended, say) gives way to that stop: a desk told to stop never takes it for an
+    interrupted pass and claims again."""
+    try:
+        yield
+    except AssayError as exc:
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, (KeyboardInterrupt, Cancelled)):
+                raise cause from None
+            cause = cause.__context__
+        raise
 
 
 def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
