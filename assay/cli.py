@@ -16,7 +16,7 @@ from assay import __version__, lean
 from assay.core.records import STATES
 from assay.errors import NoMainBranch
 
-BRIEF_STATES = ("ready", "needs", *STATES, "invalid")
+BRIEF_STATES = ("ready", "needs", "queued", *STATES, "invalid")
 
 if TYPE_CHECKING:
     from assay.core.config import Ports

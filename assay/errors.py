@@ -24,7 +24,7 @@ class ForgeError(AssayError):
 
 
 class Busy(ForgeError):
-    """Other writers kept moving a ref under a change: nothing (more) was written; running again is safe."""
+    """Other writers kept moving a ref: nothing more was written; running again is safe."""
 
 
 class ForgeRefused(ForgeError):
@@ -84,7 +84,7 @@ class BriefNotFound(UsageError):
 
 
 class NoSuchBrief(UsageError):
-    """A brief this forge has never had: not on main, never claimed, never journaled, not retired."""
+    """A brief this forge has never had, on main or in any ref."""
 
     def __init__(self, brief: str) -> None:
         super().__init__(f"no brief {brief!r} on this forge: it is not on main, and was never claimed or retired",
@@ -160,7 +160,7 @@ class Fenced(Conflict):
 
 
 class ClaimLost(Conflict):
-    """Another holder has the brief: its claim is held, waiting or blocked, and not this caller's to take or change."""
+    """Another holder has the brief live: not this caller's to take or change."""
 
     def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int, why: str = "",
                  hint: str = "pick another brief, or wait for its release or expiry") -> None:
@@ -172,6 +172,17 @@ class ClaimLost(Conflict):
         self.epoch = epoch
 
 
+class Queued(Conflict):
+    """Its footprint overlaps a live claim's: it waits; nothing was written."""
+
+    def __init__(self, brief: str, behind: dict[str, str]) -> None:
+        said = "; ".join(f"{other} ({globs})" for other, globs in behind.items())
+        super().__init__(f"brief {brief!r} is queued behind {said}: their footprints (`touches:`) overlap",
+                         hint="it is taken once those are done or released; take another brief meanwhile")
+        self.brief = brief
+        self.behind = list(behind)
+
+
 class _IllegalChange(Conflict):
     """A record's state does not allow this change; nothing was written."""
 
@@ -181,7 +192,7 @@ class _IllegalChange(Conflict):
 
 
 class IllegalTransition(_IllegalChange):
-    """The claim's state does not allow this change (the transition table refused it); nothing was written."""
+    """The transition table refuses this change of the claim; nothing was written."""
 
     def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
         super().__init__(brief, action, state, f"cannot {action} brief {brief!r}: its claim is {state}", why)
@@ -279,11 +290,11 @@ class StepFailed(AssayError):
 
 
 class IndexDamaged(AssayError):
-    """The journal index in the local cache failed while being read; it is dropped, and a new run rebuilds it."""
+    """The journal index in the local cache failed; it is dropped and rebuilt."""
 
 
 class NoMainBranch(UsageError):
-    """The forge has no `main` branch: nothing can be listed or claimed until someone pushes one."""
+    """The forge has no `main` branch: nothing can be listed or claimed."""
 
     def __init__(self) -> None:
         super().__init__("the forge has no main branch", hint="push the repository's main to the forge first")

@@ -221,12 +221,15 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
             state = "invalid"
         elif state in (None, "released", "expired", "abandoned"):
             missing = [d for d in brief.depends_on if board.state(d) != "done"]
-            state = f"needs {', '.join(missing)}" if missing else "ready"
+            behind = {} if missing else board.behind(brief)
+            state = f"needs {', '.join(missing)}" if missing else "queued" if behind else "ready"
         row = {"brief": brief.id, "title": brief.title, "priority": brief.priority, "state": state,
                "desk": claim.record.desk if claim and claim.record.live else (brief.desk or ""),
                "labels": list(brief.labels), "depends_on": list(brief.depends_on),
                "epoch": claim.record.epoch if claim else 0, "verify": [v.id for v in brief.verify],
-               "retired": claim is None and brief.id in board.retired}
+               "retired": claim is None and brief.id in board.retired, "touches": list(brief.touches)}
+        if state == "queued":
+            row["behind"] = behind
         if junk is not None:
             row["invalid"] = {"ref": junk.ref, "problem": junk.problem}
         rows.append(row)
@@ -251,6 +254,9 @@ def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
     for r in rows:
         if "invalid" in r:
             _console().print(_styled(f"invalid: {r['invalid']['ref']}: {r['invalid']['problem']}", "bold red"))
+        if "behind" in r:
+            said = ", ".join(f"{other} ({globs})" for other, globs in r["behind"].items())
+            _console().print(_styled(f"{r['brief']} queued behind {said}: their footprints overlap", "yellow"))
 
 
 def review_view(review: Any) -> dict[str, Any]:

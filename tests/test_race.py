@@ -60,6 +60,66 @@ def test_twenty_processes_twenty_rounds_exactly_one_winner(forge: Forge, claims:
         assert held_per_epoch == Counter({e: 1 for e in range(1, ROUNDS + 1)})
 
 
+def _state(forge: Forge, brief: str) -> str | None:
+    """The claim's state read with plain git; None for a brief never claimed."""
+    shown = subprocess.run(["git", "--git-dir", str(forge.path), "show", f"refs/assay/claims/{brief}:claim.json"],
+                           capture_output=True, text=True)
+    return json.loads(shown.stdout)["state"] if shown.returncode == 0 else None
+
+
+OVERLAPPING = {"alpha": ["src/app.py"], "beta": ["src/*.py"], "gamma": ["docs/"], "delta": ["docs/guide/**"],
+               "epsilon": ["tests/**"]}
+PAIRS = [("alpha", "beta"), ("gamma", "delta")]
+
+
+@pytest.mark.slow
+def test_racing_desks_never_both_hold_briefs_whose_footprints_overlap(forge: Forge, claims: Claims,
+                                                                      tmp_path: Path) -> None:
+    """Ten processes race, ten rounds, for five briefs of which two pairs declare overlapping `touches:`: each
+    round exactly one brief of each pair is held (the overlap check and the claim are one compare-and-swap), the
+    lone brief has one winner, and every loser exits 3 (lost, or queued behind the winner)."""
+    for brief, touches in OVERLAPPING.items():
+        forge.add_brief(brief, f"---\ntitle: {brief}\ntouches: {json.dumps(touches)}\n---\nWrite.\n")
+    racers, rounds = 10, 10
+    racer = REPO / "tests" / "helpers" / "racer.py"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    logs = [(tmp_path / f"racer-{i}.err").open("w") for i in range(racers)]
+    procs = [subprocess.Popen([sys.executable, str(racer), forge.url, f"desk-{i:02d}", *OVERLAPPING], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logs[i], text=True)
+             for i in range(racers)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        for rnd in range(1, rounds + 1):
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(f"{rnd}\n")
+                p.stdin.flush()
+            reports = [json.loads(p.stdout.readline()) for p in procs if p.stdout]
+            held = {b for b in OVERLAPPING if _state(forge, b) == "held"}
+            for pair in PAIRS:
+                assert len(held & set(pair)) == 1, (rnd, held)
+            assert "epsilon" in held
+            for brief in OVERLAPPING:
+                codes = Counter(r[brief][0] for r in reports)
+                assert codes == (Counter({0: 1, 3: racers - 1}) if brief in held else Counter({3: racers})), \
+                    (rnd, brief, codes)
+            for brief in held:
+                on_forge = forge.claim_json(brief)
+                claims.release(brief, str(on_forge["desk"]), epoch=int(str(on_forge["epoch"])))
+    finally:
+        for p in procs:
+            if p.stdin:
+                p.stdin.close()
+        for p in procs:
+            p.wait(timeout=60)
+        for log in logs:
+            log.close()
+    prints = json.loads(subprocess.run(["git", "--git-dir", str(forge.path), "show", "refs/assay/footprints:"
+                                        "footprints.json"], capture_output=True, text=True, check=True).stdout)
+    assert set(prints["briefs"]) <= set(OVERLAPPING) and prints["briefs"]
+
+
 def test_a_journal_push_that_loses_its_claim_to_an_identical_renewal_is_retried_not_refused(
         forge: Forge, tmp_path: Path) -> None:
     """The desk's heartbeat renews the claim in the same clock second as a journal push renews it: both build

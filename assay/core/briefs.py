@@ -1,11 +1,13 @@
-"""Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, env, verify)."""
+"""Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, env, touches,
+verify)."""
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from assay.core import cachefile
 from assay.core.digests import sha256_hex
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "verify")
+KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "touches", "verify")
 VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
 DEFAULT_PRIORITY = 5
 BRIEFS_DIR = "briefs"  # on main
@@ -49,6 +51,7 @@ class Brief:
     labels: tuple[str, ...] = ()
     verify: tuple[VerifyRow, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get (settings, never secrets)
+    touches: tuple[str, ...] = ()  # path globs the work writes (its footprint); () for undeclared
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
             checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
         labels = _label_list(checker, fields.get("labels"))
         env = _env_map(checker, fields.get("env"))
+        touches = _touches(checker, fields.get("touches"))
         verify = _verify_rows(checker, fields.get("verify"))
     except _Unreadable as exc:
         checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
@@ -190,7 +194,8 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     if checker.problems:
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
     return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
-                 depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env), []
+                 depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env,
+                 touches=tuple(touches)), []
 
 
 def _mapping(checker: Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -346,6 +351,26 @@ def _env_map(checker: Checker, node: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
+def _touches(checker: Checker, node: Any) -> list[str]:
+    """`touches:`, the path globs the brief's work writes: briefs whose globs overlap never run at once."""
+    from assay.core.footprints import MAX_GLOBS, glob_problem
+
+    items = _list(checker, node, "touches")
+    if len(items) > MAX_GLOBS:
+        checker.add(node, f"`touches` lists {len(items)} paths; at most {MAX_GLOBS}", "name folders (`src/api/`)")
+        return []
+    out = []
+    for item in items:
+        value = _string(checker, item, "touches")
+        problem = glob_problem(value) if value is not None else ""
+        if problem:
+            checker.add(item, f"`touches`: {problem}", "write globs relative to the repository's root, "
+                                                      "such as `src/api/**` or `docs/*.md`")
+        elif value is not None:
+            out.append(value.strip())
+    return out
+
+
 def _verify_rows(checker: Checker, node: Any) -> list[VerifyRow]:
     import yaml
 
@@ -482,7 +507,7 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
     return briefs, problems + check_links(briefs)
 
 
-PARSED = "briefs-parsed.v2.json"  # in the forge's cache: blob:name -> the brief, or its problems
+PARSED = "briefs-parsed.v3.json"  # in the forge's cache: blob:name -> the brief, or its problems
 CHECKED = PARSED.replace("parsed", "checked").removesuffix(".json")  # in the forge's cache: a file a brief that
 # checked clean (named by a digest of its id and text; versioned with PARSED, as the rules are)
 
@@ -491,18 +516,33 @@ def _checked_path(cache: str, brief_id: str, data: bytes) -> str:
     return os.path.join(cache, CHECKED, sha256_hex(brief_id.encode() + b"\0" + data)[:40])
 
 
-def checked_clean(cache: str, brief_id: str, data: bytes) -> bool:
-    """Whether this text of this brief checked clean before on this machine (then a claim needs no PyYAML)."""
-    return os.path.exists(_checked_path(cache, brief_id, data))
+def checked_clean(cache: str, brief_id: str, data: bytes) -> tuple[str, ...] | None:
+    """The footprint (`touches:`) of this text of this brief if it checked clean before on this machine (then a
+    claim needs no PyYAML); None if it did not."""
+    try:
+        with open(_checked_path(cache, brief_id, data), encoding="utf-8") as f:
+            kept = f.read()
+    except OSError:
+        return None
+    if not kept:
+        return ()
+    try:
+        touches = json.loads(kept)
+    except ValueError:
+        return None
+    return tuple(touches) if isinstance(touches, list) and all(isinstance(t, str) for t in touches) else None
 
 
-def remember_clean(cache: str, brief_id: str, data: bytes) -> None:
+def remember_clean(cache: str, brief_id: str, data: bytes, touches: Sequence[str] = ()) -> None:
     """Keep that this text of this brief checks clean; best effort (the cache is only a shortcut). A brief with
     problems is never kept: its check runs each time, to say what they are."""
     path = _checked_path(cache, brief_id, data)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))  # empty: its name is the whole answer
+        part = f"{path}.{os.getpid()}.part"
+        with open(part, "w", encoding="utf-8") as f:  # its name is the answer; its text, the footprint
+            f.write(json.dumps(list(touches)) if touches else "")
+        os.replace(part, path)
     except OSError:
         pass
 
@@ -523,7 +563,8 @@ def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
     if raw is not None:
         rows = tuple(VerifyRow(**row) for row in raw["verify"])
         brief = Brief(**{**raw, "depends_on": tuple(raw["depends_on"]), "labels": tuple(raw["labels"]),
-                         "verify": rows, "env": tuple((str(k), str(v)) for k, v in raw.get("env", ()))})
+                         "verify": rows, "env": tuple((str(k), str(v)) for k, v in raw.get("env", ())),
+                         "touches": tuple(raw.get("touches", ()))})
     return brief, [Problem(**p) for p in item.get("problems", [])]
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from assay.core import cachefile, chain, retired
+from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.git import ForgeGit, GitObject, RefUpdate, committed_at
 from assay.core.lives import BOOT_PREFIX, Life, life_state, this_life
 from assay.core.records import (
@@ -37,6 +38,7 @@ from assay.errors import (
     Fenced,
     IllegalTransition,
     NoMainBranch,
+    Queued,
     RecordInvalid,
     UsageError,
 )
@@ -200,10 +202,11 @@ class ForgeView:
     main: str
     retired: str | None  # the tip of refs/assay/retired
     scan: Scan  # the read it came from (junk claim refs set aside there)
+    footprints: str | None = None  # the tip of refs/assay/footprints
 
 
 def _view(found: Scan) -> ForgeView:
-    return ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found)
+    return ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found, found.tip("footprints"))
 
 
 class Claims:
@@ -214,7 +217,7 @@ class Claims:
         self.clock = clock
         self.view: ForgeView | None = None
         self._kept: ForgeView | None = None  # a view read with keep=True, for the next read_view
-        self._brief_on_main: dict[tuple[str, str], bool] = {}
+        self._brief_on_main: dict[tuple[str, str], tuple[str, ...] | None] = {}
 
     def spare(self) -> Claims:
         """Claims on a spare git port (`ForgeGit.spare`), for another thread; the caller closes its git."""
@@ -343,13 +346,14 @@ class Claims:
             if trust_view:
                 assert self.view is not None
                 tip, main, retired_tip = self.view.tips.get(ref), self.view.main, self.view.retired
+                prints = self.view.footprints
             else:
-                refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF)
+                refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF, FOOTPRINTS_REF)
                 tip, main, retired_tip = refs.get(ref), refs.get(MAIN_REF), refs.get(retired.RETIRED_REF)
+                prints = refs.get(FOOTPRINTS_REF)
             if not tip:  # never claimed, or done and retired (its claim ref is gone, its record is in the index)
                 retired.refuse_if_retired(self.git, retired_tip, brief, "claim")
-            if require_brief:
-                self._require_brief(brief, main)
+            touches = self._require_brief(brief, main) if require_brief else ()
             current = self.load(ref, tip) if tip else None
             action = "claim"
             if singleton and current and current.record.live and current.record.desk == desk:
@@ -362,9 +366,91 @@ class Claims:
                 if trust_view:
                     raise chain.Moved([ref]) from None  # the synced view may be older than a release: look again
                 raise
+            if touches or prints:  # a footprint of its own, or perhaps one learned from its diff
+                return self._claim_apart(current, record, action, touches, prints, trust_view)
             return self._write(current, record, action)  # Moved: re-read; a live claim there means we lost
 
         return chain.retrying(attempt, f"claiming {brief!r}")
+
+    def _claim_apart(self, current: Claim | None, record: ClaimRecord, action: str, declared: tuple[str, ...],
+                     prints: str | None, trust_view: bool) -> Claim:
+        """Claim a brief that has a footprint, only if it overlaps no live claim's footprint: the claim commit and
+        the footprints commit that adds it go in one atomic push, each with a lease, so of desks racing to take
+        overlapping briefs one wins and the others find it when they read again. `Queued` if one overlaps."""
+        from assay.core import footprints
+
+        brief = record.brief
+        try:
+            entries = footprints.read(self.git, prints)
+        except RecordInvalid:
+            if declared:
+                raise
+            return self._write(current, record, action)  # junk there: an undeclared brief is taken as ever
+        own = entries.get(brief)
+        touches = declared or (own.touches if own else ())
+        if not touches:
+            return self._write(current, record, action)
+        near = {other: pairs for other, known in entries.items()
+                if other != brief and (pairs := footprints.overlap(touches, known.touches))}
+        assert self.view is not None or not trust_view
+        tips = self.view.tips if trust_view and self.view else \
+            (self.git.ls_remote(*(claim_ref(o) for o in near)) if near else {})
+        live = {other: self._live_at(claim_ref(other), tips.get(claim_ref(other))) for other in near}
+        behind = {other: footprints.described(pairs) for other, pairs in near.items() if live[other]}
+        if behind:
+            if trust_view:
+                raise chain.Moved([FOOTPRINTS_REF])  # the synced view may be older than their release: look again
+            raise Queued(brief, behind)
+        source = "declared" if declared else own.source if own else "declared"
+        kept = {other: known for other, known in entries.items() if other not in near or live[other]}
+        kept[brief] = footprints.Footprint(tuple(touches), source, record.epoch)
+        said = ", ".join(touches[:8]) + (f" and {len(touches) - 8} more" if len(touches) > 8 else "")
+        update = self.prepare(current, record, action, footnote=f"Footprint ({source}): {said}; apart from every "
+                              f"live footprint at {FOOTPRINTS_REF} {(prints or 'absent')[:12]}")
+        moved = footprints.update(self.git, prints, kept, f"assay: {action} {brief} with its footprint "
+                                  f"(epoch {record.epoch}, desk {record.desk})", record.desk or "assay", self.clock())
+        chain.push(self.git, [update, moved], action.replace("_", "-"))
+        if self.view is not None:
+            self.view.tips[update.ref] = update.new
+            self.view.footprints = moved.new
+        return Claim(record, update.new)
+
+    def learn_footprint(self, brief: str, desk: str, epoch: int, paths: Sequence[str]) -> tuple[str, ...]:
+        """Keep, for a brief that declares no `touches:`, the footprint its first round's diff shows (the files it
+        changed), held from then on: briefs that overlap it are queued behind it while it is live. Only by the
+        desk holding it at `epoch` (Fenced otherwise); nothing is written if the brief has a footprint already.
+        Returns the footprint kept (empty if none was written)."""
+        from assay.core import footprints
+
+        touches = footprints.learned(paths)
+        if not touches:
+            return ()
+
+        def attempt(_: int) -> tuple[str, ...]:
+            refs = self.git.ls_remote(FOOTPRINTS_REF, claim_ref(brief))
+            tip, claimed = refs.get(FOOTPRINTS_REF), refs.get(claim_ref(brief))
+            entries = footprints.read(self.git, tip)
+            if brief in entries:
+                return ()
+            fence(self.load(claim_ref(brief), claimed).record if claimed else None, brief, desk, epoch)
+            update = footprints.update(self.git, tip, {**entries, brief: footprints.Footprint(touches, "diff", epoch)},
+                                       f"assay: footprint of {brief} from its diff (epoch {epoch}, desk {desk})",
+                                       desk, self.clock())
+            chain.push(self.git, [update], "footprint")
+            if self.view is not None:
+                self.view.footprints = update.new
+            return touches
+
+        return chain.retrying(attempt, f"keeping the footprint of {brief!r}")
+
+    def _live_at(self, ref: str, sha: str | None) -> bool:
+        """Whether the claim at `sha` is live; junk there counts as live (a person looks at it: `assay claims`)."""
+        if not sha:
+            return False
+        try:
+            return self.load(ref, sha).record.live
+        except RecordInvalid:
+            return True
 
     def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None,
               progress: str = "") -> Claim:
@@ -411,7 +497,7 @@ class Claims:
         return chain.retrying(attempt, f"{action.replace('_', ' ')} of {brief!r}")
 
     def prepare(self, current: Claim | None, record: ClaimRecord, action: str, author: str = "",
-                progress: str = "") -> RefUpdate:
+                progress: str = "", footnote: str = "") -> RefUpdate:
         """The claim commit for `record` on top of `current`, written to the cache but not pushed.
 
         The journal pushes it together with its entries (`--atomic`), so every
@@ -420,6 +506,8 @@ class Claims:
         message = f"assay: {action} {record.brief} -> {record.state} (epoch {record.epoch}, desk {record.desk})"
         if record.reason:
             message += f"\n\n{record.reason}"
+        if footnote:
+            message += f"\n\n{footnote}"
         if progress:
             message += f"\n\n{PROGRESS}{progress}"
         return chain.commit(self.git, claim_ref(record.brief), current.sha if current else None,
@@ -440,37 +528,42 @@ class Claims:
             self.view.tips[update.ref] = update.new
         return Claim(record, update.new)
 
-    def _require_brief(self, brief: str, main: str | None) -> None:
+    def _require_brief(self, brief: str, main: str | None) -> tuple[str, ...]:
+        """The brief's footprint (`touches:`) on main; BriefNotFound if main lacks it."""
         if not main:
             raise NoMainBranch()
         key = (main, brief)
         if key not in self._brief_on_main:
             self.git.ensure_objects({MAIN_REF: main})
             found = self._brief_in(main, brief)
-            if not found:  # be sure before refusing: fetch main for real and look again
+            if found is None:  # be sure before refusing: fetch main for real and look again
                 self.git.ensure_objects({MAIN_REF: main}, force=True)
                 found = self._brief_in(main, brief)
             self._brief_on_main[key] = found
-        if not self._brief_on_main[key]:
+        touches = self._brief_on_main[key]
+        if touches is None:
             raise BriefNotFound(brief, f"the forge's main ({main[:10]})")
+        return touches
 
-    def _brief_in(self, main: str, brief: str) -> bool:
-        """Whether main has the brief; a brief file there that does not validate is bad input (BriefInvalid)."""
+    def _brief_in(self, main: str, brief: str) -> tuple[str, ...] | None:
+        """The footprint of the brief on main, None if main lacks it; a brief file there that does not validate is
+        bad input (BriefInvalid)."""
         from assay.core.briefs import check_brief, checked_clean, remember_clean
 
         head, found = self.git.read_typed([main, f"{main}:briefs/{brief}.md"])
         check_tip(MAIN_REF, main, head.kind if head else None)
         if found is None or found.kind != "blob":
-            return False
-        if checked_clean(self.git.cache, brief, found.data):
-            return True  # this very text checked clean before: not read with PyYAML again
+            return None
+        known = checked_clean(self.git.cache, brief, found.data)
+        if known is not None:
+            return known  # this very text checked clean before: not read with PyYAML again
         path = f"briefs/{brief}.md"
-        _, problems = check_brief(found.data.decode("utf-8", "replace"), path, brief)
-        if problems:
+        parsed, problems = check_brief(found.data.decode("utf-8", "replace"), path, brief)
+        if problems or parsed is None:
             first = problems[0]
             raise BriefInvalid(path, first.line, first.message, first.hint or "fix it on main (`assay brief lint`)")
-        remember_clean(self.git.cache, brief, found.data)
-        return True
+        remember_clean(self.git.cache, brief, found.data, parsed.touches)
+        return parsed.touches
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())

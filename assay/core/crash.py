@@ -16,6 +16,7 @@ import sys
 PUSHES = {
     "claim": "a desk or a person claims a brief (claims.py)",
     "takeover": "a desk takes over its own orphaned claim, with a new epoch (claims.py)",
+    "footprint": "a desk keeps the footprint of a brief that declared none, from its first diff (claims.py)",
     "renew": "a heartbeat renews a lease, the claim alone (agent.py)",
     "journal": "journal entries, with a renewal of the claim in the same atomic push (journal.py)",
     "wait": "a claim parks on a condition, with its journal entry (custody.py, work.py)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from assay.core import chain
 from assay.core.briefs import Brief, Problem, briefs_on_main
 from assay.core.chain import InvalidRecord
+from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.git import ForgeGit
 from assay.core.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
 from assay.core.records import (
@@ -30,9 +31,10 @@ from assay.errors import NoMainBranch, RecordInvalid
 
 PREFIXES = {"claims": CLAIMS_PREFIX, "journals": JOURNAL_PREFIX, "reviews": REVIEWS_PREFIX,
             "branches": BRANCH_PREFIX}
-SINGLES = {"main": MAIN_REF, "sweeper": SWEEPER_REF, "retired": RETIRED_REF, "keep": KEEP_REF}
+SINGLES = {"main": MAIN_REF, "sweeper": SWEEPER_REF, "retired": RETIRED_REF, "keep": KEEP_REF,
+           "footprints": FOOTPRINTS_REF}
 WHOLE = (*PREFIXES, *SINGLES)  # every kind: the board, the sweep, the audit of every brief
-QUEUE = ("claims", "reviews", "main", "retired")  # what a desk chooses work from and settles, read every pass
+QUEUE = ("claims", "reviews", "main", "retired", "footprints")  # what a desk chooses work from and settles
 
 
 @dataclass
@@ -51,7 +53,7 @@ class Scan:
         return self.refs[MAIN_REF]
 
     def tip(self, kind: str) -> str | None:
-        """The tip of a single ref (`main`, `sweeper`, `retired`, `keep`), if the forge has it."""
+        """The tip of a single ref (`main`, `sweeper`, `retired`, `keep`, `footprints`), if the forge has it."""
         return self.refs.get(SINGLES[kind])
 
     def by_brief(self, kind: str) -> dict[str, str]:

@@ -41,6 +41,7 @@ from assay.errors import (
     IllegalReviewChange,
     NeedsPerson,
     NoReview,
+    Queued,
     RecordInvalid,
 )
 from assay.observe.sweep import sweep
@@ -344,8 +345,15 @@ class Desk:
                         if self.spec.takes(b) and snapshot.ready(b) and b.id not in skip),
                        key=lambda b: (b.priority, b.id))
         for brief in ready:
+            behind = snapshot.behind(brief)
+            if behind:
+                self._queued(brief.id, behind)
+                continue
             try:
                 claim = self.claims.claim(brief.id, self.spec.name, self.spec.lease_s, holder=self.holder)
+            except Queued as exc:  # a brief overlapping it was taken since the snapshot: the claim said no
+                self._queued(brief.id, dict.fromkeys(exc.behind, "footprints overlap"))
+                continue
             except Conflict:
                 continue  # another desk won it: try the next one
             except RecordInvalid as exc:  # junk appeared since the snapshot
@@ -357,6 +365,11 @@ class Desk:
             self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
             return brief, claim
         return None, None
+
+    def _queued(self, brief_id: str, behind: dict[str, str]) -> None:
+        """Say once per blocker set that a brief waits for the briefs whose footprints overlap its own."""
+        said = ", ".join(f"{other} ({globs})" for other, globs in behind.items())
+        self._tell_once(f"{brief_id} queued behind {said}")
 
     def _unclaimable(self, brief_id: str, exc: ForgeRefused) -> None:
         """The forge refuses to write this brief's claim (a ref lock a killed push left on a forge this desk cannot

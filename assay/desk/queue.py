@@ -6,9 +6,11 @@ compare-and-swap that fails if the forge moved since.
 
 from __future__ import annotations
 
+from assay.core import footprints
 from assay.core.briefs import Brief, Problem
 from assay.core.claims import Claim, Claims
-from assay.core.records import CLAIMS_PREFIX, TOMBSTONES
+from assay.core.footprints import FOOTPRINTS_REF, Footprint
+from assay.core.records import CLAIMS_PREFIX, LIVE_STATES, TOMBSTONES
 from assay.core.recordtype import dataclass, field
 from assay.core.retired import RETIRED_REF
 from assay.errors import RecordInvalid
@@ -25,6 +27,7 @@ class Snapshot:
     invalid: dict[str, RecordInvalid] = field(default_factory=dict)  # brief -> why its claim record is junk
     retired: frozenset[str] = frozenset()  # done briefs whose refs are folded into refs/assay/retired
     reviews: dict[str, str] = field(default_factory=dict)  # review ref -> tip, where reviews are refs
+    footprints: dict[str, Footprint] = field(default_factory=dict)  # refs/assay/footprints: briefs taken with one
 
     def state(self, brief: str) -> str | None:
         claim = self.claims.get(brief)
@@ -37,6 +40,11 @@ class Snapshot:
         if brief.id in self.invalid or self.state(brief.id) not in (None, *TOMBSTONES):
             return False
         return all(self.state(dep) == "done" for dep in brief.depends_on)
+
+    def behind(self, brief: Brief) -> dict[str, str]:
+        """The live briefs whose footprints overlap this brief's: it is queued behind them (`footprints.py`)."""
+        return footprints.queued_behind(brief.id, {b.id: b.touches for b in self.briefs.values()}, self.footprints,
+                                        lambda other: self.state(other) in LIVE_STATES)
 
 
 def read_snapshot(claims: Claims) -> Snapshot:
@@ -52,5 +60,9 @@ def read_snapshot(claims: Claims) -> Snapshot:
         retired = found.retired().names()
     except RecordInvalid as exc:  # a junk index hides nothing that is live: its briefs show as unclaimed
         retired, problems = frozenset(), [*problems, Problem(RETIRED_REF, None, exc.problem, "")]
+    try:
+        prints = footprints.read(claims.git, view.footprints)
+    except RecordInvalid as exc:  # junk there: briefs with a footprint are refused by the claim, which says why
+        prints, problems = {}, [*problems, Problem(FOOTPRINTS_REF, None, exc.problem, "")]
     return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid,
-                    retired, dict(found.tips["reviews"]))
+                    retired, dict(found.tips["reviews"]), prints)

@@ -98,6 +98,8 @@ class BriefWork:
                 return "waiting"
             head = session.step("push", lambda key: self._push(), input=mark,
                                 policy="idempotent", rides=True, lazy_result=True)
+            if not brief.touches and head != main:
+                self._learn_footprint(main, head)
             if not opened and head != main:
                 session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
                          rides=self.reviews.refs_backed, lazy_result=True)
@@ -384,6 +386,22 @@ class BriefWork:
             self.session.journal.add("note", sync=True, data={"pushed": head},
                                      refs=[RefUpdate(self.branch_ref, head, tip or ZERO)])
         return head
+
+    def _learn_footprint(self, main: str, head: str) -> None:
+        """A brief that declares no `touches:` gets its footprint from what its first round changed (said, not
+        raised, if it cannot be kept: the check at landing still stands)."""
+        try:
+            base = self.git.merge_base(main, head) or main
+            paths = [line.split("\t")[-1] for line in self.git.diff(base, head, numstat=True).splitlines() if line]
+            kept = self.session.journal.claims.learn_footprint(self.brief.id, self.spec.name, self.epoch, paths)
+        except Fenced:
+            raise
+        except AssayError as exc:
+            self.echo(f"{self.spec.name}: {self.brief.id}: its footprint was not kept: {exc.message}")
+            return
+        if kept:
+            self.echo(f"{self.spec.name}: {self.brief.id}: footprint from its diff: {', '.join(kept[:5])}"
+                      + (f" and {len(kept) - 5} more" if len(kept) > 5 else ""))
 
     def _agent_env(self) -> dict[str, str]:
         return agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(self.brief.env)})

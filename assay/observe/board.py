@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay.core import chain
+from assay.core import chain, footprints
 from assay.core.briefs import Brief
 from assay.core.chain import InvalidRecord
 from assay.core.claims import (
@@ -30,6 +30,7 @@ from assay.core.claims import (
 )
 from assay.core.credentials import redact
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
+from assay.core.footprints import FOOTPRINTS_REF, Footprint
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, committed_at
 from assay.core.journal import JournalLog, read_logs
@@ -39,7 +40,9 @@ from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
     JOURNAL_PREFIX,
+    LIVE_STATES,
     REVIEWS_PREFIX,
+    TOMBSTONES,
     JournalEntry,
     decode_review,
     parse_iso,
@@ -77,6 +80,7 @@ class ForgeRead:
     review_link: Callable[[Review], str | None] = field(default=lambda _: None)  # the review port's `link`
     progress: dict[str, str] = field(default_factory=dict)  # brief -> what its tip's renewal says of the agent
     junk: list[InvalidRecord] = field(default_factory=list)  # refs under Assay's prefixes that name no brief
+    footprints: dict[str, Footprint] = field(default_factory=dict)  # refs/assay/footprints
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -85,7 +89,8 @@ class ForgeRead:
 def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     """One ls-remote and one fetch for every ref the board shows; the rest are local reads of the cache."""
     found = scan(git)
-    found.fetch("claims", "journals", "main", "sweeper", "retired", "keep", *["reviews"] * reviews.refs_backed)
+    found.fetch("claims", "journals", "main", "sweeper", "retired", "keep", "footprints",
+                *["reviews"] * reviews.refs_backed)
     problems = [f"{j.ref}: {j.problem}" for j in found.junk]
     briefs, brief_problems = found.briefs()
     problems += [str(p) for p in brief_problems]
@@ -103,10 +108,15 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     problems += [str(p) for p in desk_problems]
     chains, written, progress = _chains(git, tips["claims"])
     journals = _journals(git, tips["journals"], problems)
+    try:
+        prints = footprints.read(git, found.tip("footprints"))
+    except RecordInvalid as exc:
+        prints = {}
+        problems.append(f"{FOOTPRINTS_REF}: {exc.problem}")
     return ForgeRead(found.main, {b.id: b for b in briefs}, problems, chains, journals,
                      _reviews(git, reviews, tips["reviews"], problems), found.by_brief("branches"), retired,
                      seen.observations, seen.tip, [d.name for d in desks], {d.name: d.heartbeat_s for d in desks},
-                     written, reviews.link, progress, found.junk)
+                     written, reviews.link, progress, found.junk, prints)
 
 
 def _retired(found: Scan, problems: list[str]) -> dict[str, RetiredBrief]:
@@ -295,6 +305,9 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
     unknown = [e.seq for e in unknown_outcomes(entries)]
     interrupted = _interrupted(entries, tip.record.epoch if tip and tip.record.state == "held" else None)
     needs = [d for d in (spec.depends_on if spec else ()) if states.get(d) != "done"]
+    queued = {} if needs or state not in (None, *TOMBSTONES) else footprints.queued_behind(
+        brief, {b.id: b.touches for b in read.briefs.values()}, read.footprints,
+        lambda other: states.get(other) in LIVE_STATES)
     stuck = tip is not None and tip.record.state == "held" and _stuck(read, brief, tip)
     review = read.reviews.get(brief)
     verify = [e.data for e in entries if e.kind == "verify" and e.data]
@@ -307,7 +320,8 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "id": brief, "title": spec.title if spec else brief, "on_main": spec is not None,
         "priority": spec.priority if spec else 0, "labels": list(spec.labels) if spec else [],
         "depends_on": list(spec.depends_on) if spec else [], "needs": needs,
-        "column": _column(state, needs, bool(unknown or interrupted), stuck, brief in read.retired),
+        "column": _column(state, needs or list(queued), bool(unknown or interrupted), stuck, brief in read.retired),
+        "queued_behind": queued, "touches": list(spec.touches) if spec else [],
         "state": state or "unclaimed", "stuck": stuck, "retired": brief in read.retired,
         "desk": record.desk if record else (read.retired[brief].desk if brief in read.retired else ""),
         "holder": record.holder if record else "", "epoch": record.epoch if record else 0,

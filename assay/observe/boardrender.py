@@ -163,6 +163,8 @@ def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
                      f'<span class="{"fail" if v["failed"] else "muted"}">{v["failed"]} failed</span></p>')
     if c["review"]:
         lines.append(f'<p>review <a href="{esc(c["review"]["link"])}">{esc(c["review"]["state"])}</a></p>')
+    if c["queued_behind"]:
+        lines.append(f'<p>queued behind {esc(", ".join(c["queued_behind"]))} (their files overlap)</p>')
     if c["unknown"]:
         lines.append(f'<p class="fail">outcome unknown at seq {esc(", ".join(map(str, c["unknown"])))}</p>')
     if c["interrupted"]:
@@ -243,7 +245,9 @@ def summary_html(c: dict[str, Any]) -> str:
     pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
              ("claim age", lease_age_text(c)), ("progress", c["progress"]),
              ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
-             ("needs", ", ".join(c["needs"])), ("reason", c["reason"]),
+             ("needs", ", ".join(c["needs"])), ("touches", ", ".join(c["touches"])),
+             ("queued behind", "; ".join(f"{b} ({g})" for b, g in c["queued_behind"].items())),
+             ("reason", c["reason"]),
              ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),
              ("outcome unknown", ", ".join(f"seq {s}" for s in c["unknown"])),
              ("interrupted", ", ".join(f"unsafe intent seq {s}" for s in c["interrupted"])),

@@ -1,0 +1,249 @@
+"""Footprints: the files a brief's work touches, and the one ref that makes choosing by them a compare-and-swap.
+
+A brief declares its footprint on main (`touches:`, path globs), or gets one from its first round's diff. The
+footprints of briefs that were taken are kept at `refs/assay/footprints` (each commit's `footprints.json`). A
+claim of a brief with a footprint moves that ref in the same atomic push as its claim commit, each with a lease:
+of desks racing to take briefs whose footprints overlap, one push wins and the others re-read, find the winner
+there and leave their brief queued behind it. A footprint blocks while its brief's claim is live (held, waiting
+on review, or blocked); entries of briefs no longer live are dropped by the next claim that meets them.
+
+A glob that names a folder (`src/`, or `src`: a plain last part with no dot) covers everything beneath it; `**` is
+any number of folders. Overlap errs towards "yes": two globs overlap unless no path can match both.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fnmatch import fnmatchcase
+
+from assay.core.records import FORMAT_VERSION, validate_brief_id
+from assay.core.recordtype import dataclass
+from assay.errors import RecordInvalid, UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a claim may read this module)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from assay.core.git import ForgeGit, RefUpdate
+
+FOOTPRINTS_REF = "refs/assay/footprints"
+FOOTPRINTS = "footprints.json"
+SOURCES = ("declared", "diff")
+MAX_GLOBS = 64  # declared on a brief
+MAX_GLOB = 256  # characters
+MAX_LEARNED = 500  # paths kept of a first round's diff (beyond: their folders)
+_MAGIC = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A brief's footprint as the chain holds it: its globs, where they came from, and the claim epoch then."""
+
+    touches: tuple[str, ...]
+    source: str
+    epoch: int
+
+
+# -- globs ------------------------------------------------------------------------------------
+
+
+def glob_problem(glob: str) -> str:
+    """What is wrong with one `touches:` glob ("" if nothing)."""
+    if not glob.strip():
+        return "an empty path"
+    if len(glob) > MAX_GLOB:
+        return f"a path of {len(glob)} characters; at most {MAX_GLOB}"
+    if glob.startswith("/") or "\\" in glob:
+        return f"{glob!r} is not a path relative to the repository's root with / between folders"
+    parts = glob.rstrip("/").split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return f"{glob!r} has an empty, '.' or '..' folder"
+    for part in parts:
+        depth = 0
+        for ch in part:
+            depth += ch == "["
+            depth -= ch == "]" and depth > 0
+        if depth:
+            return f"{glob!r} opens a '[' it never closes"
+    return ""
+
+
+def _segments(glob: str) -> tuple[str, ...]:
+    """A glob as segments; one that names a folder (ends in `/`, or its last part is a plain name with no dot)
+    covers everything beneath it."""
+    glob = glob.strip()
+    parts = tuple(glob.rstrip("/").split("/"))
+    last = parts[-1]
+    folder = glob.endswith("/") or not (_MAGIC & set(last) or "." in last)
+    return (*parts, "**") if folder and last != "**" else parts
+
+
+def _segment_overlap(p: str, q: str) -> bool:
+    """Whether some file name matches both one-folder patterns (with a wildcard each: when their fixed starts and
+    ends agree, which says yes more often than it must, never less)."""
+    if not _MAGIC & set(p):
+        return fnmatchcase(p, q)
+    if not _MAGIC & set(q):
+        return fnmatchcase(q, p)
+    head_p, head_q = _fixed_head(p), _fixed_head(q)
+    tail_p, tail_q = _fixed_tail(p), _fixed_tail(q)
+    return (head_p.startswith(head_q) or head_q.startswith(head_p)) and \
+        (tail_p.endswith(tail_q) or tail_q.endswith(tail_p))
+
+
+def _fixed_head(p: str) -> str:
+    return p[:min(p.index(c) for c in _MAGIC if c in p)]
+
+
+def _fixed_tail(p: str) -> str:
+    last = max(p.rindex(c) for c in _MAGIC if c in p)
+    tail = p[last + 1:]
+    return "" if "]" in tail or p[last] == "[" else tail
+
+
+def globs_overlap(a: str, b: str) -> bool:
+    """Whether some path is covered by both globs."""
+    x, y = _segments(a), _segments(b)
+
+    @functools.cache
+    def go(i: int, j: int) -> bool:
+        if i == len(x) and j == len(y):
+            return True
+        if i < len(x) and x[i] == "**":
+            return go(i + 1, j) or (j < len(y) and go(i, j + 1))
+        if j < len(y) and y[j] == "**":
+            return go(i, j + 1) or (i < len(x) and go(i + 1, j))
+        if i == len(x) or j == len(y):
+            return False
+        return _segment_overlap(x[i], y[j]) and go(i + 1, j + 1)
+
+    return go(0, 0)
+
+
+def overlap(a: Iterable[str], b: Iterable[str]) -> list[tuple[str, str]]:
+    """The pairs of globs, one of each footprint, that overlap (empty: the footprints are apart)."""
+    b = list(b)
+    return [(g, h) for g in a for h in b if globs_overlap(g, h)]
+
+
+def learned(paths: Sequence[str]) -> tuple[str, ...]:
+    """A footprint from the files a round changed: the files, or their folders when there are very many."""
+    found = sorted({p for p in paths if p and not glob_problem(p)})
+    while len(found) > MAX_LEARNED and any("/" in p for p in found):
+        found = sorted({p.rsplit("/", 1)[0] if "/" in p else p for p in found})
+    return tuple(_literal(p) for p in found[:MAX_LEARNED])
+
+
+def _literal(path: str) -> str:
+    """A file name as a glob that matches exactly it."""
+    return "".join(f"[{c}]" if c in _MAGIC else c for c in path)
+
+
+# -- the chain --------------------------------------------------------------------------------
+
+
+def blockers(brief: str, touches: Sequence[str], entries: Mapping[str, Footprint],
+             live: Callable[[str], bool]) -> dict[str, list[tuple[str, str]]]:
+    """The other briefs whose footprints overlap `touches` and whose claims are live, with the overlapping pairs."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for other, print_ in sorted(entries.items()):
+        if other == brief:
+            continue
+        pairs = overlap(touches, print_.touches)
+        if pairs and live(other):
+            out[other] = pairs
+    return out
+
+
+def queued_behind(brief: str, declared: Mapping[str, Sequence[str]], entries: Mapping[str, Footprint],
+                  live: Callable[[str], bool]) -> dict[str, str]:
+    """For listings and the desk's choice (a hint: the claim decides): the live briefs whose footprints overlap
+    `brief`'s, with the globs that do. A brief's own footprint is its declared one, else the one learned from its
+    diff; another's is the one it was taken with (the chain's), else its declared one (`declared`: id -> touches
+    on main)."""
+    learned = entries.get(brief)
+    own = tuple(declared.get(brief, ())) or (learned.touches if learned else ())
+    if not own:
+        return {}
+    known = {b: tuple(t) for b, t in declared.items() if t}
+    known.update({b: f.touches for b, f in entries.items()})
+    out = {}
+    for other, touches in sorted(known.items()):
+        if other != brief and live(other):
+            pairs = overlap(own, touches)
+            if pairs:
+                out[other] = described(pairs)
+    return out
+
+
+def encode(entries: Mapping[str, Footprint]) -> bytes:
+    data = {"v": FORMAT_VERSION,
+            "briefs": {b: {"touches": list(f.touches), "source": f.source, "epoch": f.epoch}
+                       for b, f in sorted(entries.items())}}
+    return (json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def decode(data: bytes | None, ref: str) -> dict[str, Footprint]:
+    """Parse footprints.json; anything that is not a valid v1 record raises RecordInvalid(ref, …)."""
+    if data is None:
+        raise RecordInvalid(ref, f"the commit has no {FOOTPRINTS}")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordInvalid(ref, f"{FOOTPRINTS} is not JSON ({exc})") from None
+    if not isinstance(obj, dict) or set(obj) != {"v", "briefs"} or not isinstance(obj["briefs"], dict):
+        raise RecordInvalid(ref, f'{FOOTPRINTS} must be an object with exactly "v" and "briefs"')
+    if obj["v"] != FORMAT_VERSION:
+        raise RecordInvalid(ref, f"{FOOTPRINTS} has format version {obj['v']!r}; this Assay reads version "
+                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+    out = {}
+    for brief, item in obj["briefs"].items():
+        try:
+            validate_brief_id(brief)
+            out[brief] = _footprint(item)
+        except (UsageError, TypeError, ValueError) as exc:
+            raise RecordInvalid(ref, f"{FOOTPRINTS}: the entry {brief!r} is malformed ({exc})") from None
+    return out
+
+
+def _footprint(item: Any) -> Footprint:
+    if not isinstance(item, dict) or set(item) != {"touches", "source", "epoch"}:
+        raise TypeError('an entry must have exactly "touches", "source" and "epoch"')
+    touches, source, epoch = item["touches"], item["source"], item["epoch"]
+    if not isinstance(touches, list) or not all(isinstance(t, str) and not glob_problem(t) for t in touches):
+        raise TypeError("touches must be a list of relative path globs")
+    if source not in SOURCES or not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)} and epoch a whole number >= 1")
+    return Footprint(tuple(touches), source, epoch)
+
+
+def read(git: ForgeGit, tip: str | None) -> dict[str, Footprint]:
+    """The footprints at `tip` (fetched here if the cache lacks it); {} for no ref; RecordInvalid for junk."""
+    if not tip:
+        return {}
+    from assay.core import chain
+
+    git.ensure_objects({FOOTPRINTS_REF: tip})
+    head, blob = git.read_typed([tip, f"{tip}:{FOOTPRINTS}"])
+    try:
+        return chain.decode_tip(FOOTPRINTS_REF, tip, head, blob, decode)
+    except RecordInvalid as exc:
+        raise RecordInvalid(FOOTPRINTS_REF, f"{exc.problem}; no brief with a footprint can be taken until it is "
+                                            "mended (remove the ref: `git push <forge> :refs/assay/footprints`; "
+                                            "briefs declare theirs again as they are taken)") from None
+
+
+def update(git: ForgeGit, tip: str | None, entries: Mapping[str, Footprint], message: str, author: str,
+           when: float) -> RefUpdate:
+    """The commit moving `refs/assay/footprints` from `tip` to `entries`, written to the cache, not pushed."""
+    from assay.core import chain
+
+    return chain.commit(git, FOOTPRINTS_REF, tip, {FOOTPRINTS: encode(entries)}, message, author, when)
+
+
+def described(pairs: Sequence[tuple[str, str]]) -> str:
+    """Overlapping glob pairs, said briefly."""
+    shown = [g if g == h else f"{g} ~ {h}" for g, h in pairs[:3]]
+    return ", ".join(shown) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")

@@ -1,0 +1,121 @@
+"""Footprints: briefs whose `touches:` overlap never run at once; the rest of the fleet works on. Real desks, real
+git; the forge read with plain git."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from assay.core.briefs import check_brief
+from assay.core.claims import Claims
+from assay.core.footprints import globs_overlap, learned
+from assay.errors import Queued
+from tests.conftest import Forge, assay, git
+from tests.helpers.desks import DESK, desk_env, publish, run_desk
+
+
+@pytest.mark.parametrize(("a", "b", "overlaps"), [
+    ("src/app.py", "src/app.py", True),
+    ("src/app.py", "src/*.py", True),
+    ("src/app.py", "src/*.js", False),
+    ("src", "src/deep/down/file.txt", True),  # a glob covers everything beneath what it matches
+    ("src/", "src/x", True),
+    ("docs/**", "docs/guide/intro.md", True),
+    ("**/*.md", "docs/guide/intro.md", True),
+    ("**/*.md", "src/app.py", False),
+    ("src/api/**", "src/web/**", False),
+    ("src/a*.py", "src/*b.py", True),  # ab.py matches both
+    ("src/a*.py", "src/b*.py", False),
+    ("src/*.py", "src/*.js", False),
+    ("lib/[ab].c", "lib/a.c", True),
+    ("lib/[ab].c", "lib/c.h", False),
+    ("README.md", "docs/README.md", False),
+])
+def test_two_globs_overlap_when_some_path_is_covered_by_both(a: str, b: str, overlaps: bool) -> None:
+    assert globs_overlap(a, b) is overlaps and globs_overlap(b, a) is overlaps
+
+
+def test_a_footprint_learned_from_a_diff_names_its_files_exactly() -> None:
+    assert learned(["src/app.py", "docs/[draft].md", "src/app.py"]) == ("docs/[[]draft].md", "src/app.py")
+    assert globs_overlap("docs/[[]draft].md", "docs/[draft].md") and not globs_overlap("docs/[[]draft].md", "docs/d.md")
+    many = learned([f"gen/{i}/f.txt" for i in range(600)])
+    assert len(many) <= 500 and globs_overlap(many[0], "gen/0/f.txt")
+
+
+def test_bad_touches_are_lint_problems_with_their_lines() -> None:
+    text = "---\ntitle: T\ntouches:\n  - src/app.py\n  - /etc/passwd\n  - ../up\n  - 'lib/[ab.c'\n  - 7\n---\nB.\n"
+    brief, problems = check_brief(text, "briefs/t.md", "t")
+    assert brief is None
+    said = [(p.line, p.message) for p in problems]
+    assert [line for line, _ in said] == [5, 6, 7, 8], said
+    assert "not a path relative" in said[0][1] and "'..'" in said[1][1] and "never closes" in said[2][1]
+    good, none = check_brief("---\ntitle: T\ntouches: [src/, 'docs/*.md']\n---\nB.\n", "briefs/t.md", "t")
+    assert none == [] and good is not None and good.touches == ("src/", "docs/*.md")
+
+
+def state_of(forge: Forge, brief: str) -> str | None:
+    """The claim's state read with plain git; None for a brief never claimed."""
+    shown = subprocess.run(["git", "--git-dir", str(forge.path), "show", f"refs/assay/claims/{brief}:claim.json"],
+                           capture_output=True, text=True)
+    return str(json.loads(shown.stdout)["state"]) if shown.returncode == 0 else None
+
+
+def overlapping(title: str, path: str, text: str) -> str:
+    return (f"---\ntitle: {title}\nlabels: [work]\ntouches: [{path}]\n"
+            f"verify:\n  - id: check\n    run: \"test -f {path}\"\n---\n"
+            f"{title}.\n\n```assay-script\nwrite {path} {text}\n```\n")
+
+
+def test_a_claim_is_refused_while_an_overlapping_brief_is_live_and_taken_once_it_is_not(forge: Forge,
+                                                                                        claims: Claims) -> None:
+    forge.add_brief("one", "---\ntitle: One\ntouches: [src/]\n---\nB.\n")
+    forge.add_brief("two", "---\ntitle: Two\ntouches: ['src/app.py']\n---\nB.\n")
+    forge.add_brief("far", "---\ntitle: Far\ntouches: ['docs/**']\n---\nB.\n")
+    claims.claim("one", "a")
+    with pytest.raises(Queued) as info:
+        claims.claim("two", "b")
+    assert info.value.behind == ["one"] and info.value.code == 3 and "src/app.py ~ src/" in info.value.message
+    said = assay("claim", "two", "--desk", "b", "--forge", forge.url)
+    assert said.code == 3 and "queued behind one" in said.err and "Traceback" not in said.err, said.err
+    assert claims.claim("far", "c").record.epoch == 1  # apart: taken at once
+    claims.release("one", "a", outcome="done", epoch=1)
+    assert claims.claim("two", "b").record.epoch == 1
+    chain = forge.chain("two")
+    assert len(chain) == 1 and chain[0]["state"] == "held"
+    message = git("--git-dir", str(forge.path), "log", "-1", "--format=%B", "refs/assay/claims/two")
+    assert "Footprint (declared): src/app.py" in message  # the decision, on the claim chain
+    kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/footprints:footprints.json"))
+    assert set(kept["briefs"]) == {"two", "far"}  # one's entry, no longer live, was dropped by the claim that met it
+
+
+def test_six_briefs_writing_one_file_run_one_at_a_time_and_the_fleet_works_on(forge: Forge, tmp_path: Path) -> None:
+    """The issue's scenario: six briefs that write the same file, three desks. One is worked to its review; the
+    other five are queued behind it (the listing and the desks say so), and a brief apart is worked meanwhile."""
+    files = {f"desks/d{i}.yaml": DESK.format(name=f"d{i}", attempts=1) for i in range(3)}
+    files.update({f"briefs/s{i}.md": overlapping(f"S{i}", "shared.txt", f"v{i}") for i in range(6)})
+    files["briefs/apart.md"] = overlapping("Apart", "other.txt", "v1")
+    publish(forge, files)
+    outs = [run_desk(forge, f"d{i}", tmp_path / f"d{i}") for i in range(3)]
+    assert all(o.code == 0 for o in outs), [o.err for o in outs]
+    states = {b: state_of(forge, b) for b in [*(f"s{i}" for i in range(6)), "apart"]}
+    assert states["apart"] == "waiting"
+    live = [b for b, s in states.items() if b != "apart" and s is not None]
+    assert live == ["s0"] and states["s0"] == "waiting", states
+    assert any("s1 queued behind s0 (shared.txt)" in o.out for o in outs), [o.out for o in outs]
+    listed = assay("briefs", "--json", "--forge", forge.url, env=desk_env(tmp_path))
+    rows = {r["brief"]: r for r in json.loads(listed.out)["briefs"]}
+    assert [b for b, r in rows.items() if r["state"] == "queued"] == [f"s{i}" for i in range(1, 6)]
+    assert rows["s3"]["behind"] == {"s0": "shared.txt"}
+    shown = assay("briefs", "--forge", forge.url, env=desk_env(tmp_path))
+    assert "s2 queued behind s0 (shared.txt)" in shown.out, shown.out
+    merged = assay("review", "merge", "s0", "--forge", forge.url, env=desk_env(tmp_path))
+    assert merged.code == 0, merged.err
+    for i in range(3):  # s0's desk settles the merge; the next brief of the six is taken, and only it
+        again = run_desk(forge, f"d{i}", tmp_path / f"d{i}")
+        assert again.code == 0, again.err
+    after = {b: state_of(forge, b) for b in (f"s{i}" for i in range(6))}
+    assert after["s0"] == "done" and after["s1"] == "waiting" and [s for s in after.values() if s] == ["done",
+                                                                                                      "waiting"]
