@@ -415,31 +415,40 @@ class Claims:
             self.view.footprints = moved.new
         return Claim(record, update.new)
 
-    def learn_footprint(self, brief: str, desk: str, epoch: int, paths: Sequence[str]) -> tuple[str, ...]:
-        """Keep, for a brief that declares no `touches:`, the footprint its first round's diff shows (the files it
-        changed), held from then on: briefs that overlap it are queued behind it while it is live. Only by the
-        desk holding it at `epoch` (Fenced otherwise); nothing is written if the brief has a footprint already.
-        Returns the footprint kept (empty if none was written)."""
+    def footprint_update(self, brief: str, desk: str, epoch: int, paths: Sequence[str],
+                         tip: str | None) -> RefUpdate | None:
+        """For a brief that declares no `touches:`: the commit moving `refs/assay/footprints` from `tip` to hold the
+        footprint its first round's diff shows (the files it changed), not pushed; None if it has one already or
+        changed nothing. It rides the journal push of that round's work (`Journal.add(riders=…)`): fenced by its
+        claim, and left out if another claim moved the ref meanwhile (then `learn_footprint` writes it)."""
         from assay.core import footprints
 
         touches = footprints.learned(paths)
         if not touches:
-            return ()
+            return None
+        entries = footprints.read(self.git, tip)
+        if brief in entries:
+            return None
+        return footprints.update(self.git, tip, {**entries, brief: footprints.Footprint(touches, "diff", epoch)},
+                                 f"assay: footprint of {brief} from its diff (epoch {epoch}, desk {desk})", desk,
+                                 self.clock())
 
-        def attempt(_: int) -> tuple[str, ...]:
+    def learn_footprint(self, brief: str, desk: str, epoch: int, paths: Sequence[str]) -> bool:
+        """`footprint_update`, pushed alone by the desk holding the brief at `epoch` (Fenced otherwise), re-read and
+        applied again if the ref moved; False if nothing needed writing. Held from then on: briefs that overlap it
+        are queued behind it while it is live."""
+
+        def attempt(_: int) -> bool:
             refs = self.git.ls_remote(FOOTPRINTS_REF, claim_ref(brief))
-            tip, claimed = refs.get(FOOTPRINTS_REF), refs.get(claim_ref(brief))
-            entries = footprints.read(self.git, tip)
-            if brief in entries:
-                return ()
+            claimed = refs.get(claim_ref(brief))
+            update = self.footprint_update(brief, desk, epoch, paths, refs.get(FOOTPRINTS_REF))
+            if update is None:
+                return False
             fence(self.load(claim_ref(brief), claimed).record if claimed else None, brief, desk, epoch)
-            update = footprints.update(self.git, tip, {**entries, brief: footprints.Footprint(touches, "diff", epoch)},
-                                       f"assay: footprint of {brief} from its diff (epoch {epoch}, desk {desk})",
-                                       desk, self.clock())
             chain.push(self.git, [update], "footprint")
             if self.view is not None:
                 self.view.footprints = update.new
-            return touches
+            return True
 
         return chain.retrying(attempt, f"keeping the footprint of {brief!r}")
 

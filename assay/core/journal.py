@@ -261,6 +261,8 @@ class Journal:
         self.claim: Claim | None = None
         self.pending: list[Draft] = []
         self.extra_refs: list[RefUpdate] = []
+        self.riders: list[RefUpdate] = []  # refs that go along if they can: dropped, not failed, when moved
+        self.landed_riders: list[RefUpdate] = []  # the riders the last push carried
         self._refs_draft: Draft | None = None
         self._oldest_pending = 0.0
 
@@ -341,12 +343,15 @@ class Journal:
 
     def add(self, kind: str, *, sync: bool = True, blobs: dict[str, bytes] | None = None,
             resolves: Draft | JournalEntry | None = None, refs: list[RefUpdate] | None = None,
-            **fields: Any) -> Draft:
+            riders: list[RefUpdate] | None = None, **fields: Any) -> Draft:
         """Draft an entry; with sync=True it is on the forge (with everything before it) on return.
 
         `refs` are moved in the same atomic push (a work branch, say), so they are
         fenced exactly like the entry: a desk that lost its claim moves nothing.
+        `riders` go in that push too, fenced alike, but one that moved meanwhile is
+        left out rather than failing the entry (`riders` then lacks it afterwards).
         """
+        self.riders += riders or []
         draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves)
         if refs:
             self.extra_refs += refs
@@ -387,9 +392,10 @@ class Journal:
         if len(entries) > 1:  # a group commit: named by the first step it carries
             crash_point("journal.group-flush", next((e.step for e in entries if e.step), None))
         try:
-            chain.push(self.git, [update, claim_update, *self.extra_refs],
+            chain.push(self.git, [update, claim_update, *self.extra_refs, *self.riders],
                        "journal" if action == "renew" else action.replace("_", "-"), step)
         except chain.Moved as moved:
+            self.riders = [u for u in self.riders if u.ref not in moved.refs]
             self._drop_moved_refs(moved)
             raise
         self._landed(entries, update.new, Claim(record, claim_update.new))
@@ -454,6 +460,7 @@ class Journal:
         self.claim = claim
         self.pending.clear()
         self.extra_refs.clear()
+        self.landed_riders, self.riders = self.riders, []
         self._refs_draft = None
 
 

@@ -23,6 +23,7 @@ from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
+from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.forge.base import Reviews
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
@@ -62,10 +63,13 @@ class BriefWork:
         self.prompts = state_dir / "prompts"
         self.state = state_dir / "desks" / spec.name  # the desk's own folder: `{state}` in its `env:`
         self.assay_bin = assay_command(state_dir)
+        self._main = ""  # the main this pass started from
+        self._footprint_rode = False  # this brief's learned footprint rode its work's push
 
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
         session, brief = self.session, self.brief
+        self._main = main
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
         self.reviews.hold(self._renew, self.spec.lease_s / 2)
         redo, feedback = self._round()
@@ -98,8 +102,8 @@ class BriefWork:
                 return "waiting"
             head = session.step("push", lambda key: self._push(), input=mark,
                                 policy="idempotent", rides=True, lazy_result=True)
-            if not brief.touches and head != main:
-                self._learn_footprint(main, head)
+            if not brief.touches and head != main and not self._footprint_rode:
+                self._learn_footprint(main, head)  # it did not ride the push (it had nothing new, or lost a race)
             if not opened and head != main:
                 session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
                          rides=self.reviews.refs_backed, lazy_result=True)
@@ -366,7 +370,8 @@ class BriefWork:
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
         repo = self.git.worktree(self.worktree, "HEAD")
-        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
+        found = self.git.ls_remote(self.branch_ref, FOOTPRINTS_REF)
+        tip = found.get(self.branch_ref)
         if tip:
             self.git.ensure_objects({self.branch_ref: tip})
             stale = any(int(epoch) != self.epoch
@@ -383,25 +388,42 @@ class BriefWork:
                            hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
                                 "desk again")
         if tip != head:
-            self.session.journal.add("note", sync=True, data={"pushed": head},
-                                     refs=[RefUpdate(self.branch_ref, head, tip or ZERO)])
+            rider = self._footprint_rider(head, found.get(FOOTPRINTS_REF))
+            journal = self.session.journal
+            journal.add("note", sync=True, data={"pushed": head}, refs=[RefUpdate(self.branch_ref, head, tip or ZERO)],
+                        riders=[rider] if rider else [])
+            self._footprint_rode = rider is not None and rider in journal.landed_riders
         return head
+
+    def _footprint_rider(self, head: str, prints: str | None) -> RefUpdate | None:
+        """The footprint of a brief that declares none, from what its work changes against main, to ride the push
+        of that work (None if it has one, or cannot be read now: `_learn_footprint` tries after the push)."""
+        if self.brief.touches:
+            return None
+        try:
+            base = self.git.merge_base(self._main, head) or self._main
+            return self.session.journal.claims.footprint_update(self.brief.id, self.spec.name, self.epoch,
+                                                                self._changed(base, head), prints)
+        except AssayError:
+            return None
+
+    def _changed(self, base: str, head: str) -> list[str]:
+        return [line.split("\t")[-1] for line in self.git.diff(base, head, numstat=True).splitlines() if line]
 
     def _learn_footprint(self, main: str, head: str) -> None:
         """A brief that declares no `touches:` gets its footprint from what its first round changed (said, not
         raised, if it cannot be kept: the check at landing still stands)."""
         try:
             base = self.git.merge_base(main, head) or main
-            paths = [line.split("\t")[-1] for line in self.git.diff(base, head, numstat=True).splitlines() if line]
-            kept = self.session.journal.claims.learn_footprint(self.brief.id, self.spec.name, self.epoch, paths)
+            kept = self.session.journal.claims.learn_footprint(self.brief.id, self.spec.name, self.epoch,
+                                                               self._changed(base, head))
         except Fenced:
             raise
         except AssayError as exc:
             self.echo(f"{self.spec.name}: {self.brief.id}: its footprint was not kept: {exc.message}")
             return
         if kept:
-            self.echo(f"{self.spec.name}: {self.brief.id}: footprint from its diff: {', '.join(kept[:5])}"
-                      + (f" and {len(kept) - 5} more" if len(kept) > 5 else ""))
+            self.echo(f"{self.spec.name}: {self.brief.id}: footprint kept from its diff")
 
     def _agent_env(self) -> dict[str, str]:
         return agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(self.brief.env)})
