@@ -56,7 +56,7 @@ TASKS = (("Start", ("init", "demo", "brief", "briefs")),
          ("Run desks and hold briefs", ("desk", "claim", "claims", "renew", "release", "wait", "wake", "steer",
                                         "event")),
          ("Watch and judge", ("board", "sweep", "audit", "report", "journal")),
-         ("Review and finish", ("review", "verify", "retire")),
+         ("Review and finish", ("review", "land", "verify", "retire")),
          ("Inside an agent's run", ("step", "mcp")),
          ("Shell", ("completion",)))
 
@@ -567,6 +567,30 @@ def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state
     click.echo(f"{name}: worked {len(report.worked)} brief(s): "
                + (", ".join(f"{b} {o}" for b, o in report.outcomes.items()) or "none"))
     sys.exit(report.exit_code())
+
+
+@cli.command("land")
+@click.argument("brief_ids", nargs=-1, metavar="[BRIEF]...")
+@click.option("--as", "lander", default="lander", show_default=True, metavar="NAME",
+              help="Who lands: the landing claim's desk name.")
+@click.option("--state-dir", type=click.Path(path_type=Path), help="Where the verify checkout lives "
+              "(default: ASSAY_STATE_DIR or ~/.local/state/assay).")
+@pass_ports
+@json_option
+def land_cmd(brief_ids: tuple[str, ...], lander: str, state_dir: Path | None, ports: Ports, as_json: bool) -> None:
+    """Merge ready reviews into main one at a time (all of them, or those of BRIEF...), each verified on the very
+    merge commit it lands as; a review that no longer merges cleanly, or whose verify rows fail there, is woken for
+    a new round instead. Holds the landing claim (`assay.landing`) while it runs."""
+    from assay import views
+    from assay.core.config import state_dir_for
+    from assay.desk.land import land
+
+    done = land(ports.claims, ports.reviews, state_dir_for(ports.git.url, state_dir), lander, brief_ids,
+                echo=(lambda _: None) if as_json else click.echo)
+    if as_json:
+        views.print_json({"landed": [d.view() for d in done]})
+    elif not done:
+        click.echo("no ready review waits to land")
 
 
 @cli.group()

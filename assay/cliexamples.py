@@ -29,6 +29,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "desk run": ("assay desk run claude", "assay desk run scripted --once --max-briefs 1",
                  "assay desk run claude --once --singleton"),
     "init": ("assay init --local-forge ../forge.git", "assay init --github --assay-from OWNER/REPO@COMMIT"),
+    "land": ("assay land    # every ready review, one at a time", "assay land fix-login fix-auth --json"),
     "journal": ("assay journal fix-login", "assay journal fix-login --json | jq '.entries[-1]'"),
     "release": ("assay release fix-login --desk builder", "assay release fix-login --force --reason 'desk stopped'"),
     "renew": ("assay renew fix-login --desk builder",),

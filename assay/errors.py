@@ -18,7 +18,7 @@ class AssayError(Exception):
 
 
 class ForgeError(AssayError):
-    """The forge could not be reached, or git failed in a way we did not expect."""
+    """The forge could not be reached, or git failed unexpectedly."""
 
     code = 1
 
@@ -28,7 +28,7 @@ class Busy(ForgeError):
 
 
 class ForgeRefused(ForgeError):
-    """The forge answered and refused a write that no other writer explains (a hook, a stale lock)."""
+    """The forge refused a write that no other writer explains (a hook, a stale lock)."""
 
     def __init__(self, message: str, hint: str = "", lock: str | None = None) -> None:
         super().__init__(message, hint)
@@ -62,7 +62,7 @@ class BriefIdInvalid(UsageError):
 
 
 class BriefInvalid(UsageError):
-    """A brief file that does not parse or validate; carries file and line."""
+    """A brief file that does not validate; carries file and line."""
 
     def __init__(self, path: str, line: int | None, problem: str, hint: str = "") -> None:
         where = f"{path}:{line}" if line else path
@@ -73,7 +73,7 @@ class BriefInvalid(UsageError):
 
 
 class BriefNotFound(UsageError):
-    """The forge's main has no `briefs/<id>.md` for this brief (or the forge has no main)."""
+    """The forge's main has no `briefs/<id>.md` for this brief."""
 
     def __init__(self, brief: str, where: str) -> None:
         super().__init__(
@@ -93,11 +93,11 @@ class NoSuchBrief(UsageError):
 
 
 class ConfigInvalid(UsageError):
-    """A configuration file (`.assay.yaml`, a desk definition) that does not parse or validate."""
+    """A configuration file (`.assay.yaml`, a desk) that does not validate."""
 
 
 class AgentCannotStart(UsageError):
-    """A desk's agent command is not installed, or cannot be run (exit 126/127): nothing to claim work for."""
+    """A desk's agent command cannot be run (exit 126/127): nothing to claim work for."""
 
     def __init__(self, desk: str, command: str, why: str, install: str = "") -> None:
         super().__init__(f"desk {desk!r} cannot start its agent {command!r}: {why}",
@@ -120,7 +120,7 @@ class AgentCannotWork(AgentCannotStart):
 
 
 class RecordInvalid(AssayError):
-    """A ref on the forge holds something that is not a valid v1 record: bad input, like a bad file."""
+    """A ref on the forge holds no valid v1 record: bad input, like a bad file."""
 
     code = 2
 
@@ -234,7 +234,7 @@ class OutcomeUnknown(Refused):
 
 
 class ReplayMismatch(NeedsPerson):
-    """A replay asked for something other than what the journal recorded; the brief is blocked."""
+    """A replay asked for something other than the journal recorded; the brief is blocked."""
 
     def __init__(self, brief: str, problem: str) -> None:
         super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
@@ -260,7 +260,7 @@ class IllegalReviewChange(_IllegalChange):
 
 
 class NoReview(IllegalReviewChange):
-    """A review change asked of a brief that has no review: bad input (exit 2), not a lost race."""
+    """A review change asked of a brief that has no review."""
 
     code = 2
 

@@ -84,6 +84,22 @@ def settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str
     return out
 
 
+def new_round(claims: Claims, brief: str, ident: str, reason: str, said: str, by: str) -> Settled:
+    """Wake a brief waiting on its review for a new round, with `reason` (and `said`, its details) as the agent's
+    feedback: once per `ident` (the act is journaled naming it), however often or however concurrently asked."""
+    out = Settled(brief)
+    current = claims.read(brief)
+    if current is None or current.record.state != "waiting":
+        out.state = current.record.state if current else ""
+        out.did.append(f"not waiting ({out.state or 'never claimed'}): no round started")
+        return out
+    r = current.record
+    out.state, out.desk = r.state, r.desk
+    _wake(claims, brief, r.epoch, dict(r.wait or {}), {"reason": reason, "said": said}, [ident],
+          {"event": "round"}, by, out)
+    return out
+
+
 def _settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str], by: str,
             now: Callable[[], float], states: tuple[str, ...], out: Settled) -> None:
     current = claims.read(brief)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from assay.core import chain, retired
@@ -36,6 +36,7 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
+from assay.core.recordtype import dataclass
 from assay.errors import IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 # action -> the states it may start from (None: no review yet)
@@ -95,6 +96,18 @@ def review_transition(current: ReviewRecord | None, action: str, brief: str, *, 
         return current
     comments = (*current.comments, ReviewComment(by, at, f"closed: {text}")) if text else current.comments
     return current.but(state="closed", comments=comments, at=at)
+
+
+@dataclass(frozen=True)
+class PreparedMerge:
+    """A review's merge into its base, built in the cache and not pushed (`PlainReviews.prepare_merge`)."""
+
+    brief: str
+    main: str  # the base's tip it merges into
+    head: str  # the review's head
+    commit: str  # main after the merge
+    updates: list[RefUpdate]  # the base (unless the head is in it already), then the review ref
+    after: ReviewRecord
 
 
 class PlainReviews:
@@ -227,6 +240,12 @@ class PlainReviews:
 
     def _merge_once(self, brief: str, by: str) -> Review:
         """One try: main and the review ref in one atomic push, under leases on both."""
+        return self.push_merge(self.prepare_merge(brief, by))
+
+    def prepare_merge(self, brief: str, by: str) -> PreparedMerge:
+        """The merge of a ready review into its base's tip, written to the cache, not pushed: the merge commit
+        (main itself when the branch is in it already) and the updates of main and the review ref, under leases
+        on what was read. MergeConflict if it does not merge cleanly; `chain.Moved` if the review moved."""
         ref = review_ref(brief)
         current = self.get(brief)
         check_action(current.record if current else None, "merge", brief)
@@ -257,9 +276,13 @@ class PlainReviews:
             merged = self.git.write_commit(tree, [main, tip], message, Signature.of(by), self.clock())
             updates.append(RefUpdate(base_ref, merged, main))
         after = review_transition(record, "merge", brief, at=self._now(), by=by, head=tip, merged_commit=merged)
-        update = self._prepare(current, after, "merge", by)
-        chain.push(self.git, [*updates, update], "merge")
-        return Review(after, update.new)
+        return PreparedMerge(brief, main, tip, merged, [*updates, self._prepare(current, after, "merge", by)], after)
+
+    def push_merge(self, merge: PreparedMerge, riders: Sequence[RefUpdate] = ()) -> Review:
+        """Push a prepared merge, with `riders` (a lander's claim renewal) in the same atomic push; `chain.Moved`
+        if main or the review moved since it was prepared: nothing is written then."""
+        chain.push(self.git, [*merge.updates, *riders], "merge")
+        return Review(merge.after, merge.updates[-1].new)
 
     def _change(self, brief: str, action: str, by: str, **fields: str) -> Review:
         validate_brief_id(brief)

@@ -1,0 +1,176 @@
+"""`assay land`: ready reviews merged into main one at a time, each verified on the very commit it lands as.
+
+Two reviews that are each green alone can break main together. The lander holds a claim of its own
+(`assay.landing`: a lease, an epoch, fencing, expired by the sweep like any claim) and, for each ready review
+whose brief waits on it, most urgent first: merges its head into main's tip in the cache, runs the brief's verify
+rows, and those of the briefs landed before it in this pass, on that merge commit, journals the evidence on the
+brief, and pushes main, the review's merged record and a renewal of the landing claim in one atomic push under
+leases. Main moved meanwhile: the review is merged and verified again on the new tip. A review that no longer
+merges cleanly, or whose rows fail on the merge, is not landed: its brief is woken for a new round with the reason
+as its agent's feedback, once per (main, head). Only where reviews are refs (a plain forge); on GitHub, the
+repository's merge queue does this.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from assay.core import chain, signals
+from assay.core.briefs import Brief, VerifyRow
+from assay.core.claims import Claim, Claims
+from assay.core.envs import scrubbed_env
+from assay.core.forge.base import Review, Reviews
+from assay.core.forge.plain import PlainReviews, PreparedMerge
+from assay.core.journal import append_as_person
+from assay.core.recordtype import dataclass, field
+from assay.desk.queue import read_snapshot
+from assay.desk.verify import run_row
+from assay.errors import Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
+
+LANDING = "assay.landing"  # the landing claim's id: a claim of its own, never a brief on main
+BASE_LEASE_S = 300  # the landing claim's lease beyond the time limits of the rows it runs next
+TRIES = 5  # merges of one review tried again because main moved under it
+
+
+@dataclass
+class Landed:
+    """What `land` did with one review: `landed` (main's new commit), `woken` for a new round, or `skipped`."""
+
+    brief: str
+    outcome: str
+    detail: str
+    commit: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def view(self) -> dict[str, Any]:
+        return {"brief": self.brief, "outcome": self.outcome, "detail": self.detail, "commit": self.commit,
+                "rows": [{k: r[k] for k in ("row", "brief", "passed", "exit_code")} for r in self.rows]}
+
+
+def land(claims: Claims, reviews: Reviews, state_dir: Path, by: str, only: Sequence[str] = (),
+         echo: Callable[[str], None] = lambda _: None) -> list[Landed]:
+    """Land every ready review waiting on its merge (or those of `only`), one at a time; see the module."""
+    if not isinstance(reviews, PlainReviews):
+        raise UsageError("`assay land` merges reviews kept as refs on a plain forge",
+                         hint="on GitHub, turn on the repository's merge queue: desks' reviews go through it")
+    lander = _Lander(claims, reviews, state_dir, by, echo)
+    claim = claims.claim(LANDING, by, BASE_LEASE_S, require_brief=False)  # ClaimLost: someone is landing now
+    lander.claim = claim
+    try:
+        return lander.run(only)
+    finally:
+        _release(claims, by, lander.claim)
+
+
+def _release(claims: Claims, by: str, claim: Claim) -> None:
+    try:
+        claims.release(LANDING, by, reason="landing pass ended", epoch=claim.record.epoch)
+    except Conflict:
+        pass  # expired meanwhile (the pass outlived its lease): nothing of ours to release
+
+
+class _Lander:
+    def __init__(self, claims: Claims, reviews: PlainReviews, state_dir: Path, by: str,
+                 echo: Callable[[str], None]) -> None:
+        self.claims, self.reviews, self.by, self.echo = claims, reviews, by, echo
+        self.checkout = state_dir / "land" / "checkout"
+        self.claim: Claim | None = None
+        self.landed_rows: list[tuple[str, VerifyRow]] = []  # rows of the briefs this pass landed: they must hold
+
+    def run(self, only: Sequence[str]) -> list[Landed]:
+        snapshot = read_snapshot(self.claims)
+        waiting = {b for b, c in snapshot.claims.items() if c.record.state == "waiting"}
+        found = [r for r in self.reviews.list() if isinstance(r, Review)]
+        ready = [r.brief for r in found if r.state == "ready" and r.brief in waiting and (not only or r.brief in only)]
+        unknown = sorted(set(only) - {r.brief for r in found})
+        if unknown:
+            raise UsageError(f"no review to land for {', '.join(unknown)}", hint="`assay reviews` lists them")
+        order = sorted(ready, key=lambda b: (snapshot.briefs[b].priority if b in snapshot.briefs else 9, b))
+        out = []
+        for brief_id in order:
+            brief = snapshot.briefs.get(brief_id)
+            if brief is None:
+                out.append(Landed(brief_id, "skipped", "its brief is not on main"))
+                continue
+            result = self._one(brief)
+            self.echo(f"{brief_id}: {result.outcome}: {result.detail}")
+            out.append(result)
+        return out
+
+    def _one(self, brief: Brief) -> Landed:
+        for _ in range(TRIES):
+            try:
+                merge = self.reviews.prepare_merge(brief.id, self.by)
+            except MergeConflict:
+                return self._round(brief, "", "", "its branch no longer merges cleanly into main: merge main into "
+                                   "it (or rebase onto it) and resolve the conflicts, then verify again", "")
+            except (IllegalReviewChange, NoReview) as exc:
+                return Landed(brief.id, "skipped", exc.message)
+            except chain.Moved:
+                continue
+            rows = self._verify(brief, merge)
+            failed = [r for r in rows if not r["passed"]]
+            if failed:
+                said = "\n\n".join(f"{r['brief']}/{r['row']} exited {r['exit_code']} (expected {r['expect_exit']}):"
+                                   f"\n{r['tail']}" for r in failed)
+                summary = "; ".join(f"{r['brief']}/{r['row']} exited {r['exit_code']}" for r in failed)
+                return self._round(brief, merge.main, merge.head, f"the verify rows fail on its merge into main at "
+                                   f"{merge.main[:10]}: {summary}", said, rows)
+            assert self.claim is not None
+            record, renewal = self.claims.transition_update(self.claim, "renew", desk=self.by,
+                                                            epoch=self.claim.record.epoch)
+            try:
+                self.reviews.push_merge(merge, [renewal])
+            except chain.Moved:
+                self._refresh()
+                continue  # main (or the landing claim) moved: merge and verify again on what is there now
+            self.claim = Claim(record, renewal.new)
+            self.landed_rows += [(brief.id, row) for row in brief.verify]
+            return Landed(brief.id, "landed", f"main at {merge.commit[:10]}, verified on that commit", merge.commit,
+                          rows)
+        return Landed(brief.id, "skipped", f"main kept moving under it ({TRIES} tries); land it again")
+
+    def _refresh(self) -> None:
+        """Re-read the landing claim (Fenced if it is no longer ours)."""
+        assert self.claim is not None
+        current = self.claims.read(LANDING)
+        if current is None or current.record.epoch != self.claim.record.epoch or not current.record.live:
+            raise Fenced(LANDING, self.by, self.claim.record.epoch, "the landing claim was taken or expired")
+        self.claim = current
+
+    def _verify(self, brief: Brief, merge: PreparedMerge) -> list[dict[str, Any]]:
+        """Run the rows at the merge commit, in a clean checkout; journal the evidence on the brief first."""
+        rows = [(brief.id, r) for r in brief.verify] + [(b, r) for b, r in self.landed_rows if b != brief.id]
+        self._renew(sum(r.timeout_s for _, r in rows))
+        clean = self.reviews.git.worktree(self.checkout, merge.commit)
+        clean.git("checkout", "-q", "--force", "--detach", merge.commit)
+        clean.git("clean", "-q", "-ffdx")
+        env = {**scrubbed_env(), **dict(brief.env)}
+        evidence = []
+        for owner, row in rows:
+            started = time.monotonic()
+            result = run_row(row, self.checkout, row.timeout_s, env)
+            evidence.append({"brief": owner, **result, "duration_ms": int((time.monotonic() - started) * 1000)})
+        append_as_person(self.claims, brief.id, "note", {"land": {
+            "main": merge.main, "head": merge.head, "commit": merge.commit,
+            "passed": all(r["passed"] for r in evidence),
+            "rows": [{k: r[k] for k in ("brief", "row", "command", "exit_code", "passed", "duration_ms", "tail")}
+                     for r in evidence]}}, self.by)
+        return evidence
+
+    def _renew(self, seconds: int) -> None:
+        assert self.claim is not None
+        self.claim = self.claims.renew(LANDING, self.by, epoch=self.claim.record.epoch,
+                                       lease_s=min(BASE_LEASE_S + seconds, 7 * 24 * 3600))
+
+    def _round(self, brief: Brief, main: str, head: str, reason: str, said: str,
+               rows: list[dict[str, Any]] | None = None) -> Landed:
+        if not main:  # a conflict: named by the tips it was found between
+            refs = self.reviews.git.ls_remote("refs/heads/main", f"refs/heads/assay/{brief.id}")
+            main, head = refs.get("refs/heads/main", ""), refs.get(f"refs/heads/assay/{brief.id}", "")
+        settled = signals.new_round(self.claims, brief.id, f"land:{main}:{head}", reason, said, self.by)
+        done = settled.did[-1] if settled.did else ""
+        return Landed(brief.id, "woken" if settled.woken else "skipped", f"{reason} ({done})", "", rows or [])

@@ -1,0 +1,80 @@
+"""`assay land`: two reviews each green alone never break main together. Real desks, real git, the forge read with
+plain git."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from assay.core import custody, signals
+from assay.core.claims import Claims
+from tests.conftest import Forge, assay, git
+from tests.helpers.desks import DESK, desk_env, publish, run_desk
+from tests.journal_check import claim_chain, entries
+
+
+def scripted(title: str, writes: list[str], check: str) -> str:
+    return (f"---\ntitle: {title}\nlabels: [work]\nverify:\n  - id: check\n    run: \"{check}\"\n---\n{title}.\n\n"
+            "```assay-script\n" + "\n".join(f"write {w}" for w in writes) + "\n```\n")
+
+
+def main_files(forge: Forge) -> set[str]:
+    return set(git("--git-dir", str(forge.path), "ls-tree", "--name-only", "main").split())
+
+
+def test_two_reviews_green_alone_but_red_together_land_one_and_wake_the_other(forge: Forge, tmp_path: Path) -> None:
+    """`strict` makes config.txt strict; `lenient` passes only while config.txt is not strict. Each is verified
+    green on its own branch and marked ready. Landed one at a time, the second is verified on its merge with the
+    first, fails there and is woken for a new round with the failing row as feedback: main never holds both."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/a-strict.md": scripted("Strict", ["config.txt mode=strict"], "grep -q strict config.txt"),
+                    "briefs/b-lenient.md": scripted("Lenient", ["app.txt needs=lenient"],
+                                                    "grep -q lenient app.txt && ! grep -qs strict config.txt")})
+    for _ in range(2):
+        assert run_desk(forge, "builder", tmp_path).code == 0
+    assert [claim_chain(forge.path, b)[-1]["state"] for b in ("a-strict", "b-lenient")] == ["waiting", "waiting"]
+    landed = assay("land", "--json", "--forge", forge.url, env=desk_env(tmp_path))
+    assert landed.code == 0, landed.err
+    done = {d["brief"]: d for d in json.loads(landed.out)["landed"]}
+    assert done["a-strict"]["outcome"] == "landed" and done["b-lenient"]["outcome"] == "woken", done
+    assert "fail on its merge into main" in done["b-lenient"]["detail"]
+    assert {"config.txt"} <= main_files(forge) and "app.txt" not in main_files(forge)  # main holds only the first
+    merged = git("--git-dir", str(forge.path), "rev-parse", "main").strip()
+    assert done["a-strict"]["commit"] == merged
+    wake = [e for e in entries(forge.path, "b-lenient") if e["kind"] == "wake"]
+    assert len(wake) == 1 and "b-lenient/check exited 1" in wake[0]["data"]["round"]["reason"], wake
+    notes = [e["data"]["land"] for e in entries(forge.path, "b-lenient") if "land" in (e.get("data") or {})]
+    assert len(notes) == 1 and notes[0]["passed"] is False and notes[0]["head"] != notes[0]["commit"]
+    assert claim_chain(forge.path, "b-lenient")[-1]["state"] == "held"  # its desk works a new round
+    again = assay("land", "--json", "--forge", forge.url, env=desk_env(tmp_path))
+    assert json.loads(again.out)["landed"] == []  # nothing waits to land: the woken one is being worked
+    landing = claim_chain(forge.path, "assay.landing")
+    assert [c["state"] for c in landing][-1] == "released" and {c["desk"] for c in landing} == {"lander"}
+
+
+def test_a_review_that_no_longer_merges_is_woken_once_and_never_merged(forge: Forge, claims: Claims,
+                                                                         tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/one.md": scripted("One", ["shared.txt from-one"], "test -f shared.txt"),
+                    "briefs/two.md": scripted("Two", ["shared.txt from-two"], "test -f shared.txt")})
+    for _ in range(2):
+        assert run_desk(forge, "builder", tmp_path).code == 0
+    landed = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert landed.code == 0 and "one: landed" in landed.out and "two: woken" in landed.out, landed.out + landed.err
+    assert "no longer merges cleanly" in landed.out
+    shown = git("--git-dir", str(forge.path), "show", "main:shared.txt")
+    assert "from-one" in shown
+    wakes = [e for e in entries(forge.path, "two") if e["kind"] == "wake"]
+    ident = wakes[0]["data"]["signals"][0]
+    assert len(wakes) == 1 and ident.startswith("land:")
+    # waiting again (as after its desk's next round), and asked again for the same (main, head): nothing is written
+    custody.wait(claims, "two", "review", by="builder", desk="builder")
+    again = signals.new_round(claims, "two", ident, "again", "", "lander")
+    assert not again.woken and "already done" in again.did[-1], again.did
+    assert len([e for e in entries(forge.path, "two") if e["kind"] == "wake"]) == 1
+
+
+def test_a_second_lander_waits_for_the_first(forge: Forge, claims: Claims, tmp_path: Path) -> None:
+    claims.claim("assay.landing", "someone", require_brief=False)
+    busy = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert busy.code == 3 and "assay.landing" in busy.err and "someone" in busy.err and "Traceback" not in busy.err
