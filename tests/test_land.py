@@ -74,7 +74,15 @@ def test_a_review_that_no_longer_merges_is_woken_once_and_never_merged(forge: Fo
     assert len([e for e in entries(forge.path, "two") if e["kind"] == "wake"]) == 1
 
 
-def test_a_second_lander_waits_for_the_first(forge: Forge, claims: Claims, tmp_path: Path) -> None:
+def test_a_second_lander_waits_for_the_first_and_nothing_to_land_takes_no_claim(forge: Forge, claims: Claims,
+                                                                                  tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/one.md": scripted("One", ["one.txt 1"], "test -f one.txt")})
+    idle = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert idle.code == 0 and "no ready review" in idle.out, idle.out + idle.err
+    assert git("--git-dir", str(forge.path), "for-each-ref", "refs/assay/claims/assay.landing") == ""
+    assert run_desk(forge, "builder", tmp_path).code == 0
     claims.claim("assay.landing", "someone", require_brief=False)
     busy = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
     assert busy.code == 3 and "assay.landing" in busy.err and "someone" in busy.err and "Traceback" not in busy.err
+    assert claim_chain(forge.path, "one")[-1]["state"] == "waiting"  # untouched
