@@ -21,15 +21,16 @@ from typing import Any
 
 from assay.core import chain, custody, signals
 from assay.core.briefs import Brief, VerifyRow
-from assay.core.claims import Claim, Claims
+from assay.core.claims import Claim, Claims, holder_life
 from assay.core.envs import scrubbed_env
 from assay.core.forge.base import Review, Reviews
 from assay.core.forge.plain import PlainReviews, PreparedMerge
 from assay.core.journal import append_as_person, read_log
+from assay.core.lives import life_state
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import run_row
-from assay.errors import Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
+from assay.errors import ClaimLost, Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 LANDING = "assay.landing"  # the landing claim's id: a claim of its own, never a brief on main
 BASE_LEASE_S = 300  # the landing claim's lease beyond the time limits of the rows it runs next
@@ -61,12 +62,24 @@ def land(claims: Claims, reviews: Reviews, state_dir: Path, by: str, only: Seque
     lander = _Lander(claims, reviews, state_dir, by, echo)
     if not lander.look(only):
         return []  # nothing waits to land: no claim taken, nothing written
-    lander.claim = claims.claim(LANDING, by, BASE_LEASE_S, require_brief=False)  # ClaimLost: someone lands now
+    lander.claim = _take(claims, by)
     try:
         lander.look(only)  # again, under the claim: another lander may have landed some meanwhile
         return lander.run()
     finally:
         _release(claims, by, lander.claim)
+
+
+def _take(claims: Claims, by: str) -> Claim:
+    """The landing claim; taken over from a lander whose process ended on this host (killed mid-pass), else
+    ClaimLost while another lander holds it (its lease, expired by the sweep, ends a lander that died elsewhere)."""
+    try:
+        return claims.claim(LANDING, by, BASE_LEASE_S, require_brief=False)
+    except ClaimLost as lost:
+        life = holder_life(lost.holder)
+        if life is None or life_state(life) != "dead" or lost.desk != by:
+            raise
+        return claims.claim(LANDING, by, BASE_LEASE_S, singleton=True, require_brief=False)  # a takeover, by CAS
 
 
 def _release(claims: Claims, by: str, claim: Claim) -> None:
