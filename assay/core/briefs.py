@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from assay.core import cachefile
 from assay.core.digests import sha256_hex
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
-from assay.core.records import MAIN_REF, check_tip, validate_brief_id
+from assay.core.records import LANDING_CLAIM, MAIN_REF, check_tip, validate_brief_id
 from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import BriefIdInvalid, BriefInvalid
 
@@ -147,6 +147,9 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     except BriefIdInvalid as exc:
         checker.problems.append(Problem(path, None, f"the file name gives {exc.message}",
                                         "rename the file to <id>.md with a valid id"))
+    if brief_id == LANDING_CLAIM:
+        checker.problems.append(Problem(path, None, f"the id {brief_id!r} is kept for `assay land`'s claim",
+                                        "rename the file"))
     if "\0" in text:  # its text becomes the agent's arguments and environment, which cannot carry one
         at = text[:text.index("\0")].count("\n") + 1
         return None, [Problem(path, at, "the brief holds a NUL character", "remove it: a brief is plain text")]

@@ -27,12 +27,13 @@ from assay.core.forge.base import Review, Reviews
 from assay.core.forge.plain import PlainReviews, PreparedMerge
 from assay.core.journal import append_as_person, read_log
 from assay.core.lives import life_state
+from assay.core.records import LANDING_CLAIM
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import run_row
 from assay.errors import ClaimLost, Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
-LANDING = "assay.landing"  # the landing claim's id: a claim of its own, never a brief on main
+LANDING = LANDING_CLAIM
 BASE_LEASE_S = 300  # the landing claim's lease beyond the time limits of the rows it runs next
 TRIES = 5  # merges of one review tried again because main moved under it
 

@@ -40,6 +40,7 @@ from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
     JOURNAL_PREFIX,
+    LANDING_CLAIM,
     LIVE_STATES,
     REVIEWS_PREFIX,
     TOMBSTONES,
@@ -201,6 +202,8 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     """The board as one JSON-ready structure: the fields are documented in docs/data-model.md."""
     ids = sorted(set(read.briefs) | set(read.chains) | set(read.retired))
     states = {b: _state(read, b) for b in ids}
+    if states.get(LANDING_CLAIM) not in LIVE_STATES:  # the landing claim is a card only while a pass holds it
+        ids = [b for b in ids if b != LANDING_CLAIM]
     cards = [_card(read, b, states, now) for b in ids]
     cards.sort(key=lambda c: (COLUMNS.index(c["column"]), c["priority"], c["id"]))
     counts = {col: sum(1 for c in cards if c["column"] == col) for col in COLUMNS}
