@@ -245,8 +245,13 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
         out.append({"kind": kind, "brief": card["id"] if card else "", "title": card["title"] if card else "",
                     "why": why, "next": next_})
 
+    held_up = {c["id"] for c in cards if c["state"] in ("blocked", "invalid") or c["stuck"]}
     for c in cards:
         b = c["id"]
+        waits_on = [x for x in c["queued_behind"] if x in held_up]
+        if waits_on:  # queued behind briefs that wait for a person themselves: it waits for that person too
+            need("blocked", c, f"queued behind {', '.join(waits_on)}, which wait for a person: their files overlap",
+                 f"settle {waits_on[0]} (see its card), or change `touches:` on main")
         for u in c["unknown_steps"]:
             need("unknown", c, f"{u['step']} (seq {u['seq']}) may or may not have happened: inspect, then",
                  f"assay step settle {u['step']} --brief {b} --happened|--did-not")

@@ -216,12 +216,13 @@ class Fleet:
     def judge(self, seconds: float) -> Outcome:
         out = Outcome(self.checks, len(self.specs), self.ndesks, round(seconds, 1))
         out.states = {s.id: self._states().get(s.id, "unclaimed") for s in self.specs}
-        spans = {s.id: list(self._live_spans(s.id)) for s in self.specs}
+        spans = {s.id: list(live_spans(self.forge, s.id)) for s in self.specs}
         for a in self.specs:
             for b in self.specs:
-                if a.id < b.id and set(a.touches) & set(b.touches) and _meet(spans[a.id], spans[b.id]):
+                if a.id < b.id and set(a.touches) & set(b.touches) and meet(spans[a.id], spans[b.id]):
                     out.overlapping_in_flight.append((a.id, b.id))
-        out.breaking_merges = self._breaking_merges()
+        out.breaking_merges = breaking_commits(self.forge, {s.id: s.verify for s in self.specs}, self.root / "check",
+                                               self.base)
         for spec in self.specs:
             es = entries(self.forge, spec.id)
             readied = any(e["kind"] == "note" and (e.get("data") or {}).get("review") == "ready" for e in es)
@@ -243,52 +244,50 @@ class Fleet:
         out.agent_s = round(out.agent_s, 1)
         return out
 
-    def _live_spans(self, brief: str) -> Iterator[tuple[int, int]]:
-        """When the brief's claim was live (held, waiting or blocked), by its commits' times (whole seconds)."""
-        ref = f"refs/assay/claims/{brief}"
-        if not git("--git-dir", str(self.forge), "for-each-ref", ref).strip():
-            return
-        times = [int(t) for t in git("--git-dir", str(self.forge), "log", "--reverse", "--format=%ct", ref).split()]
-        chain = claim_chain(self.forge, brief)
-        start = None
-        for record, at in zip(chain, times, strict=True):
-            live = record["state"] in ("held", "waiting", "blocked")
-            if live and start is None:
-                start = at
-            elif not live and start is not None:
-                yield start, at
-                start = None
-        if start is not None:
-            yield start, 1 << 62
 
-    def _breaking_merges(self) -> list[str]:
-        """Main's commits since the seed after which a verify row of a brief merged by then fails there."""
-        merged_at: dict[str, str] = {}
-        for spec in self.specs:
-            ref = f"refs/assay/reviews/{spec.id}"
-            if git("--git-dir", str(self.forge), "for-each-ref", ref).strip():
-                record = json.loads(git("--git-dir", str(self.forge), "show", f"{ref}:review.json"))
-                if record.get("state") == "merged" and record.get("merged_commit"):
-                    merged_at[spec.id] = record["merged_commit"]
-        commits = git("--git-dir", str(self.forge), "rev-list", "--first-parent", "--reverse",
-                      f"{self.base}..main").split()
-        check = self.root / "check"
-        if not check.exists():
-            git("clone", "-q", str(self.forge), str(check))
-        git("fetch", "-q", "origin", cwd=check)
-        by_id = {s.id: s for s in self.specs}
-        broken = []
-        for commit in commits:
-            git("checkout", "-q", "--force", commit, cwd=check)
-            landed = [b for b, c in merged_at.items()
-                      if subprocess.run(["git", "merge-base", "--is-ancestor", c, commit], cwd=check).returncode == 0]
-            for brief in landed:
-                if subprocess.run(["sh", "-c", by_id[brief].verify], cwd=check).returncode != 0:
-                    broken.append(commit)
-                    break
-        return broken
-
-
-def _meet(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+def meet(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
     """Whether two sets of [start, end) spans share a moment."""
     return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b)
+
+
+def live_spans(forge: Path, brief: str) -> Iterator[tuple[int, int]]:
+    """When the brief's claim was live (held, waiting or blocked), by its commits' times (whole seconds)."""
+    ref = f"refs/assay/claims/{brief}"
+    if not git("--git-dir", str(forge), "for-each-ref", ref).strip():
+        return
+    times = [int(t) for t in git("--git-dir", str(forge), "log", "--reverse", "--format=%ct", ref).split()]
+    start = None
+    for record, at in zip(claim_chain(forge, brief), times, strict=True):
+        live = record["state"] in ("held", "waiting", "blocked")
+        if live and start is None:
+            start = at
+        elif not live and start is not None:
+            yield start, at
+            start = None
+    if start is not None:
+        yield start, 1 << 62
+
+
+def breaking_commits(forge: Path, checks: dict[str, str], workdir: Path, since: str = "") -> list[str]:
+    """Main's first-parent commits (after `since`) at which the check (a shell command: its verify row) of a brief
+    whose review was merged by then fails. `checks`: brief -> command."""
+    merged_at: dict[str, str] = {}
+    for brief in checks:
+        ref = f"refs/assay/reviews/{brief}"
+        if git("--git-dir", str(forge), "for-each-ref", ref).strip():
+            record = json.loads(git("--git-dir", str(forge), "show", f"{ref}:review.json"))
+            if record.get("state") == "merged" and record.get("merged_commit"):
+                merged_at[brief] = record["merged_commit"]
+    commits = git("--git-dir", str(forge), "rev-list", "--first-parent", "--reverse",
+                  f"{since}..main" if since else "main").split()
+    if not workdir.exists():
+        git("clone", "-q", str(forge), str(workdir))
+    git("fetch", "-q", "origin", cwd=workdir)
+    broken = []
+    for commit in commits:
+        git("checkout", "-q", "--force", commit, cwd=workdir)
+        landed = [b for b, c in merged_at.items()
+                  if subprocess.run(["git", "merge-base", "--is-ancestor", c, commit], cwd=workdir).returncode == 0]
+        if any(subprocess.run(["sh", "-c", checks[b]], cwd=workdir, capture_output=True).returncode for b in landed):
+            broken.append(commit)
+    return broken
