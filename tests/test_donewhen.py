@@ -49,6 +49,11 @@ def test_a_brief_already_on_main_is_settled_done_without_an_agent(work: Forge, t
     history = assay("claim", "history", "greet", "--forge", work.url, env={"COLUMNS": "400"})
     assert f"already on main at {main[:10]} (done_when passed)" in history.out, history.out
     assert audit_failures(work.url, "greet") == {}
+    built = assay("board", "build", "-o", str(tmp_path / "site"), "--forge", work.url,
+                  env={"ASSAY_CACHE_DIR": str(tmp_path / "board-cache")})
+    assert built.code == 0, built.err
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert f"done: already on main at {main[:10]} (done_when passed)" in page
 
 
 def test_a_brief_whose_done_when_fails_is_worked_as_before(work: Forge, tmp_path: Path) -> None:
@@ -95,6 +100,7 @@ def test_a_waiting_brief_whose_work_lands_by_another_route_is_closed_and_done(wo
     assert chain[-1]["state"] == "done" and chain[-1]["reason"] == reason
     review = assay("review", "show", "greet", "--forge", work.url, "--json").json()
     assert isinstance(review, dict) and review["state"] == "closed"
+    assert reason in assay("review", "show", "greet", "--forge", work.url, env={"COLUMNS": "400"}).out
     checks = [e["data"] for e in entries(work.path, "greet") if (e.get("data") or {}).get("done_when") == "checked"]
     assert len(checks) == 2 and checks[-1]["main"] == main and checks[-1]["passed"] is True
     assert checks[-1]["rows"][0]["command"] == "grep -q hello greet.txt"
