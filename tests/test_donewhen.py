@@ -4,6 +4,7 @@ a waiting brief whose work lands on main by another route is closed and settled 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,12 +85,21 @@ def test_a_waiting_brief_whose_work_lands_by_another_route_is_closed_and_done(wo
     publish(work, {"briefs/greet.md": text})
     assert run_desk(work, "builder", tmp_path).code == 0
     assert claim_chain(work.path, "greet")[-1]["state"] == "waiting"
-    idle = run_desk(work, "builder", tmp_path)  # main has not moved: the rows are not run again
-    assert idle.code == 0 and claim_chain(work.path, "greet")[-1]["state"] == "waiting"
-    checks = [e for e in entries(work.path, "greet") if (e.get("data") or {}).get("done_when") == "checked"]
-    assert len(checks) == 1 and not checks[0]["data"]["passed"]
-    idle = run_desk(work, "builder", tmp_path)
-    assert len([e for e in entries(work.path, "greet") if (e.get("data") or {}).get("done_when") == "checked"]) == 1
+
+    def runs_of_rows() -> list[dict[str, Any]]:  # each run of the rows: before the agent, and while it waits
+        return [e["data"] for e in entries(work.path, "greet")
+                if (e.get("data") or {}).get("done_when") in ("row", "checked")]
+
+    assert [r["done_when"] for r in runs_of_rows()] == ["row"]  # run once, before the agent
+    for _ in range(2):  # main has not moved since: the rows are not run again, however often desks look
+        idle = run_desk(work, "builder", tmp_path)
+        assert idle.code == 0 and claim_chain(work.path, "greet")[-1]["state"] == "waiting"
+    assert [r["done_when"] for r in runs_of_rows()] == ["row"]
+    publish(work, {"other.txt": "unrelated\n"})  # main moves, the work is not on it: run once more, still waiting
+    for _ in range(2):
+        assert run_desk(work, "builder", tmp_path).code == 0
+    assert [(r["done_when"], r.get("passed")) for r in runs_of_rows()][1:] == [("checked", False)]
+    assert claim_chain(work.path, "greet")[-1]["state"] == "waiting"
     publish(work, {"greet.txt": "hello\n"})  # the same work lands on main by another commit
     main = _main(work)
     run = run_desk(work, "builder", tmp_path)
@@ -101,7 +111,7 @@ def test_a_waiting_brief_whose_work_lands_by_another_route_is_closed_and_done(wo
     review = assay("review", "show", "greet", "--forge", work.url, "--json").json()
     assert isinstance(review, dict) and review["state"] == "closed"
     assert reason in assay("review", "show", "greet", "--forge", work.url, env={"COLUMNS": "400"}).out
-    checks = [e["data"] for e in entries(work.path, "greet") if (e.get("data") or {}).get("done_when") == "checked"]
+    checks = [r for r in runs_of_rows() if r["done_when"] == "checked"]
     assert len(checks) == 2 and checks[-1]["main"] == main and checks[-1]["passed"] is True
     assert checks[-1]["rows"][0]["command"] == "grep -q hello greet.txt"
     assert invariants(work.path, "greet") == []

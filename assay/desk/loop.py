@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assay.core import custody, recordtype, signals
 from assay.core.briefs import Brief
@@ -259,21 +259,31 @@ class Desk:
         self.echo(f"{self.spec.name}: {brief_id} {reason} -> done; its review closed")
         return True
 
-    def _done_when_notes(self, brief_id: str, epoch: int) -> list[dict[str, object]]:
-        """The `done_when` checks journaled while this claim (`epoch`) waited, oldest first."""
-        entries = read_log(self.git, brief_id).entries
-        return [e.data for e in entries if e.kind == "note" and e.epoch == epoch and e.data
-                and e.data.get("done_when") == custody.DONE_WHEN_CHECKED]
+    def _done_when_checks(self, brief_id: str, epoch: int) -> list[dict[str, Any]]:
+        """What this claim (`epoch`) journaled of its `done_when:` rows, oldest first: the check its desk made
+        before the agent (the `done_when` step's result) and those made while it waited (`note_done_when`),
+        each as {main, passed, …}."""
+        out: list[dict[str, Any]] = []
+        for e in read_log(self.git, brief_id).entries:
+            data = e.data or {}
+            if e.epoch != epoch:
+                continue
+            if e.kind == "note" and data.get("done_when") == custody.DONE_WHEN_CHECKED:
+                out.append(dict(data))
+            elif e.kind == "result" and e.step == "done_when" and e.status == "completed" \
+                    and isinstance(data.get("output"), dict):
+                out.append(dict(data["output"]))
+        return out
 
     def _last_done_when(self, brief_id: str, epoch: int) -> tuple[str, bool] | None:
-        """The main this brief's `done_when:` rows last ran on while it waited, and whether they passed."""
-        notes = self._done_when_notes(brief_id, epoch)
-        return (str(notes[-1].get("main", "")), bool(notes[-1].get("passed"))) if notes else None
+        """The main this brief's `done_when:` rows last ran on under this claim, and whether they passed."""
+        checks = self._done_when_checks(brief_id, epoch)
+        return (str(checks[-1].get("main", "")), bool(checks[-1].get("passed"))) if checks else None
 
-    def _verdict_of(self, brief_id: str, epoch: int) -> dict[str, object]:
+    def _verdict_of(self, brief_id: str, epoch: int) -> dict[str, Any]:
         """The evidence of the last `done_when` check journaled for this claim."""
-        notes = self._done_when_notes(brief_id, epoch)
-        return dict(notes[-1]) if notes else {}
+        checks = self._done_when_checks(brief_id, epoch)
+        return checks[-1] if checks else {}
 
     def _steered_while_waiting(self, brief_id: str, claim: Claim) -> bool:
         """Once per waiting claim tip (so a desk that starts looks at each of its own): steering that no run took
@@ -304,6 +314,7 @@ class Desk:
             try:
                 brief = snapshot.briefs.get(brief_id)
                 if r.state == "waiting" and brief is not None and brief.done_when \
+                        and self._done_when_at.get(brief_id) != (snapshot.main, False) \
                         and self._landed_meanwhile(snapshot, brief_id, r, self.reviews.peek(brief_id), report):
                     progressed = True
                     continue

@@ -196,7 +196,8 @@ class BriefWork:
             self.session.journal.add("note", sync=False, data={"done_when": "row", "main": main, **row})
         self.session.flush()
         return {"main": main, "passed": verdict["passed"], "summary": verdict["summary"],
-                "rows": [{k: r[k] for k in ("row", "exit_code", "expect_exit", "passed")} for r in verdict["rows"]]}
+                "rows": [{k: r[k] for k in ("row", "command", "exit_code", "expect_exit", "passed", "duration_ms")}
+                         for r in verdict["rows"]]}
 
     def _parked_by_agent(self) -> str:
         """The condition the agent parked its own claim on during its run (`assay wait`), or ""."""
