@@ -3,13 +3,18 @@ a waiting brief whose work lands on main by another route is closed and settled 
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Forge, assay, audit_failures, git
+from tests.fakegithub import FakeGitHub
 from tests.helpers.desks import brief, publish, run_desk
+from tests.helpers.github import DESK as GITHUB_DESK
+from tests.helpers.github import NAME, OWNER, github_repo
 from tests.journal_check import claim_chain, entries, invariants
 
 
@@ -150,3 +155,32 @@ def test_a_desk_killed_in_the_check_and_its_successor_decide_the_same(work: Forg
                 if e["kind"] == "claim" and (e.get("data") or {}).get("done_when")]
     assert len(releases) == 1 and releases[0]["data"]["done_when"]["main"] == main
     assert invariants(work.path, "greet") == []
+
+
+def test_on_github_a_pull_request_whose_work_landed_on_main_is_closed_and_its_brief_done(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    text = _with_done_when(brief("Gh", ["write gh.txt hi"], "test -f gh.txt"), "test -f gh.txt")
+    publish(forge, {"desks/builder.yaml": GITHUB_DESK, "briefs/gh.md": text})
+    url = github_repo(fake_github, forge.seed)
+    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
+    first = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert first.code == 0 and "review ready" in first.out, first.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    assert pull.state == "open" and not pull.draft
+    (forge.seed / "gh.txt").write_text("hi\n")  # the work lands on main by another route
+    git("add", "-A", cwd=forge.seed)
+    git("commit", "-q", "-m", "gh by hand", cwd=forge.seed)
+    pushed = subprocess.run(["git", "push", "-q", url, "HEAD:refs/heads/main"], cwd=forge.seed,
+                            env={**os.environ, **fake_github.git_env()}, capture_output=True, text=True)
+    assert pushed.returncode == 0, pushed.stderr
+    main = git("rev-parse", "HEAD", cwd=forge.seed).strip()
+    again = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    reason = f"already on main at {main[:10]} (done_when passed)"
+    assert again.code == 0 and reason in again.out, again.out + again.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    assert pull.state == "closed"
+    claims = assay("claims", "--json", env=env).json()
+    assert isinstance(claims, dict)
+    [claim] = claims["claims"]
+    assert claim["state"] == "done" and claim["reason"] == reason
