@@ -184,3 +184,24 @@ def test_on_github_a_pull_request_whose_work_landed_on_main_is_closed_and_its_br
     assert isinstance(claims, dict)
     [claim] = claims["claims"]
     assert claim["state"] == "done" and claim["reason"] == reason
+
+
+def test_a_desk_killed_after_closing_the_review_settles_it_done_not_blocked(work: Forge, tmp_path: Path) -> None:
+    text = _with_done_when(brief("Greet", ["write greet.txt hello"], "grep -q hello greet.txt"),
+                           "grep -q hello greet.txt")
+    publish(work, {"briefs/greet.md": text})
+    assert run_desk(work, "builder", tmp_path).code == 0
+    publish(work, {"greet.txt": "hello\n"})
+    main = _main(work)
+    killed = run_desk(work, "builder", tmp_path, ASSAY_CRASH_AT="release.before-push")
+    assert killed.code != 0
+    review = assay("review", "show", "greet", "--forge", work.url, "--json").json()
+    assert isinstance(review, dict) and review["state"] == "closed"
+    assert claim_chain(work.path, "greet")[-1]["state"] == "waiting"
+    again = run_desk(work, "builder", tmp_path)
+    assert again.code == 0, again.err
+    chain = claim_chain(work.path, "greet")
+    assert chain[-1]["state"] == "done" and chain[-1]["reason"] == f"already on main at {main[:10]} (done_when passed)"
+    checks = [e for e in entries(work.path, "greet") if (e.get("data") or {}).get("done_when") == "checked"]
+    assert len(checks) == 1  # not run again: the journaled check decided
+    assert invariants(work.path, "greet") == []

@@ -251,7 +251,11 @@ class Desk:
             return False
         reason = custody.done_on_main_reason(checked[0])
         if review.record.state in ("draft", "ready"):
-            self.reviews.close(brief_id, self.spec.name, reason)
+            try:
+                self.reviews.close(brief_id, self.spec.name, reason)
+            except IllegalReviewChange as exc:  # merged meanwhile: settled as merged; closed: settled so below
+                if exc.state != "closed":
+                    return False
         custody.release_on_main(self.claims, brief_id, self.spec.name, r.epoch,
                                 self._verdict_of(brief_id, r.epoch), run=self._run)
         self._done_when_at.pop(brief_id, None)

@@ -169,7 +169,11 @@ class BriefWork:
         reason = custody.done_on_main_reason(checked)
         review = self.reviews.peek(self.brief.id)
         if review is not None and review.record.state in ("draft", "ready"):
-            self.reviews.close(self.brief.id, self.spec.name, reason)
+            try:
+                self.reviews.close(self.brief.id, self.spec.name, reason)
+            except IllegalReviewChange as exc:  # merged or closed meanwhile: the work is on main all the same
+                if exc.state not in ("merged", "closed"):
+                    raise
         self.session.end_run(sync=False)
         custody.release_on_main_in_run(self.session.journal, verdict)
         self.echo(f"{self.spec.name}: {self.brief.id} {reason} -> done; no agent ran")
