@@ -191,6 +191,14 @@ def _entry_detail(e: dict[str, Any]) -> str:
         return f"{data.get('name')} = {data.get('value')}"
     if e["kind"] == "intent":
         return f"key {e.get('key')}"
+    if e["kind"] == "claim" and isinstance(data.get("done_when"), dict):  # settled by its `done_when:` rows
+        return f"done: {data.get('reason')}"
+    if e["kind"] == "note" and data.get("done_when") in ("row", "checked"):
+        at = str(data.get("main", ""))[:10]
+        if data["done_when"] == "checked":
+            return f"done_when on main at {at}: " + ("passed" if data.get("passed") else str(data.get("summary")))
+        return (f"done_when {data.get('row')} on main at {at}: exit {data.get('exit_code')} "
+                f"(expects {data.get('expect_exit')}) in {data.get('duration_ms', 0)}ms")
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
 

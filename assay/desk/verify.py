@@ -51,6 +51,19 @@ def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: P
     return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
 
 
+def on_main(git: ForgeGit, brief: Brief, main: str, checkout: Path, timeout_s: int,
+            env: dict[str, str]) -> dict[str, Any]:
+    """Run the brief's `done_when:` rows on a clean checkout of main's commit `main`: whether the work is there
+    already. The verdict holds each row's evidence (as a verify row's), so the step's result is the evidence."""
+    clean = git.worktree(checkout, main)
+    clean.git("checkout", "-q", "--force", "--detach", main)
+    clean.git("clean", "-q", "-ffdx")
+    rows = [run_row(row, checkout, timeout_s, env) for row in brief.done_when]
+    failures = [f"{r['row']} exited {r['exit_code']}, expected {r['expect_exit']}" for r in rows if not r["passed"]]
+    return {"main": main, "passed": bool(rows) and not failures, "rows": rows,
+            "summary": "; ".join(failures) or "all done_when rows passed"}
+
+
 def verify_here(brief_file: Path, cwd: Path,
                 timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S) -> tuple[Brief, list[dict[str, Any]]]:
     """Run the rows of `brief_file` (the base branch's copy, which the change cannot edit) in `cwd`, as CI does

@@ -163,6 +163,8 @@ def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
                      f'<span class="{"fail" if v["failed"] else "muted"}">{v["failed"]} failed</span></p>')
     if c["review"]:
         lines.append(f'<p>review <a href="{esc(c["review"]["link"])}">{esc(c["review"]["state"])}</a></p>')
+    if c["state"] == "done" and str(c["reason"]).endswith("(done_when passed)"):  # settled with no agent run
+        lines.append(f"<p>done: {esc(c['reason'])}</p>")
     if c["queued_behind"]:
         lines.append(f'<p>queued behind {esc(", ".join(c["queued_behind"]))} (their files overlap)</p>')
     if c["unknown"]:
