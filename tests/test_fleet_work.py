@@ -21,5 +21,6 @@ def test_a_fleet_never_works_overlapping_briefs_at_once_nor_breaks_main(tmp_path
     assert sum(1 for s in outcome.states.values() if s == "done") >= 12, outcome.states
     # the group of four on one file all landed, one after another
     assert all(outcome.states[f"grp0-{i}"] == "done" for i in range(4)), outcome.states
+    assert outcome.done_without_agent == ["done0"] and outcome.done_with_agent == [], view  # its work was on main
     # of the pair red together, one landed and the other waits for a person, never on main
     assert sorted(outcome.states[b] for b in ("strict0", "lenient0")) == ["blocked", "done"], outcome.states
