@@ -467,6 +467,25 @@ def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
         views.render_warnings(problems)
 
 
+@brief.command("show")
+@click.argument("brief_id", metavar="BRIEF")
+@pass_ports
+@json_option
+def brief_show(brief_id: str, ports: Ports, as_json: bool) -> None:
+    """Show one brief on main: its state (ready, queued behind briefs whose files overlap, waiting on dependencies,
+    or its claim's), its footprint, its verify and done_when rows, and its claim."""
+    from assay import views
+    from assay.core.records import validate_brief_id
+    from assay.desk.queue import read_snapshot
+    from assay.errors import BriefNotFound
+
+    snapshot = read_snapshot(ports.claims)
+    if validate_brief_id(brief_id) not in snapshot.briefs:
+        raise BriefNotFound(brief_id, f"the forge's main ({snapshot.main[:10]})")
+    view = views.brief_view(snapshot, brief_id)
+    views.print_json(view) if as_json else views.render_brief(view)
+
+
 @brief.command("new")
 @click.argument("brief_id", metavar="ID")
 @click.option("--title", required=True, help="One line saying what the brief is for.")

@@ -244,6 +244,41 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def brief_view(board: Any, brief_id: str) -> dict[str, Any]:
+    """One brief on main in full: its listing row, its rows, the footprint its claim holds, and its claim."""
+    row = next(r for r in brief_rows(board) if r["brief"] == brief_id)
+    brief = board.briefs[brief_id]
+    claim = board.claims.get(brief_id)
+    held = board.footprints.get(brief_id)
+    return {**row, "body": brief.body,
+            "verify": [{"id": v.id, "run": v.run} for v in brief.verify],
+            "done_when": [{"id": v.id, "run": v.run} for v in brief.done_when],
+            "footprint": ({"touches": list(held.touches), "source": held.source, "epoch": held.epoch}
+                          if held else None),
+            "claim": ({"state": claim.record.state, "desk": claim.record.desk, "epoch": claim.record.epoch,
+                       "reason": claim.record.reason} if claim else None)}
+
+
+def render_brief(v: dict[str, Any]) -> None:
+    console = _console()
+    console.print(_bold(f"{v['brief']}: {v['title']}"))
+    console.print(f"state: {v['state']}" + (f" (desk {v['desk']}, epoch {v['epoch']})" if v["claim"] else "")
+                  + f" · priority {v['priority']}")
+    if v.get("behind"):
+        said = "; ".join(f"{other} ({globs})" for other, globs in v["behind"].items())
+        console.print(_styled(f"queued behind {said}: their footprints overlap", "yellow"))
+    if v["claim"] and v["claim"]["reason"]:
+        console.print(f"reason: {v['claim']['reason']}")
+    touches = ", ".join(v["touches"]) or "not declared"
+    console.print(f"touches: {touches}")
+    if v["footprint"]:
+        f = v["footprint"]
+        console.print(f"footprint held: {', '.join(f['touches'])} ({f['source']}, epoch {f['epoch']})")
+    for name in ("verify", "done_when"):
+        for r in v[name]:
+            console.print(f"{name} {r['id']}: {r['run']}")
+
+
 def filtered(rows: Sequence[dict[str, Any]], states: Sequence[str], desk: str | None,
              limit: int | None) -> list[dict[str, Any]]:
     """The rows in one of `states` (`needs` matches every "needs …"), of `desk`, at most `limit`."""
