@@ -25,7 +25,12 @@ from tests.helpers.desks import DESK, desk_env, publish, run_desk
     ("src/", "src/x", True),
     ("docs/**", "docs/guide/intro.md", True),
     ("**/*.md", "docs/guide/intro.md", True),
-    ("**/*.md", "src/app.py", False),
+    ("**/*.md", "src/app.py", True),  # src/app.py could be a folder: a glob covers everything beneath it
+    ("docs/**/*.md", "src/app.py", False),
+    (".github", ".github/workflows/verify.yml", True),
+    ("v1.2", "v1.2/x", True),
+    ("src/api*", "src/api/x.py", True),
+    ("docs/*", "docs/api/index.md", True),
     ("src/api/**", "src/web/**", False),
     ("src/a*.py", "src/*b.py", True),  # ab.py matches both
     ("src/a*.py", "src/b*.py", False),
@@ -41,8 +46,12 @@ def test_two_globs_overlap_when_some_path_is_covered_by_both(a: str, b: str, ove
 def test_a_footprint_learned_from_a_diff_names_its_files_exactly() -> None:
     assert learned(["src/app.py", "docs/[draft].md", "src/app.py"]) == ("docs/[[]draft].md", "src/app.py")
     assert globs_overlap("docs/[[]draft].md", "docs/[draft].md") and not globs_overlap("docs/[[]draft].md", "docs/d.md")
+    assert learned(["a[b"]) == ("a[[]b",) and globs_overlap("a[[]b", "a[b")  # an unclosed '[' is a plain name
+    assert learned(["dir/back\\slash.txt"]) == ("dir",)  # no glob holds a backslash: its folder stands for it
+    assert learned(["top\\level.txt"]) == ("**",)  # nor a folder: everything, never a footprint cut short
     many = learned([f"gen/{i}/f.txt" for i in range(600)])
     assert len(many) <= 500 and globs_overlap(many[0], "gen/0/f.txt")
+    assert learned([f"f{i}.txt" for i in range(600)]) == ("**",)
 
 
 def test_bad_touches_are_lint_problems_with_their_lines() -> None:
@@ -89,6 +98,31 @@ def test_a_claim_is_refused_while_an_overlapping_brief_is_live_and_taken_once_it
     assert "Footprint (declared): src/app.py" in message  # the decision, on the claim chain
     kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/footprints:footprints.json"))
     assert set(kept["briefs"]) == {"two", "far"}  # one's entry, no longer live, was dropped by the claim that met it
+
+
+def test_a_released_brief_keeps_its_learned_footprint_and_a_takeover_is_never_queued(forge: Forge,
+                                                                                       claims: Claims) -> None:
+    """A footprint learned from a diff outlives its brief's release or expiry (the brief is taken again later): a
+    brief claimed meanwhile prunes it not, and the first, claimed again, is queued behind that one. Two briefs live
+    at once (a footprint learned late) never keep a desk from taking over its own orphaned claim."""
+    forge.add_brief("x", "---\ntitle: X\n---\nB.\n")
+    forge.add_brief("b", "---\ntitle: B\ntouches: [src/]\n---\nB.\n")
+    claims.claim("x", "d1")
+    assert claims.learn_footprint("x", "d1", 1, ["src/app.py"])
+    claims.release("x", "d1", epoch=1)
+    claims.claim("b", "d2")
+    kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/footprints:footprints.json"))
+    assert kept["briefs"]["x"]["touches"] == ["src/app.py"] and "b" in kept["briefs"]
+    with pytest.raises(Queued) as info:
+        claims.claim("x", "d1")
+    assert info.value.behind == ["b"]
+    claims.release("b", "d2", epoch=1)
+    claims.claim("x", "d1")  # taken again, under its learned footprint
+    forge.add_brief("c", "---\ntitle: C\ntouches: [src/app.py]\n---\nB.\n")
+    with pytest.raises(Queued):
+        claims.claim("c", "d3")
+    taken = claims.claim("x", "d1", singleton=True)  # its own claim, taken over: never queued
+    assert taken.record.epoch == 3
 
 
 def test_six_briefs_writing_one_file_run_one_at_a_time_and_the_fleet_works_on(forge: Forge, tmp_path: Path) -> None:

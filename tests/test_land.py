@@ -13,6 +13,7 @@ from pathlib import Path
 
 from assay.core import custody, signals
 from assay.core.claims import Claims
+from assay.core.journal import append_as_person
 from tests.conftest import Forge, assay, git
 from tests.helpers.desks import DESK, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries
@@ -77,6 +78,29 @@ def test_a_review_that_no_longer_merges_is_woken_once_and_never_merged(forge: Fo
     again = signals.new_round(claims, "two", ident, "again", "", "lander")
     assert not again.woken and "already done" in again.did[-1], again.did
     assert len([e for e in entries(forge.path, "two") if e["kind"] == "wake"]) == 1
+    # and `assay land` meets the same head conflicting with the same main after that round: a person's turn
+    blocked = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert blocked.code == 0 and "two: blocked" in blocked.out and "conflicts with main" in blocked.out, blocked.out
+    assert claim_chain(forge.path, "two")[-1]["state"] == "blocked"
+
+
+def test_a_lander_that_died_between_its_note_and_the_round_starts_the_round_again(forge: Forge, claims: Claims,
+                                                                                  tmp_path: Path) -> None:
+    """The failing verdict is journaled, the wake never pushed (the lander died between the two): the next pass
+    starts the round (never blocks the brief as though a round had run)."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/one.md": scripted("One", ["shared.txt from-one"], "test -f shared.txt"),
+                    "briefs/two.md": scripted("Two", ["shared.txt from-two"], "test -f shared.txt")})
+    for _ in range(2):
+        assert run_desk(forge, "builder", tmp_path).code == 0
+    assert assay("review", "merge", "one", "--forge", forge.url, env=desk_env(tmp_path)).code == 0
+    main = git("--git-dir", str(forge.path), "rev-parse", "main").strip()
+    head = git("--git-dir", str(forge.path), "rev-parse", "refs/heads/assay/two").strip()
+    append_as_person(claims, "two", "note", {"land": {"main": main, "head": head, "commit": "", "passed": False,
+                                                      "conflict": True, "rows": []}}, "lander")
+    landed = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert landed.code == 0 and "two: woken" in landed.out, landed.out + landed.err
+    assert [e["kind"] for e in entries(forge.path, "two")].count("wake") == 1
 
 
 def test_a_second_lander_waits_for_the_first_and_nothing_to_land_takes_no_claim(forge: Forge, claims: Claims,

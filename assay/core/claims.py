@@ -20,6 +20,7 @@ from assay.core.lives import BOOT_PREFIX, Life, life_state, this_life
 from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
+    LIVE_STATES,
     MAIN_REF,
     STATES,
     ClaimRecord,
@@ -395,14 +396,22 @@ class Claims:
         assert self.view is not None or not trust_view
         tips = self.view.tips if trust_view and self.view else \
             (self.git.ls_remote(*(claim_ref(o) for o in near)) if near else {})
-        live = {other: self._live_at(claim_ref(other), tips.get(claim_ref(other))) for other in near}
-        behind = {other: footprints.described(pairs) for other, pairs in near.items() if live[other]}
+        states = {other: self._state_at(claim_ref(other), tips.get(claim_ref(other))) for other in near}
+        # a takeover keeps what its brief holds: two briefs live at once (one's footprint learned late, or `touches:`
+        # changed on main) must not leave an orphaned claim unrecoverable until its lease ends
+        behind = {} if action == "takeover" else \
+            {other: footprints.described(pairs) for other, pairs in near.items() if states[other] in _HOLDING}
         if behind:
             if trust_view:
                 raise chain.Moved([FOOTPRINTS_REF])  # the synced view may be older than their release: look again
             raise Queued(brief, behind)
         source = "declared" if declared else own.source if own else "declared"
-        kept = {other: known for other, known in entries.items() if other not in near or live[other]}
+        # entries of finished briefs (done, abandoned, or retired: no claim ref) go; a released or expired brief keeps
+        # its footprint for when it is taken again
+        gone = {other for other in near if states[other] in (None, "done", "abandoned")}
+        if trust_view and self.view is not None:  # listed with the footprints' tip, in the same advertisement
+            gone |= {other for other in entries if other != brief and claim_ref(other) not in self.view.tips}
+        kept = {other: known for other, known in entries.items() if other not in gone}
         kept[brief] = footprints.Footprint(tuple(touches), source, record.epoch)
         said = ", ".join(touches[:8]) + (f" and {len(touches) - 8} more" if len(touches) > 8 else "")
         update = self.prepare(current, record, action, footnote=f"Footprint ({source}): {said}; apart from every "
@@ -444,22 +453,26 @@ class Claims:
             update = self.footprint_update(brief, desk, epoch, paths, refs.get(FOOTPRINTS_REF))
             if update is None:
                 return False
-            fence(self.load(claim_ref(brief), claimed).record if claimed else None, brief, desk, epoch)
-            chain.push(self.git, [update], "footprint")
+            current = self.load(claim_ref(brief), claimed) if claimed else None
+            fence(current.record if current else None, brief, desk, epoch)
+            assert current is not None
+            _record, renewal = self.transition_update(current, "renew", desk=desk, epoch=epoch)  # fenced in the push
+            chain.push(self.git, [update, renewal], "footprint")
             if self.view is not None:
                 self.view.footprints = update.new
             return True
 
         return chain.retrying(attempt, f"keeping the footprint of {brief!r}")
 
-    def _live_at(self, ref: str, sha: str | None) -> bool:
-        """Whether the claim at `sha` is live; junk there counts as live (a person looks at it: `assay claims`)."""
+    def _state_at(self, ref: str, sha: str | None) -> str | None:
+        """The state of the claim at `sha` (None for no claim; `invalid` for junk, which holds its footprint until a
+        person looks at it: `assay claims`)."""
         if not sha:
-            return False
+            return None
         try:
-            return self.load(ref, sha).record.live
+            return self.load(ref, sha).record.state
         except RecordInvalid:
-            return True
+            return "invalid"
 
     def renew(self, brief: str, desk: str, epoch: int | None = None, lease_s: int | None = None,
               progress: str = "") -> Claim:
@@ -578,6 +591,7 @@ class Claims:
         return utc_now_iso(self.clock())
 
 
+_HOLDING = frozenset({*LIVE_STATES, "invalid"})  # claim states whose briefs' footprints keep others queued
 DECODED = "claims-decoded.v1.json"  # in the forge's cache: claim commit id -> its record, as _remember lists it
 _TYPES = (str, str, int, str, str, int, str, str, str)  # the types _remember lists, `wait` apart
 

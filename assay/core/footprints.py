@@ -7,8 +7,8 @@ of desks racing to take briefs whose footprints overlap, one push wins and the o
 there and leave their brief queued behind it. A footprint blocks while its brief's claim is live (held, waiting
 on review, or blocked); entries of briefs no longer live are dropped by the next claim that meets them.
 
-A glob that names a folder (`src/`, or `src`: a plain last part with no dot) covers everything beneath it; `**` is
-any number of folders. Overlap errs towards "yes": two globs overlap unless no path can match both.
+A glob covers what it matches and everything beneath (a name may be a folder: `src` is `src/**`); `**` is any
+number of folders. Overlap errs towards "yes": two globs overlap unless no path can match both.
 """
 
 from __future__ import annotations
@@ -60,24 +60,31 @@ def glob_problem(glob: str) -> str:
     parts = glob.rstrip("/").split("/")
     if any(p in ("", ".", "..") for p in parts):
         return f"{glob!r} has an empty, '.' or '..' folder"
-    for part in parts:
-        depth = 0
-        for ch in part:
-            depth += ch == "["
-            depth -= ch == "]" and depth > 0
-        if depth:
-            return f"{glob!r} opens a '[' it never closes"
+    if any(_unclosed(part) for part in parts):
+        return f"{glob!r} opens a '[' it never closes"
     return ""
 
 
+def _unclosed(part: str) -> bool:
+    """Whether a '[' in one folder's pattern opens a class no ']' closes (read as fnmatch reads it: a ']' right
+    after '[' or '[!' belongs to the class)."""
+    i = 0
+    while i < len(part):
+        if part[i] == "[":
+            j = i + 1 + (part[i + 1:i + 2] == "!")
+            j += part[j:j + 1] == "]"
+            end = part.find("]", j)
+            if end < 0:
+                return True
+            i = end
+        i += 1
+    return False
+
+
 def _segments(glob: str) -> tuple[str, ...]:
-    """A glob as segments; one that names a folder (ends in `/`, or its last part is a plain name with no dot)
-    covers everything beneath it."""
-    glob = glob.strip()
-    parts = tuple(glob.rstrip("/").split("/"))
-    last = parts[-1]
-    folder = glob.endswith("/") or not (_MAGIC & set(last) or "." in last)
-    return (*parts, "**") if folder and last != "**" else parts
+    """A glob as segments, covering what it matches and everything beneath (a name may be a folder)."""
+    parts = tuple(glob.strip().rstrip("/").split("/"))
+    return parts if parts[-1] == "**" else (*parts, "**")
 
 
 def _segment_overlap(p: str, q: str) -> bool:
@@ -129,11 +136,17 @@ def overlap(a: Iterable[str], b: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def learned(paths: Sequence[str]) -> tuple[str, ...]:
-    """A footprint from the files a round changed: the files, or their folders when there are very many."""
-    found = sorted({p for p in paths if p and not glob_problem(p)})
+    """A footprint from the files a round changed: each file as a literal glob; a name no glob can hold (a
+    backslash, say) as its folder, or everything; folders instead of files when there are very many, and
+    everything (`**`) rather than a footprint cut short."""
+    found: set[str] = set()
+    for path in filter(None, paths):
+        while path and (glob_problem(_literal(path)) or "\ufffd" in path):
+            path = path.rsplit("/", 1)[0] if "/" in path else ""
+        found.add(_literal(path) if path else "**")
     while len(found) > MAX_LEARNED and any("/" in p for p in found):
-        found = sorted({p.rsplit("/", 1)[0] if "/" in p else p for p in found})
-    return tuple(_literal(p) for p in found[:MAX_LEARNED])
+        found = {p.rsplit("/", 1)[0] if "/" in p else p for p in found}
+    return ("**",) if len(found) > MAX_LEARNED or "**" in found else tuple(sorted(found))
 
 
 def _literal(path: str) -> str:

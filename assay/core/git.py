@@ -624,6 +624,12 @@ class ForgeGit:
         out = self._git(*args, *(["--numstat"] if numstat else []), base, head, "--")
         return out.stdout.decode("utf-8", "replace")
 
+    def changed_paths(self, base: str, head: str) -> list[str]:
+        """Every path that differs between two commits in the cache (a rename as both its paths); a name that is no
+        UTF-8 keeps U+FFFD where its bytes were."""
+        out = self._git("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", base, head, "--")
+        return [p for p in out.stdout.decode("utf-8", "replace").split("\0") if p]
+
     def read_tree(self, spec: str) -> list[TreeEntry] | None:
         """The entries of a tree (`sha` or `sha:path`); None if absent, NotATree if it is another object."""
         obj = self.read_typed([spec])[0]

@@ -368,7 +368,11 @@ class Journal:
         transition rides along) in the same atomic push: an append is a heartbeat and a fencing check."""
         if not self.pending:
             return
-        chain.retrying(lambda n: self._flush_once(n, action, args), f"appending to the journal of {self.brief!r}")
+        try:
+            chain.retrying(lambda n: self._flush_once(n, action, args), f"appending to the journal of {self.brief!r}")
+        except BaseException:
+            self.riders = []  # a rider goes with the push it was added for, or not at all
+            raise
 
     def transition(self, action: str, kind: str, data: dict[str, Any], **args: Any) -> Claim:
         """The claim transition `action` (wait, block, release…) and its entry, with everything pending, in

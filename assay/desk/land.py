@@ -132,23 +132,23 @@ class _Lander:
             try:
                 merge = self.reviews.prepare_merge(brief.id, self.by)
             except MergeConflict:
-                return self._round(brief, "", "", "its branch no longer merges cleanly into main: merge main into "
-                                   "it (or rebase onto it) and resolve the conflicts, then verify again", "")
+                return self._conflict(brief)
             except (IllegalReviewChange, NoReview) as exc:
                 return Landed(brief.id, "skipped", exc.message)
             except chain.Moved:
                 continue
-            judged = self._judged(brief.id, merge)
+            epoch = self._epoch(brief.id)
+            judged = self._judged(brief.id, epoch, merge.main, merge.head)
             if judged is not None:  # this very head on this very main failed before, and its round changed nothing
-                return self._block(brief, merge, judged)
+                return self._block(brief, merge.main, merge.head, judged)
             rows = self._verify(brief, merge)
             failed = [r for r in rows if not r["passed"]]
             if failed:
                 said = "\n\n".join(f"{r['brief']}/{r['row']} exited {r['exit_code']} (expected {r['expect_exit']}):"
                                    f"\n{r['tail']}" for r in failed)
                 summary = "; ".join(f"{r['brief']}/{r['row']} exited {r['exit_code']}" for r in failed)
-                return self._round(brief, merge.main, merge.head, f"the verify rows fail on its merge into main at "
-                                   f"{merge.main[:10]}: {summary}", said, rows)
+                return self._round(brief, epoch, merge.main, merge.head, f"the verify rows fail on its merge into "
+                                   f"main at {merge.main[:10]}: {summary}", said, rows)
             assert self.claim is not None
             record, renewal = self.claims.transition_update(self.claim, "renew", desk=self.by,
                                                             epoch=self.claim.record.epoch)
@@ -163,22 +163,47 @@ class _Lander:
                           rows)
         return Landed(brief.id, "skipped", f"main kept moving under it ({TRIES} tries); land it again")
 
-    def _judged(self, brief: str, merge: PreparedMerge) -> dict[str, Any] | None:
-        """The land note of an earlier pass that verified this head on this main and failed, if any."""
-        for e in reversed(read_log(self.claims.git, brief).entries):
+    def _conflict(self, brief: Brief) -> Landed:
+        """Its branch no longer merges into main: journaled like a failed verification, then a round, or a block
+        when the same head conflicts with the same main after its round."""
+        refs = self.reviews.git.ls_remote("refs/heads/main", f"refs/heads/assay/{brief.id}")
+        main, head = refs.get("refs/heads/main", ""), refs.get(f"refs/heads/assay/{brief.id}", "")
+        epoch = self._epoch(brief.id)
+        judged = self._judged(brief.id, epoch, main, head)
+        if judged is not None:
+            return self._block(brief, main, head, judged)
+        self._note(brief.id, {"main": main, "head": head, "commit": "", "passed": False, "conflict": True,
+                              "rows": []})
+        return self._round(brief, epoch, main, head, "its branch no longer merges cleanly into main: merge main into "
+                           "it (or rebase onto it) and resolve the conflicts, then verify again", "")
+
+    def _epoch(self, brief: str) -> int:
+        current = self.claims.read(brief)
+        return current.record.epoch if current else 0
+
+    def _judged(self, brief: str, epoch: int, main: str, head: str) -> dict[str, Any] | None:
+        """The land note of an earlier pass that found this head failing on this main under this claim epoch, and
+        the round it started: a second look at the same tips after that round is for a person. A note without its
+        round (the lander died between the two) is not: the round is started again."""
+        entries = read_log(self.claims.git, brief).entries
+        if f"land:{epoch}:{main}:{head}" not in signals.consumed(entries):
+            return None
+        for e in reversed(entries):
             land = (e.data or {}).get("land") if e.kind == "note" else None
-            if isinstance(land, dict) and land.get("main") == merge.main and land.get("head") == merge.head:
+            if isinstance(land, dict) and land.get("main") == main and land.get("head") == head:
                 return land if land.get("passed") is False else None
         return None
 
-    def _block(self, brief: Brief, merge: PreparedMerge, judged: dict[str, Any]) -> Landed:
+    def _block(self, brief: Brief, main: str, head: str, judged: dict[str, Any]) -> Landed:
         """A head that failed on this main before, offered again unchanged after its round: a person's turn."""
         failed = ", ".join(f"{r.get('brief')}/{r.get('row')}" for r in judged.get("rows", []) if not r.get("passed"))
-        reason = (f"its head {merge.head[:10]} fails {failed} on its merge into main at {merge.main[:10]}, again after "
-                  "a new round: a person decides (change the brief, or close the review)")
+        what = "conflicts with" if judged.get("conflict") else f"fails {failed} on its merge into"
+        reason = (f"its head {head[:10]} {what} main at {main[:10]}, again after a new round: a person decides "
+                  "(change the brief, or close the review)")
         current = self.claims.read(brief.id)
         if current is None or current.record.state != "waiting":
             return Landed(brief.id, "skipped", reason)
+        self._refresh()  # a lander that lost its claim blocks nothing
         try:
             custody.block(self.claims, brief.id, current.record.desk, current.record.epoch, reason, by=self.by)
         except Conflict as exc:
@@ -206,23 +231,24 @@ class _Lander:
             started = time.monotonic()
             result = run_row(row, self.checkout, row.timeout_s, env)
             evidence.append({"brief": owner, **result, "duration_ms": int((time.monotonic() - started) * 1000)})
-        append_as_person(self.claims, brief.id, "note", {"land": {
-            "main": merge.main, "head": merge.head, "commit": merge.commit,
-            "passed": all(r["passed"] for r in evidence),
-            "rows": [{k: r[k] for k in ("brief", "row", "command", "exit_code", "passed", "duration_ms", "tail")}
-                     for r in evidence]}}, self.by)
+        self._note(brief.id, {"main": merge.main, "head": merge.head, "commit": merge.commit,
+                              "passed": all(r["passed"] for r in evidence),
+                              "rows": [{k: r[k] for k in ("brief", "row", "command", "exit_code", "passed",
+                                                          "duration_ms", "tail")} for r in evidence]})
         return evidence
+
+    def _note(self, brief: str, land: dict[str, Any]) -> None:
+        self._refresh()  # a lander that lost its claim journals nothing
+        append_as_person(self.claims, brief, "note", {"land": land}, self.by)
 
     def _renew(self, seconds: int) -> None:
         assert self.claim is not None
         self.claim = self.claims.renew(LANDING, self.by, epoch=self.claim.record.epoch,
                                        lease_s=min(BASE_LEASE_S + seconds, 7 * 24 * 3600))
 
-    def _round(self, brief: Brief, main: str, head: str, reason: str, said: str,
+    def _round(self, brief: Brief, epoch: int, main: str, head: str, reason: str, said: str,
                rows: list[dict[str, Any]] | None = None) -> Landed:
-        if not main:  # a conflict: named by the tips it was found between
-            refs = self.reviews.git.ls_remote("refs/heads/main", f"refs/heads/assay/{brief.id}")
-            main, head = refs.get("refs/heads/main", ""), refs.get(f"refs/heads/assay/{brief.id}", "")
-        settled = signals.new_round(self.claims, brief.id, f"land:{main}:{head}", reason, said, self.by)
+        self._refresh()  # a lander that lost its claim wakes nothing
+        settled = signals.new_round(self.claims, brief.id, f"land:{epoch}:{main}:{head}", reason, said, self.by)
         done = settled.did[-1] if settled.did else ""
         return Landed(brief.id, "woken" if settled.woken else "skipped", f"{reason} ({done})", "", rows or [])

@@ -460,7 +460,7 @@ class BriefWork:
             return None
 
     def _changed(self, base: str, head: str) -> list[str]:
-        return [line.split("\t")[-1] for line in self.git.diff(base, head, numstat=True).splitlines() if line]
+        return self.git.changed_paths(base, head)
 
     def _learn_footprint(self, main: str, head: str) -> None:
         """A brief that declares no `touches:` gets its footprint from what its first round changed (said, not

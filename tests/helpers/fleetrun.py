@@ -53,6 +53,11 @@ class Spec:
     kind: str = "solo"
     twin: str = ""  # a duplicate's other half
 
+    @property
+    def files(self) -> set[str]:
+        """What its agent writes: briefs that write one file overlap, whatever their `touches:` say."""
+        return {path for _, path, _ in self.writes}
+
 
 def specs(total: int) -> list[Spec]:
     """`total` briefs: a third in groups of four on shared files, pairs that break main together, duplicates,
@@ -62,8 +67,10 @@ def specs(total: int) -> list[Spec]:
     for g in range(groups):
         for i in range(4):
             line = f"grp{g}-line{i}"
-            out.append(Spec(f"grp{g}-{i}", (("append", f"shared{g}.txt", line),), f"grep -q {line} shared{g}.txt",
-                            (f"shared{g}.txt",), kind="group"))
+            # declared as the folder, a glob in it, or the file itself: the footprints meet only as globs
+            touches = (f"shared{g}/", f"shared{g}/*.txt", f"shared{g}/log.txt", f"shared{g}")[(g + i) % 4]
+            out.append(Spec(f"grp{g}-{i}", (("append", f"shared{g}/log.txt", line),),
+                            f"grep -q {line} shared{g}/log.txt", (touches,), kind="group"))
     pairs = max(1, total // 15)
     for k in range(pairs):
         out.append(Spec(f"strict{k}", (("write", f"cfg{k}.txt", "mode=strict"),), f"grep -q strict cfg{k}.txt",
@@ -219,7 +226,7 @@ class Fleet:
         spans = {s.id: list(live_spans(self.forge, s.id)) for s in self.specs}
         for a in self.specs:
             for b in self.specs:
-                if a.id < b.id and set(a.touches) & set(b.touches) and meet(spans[a.id], spans[b.id]):
+                if a.id < b.id and a.files & b.files and meet(spans[a.id], spans[b.id]):
                     out.overlapping_in_flight.append((a.id, b.id))
         out.breaking_merges = breaking_commits(self.forge, {s.id: s.verify for s in self.specs}, self.root / "check",
                                                self.base)
