@@ -168,9 +168,11 @@ class _Lander:
 
     def _round(self, brief: Brief, main: str, head: str, reason: str, said: str,
                rows: list[dict[str, Any]] | None = None) -> Landed:
-        if not main:  # a conflict: named by the tips it was found between
+        extra = {}
+        if not main:  # a conflict: named by the tips it was found between; main is merged into its branch next round
             refs = self.reviews.git.ls_remote("refs/heads/main", f"refs/heads/assay/{brief.id}")
             main, head = refs.get("refs/heads/main", ""), refs.get(f"refs/heads/assay/{brief.id}", "")
-        settled = signals.new_round(self.claims, brief.id, f"land:{main}:{head}", reason, said, self.by)
+            extra = {"main": main}
+        settled = signals.new_round(self.claims, brief.id, f"land:{main}:{head}", reason, said, self.by, extra)
         done = settled.did[-1] if settled.did else ""
         return Landed(brief.id, "woken" if settled.woken else "skipped", f"{reason} ({done})", "", rows or [])
