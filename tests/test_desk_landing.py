@@ -5,6 +5,7 @@ Real desks, real git; the forge read with plain git."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import Forge, assay, audit_failures, git
 from tests.helpers.desks import DESK, desk_env, publish, run_desk
@@ -27,7 +28,7 @@ def review_state(forge: Forge, brief: str) -> str:
     return str(json.loads(text)["state"])
 
 
-def wakes(forge: Forge, brief: str) -> list[dict[str, object]]:
+def wakes(forge: Forge, brief: str) -> list[dict[str, Any]]:
     return [e for e in entries(forge.path, brief) if e["kind"] == "wake"]
 
 
@@ -89,8 +90,14 @@ def test_a_review_inside_another_ready_one_is_released_and_done_once_that_one_is
              and e["kind"] == "note"]
     assert len(notes) == 1 and notes[0]["by"] == "a-first" and notes[0]["verdict"] == "superseded"
     assert not [e for e in entries(forge.path, "b-copy") if (e.get("data") or {}).get("review") == "ready"]
-    shown = assay("brief", "show", "b-copy", "--forge", forge.url)
-    assert "superseded by a-first" in shown.out, shown.out + shown.err
+    shown = assay("review", "show", "b-copy", "--forge", forge.url)
+    assert shown.code == 0 and "not marked ready: superseded by a-first" in shown.out, shown.out + shown.err
+    site = tmp_path / "site"
+    built = assay("board", "build", "-o", str(site), "--forge", forge.url,
+                  env={"ASSAY_CACHE_DIR": str(tmp_path / "bc")})
+    assert built.code == 0, built.err
+    page = (site / "briefs" / "b-copy.html").read_text()
+    assert "superseded by a-first" in page and "not marked ready" in page
     assert assay("review", "merge", "a-first", "--forge", forge.url).code == 0
     main = main_sha(forge)
     for _ in range(2):
@@ -99,6 +106,8 @@ def test_a_review_inside_another_ready_one_is_released_and_done_once_that_one_is
     assert chain[-1]["state"] == "done", chain[-1]
     assert f"already on main at {main[:10]}" in str(chain[-1]["reason"])
     assert review_state(forge, "b-copy") == "closed"
+    shown = assay("review", "show", "b-copy", "--forge", forge.url)
+    assert f"not marked ready: already on main at {main[:10]}" in shown.out, shown.out
     assert invariants(forge.path, "b-copy") == [] and audit_failures(forge.url, "b-copy") == {}
 
 

@@ -14,14 +14,14 @@ Two questions, each answered with plain three-way merges (`git merge-tree`) in t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, Signature
-from assay.core.records import MAIN_REF
+from assay.core.records import MAIN_REF, JournalEntry
 from assay.errors import AssayError
 
 _BRIEF_TRAILER = re.compile(r"^Assay-Brief: (\S+)$", re.M)
@@ -76,6 +76,25 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
         if ours is not None and ours == theirs:
             return {"verdict": SUPERSEDED, "main": main, "by": other.brief, "head": tip}
     return {"verdict": READY, "main": main}
+
+
+def superseded_note(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:
+    """The evidence of the newest round whose review was not marked ready because it was superseded (its `note`),
+    if no round began since: None otherwise."""
+    for e in reversed(entries):
+        data = e.data or {}
+        if e.kind == "note" and isinstance(data.get("superseded"), dict):
+            return dict(data["superseded"])
+        if e.kind == "note" and data.get("redo"):
+            return None
+    return None
+
+
+def superseded_text(evidence: Mapping[str, Any]) -> str:
+    """The board's words for it: "already on main at <sha>" or "superseded by <brief>"."""
+    if evidence.get("verdict") == ON_MAIN:
+        return f"already on main at {str(evidence.get('main', ''))[:10]}"
+    return f"superseded by {evidence.get('by', '?')}"
 
 
 def stale_reason(main: str, by_brief: str, files: list[str]) -> str:
