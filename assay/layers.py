@@ -35,7 +35,7 @@ LAYERS = (
           "the agent process, its step server and client, verify rows, the queue, `assay step run`, events, landing"),
     Layer("observers", ("observe",), "the sweep, the board and the audit: read the whole forge"),
     Layer("verbs", ("core.steps", "core.custody", "core.retire", "core.signals", "core.landing"),
-          "durable steps; claim changes between runs; retiring; forge signals, once; reviews against main"),
+          "durable steps; claim changes between runs; retiring; forge signals, once"),
     Layer("journal", ("core.journal", "core.config"), "the journal's one writer; forge resolution and `Ports`"),
     Layer("writers", ("core.claims", "core.forge"), "the claim state machine; the review ports (plain, GitHub)"),
     Layer("specs", ("core.deskspec", "core.retired", "core.scan"),

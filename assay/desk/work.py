@@ -205,16 +205,21 @@ class BriefWork:
         evidence = {k: verdict[k] for k in ("verdict", "main", "by") if verdict.get(k)}
         if verdict.get("head"):
             evidence["by_head"] = verdict["head"]
-        review = self.reviews.peek(self.brief.id)
-        if review is not None and review.state in ("draft", "ready"):
-            session.step("close", lambda key: self.reviews.close(self.brief.id, "assay", reason).state,
-                         input={"head": head, "main": main}, policy="idempotent")
+        session.step("close", lambda key: self._close_review(reason), input={"head": head, "main": main},
+                     policy="idempotent")  # run again after a crash: closing a closed review changes nothing
         session.journal.add("note", sync=False, data={"superseded": {**evidence, "head": head, "reason": reason}})
         session.end_run(sync=False)
         session.journal.transition("release", "claim", {"action": "release", "outcome": outcome, "reason": reason,
                                                         "superseded": evidence}, outcome=outcome, reason=reason)
         self.echo(f"{self.spec.name}: {self.brief.id} not marked ready: {reason}; {outcome}")
         return outcome
+
+    def _close_review(self, reason: str) -> str:
+        """Close the review of a brief not marked ready (none yet, or merged by a person meanwhile: left as it is)."""
+        review = self.reviews.peek(self.brief.id)
+        if review is None or review.state not in ("draft", "ready", "closed"):
+            return review.state if review is not None else "none"
+        return self.reviews.close(self.brief.id, "assay", reason).state
 
     def _parked_by_agent(self) -> str:
         """The condition the agent parked its own claim on during its run (`assay wait`), or ""."""
