@@ -21,7 +21,7 @@ from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, Signature
-from assay.core.records import MAIN_REF, JournalEntry
+from assay.core.records import MAIN_REF, JournalEntry, ReviewRecord
 from assay.errors import AssayError
 
 _BRIEF_TRAILER = re.compile(r"^Assay-Brief: (\S+)$", re.M)
@@ -36,8 +36,8 @@ def merged_brief(git: ForgeGit, commit: str) -> str:
     return found[-1] if found else ""
 
 
-def _branch_ref(review: Review) -> str:
-    return f"refs/heads/{review.record.branch}"
+def _branch_ref(review: Review | ReviewRecord) -> str:
+    return f"refs/heads/{review.branch if isinstance(review, ReviewRecord) else review.record.branch}"
 
 
 def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head: str) -> dict[str, Any]:
@@ -103,26 +103,30 @@ def stale_reason(main: str, by_brief: str, files: list[str]) -> str:
             f"{', '.join(files) or 'the conflicts'}")
 
 
-def wake_stale(claims: Claims, reviews: Reviews, waiting: Iterable[str], by: str) -> list[signals.Settled]:
+def wake_stale(claims: Claims, reviews: Reviews, waiting: Iterable[str], by: str,
+               known: Mapping[str, ReviewRecord] | None = None) -> list[signals.Settled]:
     """Wake, for a new round, each brief of `waiting` (briefs whose claims wait on their reviews) whose review is
-    ready and whose branch no longer merges cleanly into main's tip: once per (brief, main). Returns the wakes
-    made (briefs already woken for this main, or merging cleanly, are left out)."""
+    ready and whose branch no longer merges cleanly into main's tip: once per (brief, main). `known`: the reviews
+    as the caller read them already (a sweep's), else they are read. Returns the wakes made (briefs already woken
+    for this main, or merging cleanly, are left out)."""
     briefs = sorted(set(waiting))
     if not briefs:
         return []
     git = claims.git
-    ready = {b: r for b, r in reviews.peek_many(briefs).items() if r.state == READY and r.record.head}
+    records = {b: known[b] for b in briefs if b in known} if known is not None else \
+        {b: r.record for b, r in reviews.peek_many(briefs).items()}
+    ready = {b: r for b, r in records.items() if r.state == READY and r.head}
     if not ready:
         return []
     found = git.ls_remote(MAIN_REF, *sorted({_branch_ref(r) for r in ready.values()}))
     main = found.get(MAIN_REF, "")
     if not main:
         return []
-    git.ensure_objects({MAIN_REF: main, **{_branch_ref(r): r.record.head for r in ready.values()}})
+    git.ensure_objects({MAIN_REF: main, **{_branch_ref(r): r.head for r in ready.values()}})
     out: list[signals.Settled] = []
     source: str | None = None
     for brief, review in sorted(ready.items()):
-        head = review.record.head
+        head = review.head
         if found.get(_branch_ref(review)) != head or git.is_ancestor(head, main):
             continue  # its branch moved on (a round under way), or it is on main already (merged)
         tree, files = git.merge_conflicts(main, head)

@@ -409,7 +409,7 @@ def _wake_stale(claims: Claims, reviews: Reviews, state: ForgeState, by: str) ->
     waiting = [b for b, c in state.claims.items() if c.record.state == "waiting"
                and str((c.record.wait or {}).get("on", "")) in ("review", "merge")]
     try:
-        woken = landing.wake_stale(claims, reviews, waiting, by)
+        woken = landing.wake_stale(claims, reviews, waiting, by, {b: r for b, (r, _) in state.reviews.items()})
     except AssayError as exc:  # housekeeping: a failure is a finding, never a failed sweep
         return [Finding("stale", "", f"ready reviews not checked against main: {exc.message}", "stale:failed",
                         "failed")]
