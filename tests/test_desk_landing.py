@@ -135,3 +135,27 @@ def test_six_briefs_on_one_file_three_desks_no_conflicting_review_stays_ready_af
     left = [n for n in names if n != first and claim_chain(forge.path, n)[-1]["state"] == "waiting"
             and review_state(forge, n) == "ready"]
     assert left == []
+
+
+def test_a_ready_review_whose_rows_fail_on_the_new_main_is_woken_once(forge: Forge, tmp_path: Path) -> None:
+    """`strict` makes config.txt strict; `lenient` passes only while config.txt is not strict. Both are ready; once
+    `strict` is merged, a desk pass runs `lenient`'s rows on its clean merge into the new main, once, and wakes it."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/a-strict.md": scripted("Strict", ["config.txt mode=strict"], "grep -q strict config.txt"),
+                    "briefs/b-lenient.md": scripted("Lenient", ["app.txt needs=lenient"],
+                                                    "grep -q lenient app.txt && ! grep -qs strict config.txt")})
+    for _ in range(2):
+        assert run_desk(forge, "builder", tmp_path).code == 0
+    assert assay("review", "merge", "a-strict", "--forge", forge.url).code == 0
+    main = main_sha(forge)
+    passes = [run_desk(forge, "builder", tmp_path) for _ in range(2)]
+    assert all(p.code in (0, 5) for p in passes), [p.err for p in passes]
+    woken = wakes(forge, "b-lenient")
+    assert len(woken) == 1 and woken[0]["data"]["signals"] == [f"main:{main}"], woken
+    reason = woken[0]["data"]["round"]["reason"]
+    assert "(merge of a-strict)" in reason and "b-lenient/check exited 1" in reason, reason
+    checked = [e["data"] for e in entries(forge.path, "b-lenient") if "main_verify" in (e.get("data") or {})]
+    assert [c["main_verify"]["main"] for c in checked] == [main]  # the rows ran once on this main
+    land = [e["data"]["land"] for e in entries(forge.path, "b-lenient") if "land" in (e.get("data") or {})]
+    assert len(land) == 1 and land[0]["passed"] is False and land[0]["main"] == main
+    assert claim_chain(forge.path, "b-lenient")[-1]["state"] != "waiting"  # worked again, not left ready

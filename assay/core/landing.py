@@ -14,7 +14,7 @@ Two questions, each answered with plain three-way merges (`git merge-tree`) in t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from assay.core import signals
@@ -103,12 +103,18 @@ def stale_reason(main: str, by_brief: str, files: list[str]) -> str:
             f"{', '.join(files) or 'the conflicts'}")
 
 
+RowsOnMain = Callable[[str, str, str, str], "tuple[str, str] | None"]
+
+
 def wake_stale(claims: Claims, reviews: Reviews, waiting: Iterable[str], by: str,
-               known: Mapping[str, ReviewRecord] | None = None) -> list[signals.Settled]:
+               known: Mapping[str, ReviewRecord] | None = None,
+               rows: RowsOnMain | None = None) -> list[signals.Settled]:
     """Wake, for a new round, each brief of `waiting` (briefs whose claims wait on their reviews) whose review is
     ready and whose branch no longer merges cleanly into main's tip: once per (brief, main). `known`: the reviews
     as the caller read them already (a sweep's), else they are read. Returns the wakes made (briefs already woken
-    for this main, or merging cleanly, are left out)."""
+    for this main, or merging cleanly, are left out). `rows(brief, main, head, tree)`, for a branch that merges
+    cleanly (into `tree`): the reason and details to wake it with when its verify rows fail on that merge, else
+    None (it decides once per (brief, main) itself)."""
     briefs = sorted(set(waiting))
     if not briefs:
         return []
@@ -129,14 +135,21 @@ def wake_stale(claims: Claims, reviews: Reviews, waiting: Iterable[str], by: str
         head = review.head
         if found.get(_branch_ref(review)) != head or git.is_ancestor(head, main):
             continue  # its branch moved on (a round under way), or it is on main already (merged)
+        if git.is_ancestor(main, head):
+            continue  # main has not moved under it: its own verify ran on this very merge
         tree, files = git.merge_conflicts(main, head)
-        if tree is not None:
-            continue
         if source is None:
             source = merged_brief(git, main)
-        reason = stale_reason(main, source, files)
-        said = ("Main was merged into the branch in your worktree and these files hold conflict markers: "
-                f"{', '.join(files)}. Resolve them so that both this brief's change and main's hold.")
+        if tree is not None:
+            failed = rows(brief, main, head, tree) if rows is not None else None
+            if failed is None:
+                continue
+            merge = f" (merge of {source})" if source else ""
+            reason, said = f"main moved to {main[:10]}{merge}; {failed[0]}", failed[1]
+        else:
+            reason = stale_reason(main, source, files)
+            said = ("Main was merged into the branch in your worktree and these files hold conflict markers: "
+                    f"{', '.join(files)}. Resolve them so that both this brief's change and main's hold.")
         settled = signals.new_round(claims, brief, f"main:{main}", reason, said, by,
                                     {"main": main, "files": files})
         if settled.woken:

@@ -28,6 +28,7 @@ from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
 from assay.core.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
+from assay.desk.land import rows_on_main
 from assay.desk.queue import Snapshot, read_snapshot
 from assay.desk.work import BriefWork
 from assay.errors import (
@@ -229,7 +230,9 @@ class Desk:
         waiting = [b for b, c in snapshot.claims.items() if c.record.state == "waiting"
                    and str((c.record.wait or {}).get("on", "")) in ("review", "merge")]
         try:
-            woken = landing.wake_stale(self.claims, self.reviews, waiting, self.spec.name)
+            woken = landing.wake_stale(self.claims, self.reviews, waiting, self.spec.name,
+                                       rows=lambda b, main, head, tree: self._rows_on_main(snapshot, b, main, head,
+                                                                                           tree))
         except AssayError as exc:  # the next main, or the sweep, looks again
             self.echo(f"{self.spec.name}: ready reviews not checked against main: {exc.message}")
             return False
@@ -237,6 +240,13 @@ class Desk:
         for w in woken:
             self.echo(f"{self.spec.name}: {w.brief}: {w.did[-1] if w.did else 'woken'}")
         return bool(woken)
+
+    def _rows_on_main(self, snapshot: Snapshot, brief_id: str, main: str, head: str,
+                      tree: str) -> tuple[str, str] | None:
+        brief = snapshot.briefs.get(brief_id)
+        if brief is None or not brief.verify:
+            return None
+        return rows_on_main(self.claims, brief, main, head, tree, self.state_dir, self.spec.name)
 
     def _steered_while_waiting(self, brief_id: str, claim: Claim) -> bool:
         """Once per waiting claim tip (so a desk that starts looks at each of its own): steering that no run took
