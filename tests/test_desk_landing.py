@@ -4,6 +4,8 @@ Real desks, real git; the forge read with plain git."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,9 @@ def test_a_ready_review_left_conflicting_by_a_merge_is_woken_once_and_merges_aft
     assert first.code == 0 and ran.code == 0, first.err + ran.err
     assert "main at " + main[:10] + " merged into the worktree (conflicts in shared.txt)" in first.out, first.out
     assert len(wakes(forge, "two")) == 1  # exactly once, however many looks
+    chain = claim_chain(forge.path, "two")
+    woke = [(a["state"], b["state"]) for a, b in zip(chain, chain[1:], strict=False)].count(("waiting", "held"))
+    assert woke == 1, [c["state"] for c in chain]
     assert [claim_chain(forge.path, b)[-1]["state"] for b in ("one", "two")] == ["done", "waiting"]
     assert review_state(forge, "two") == "ready"
     branch = git("--git-dir", str(forge.path), "rev-parse", "refs/heads/assay/two").strip()
@@ -126,8 +131,10 @@ def test_six_briefs_on_one_file_three_desks_no_conflicting_review_stays_ready_af
     first = ready[0]
     assert assay("review", "merge", first, "--forge", forge.url).code == 0
     main = main_sha(forge)
-    for _ in range(2):
-        assert assay("sweep", "--forge", forge.url).code == 0
+    racing = [subprocess.Popen([sys.executable, "-m", "assay", "sweep", "--forge", forge.url],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in racing] == [0, 0], [p.communicate() for p in racing]
+    assert assay("sweep", "--forge", forge.url).code == 0  # and a later one
     for n in ready[1:]:
         woken = wakes(forge, n)
         assert len(woken) == 1 and woken[0]["data"]["signals"] == [f"main:{main}"], (n, woken)
