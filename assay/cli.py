@@ -222,14 +222,37 @@ def retire(briefs: tuple[str, ...], older_than: str, dry_run: bool, ports: Ports
 
 
 @cli.command("verify")
-@click.argument("brief_file", metavar="BRIEF_FILE", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("brief_file", metavar="[BRIEF_FILE]", required=False,
+                type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--group", "base", metavar="BASE", help="Check a merge group instead: the rows of every brief whose "
+              "commits are in BASE..HEAD (by their Assay-Brief trailers), each from BASE's copy of its brief.")
 @json_option
-def verify_cmd(brief_file: Path, as_json: bool) -> None:
+def verify_cmd(brief_file: Path | None, base: str | None, as_json: bool) -> None:
     """Run BRIEF_FILE's verify rows in this directory (as CI does on a pull request, with the base branch's
-    copy of the brief); exit 1 if a row fails. Adds a summary to $GITHUB_STEP_SUMMARY when it is set."""
+    copy of the brief), or with --group those of a merge queue's group; exit 1 if a row fails. Adds a summary to
+    $GITHUB_STEP_SUMMARY when it is set."""
     from assay import views
-    from assay.desk.verify import verify_here
+    from assay.desk.verify import verify_group, verify_here
+    from assay.errors import UsageError
 
+    if (brief_file is None) == (base is None):
+        raise UsageError("give a brief file, or --group BASE (not both)",
+                         hint="assay verify briefs/fix-login.md, or in a merge group: assay verify --group BASE_SHA")
+    if base is not None:
+        found = [{"brief": b, "passed": bool(rows) and all(r["passed"] for r in rows), "rows": rows,
+                  **({} if rows else {"note": f"{base[:10]} has no briefs/{b}.md with rows to run"})}
+                 for b, rows in verify_group(base, Path.cwd())]
+        failed = [v for v in found if v["rows"] and not v["passed"]]
+        if as_json:
+            views.print_json({"group": base, "briefs": found, "passed": not failed})
+        for v in found if not as_json else []:
+            views.render_verify(v) if v["rows"] else click.echo(f"{v['brief']}: {v['note']}")
+        for v in found:
+            views.append_step_summary(os.environ.get("GITHUB_STEP_SUMMARY"), views.verify_markdown(v))
+        if not found and not as_json:
+            click.echo(f"no Assay-Brief commits in {base[:10]}..HEAD: nothing to verify")
+        sys.exit(1 if failed else 0)
+    assert brief_file is not None
     brief, rows = verify_here(brief_file, Path.cwd())
     view = {"brief": brief.id, "passed": all(r["passed"] for r in rows), "rows": rows}
     views.print_json(view) if as_json else views.render_verify(view)
@@ -442,6 +465,25 @@ def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
     else:
         views.render_briefs(rows)
         views.render_warnings(problems)
+
+
+@brief.command("show")
+@click.argument("brief_id", metavar="BRIEF")
+@pass_ports
+@json_option
+def brief_show(brief_id: str, ports: Ports, as_json: bool) -> None:
+    """Show one brief on main: its state (ready, queued behind briefs whose files overlap, waiting on dependencies,
+    or its claim's), its footprint, its verify and done_when rows, and its claim."""
+    from assay import views
+    from assay.core.records import validate_brief_id
+    from assay.desk.queue import read_snapshot
+    from assay.errors import BriefNotFound
+
+    snapshot = read_snapshot(ports.claims)
+    if validate_brief_id(brief_id) not in snapshot.briefs:
+        raise BriefNotFound(brief_id, f"the forge's main ({snapshot.main[:10]})")
+    view = views.brief_view(snapshot, brief_id)
+    views.print_json(view) if as_json else views.render_brief(view)
 
 
 @brief.command("new")

@@ -13,6 +13,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "board serve": ("assay board serve -d site --port 8000",),
     "brief": ("assay brief new fix-login --title 'Fix the login redirect'", "assay brief lint"),
     "brief lint": ("assay brief lint", "assay brief lint path/to/briefs"),
+    "brief show": ("assay brief show fix-login", "assay brief show fix-login --json | jq .behind"),
     "brief new": ("assay brief new fix-login --title 'Fix the login redirect' --priority 1",),
     "briefs": ("assay briefs", "assay briefs --state ready --limit 20", "assay briefs --json | jq '.briefs[].brief'"),
     "claim": ("assay claim take fix-login --desk builder", "assay claim history fix-login"),

@@ -73,7 +73,8 @@ _FROM = re.compile(rf"(?:(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<sha>[0-9a
 _INSTALL_LINE = "          ASSAY_PACKAGE: ${{ inputs.assay-package }}\n"  # in each job of each shipped workflow
 CALLER_ON = {
     "sweep": '  schedule:\n    - cron: "*/15 * * * *"\n  workflow_dispatch:\n',
-    "verify": "  pull_request:\n    types: [opened, synchronize, reopened, ready_for_review]\n",
+    "verify": ("  pull_request:\n    types: [opened, synchronize, reopened, ready_for_review]\n"
+               "  merge_group:\n    types: [checks_requested]\n"),
     "board": '  schedule:\n    - cron: "7,37 * * * *"\n  workflow_dispatch:\n',
     "desk": ('  push:\n    branches: [main]\n    paths: ["briefs/**", "desks/**"]\n'
              "  pull_request_review:\n    types: [submitted]\n"

@@ -191,6 +191,14 @@ def _entry_detail(e: dict[str, Any]) -> str:
         return f"{data.get('name')} = {data.get('value')}"
     if e["kind"] == "intent":
         return f"key {e.get('key')}"
+    if e["kind"] == "claim" and isinstance(data.get("done_when"), dict):  # settled by its `done_when:` rows
+        return f"done: {data.get('reason')}"
+    if e["kind"] == "note" and data.get("done_when") in ("row", "checked"):
+        at = str(data.get("main", ""))[:10]
+        if data["done_when"] == "checked":
+            return f"done_when on main at {at}: " + ("passed" if data.get("passed") else str(data.get("summary")))
+        return (f"done_when {data.get('row')} on main at {at}: exit {data.get('exit_code')} "
+                f"(expects {data.get('expect_exit')}) in {data.get('duration_ms', 0)}ms")
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
 
@@ -234,6 +242,41 @@ def brief_rows(board: Any) -> list[dict[str, Any]]:
             row["invalid"] = {"ref": junk.ref, "problem": junk.problem}
         rows.append(row)
     return rows
+
+
+def brief_view(board: Any, brief_id: str) -> dict[str, Any]:
+    """One brief on main in full: its listing row, its rows, the footprint its claim holds, and its claim."""
+    row = next(r for r in brief_rows(board) if r["brief"] == brief_id)
+    brief = board.briefs[brief_id]
+    claim = board.claims.get(brief_id)
+    held = board.footprints.get(brief_id)
+    return {**row, "body": brief.body,
+            "verify": [{"id": v.id, "run": v.run} for v in brief.verify],
+            "done_when": [{"id": v.id, "run": v.run} for v in brief.done_when],
+            "footprint": ({"touches": list(held.touches), "source": held.source, "epoch": held.epoch}
+                          if held else None),
+            "claim": ({"state": claim.record.state, "desk": claim.record.desk, "epoch": claim.record.epoch,
+                       "reason": claim.record.reason} if claim else None)}
+
+
+def render_brief(v: dict[str, Any]) -> None:
+    console = _console()
+    console.print(_bold(f"{v['brief']}: {v['title']}"))
+    console.print(f"state: {v['state']}" + (f" (desk {v['desk']}, epoch {v['epoch']})" if v["claim"] else "")
+                  + f" · priority {v['priority']}")
+    if v.get("behind"):
+        said = "; ".join(f"{other} ({globs})" for other, globs in v["behind"].items())
+        console.print(_styled(f"queued behind {said}: their footprints overlap", "yellow"))
+    if v["claim"] and v["claim"]["reason"]:
+        console.print(f"reason: {v['claim']['reason']}")
+    touches = ", ".join(v["touches"]) or "not declared"
+    console.print(f"touches: {touches}")
+    if v["footprint"]:
+        f = v["footprint"]
+        console.print(f"footprint held: {', '.join(f['touches'])} ({f['source']}, epoch {f['epoch']})")
+    for name in ("verify", "done_when"):
+        for r in v[name]:
+            console.print(f"{name} {r['id']}: {r['run']}")
 
 
 def filtered(rows: Sequence[dict[str, Any]], states: Sequence[str], desk: str | None,

@@ -97,6 +97,8 @@ def test_a_review_inside_another_ready_one_is_released_and_done_once_that_one_is
     assert not [e for e in entries(forge.path, "b-copy") if (e.get("data") or {}).get("review") == "ready"]
     shown = assay("review", "show", "b-copy", "--forge", forge.url)
     assert shown.code == 0 and "not marked ready: superseded by a-first" in shown.out, shown.out + shown.err
+    brief_shown = assay("brief", "show", "b-copy", "--forge", forge.url)
+    assert brief_shown.code == 0 and "superseded by a-first" in brief_shown.out, brief_shown.out + brief_shown.err
     site = tmp_path / "site"
     built = assay("board", "build", "-o", str(site), "--forge", forge.url,
                   env={"ASSAY_CACHE_DIR": str(tmp_path / "bc")})

@@ -111,6 +111,13 @@ def test_six_briefs_writing_one_file_run_one_at_a_time_and_the_fleet_works_on(fo
     assert rows["s3"]["behind"] == {"s0": "shared.txt"}
     shown = assay("briefs", "--forge", forge.url, env=desk_env(tmp_path))
     assert "s2 queued behind s0 (shared.txt)" in shown.out, shown.out
+    one = assay("brief", "show", "s3", "--forge", forge.url, env=desk_env(tmp_path))
+    assert one.code == 0 and "queued behind s0 (shared.txt)" in one.out and "touches: shared.txt" in one.out, one.out
+    held = json.loads(assay("brief", "show", "s0", "--json", "--forge", forge.url, env=desk_env(tmp_path)).out)
+    assert held["state"] == "waiting" and held["footprint"] == {"touches": ["shared.txt"], "source": "declared",
+                                                                "epoch": 1}
+    missing = assay("brief", "show", "nosuch", "--forge", forge.url, env=desk_env(tmp_path))
+    assert missing.code == 2 and "nosuch" in missing.err and "Traceback" not in missing.err
     merged = assay("review", "merge", "s0", "--forge", forge.url, env=desk_env(tmp_path))
     assert merged.code == 0, merged.err
     for i in range(3):  # s0's desk settles the merge; the next brief of the six is taken, and only it

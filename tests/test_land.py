@@ -4,6 +4,11 @@ plain git."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 from assay.core import custody, signals
@@ -74,7 +79,47 @@ def test_a_review_that_no_longer_merges_is_woken_once_and_never_merged(forge: Fo
     assert len([e for e in entries(forge.path, "two") if e["kind"] == "wake"]) == 1
 
 
-def test_a_second_lander_waits_for_the_first(forge: Forge, claims: Claims, tmp_path: Path) -> None:
+def test_a_second_lander_waits_for_the_first_and_nothing_to_land_takes_no_claim(forge: Forge, claims: Claims,
+                                                                                  tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/one.md": scripted("One", ["one.txt 1"], "test -f one.txt")})
+    idle = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert idle.code == 0 and "no ready review" in idle.out, idle.out + idle.err
+    assert git("--git-dir", str(forge.path), "for-each-ref", "refs/assay/claims/assay.landing") == ""
+    assert run_desk(forge, "builder", tmp_path).code == 0
     claims.claim("assay.landing", "someone", require_brief=False)
     busy = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
     assert busy.code == 3 and "assay.landing" in busy.err and "someone" in busy.err and "Traceback" not in busy.err
+    assert claim_chain(forge.path, "one")[-1]["state"] == "waiting"  # untouched
+
+
+def test_a_lander_killed_mid_pass_is_taken_over_by_the_next_on_its_host(forge: Forge, tmp_path: Path) -> None:
+    """SIGKILL `assay land` while it verifies a merge (its row waits on a FIFO the first time it runs on a merge
+    commit): the landing claim stays held by a dead process. The next `assay land` here takes it over (a new epoch)
+    and lands the review; nothing was merged by the killed one."""
+    fifo, once = tmp_path / "verifying", tmp_path / "once"
+    os.mkfifo(fifo)
+    row = (f"if git rev-parse -q --verify HEAD^2 >/dev/null && [ ! -e {once} ]; then touch {once}; "
+           f"echo started > {fifo}; sleep 60; fi; test -f one.txt")
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/one.md": scripted("One", ["one.txt 1"], row)})
+    assert run_desk(forge, "builder", tmp_path).code == 0
+    before = git("--git-dir", str(forge.path), "rev-parse", "main").strip()
+    killed = subprocess.Popen([sys.executable, "-m", "assay", "land", "--forge", forge.url],
+                              env={**os.environ, **desk_env(tmp_path)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.append(fifo.read_text()), daemon=True)
+    reader.start()
+    try:
+        reader.join(timeout=120)  # the lander reached its verify row on the merge, or this fails, not hangs
+        assert said == ["started\n"], (said, killed.poll())
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.communicate(timeout=30)
+    assert git("--git-dir", str(forge.path), "rev-parse", "main").strip() == before
+    assert claim_chain(forge.path, "assay.landing")[-1]["state"] == "held"
+    landed = assay("land", "--forge", forge.url, env=desk_env(tmp_path))
+    assert landed.code == 0 and "one: landed" in landed.out, landed.out + landed.err
+    chain = claim_chain(forge.path, "assay.landing")
+    assert [c["epoch"] for c in chain if c["state"] == "held"][-1] == 2 and chain[-1]["state"] == "released"

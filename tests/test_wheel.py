@@ -202,7 +202,7 @@ def test_the_verify_workflow_runs_the_base_branchs_rows_as_written(installed: tu
     git("commit", "-q", "-m", "work", cwd=repo)
     summary = tmp_path / "summary.md"
     contexts = {"inputs.assay-package": str(wheel), "github.head_ref": "assay/ship",
-                "github.event.pull_request.base.sha": base}
+                "github.event_name": "pull_request", "github.event.pull_request.base.sha": base}
     env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
            "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary)}
     done = run_workflow_steps(REPO / ".github" / "workflows" / "verify.yml", "verify", contexts, env, cwd=repo,
@@ -210,6 +210,44 @@ def test_the_verify_workflow_runs_the_base_branchs_rows_as_written(installed: tu
     assert done[-1].returncode == (0 if passes else 1)
     assert ("passed" if passes else "**failed**") in summary.read_text()
     assert "test -f shipped.txt" in summary.read_text()  # main's row, not the branch's
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", [("lenient",), ("strict", "lenient")], ids=["alone", "together"])
+def test_the_verify_workflow_checks_a_merge_group_on_the_commit_that_lands(
+        installed: tuple[Path, Path], tmp_path: Path, group: tuple[str, ...]) -> None:
+    """verify.yml in a merge queue (`merge_group`): the rows of every brief whose commits the group holds, from the
+    base's copy of each brief, run on the group's head. `lenient` passes alone; grouped after `strict` (which
+    makes cfg.txt strict, and passes itself) its row fails on the commit that would land."""
+    wheel, venv = installed
+    repo = tmp_path / "repo"
+    git("init", "-q", "--initial-branch=main", str(repo))
+    (repo / "briefs").mkdir()
+    (repo / "briefs" / "strict.md").write_text("---\ntitle: Strict\nverify:\n  - id: strict\n"
+                                               "    run: grep -q strict cfg.txt\n---\nStrict.\n")
+    (repo / "briefs" / "lenient.md").write_text("---\ntitle: Lenient\nverify:\n  - id: lenient\n"
+                                                "    run: grep -q lenient app.txt && ! grep -qs strict cfg.txt\n"
+                                                "---\nLenient.\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "briefs", cwd=repo)
+    base = git("rev-parse", "HEAD", cwd=repo).strip()
+    for name, path, text in (("strict", "cfg.txt", "mode=strict\n"), ("lenient", "app.txt", "needs=lenient\n")):
+        if name in group:
+            (repo / path).write_text(text)
+            git("add", "-A", cwd=repo)
+            git("commit", "-q", "-m", f"{name}\n\nAssay-Brief: {name}\n", cwd=repo)
+    summary = tmp_path / "summary.md"
+    contexts = {"inputs.assay-package": str(wheel), "github.event_name": "merge_group",
+                "github.event.merge_group.base_sha": base}
+    env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary)}
+    expect = 1 if "strict" in group else 0
+    done = run_workflow_steps(REPO / ".github" / "workflows" / "verify.yml", "verify", contexts, env, cwd=repo,
+                              expect=expect)
+    assert done[-1].returncode == expect
+    said = summary.read_text()
+    assert "grep -q lenient app.txt" in said and ("grep -q strict cfg.txt" in said) == ("strict" in group), said
+    assert ("**failed**" in said) == ("strict" in group), said
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, env, touches,
-verify)."""
+verify, done_when)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from assay.core import cachefile
 from assay.core.digests import sha256_hex
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
-from assay.core.records import MAIN_REF, check_tip, validate_brief_id
+from assay.core.records import LANDING_CLAIM, MAIN_REF, check_tip, validate_brief_id
 from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import BriefIdInvalid, BriefInvalid
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "touches", "verify")
+KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "touches", "verify", "done_when")
 VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
 DEFAULT_PRIORITY = 5
 BRIEFS_DIR = "briefs"  # on main
@@ -52,6 +52,7 @@ class Brief:
     verify: tuple[VerifyRow, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get (settings, never secrets)
     touches: tuple[str, ...] = ()  # path globs the work writes (its footprint); () for undeclared
+    done_when: tuple[VerifyRow, ...] = ()  # rows that pass on main once the work is there: settled with no agent
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,9 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
     except BriefIdInvalid as exc:
         checker.problems.append(Problem(path, None, f"the file name gives {exc.message}",
                                         "rename the file to <id>.md with a valid id"))
+    if brief_id == LANDING_CLAIM:
+        checker.problems.append(Problem(path, None, f"the id {brief_id!r} is kept for `assay land`'s claim",
+                                        "rename the file"))
     if "\0" in text:  # its text becomes the agent's arguments and environment, which cannot carry one
         at = text[:text.index("\0")].count("\n") + 1
         return None, [Problem(path, at, "the brief holds a NUL character", "remove it: a brief is plain text")]
@@ -187,6 +191,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         env = _env_map(checker, fields.get("env"))
         touches = _touches(checker, fields.get("touches"))
         verify = _verify_rows(checker, fields.get("verify"))
+        done_when = _verify_rows(checker, fields.get("done_when"), "done_when")
     except _Unreadable as exc:
         checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
@@ -195,7 +200,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
     return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
                  depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env,
-                 touches=tuple(touches)), []
+                 touches=tuple(touches), done_when=tuple(done_when)), []
 
 
 def _mapping(checker: Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -371,24 +376,25 @@ def _touches(checker: Checker, node: Any) -> list[str]:
     return out
 
 
-def _verify_rows(checker: Checker, node: Any) -> list[VerifyRow]:
+def _verify_rows(checker: Checker, node: Any, key: str = "verify") -> list[VerifyRow]:
+    """The rows of `verify:` or `done_when:` (the same shape: id, run, expect_exit, timeout_s)."""
     import yaml
 
     rows: list[VerifyRow] = []
     seen: set[str] = set()
-    for item in _list(checker, node, "verify"):
+    for item in _list(checker, node, key):
         if not isinstance(item, yaml.MappingNode):
-            checker.add(item, "each verify row must be a mapping with `id:` and `run:`")
+            checker.add(item, f"each {key} row must be a mapping with `id:` and `run:`")
             continue
-        fields = _mapping(checker, item, VERIFY_KEYS, "verify row")
-        row_id = _ident(checker, fields.get("id"), "verify id")
+        fields = _mapping(checker, item, VERIFY_KEYS, f"{key} row")
+        row_id = _ident(checker, fields.get("id"), f"{key} id")
         if "id" not in fields:
-            checker.add(item, "a verify row needs `id:`")
+            checker.add(item, f"a {key} row needs `id:`")
         run = _string(checker, fields.get("run"), "run", required=True, node_for_missing=item)
         expect = _int(checker, fields.get("expect_exit"), "expect_exit", 0, 255, 0)
         timeout = _int(checker, fields.get("timeout_s"), "timeout_s", 1, 86400, DEFAULT_VERIFY_TIMEOUT_S)
         if row_id is not None and row_id in seen:
-            checker.add(fields["id"], f"verify id {row_id!r} is used twice")
+            checker.add(fields["id"], f"{key} id {row_id!r} is used twice")
         if row_id is not None:
             seen.add(row_id)
             if run is not None:
@@ -507,7 +513,7 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
     return briefs, problems + check_links(briefs)
 
 
-PARSED = "briefs-parsed.v3.json"  # in the forge's cache: blob:name -> the brief, or its problems
+PARSED = "briefs-parsed.v4.json"  # in the forge's cache: blob:name -> the brief, or its problems
 CHECKED = PARSED.replace("parsed", "checked").removesuffix(".json")  # in the forge's cache: a file a brief that
 # checked clean (named by a digest of its id and text; versioned with PARSED, as the rules are)
 
@@ -562,8 +568,10 @@ def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
     brief = None
     if raw is not None:
         rows = tuple(VerifyRow(**row) for row in raw["verify"])
+        done_when = tuple(VerifyRow(**row) for row in raw.get("done_when", ()))
         brief = Brief(**{**raw, "depends_on": tuple(raw["depends_on"]), "labels": tuple(raw["labels"]),
-                         "verify": rows, "env": tuple((str(k), str(v)) for k, v in raw.get("env", ())),
+                         "verify": rows, "done_when": done_when,
+                         "env": tuple((str(k), str(v)) for k, v in raw.get("env", ())),
                          "touches": tuple(raw.get("touches", ()))})
     return brief, [Problem(**p) for p in item.get("problems", [])]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
-from assay.core.journal import append_as_person, transition_as
+from assay.core.journal import Journal, append_as_person, transition_as
 from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
 from assay.core.retired import check_not_retired, require_known
 from assay.errors import AssayError, Conflict, ForgeRefused, IllegalTransition, RecordInvalid, UsageError
@@ -124,6 +124,46 @@ def release(claims: Claims, brief: str, desk: str, outcome: str = "released", re
     data: dict[str, Any] = {"action": "release", "outcome": outcome, "reason": reason}
     return transition_as(claims, brief, "release", "claim", data, by or desk, run, desk=desk, outcome=outcome,
                          reason=reason, epoch=epoch)
+
+
+DONE_WHEN_CHECKED = "checked"  # a `note`'s `done_when`: a waiting brief's rows were run on main (`note_done_when`)
+
+
+def done_on_main_reason(main: str) -> str:
+    """The reason a claim settled by its `done_when:` rows gives (the board and `brief show` show it as it is)."""
+    return f"already on main at {main[:10]} (done_when passed)"
+
+
+def _done_on_main(verdict: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The release entry's data for a brief whose `done_when:` rows passed on main, and the claim's reason."""
+    main = str(verdict.get("main", ""))
+    reason = done_on_main_reason(main)
+    rows = [{k: r.get(k) for k in ("row", "command", "exit_code", "expect_exit", "duration_ms")}
+            for r in verdict.get("rows", []) if isinstance(r, Mapping)]
+    return {"action": "release", "outcome": "done", "reason": reason, "done_when": {"main": main, "rows": rows}}, \
+        reason
+
+
+def release_on_main(claims: Claims, brief: str, desk: str, epoch: int, verdict: Mapping[str, Any],
+                    run: str = "") -> Claim:
+    """Settle a brief `done` because its `done_when:` rows passed on main's commit (`verdict["main"]`), between
+    runs (a brief waiting on its review whose work landed by another route): the claim and its entry in one push."""
+    data, reason = _done_on_main(verdict)
+    return transition_as(claims, brief, "release", "claim", data, desk, run, desk=desk, outcome="done",
+                         reason=reason, epoch=epoch)
+
+
+def release_on_main_in_run(journal: Journal, verdict: Mapping[str, Any]) -> Claim:
+    """The same, inside a desk's run (before its agent starts): with every entry pending, in one push."""
+    data, reason = _done_on_main(verdict)
+    return journal.transition("release", "claim", data, outcome="done", reason=reason)
+
+
+def note_done_when(claims: Claims, brief: str, verdict: Mapping[str, Any], by: str, run: str = "") -> JournalEntry:
+    """Journal that a waiting brief's `done_when:` rows ran on main's commit `verdict["main"]`, with each row's
+    evidence: the sweep of a desk runs them again only once main has moved."""
+    data = {"done_when": DONE_WHEN_CHECKED, **{k: verdict.get(k) for k in ("main", "passed", "summary", "rows")}}
+    return append_as_person(claims, brief, "note", data, by, run=run)
 
 
 def force_release(claims: Claims, brief: str, reason: str, by: str) -> Claim:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 HAPPENED, DID_NOT = "happened", "did-not"
-DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready"})  # work.py's own
+DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready",
+                        "done_when"})  # work.py's own
 TAIL_CHARS = 300  # how much of a step's recorded output the recovery summary quotes
 
 

@@ -24,6 +24,7 @@ MAIN_REF = "refs/heads/main"
 STATES = ("held", "waiting", "blocked", "released", "expired", "abandoned", "done")
 LIVE_STATES = frozenset({"held", "waiting", "blocked"})
 TOMBSTONES = frozenset({"released", "expired", "abandoned"})
+LANDING_CLAIM = "assay.landing"  # `assay land`'s claim of its own: never a brief on main (a brief id lint refuses)
 
 _BRIEF_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 

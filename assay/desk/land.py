@@ -3,11 +3,12 @@
 Two reviews that are each green alone can break main together. The lander holds a claim of its own
 (`assay.landing`: a lease, an epoch, fencing, expired by the sweep like any claim) and, for each ready review
 whose brief waits on it, most urgent first: merges its head into main's tip in the cache, runs the brief's verify
-rows, and those of the briefs landed before it in this pass, on that merge commit, journals the evidence on the
-brief, and pushes main, the review's merged record and a renewal of the landing claim in one atomic push under
-leases. Main moved meanwhile: the review is merged and verified again on the new tip. A review that no longer
-merges cleanly, or whose rows fail on the merge, is not landed: its brief is woken for a new round with the reason
-as its agent's feedback, once per (main, head). Only where reviews are refs (a plain forge); on GitHub, the
+rows, and those of every brief merged into main before it (main's rows), on that merge commit, journals the
+evidence on the brief, and pushes main, the review's merged record and a renewal of the landing claim in one
+atomic push under leases. Main moved meanwhile: the review is merged and verified again on the new tip. A review
+that no longer merges cleanly, or whose rows fail on the merge, is not landed: its brief is woken for a new round
+with the reason as its agent's feedback, once per (main, head); offered again unchanged on the same main, it is
+blocked for a person. Only where reviews are refs (a plain forge); on GitHub, the
 repository's merge queue does this.
 """
 
@@ -18,28 +19,30 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from assay.core import chain, signals
+from assay.core import chain, custody, signals
 from assay.core.briefs import Brief, VerifyRow
-from assay.core.claims import Claim, Claims
+from assay.core.claims import Claim, Claims, holder_life
 from assay.core.envs import scrubbed_env
 from assay.core.forge.base import Review, Reviews
 from assay.core.forge.plain import PlainReviews, PreparedMerge
 from assay.core.git import Signature
-from assay.core.journal import append_as_person
-from assay.core.records import JournalEntry
+from assay.core.journal import append_as_person, read_log
+from assay.core.lives import life_state
+from assay.core.records import LANDING_CLAIM, JournalEntry
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import run_row
-from assay.errors import Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
+from assay.errors import ClaimLost, Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
-LANDING = "assay.landing"  # the landing claim's id: a claim of its own, never a brief on main
+LANDING = LANDING_CLAIM
 BASE_LEASE_S = 300  # the landing claim's lease beyond the time limits of the rows it runs next
 TRIES = 5  # merges of one review tried again because main moved under it
 
 
 @dataclass
 class Landed:
-    """What `land` did with one review: `landed` (main's new commit), `woken` for a new round, or `skipped`."""
+    """What `land` did with one review: `landed` (main's new commit), `woken` for a new round, `blocked` for a
+    person (it failed on this main again, unchanged), or `skipped`."""
 
     brief: str
     outcome: str
@@ -59,10 +62,12 @@ def land(claims: Claims, reviews: Reviews, state_dir: Path, by: str, only: Seque
         raise UsageError("`assay land` merges reviews kept as refs on a plain forge",
                          hint="on GitHub, turn on the repository's merge queue: desks' reviews go through it")
     lander = _Lander(claims, reviews, state_dir, by, echo)
-    claim = claims.claim(LANDING, by, BASE_LEASE_S, require_brief=False)  # ClaimLost: someone is landing now
-    lander.claim = claim
+    if not lander.look(only):
+        return []  # nothing waits to land: no claim taken, nothing written
+    lander.claim = _take(claims, by)
     try:
-        return lander.run(only)
+        lander.look(only)  # again, under the claim: another lander may have landed some meanwhile
+        return lander.run()
     finally:
         _release(claims, by, lander.claim)
 
@@ -109,6 +114,17 @@ def rows_on_main(claims: Claims, brief: Brief, main: str, head: str, tree: str, 
     return (f"the verify rows fail on the branch merged into it: {summary}; merge main into the branch and make them "
             "pass", said)
 
+def _take(claims: Claims, by: str) -> Claim:
+    """The landing claim; taken over from a lander whose process ended on this host (killed mid-pass), else
+    ClaimLost while another lander holds it (its lease, expired by the sweep, ends a lander that died elsewhere)."""
+    try:
+        return claims.claim(LANDING, by, BASE_LEASE_S, require_brief=False)
+    except ClaimLost as lost:
+        life = holder_life(lost.holder)
+        if life is None or life_state(life) != "dead" or lost.desk != by:
+            raise
+        return claims.claim(LANDING, by, BASE_LEASE_S, singleton=True, require_brief=False)  # a takeover, by CAS
+
 
 def _release(claims: Claims, by: str, claim: Claim) -> None:
     try:
@@ -123,20 +139,29 @@ class _Lander:
         self.claims, self.reviews, self.by, self.echo = claims, reviews, by, echo
         self.checkout = state_dir / "land" / "checkout"
         self.claim: Claim | None = None
-        self.landed_rows: list[tuple[str, VerifyRow]] = []  # rows of the briefs this pass landed: they must hold
+        self.landed_rows: list[tuple[str, VerifyRow]] = []  # rows of the briefs merged into main: they must hold
+        self.order: list[str] = []
+        self.briefs: dict[str, Brief] = {}
 
-    def run(self, only: Sequence[str]) -> list[Landed]:
+    def look(self, only: Sequence[str]) -> list[str]:
+        """The ready reviews whose briefs wait on them (of `only`, if given), most urgent first."""
         snapshot = read_snapshot(self.claims)
         waiting = {b for b, c in snapshot.claims.items() if c.record.state == "waiting"}
         found = [r for r in self.reviews.list() if isinstance(r, Review)]
         ready = [r.brief for r in found if r.state == "ready" and r.brief in waiting and (not only or r.brief in only)]
         unknown = sorted(set(only) - {r.brief for r in found})
         if unknown:
-            raise UsageError(f"no review to land for {', '.join(unknown)}", hint="`assay reviews` lists them")
-        order = sorted(ready, key=lambda b: (snapshot.briefs[b].priority if b in snapshot.briefs else 9, b))
+            raise UsageError(f"no review to land for {', '.join(unknown)}", hint="`assay review list` lists them")
+        self.order = sorted(ready, key=lambda b: (snapshot.briefs[b].priority if b in snapshot.briefs else 9, b))
+        self.briefs = snapshot.briefs
+        self.landed_rows = [(r.brief, row) for r in found if r.state == "merged" and r.brief in snapshot.briefs
+                            for row in snapshot.briefs[r.brief].verify]  # main's rows: they must hold after
+        return self.order
+
+    def run(self) -> list[Landed]:
         out = []
-        for brief_id in order:
-            brief = snapshot.briefs.get(brief_id)
+        for brief_id in self.order:
+            brief = self.briefs.get(brief_id)
             if brief is None:
                 out.append(Landed(brief_id, "skipped", "its brief is not on main"))
                 continue
@@ -156,6 +181,9 @@ class _Lander:
                 return Landed(brief.id, "skipped", exc.message)
             except chain.Moved:
                 continue
+            judged = self._judged(brief.id, merge)
+            if judged is not None:  # this very head on this very main failed before, and its round changed nothing
+                return self._block(brief, merge, judged)
             rows = self._verify(brief, merge)
             failed = [r for r in rows if not r["passed"]]
             if failed:
@@ -177,6 +205,28 @@ class _Lander:
             return Landed(brief.id, "landed", f"main at {merge.commit[:10]}, verified on that commit", merge.commit,
                           rows)
         return Landed(brief.id, "skipped", f"main kept moving under it ({TRIES} tries); land it again")
+
+    def _judged(self, brief: str, merge: PreparedMerge) -> dict[str, Any] | None:
+        """The land note of an earlier pass that verified this head on this main and failed, if any."""
+        for e in reversed(read_log(self.claims.git, brief).entries):
+            land = (e.data or {}).get("land") if e.kind == "note" else None
+            if isinstance(land, dict) and land.get("main") == merge.main and land.get("head") == merge.head:
+                return land if land.get("passed") is False else None
+        return None
+
+    def _block(self, brief: Brief, merge: PreparedMerge, judged: dict[str, Any]) -> Landed:
+        """A head that failed on this main before, offered again unchanged after its round: a person's turn."""
+        failed = ", ".join(f"{r.get('brief')}/{r.get('row')}" for r in judged.get("rows", []) if not r.get("passed"))
+        reason = (f"its head {merge.head[:10]} fails {failed} on its merge into main at {merge.main[:10]}, again after "
+                  "a new round: a person decides (change the brief, or close the review)")
+        current = self.claims.read(brief.id)
+        if current is None or current.record.state != "waiting":
+            return Landed(brief.id, "skipped", reason)
+        try:
+            custody.block(self.claims, brief.id, current.record.desk, current.record.epoch, reason, by=self.by)
+        except Conflict as exc:
+            return Landed(brief.id, "skipped", f"{reason} ({exc.message})")
+        return Landed(brief.id, "blocked", reason)
 
     def _refresh(self) -> None:
         """Re-read the landing claim (Fenced if it is no longer ours)."""

@@ -14,15 +14,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assay.core import custody, landing, recordtype, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
 from assay.core.deskspec import DeskSpec
+from assay.core.envs import agent_env
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit
+from assay.core.journal import read_log
 from assay.core.lives import life_state
 from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
 from assay.core.recordtype import dataclass, field
@@ -30,6 +32,7 @@ from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
 from assay.desk.land import rows_on_main
 from assay.desk.queue import Snapshot, read_snapshot
+from assay.desk.verify import on_main
 from assay.desk.work import BriefWork
 from assay.errors import (
     AgentCannotStart,
@@ -91,6 +94,7 @@ class Desk:
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
         self._stale_main = ""  # the main whose ready reviews this process last checked
         self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
+        self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     # -- the loop -------------------------------------------------------------------------------
@@ -212,6 +216,9 @@ class Desk:
                     progressed = True
                     continue
                 looked = brief_id in reviews or not self.reviews.refs_backed
+                if self._landed_meanwhile(snapshot, brief_id, r, reviews.get(brief_id), report):
+                    progressed = True
+                    continue
                 progressed = self._settle_one(brief_id, r, report, reviews.get(brief_id), looked) or progressed
             except Conflict as exc:  # another process of this desk, or a person, settled it first
                 self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
@@ -248,6 +255,69 @@ class Desk:
             return None
         return rows_on_main(self.claims, brief, main, head, tree, self.state_dir, self.spec.name)
 
+    def _landed_meanwhile(self, snapshot: Snapshot, brief_id: str, r: ClaimRecord, review: Review | None,
+                          report: DeskReport) -> bool:
+        """A brief waiting on its open review whose `done_when:` rows pass on main (its work landed by another
+        route): its review is closed and it is settled `done`, naming main's commit. The rows run once per main
+        (each run journaled, so a desk that starts again does not run them again on the same main); a merged
+        review is left to settle as merged. A review closed after the rows passed (its desk killed before it
+        settled the claim) is settled so too, rather than blocked."""
+        brief = snapshot.briefs.get(brief_id)
+        if brief is None or not brief.done_when or str((r.wait or {}).get("on", "")) not in ("review", "merge") \
+                or review is None or review.record.state == "merged":
+            return False
+        checked = self._done_when_at.get(brief_id) or self._last_done_when(brief_id, r.epoch)
+        if review.record.state == "closed" and not (checked and checked[1]):
+            return False  # closed by a person: `_settle_one` blocks it
+        if checked is None or (not checked[1] and checked[0] != snapshot.main):  # main moved since they ran
+            checkout = self.state_dir / "verify" / self.spec.name / brief_id
+            env = agent_env(self.spec.env_allow, {}, extra={**dict(self.spec.env), **dict(brief.env)})
+            verdict = on_main(self.git, brief, snapshot.main, checkout, self.spec.verify_timeout_s, env)
+            custody.note_done_when(self.claims, brief_id, verdict, self.spec.name, self._run)
+            checked = (snapshot.main, bool(verdict["passed"]))
+        self._done_when_at[brief_id] = checked
+        if not checked[1]:
+            return False
+        reason = custody.done_on_main_reason(checked[0])
+        if review.record.state in ("draft", "ready"):
+            try:
+                self.reviews.close(brief_id, self.spec.name, reason)
+            except IllegalReviewChange as exc:  # merged meanwhile: settled as merged; closed: settled so below
+                if exc.state != "closed":
+                    return False
+        custody.release_on_main(self.claims, brief_id, self.spec.name, r.epoch,
+                                self._verdict_of(brief_id, r.epoch), run=self._run)
+        self._done_when_at.pop(brief_id, None)
+        report.outcomes[brief_id] = "done"
+        self.echo(f"{self.spec.name}: {brief_id} {reason} -> done; its review closed")
+        return True
+
+    def _done_when_checks(self, brief_id: str, epoch: int) -> list[dict[str, Any]]:
+        """What this claim (`epoch`) journaled of its `done_when:` rows, oldest first: the check its desk made
+        before the agent (the `done_when` step's result) and those made while it waited (`note_done_when`),
+        each as {main, passed, …}."""
+        out: list[dict[str, Any]] = []
+        for e in read_log(self.git, brief_id).entries:
+            data = e.data or {}
+            if e.epoch != epoch:
+                continue
+            if e.kind == "note" and data.get("done_when") == custody.DONE_WHEN_CHECKED:
+                out.append(dict(data))
+            elif e.kind == "result" and e.step == "done_when" and e.status == "completed" \
+                    and isinstance(data.get("output"), dict):
+                out.append(dict(data["output"]))
+        return out
+
+    def _last_done_when(self, brief_id: str, epoch: int) -> tuple[str, bool] | None:
+        """The main this brief's `done_when:` rows last ran on under this claim, and whether they passed."""
+        checks = self._done_when_checks(brief_id, epoch)
+        return (str(checks[-1].get("main", "")), bool(checks[-1].get("passed"))) if checks else None
+
+    def _verdict_of(self, brief_id: str, epoch: int) -> dict[str, Any]:
+        """The evidence of the last `done_when` check journaled for this claim."""
+        checks = self._done_when_checks(brief_id, epoch)
+        return checks[-1] if checks else {}
+
     def _steered_while_waiting(self, brief_id: str, claim: Claim) -> bool:
         """Once per waiting claim tip (so a desk that starts looks at each of its own): steering that no run took
         wakes the brief for a round. It finds a `steer` stopped between its entry and its wake."""
@@ -275,7 +345,16 @@ class Desk:
             if r.state not in ("waiting", "blocked") or not self._mine(r) or brief_id in self._resting():
                 continue
             try:
+                brief = snapshot.briefs.get(brief_id)
+                if r.state == "waiting" and brief is not None and brief.done_when \
+                        and self._done_when_at.get(brief_id) != (snapshot.main, False) \
+                        and self._landed_meanwhile(snapshot, brief_id, r, self.reviews.peek(brief_id), report):
+                    progressed = True
+                    continue
                 settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name)
+            except Conflict as exc:  # another process of this desk, or a person, settled it first
+                self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
+                continue
             except RecordInvalid as exc:
                 self._tell_once(f"finding: cannot settle {brief_id}: {exc.message}")
                 continue

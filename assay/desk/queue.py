@@ -52,7 +52,7 @@ def read_snapshot(claims: Claims) -> Snapshot:
     claims, one for main's briefs, one for the retired index."""
     view = claims.read_view()
     found = view.scan
-    found.fetch("main", "retired")
+    found.fetch("main", "retired", "footprints")  # one fetch: the footprints ride with main
     briefs, problems = found.briefs()
     good, bad = claims.load_tips(view.tips)
     invalid = {b.ref.removeprefix(CLAIMS_PREFIX): RecordInvalid(b.ref, b.problem) for b in [*found.junk, *bad]}

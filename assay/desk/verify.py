@@ -51,6 +51,19 @@ def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: P
     return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
 
 
+def on_main(git: ForgeGit, brief: Brief, main: str, checkout: Path, timeout_s: int,
+            env: dict[str, str]) -> dict[str, Any]:
+    """Run the brief's `done_when:` rows on a clean checkout of main's commit `main`: whether the work is there
+    already. The verdict holds each row's evidence (as a verify row's), so the step's result is the evidence."""
+    clean = git.worktree(checkout, main)
+    clean.git("checkout", "-q", "--force", "--detach", main)
+    clean.git("clean", "-q", "-ffdx")
+    rows = [run_row(row, checkout, timeout_s, env) for row in brief.done_when]
+    failures = [f"{r['row']} exited {r['exit_code']}, expected {r['expect_exit']}" for r in rows if not r["passed"]]
+    return {"main": main, "passed": bool(rows) and not failures, "rows": rows,
+            "summary": "; ".join(failures) or "all done_when rows passed"}
+
+
 def verify_here(brief_file: Path, cwd: Path,
                 timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S) -> tuple[Brief, list[dict[str, Any]]]:
     """Run the rows of `brief_file` (the base branch's copy, which the change cannot edit) in `cwd`, as CI does
@@ -62,3 +75,33 @@ def verify_here(brief_file: Path, cwd: Path,
                          hint="pass the base branch's copy, e.g. git show BASE:briefs/ID.md > brief.md") from None
     brief = parse_brief(text, str(brief_file), brief_id_from_path(brief_file))
     return brief, [run_row(row, cwd, timeout_s, scrubbed_env()) for row in brief.verify]
+
+
+def briefs_in(base: str, cwd: Path) -> list[str]:
+    """The briefs whose commits are in BASE..HEAD here (their `Assay-Brief:` trailers), in order of first commit."""
+    import subprocess
+
+    proc = subprocess.run(["git", "log", "--reverse", "--format=%(trailers:key=Assay-Brief,valueonly)",
+                           f"{base}..HEAD"], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UsageError(f"cannot read the commits {base}..HEAD here: {proc.stderr.strip().splitlines()[-1:]}",
+                         hint="run it in a checkout that holds BASE (fetch-depth: 0)")
+    return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
+def verify_group(base: str, cwd: Path,
+                 timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S) -> list[tuple[str, list[dict[str, Any]]]]:
+    """A merge group's check: the rows of every brief whose commits the group holds (BASE..HEAD), each from BASE's
+    copy of its brief (which the group cannot edit), run here on the group's head; a brief BASE lacks is said, not
+    run. Returns (brief, rows) pairs, with no rows for a brief BASE lacks."""
+    import subprocess
+
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for brief_id in briefs_in(base, cwd):
+        shown = subprocess.run(["git", "show", f"{base}:briefs/{brief_id}.md"], cwd=cwd, capture_output=True)
+        if shown.returncode != 0:
+            out.append((brief_id, []))
+            continue
+        brief = parse_brief(shown.stdout.decode("utf-8", "replace"), f"{base[:10]}:briefs/{brief_id}.md", brief_id)
+        out.append((brief_id, [run_row(row, cwd, timeout_s, scrubbed_env()) for row in brief.verify]))
+    return out

@@ -32,7 +32,7 @@ from assay.core.steps import Session
 from assay.desk import sessions
 from assay.desk.agent import AgentRun, assay_command, run_agent
 from assay.desk.effects import probe_runner
-from assay.desk.verify import verify
+from assay.desk.verify import on_main, verify
 from assay.errors import AssayError, Conflict, Fenced, IllegalReviewChange, unknown_message
 
 Echo = Callable[[str], None]
@@ -78,12 +78,15 @@ class BriefWork:
         self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
 
     def run(self, main: str) -> str:
-        """Work the brief to `waiting` (on its review) or `blocked`; returns which."""
+        """Work the brief to `waiting` (on its review) or `blocked`, or settle it `done` when its `done_when:`
+        rows pass on main before any agent runs; returns which."""
         session, brief = self.session, self.brief
         self._main = main
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
         self.reviews.hold(self._renew, self.spec.lease_s / 2)
         redo, feedback = self._round()
+        if brief.done_when and self._already_on_main(main, redo):
+            return "done"
         head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent",
                             rides=True, lazy_result=True)  # the branch moves in the push that carries the intent
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
@@ -220,6 +223,55 @@ class BriefWork:
         if review is None or review.state not in ("draft", "ready", "closed"):
             return review.state if review is not None else "none"
         return self.reviews.close(self.brief.id, "assay", reason).state
+
+    def _already_on_main(self, main: str, redo: dict[str, str]) -> bool:
+        """Run the `done_when:` rows on main (a safe step, its rows' evidence journaled); when all pass, close any
+        open review of the brief and settle the claim `done`, naming main's commit. A run that finds this round's
+        check passed already (its desk was killed before it settled) decides the same, from the same main."""
+        decided = self._passed_check(redo)
+        checked = decided or main
+        verdict = self.session.step("done_when", partial(self._done_when, checked), input={"main": checked, **redo},
+                                    policy="safe")
+        if not verdict.get("passed"):
+            self.echo(f"{self.spec.name}: {self.brief.id}: done_when does not hold on main at {checked[:10]} "
+                      f"({verdict.get('summary')}); working it")
+            return False
+        reason = custody.done_on_main_reason(checked)
+        review = self.reviews.peek(self.brief.id)
+        if review is not None and review.record.state in ("draft", "ready"):
+            try:
+                self.reviews.close(self.brief.id, self.spec.name, reason)
+            except IllegalReviewChange as exc:  # merged or closed meanwhile: the work is on main all the same
+                if exc.state not in ("merged", "closed"):
+                    raise
+        self.session.end_run(sync=False)
+        custody.release_on_main_in_run(self.session.journal, verdict)
+        self.echo(f"{self.spec.name}: {self.brief.id} {reason} -> done; no agent ran")
+        return True
+
+    def _passed_check(self, redo: dict[str, str]) -> str:
+        """The main at which this round's `done_when` step passed already, or ""."""
+        entries = self.session.journal.entries
+        intents = {e.seq: e for e in entries if e.kind == "intent" and e.step == "done_when"}
+        for e in reversed(entries):
+            if e.kind != "result" or e.step != "done_when" or e.status != "completed" or e.intent not in intents:
+                continue
+            given = (intents[e.intent].data or {}).get("input")
+            output = (e.data or {}).get("output")
+            if isinstance(given, dict) and given.get("after") == redo.get("after") and isinstance(output, dict) \
+                    and output.get("passed") and isinstance(output.get("main"), str):
+                return str(output["main"])
+        return ""
+
+    def _done_when(self, main: str, key: str) -> dict[str, Any]:
+        """The rows on main, each row's evidence journaled (a `note` whose `done_when` is `row`); the verdict."""
+        verdict = on_main(self.git, self.brief, main, self.checkout, self.spec.verify_timeout_s, self._agent_env())
+        for row in verdict["rows"]:
+            self.session.journal.add("note", sync=False, data={"done_when": "row", "main": main, **row})
+        self.session.flush()
+        return {"main": main, "passed": verdict["passed"], "summary": verdict["summary"],
+                "rows": [{k: r[k] for k in ("row", "command", "exit_code", "expect_exit", "passed", "duration_ms")}
+                         for r in verdict["rows"]]}
 
     def _parked_by_agent(self) -> str:
         """The condition the agent parked its own claim on during its run (`assay wait`), or ""."""

@@ -40,6 +40,7 @@ from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
     JOURNAL_PREFIX,
+    LANDING_CLAIM,
     LIVE_STATES,
     REVIEWS_PREFIX,
     TOMBSTONES,
@@ -201,6 +202,8 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     """The board as one JSON-ready structure: the fields are documented in docs/data-model.md."""
     ids = sorted(set(read.briefs) | set(read.chains) | set(read.retired))
     states = {b: _state(read, b) for b in ids}
+    if states.get(LANDING_CLAIM) not in LIVE_STATES:  # the landing claim is a card only while a pass holds it
+        ids = [b for b in ids if b != LANDING_CLAIM]
     cards = [_card(read, b, states, now) for b in ids]
     cards.sort(key=lambda c: (COLUMNS.index(c["column"]), c["priority"], c["id"]))
     counts = {col: sum(1 for c in cards if c["column"] == col) for col in COLUMNS}
@@ -242,8 +245,13 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
         out.append({"kind": kind, "brief": card["id"] if card else "", "title": card["title"] if card else "",
                     "why": why, "next": next_})
 
+    held_up = {c["id"] for c in cards if c["state"] in ("blocked", "invalid") or c["stuck"]}
     for c in cards:
         b = c["id"]
+        waits_on = [x for x in c["queued_behind"] if x in held_up]
+        if waits_on:  # queued behind briefs that wait for a person themselves: it waits for that person too
+            need("blocked", c, f"queued behind {', '.join(waits_on)}, which wait for a person: their files overlap",
+                 f"settle {waits_on[0]} (see its card), or change `touches:` on main")
         for u in c["unknown_steps"]:
             need("unknown", c, f"{u['step']} (seq {u['seq']}) may or may not have happened: inspect, then",
                  f"assay step settle {u['step']} --brief {b} --happened|--did-not")

@@ -166,6 +166,8 @@ def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
     superseded = superseded_words(c)
     if superseded:
         lines.append(f'<p>not marked ready: {esc(superseded)}</p>')
+    if c["state"] == "done" and str(c["reason"]).endswith("(done_when passed)"):  # settled with no agent run
+        lines.append(f"<p>done: {esc(c['reason'])}</p>")
     if c["queued_behind"]:
         lines.append(f'<p>queued behind {esc(", ".join(c["queued_behind"]))} (their files overlap)</p>')
     if c["unknown"]:

@@ -22,12 +22,13 @@ def evaluate(expression: str, contexts: dict[str, str]) -> str:
 
 
 def step_runs(condition: str | None, contexts: dict[str, str]) -> bool:
-    """A step's `if:` of the one form the workflows use on steps, `name != ''`; a step without one runs."""
+    """A step's `if:` of the forms the workflows use on steps, `name != ''` and `name == 'value'`; a step without
+    one runs."""
     if condition is None:
         return True
-    m = re.fullmatch(r"([\w.-]+)\s*!=\s*''", condition.strip())
+    m = re.fullmatch(r"([\w.-]+)\s*(!=|==)\s*'([^']*)'", condition.strip())
     assert m, f"a step condition this runner does not know: {condition!r}"
-    return contexts.get(m[1], "") != ""
+    return (contexts.get(m[1], "") == m[3]) == (m[2] == "==")
 
 
 def run_workflow_steps(path: Path, job: str, contexts: dict[str, str], env: dict[str, str],

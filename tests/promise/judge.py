@@ -5,7 +5,7 @@ command's output. Each broken invariant is a `Break` naming the invariant and it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .fleet import PromiseFleet, Setup
 
 INVARIANTS = ("effect-twice", "effect-unjournaled", "settled-against-evidence", "steer-undelivered", "steer-lost",
-              "stuck",
+              "stuck", "overlap", "main-broken",
               "secret", "traceback", "stranded", "journal")
 OPEN_INTENT = re.compile(r"intent (\d+) \(\S+\) has neither a result nor an outcome_unknown")
 
@@ -38,6 +38,8 @@ class Evidence:
     stranded: list[tuple[int, str]]  # effect processes alive after their owners ended
     board: dict[str, Any]
     orphaned: list[tuple[int, str, str]]  # effect processes that ran on after a kill: (pid, command, the kill)
+    overlapping: list[tuple[str, str]] = field(default_factory=list)  # briefs whose declared footprints overlap
+    checks: dict[str, str] = field(default_factory=dict)  # brief -> its verify row's command
 
 
 def judge(ev: Evidence) -> list[Break]:
@@ -53,6 +55,20 @@ def judge(ev: Evidence) -> list[Break]:
     out += [Break("stranded", f"pid {pid} ran on after {after}, under no desk: {cmd}")
             for pid, cmd, after in ev.orphaned]
     out += journal_shape(ev, journals)
+    out += fleet_work(ev)
+    return out
+
+
+def fleet_work(ev: Evidence) -> list[Break]:
+    """Briefs whose footprints overlap were never live at once (by their claim chains' commit times), and main
+    never held a merged brief whose verify row fails there (each first-parent commit, checked out)."""
+    from tests.helpers.fleetrun import breaking_commits, live_spans, meet
+
+    out = [Break("overlap", f"{a} and {b} declare overlapping `touches:` and were live at once")
+           for a, b in ev.overlapping
+           if meet(list(live_spans(ev.setup.forge, a)), list(live_spans(ev.setup.forge, b)))]
+    out += [Break("main-broken", f"main at {commit[:10]}: the verify row of a brief merged by then fails there")
+            for commit in breaking_commits(ev.setup.forge, ev.checks, ev.setup.dir / "main-check")]
     return out
 
 

@@ -11,6 +11,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,15 +49,21 @@ class Outcome:
                 f"{self.root}; {dict(self.faults)}\n  " + "\n  ".join(self.story))
 
 
+SHARED = "promise"  # the folder cli1 and cli2 both declare they touch: they never run at once
+CHECKS = {"cli1": "test -f cli1.txt", "cli2": "test -f cli2.txt", "mcp1": "test -f mcp-agent.txt"}
+
+
 def briefs(setup: fl.Setup, rng: random.Random) -> dict[str, str]:
-    """Two briefs worked through the CLI, one through MCP tools; each makes an effect two processes down."""
+    """Two briefs worked through the CLI, whose footprints overlap, one through MCP tools; each makes an effect two
+    processes down."""
     out: dict[str, str] = {}
     for i in (1, 2):
         name = f"cli{i}"
         script = [f"write {name}.txt {name}", "value", f"think {rng.uniform(0.2, 1.2):.1f}",
                   f"effect deploy {rng.choice(EFFECT_DELAYS)}", f"think {rng.uniform(0.2, 1.2):.1f}",
                   *(["spawn c" + name] if rng.random() < 0.5 else []), "steering"]
-        out[f"briefs/{name}.md"] = (f"---\ntitle: Ship {name}\nlabels: [{fl.LABEL}]\nverify:\n  - id: check\n"
+        out[f"briefs/{name}.md"] = (f"---\ntitle: Ship {name}\nlabels: [{fl.LABEL}]\ntouches: [{SHARED}/]\n"
+                                    f"verify:\n  - id: check\n"
                                     f"    run: test -f {name}.txt\n---\nShip {name}.\n\n```promise-script\n"
                                     + "\n".join(script) + "\n```\n")
     target = setup.dir / "effects" / "mcp1.deploy.log"
@@ -124,7 +132,7 @@ class Trial:
             self.fleet.shutdown()
         stranded = self.await_no_effects()
         self.out.breaks = judge(Evidence(self.setup, self.real_and_children(), self.fleet, self.run.ran, stranded,
-                                         self.board(), self.orphaned))
+                                         self.board(), self.orphaned, [("cli1", "cli2")], CHECKS))
         return self.out
 
     # -- the wings in use ----------------------------------------------------------------------------------
@@ -145,10 +153,27 @@ class Trial:
             done = self.run("sweep")
             self.out.faults["sweeps"] += 1
             self.tell(f"assay sweep: exit {done.returncode}")
+        if self.rng.random() < 0.3:
+            self.land(kill=self.rng.random() < 0.5)
         if self.rng.random() < 0.15:
             done = self.run("event", "schedule", "--json")
             self.out.faults["events"] += 1
             self.tell(f"assay event schedule: exit {done.returncode}")
+
+    def land(self, kill: bool) -> None:
+        """`assay land`, as a person or a CI job runs it; with `kill`, SIGKILLed (its group) at a random moment."""
+        proc = subprocess.Popen([sys.executable, "-m", "assay", "land", "--forge", str(self.setup.forge)],
+                                env=self.setup.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=self.rng.uniform(0.1, 1.5) if kill else 120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=30)
+            self.out.faults["kill lander"] += 1
+        self.run.ran.append({"argv": ["land"], "code": proc.returncode, "out": out, "err": ""})
+        self.out.faults["lands"] += 1
+        self.tell(f"assay land: exit {proc.returncode}{' (SIGKILL)' if proc.returncode == -signal.SIGKILL else ''}")
 
     def target(self) -> str:
         """A desk holding a claim, when one does (mostly); else any desk."""
@@ -241,6 +266,7 @@ class Trial:
             if self.settled():
                 self.tell("every brief done, blocked or waiting")
                 return
+            self.land(kill=False)  # a reviewer lands what is ready: a brief queued behind another goes next
             time.sleep(0.5)
         tips = claim_tips_safe(self.setup.forge)
         self.tell(f"not settled after {SETTLE_S}s: "
