@@ -344,7 +344,7 @@ def review_detail_view(detail: Any) -> dict[str, Any]:
                              "passed": v.get("passed") is True, "exit_code": v.get("exit_code"),
                              "duration_ms": v.get("duration_ms"), "tail": str(v.get("tail", ""))}
                             for v in detail.verify],
-                 "unsaved": detail.unsaved})
+                 "unsaved": detail.unsaved, "superseded": detail.superseded})
     return view
 
 
@@ -355,6 +355,8 @@ def render_review(v: dict[str, Any]) -> None:
     console.print(f"state {v['state']}, {v['branch']} -> {v['base']} (head {v['head'][:10] or '?'})")
     if v["merged_commit"]:
         console.print(f"merged as {v['merged_commit'][:10]}")
+    if v.get("superseded"):
+        console.print(f"not marked ready: {v['superseded']}")
     if v["approvals"]:
         console.print("approved by " + ", ".join(v["approvals"]))
     if v["files"] is None:

@@ -170,7 +170,7 @@ def test_journal_json_of_a_desk_run_is_complete(work: Forge, tmp_path: Path) -> 
     run_desk(work, "builder", tmp_path)
     data = json.loads(assay("journal", "j", "--forge", work.url, "--json").out)
     steps = [e.get("step") for e in data["entries"] if e["kind"] == "result"]
-    assert steps == ["branch", "review", "agent", "push", "verify", "ready"]
+    assert steps == ["branch", "review", "agent", "push", "verify", "supersede", "ready"]
 
 
 def test_a_fenced_desk_cannot_mark_its_review_ready(work: Forge, tmp_path: Path) -> None:

@@ -367,7 +367,9 @@ class Claims:
                 if trust_view:
                     raise chain.Moved([ref]) from None  # the synced view may be older than a release: look again
                 raise
-            if touches or prints:  # a footprint of its own, or perhaps one learned from its diff
+            if (touches or prints) and action != "takeover":  # a footprint of its own, or perhaps one learned from
+                # its diff; a takeover goes on with work already in flight (its footprint was judged when it was
+                # claimed, or learned since): never queued behind briefs it already ran beside
                 return self._claim_apart(current, record, action, touches, prints, trust_view)
             return self._write(current, record, action)  # Moved: re-read; a live claim there means we lost
 
@@ -397,10 +399,7 @@ class Claims:
         tips = self.view.tips if trust_view and self.view else \
             (self.git.ls_remote(*(claim_ref(o) for o in near)) if near else {})
         states = {other: self._state_at(claim_ref(other), tips.get(claim_ref(other))) for other in near}
-        # a takeover keeps what its brief holds: two briefs live at once (one's footprint learned late, or `touches:`
-        # changed on main) must not leave an orphaned claim unrecoverable until its lease ends
-        behind = {} if action == "takeover" else \
-            {other: footprints.described(pairs) for other, pairs in near.items() if states[other] in _HOLDING}
+        behind = {other: footprints.described(pairs) for other, pairs in near.items() if states[other] in _HOLDING}
         if behind:
             if trust_view:
                 raise chain.Moved([FOOTPRINTS_REF])  # the synced view may be older than their release: look again

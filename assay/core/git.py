@@ -800,6 +800,27 @@ class ForgeGit:
                              hint="merging reviews needs git 2.38 or newer")
         return proc.stdout.decode().split()[0]
 
+    def merge_conflicts(self, ours: str, theirs: str) -> tuple[str | None, list[str]]:
+        """The tree of merging `theirs` into `ours` (both in the cache) and, when they conflict, None and the paths
+        in conflict."""
+        proc = self._git("merge-tree", "--write-tree", "--no-messages", "--name-only", ours, theirs, check=False)
+        if proc.returncode not in (0, 1):
+            raise ForgeError(f"git merge-tree failed: {_first_error(proc.stderr)}",
+                             hint="merging reviews needs git 2.38 or newer")
+        lines = [line for line in proc.stdout.decode("utf-8", "replace").splitlines() if line]
+        if proc.returncode == 0:
+            return lines[0], []
+        return None, list(dict.fromkeys(lines[1:]))
+
+    def tree_of(self, commit: str) -> str:
+        """The tree of a commit in the cache."""
+        return self._git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
+
+    def message_of(self, commit: str) -> str:
+        """The message of a commit in the cache ("" if it is absent)."""
+        raw = self.read_objects([commit])[0]
+        return raw.decode("utf-8", "replace").partition("\n\n")[2] if raw else ""
+
     # -- writing objects (into the cache, before a push) ----------------------------
 
     def write_object(self, kind: str, data: bytes) -> str:
@@ -1581,9 +1602,11 @@ class WorkRepo:
         return run_git(list(args), cwd=self.path, check=check, env=env, input=input)
 
     def commit_all(self, message: str, paths: Sequence[str] = (".",), author: Signature | None = None) -> bool:
-        """Stage `paths` and commit; False when there was nothing to commit."""
+        """Stage `paths` and commit; False when there was nothing to commit. A merge under way is committed (a merge
+        commit) even when its result is HEAD's tree: its other parent is what it records."""
         self.git("add", "-A", "--", *paths)
-        if self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
+        merging = self.git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0
+        if not merging and self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
             return False
         ident = ["-c", "user.name=assay", "-c", "user.email=assay@assay.invalid"]
         if author is not None:

@@ -84,9 +84,11 @@ def settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, str
     return out
 
 
-def new_round(claims: Claims, brief: str, ident: str, reason: str, said: str, by: str) -> Settled:
+def new_round(claims: Claims, brief: str, ident: str, reason: str, said: str, by: str,
+              extra: Mapping[str, Any] | None = None) -> Settled:
     """Wake a brief waiting on its review for a new round, with `reason` (and `said`, its details) as the agent's
-    feedback: once per `ident` (the act is journaled naming it), however often or however concurrently asked."""
+    feedback: once per `ident` (the act is journaled naming it), however often or however concurrently asked.
+    `extra`: more for the round's desk (`main`: the main commit to merge into the branch before the agent runs)."""
     out = Settled(brief)
     current = claims.read(brief)
     if current is None or current.record.state != "waiting":
@@ -95,7 +97,7 @@ def new_round(claims: Claims, brief: str, ident: str, reason: str, said: str, by
         return out
     r = current.record
     out.state, out.desk = r.state, r.desk
-    _wake(claims, brief, r.epoch, dict(r.wait or {}), {"reason": reason, "said": said}, [ident],
+    _wake(claims, brief, r.epoch, dict(r.wait or {}), {**(extra or {}), "reason": reason, "said": said}, [ident],
           {"event": "round"}, by, out)
     return out
 
@@ -206,7 +208,7 @@ def _ids(signals: list[Signal] | list[str]) -> list[str]:
     return [s if isinstance(s, str) else s.id for s in signals]
 
 
-def _wake(claims: Claims, brief: str, epoch: int, wait: dict[str, Any], round_: dict[str, str] | None,
+def _wake(claims: Claims, brief: str, epoch: int, wait: dict[str, Any], round_: dict[str, Any] | None,
           signals: list[Signal] | list[str], event: dict[str, str], by: str, out: Settled, why: str = "") -> None:
     data: dict[str, Any] = {"by": by, "was": wait}
     if round_ is not None:

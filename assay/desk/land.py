@@ -25,9 +25,10 @@ from assay.core.claims import Claim, Claims, holder_life
 from assay.core.envs import scrubbed_env
 from assay.core.forge.base import Review, Reviews
 from assay.core.forge.plain import PlainReviews, PreparedMerge
+from assay.core.git import Signature
 from assay.core.journal import append_as_person, read_log
 from assay.core.lives import life_state
-from assay.core.records import LANDING_CLAIM
+from assay.core.records import LANDING_CLAIM, JournalEntry
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import run_row
@@ -70,6 +71,48 @@ def land(claims: Claims, reviews: Reviews, state_dir: Path, by: str, only: Seque
     finally:
         _release(claims, by, lander.claim)
 
+
+class _Checked(Exception):
+    """The journal says the rows were run on this main already."""
+
+
+def rows_on_main(claims: Claims, brief: Brief, main: str, head: str, tree: str, state_dir: Path,
+                 by: str) -> tuple[str, str] | None:
+    """Run `brief`'s verify rows on its branch (`head`) merged into a main that moved (`tree`, the clean merge), once
+    per (brief, main) however many desks look: a `note` naming the main is journaled first (under a check that no
+    other names it), the evidence after. The reason and the rows' output when a row fails; else None."""
+    if not brief.verify:
+        return None
+
+    def once(entries: list[JournalEntry]) -> None:
+        if any(e.kind == "note" and ((e.data or {}).get("main_verify") or {}).get("main") == main for e in entries):
+            raise _Checked()
+
+    try:
+        append_as_person(claims, brief.id, "note", {"main_verify": {"main": main, "head": head}}, by, check=once)
+    except _Checked:
+        return None
+    git = claims.git
+    commit = git.write_commit(tree, [main, head], f"Merge assay/{brief.id} into main (a check)\n", Signature.of(by), 0)
+    path = state_dir / "land" / "on-main" / brief.id
+    clean = git.worktree(path, commit)
+    clean.git("checkout", "-q", "--force", "--detach", commit)
+    clean.git("clean", "-q", "-ffdx")
+    env = {**scrubbed_env(), **dict(brief.env)}
+    evidence = [{"brief": brief.id, **run_row(row, path, row.timeout_s, env)} for row in brief.verify]
+    passed = all(r["passed"] for r in evidence)
+    append_as_person(claims, brief.id, "note", {"land": {
+        "main": main, "head": head, "commit": commit, "passed": passed, "on": "main moved",
+        "rows": [{k: r.get(k) for k in ("brief", "row", "command", "exit_code", "passed", "tail")} for r in evidence]}},
+        by)
+    if passed:
+        return None
+    failed = [r for r in evidence if not r["passed"]]
+    summary = "; ".join(f"{r['brief']}/{r['row']} exited {r['exit_code']}" for r in failed)
+    said = "\n\n".join(f"{r['brief']}/{r['row']} exited {r['exit_code']} (expected {r['expect_exit']}):\n{r['tail']}"
+                        for r in failed)
+    return (f"the verify rows fail on the branch merged into it: {summary}; merge main into the branch and make them "
+            "pass", said)
 
 def _take(claims: Claims, by: str) -> Claim:
     """The landing claim; taken over from a lander whose process ended on this host (killed mid-pass), else
@@ -249,6 +292,9 @@ class _Lander:
     def _round(self, brief: Brief, epoch: int, main: str, head: str, reason: str, said: str,
                rows: list[dict[str, Any]] | None = None) -> Landed:
         self._refresh()  # a lander that lost its claim wakes nothing
-        settled = signals.new_round(self.claims, brief.id, f"land:{epoch}:{main}:{head}", reason, said, self.by)
+        # the round merges this main into the branch before its agent runs: a conflict or a row that fails only
+        # with main's latest work is the agent's to resolve, with both in its worktree
+        settled = signals.new_round(self.claims, brief.id, f"land:{epoch}:{main}:{head}", reason, said, self.by,
+                                    {"main": main})
         done = settled.did[-1] if settled.did else ""
         return Landed(brief.id, "woken" if settled.woken else "skipped", f"{reason} ({done})", "", rows or [])

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.core import custody, recordtype, signals
+from assay.core import custody, landing, recordtype, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -30,6 +30,7 @@ from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
 from assay.core.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
+from assay.desk.land import rows_on_main
 from assay.desk.queue import Snapshot, read_snapshot
 from assay.desk.verify import on_main
 from assay.desk.work import BriefWork
@@ -91,6 +92,7 @@ class Desk:
         self._swept_at: float | None = None  # when this desk last swept (monotonic)
         self._first = first  # the scan its start made (the desk file's read): its first sweep's
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
+        self._stale_main = ""  # the main whose ready reviews this process last checked
         self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
         self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
@@ -108,6 +110,7 @@ class Desk:
                 snapshot = read_snapshot(self.claims)
                 self._report_findings(snapshot)
                 progressed = self._settle_waiting(snapshot, report)
+                progressed = self._wake_stale(snapshot) or progressed
                 skip = self._resting() | (set(report.worked) - again if once else set())
                 brief, claim = self._next(snapshot, skip)
             except ForgeError as exc:
@@ -225,6 +228,32 @@ class Desk:
                 self._rest(brief_id)
                 self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
         return progressed
+
+    def _wake_stale(self, snapshot: Snapshot) -> bool:
+        """Once per main this process sees: ready reviews (any desk's) that no longer merge cleanly into it are
+        woken for a new round, each once per (brief, main) however many desks look (`landing.wake_stale`)."""
+        if not snapshot.main or snapshot.main == self._stale_main:
+            return False
+        waiting = [b for b, c in snapshot.claims.items() if c.record.state == "waiting"
+                   and str((c.record.wait or {}).get("on", "")) in ("review", "merge")]
+        try:
+            woken = landing.wake_stale(self.claims, self.reviews, waiting, self.spec.name,
+                                       rows=lambda b, main, head, tree: self._rows_on_main(snapshot, b, main, head,
+                                                                                           tree))
+        except AssayError as exc:  # the next main, or the sweep, looks again
+            self.echo(f"{self.spec.name}: ready reviews not checked against main: {exc.message}")
+            return False
+        self._stale_main = snapshot.main
+        for w in woken:
+            self.echo(f"{self.spec.name}: {w.brief}: {w.did[-1] if w.did else 'woken'}")
+        return bool(woken)
+
+    def _rows_on_main(self, snapshot: Snapshot, brief_id: str, main: str, head: str,
+                      tree: str) -> tuple[str, str] | None:
+        brief = snapshot.briefs.get(brief_id)
+        if brief is None or not brief.verify:
+            return None
+        return rows_on_main(self.claims, brief, main, head, tree, self.state_dir, self.spec.name)
 
     def _landed_meanwhile(self, snapshot: Snapshot, brief_id: str, r: ClaimRecord, review: Review | None,
                           report: DeskReport) -> bool:

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from assay.core import custody, wip
+from assay.core import custody, landing, wip
 from assay.core.briefs import Brief
 from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
@@ -27,6 +27,7 @@ from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.forge.base import Reviews
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
+from assay.core.records import JournalEntry
 from assay.core.steps import Session
 from assay.desk import sessions
 from assay.desk.agent import AgentRun, assay_command, run_agent
@@ -42,9 +43,18 @@ def _redo_feedback(data: dict[str, Any]) -> str:
     said = str(data.get("said") or "")
     if data.get("woken"):  # a person's signal on the review, or finished checks (`signals.settle`)
         return f"A new round: {data.get('reason')}." + (f" What was said:\n\n{said}" if said else "")
+    if data.get("superseded"):
+        return (f"The previous round's review was not marked ready: {data.get('reason')}. Main may hold that work "
+                "by now: change only what the brief still needs.")
     if str(data.get("redo", "")).startswith("wake-"):
         return "The child briefs you waited on have ended (see Child briefs below): carry on with this brief."
     return f"The previous round was blocked: {data.get('reason')}." + (f" The reviewer said: {said}" if said else "")
+
+
+def _superseded_release(e: JournalEntry) -> bool:
+    """A claim entry that released the brief because its review was superseded at ready."""
+    data = e.data or {}
+    return e.kind == "claim" and data.get("action") == "release" and bool(data.get("superseded"))
 
 
 _EPOCH_TRAILER = re.compile(r"^Assay-Epoch: ([0-9]+)$", re.M)
@@ -65,6 +75,7 @@ class BriefWork:
         self.assay_bin = assay_command(state_dir)
         self._main = ""  # the main this pass started from
         self._footprint_rode = False  # this brief's learned footprint rode its work's push
+        self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
 
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`, or settle it `done` when its `done_when:`
@@ -81,6 +92,8 @@ class BriefWork:
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
+        if self._round_main:
+            self._catch_up(self._round_main)
         # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
         opened = self.reviews.refs_backed
         if opened:
@@ -144,6 +157,10 @@ class BriefWork:
                 session.block(reason)
                 self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
                 return "blocked"
+        verdict = session.step("supersede", partial(self._supersede_check, head), input={"head": head, **redo},
+                               policy="safe")  # decided once: a replay after a crash acts on the same verdict
+        if verdict.get("verdict") != landing.READY:
+            return self._supersede(head, verdict)
         if not opened:  # verified on a branch without commits of its own: open it now
             session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
                          rides=self.reviews.refs_backed, lazy_result=True)
@@ -153,6 +170,59 @@ class BriefWork:
         session.wait("review")  # the run's end, the entry and the claim change in one push
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
         return "waiting"
+
+    def _catch_up(self, main: str) -> None:
+        """A round woken because main moved: merge that main into the worktree (not committed: the round's push
+        commits it, with its epoch's trailer), leaving conflict markers for the agent to resolve. Done once: not
+        when the worktree has it already, or a merge of it is under way."""
+        repo = self.git.worktree(self.worktree, "HEAD")
+        if repo.git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0:
+            return
+        self.git.ensure_objects({"refs/heads/main": main})
+        if self.git.is_ancestor(main, repo.head()):
+            return
+        merged = repo.git("-c", "user.name=assay", "-c", "user.email=assay@assay.invalid", "merge", "--no-ff",
+                          "--no-commit", "--no-edit", main, check=False)
+        conflicts = repo.git("diff", "--name-only", "--diff-filter=U", check=False).stdout.decode().split()
+        said = f" (conflicts in {', '.join(conflicts)})" if conflicts else ""
+        if merged.returncode != 0 and not conflicts:
+            self.echo(f"{self.spec.name}: {self.brief.id}: main at {main[:10]} could not be merged into the worktree: "
+                      f"{merged.stderr.decode(errors='replace').strip()}")
+            return
+        self.echo(f"{self.spec.name}: {self.brief.id}: main at {main[:10]} merged into the worktree{said}")
+
+    def _supersede_check(self, head: str, key: str) -> dict[str, Any]:
+        return landing.superseded(self.git, self.reviews, self.session.journal.claims, self.brief.id, head)
+
+    def _supersede(self, head: str, verdict: dict[str, Any]) -> str:
+        """The review is not marked ready: its work is on main (done) or inside another ready review (released),
+        the evidence in a note and in the claim's reason, its review closed."""
+        session, main = self.session, str(verdict.get("main", ""))
+        if verdict["verdict"] == landing.ON_MAIN:
+            outcome, reason = "done", f"already on main at {main[:10]}: the branch adds nothing main lacks"
+        else:
+            other = str(verdict.get("by", ""))
+            outcome = "released"
+            reason = (f"superseded by {other} (its ready review at {str(verdict.get('head', ''))[:10]} holds every "
+                      f"change of this one)")
+        evidence = {k: verdict[k] for k in ("verdict", "main", "by") if verdict.get(k)}
+        if verdict.get("head"):
+            evidence["by_head"] = verdict["head"]
+        session.step("close", lambda key: self._close_review(reason), input={"head": head, "main": main},
+                     policy="idempotent")  # run again after a crash: closing a closed review changes nothing
+        session.journal.add("note", sync=False, data={"superseded": {**evidence, "head": head, "reason": reason}})
+        session.end_run(sync=False)
+        session.journal.transition("release", "claim", {"action": "release", "outcome": outcome, "reason": reason,
+                                                        "superseded": evidence}, outcome=outcome, reason=reason)
+        self.echo(f"{self.spec.name}: {self.brief.id} not marked ready: {reason}; {outcome}")
+        return outcome
+
+    def _close_review(self, reason: str) -> str:
+        """Close the review of a brief not marked ready (none yet, or merged by a person meanwhile: left as it is)."""
+        review = self.reviews.peek(self.brief.id)
+        if review is None or review.state not in ("draft", "ready", "closed"):
+            return review.state if review is not None else "none"
+        return self.reviews.close(self.brief.id, "assay", reason).state
 
     def _already_on_main(self, main: str, redo: dict[str, str]) -> bool:
         """Run the `done_when:` rows on main (a safe step, its rows' evidence journaled); when all pass, close any
@@ -229,16 +299,20 @@ class BriefWork:
         """
         entries = self.session.journal.entries
         rounds = [e for e in entries if e.kind == "note" and (e.data or {}).get("redo")]
-        blocks = [e for e in entries if (e.kind == "claim" and (e.data or {}).get("action") == "block")
+        blocks = [e for e in entries if (e.kind == "claim" and ((e.data or {}).get("action") == "block"
+                                                                or _superseded_release(e)))
                   or (e.kind == "wake" and (str(((e.data or {}).get("was") or {}).get("on", "")).startswith("briefs:")
                                             or (e.data or {}).get("round")))]
         if not blocks or (rounds and rounds[-1].seq > blocks[-1].seq):  # no block, or its round has begun
             data = (rounds[-1].data or {}) if rounds else {}
+            self._round_main = str(data.get("main") or "")
             return ({"after": str(data["redo"])}, _redo_feedback(data)) if rounds else ({}, "")
         woken = (blocks[-1].data or {}).get("round") if blocks[-1].kind == "wake" else None
         if isinstance(woken, dict):  # a person asked for another round on the review, or the checks finished
             data = {"redo": f"wake-{blocks[-1].seq}", "reason": str(woken.get("reason") or ""),
-                    "said": str(woken.get("said") or ""), "woken": True}
+                    "said": str(woken.get("said") or ""), "woken": True,
+                    **({"main": str(woken["main"])} if woken.get("main") else {})}
+            self._round_main = str(data.get("main") or "")
             self.session.journal.add("note", sync=True, data=data)
             self.echo(f"{self.spec.name}: {self.brief.id}: a new round: {data['reason']}")
             return {"after": data["redo"]}, _redo_feedback(data)
@@ -249,6 +323,11 @@ class BriefWork:
             return {"after": data["redo"]}, _redo_feedback(data)
         block = blocks[-1]
         reason = str((block.data or {}).get("reason") or "")
+        if _superseded_release(block):  # its review was not marked ready: a desk that claims it again looks afresh
+            data = {"redo": f"block-{block.seq}", "reason": reason, "said": "", "superseded": True}
+            self.session.journal.add("note", sync=True, data=data)
+            self.echo(f"{self.spec.name}: {self.brief.id} was released ({reason}); working it again")
+            return {"after": data["redo"]}, _redo_feedback(data)
         review = self.reviews.get(self.brief.id)  # with its comments (once a round): the reviewer's last word
         said = review.record.comments[-1].text if review is not None and review.record.state == "closed" \
             and review.record.comments else ""

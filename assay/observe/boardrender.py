@@ -163,6 +163,9 @@ def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
                      f'<span class="{"fail" if v["failed"] else "muted"}">{v["failed"]} failed</span></p>')
     if c["review"]:
         lines.append(f'<p>review <a href="{esc(c["review"]["link"])}">{esc(c["review"]["state"])}</a></p>')
+    superseded = superseded_words(c)
+    if superseded:
+        lines.append(f'<p>not marked ready: {esc(superseded)}</p>')
     if c["state"] == "done" and str(c["reason"]).endswith("(done_when passed)"):  # settled with no agent run
         lines.append(f"<p>done: {esc(c['reason'])}</p>")
     if c["queued_behind"]:
@@ -175,6 +178,15 @@ def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
     desk_class = f" desk-{desk_number}" if desk_number is not None else ""
     return (f'<article class="card{desk_class}" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}">'
             + "".join(lines) + "</article>")
+
+
+def superseded_words(c: dict[str, Any]) -> str:
+    """"superseded by <brief>" or "already on main at <sha>": a brief whose review was not marked ready, as its
+    claim's reason says (the words `desk/work.py` writes it with)."""
+    reason = str(c.get("reason") or "")
+    if c.get("state") not in ("released", "done") or not reason.startswith(("superseded by ", "already on main at ")):
+        return ""
+    return reason.split(" (", 1)[0].split(":", 1)[0]
 
 
 def _state_text(c: dict[str, Any]) -> str:
@@ -249,7 +261,7 @@ def summary_html(c: dict[str, Any]) -> str:
              ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
              ("needs", ", ".join(c["needs"])), ("touches", ", ".join(c["touches"])),
              ("queued behind", "; ".join(f"{b} ({g})" for b, g in c["queued_behind"].items())),
-             ("reason", c["reason"]),
+             ("reason", c["reason"]), ("not marked ready", superseded_words(c)),
              ("last step", f"{c['last_step']['step']} (seq {c['last_step']['seq']})" if c["last_step"] else ""),
              ("outcome unknown", ", ".join(f"seq {s}" for s in c["unknown"])),
              ("interrupted", ", ".join(f"unsafe intent seq {s}" for s in c["interrupted"])),

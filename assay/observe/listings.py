@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.core import wip
+from assay.core import landing, wip
 from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Review, Reviews
@@ -64,6 +64,7 @@ class ReviewDetail:
     files: list[tuple[str, int | None, int | None]] | None
     verify: list[dict[str, Any]]
     unsaved: dict[str, Any] | None = None  # the newest checkpoint's worktree, where it differs from the head
+    superseded: str = ""  # "superseded by <brief>" / "already on main at <sha>": why it was closed, not marked ready
 
 
 def _compared(git: ForgeGit, review: Review) -> tuple[str, str]:
@@ -99,7 +100,9 @@ def review_detail(git: ForgeGit, reviews: Reviews, brief: str) -> ReviewDetail:
     for e in entries:
         if e.kind == "verify" and e.data and head and e.data.get("head") == head:
             rows[str(e.data.get("row", ""))] = e.data
-    return ReviewDetail(review, base, head, files, list(rows.values()), _unsaved(git, brief, entries, head))
+    evidence = landing.superseded_note(entries) if review.state == "closed" else None
+    return ReviewDetail(review, base, head, files, list(rows.values()), _unsaved(git, brief, entries, head),
+                        landing.superseded_text(evidence) if evidence else "")
 
 
 def _unsaved(git: ForgeGit, brief: str, entries: list[JournalEntry], head: str) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 
-from assay.core import chain, custody
+from assay.core import chain, custody, landing
 from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holder_life
 from assay.core.crash import crash_point
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
@@ -57,7 +57,7 @@ Progress = Callable[[str], None]
 class Finding:
     """One thing a sweep found, what it did about it, and whether it is reported for the first time."""
 
-    kind: str  # lease, overdue, stuck, orphan, unknown, stray, wait, blocked, merged-held, junk, retire
+    kind: str  # lease, overdue, stuck, orphan, unknown, stray, wait, blocked, merged-held, junk, retire, stale
     brief: str
     detail: str
     key: str
@@ -364,6 +364,9 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
         if f.action:
             progress(f"{f.action} {f.brief} ({i + 1}/{len(findings)})")
             f.action = f"would {f.action}" if dry_run else _act(claims, state, f, by)
+    if reviews is not None and not dry_run and policy.settle_waits:
+        progress("looking for ready reviews that main moved under")
+        findings += _wake_stale(claims, reviews, state, by)
     findings += _retire(claims, state, policy, now, dry_run, by)
     if unread is not None:
         findings.append(unread)
@@ -399,6 +402,19 @@ def read_api_reviews(reviews: Reviews, state: ForgeState) -> Finding | None:
 def _api_counts(reviews: Reviews | None) -> dict[str, int]:
     """Requests the review port made so far (`api`), and the 304s among them (`api-304`)."""
     return reviews.counts() if reviews is not None else {}
+
+
+def _wake_stale(claims: Claims, reviews: Reviews, state: ForgeState, by: str) -> list[Finding]:
+    """Ready reviews that no longer merge cleanly into main: each woken for a new round, once per (brief, main)."""
+    waiting = [b for b, c in state.claims.items() if c.record.state == "waiting"
+               and str((c.record.wait or {}).get("on", "")) in ("review", "merge")]
+    try:
+        woken = landing.wake_stale(claims, reviews, waiting, by, {b: r for b, (r, _) in state.reviews.items()})
+    except AssayError as exc:  # housekeeping: a failure is a finding, never a failed sweep
+        return [Finding("stale", "", f"ready reviews not checked against main: {exc.message}", "stale:failed",
+                        "failed")]
+    return [Finding("stale", w.brief, w.did[-1] if w.did else "", f"stale:{w.brief}:{state.main}", "woken")
+            for w in woken]
 
 
 def _retire(claims: Claims, state: ForgeState, policy: SweepPolicy, now: float, dry_run: bool,

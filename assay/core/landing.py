@@ -1,0 +1,157 @@
+"""Reviews held against the main they would land on, now.
+
+Two questions, each answered with plain three-way merges (`git merge-tree`) in the cache:
+
+- **Superseded at ready** (`superseded`): before a desk marks a review ready, is its work on main already (the
+  merge of its branch into main's tip is main's own tree), or wholly inside another open ready review (the merge of
+  the branch into main-with-that-review is that merge's own tree)? Then it is not marked ready.
+- **Stale after a merge** (`wake_stale`): once main moved, each other ready review whose brief waits on it and whose
+  branch no longer merges cleanly into the new main is woken for a new round, the conflicting files named in its
+  feedback, once per (brief, main): the wake is journaled under the identity `main:<sha>`, in the same
+  compare-and-swap push as the claim's change (`signals.new_round`), so a second or racing look writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from assay.core import signals
+from assay.core.claims import Claims
+from assay.core.forge.base import Review, Reviews
+from assay.core.git import ForgeGit, Signature
+from assay.core.records import MAIN_REF, JournalEntry, ReviewRecord
+from assay.errors import AssayError
+
+_BRIEF_TRAILER = re.compile(r"^Assay-Brief: (\S+)$", re.M)
+READY = "ready"
+ON_MAIN = "on-main"
+SUPERSEDED = "superseded"
+
+
+def merged_brief(git: ForgeGit, commit: str) -> str:
+    """The brief whose review's merge made `commit` (its `Assay-Brief` trailer), or ""."""
+    found = _BRIEF_TRAILER.findall(git.message_of(commit))
+    return found[-1] if found else ""
+
+
+def _branch_ref(review: Review | ReviewRecord) -> str:
+    return f"refs/heads/{review.branch if isinstance(review, ReviewRecord) else review.record.branch}"
+
+
+def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head: str) -> dict[str, Any]:
+    """Whether the review of `brief` at `head` should be marked ready, judged against main's tip as the forge
+    has it now: `{"verdict": "ready", "main": sha}`; `{"verdict": "on-main", "main": sha}` when merging it into
+    main changes nothing; `{"verdict": "superseded", "main": sha, "by": other brief, "head": its head}` when
+    another ready review (its brief waiting on it) already holds every change of this one."""
+    main = git.ls_remote(MAIN_REF).get(MAIN_REF, "")
+    if not main:
+        return {"verdict": READY, "main": ""}
+    git.ensure_objects({MAIN_REF: main, f"refs/heads/assay/{brief}": head})
+    if git.is_ancestor(head, main):
+        return {"verdict": ON_MAIN, "main": main}
+    tree, _ = git.merge_conflicts(main, head)
+    if tree is not None and tree == git.tree_of(main):
+        return {"verdict": ON_MAIN, "main": main}
+    others = sorted((r for r in reviews.list() if isinstance(r, Review) and r.brief != brief
+                     and r.state == READY and r.record.head), key=lambda r: r.brief)
+    for other in others:
+        current = claims.read(other.brief)
+        if current is None or current.record.state != "waiting":
+            continue  # a ready review nobody waits on is no one's work in flight
+        tip = other.record.head
+        try:
+            git.ensure_objects({_branch_ref(other): tip})
+        except AssayError:
+            continue  # its branch is gone: nothing to compare with
+        if git.is_ancestor(head, tip):
+            return {"verdict": SUPERSEDED, "main": main, "by": other.brief, "head": tip}
+        theirs, _ = git.merge_conflicts(main, tip)
+        if theirs is None:
+            continue  # it conflicts with main itself: it is to be woken, not to stand in for this one
+        both = git.write_commit(theirs, [main, tip], f"assay: {other.brief} merged into main (a test)\n",
+                                Signature.of("assay"), 0)  # in the cache only, never pushed
+        ours, _ = git.merge_conflicts(both, head)
+        if ours is not None and ours == theirs:
+            return {"verdict": SUPERSEDED, "main": main, "by": other.brief, "head": tip}
+    return {"verdict": READY, "main": main}
+
+
+def superseded_note(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:
+    """The evidence of the newest round whose review was not marked ready because it was superseded (its `note`),
+    if no round began since: None otherwise."""
+    for e in reversed(entries):
+        data = e.data or {}
+        if e.kind == "note" and isinstance(data.get("superseded"), dict):
+            return dict(data["superseded"])
+        if e.kind == "note" and data.get("redo"):
+            return None
+    return None
+
+
+def superseded_text(evidence: Mapping[str, Any]) -> str:
+    """The board's words for it: "already on main at <sha>" or "superseded by <brief>"."""
+    if evidence.get("verdict") == ON_MAIN:
+        return f"already on main at {str(evidence.get('main', ''))[:10]}"
+    return f"superseded by {evidence.get('by', '?')}"
+
+
+def stale_reason(main: str, by_brief: str, files: list[str]) -> str:
+    merge = f" (merge of {by_brief})" if by_brief else ""
+    return (f"main moved to {main[:10]}{merge}; the branch no longer merges cleanly: rebase onto main and resolve "
+            f"{', '.join(files) or 'the conflicts'}")
+
+
+RowsOnMain = Callable[[str, str, str, str], "tuple[str, str] | None"]
+
+
+def wake_stale(claims: Claims, reviews: Reviews, waiting: Iterable[str], by: str,
+               known: Mapping[str, ReviewRecord] | None = None,
+               rows: RowsOnMain | None = None) -> list[signals.Settled]:
+    """Wake, for a new round, each brief of `waiting` (briefs whose claims wait on their reviews) whose review is
+    ready and whose branch no longer merges cleanly into main's tip: once per (brief, main). `known`: the reviews
+    as the caller read them already (a sweep's), else they are read. Returns the wakes made (briefs already woken
+    for this main, or merging cleanly, are left out). `rows(brief, main, head, tree)`, for a branch that merges
+    cleanly (into `tree`): the reason and details to wake it with when its verify rows fail on that merge, else
+    None (it decides once per (brief, main) itself)."""
+    briefs = sorted(set(waiting))
+    if not briefs:
+        return []
+    git = claims.git
+    records = {b: known[b] for b in briefs if b in known} if known is not None else \
+        {b: r.record for b, r in reviews.peek_many(briefs).items()}
+    ready = {b: r for b, r in records.items() if r.state == READY and r.head}
+    if not ready:
+        return []
+    found = git.ls_remote(MAIN_REF, *sorted({_branch_ref(r) for r in ready.values()}))
+    main = found.get(MAIN_REF, "")
+    if not main:
+        return []
+    git.ensure_objects({MAIN_REF: main, **{_branch_ref(r): r.head for r in ready.values()}})
+    out: list[signals.Settled] = []
+    source: str | None = None
+    for brief, review in sorted(ready.items()):
+        head = review.head
+        if found.get(_branch_ref(review)) != head or git.is_ancestor(head, main):
+            continue  # its branch moved on (a round under way), or it is on main already (merged)
+        if git.is_ancestor(main, head):
+            continue  # main has not moved under it: its own verify ran on this very merge
+        tree, files = git.merge_conflicts(main, head)
+        if source is None:
+            source = merged_brief(git, main)
+        if tree is not None:
+            failed = rows(brief, main, head, tree) if rows is not None else None
+            if failed is None:
+                continue
+            merge = f" (merge of {source})" if source else ""
+            reason, said = f"main moved to {main[:10]}{merge}; {failed[0]}", failed[1]
+        else:
+            reason = stale_reason(main, source, files)
+            said = ("Main was merged into the branch in your worktree and these files hold conflict markers: "
+                    f"{', '.join(files)}. Resolve them so that both this brief's change and main's hold.")
+        settled = signals.new_round(claims, brief, f"main:{main}", reason, said, by,
+                                    {"main": main, "files": files})
+        if settled.woken:
+            out.append(settled)
+    return out
