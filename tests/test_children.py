@@ -51,7 +51,8 @@ def test_a_parent_killed_twice_while_spawning_has_two_children_and_goes_on_when_
     outs = [run_desk(work, "builder", tmp_path).out for _ in range(2)]  # children done; then the parent wakes
     assert any("its child briefs have ended; working it on" in o for o in outs), outs
     assert claim_chain(work.path, "plan")[-1]["state"] == "waiting" and "review ready" in "".join(outs)
-    prompts = sorted((tmp_path / "state").rglob("plan-*.md"), key=lambda p: p.stat().st_mtime)
+    prompts = sorted((p for p in (tmp_path / "state").rglob("plan-*.md") if p.parent.name == "prompts"),
+                     key=lambda p: p.stat().st_mtime)  # the agents' prompts, not the brief files in worktrees
     told = prompts[-1].read_text()
     assert "## Child briefs" in told and all(f"`{k}`: done, merged as" in told for k in kids), told
     assert invariants(work.path, "plan") == []
