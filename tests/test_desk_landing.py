@@ -10,13 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Forge, assay, audit_failures, git
-from tests.helpers.desks import DESK, desk_env, publish, run_desk
+from tests.helpers.desks import DESK, desk_env, green_alone_red_together, publish, run_desk, scripted
 from tests.journal_check import claim_chain, entries, invariants
-
-
-def scripted(title: str, writes: list[str], check: str) -> str:
-    return (f"---\ntitle: {title}\nlabels: [work]\nverify:\n  - id: check\n    run: \"{check}\"\n---\n{title}.\n\n"
-            "```assay-script\n" + "\n".join(f"write {w}" for w in writes) + "\n```\n")
 
 
 def main_sha(forge: Forge) -> str:
@@ -149,12 +144,7 @@ def test_six_briefs_on_one_file_three_desks_no_conflicting_review_stays_ready_af
 def test_a_ready_review_whose_rows_fail_on_the_new_main_is_woken_once(forge: Forge, tmp_path: Path) -> None:
     """`strict` makes config.txt strict; `lenient` passes only while config.txt is not strict. Both are ready; once
     `strict` is merged, a desk pass runs `lenient`'s rows on its clean merge into the new main, once, and wakes it."""
-    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
-                    "briefs/a-strict.md": scripted("Strict", ["config.txt mode=strict"], "grep -q strict config.txt"),
-                    "briefs/b-lenient.md": scripted("Lenient", ["app.txt needs=lenient"],
-                                                    "grep -q lenient app.txt && ! grep -qs strict config.txt")})
-    for _ in range(2):
-        assert run_desk(forge, "builder", tmp_path).code == 0
+    green_alone_red_together(forge, tmp_path)
     assert assay("review", "merge", "a-strict", "--forge", forge.url).code == 0
     main = main_sha(forge)
     passes = [run_desk(forge, "builder", tmp_path) for _ in range(2)]

@@ -15,13 +15,8 @@ from assay.core import custody, signals
 from assay.core.claims import Claims
 from assay.core.journal import append_as_person
 from tests.conftest import Forge, assay, git
-from tests.helpers.desks import DESK, desk_env, publish, run_desk
+from tests.helpers.desks import DESK, desk_env, green_alone_red_together, publish, run_desk, scripted
 from tests.journal_check import claim_chain, entries
-
-
-def scripted(title: str, writes: list[str], check: str) -> str:
-    return (f"---\ntitle: {title}\nlabels: [work]\nverify:\n  - id: check\n    run: \"{check}\"\n---\n{title}.\n\n"
-            "```assay-script\n" + "\n".join(f"write {w}" for w in writes) + "\n```\n")
 
 
 def main_files(forge: Forge) -> set[str]:
@@ -32,12 +27,7 @@ def test_two_reviews_green_alone_but_red_together_land_one_and_wake_the_other(fo
     """`strict` makes config.txt strict; `lenient` passes only while config.txt is not strict. Each is verified
     green on its own branch and marked ready. Landed one at a time, the second is verified on its merge with the
     first, fails there and is woken for a new round with the failing row as feedback: main never holds both."""
-    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
-                    "briefs/a-strict.md": scripted("Strict", ["config.txt mode=strict"], "grep -q strict config.txt"),
-                    "briefs/b-lenient.md": scripted("Lenient", ["app.txt needs=lenient"],
-                                                    "grep -q lenient app.txt && ! grep -qs strict config.txt")})
-    for _ in range(2):
-        assert run_desk(forge, "builder", tmp_path).code == 0
+    green_alone_red_together(forge, tmp_path)
     assert [claim_chain(forge.path, b)[-1]["state"] for b in ("a-strict", "b-lenient")] == ["waiting", "waiting"]
     landed = assay("land", "--json", "--forge", forge.url, env=desk_env(tmp_path))
     assert landed.code == 0, landed.err

@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,30 +23,25 @@ ROUNDS = 20
 BRIEFS = ["alpha", "beta", "gamma", "delta", "epsilon"]
 
 
-@pytest.mark.slow
-def test_twenty_processes_twenty_rounds_exactly_one_winner(forge: Forge, claims: Claims, tmp_path: Path) -> None:
+def race(forge: Forge, tmp_path: Path, racers: int, rounds: int, briefs: list[str],
+         judge: Callable[[int, list[dict[str, Any]]], None]) -> None:
+    """`racers` processes (tests/helpers/racer.py), each claiming every brief through the real CLI, released
+    together `rounds` times; `judge(round, reports)` after each round ({brief: [exit code, holder]} per racer)."""
     racer = REPO / "tests" / "helpers" / "racer.py"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    logs = [(tmp_path / f"racer-{i}.err").open("w") for i in range(RACERS)]
-    procs = [subprocess.Popen([sys.executable, str(racer), forge.url, f"desk-{i:02d}", *BRIEFS], env=env,
+    logs = [(tmp_path / f"racer-{i}.err").open("w") for i in range(racers)]
+    procs = [subprocess.Popen([sys.executable, str(racer), forge.url, f"desk-{i:02d}", *briefs], env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logs[i], text=True)
-             for i in range(RACERS)]
+             for i in range(racers)]
     try:
         for p in procs:  # every racer is up, imported and waiting before any round starts
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        for rnd in range(1, ROUNDS + 1):
+        for rnd in range(1, rounds + 1):
             for p in procs:  # release them together: one short write each
                 assert p.stdin is not None
                 p.stdin.write(f"{rnd}\n")
                 p.stdin.flush()
-            reports = [json.loads(p.stdout.readline()) for p in procs if p.stdout]
-            for brief in BRIEFS:
-                codes = Counter(r[brief][0] for r in reports)
-                assert codes == Counter({0: 1, 3: RACERS - 1}), (rnd, brief, codes)
-                winner = next(r[brief][1] for r in reports if r[brief][0] == 0)
-                on_forge = forge.claim_json(brief)  # plain git, not the module under test
-                assert (on_forge["state"], on_forge["epoch"], on_forge["holder"]) == ("held", rnd, winner)
-                claims.release(brief, str(on_forge["desk"]), epoch=rnd)
+            judge(rnd, [json.loads(p.stdout.readline()) for p in procs if p.stdout])
     finally:
         for p in procs:
             if p.stdin:
@@ -53,6 +50,20 @@ def test_twenty_processes_twenty_rounds_exactly_one_winner(forge: Forge, claims:
             p.wait(timeout=60)
         for log in logs:
             log.close()
+
+
+@pytest.mark.slow
+def test_twenty_processes_twenty_rounds_exactly_one_winner(forge: Forge, claims: Claims, tmp_path: Path) -> None:
+    def judge(rnd: int, reports: list[dict[str, Any]]) -> None:
+        for brief in BRIEFS:
+            codes = Counter(r[brief][0] for r in reports)
+            assert codes == Counter({0: 1, 3: RACERS - 1}), (rnd, brief, codes)
+            winner = next(r[brief][1] for r in reports if r[brief][0] == 0)
+            on_forge = forge.claim_json(brief)  # plain git, not the module under test
+            assert (on_forge["state"], on_forge["epoch"], on_forge["holder"]) == ("held", rnd, winner)
+            claims.release(brief, str(on_forge["desk"]), epoch=rnd)
+
+    race(forge, tmp_path, RACERS, ROUNDS, BRIEFS, judge)
     for brief in BRIEFS:
         chain = forge.chain(brief)
         assert len(chain) == 2 * ROUNDS
@@ -80,41 +91,22 @@ def test_racing_desks_never_both_hold_briefs_whose_footprints_overlap(forge: For
     lone brief has one winner, and every loser exits 3 (lost, or queued behind the winner)."""
     for brief, touches in OVERLAPPING.items():
         forge.add_brief(brief, f"---\ntitle: {brief}\ntouches: {json.dumps(touches)}\n---\nWrite.\n")
-    racers, rounds = 10, 10
-    racer = REPO / "tests" / "helpers" / "racer.py"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    logs = [(tmp_path / f"racer-{i}.err").open("w") for i in range(racers)]
-    procs = [subprocess.Popen([sys.executable, str(racer), forge.url, f"desk-{i:02d}", *OVERLAPPING], env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logs[i], text=True)
-             for i in range(racers)]
-    try:
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        for rnd in range(1, rounds + 1):
-            for p in procs:
-                assert p.stdin is not None
-                p.stdin.write(f"{rnd}\n")
-                p.stdin.flush()
-            reports = [json.loads(p.stdout.readline()) for p in procs if p.stdout]
-            held = {b for b in OVERLAPPING if _state(forge, b) == "held"}
-            for pair in PAIRS:
-                assert len(held & set(pair)) == 1, (rnd, held)
-            assert "epsilon" in held
-            for brief in OVERLAPPING:
-                codes = Counter(r[brief][0] for r in reports)
-                assert codes == (Counter({0: 1, 3: racers - 1}) if brief in held else Counter({3: racers})), \
-                    (rnd, brief, codes)
-            for brief in held:
-                on_forge = forge.claim_json(brief)
-                claims.release(brief, str(on_forge["desk"]), epoch=int(str(on_forge["epoch"])))
-    finally:
-        for p in procs:
-            if p.stdin:
-                p.stdin.close()
-        for p in procs:
-            p.wait(timeout=60)
-        for log in logs:
-            log.close()
+    racers = 10
+
+    def judge(rnd: int, reports: list[dict[str, Any]]) -> None:
+        held = {b for b in OVERLAPPING if _state(forge, b) == "held"}
+        for pair in PAIRS:
+            assert len(held & set(pair)) == 1, (rnd, held)
+        assert "epsilon" in held
+        for brief in OVERLAPPING:
+            codes = Counter(r[brief][0] for r in reports)
+            assert codes == (Counter({0: 1, 3: racers - 1}) if brief in held else Counter({3: racers})), \
+                (rnd, brief, codes)
+        for brief in held:
+            on_forge = forge.claim_json(brief)
+            claims.release(brief, str(on_forge["desk"]), epoch=int(str(on_forge["epoch"])))
+
+    race(forge, tmp_path, racers, 10, list(OVERLAPPING), judge)
     prints = json.loads(subprocess.run(["git", "--git-dir", str(forge.path), "show", "refs/assay/footprints:"
                                         "footprints.json"], capture_output=True, text=True, check=True).stdout)
     assert set(prints["briefs"]) <= set(OVERLAPPING) and prints["briefs"]

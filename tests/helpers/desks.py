@@ -24,6 +24,23 @@ def brief(title: str, script: list[str], verify: str, deps: str = "") -> str:
             f"{title}.\n\n```assay-script\n" + "\n".join(script) + "\n```\n")
 
 
+def scripted(title: str, writes: list[str], check: str) -> str:
+    """A brief whose scripted agent writes each `path text` of `writes`, checked by the verify row `check`."""
+    return (f"---\ntitle: {title}\nlabels: [work]\nverify:\n  - id: check\n    run: \"{check}\"\n---\n{title}.\n\n"
+            "```assay-script\n" + "\n".join(f"write {w}" for w in writes) + "\n```\n")
+
+
+def green_alone_red_together(forge: Forge, tmp_path: Path) -> None:
+    """`a-strict` makes config.txt strict; `b-lenient` passes only while config.txt is not strict: each verified
+    green on its own branch, both worked to ready reviews by the desk `builder`."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/a-strict.md": scripted("Strict", ["config.txt mode=strict"], "grep -q strict config.txt"),
+                    "briefs/b-lenient.md": scripted("Lenient", ["app.txt needs=lenient"],
+                                                    "grep -q lenient app.txt && ! grep -qs strict config.txt")})
+    for _ in range(2):
+        assert run_desk(forge, "builder", tmp_path).code == 0
+
+
 def publish(forge: Forge, files: dict[str, str]) -> None:
     for path, text in files.items():
         target = forge.seed / path
