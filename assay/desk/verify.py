@@ -84,7 +84,8 @@ def briefs_in(base: str, cwd: Path) -> list[str]:
     proc = subprocess.run(["git", "log", "--reverse", "--format=%(trailers:key=Assay-Brief,valueonly)",
                            f"{base}..HEAD"], cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise UsageError(f"cannot read the commits {base}..HEAD here: {proc.stderr.strip().splitlines()[-1:]}",
+        said = next((line for line in proc.stderr.splitlines() if line.strip()), f"git exited {proc.returncode}")
+        raise UsageError(f"cannot read the commits {base}..HEAD here: {said}",
                          hint="run it in a checkout that holds BASE (fetch-depth: 0)")
     return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
 
