@@ -378,6 +378,19 @@ def step_progress(text: tuple[str, ...]) -> None:
                      hint="run it from a step inside an agent's run (ASSAY_SOCKET names the desk's socket)")
 
 
+@step.command("answer")
+@click.argument("thread")
+@click.option("--fixed", metavar="TEXT", help="What you changed for it: the desk's reply names the commit it pushes.")
+@click.option("--reason", metavar="TEXT", help="Why nothing changes for it.")
+def step_answer(thread: str, fixed: str | None, reason: str | None) -> None:
+    """Answer a review thread the agent's prompt lists (journaled; the desk replies on the review before it marks
+    it ready, and not while a thread has no answer). Only inside an agent that a desk runs."""
+    from assay.errors import UsageError
+
+    raise UsageError("no desk is listening: `assay step answer` goes to the desk that runs this agent",
+                     hint="a person answers on the review itself (`assay review note BRIEF TEXT --reply ID`)")
+
+
 @step.command("turn")
 @click.argument("event", required=False)
 def step_turn(event: str | None) -> None:
@@ -695,6 +708,29 @@ def review_comment(brief_id: str, text: str, ports: Ports, as_json: bool) -> Non
     """Add a comment to a review."""
 
     _review_said(ports.reviews.comment(brief_id, _person(), text), as_json, f"commented on {brief_id}")
+
+
+@review.command("note")
+@click.argument("brief_id", metavar="BRIEF")
+@click.argument("text")
+@click.option("--on", "on", metavar="PATH[:LINE]", help="The file (and line) the note is about.")
+@click.option("--reply", "reply_to", metavar="THREAD", help="Reply in this thread instead of opening one.")
+@pass_ports
+@json_option
+def review_note(brief_id: str, text: str, on: str | None, reply_to: str | None, ports: Ports, as_json: bool) -> None:
+    """Open a review thread (or reply in one): the brief's desk answers every thread, naming the commit that
+    addresses it or why nothing changes, before its review is marked ready again; a thread on a review that
+    waits wakes the brief for a round."""
+    from assay.observe.listings import note_place
+
+    path, line = note_place(on)
+    made = ports.reviews.note(brief_id, _person(), text, path, line, reply_to or "")
+    if as_json:
+        from assay.views import print_json
+
+        print_json({"brief": brief_id, "id": made, "thread": reply_to or made})
+        return
+    click.echo(f"replied in thread {reply_to} on {brief_id}" if reply_to else f"opened thread {made} on {brief_id}")
 
 
 @review.command("approve")

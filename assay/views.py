@@ -308,7 +308,7 @@ def review_view(review: Any) -> dict[str, Any]:
     r = review.record
     return {"brief": r.brief, "state": r.state, "branch": r.branch, "title": r.title, "head": r.head,
             "base": r.base, "merged_commit": r.merged_commit, "approvals": list(r.approvals),
-            "comments": [{"by": c.by, "at": c.at, "text": c.text} for c in r.comments],
+            "comments": [c.view() for c in r.comments],
             "opened_at": r.opened_at, "at": r.at, "commit": review.sha}
 
 
@@ -334,7 +334,7 @@ def review_detail_view(detail: Any) -> dict[str, Any]:
     """`assay review show --json`: the review, with `files` ([{path, added, deleted}], null when the commits
     cannot be read), `added`/`deleted` totals, `base`, `verify` (the rows of the last verify run at the head) and
     `unsaved` ({seq, commit, files}: the newest checkpoint's worktree, where its files differ from the head; files
-    null when it cannot be read; else null)."""
+    null when it cannot be read; else null) and `threads` (the review threads waiting on a desk's answer)."""
     view = review_view(detail.review)
     files = None if detail.files is None else [{"path": p, "added": a, "deleted": d} for p, a, d in detail.files]
     view.update({"base_commit": detail.base, "files": files,
@@ -344,7 +344,8 @@ def review_detail_view(detail: Any) -> dict[str, Any]:
                              "passed": v.get("passed") is True, "exit_code": v.get("exit_code"),
                              "duration_ms": v.get("duration_ms"), "tail": str(v.get("tail", ""))}
                             for v in detail.verify],
-                 "unsaved": detail.unsaved, "superseded": detail.superseded})
+                 "unsaved": detail.unsaved, "superseded": detail.superseded,
+                 "threads": [t.view() for t in detail.threads]})
     return view
 
 
@@ -390,7 +391,12 @@ def render_review(v: dict[str, Any]) -> None:
     elif v["head"]:
         console.print(f"verify at {v['head'][:10]}: no evidence journaled")
     for c in v["comments"]:
-        console.print(_plain(f"- {c.get('by')} at {c.get('at')}: {c.get('text')}"))
+        where = f" [thread {c['thread']}{' on ' + c['path'] if c.get('path') else ''}]" if c.get("thread") else ""
+        console.print(_plain(f"- {c.get('by')} at {c.get('at')}{where}: {c.get('text')}"))
+    for t in v.get("threads") or []:
+        last = t["said"][-1]
+        console.print(_styled(f"thread {t['id']} on {t['where']} waits on an answer: @{last['by']}: {last['text']}",
+                              "yellow"))
 
 
 def render_retirement(view: dict[str, Any]) -> None:

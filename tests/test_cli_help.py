@@ -65,8 +65,8 @@ def test_a_help_page_prints_its_examples() -> None:
     assert "Start:" in top.out and "Watch and judge:" in top.out and "Examples:" in top.out
 
 
-READS_OR_RUNS = {"step run", "step value", "step progress", "step turn", "brief lint", "desk run", "review diff",
-                 "board serve", "demo", "completion", "mcp"}  # mcp speaks JSON-RPC on stdio
+READS_OR_RUNS = {"step run", "step value", "step progress", "step turn", "step answer", "brief lint", "desk run",
+                 "review diff", "board serve", "demo", "completion", "mcp"}  # mcp speaks JSON-RPC on stdio
 
 
 def test_every_command_that_changes_something_answers_in_json() -> None:

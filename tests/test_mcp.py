@@ -107,10 +107,11 @@ def test_every_tool_under_a_real_desk_with_a_crash_inside_an_unsafe_call(forge: 
         {"tool": "step_run", "arguments": {"name": "deploy", "policy": "unsafe", "command": deploy}},
         {"tool": "settle", "arguments": {"name": "deploy", "verdict": "happened"}},
         {"tool": "wait", "arguments": {"on": "bogus"}},
+        {"tool": "answer", "arguments": {"thread": "7", "fixed": "done"}},
     ]
     run1, run2, second = crash_then_restart(forge, tmp_path, calls, steer=True)
     assert run1[0]["tool"] == "list_tools" and set(run1[0]["text"].split(",")) == {
-        "step_run", "value", "settle", "progress", "spawn", "steering", "wait", "journal", "brief"}
+        "step_run", "value", "settle", "progress", "spawn", "steering", "wait", "journal", "brief", "answer"}
     by_tool = {r["tool"]: r for r in reversed(run1)}  # the first of each
     uuid_before = by_tool["value"]["text"]
     steering = [r for r in run1 if r["tool"] == "steering"]
@@ -137,6 +138,8 @@ def test_every_tool_under_a_real_desk_with_a_crash_inside_an_unsafe_call(forge: 
     assert settled["is_error"] and settled["text"].startswith("error: step 'deploy' has no unknown outcome")
     [waited] = [r for r in run2 if r["tool"] == "wait"]
     assert waited["is_error"] and "unknown wait condition 'bogus'" in waited["text"]
+    [answered] = [r for r in run2 if r["tool"] == "answer"]  # no review thread waits: the desk says so
+    assert answered["is_error"] and "no review thread '7' waits on an answer in this run" in answered["text"]
     assert "review ready" in second.out, second.out
     assert f"briefs/{child}.md" in git("ls-tree", "-r", "--name-only", "main", cwd=forge.path)
 

@@ -217,7 +217,7 @@ def test_a_review_record_round_trips() -> None:
     ({"brief": "beta"}, "not 'alpha'"),
     ({"approvals": "bob"}, "wrong type"),
     ({"approvals": [1]}, "names"),
-    ({"comments": [{"by": "a", "text": "t"}]}, "exactly"),
+    ({"comments": [{"by": "a", "text": "t"}]}, "and optionally"),
     ({"state": "open"}, "not one of"),
     ({"head": "main"}, "not a commit id"),
     ({"state": "merged"}, "no merged_commit"),

@@ -27,6 +27,8 @@ VERBS = (  # (usage, what it does): the scripted agent's whole language
     ("sleep-once S MARKER", "wait S seconds the first time only (MARKER is a file it creates)"),
     ("fail-attempts N", "exit 1 while `ASSAY_ATTEMPT` <= N (a failure on purpose)"),
     ("steering", "print the steering the desk passed on"),
+    ("answer-threads fixed|reason TEXT", "answer every review thread the prompt lists (`assay step answer ID "
+     "--fixed TEXT` or `--reason TEXT`)"),
 )
 
 
@@ -40,6 +42,12 @@ def script_lines(prompt: str) -> list[str]:
         elif inside and line.strip() and not line.strip().startswith("#"):
             lines.append(line.strip())
     return lines
+
+
+def listed_threads(prompt: str) -> list[str]:
+    """The ids of the review threads the prompt lists (`- thread ID on WHERE:` under `## Review threads`)."""
+    section = prompt.partition("## Review threads\n")[2].partition("\n## ")[0]
+    return [line.split()[2] for line in section.splitlines() if line.startswith("- thread ")]
 
 
 def assay(*args: str) -> subprocess.CompletedProcess[str]:
@@ -112,6 +120,13 @@ def main() -> int:
             if attempt <= int(rest):
                 say(f"failing on purpose (attempt {attempt} <= {rest})")
                 return 1
+        elif verb == "answer-threads":
+            how, _, text = rest.partition(" ")
+            for thread in listed_threads(prompt):
+                done = assay("step", "answer", thread, f"--{how}", text or "done")
+                say(f"answer {thread} -> {done.returncode}" + (f": {done.stderr.strip()}" if done.returncode else ""))
+                if done.returncode:
+                    return done.returncode
         elif verb == "steering":
             steering = prompt.partition("## Steering\n")[2].strip()
             say(f"steering received: {steering or '(none)'}")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 HAPPENED, DID_NOT = "happened", "did-not"
 DESK_STEPS = frozenset({"branch", "review", "agent", "push", "verify", "statuses", "ready",
-                        "done_when", "supersede", "close"})  # work.py's own
+                        "done_when", "supersede", "close", "answer"})  # work.py's own
 TAIL_CHARS = 300  # how much of a step's recorded output the recovery summary quotes
 
 

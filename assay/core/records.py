@@ -316,9 +316,23 @@ _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})?")
 
 @dataclass(frozen=True)
 class ReviewComment:
+    """A comment on a review. With `thread`, a review note: the note that opens thread N is comment N (counted from
+    1), optionally on `path` (and `line`); a reply in thread N names N; a desk's answer also carries `answer` (the
+    key of the step that posted it, which finds it again after a lost answer)."""
+
     by: str
     at: str
     text: str
+    thread: int = 0
+    path: str = ""
+    line: int = 0
+    answer: str = ""
+
+    def view(self) -> dict[str, Any]:
+        """As review.json holds it: the optional keys only when set."""
+        return {k: v for k, v in (("at", self.at), ("by", self.by), ("text", self.text), ("thread", self.thread),
+                                  ("path", self.path), ("line", self.line), ("answer", self.answer))
+                if k in _COMMENT_FIELDS or v}
 
 
 @dataclass(frozen=True)
@@ -346,7 +360,8 @@ class ReviewRecord:
         return replace(self, **changes)
 
     def encode(self) -> bytes:
-        return (json.dumps(asdict(self), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        record = {**asdict(self), "comments": [c.view() for c in self.comments]}
+        return (json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 _REVIEW_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -354,6 +369,7 @@ _REVIEW_FIELDS: dict[str, type | tuple[type, ...]] = {
     "merged_commit": str, "approvals": list, "comments": list, "opened_at": str, "at": str,
 }
 _COMMENT_FIELDS = ("at", "by", "text")
+_NOTE_FIELDS: dict[str, type] = {"thread": int, "path": str, "line": int, "answer": str}  # optional
 
 
 def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
@@ -370,19 +386,32 @@ def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
         raise RecordInvalid(ref, "review.json has an empty branch or base")
     if not all(isinstance(name, str) for name in obj["approvals"]):
         raise RecordInvalid(ref, "review.json approvals must be names (strings)")
-    comments = [_decode_comment(c, ref) for c in obj["comments"]]
+    comments = [_decode_comment(c, ref, n) for n, c in enumerate(obj["comments"], 1)]
+    openers = {c.thread for n, c in enumerate(comments, 1) if c.thread == n}
+    if any(c.thread and c.thread not in openers for c in comments):
+        raise RecordInvalid(ref, "review.json has a reply in a thread that no note opens")
     expected_brief = ref.removeprefix(REVIEWS_PREFIX)
     if ref.startswith(REVIEWS_PREFIX) and obj["brief"] != expected_brief:
         raise RecordInvalid(ref, f"review.json names brief {obj['brief']!r}, not {expected_brief!r}")
     return ReviewRecord(**{**obj, "approvals": tuple(obj["approvals"]), "comments": tuple(comments)})
 
 
-def _decode_comment(obj: object, ref: str) -> ReviewComment:
-    if not isinstance(obj, dict) or sorted(obj) != list(_COMMENT_FIELDS):
-        raise RecordInvalid(ref, 'review.json comments must be objects with exactly "by", "at" and "text"')
+def _decode_comment(obj: object, ref: str, n: int) -> ReviewComment:
+    if not isinstance(obj, dict) or not set(_COMMENT_FIELDS) <= set(obj) \
+            or not set(obj) <= {*_COMMENT_FIELDS, *_NOTE_FIELDS}:
+        raise RecordInvalid(ref, 'review.json comments must be objects with "by", "at" and "text", and optionally '
+                                 '"thread", "path", "line" and "answer"')
     if not all(isinstance(obj[k], str) for k in _COMMENT_FIELDS):
         raise RecordInvalid(ref, "review.json comment fields must be strings")
-    return ReviewComment(by=obj["by"], at=obj["at"], text=obj["text"])
+    extra = {k: obj[k] for k in _NOTE_FIELDS if k in obj}
+    if any(not isinstance(v, _NOTE_FIELDS[k]) or isinstance(v, bool) for k, v in extra.items()):
+        raise RecordInvalid(ref, "review.json comment: thread and line must be integers, path and answer strings")
+    thread = int(extra.get("thread", 0))
+    if not 0 <= thread <= n or int(extra.get("line", 0)) < 0 or (not thread and extra) \
+            or ((extra.get("path") or extra.get("line")) and thread != n) or (extra.get("answer") and thread == n):
+        raise RecordInvalid(ref, f"review.json comment {n}: a note opens thread {n} (with its path and line) or "
+                                 "replies in an earlier thread (an answer only replies)")
+    return ReviewComment(by=obj["by"], at=obj["at"], text=obj["text"], **extra)
 
 
 def review_ref(brief: str) -> str:

@@ -9,6 +9,7 @@ woken by a forge event) all call `settle`, which reads the forge (never the even
 | changes requested | a new round, the review's text its feedback | kept for when it waits | kept |
 | `/assay retry` | a new round | noted: it is being worked | released for a desk to redo |
 | `/assay steer TEXT` | steering, and a new round | steering (delivered to the running agent) | steering |
+| a review thread waits on an answer | a new round, the thread its feedback | kept (the round answers it) | kept |
 | merged / closed | done / blocked with the closer's words | (the desk sees it) | - |
 | checks finished | a `checks` wait is woken, their result its feedback | - | - |
 
@@ -133,7 +134,7 @@ def _settle(claims: Claims, reviews: Reviews, brief: str, cause: Mapping[str, st
         _journal(claims, brief, "steer", {"text": s.text, "by": s.by}, ids, event, by, out,
                  f"steering from {_who(s)} ({s.id})")
     steered = [s for s in reviews_signals if s.allowed and s.kind == "steer" and f"{s.id}:round" not in done]
-    rounds = [s for s in allowed if s.kind in ("changes", "retry")] + steered
+    rounds = [s for s in allowed if s.kind in ("changes", "retry", "thread")] + steered
     if r.state == "waiting":
         _settle_waiting(claims, reviews, brief, r.epoch, dict(r.wait or {}), _wait_entry(entries), rounds, event, by,
                         now, out)
@@ -178,10 +179,13 @@ def _settle_waiting(claims: Claims, reviews: Reviews, brief: str, epoch: int, wa
         return
     if rounds and on in ROUND_WAITS:
         changes = [s for s in rounds if s.kind == "changes"]
+        threads = [s for s in rounds if s.kind == "thread"]
         parts = ([f"{_who(s)} requested changes" for s in changes]
                  + [f"{_who(s)} asked for a retry" for s in rounds if s.kind == "retry"]
-                 + [f"{_who(s)} steered the work (see Steering)" for s in rounds if s.kind == "steer"])
-        said = "\n\n".join(f"{_who(s)}: {s.text}" for s in changes if s.text.strip())
+                 + [f"{_who(s)} steered the work (see Steering)" for s in rounds if s.kind == "steer"]
+                 + [f"{_who(s)} wrote in review thread {s.id.split(':')[1]} (see Review threads)" for s in threads])
+        said = "\n\n".join([f"{_who(s)}: {s.text}" for s in changes if s.text.strip()]
+                             + [f"{_who(s)} on {s.text}" for s in threads])
         ids = [f"{s.id}:round" if s.kind == "steer" else s.id for s in rounds]
         _wake(claims, brief, epoch, wait, {"reason": "; ".join(parts), "said": said}, ids, event, by, out)
         return

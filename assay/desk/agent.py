@@ -24,6 +24,7 @@ from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
+from assay.core.forge.base import Thread
 from assay.core.journal import Journal, JournalLog
 from assay.core.recordtype import dataclass
 from assay.core.wip import Recorder
@@ -56,6 +57,7 @@ class AgentRun:
     checkpoint: Saved | None = None  # the round's newest agent-session checkpoint, to resume (`sessions.py`)
     steering: tuple[int, ...] = ()  # the seqs of the steering entries `prompt` holds
     state: Path | None = None  # this desk's own folder, `{state}` in its `env:` (a CLI's own home, say)
+    threads: tuple[Thread, ...] = ()  # the review threads the prompt lists: what `assay step answer` may name
 
 
 def assay_command(state_dir: Path) -> Path:
@@ -172,6 +174,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
         return steering.offer() if saver is not None and event in HOOK_STEERS else ""
 
     steps.on_turn = on_turn
+    steps.threads = {t.id: t for t in run.threads}
     out = _Output(run.brief.id, echo)
     watch = Limits(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
 

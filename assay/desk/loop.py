@@ -219,6 +219,9 @@ class Desk:
                 if self._landed_meanwhile(snapshot, brief_id, r, reviews.get(brief_id), report):
                     progressed = True
                     continue
+                if self._noted(brief_id, reviews.get(brief_id)):
+                    progressed = True
+                    continue
                 progressed = self._settle_one(brief_id, r, report, reviews.get(brief_id), looked) or progressed
             except Conflict as exc:  # another process of this desk, or a person, settled it first
                 self.echo(f"{self.spec.name}: {brief_id} settled elsewhere: {exc.message}")
@@ -228,6 +231,18 @@ class Desk:
                 self._rest(brief_id)
                 self.echo(f"{self.spec.name}: cannot settle {brief_id} now: {exc.message} ({exc.hint})")
         return progressed
+
+    def _noted(self, brief_id: str, review: Review | None) -> bool:
+        """Where reviews are refs: a review note that waits on an answer wakes its waiting brief for a round
+        (`signals.settle`, once per note); True when it did."""
+        if review is None or review.state not in ("draft", "ready") \
+                or not any(c.thread for c in review.record.comments):
+            return False
+        settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name,
+                                 states=("waiting",))
+        for line in settled.did:
+            self.echo(f"{self.spec.name}: {brief_id}: {line}")
+        return settled.woken
 
     def _wake_stale(self, snapshot: Snapshot) -> bool:
         """Once per main this process sees: ready reviews (any desk's) that no longer merge cleanly into it are
@@ -379,7 +394,7 @@ class Desk:
                 self.echo(f"{self.spec.name}: {brief_id}: steering came as it began to wait; woken for a new round")
                 return True
             if self.reviews.refs_backed:
-                return False
+                return self._noted(brief_id, self.reviews.peek(brief_id))
             settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name,
                                      states=("waiting",))
         except AssayError as exc:  # the next look settles it

@@ -83,6 +83,11 @@ TOOLS = (
     Tool("journal", "This brief's journal: claims, intents, results, unknown outcomes, steering.",
          _object({"last": {"type": "integer", "minimum": 0, "description": "only the last N entries"}})),
     Tool("brief", "The brief you are working: title, body, labels, verify rows, epoch and attempt.", _object({})),
+    Tool("answer", "Answer a review thread your prompt lists: what you changed for it (the desk replies naming the "
+         "commit it pushes) or why nothing changes. The review is not marked ready while a thread has no answer.",
+         _object({"thread": {**_STRING, "description": "the thread's id, as the prompt lists it"},
+                  "fixed": {**_STRING, "description": "what you changed for it"},
+                  "reason": {**_STRING, "description": "or why nothing changes"}}, ("thread",))),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -240,6 +245,11 @@ def call(name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any] | No
     if name == "journal":
         entries = list(_ask({"op": "journal", "last": int(arguments.get("last") or 0)})["journal"])
         return "\n".join(json.dumps(e, sort_keys=True) for e in entries), {"journal": entries}
+    if name == "answer":
+        answered = dict(_ask({"op": "answer", **{k: str(arguments[k]) for k in ("thread", "fixed", "reason")
+                                                 if k in arguments}})["answered"])
+        return (f"thread {answered['thread']}: answer journaled (seq {answered['seq']}); the desk replies on the "
+                "review before it marks it ready"), answered
     about = dict(_ask({"op": "brief"})["brief"])
     rows = "\n".join(f"- {r['id']}: {r['run']}" for r in about.get("verify", []))
     return (f"{about.get('id')}: {about.get('title', '')}\n\n{about.get('body', '')}"

@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int | None:
         return None
     else:
         parse = {"run": _parse_run, "value": _parse_value, "settle": _parse_settle,
-                 "progress": _parse_progress, "turn": _parse_turn}.get(argv[1])
+                 "progress": _parse_progress, "turn": _parse_turn, "answer": _parse_answer}.get(argv[1])
         request = parse(argv[2:]) if parse else None
     if request is None:
         return None
@@ -139,6 +139,11 @@ def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> in
             return 0
         elif "turn" in reply:
             _hook_answer(str(reply["turn"]), str(reply.get("say") or ""))
+            return 0
+        elif "answered" in reply:
+            said = reply["answered"]
+            sys.stdout.write(f"thread {said['thread']}: answer journaled (seq {said['seq']}); the desk replies on the "
+                             "review before it marks it ready\n")
             return 0
         elif "waiting" in reply:
             sys.stdout.write(f"{reply['waiting']}\n")
@@ -279,6 +284,23 @@ def _parse_turn(args: list[str]) -> dict[str, Any] | None:
         except (ValueError, AttributeError):
             event = "notify"
     return {"op": "turn", "event": event[:64]} if not event.startswith("-") else None
+
+
+def _parse_answer(args: list[str]) -> dict[str, Any] | None:
+    """`assay step answer THREAD --fixed TEXT | --reason TEXT` (or `--fixed=TEXT`); the desk checks the rest."""
+    request: dict[str, Any] = {"op": "answer", "thread": ""}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if name in ("--fixed", "--reason") and (eq or i + 1 < len(args)):
+            request[name[2:]] = value if eq else args[i + 1]
+            i += 1 if eq else 2
+        elif not args[i].startswith("-") and not request["thread"]:
+            request["thread"] = args[i]
+            i += 1
+        else:
+            return None  # --help, --json or a mistake: the full command says what it takes
+    return request if request["thread"] else None
 
 
 def _parse_progress(args: list[str]) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ credentials. The effect itself runs in the agent's process (`stepclient.py`):
     client: {"op": "journal", last}  ->  server: {"do": "return", "journal": [entry, …]}   (too; read only)
     client: {"op": "steering"}  ->  server: {"do": "return", "steering": [{seq, text, by}]}   (too; each once)
     client: {"op": "turn", event}  ->  server: {"do": "return", "turn": event, "say": steering text or ""}   (too)
+    client: {"op": "answer", thread, fixed | reason}  ->  server: {"do": "return", "answered": {thread, seq}}
 
 A step belongs to its desk's life. The client's identity is read from the socket (`SO_PEERCRED`),
 in the desk's own pid namespace, so a sandboxed agent's steps name real process lives. A client
@@ -50,9 +51,10 @@ from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
 from assay.core.steps import Session, open_session
 from assay.desk.effects import check_effect, check_settle, check_value
-from assay.errors import AssayError, Cancelled
+from assay.errors import AssayError, Cancelled, UsageError
 
 if TYPE_CHECKING:
+    from assay.core.forge.base import Thread
     from assay.core.steps import ProbeRunner, StepHooks
 
 CANCEL_GRACE_S = 10.0  # how long a cancelled client has to stop its command and say so
@@ -88,6 +90,7 @@ class StepServer:
         self.progress = ""  # what the agent said of a long step (`assay step progress`), until its result
         # told when the agent's CLI says a turn ended (its hooks); returns text for the model, if the hook can hand it
         self.on_turn: Callable[[str], str] | None = None
+        self.threads: dict[str, Thread] = {}  # the review threads this run was prompted with, by id
         self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
         self.path = self._dir / "s"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -336,6 +339,8 @@ class StepServer:
                 value = session.random_bytes(n_bytes).hex()
             session.flush()  # recorded before it is used: a replay must get this very value
             return {"do": "return", "value": value}
+        if op == "answer":
+            return self._answer_thread(session, request)
         if op == "settle":
             settle = check_settle(str(request.get("name", "")), str(request.get("verdict", "")), request.get("input"))
             entry = session.settle(settle.name, settle.verdict, by=f"agent:{self.desk}",
@@ -377,6 +382,22 @@ class StepServer:
         if effect.policy != "safe":
             session.flush()
         return {"do": "return", "result": result, "ran": bool(ran)}
+
+    def _answer_thread(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+        """Journal the agent's answer to a review thread its prompt listed (the desk replies on the review, naming
+        the commit it pushes, before it marks the review ready)."""
+        ident, fixed, reason = (str(request.get(k) or "").strip() for k in ("thread", "fixed", "reason"))
+        thread = self.threads.get(ident.lstrip("#"))
+        if thread is None:
+            waiting = ", ".join(self.threads) or "none"
+            raise UsageError(f"no review thread {ident!r} waits on an answer in this run (threads: {waiting})",
+                             hint="answer the threads listed under Review threads in your prompt")
+        if bool(fixed) == bool(reason):
+            raise UsageError("an answer says what changed (--fixed TEXT) or why nothing does (--reason TEXT): "
+                             "one of them", hint=f"assay step answer {thread.id} --fixed 'what you changed'")
+        said = {"thread": thread.id, "last": thread.last.id, **({"fixed": fixed} if fixed else {"reason": reason})}
+        entry = session.journal.add("note", sync=True, data={"answer": said})
+        return {"do": "return", "answered": {"thread": thread.id, "seq": entry.seq}}
 
     @staticmethod
     def _gone(inflight: _InFlight, policy: str) -> BaseException:

@@ -11,6 +11,7 @@ and carries on from what the forge shows.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from collections.abc import Callable
 from functools import partial
@@ -24,7 +25,7 @@ from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.footprints import FOOTPRINTS_REF
-from assay.core.forge.base import Reviews
+from assay.core.forge.base import Reviews, Thread, answer_text
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
 from assay.core.records import JournalEntry
@@ -49,6 +50,12 @@ def _redo_feedback(data: dict[str, Any]) -> str:
     if str(data.get("redo", "")).startswith("wake-"):
         return "The child briefs you waited on have ended (see Child briefs below): carry on with this brief."
     return f"The previous round was blocked: {data.get('reason')}." + (f" The reviewer said: {said}" if said else "")
+
+
+def _answers(entries: list[JournalEntry]) -> list[dict[str, Any]]:
+    """What the agent answered to review threads (`assay step answer`), oldest first."""
+    found = [(e.data or {}).get("answer") for e in entries if e.kind == "note"]
+    return [a for a in found if isinstance(a, dict)]
 
 
 def _superseded_release(e: JournalEntry) -> bool:
@@ -76,6 +83,8 @@ class BriefWork:
         self._main = ""  # the main this pass started from
         self._footprint_rode = False  # this brief's learned footprint rode its work's push
         self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
+        self._redo: dict[str, str] = {}  # this round's identity in its steps' inputs
+        self._threads: tuple[Thread, ...] = ()  # the review threads waiting on an answer, as the last prompt read them
 
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`, or settle it `done` when its `done_when:`
@@ -85,6 +94,7 @@ class BriefWork:
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
         self.reviews.hold(self._renew, self.spec.lease_s / 2)
         redo, feedback = self._round()
+        self._redo = redo
         if brief.done_when and self._already_on_main(main, redo):
             return "done"
         head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent",
@@ -136,6 +146,8 @@ class BriefWork:
                                  if w)
             if verdict["passed"] and agent["exit_code"] == 0 and not held:
                 steered, late = self._late_steering(str(agent.get("run", "")))
+                held = "" if steered else self._answer_threads(head)  # every review thread answered, or it fails
+            if verdict["passed"] and agent["exit_code"] == 0 and not held:
                 if not steered:
                     break
                 # steering no run took: the agent gets it (resuming its conversation) before the review is ready
@@ -170,6 +182,50 @@ class BriefWork:
         session.wait("review")  # the run's end, the entry and the claim change in one push
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
         return "waiting"
+
+    def _answer_threads(self, head: str) -> str:
+        """Reply to every review thread that waits on an answer with what the agent said of it (`assay step
+        answer`): the commit that addresses it, or why nothing changes; each reply a journaled step (once per
+        thread, person's comment and head). Why the review may not be marked ready ("" when every thread has its
+        answer): threads the agent left unanswered, the newest read of the forge."""
+        threads = [t for t in self.reviews.threads(self.brief.id) if t.allowed is not False]
+        if not threads:
+            return ""
+        said = {(str(a.get("thread")), str(a.get("last"))): a for a in _answers(self.session.journal.entries)}
+        missing = [t for t in threads if (t.id, t.last.id) not in said]
+        for t in (t for t in threads if (t.id, t.last.id) in said):
+            given = said[(t.id, t.last.id)]
+            text = answer_text(head, str(given.get("fixed") or ""), str(given.get("reason") or ""))
+            self.session.step("answer", partial(self._post_answer, t.id, text),
+                              input={"thread": t.id, "last": t.last.id, "head": head, **self._redo},
+                              policy="idempotent")
+        if not missing:
+            return ""
+        listed = ", ".join(f"{t.id} on {t.where} (@{t.last.by})" for t in missing)
+        return (f"review threads without an answer: {listed}; answer each with `{self.assay_bin} step answer ID "
+                "--fixed TEXT` (what you changed for it) or `--reason TEXT` (why nothing changes)")
+
+    def _post_answer(self, thread: str, text: str, key: str) -> str:
+        """The reply on the forge, once per step key: where reviews are refs it rides a journal push (fenced);
+        on GitHub the step's intent is on the forge (with a claim renewal) before the API call."""
+        marker = hashlib.sha256(key.encode()).hexdigest()[:20]
+        if not self.reviews.refs_backed:
+            return self.reviews.answer(self.brief.id, thread, self.spec.name, text, marker)
+        for _ in range(3):
+            update = self.reviews.answer_update(self.brief.id, thread, self.spec.name, text, marker)
+            if update is None:
+                break  # posted already
+            try:
+                self.session.journal.add("note", sync=True, data={"review": "answered", "thread": thread},
+                                         refs=[update])
+                break
+            except Fenced:
+                raise
+            except Conflict:
+                continue  # the review moved (a comment, say): prepare again on its new tip
+        else:
+            raise Conflict(f"the review of {self.brief.id!r} kept changing; thread {thread} not answered")
+        return self.reviews.answer(self.brief.id, thread, self.spec.name, text, marker)  # there now: its id
 
     def _catch_up(self, main: str) -> None:
         """A round woken because main moved: merge that main into the worktree (not committed: the round's push
@@ -427,6 +483,7 @@ class BriefWork:
             parts += [f"- {row.id}: `{row.run}` (expects exit {row.expect_exit})" for row in brief.verify] + [""]
         if feedback:
             parts += ["## Feedback", "", feedback, ""]
+        parts += self._thread_lines()
         parts += ["## Effects outside this worktree", "",
                   "Run anything that changes the world outside this worktree (a deploy, a migration, a message) "
                   f"as a journaled step, with Assay at `{self.assay_bin}`:",
@@ -438,6 +495,21 @@ class BriefWork:
         parts += self._children()
         parts += ["## Steering", "", *steering]
         return "\n".join(parts) + "\n", tuple(e.seq for e in steers)
+
+    def _thread_lines(self) -> list[str]:
+        """The review threads that wait on an answer (read now: the agent's `assay step answer` names them)."""
+        self._threads = tuple(t for t in self.reviews.threads(self.brief.id) if t.allowed is not False)
+        if not self._threads:
+            return []
+        lines = ["## Review threads", "",
+                 "People wrote these on the review. Answer every one before you finish, with "
+                 f"`{self.assay_bin} step answer ID --fixed TEXT` (what you changed for it: Assay replies naming the "
+                 "commit it pushes) or `--reason TEXT` (why nothing changes). The review is not marked ready while "
+                 "one has no answer.", ""]
+        for t in self._threads:
+            lines.append(f"- thread {t.id} on {t.where}:")
+            lines += [f"  - @{s.by}: {s.text}" for s in t.said]
+        return [*lines, ""]
 
     def _children(self) -> list[str]:
         """The outcome of the child briefs this brief last waited on (`wait --on briefs:…`), for its next run."""
@@ -470,7 +542,7 @@ class BriefWork:
             if saved is not None:
                 prompt = sessions.resumed_note(saved, self.worktree, self._restore(saved)) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
-                       self.assay_bin, saved, steering, self.state)
+                       self.assay_bin, saved, steering, self.state, self._threads)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
         # the agent's steps moved the journal, and the heartbeat the claim: read their tips (one ref advertisement)
         # rather than push the result on stale leases, be rejected and push again. A lost claim or an absent

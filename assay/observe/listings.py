@@ -13,11 +13,11 @@ from typing import Any
 from assay.core import landing, wip
 from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
-from assay.core.forge.base import Review, Reviews
+from assay.core.forge.base import Review, Reviews, Thread
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
 from assay.core.records import MAIN_REF, JournalEntry
-from assay.core.recordtype import dataclass
+from assay.core.recordtype import dataclass, field
 from assay.core.retired import tip_of
 from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
 
@@ -65,6 +65,7 @@ class ReviewDetail:
     verify: list[dict[str, Any]]
     unsaved: dict[str, Any] | None = None  # the newest checkpoint's worktree, where it differs from the head
     superseded: str = ""  # "superseded by <brief>" / "already on main at <sha>": why it was closed, not marked ready
+    threads: list[Thread] = field(default_factory=list)  # review threads waiting on a desk's answer
 
 
 def _compared(git: ForgeGit, review: Review) -> tuple[str, str]:
@@ -101,8 +102,17 @@ def review_detail(git: ForgeGit, reviews: Reviews, brief: str) -> ReviewDetail:
         if e.kind == "verify" and e.data and head and e.data.get("head") == head:
             rows[str(e.data.get("row", ""))] = e.data
     evidence = landing.superseded_note(entries) if review.state == "closed" else None
+    threads = reviews.threads(brief) if review.state in ("draft", "ready") else []
     return ReviewDetail(review, base, head, files, list(rows.values()), _unsaved(git, brief, entries, head),
-                        landing.superseded_text(evidence) if evidence else "")
+                        landing.superseded_text(evidence) if evidence else "", threads)
+
+
+def note_place(on: str | None) -> tuple[str, int]:
+    """`--on PATH[:LINE]` of `assay review note`, as (path, line); line 0 when none is given."""
+    if not on:
+        return "", 0
+    path, sep, line = on.rpartition(":")
+    return (path, int(line)) if sep and path and line.isdigit() else (on, 0)
 
 
 def _unsaved(git: ForgeGit, brief: str, entries: list[JournalEntry], head: str) -> dict[str, Any] | None:

@@ -80,6 +80,63 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Said:
+    """One person's comment in a review thread."""
+
+    id: str
+    by: str
+    at: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Thread:
+    """A review thread a person opened, not resolved, whose last word is not a desk's answer: it needs one (the
+    commit that addresses it, or why nothing changes) before the review is marked ready again. `id` is its first
+    comment's on the forge (a pull request review comment's id; a review note's number on a plain forge). `said`:
+    the people's comments since a desk last answered (all of them before), oldest first. `allowed`: the last of
+    them may write to the repository, as the forge says (None: no verdict yet)."""
+
+    id: str
+    path: str
+    line: int
+    said: tuple[Said, ...]
+    allowed: bool | None
+
+    @property
+    def last(self) -> Said:
+        return self.said[-1]
+
+    @property
+    def signal(self) -> str:
+        """Its identity as a signal: one round per comment a person adds."""
+        return f"thread:{self.id}:{self.last.id}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" if self.path and self.line else self.path or "the review"
+
+    def view(self) -> dict[str, Any]:
+        return {"id": self.id, "path": self.path, "line": self.line, "where": self.where, "last": self.last.id,
+                "said": [{"id": s.id, "by": s.by, "at": s.at, "text": s.text} for s in self.said],
+                "allowed": self.allowed}
+
+
+def thread_signals(threads: Iterable[Thread]) -> builtins.list[Signal]:
+    """A review thread waiting on an answer, as a signal (`thread`): it wakes a brief waiting on its review."""
+    return [Signal(t.signal, "thread", t.last.by, t.last.at, f"{t.where}: {t.last.text}", t.allowed)
+            for t in threads]
+
+
+ANSWER = re.compile(r"<!-- assay:answer:(?P<key>[0-9a-f]+) -->")
+
+
+def answer_text(head: str, fixed: str, reason: str) -> str:
+    """A desk's reply to a thread: the commit that addresses it, or why nothing changes."""
+    return f"Addressed in {head}: {fixed}" if fixed else f"Not changed: {reason}"
+
+
+@dataclass(frozen=True)
 class Checks:
     """The checks on a commit: finished when there is at least one and none is pending or running."""
 
@@ -197,8 +254,29 @@ class Reviews(Protocol):
         ...
 
     def signals(self, brief: str) -> builtins.list[Signal]:
-        """Reviews requesting changes and comment commands on the brief's review, oldest first, with whether
-        each author may write to the repository; empty where reviews are refs."""
+        """Reviews requesting changes, comment commands and review threads waiting on an answer on the brief's
+        review, oldest first, with whether each author may write to the repository (where reviews are refs,
+        anyone who can push may: only threads)."""
+        ...
+
+    def threads(self, brief: str) -> builtins.list[Thread]:
+        """The review threads on the brief's review that need a desk's answer (see `Thread`), oldest first: a
+        person opened them, they are published (a review still pending is not) and not resolved."""
+        ...
+
+    def answer(self, brief: str, thread: str, by: str, text: str, key: str) -> str:
+        """Reply to `thread` as desk `by`, once per `key` (a reply with that key there already is not posted
+        again); the reply's id."""
+        ...
+
+    def answer_update(self, brief: str, thread: str, by: str, text: str, key: str) -> RefUpdate | None:
+        """Where reviews are refs: `answer`'s update, unpushed (a desk pushes it with its journal, fenced); None
+        when the reply with `key` is there already."""
+        ...
+
+    def note(self, brief: str, by: str, text: str, path: str = "", line: int = 0, reply_to: str = "") -> str:
+        """A person's review note: a new thread (on `path` and `line` where given) or, with `reply_to`, a reply
+        in that thread; the note's id."""
         ...
 
     def checks(self, brief: str) -> Checks | None:

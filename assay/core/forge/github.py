@@ -26,15 +26,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from assay.core.forge.base import (
+    ANSWER,
     Checks,
     InvalidReview,
     Review,
+    Said,
     Signal,
+    Thread,
     command_of,
     commit_id,
     person_name,
     review_branch,
     review_title,
+    thread_signals,
 )
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import OBJECT_ID, RefUpdate
@@ -65,6 +69,16 @@ TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _STATUS_EPOCH = re.compile(r"; epoch (\d+)$")  # how a verify status names the epoch that posted it
 MAX_LISTED = 10_000  # items of one list read before the rest is left unread
+THREADS_QUERY = """query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        pageInfo { hasNextPage endCursor }
+        nodes { isResolved comments(first: 1) { nodes { databaseId } } }
+      }
+    }
+  }
+}"""
 
 
 @dataclass(frozen=True)
@@ -359,7 +373,65 @@ class GitHubReviews:
                 if command is not None and _signed(str(c.get("body") or ""))[0] is None:  # not one Assay posted
                     found.append((_iso(c.get("created_at")), f"comment:{c.get('id')}", command[0],
                                   _login(c.get("user")), command[1]))
-        return [Signal(ident, kind, by, at, text, self.can_write(by)) for at, ident, kind, by, text in sorted(found)]
+        listed = [Signal(ident, kind, by, at, text, self.can_write(by)) for at, ident, kind, by, text in sorted(found)]
+        return sorted([*listed, *thread_signals(self._threads(brief, pull))], key=lambda s: s.at)
+
+    def threads(self, brief: str) -> builtins.list[Thread]:
+        """From the newest pull request's review comments (a conditional list read); only when one of them waits
+        on an answer, which of those threads are resolved (one GraphQL query)."""
+        pull = self._find(validate_brief_id(brief))
+        return self._threads(brief, pull) if pull is not None else []
+
+    def _threads(self, brief: str, pull: dict[str, Any]) -> builtins.list[Thread]:
+        number = int(pull.get("number") or 0)
+        comments = [c for c in self._get("review comments", f"{self._path}/pulls/{number}/comments",
+                                         {"per_page": 100}) or [] if isinstance(c, dict)]
+        if not comments:
+            return []
+        pending = {r.get("id") for r in self._get("reviews", f"{self._path}/pulls/{number}/reviews",
+                                                 {"per_page": 100}) or []
+                   if isinstance(r, dict) and r.get("state") == "PENDING"}
+        threads: dict[int, builtins.list[dict[str, Any]]] = {}
+        for c in sorted(comments, key=lambda c: (_iso(c.get("created_at")), int(c.get("id") or 0))):
+            if c.get("pull_request_review_id") in pending and c.get("pull_request_review_id") is not None:
+                continue  # not published: nobody but its author sees it yet
+            threads.setdefault(int(c.get("in_reply_to_id") or c.get("id") or 0), []).append(c)
+        waiting: builtins.list[tuple[int, dict[str, Any], tuple[Said, ...]]] = []
+        for root, members in threads.items():
+            first = members[0]
+            if int(first.get("id") or 0) != root or ANSWER.search(str(first.get("body") or "")):
+                continue  # its first comment is not listed (pending, or deleted), or a desk's
+            answered = max((i for i, c in enumerate(members) if ANSWER.search(str(c.get("body") or ""))), default=-1)
+            said = tuple(Said(str(c.get("id")), *_person(c)) for i, c in enumerate(members)
+                         if i > answered and not ANSWER.search(str(c.get("body") or "")))
+            if said:
+                waiting.append((root, first, said))
+        if not waiting:
+            return []
+        resolved = self._resolved(number)
+        return [Thread(str(root), str(first.get("path") or ""), int(first.get("line") or first.get("original_line")
+                                                                    or 0), said, self.can_write(said[-1].by))
+                for root, first, said in waiting if root not in resolved]
+
+    def _resolved(self, number: int) -> set[int]:
+        """The first comments' ids of the pull request's resolved review threads (GraphQL: REST does not say)."""
+        requester = self._gh.requester
+        owner, name = self.target.repo.split("/")
+        resolved: set[int] = set()
+        after: str | None = None
+        for _ in range(MAX_LISTED // 100 + 1):
+            variables: dict[str, Any] = {"owner": owner, "name": name, "number": number, "after": after}
+            _, data = self._call("review threads", partial(requester.graphql_query, THREADS_QUERY, variables))
+            found = _at(data, "data", "repository", "pullRequest", "reviewThreads") or {}
+            for node in found.get("nodes") or [] if isinstance(found, dict) else []:
+                first = _at(node, "comments", "nodes") or []
+                if isinstance(node, dict) and node.get("isResolved") and first and isinstance(first[0], dict):
+                    resolved.add(int(first[0].get("databaseId") or 0))
+            page = found.get("pageInfo") or {} if isinstance(found, dict) else {}
+            if not page.get("hasNextPage") or not page.get("endCursor"):
+                break
+            after = str(page["endCursor"])
+        return resolved
 
     def can_write(self, login: str) -> bool | None:
         """Whether `login` may write to the repository (admin, maintain or write), as GitHub says; None when GitHub
@@ -536,6 +608,56 @@ class GitHubReviews:
         """The comment or review whose body is `body`, if it is there (it carries its own marker)."""
         found = [c for c in self._get("read back", path, {"per_page": 100}) or [] if c.get("body") == body]
         return found[0] if found else None
+
+    def answer(self, brief: str, thread: str, by: str, text: str, key: str) -> str:
+        """A reply in the thread, carrying the key's marker: a reply with it there already is not posted again."""
+        pull = self._require(brief, "answer")
+        number = int(pull.get("number") or 0)
+        marker = f"<!-- assay:answer:{key} -->"
+        path = f"{self._path}/pulls/{number}/comments"
+
+        def there() -> Any | None:
+            found = [c for c in self._get("read back", path, {"per_page": 100}) or []
+                     if isinstance(c, dict) and marker in str(c.get("body") or "")]
+            return found[0] if found else None
+
+        posted = there()
+        if posted is None:
+            body = f"{text}\n\n— {by}\n{marker}"
+            obj = self._obj(pull)
+            posted = self._call("answer", lambda: obj.create_review_comment_reply(int(thread), body), write=True,
+                                read_back=there)
+        return str(posted.get("id") if isinstance(posted, dict) else getattr(posted, "id", ""))
+
+    def answer_update(self, brief: str, thread: str, by: str, text: str, key: str) -> RefUpdate | None:
+        raise UsageError("a pull request review comment is posted through the API, not by a ref update")
+
+    def note(self, brief: str, by: str, text: str, path: str = "", line: int = 0, reply_to: str = "") -> str:
+        """A review comment posted for a person (signed, as `comment` signs): a reply in `reply_to`'s thread, or a
+        new thread on `path` at `line` of the head (a review of one comment, as GitHub's own UI makes)."""
+        person_name(by)
+        if not text.strip():
+            raise UsageError("a review note needs text")
+        pull = self._require(brief, "note")
+        number = int(pull.get("number") or 0)
+        body = f"{text}\n\n— {by}\n{_marker()}"
+        listed = f"{self._path}/pulls/{number}/comments"
+        obj = self._obj(pull)
+        if reply_to:
+            if path or line:
+                raise UsageError("a reply stays on its thread's file and line", hint="leave out --on with --reply")
+            if not reply_to.isdigit():
+                raise UsageError(f"{reply_to!r} is not a review comment's id")
+            made = self._call("note", lambda: obj.create_review_comment_reply(int(reply_to), body), write=True,
+                              read_back=lambda: self._posted(listed, body))
+        else:
+            if not path:
+                raise UsageError("a review thread on GitHub is on a file", hint="pass --on PATH[:LINE]")
+            comment: Any = {"path": path, "line": line or 1, "body": body}
+            self._call("note", lambda: obj.create_review(event="COMMENT", comments=[comment]), write=True,
+                       read_back=lambda: self._posted(listed, body))
+            made = self._posted(listed, body)
+        return str(made.get("id") if isinstance(made, dict) else getattr(made, "id", ""))
 
     def approve(self, brief: str, by: str) -> Review:
         person_name(by)
@@ -799,6 +921,12 @@ def _signed(body: str) -> tuple[str | None, str]:
             text = m.groupdict().get("text") or ""
             return m["by"], f"closed: {text}" if i == 1 else text
     return None, body
+
+
+def _person(c: dict[str, Any]) -> tuple[str, str, str]:
+    """Who wrote a comment (the person Assay signed it for, else its author), when, and what they wrote."""
+    by, text = _signed(str(c.get("body") or ""))
+    return by or _login(c.get("user")), _iso(c.get("created_at")), text
 
 
 def _comment(c: dict[str, Any]) -> ReviewComment:

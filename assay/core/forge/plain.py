@@ -20,11 +20,14 @@ from assay.core.forge.base import (
     Clock,
     InvalidReview,
     Review,
+    Said,
     Signal,
+    Thread,
     commit_id,
     person_name,
     review_branch,
     review_title,
+    thread_signals,
 )
 from assay.core.git import ForgeGit, RefUpdate, Signature
 from assay.core.records import (
@@ -69,8 +72,11 @@ def check_action(current: ReviewRecord | None, action: str, brief: str) -> None:
 
 def review_transition(current: ReviewRecord | None, action: str, brief: str, *, at: str, by: str = "",
                       text: str = "", branch: str = "", title: str = "", head: str = "",
-                      merged_commit: str = "") -> ReviewRecord:
-    """The one transition table. Returns the next record, `current` itself when nothing changes."""
+                      merged_commit: str = "", thread: str = "", path: str = "", line: str = "",
+                      answer: str = "") -> ReviewRecord:
+    """The one transition table. Returns the next record, `current` itself when nothing changes. A comment with
+    `thread` is a review note: `new` opens a thread (on `path`, `line`), a number replies in that thread, and
+    `answer` marks a desk's reply (posted once per key)."""
     check_action(current, action, brief)
     if action == "open":
         if current is not None and current.state != "closed":
@@ -85,7 +91,10 @@ def review_transition(current: ReviewRecord | None, action: str, brief: str, *, 
             return current
         return current.but(state="ready", head=head or current.head, at=at)
     if action == "comment":
-        return current.but(comments=(*current.comments, ReviewComment(by, at, text)), at=at)
+        if answer and any(c.answer == answer for c in current.comments):
+            return current
+        return current.but(comments=(*current.comments, _note(current, by, at, text, thread, path, line, answer)),
+                           at=at)
     if action == "approve":
         if by in current.approvals:
             return current
@@ -96,6 +105,38 @@ def review_transition(current: ReviewRecord | None, action: str, brief: str, *, 
         return current
     comments = (*current.comments, ReviewComment(by, at, f"closed: {text}")) if text else current.comments
     return current.but(state="closed", comments=comments, at=at)
+
+
+def _note(current: ReviewRecord, by: str, at: str, text: str, thread: str, path: str, line: str,
+          answer: str) -> ReviewComment:
+    if not thread:
+        return ReviewComment(by, at, text)
+    n = len(current.comments) + 1
+    if thread == "new":
+        if answer:
+            raise UsageError("a desk's answer replies in a thread; it opens none")
+        return ReviewComment(by, at, text, thread=n, path=path, line=int(line or 0))
+    opened = [i for i, c in enumerate(current.comments, 1) if c.thread == i]
+    if not thread.isdigit() or int(thread) not in opened:
+        raise UsageError(f"no review thread {thread} on the review of {current.brief!r}",
+                         hint=f"its threads: {', '.join(map(str, opened))}" if opened
+                         else "open one with `assay review note BRIEF TEXT`")
+    return ReviewComment(by, at, text, thread=int(thread), answer=answer)
+
+
+def note_threads(record: ReviewRecord) -> builtins.list[Thread]:
+    """The review notes' threads whose last word is a person's (not a desk's answer), oldest first. Anyone who can
+    push to a plain forge may write to it: every such thread needs an answer."""
+    out: builtins.list[Thread] = []
+    for n, opener in enumerate(record.comments, 1):
+        if opener.thread != n:
+            continue
+        members = [(i, c) for i, c in enumerate(record.comments, 1) if c.thread == n]
+        answered = max((i for i, c in members if c.answer), default=0)
+        said = tuple(Said(str(i), c.by, c.at, c.text) for i, c in members if i > answered and not c.answer)
+        if said:
+            out.append(Thread(str(n), opener.path, opener.line, said, True))
+    return out
 
 
 @dataclass(frozen=True)
@@ -175,7 +216,36 @@ class PlainReviews:
         return None
 
     def signals(self, brief: str) -> builtins.list[Signal]:
-        return []  # people act through the CLI here (`assay review`, `assay steer`, `assay wake`)
+        """Review threads waiting on an answer; people act through the CLI otherwise (`assay steer`, `assay
+        wake`)."""
+        return thread_signals(self.threads(brief))
+
+    def threads(self, brief: str) -> builtins.list[Thread]:
+        review = self.get(brief)
+        return note_threads(review.record) if review is not None else []
+
+    def answer(self, brief: str, thread: str, by: str, text: str, key: str) -> str:
+        review = self._change(brief, "comment", by, text=text, thread=thread, answer=key)
+        return str(next(i for i, c in enumerate(review.record.comments, 1) if c.answer == key))
+
+    def answer_update(self, brief: str, thread: str, by: str, text: str, key: str) -> RefUpdate | None:
+        person_name(by)
+        current = self.get(brief)
+        before = current.record if current else None
+        record = review_transition(before, "comment", brief, at=self._now(), by=by, text=text, thread=thread,
+                                   answer=key)
+        if current is None or record is before:
+            return None
+        return self._prepare(current, record, "comment", by, text)
+
+    def note(self, brief: str, by: str, text: str, path: str = "", line: int = 0, reply_to: str = "") -> str:
+        if not text.strip():
+            raise UsageError("a review note needs text")
+        if reply_to and (path or line):
+            raise UsageError("a reply stays on its thread's file and line", hint="leave out --on with --reply")
+        review = self._change(brief, "comment", by, text=text, thread=reply_to or "new", path=path,
+                              line=str(line or ""))
+        return str(len(review.record.comments))
 
     def checks(self, brief: str) -> Checks | None:
         return None
