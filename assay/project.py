@@ -78,6 +78,7 @@ CALLER_ON = {
     "board": '  schedule:\n    - cron: "7,37 * * * *"\n  workflow_dispatch:\n',
     "desk": ('  push:\n    branches: [main]\n    paths: ["briefs/**", "desks/**"]\n'
              "  pull_request_review:\n    types: [submitted]\n"
+             "  pull_request_review_comment:\n    types: [created]\n"
              "  # nothing checks out the event's code; a comment is obeyed only from people who may write\n"
              "  issue_comment: # zizmor: ignore[dangerous-triggers]\n    types: [created]\n"
              "  pull_request:\n    types: [closed]\n"

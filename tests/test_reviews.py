@@ -189,12 +189,12 @@ def push_junk(forge: Forge, brief: str, content: bytes) -> None:
 def test_junk_reviews_are_listed_as_invalid(forge: Forge, reviews: PlainReviews, branch: str) -> None:
     opened(reviews, branch)
     push_junk(forge, "beta", b"not json")
-    push_junk(forge, "gamma", b'{"v": 2, "brief": "gamma"}')
+    push_junk(forge, "gamma", b'{"v": 3, "brief": "gamma"}')
     listed = reviews.list()
     assert [isinstance(r, InvalidReview) for r in listed] == [False, True, True]
     problems = {r.ref: r.problem for r in listed if isinstance(r, InvalidReview)}
     assert "not JSON" in problems["refs/assay/reviews/beta"]
-    assert "format version 2" in problems["refs/assay/reviews/gamma"]
+    assert "format version 3" in problems["refs/assay/reviews/gamma"]
     before = forge.tip("refs/assay/reviews/beta")
     with pytest.raises(RecordInvalid, match="refs/assay/reviews/beta"):
         reviews.comment("beta", "ann", "hello")
@@ -213,7 +213,7 @@ def test_a_review_record_round_trips() -> None:
 
 @pytest.mark.parametrize("change, problem", [
     ({"extra": 1}, "unknown fields"),
-    ({"v": 2}, "format version 2"),
+    ({"v": 3}, "format version 3"),
     ({"brief": "beta"}, "not 'alpha'"),
     ({"approvals": "bob"}, "wrong type"),
     ({"approvals": [1]}, "names"),
@@ -221,7 +221,7 @@ def test_a_review_record_round_trips() -> None:
     ({"state": "open"}, "not one of"),
     ({"head": "main"}, "not a commit id"),
     ({"state": "merged"}, "no merged_commit"),
-    ({"v": True}, "wrong type"),
+    ({"v": True}, "format version True"),
 ])
 def test_a_bad_review_record_is_invalid(change: dict[str, object], problem: str) -> None:
     obj = {**json.loads(GOOD.encode()), **change}

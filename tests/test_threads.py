@@ -128,21 +128,27 @@ def test_review_notes_keep_the_format_of_plain_comments_and_refuse_broken_thread
     assert decode_review(plain.encode(), REF) == plain
     noted = plain.but(comments=(*plain.comments, ReviewComment("bob", "t", "why?", thread=2, path="a.py", line=3),
                                 ReviewComment("desk", "t", "Not changed: because", thread=2, answer="ab12")))
-    assert decode_review(noted.encode(), REF) == noted
+    assert decode_review(noted.encode(), REF) == noted.but(v=2)
+    assert json.loads(noted.encode())["v"] == 2 and json.loads(plain.encode())["v"] == 1
     assert note_threads(noted) == []  # the desk had the last word
     asked = noted.but(comments=(*noted.comments, ReviewComment("bob", "t", "really?", thread=2)))
     threads = note_threads(asked)
     assert [(t.id, t.where, [s.text for s in t.said], t.signal) for t in threads] == \
         [("2", "a.py:3", ["really?"], "thread:2:4")]
     for broken in ({"at": "t", "by": "x", "text": "y", "thread": 1},  # a reply in a thread no note opens
+                   {"at": "t", "by": "x", "text": "y", "thread": 2, "v1": "a note in a version 1 record"},
                    {"at": "t", "by": "x", "text": "y", "thread": 2, "answer": "ab"},  # an answer that opens one
                    {"at": "t", "by": "x", "text": "y", "thread": 2, "line": "3"},  # a line that is no number
                    {"at": "t", "by": "x", "text": "y", "thread": True},
                    {"at": "t", "by": "x", "text": "y", "color": "red"}):
         record = json.loads(plain.encode())
+        record["v"] = 1 if broken.pop("v1", None) else 2
         record["comments"].append(broken)
         with pytest.raises(RecordInvalid):
             decode_review(json.dumps(record).encode(), REF)
+    legacy = json.loads(plain.encode())
+    with pytest.raises(RecordInvalid, match="version 2 is a review with review notes"):
+        decode_review(json.dumps({**legacy, "v": 2}).encode(), REF)  # version 2 without a note
 
 
 def test_a_reply_names_a_thread_that_is_there(work: Forge, tmp_path: Path) -> None:

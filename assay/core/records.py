@@ -172,8 +172,9 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 
 
 def load_record(data: bytes | None, ref: str, name: str,
-                fields: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
-    """A versioned JSON record with exactly `fields`, or RecordInvalid(ref, …) saying what is wrong."""
+                fields: dict[str, type | tuple[type, ...]], versions: tuple[int, ...] = (1,)) -> dict[str, Any]:
+    """A versioned JSON record (of one of `versions`) with exactly `fields`, or RecordInvalid(ref, …) saying what
+    is wrong."""
     if data is None:
         raise RecordInvalid(ref, f"the commit has no {name}")
     try:
@@ -183,9 +184,9 @@ def load_record(data: bytes | None, ref: str, name: str,
     if not isinstance(obj, dict):
         raise RecordInvalid(ref, f"{name} is not a JSON object")
     version = obj.get("v")
-    if version != FORMAT_VERSION:
+    if version not in versions or isinstance(version, bool):
         raise RecordInvalid(ref, f"{name} has format version {version!r}; this Assay reads version "
-                                 f"{FORMAT_VERSION} (upgrade Assay to read newer records)")
+                                 f"{' or '.join(map(str, versions))} (upgrade Assay to read newer records)")
     for key, kind in fields.items():
         if key not in obj:
             raise RecordInvalid(ref, f"{name} lacks {key!r}")
@@ -360,7 +361,8 @@ class ReviewRecord:
         return replace(self, **changes)
 
     def encode(self) -> bytes:
-        record = {**asdict(self), "comments": [c.view() for c in self.comments]}
+        notes = any(c.thread for c in self.comments)  # version 2: a record that holds review notes
+        record = {**asdict(self), "comments": [c.view() for c in self.comments], "v": NOTES_VERSION if notes else 1}
         return (json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -369,12 +371,13 @@ _REVIEW_FIELDS: dict[str, type | tuple[type, ...]] = {
     "merged_commit": str, "approvals": list, "comments": list, "opened_at": str, "at": str,
 }
 _COMMENT_FIELDS = ("at", "by", "text")
-_NOTE_FIELDS: dict[str, type] = {"thread": int, "path": str, "line": int, "answer": str}  # optional
+_NOTE_FIELDS: dict[str, type] = {"thread": int, "path": str, "line": int, "answer": str}  # optional, in v2
+NOTES_VERSION = 2  # review.json with review notes; without any, a record stays version 1
 
 
 def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
     """Parse review.json; anything that is not a valid v1 review raises RecordInvalid(ref, …)."""
-    obj = load_record(data, ref, "review.json", _REVIEW_FIELDS)
+    obj = load_record(data, ref, "review.json", _REVIEW_FIELDS, (1, NOTES_VERSION))
     if obj["state"] not in REVIEW_STATES:
         raise RecordInvalid(ref, f"review.json state {obj['state']!r} is not one of {', '.join(REVIEW_STATES)}")
     for key in ("head", "merged_commit"):
@@ -387,6 +390,9 @@ def decode_review(data: bytes | None, ref: str) -> ReviewRecord:
     if not all(isinstance(name, str) for name in obj["approvals"]):
         raise RecordInvalid(ref, "review.json approvals must be names (strings)")
     comments = [_decode_comment(c, ref, n) for n, c in enumerate(obj["comments"], 1)]
+    if (obj["v"] == NOTES_VERSION) != any(c.thread for c in comments):
+        raise RecordInvalid(ref, 'review.json comments must be exactly "by", "at" and "text" in version 1; version '
+                                 f'{NOTES_VERSION} is a review with review notes')
     openers = {c.thread for n, c in enumerate(comments, 1) if c.thread == n}
     if any(c.thread and c.thread not in openers for c in comments):
         raise RecordInvalid(ref, "review.json has a reply in a thread that no note opens")

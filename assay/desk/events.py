@@ -24,7 +24,8 @@ from assay.errors import UsageError
 
 # the events `desk.yml` listens to, and what each asks of Assay
 EVENTS = {
-    "pull_request_review": "a review: requested changes start a new round with the review's text",
+    "pull_request_review": "a review: requested changes, or review threads, start a new round with what was said",
+    "pull_request_review_comment": "a comment in a review thread: a new round that answers it",
     "issue_comment": "a comment command on an Assay pull request: /assay retry, /assay steer TEXT",
     "pull_request": "a pull request closed: merged settles the brief, closed blocks it with the closer's words",
     "workflow_run": "a workflow finished on a brief's branch: wakes a brief waiting on checks",
@@ -90,6 +91,8 @@ def subject(event: str, payload: dict[str, Any], reviews: Reviews) -> tuple[list
         return None, str(payload.get("after") or ""), ""
     if event == "pull_request_review":
         brief, ident = _branch_brief(_get(payload, "pull_request", "head", "ref")), _get(payload, "review", "id")
+    elif event == "pull_request_review_comment":
+        brief, ident = _branch_brief(_get(payload, "pull_request", "head", "ref")), _get(payload, "comment", "id")
     elif event == "pull_request":
         if payload.get("action") != "closed":
             return [], "", f"a pull request {payload.get('action')}: only a close moves a brief"
