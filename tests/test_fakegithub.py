@@ -22,7 +22,8 @@ from github import Auth, Github, GithubException, GithubRetry, RateLimitExceeded
 
 from tests.conftest import git
 from tests.fakegithub import FakeGitHub, Fault
-from tests.fakegithub.openapi import extract, validate
+from tests.fakegithub.graphql import RESOLVERS
+from tests.fakegithub.openapi import extract, graphql_extract, graphql_validate, validate
 from tests.fakegithub.rest import ROUTES
 
 OWNER, NAME = "octo", "widgets"
@@ -81,6 +82,14 @@ def request(gh: FakeGitHub, method: str, path: str, body: Any = None,
             return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as err:
         return err.code, err.headers, err.read()
+
+
+def graphql(gh: FakeGitHub, query: str, token: str | None = None, **variables: Any) -> Any:
+    """A plain GraphQL call, as a desk sends one."""
+    req = urllib.request.Request(gh.graphql_url, data=json.dumps({"query": query, "variables": variables}).encode(),
+                                 method="POST", headers={"Authorization": f"bearer {token or gh.token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
 
 
 def open_pull(gh: FakeGitHub, draft: bool = True) -> int:
@@ -393,6 +402,189 @@ def test_graphql_faults_and_unknown_mutations(gh: FakeGitHub, work: Path) -> Non
         assert "errors" in json.loads(resp.read())
 
 
+# review comment threads ---------------------------------------------------------------
+
+THREADS = """
+query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        pageInfo { hasNextPage endCursor }
+        nodes { isResolved comments(first: 1) { nodes { databaseId } } }
+      }
+    }
+  }
+}
+"""
+
+
+def threads(gh: FakeGitHub, number: int, token: str | None = None, after: str | None = None,
+            name: str = NAME) -> Any:
+    return graphql(gh, THREADS, token, owner=OWNER, name=name, number=number, after=after)
+
+
+def firsts(answer: Any) -> list[tuple[int, bool]]:
+    """Each thread of a reviewThreads answer: its first comment's id, and whether it is resolved."""
+    nodes = answer["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"]
+    return [(n["comments"]["nodes"][0]["databaseId"], n["isResolved"]) for n in nodes]
+
+
+def test_review_threads_and_replies_through_pygithub(gh: FakeGitHub, work: Path) -> None:
+    number = open_pull(gh)
+    head = gh.pull(OWNER, NAME, number).head_sha
+    first = gh.thread(OWNER, NAME, number, "Why alpha?", path="alpha.txt", line=1, by="alice")
+    pull = client(gh).get_repo(f"{OWNER}/{NAME}").get_pull(number)
+    [opened] = pull.get_review_comments()
+    assert (opened.id, opened.body, opened.user.login) == (first, "Why alpha?", "alice")
+    assert opened.in_reply_to_id is None  # absent from a thread's first comment, as on GitHub
+    assert (opened.path, opened.line, opened.position, opened.commit_id) == ("alpha.txt", 1, 1, head)
+    assert opened.diff_hunk == "@@ -0,0 +1 @@\n+alpha"
+    answer = pull.create_review_comment_reply(first, "Because the brief says so.")
+    again = gh.reply(OWNER, NAME, number, answer.id, "Which brief?", by="alice")  # a reply to a reply
+    last = pull.create_review_comment_reply(again, "Brief alpha.")
+    assert (answer.in_reply_to_id, last.in_reply_to_id, last.path, last.diff_hunk) == (
+        first, first, "alpha.txt", opened.diff_hunk)
+    listed = [(c.id, c.in_reply_to_id, c.user.login) for c in pull.get_review_comments()]
+    assert listed == [(first, None, "alice"), (answer.id, first, "assay-bot"), (again, first, "alice"),
+                      (last.id, first, "assay-bot")]
+    assert [c.in_reply_to_id for c in gh.review_comments(OWNER, NAME, number)] == [None, first, first, first]
+    made = {v.id: (v.state, v.user.login) for v in pull.get_reviews()}  # each comment made its own review
+    assert [made[c.pull_request_review_id] for c in pull.get_review_comments()] == [
+        ("COMMENTED", "alice"), ("COMMENTED", "assay-bot"), ("COMMENTED", "alice"), ("COMMENTED", "assay-bot")]
+    paged = client(gh, per_page=3).get_repo(f"{OWNER}/{NAME}").get_pull(number)
+    assert paged.review_comments == 4
+    assert [c.id for c in paged.get_review_comments()] == [i for i, _, _ in listed]
+    path = f"/repos/{OWNER}/{NAME}/pulls/{number}/comments"
+    status, headers, _ = request(gh, "GET", path)
+    assert status == 200 and request(gh, "GET", path, headers={"If-None-Match": headers["ETag"]})[0] == 304
+    gh.reply(OWNER, NAME, number, first, "Thanks.", by="alice")
+    assert request(gh, "GET", path, headers={"If-None-Match": headers["ETag"]})[0] == 200
+    status, _, body = request(gh, "GET", path + "?sort=created&direction=desc")
+    assert status == 200 and json.loads(body)[0]["body"] == "Thanks."
+    assert gh.schema_problems() == []
+
+
+def test_a_pending_review_is_seen_by_its_author_alone(gh: FakeGitHub, work: Path) -> None:
+    number = open_pull(gh)
+    draft = gh.pending_thread(OWNER, NAME, number, "Not sent yet", path="alpha.txt", by="alice")
+    shown = gh.thread(OWNER, NAME, number, "Sent", path="alpha.txt", by="bob")
+    alice = gh.token_of("alice")
+    as_bot = client(gh).get_repo(f"{OWNER}/{NAME}").get_pull(number)
+    as_alice = Github(base_url=gh.api_url, auth=Auth.Token(alice), seconds_between_requests=None,
+                      seconds_between_writes=None).get_repo(f"{OWNER}/{NAME}").get_pull(number)
+    assert [c.id for c in as_bot.get_review_comments()] == [shown]
+    assert [c.id for c in as_alice.get_review_comments()] == [draft, shown]
+    assert [v.state for v in as_bot.get_reviews()] == ["COMMENTED"]
+    assert [v.state for v in as_alice.get_reviews()] == ["PENDING", "COMMENTED"]
+    assert as_bot.review_comments == 1
+    assert firsts(threads(gh, number)) == [(shown, False)]
+    assert firsts(threads(gh, number, alice)) == [(draft, False), (shown, False)]
+    with pytest.raises(UnknownObjectException):  # another's pending comment is not there for the bot
+        as_bot.create_review_comment_reply(draft, "What draft?")
+    with pytest.raises(GithubException) as held:  # GitHub: one pending review per person and pull request
+        as_alice.create_review_comment_reply(shown, "A reply while my review waits")
+    assert held.value.status == 422 and "one pending review" in json.dumps(held.value.data)
+    status, _, body = request(gh, "POST", f"/repos/{OWNER}/{NAME}/pulls/{number}/reviews", {"event": "COMMENT"},
+                              headers={"Authorization": f"Bearer {alice}"})
+    assert (status, json.loads(body)["errors"]) == (422, ["User can only have one pending review per pull request"])
+    status, _, body = request(gh, "POST", f"/repos/{OWNER}/{NAME}/pulls/{number}/reviews",
+                              {"body": "", "comments": [{"path": "alpha.txt", "line": 1, "body": "Mine, unsent"}]})
+    mine = json.loads(body)
+    assert status == 200 and mine["state"] == "PENDING" and "submitted_at" not in mine
+    assert [c.body for c in as_bot.get_review_comments()] == ["Sent", "Mine, unsent"]
+    assert [c.body for c in as_alice.get_review_comments()] == ["Not sent yet", "Sent"]
+    status, _, _ = request(gh, "GET", f"/repos/{OWNER}/{NAME}/pulls/{number}/reviews/{mine['id']}",
+                           headers={"Authorization": f"Bearer {alice}"})
+    assert status == 404
+    assert len(gh.review_comments(OWNER, NAME, number)) == 3
+    gh.review(OWNER, NAME, number, "COMMENTED", "Now sent", by="alice")  # her pending review, submitted
+    assert [c.id for c in as_bot.get_review_comments()][:2] == [draft, shown]
+    assert firsts(threads(gh, number, gh.token_of("bob"))) == [(draft, False), (shown, False)]
+
+
+def test_review_comments_are_refused_where_github_refuses_them(gh: FakeGitHub, work: Path) -> None:
+    number = open_pull(gh)
+    other = gh.thread(OWNER, NAME, number, "On the first pull", path="alpha.txt")
+    git("-C", str(work), "checkout", "-qb", "assay/beta")
+    commit(work, "beta.txt", "one\ntwo\nthree\n")
+    push(gh, work, "assay/beta")
+    pull = client(gh).get_repo(f"{OWNER}/{NAME}").create_pull(title="beta", body="", base="main", head="assay/beta")
+    base = f"/repos/{OWNER}/{NAME}/pulls/{pull.number}"
+    assert request(gh, "POST", f"{base}/comments/{other}/replies", {"body": "x"})[0] == 404  # another pull's
+    assert request(gh, "POST", f"{base}/comments/999999/replies", {"body": "x"})[0] == 404
+    assert request(gh, "POST", f"/repos/{OWNER}/{NAME}/pulls/99/comments/{other}/replies", {"body": "x"})[0] == 404
+    assert request(gh, "GET", f"/repos/{OWNER}/{NAME}/pulls/99/comments")[0] == 404
+    assert request(gh, "POST", f"/repos/{OWNER}/{NAME}/pulls/{number}/comments/{other}/replies", {})[0] == 422
+    for where, reason in ((("README", 1), "Path could not be resolved"), (("beta.txt", 9), "must be part of the diff")):
+        status, _, body = request(gh, "POST", f"{base}/reviews", {"event": "COMMENT", "comments": [
+            {"path": where[0], "line": where[1], "body": "here"}]})
+        assert status == 422 and reason in json.loads(body)["errors"][0]
+    assert request(gh, "POST", f"{base}/reviews", {"event": "MAYBE"})[0] == 422
+    assert [c.id for c in pull.get_review_comments()] == [] and list(pull.get_reviews()) == []
+    review = pull.create_review(body="Two notes", event="COMMENT", comments=[
+        {"path": "beta.txt", "line": 2, "body": "Why two?"}, {"path": "beta.txt", "line": 3, "body": "And three?"}])
+    notes = list(pull.get_review_comments())
+    assert [(c.line, c.position, c.pull_request_review_id) for c in notes] == [(2, 2, review.id), (3, 3, review.id)]
+    assert notes[0].diff_hunk == "@@ -0,0 +1,3 @@\n+one\n+two"
+    single = {"body": "One more", "commit_id": pull.head.sha, "path": "beta.txt", "line": 1}
+    status, _, body = request(gh, "POST", f"{base}/comments", single)
+    assert status == 201 and "in_reply_to_id" not in json.loads(body)
+    status, _, body = request(gh, "POST", f"{base}/comments", {"body": "Agreed", "in_reply_to": notes[1].id})
+    assert status == 201 and json.loads(body)["in_reply_to_id"] == notes[1].id
+    assert request(gh, "POST", f"{base}/comments", {**single, "commit_id": "1" * 40})[0] == 422
+    assert request(gh, "POST", f"{base}/comments", {**single, "line": 7})[0] == 422
+    assert len(list(pull.get_review_comments())) == 4
+    assert gh.schema_problems() == []
+
+
+def test_review_threads_in_graphql(gh: FakeGitHub, work: Path) -> None:
+    number = open_pull(gh)
+    review = gh.review(OWNER, NAME, number, "COMMENTED", by="alice",
+                       comments=[("alpha.txt", 1, f"note {i}") for i in range(101)])
+    ids = [c.id for c in gh.review_comments(OWNER, NAME, number)]
+    assert len(ids) == 101 and {c.pull_request_review_id for c in gh.review_comments(OWNER, NAME, number)} == {review}
+    gh.reply(OWNER, NAME, number, ids[1], "A reply is no thread")
+    gh.resolve(OWNER, NAME, number, ids[1], by="alice")
+    page = threads(gh, number)
+    info = page["data"]["repository"]["pullRequest"]["reviewThreads"]["pageInfo"]
+    assert firsts(page) == [(i, i == ids[1]) for i in ids[:100]] and info["hasNextPage"] is True
+    rest = threads(gh, number, after=info["endCursor"])
+    assert firsts(rest) == [(ids[100], False)]
+    assert rest["data"]["repository"]["pullRequest"]["reviewThreads"]["pageInfo"]["hasNextPage"] is False
+    gh.resolve(OWNER, NAME, number, ids[1], resolved=False)
+    assert firsts(threads(gh, number))[1] == (ids[1], False)
+
+    ask_id = """query($number: Int!) { repository(owner: "octo", name: "widgets") { pullRequest(number: $number) {
+                  reviewThreads(last: 1) { totalCount nodes { id isResolved } } } } }"""
+    [node] = graphql(gh, ask_id, number=number)["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"]
+    resolve = """mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) { thread { id isResolved } } }"""
+    assert graphql(gh, resolve, id=node["id"]) == {"data": {"resolveReviewThread": {"thread": {
+        "id": node["id"], "isResolved": True}}}}
+    assert firsts(threads(gh, number, after=info["endCursor"])) == [(ids[100], True)]
+    assert gh.repo(OWNER, NAME).threads[ids[100]].resolved_by == gh.user
+    unresolve = resolve.replace("resolveReviewThread", "unresolveReviewThread")
+    assert graphql(gh, unresolve, id=node["id"])["data"]["unresolveReviewThread"]["thread"]["isResolved"] is False
+    gone = graphql(gh, resolve, id="PRRT_nothing")
+    assert gone["data"] == {"resolveReviewThread": None} and gone["errors"][0]["type"] == "NOT_FOUND"
+
+    nowhere = threads(gh, number, name="nothing")
+    assert nowhere == {"data": {"repository": None}, "errors": [{
+        "type": "NOT_FOUND", "path": ["repository"], "message": "Could not resolve to a Repository with the name "
+                                                                "'octo/nothing'."}]}
+    no_pull = threads(gh, 99)
+    assert no_pull["data"] == {"repository": {"pullRequest": None}}
+    assert [(e["type"], e["path"]) for e in no_pull["errors"]] == [("NOT_FOUND", ["repository", "pullRequest"])]
+    unknown = graphql(gh, THREADS.replace("isResolved", "isResolved isCollapsed"), owner=OWNER, name=NAME,
+                      number=number)
+    assert "data" not in unknown and unknown["errors"][0]["extensions"]["fieldName"] == "isCollapsed"
+    unbounded = graphql(gh, THREADS.replace("first: 100, ", ""), owner=OWNER, name=NAME, number=number)
+    assert unbounded["errors"][0]["type"] == "MISSING_PAGINATION_BOUNDARIES"
+    assert "errors" in graphql(gh, THREADS, owner=OWNER, name=NAME)  # $number is required
+    assert threads(gh, number, after="bogus")["errors"][0]["type"] == "INVALID_CURSOR_ARGUMENTS"
+    assert gh.calls[("POST", "/graphql")] == 14 == gh.quota(gh.user, "graphql").used
+    assert gh.schema_problems() == []
+
+
 # checked against GitHub's description ---------------------------------------------------
 
 def test_the_subset_covers_every_route_the_fake_serves() -> None:
@@ -431,3 +623,56 @@ def test_the_extractor_keeps_only_what_the_fake_serves(tmp_path: Path) -> None:
     assert subset["components"]["schemas"]["thing"]["properties"]["description"] == {"type": "string"}
     assert "description" not in subset["components"]["schemas"]["thing"]
     assert subset["components"]["schemas"]["other"] == {"type": "string"}
+
+
+def test_the_graphql_cut_holds_every_field_the_fake_resolves() -> None:
+    served = {(t, f) for t, fields in RESOLVERS.items() for f in fields}
+    assert served == {(t, f) for t, fields in graphql_extract.FIELDS.items() for f in fields}
+    assert all(graphql_validate.field_type(t, f) for t, f in served)
+    assert graphql_validate.field_type("PullRequestReviewThread", "isResolved") == "Boolean!"
+    assert graphql_validate.field_type("PullRequestReviewComment", "databaseId") == "Int"
+    source = graphql_validate.subset()["source"]
+    assert source["package"] == "@octokit/graphql-schema" and source["version"]
+
+
+def test_the_graphql_check_can_fail() -> None:
+    thread = {"isResolved": True, "comments": {"nodes": [{"databaseId": 7}]}}
+    good = {"data": {"repository": {"pullRequest": {"reviewThreads": {
+        "pageInfo": {"hasNextPage": False, "endCursor": None}, "nodes": [thread]}}}}}
+    assert graphql_validate.problems(good) == []
+    assert graphql_validate.problems({"data": {"repository": None}, "errors": [{"message": "gone"}]}) == []
+
+    def broken(**changes: Any) -> Any:
+        return {"data": {"repository": {"pullRequest": {"reviewThreads": {
+            "pageInfo": {"hasNextPage": False, "endCursor": None}, "nodes": [{**thread, **changes}]}}}}}
+    assert graphql_validate.problems(broken(isResolved="yes"))  # not a Boolean
+    assert graphql_validate.problems(broken(isResolved=None))  # Boolean! is never null
+    assert graphql_validate.problems(broken(isCollapsed=False))  # not in the cut
+    assert graphql_validate.problems(broken(comments={"nodes": [{"databaseId": 2**40}]}))  # wider than an Int
+    assert graphql_validate.problems(broken(comments={"nodes": {"databaseId": 1}}))  # not a list
+    assert graphql_validate.problems({"data": None})  # no data and no errors
+    assert graphql_validate.problems({"data": {"viewer": {"login": "x"}}})
+
+
+def test_the_graphql_extractor_keeps_only_what_the_fake_resolves() -> None:
+    """The committed cut, turned back into an introspection answer with extra types and fields, cuts to itself."""
+    types = graphql_validate.subset()["types"]
+
+    def ref(written: str) -> dict[str, Any]:
+        if written.endswith("!"):
+            return {"kind": "NON_NULL", "name": None, "ofType": ref(written[:-1])}
+        if written.startswith("["):
+            return {"kind": "LIST", "name": None, "ofType": ref(written[1:-1])}
+        return {"kind": types.get(written, {"kind": "OBJECT"})["kind"], "name": written, "ofType": None}
+    listed: list[dict[str, Any]] = [{"kind": "OBJECT", "name": "Unused", "fields": []}]
+    for name, t in types.items():
+        entry: dict[str, Any] = {"kind": t["kind"], "name": name,
+                                 "enumValues": [{"name": v} for v in t.get("values", [])]}
+        entry["fields"] = [{"name": f, "type": ref(v["type"]), "args": [{"name": a, "type": ref(w)}
+                                                                       for a, w in v["args"].items()]}
+                           for f, v in t.get("fields", {}).items()] + [{"name": "unused", "type": ref("Unused"),
+                                                                        "args": []}]
+        entry["inputFields"] = [{"name": f, "type": ref(w)} for f, w in t.get("inputFields", {}).items()]
+        listed.append(entry)
+    cut = graphql_extract.extract({"__schema": {"types": listed}}, "0.0.0-test")
+    assert cut["types"] == types and cut["source"]["version"] == "0.0.0-test"

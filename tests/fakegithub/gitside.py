@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
@@ -127,3 +128,41 @@ def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     proc = subprocess.run(["git", "--git-dir", str(repo), "merge-base", "--is-ancestor", older, newer],
                           capture_output=True, timeout=60)
     return proc.returncode == 0
+
+
+HUNK_HEADER = re.compile(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def file_diff(repo: Path, base: str, head: str, path: str) -> str:
+    """The pull request's diff of one file (from the merge base of `base` and `head`, as GitHub shows it)."""
+    return _git(repo, "diff", "--no-color", "--no-ext-diff", "-U3", f"{base}...{head}", "--", path, check=False)
+
+
+def hunk_at(diff: str, line: int) -> tuple[str, int] | None:
+    """The diff hunk up to `line` of the new file and that line's `position` (lines below the file's first `@@`),
+    or None when the line is not in the diff (GitHub takes review comments only there)."""
+    lines = diff.splitlines()
+    first = next((i for i, text in enumerate(lines) if text.startswith("@@")), None)
+    if first is None:
+        return None
+    new, start = 0, first
+    for i in range(first, len(lines)):
+        text = lines[i]
+        header = HUNK_HEADER.match(text)
+        if header:
+            new, start = int(header[1]), i
+        elif text.startswith(("-", "\\")):
+            continue
+        elif new == line:
+            return "\n".join(lines[start:i + 1]), i - first
+        else:
+            new += 1
+    return None
+
+
+def line_of(repo: Path, sha: str, path: str, line: int) -> str | None:
+    """The text of one line of a file at a commit, or None when there is no such line."""
+    proc = subprocess.run(["git", "--git-dir", str(repo), "cat-file", "blob", f"{sha}:{path}"], capture_output=True,
+                          timeout=60)
+    lines = proc.stdout.decode(errors="replace").splitlines() if proc.returncode == 0 else []
+    return lines[line - 1] if 0 < line <= len(lines) else None

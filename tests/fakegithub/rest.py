@@ -1,4 +1,5 @@
-"""The REST and GraphQL operations the fake serves, each named by its path in GitHub's description."""
+"""The REST operations the fake serves, each named by its path in GitHub's description (reviews and their
+threads are in `reviews.py`, which registers its routes here; GraphQL is in `graphql.py`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from tests.fakegithub.state import (
     IssueEvent,
     Pull,
     Repo,
-    Review,
     Status,
     User,
     check_run_json,
@@ -30,7 +30,6 @@ from tests.fakegithub.state import (
     permission_json,
     pull_json,
     repo_json,
-    review_json,
     status_json,
 )
 
@@ -98,7 +97,7 @@ def _repo(gh: FakeGitHub, m: dict[str, str]) -> Repo | None:
     return gh.repos.get((m["owner"].lower(), m["repo"].lower()))
 
 
-def _pull(gh: FakeGitHub, m: dict[str, str], key: str) -> tuple[Repo, Pull] | None:
+def find_pull(gh: FakeGitHub, m: dict[str, str], key: str) -> tuple[Repo, Pull] | None:
     repo = _repo(gh, m)
     if repo is None or not m[key].isdigit() or int(m[key]) not in repo.pulls:
         return None
@@ -163,13 +162,13 @@ def create_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
 
 @route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}")
 def get_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
+    found = find_pull(gh, m, "pull_number")
     return Reply(200, pull_json(found[1], found[0], gh.urls)) if found else NOT_FOUND
 
 
 @route("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}")
 def update_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
+    found = find_pull(gh, m, "pull_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -195,13 +194,13 @@ def update_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
 
 @route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/merge")
 def is_merged(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
+    found = find_pull(gh, m, "pull_number")
     return Reply(204) if found and found[1].merged_at else Reply(404)
 
 
 @route("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/merge")
 def merge_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
+    found = find_pull(gh, m, "pull_number")
     if found is None:
         return NOT_FOUND
     body = req.body if isinstance(req.body, dict) else {}
@@ -235,50 +234,9 @@ def merge(repo: Repo, pull: Pull, user: User, method: str, sha: str | None, titl
     return Reply(200, {"sha": merged, "merged": True, "message": "Pull Request successfully merged"})
 
 
-@route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
-def list_reviews(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
-    if found is None:
-        return NOT_FOUND
-    repo, pull = found
-    return Reply(200, items=[review_json(v, repo, gh.urls) for v in repo.reviews if v.pull == pull.number])
-
-
-REVIEW_EVENTS = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
-
-
-@route("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
-def create_review(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
-    if found is None:
-        return NOT_FOUND
-    repo, pull = found
-    body = req.body if isinstance(req.body, dict) else {}
-    event = body.get("event")
-    if event not in REVIEW_EVENTS:  # GitHub would leave a pending review; the fake needs none
-        return error(422, "Unprocessable Entity", errors=["the fake takes APPROVE, REQUEST_CHANGES or COMMENT"])
-    if pull.state != "open":
-        return error(422, "Unprocessable Entity", errors=["Can not review a closed pull request"])
-    if event != "COMMENT" and pull.user.login == req.user.login:
-        what = "approve" if event == "APPROVE" else "request changes on"
-        return error(422, "Unprocessable Entity", errors=[f"Review Can not {what} your own pull request"])
-    review = add_review(repo, pull, req.user, REVIEW_EVENTS[event], str(body.get("body") or ""))
-    return Reply(200, review_json(review, repo, gh.urls))
-
-
-@route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}")
-def get_review(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "pull_number")
-    if found is None:
-        return NOT_FOUND
-    repo, pull = found
-    hit = [v for v in repo.reviews if v.pull == pull.number and str(v.id) == m["review_id"]]
-    return Reply(200, review_json(hit[0], repo, gh.urls)) if hit else NOT_FOUND
-
-
 @route("GET", "/repos/{owner}/{repo}/issues/{issue_number}")
 def get_issue(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "issue_number")  # the fake's issues are its pull requests
+    found = find_pull(gh, m, "issue_number")  # the fake's issues are its pull requests
     return Reply(200, issue_json(found[1], found[0], gh.urls)) if found else NOT_FOUND
 
 
@@ -319,7 +277,7 @@ def add_check_run(repo: Repo, sha: str, name: str, status: str, conclusion: str 
 
 @route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments")
 def list_comments(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "issue_number")
+    found = find_pull(gh, m, "issue_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -328,7 +286,7 @@ def list_comments(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
 
 @route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/events")
 def list_issue_events(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "issue_number")
+    found = find_pull(gh, m, "issue_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -337,7 +295,7 @@ def list_issue_events(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
 
 @route("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments")
 def create_comment(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "issue_number")
+    found = find_pull(gh, m, "issue_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -362,7 +320,7 @@ def _labels_reply(gh: FakeGitHub, repo: Repo, pull: Pull) -> Reply:
 
 @route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/labels")
 def list_issue_labels(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "issue_number")
+    found = find_pull(gh, m, "issue_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -370,7 +328,7 @@ def list_issue_labels(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
 
 
 def _set_labels(gh: FakeGitHub, req: Request, m: dict[str, str], replace: bool) -> Reply:
-    found = _pull(gh, m, "issue_number")
+    found = find_pull(gh, m, "issue_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -400,7 +358,7 @@ def set_labels(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
 
 @route("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}")
 def remove_label(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
-    found = _pull(gh, m, "issue_number")
+    found = find_pull(gh, m, "issue_number")
     if found is None:
         return NOT_FOUND
     repo, pull = found
@@ -494,39 +452,3 @@ def create_status(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
                     body.get("context") or "default", req.user)
     repo.statuses.append(status)
     return Reply(201, status_json(status, repo, gh.urls))
-
-
-def add_review(repo: Repo, pull: Pull, user: User, state: str, body: str) -> Review:
-    review = Review(pull.number, user, state, body, repo.refresh(pull).head_sha)
-    repo.reviews.append(review)
-    return review
-
-
-GRAPHQL_DRAFT = {"markPullRequestReadyForReview": False, "convertPullRequestToDraft": True}
-GRAPHQL_EVENT = {"markPullRequestReadyForReview": "ready_for_review", "convertPullRequestToDraft": "convert_to_draft"}
-
-
-def graphql(gh: FakeGitHub, body: Any, user: User) -> dict[str, Any]:
-    """The two mutations PyGithub sends for a pull request's draft flag, resolved by node id."""
-    query = body.get("query", "") if isinstance(body, dict) else ""
-    variables = body.get("variables") or {} if isinstance(body, dict) else {}
-    found = re.search(r"\{\s*(\w+)\s*\(\s*input\s*:\s*\$input\s*\)", query)
-    if found is None or found[1] not in GRAPHQL_DRAFT:
-        return {"errors": [{"message": "the fake serves only markPullRequestReadyForReview and "
-                                       "convertPullRequestToDraft", "type": "UNSUPPORTED"}]}
-    name = found[1]
-    given = variables.get("input", {}) if isinstance(variables, dict) else {}
-    node = given.get("pullRequestId") if isinstance(given, dict) else None
-    for repo in gh.repos.values():
-        for pull in repo.pulls.values():
-            if pull.node_id == node:
-                if pull.state != "open":
-                    return {"data": {name: None}, "errors": [{"type": "UNPROCESSABLE", "path": [name],
-                                                                "message": "Pull request is closed"}]}
-                if pull.draft != GRAPHQL_DRAFT[name]:
-                    repo.events.append(IssueEvent(pull.number, user, GRAPHQL_EVENT[name]))
-                pull.draft, pull.updated_at = GRAPHQL_DRAFT[name], now_iso()
-                return {"data": {name: {"clientMutationId": given.get("clientMutationId"),
-                                        "pullRequest": {"isDraft": pull.draft}}}}
-    return {"data": {name: None}, "errors": [{"type": "NOT_FOUND", "path": [name],
-                                             "message": f"Could not resolve to a node with the global id of '{node}'"}]}

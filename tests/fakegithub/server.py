@@ -20,10 +20,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.fakegithub import gitside, rest
+from tests.fakegithub import gitside, graphql, rest, reviews
 from tests.fakegithub.faults import DOCS, Fault, FaultQueue, fault_response
-from tests.fakegithub.openapi import validate
-from tests.fakegithub.state import CLOCK, Comment, IssueEvent, Pull, Repo, Status, Urls, User, now_iso
+from tests.fakegithub.openapi import graphql_validate, validate
+from tests.fakegithub.state import CLOCK, Comment, IssueEvent, Pull, Repo, ReviewComment, Status, Urls, User, now_iso
 
 API_PREFIX = "/api/v3"
 GRAPHQL_PATHS = ("/api/graphql", "/graphql")
@@ -168,11 +168,59 @@ class FakeGitHub:
         return str(reply.body["sha"])
 
     def review(self, owner: str, name: str, number: int, state: str = "APPROVED", body: str = "",
-               by: str = "reviewer") -> int:
-        """Submit a review: APPROVED, CHANGES_REQUESTED or COMMENTED; its id."""
+               by: str = "reviewer", comments: list[tuple[str, int, str]] | None = None) -> int:
+        """Submit a review: APPROVED, CHANGES_REQUESTED or COMMENTED (PENDING: not submitted), each of its
+        `comments` (path, line, body) opening a thread; its id. As on GitHub's web page, a person's pending review
+        is the one they add to, or submit, with its comments."""
         with self.lock:
             repo = self.repo(owner, name)
-            return rest.add_review(repo, repo.pulls[number], self.person(by), state, body).id
+            pull = repo.refresh(repo.pulls[number])
+            review = reviews.pending_review(repo, pull, self.person(by))
+            if review is None:
+                review = reviews.add_review(repo, pull, self.person(by), state, body)
+            elif state != "PENDING":
+                review.state, review.body, review.commit_id, review.at = state, body, pull.head_sha, now_iso()
+            for path, line, text in comments or []:
+                reviews.add_comment(repo, pull, review, path, line, text)
+            return review.id
+
+    def thread(self, owner: str, name: str, number: int, body: str, path: str = "README.md", line: int = 1,
+               by: str = "reviewer") -> int:
+        """A person opens a review thread on a line (a COMMENTED review of that one comment); the comment's id.
+        A line outside the pull request's diff is taken, with a hunk of that line alone."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            pull = repo.refresh(repo.pulls[number])
+            review = reviews.add_review(repo, pull, self.person(by), "COMMENTED", "")
+            return reviews.add_comment(repo, pull, review, path, line, body).id
+
+    def pending_thread(self, owner: str, name: str, number: int, body: str, path: str = "README.md", line: int = 1,
+                       by: str = "reviewer") -> int:
+        """A comment in the person's pending review (made on first use), which only they see; the comment's id."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            pull = repo.refresh(repo.pulls[number])
+            user = self.person(by)
+            review = reviews.pending_review(repo, pull, user) or reviews.add_review(repo, pull, user, "PENDING", "")
+            return reviews.add_comment(repo, pull, review, path, line, body).id
+
+    def reply(self, owner: str, name: str, number: int, comment_id: int, body: str, by: str = "reviewer") -> int:
+        """A person replies in the thread of `comment_id`; the reply's id. AssertionError when GitHub would refuse."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            made = reviews.add_reply(repo, repo.refresh(repo.pulls[number]), self.person(by), comment_id, body)
+        if isinstance(made, rest.Reply):
+            raise AssertionError(f"reply to {comment_id} on #{number} refused: {made.status} {made.body}")
+        return made.id
+
+    def resolve(self, owner: str, name: str, number: int, comment_id: int, by: str = "reviewer",
+                resolved: bool = True) -> None:
+        """A person resolves (or unresolves) the thread that holds `comment_id`."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            if not any(c.id == comment_id and c.pull == number for c in repo.review_comments):
+                raise AssertionError(f"no review comment {comment_id} on #{number}")
+            reviews.resolve(repo, comment_id, self.person(by), resolved)
 
     def approve(self, owner: str, name: str, number: int, by: str = "reviewer") -> None:
         self.review(owner, name, number, "APPROVED", "", by)
@@ -212,6 +260,11 @@ class FakeGitHub:
         with self.lock:
             return [c for c in self.repo(owner, name).comments if c.issue == number]
 
+    def review_comments(self, owner: str, name: str, number: int) -> list[ReviewComment]:
+        """Every review comment on the pull request, pending ones too, oldest first."""
+        with self.lock:
+            return [c for c in self.repo(owner, name).review_comments if c.pull == number]
+
     def labels(self, owner: str, name: str, number: int) -> list[str]:
         with self.lock:
             return list(self.repo(owner, name).pulls[number].labels)
@@ -228,10 +281,11 @@ class FakeGitHub:
             return self._quotas[key]
 
     def schema_problems(self) -> list[str]:
-        """Every JSON answer so far that does not meet GitHub's published description."""
+        """Every JSON answer so far that does not meet GitHub's published REST description or GraphQL schema."""
         with self.lock:
-            sent = list(self.sent)
-        return [p for s in sent for p in validate.problems(s.spec_path, s.method, s.status, s.body)]
+            sent, answered = list(self.sent), list(self.graphql_sent)
+        return ([p for s in sent for p in validate.problems(s.spec_path, s.method, s.status, s.body)] +
+                [f"POST /graphql: {p}" for a in answered for p in graphql_validate.problems(a)])
 
     # serving -----------------------------------------------------------------
     def authenticate(self, header: str | None) -> User | None:
@@ -328,7 +382,7 @@ class FakeGitHub:
                 quota.used += 1
                 self.calls[("POST", "/graphql")] += 1
                 return status, {**quota.headers(), **extra}, json.dumps(payload).encode()
-            payload = rest.graphql(self, body, user)
+            payload = graphql.answer(self, body, user)
             quota.used += 1
             self.calls[("POST", "/graphql")] += 1
             self.graphql_sent.append(payload)

@@ -70,11 +70,54 @@ class Status:
 class Review:
     pull: int
     user: User
-    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, or PENDING (not submitted: seen by its author alone)
     body: str
     commit_id: str | None
     at: str = field(default_factory=now_iso)
     id: int = field(default_factory=lambda: next(_ids))
+
+    def seen_by(self, viewer: User) -> bool:
+        return self.state != "PENDING" or self.user.login == viewer.login
+
+
+@dataclass
+class ReviewComment:
+    """A comment on a line of a pull request's diff; one without `in_reply_to_id` opens a thread."""
+
+    pull: int
+    pull_request_review_id: int
+    in_reply_to_id: int | None  # the thread's first comment (GitHub attaches a reply to a reply there)
+    user: User
+    body: str
+    path: str
+    line: int
+    commit_id: str  # the pull request's head when the comment was made
+    original_commit_id: str  # the thread's commit: a reply keeps its first comment's
+    diff_hunk: str
+    position: int
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = ""
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __post_init__(self) -> None:
+        self.updated_at = self.updated_at or self.created_at
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PRRC", self.id)
+
+    @property
+    def thread(self) -> int:
+        """The id of the thread's first comment, which names the thread."""
+        return self.in_reply_to_id or self.id
+
+
+@dataclass
+class Thread:
+    """What a review thread holds beyond its comments: whether someone resolved it, and who."""
+
+    resolved: bool = False
+    resolved_by: User | None = None
 
 
 @dataclass
@@ -141,6 +184,8 @@ class Repo:
     comments: list[Comment] = field(default_factory=list)
     statuses: list[Status] = field(default_factory=list)
     reviews: list[Review] = field(default_factory=list)
+    review_comments: list[ReviewComment] = field(default_factory=list)
+    threads: dict[int, Thread] = field(default_factory=dict)  # first comment's id -> its thread
     events: list[IssueEvent] = field(default_factory=list)
     check_runs: list[CheckRun] = field(default_factory=list)
     permissions: dict[str, str] = field(default_factory=dict)  # login -> admin, write, read (default: read)
@@ -158,6 +203,13 @@ class Repo:
             pull.head_sha = gitside.rev_parse(self.path, f"refs/heads/{pull.head}") or pull.head_sha
             pull.base_sha = gitside.rev_parse(self.path, f"refs/heads/{pull.base}") or pull.base_sha
         return pull
+
+    def review(self, review_id: int) -> Review:
+        return next(v for v in self.reviews if v.id == review_id)
+
+    def seen_by(self, comment: ReviewComment, viewer: User) -> bool:
+        """A comment of a pending review is seen by that review's author alone, as on GitHub."""
+        return self.review(comment.pull_request_review_id).seen_by(viewer)
 
     def label(self, name: str) -> Label:
         """The repository's label of that name, created on first use as GitHub does."""
@@ -263,7 +315,9 @@ def pull_json(p: Pull, r: Repo, urls: Urls, simple: bool = False) -> dict[str, A
         "mergeable_state": "draft" if p.draft and mergeable else {None: "unknown", True: "clean",
                                                                    False: "dirty"}[mergeable],
         "merged_by": user_json(p.merged_by, urls) if p.merged_by else None,
-        "comments": sum(1 for c in r.comments if c.issue == p.number), "review_comments": 0,
+        "comments": sum(1 for c in r.comments if c.issue == p.number),
+        "review_comments": sum(1 for c in r.review_comments if c.pull == p.number
+                               and r.review(c.pull_request_review_id).state != "PENDING"),
         "maintainer_can_modify": False, "commits": 1, "additions": 0, "deletions": 0, "changed_files": 0,
     })
     return out
@@ -305,10 +359,34 @@ def combined_status_json(r: Repo, sha: str, urls: Urls) -> dict[str, Any]:
 def review_json(v: Review, r: Repo, urls: Urls) -> dict[str, Any]:
     web = f"{urls.web}/{r.full_name}/pull/{v.pull}#pullrequestreview-{v.id}"
     api = f"{urls.api}/repos/{r.full_name}/pulls/{v.pull}"
-    return {"id": v.id, "node_id": node_id("PRR", v.id), "user": user_json(v.user, urls), "body": v.body,
-            "state": v.state, "html_url": web, "pull_request_url": api, "commit_id": v.commit_id,
-            "submitted_at": v.at, "author_association": "COLLABORATOR",
-            "_links": {"html": {"href": web}, "pull_request": {"href": api}}}
+    out: dict[str, Any] = {
+        "id": v.id, "node_id": node_id("PRR", v.id), "user": user_json(v.user, urls), "body": v.body,
+        "state": v.state, "html_url": web, "pull_request_url": api, "commit_id": v.commit_id, "submitted_at": v.at,
+        "author_association": "COLLABORATOR", "_links": {"html": {"href": web}, "pull_request": {"href": api}}}
+    if v.state == "PENDING":  # not submitted yet
+        del out["submitted_at"]
+    return out
+
+
+def review_comment_json(c: ReviewComment, r: Repo, urls: Urls) -> dict[str, Any]:
+    """GitHub's `pull-request-review-comment`: a single-line comment on the RIGHT side of the diff."""
+    api = f"{urls.api}/repos/{r.full_name}"
+    url, web = f"{api}/pulls/comments/{c.id}", f"{urls.web}/{r.full_name}/pull/{c.pull}#discussion_r{c.id}"
+    out: dict[str, Any] = {
+        "url": url, "pull_request_review_id": c.pull_request_review_id, "id": c.id, "node_id": c.node_id,
+        "diff_hunk": c.diff_hunk, "path": c.path, "position": c.position, "original_position": c.position,
+        "commit_id": c.commit_id, "original_commit_id": c.original_commit_id, "user": user_json(c.user, urls),
+        "body": c.body, "created_at": c.created_at, "updated_at": c.updated_at, "html_url": web,
+        "pull_request_url": f"{api}/pulls/{c.pull}", "author_association": "COLLABORATOR",
+        "_links": {"self": {"href": url}, "html": {"href": web}, "pull_request": {"href": f"{api}/pulls/{c.pull}"}},
+        "start_line": None, "original_start_line": None, "start_side": None, "line": c.line,
+        "original_line": c.line, "side": "RIGHT", "subject_type": "line",
+        "reactions": {"url": f"{url}/reactions", "total_count": 0, "+1": 0, "-1": 0, "laugh": 0, "confused": 0,
+                      "heart": 0, "hooray": 0, "eyes": 0, "rocket": 0},
+    }
+    if c.in_reply_to_id is not None:  # GitHub leaves the key out of a thread's first comment
+        out["in_reply_to_id"] = c.in_reply_to_id
+    return out
 
 
 def issue_event_json(e: IssueEvent, r: Repo, urls: Urls) -> dict[str, Any]:

@@ -41,6 +41,10 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "get"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "post"),
     ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}", "get"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/comments", "get"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/comments", "post"),
+    ("/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies", "post"),
+    ("/repos/{owner}/{repo}/pulls/comments/{comment_id}", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "get"),
     ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post"),
@@ -117,17 +121,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(argv: list[str] | None, doc: str, package: str, cut: Callable[[dict[str, Any], str], dict[str, Any]],
-        what: str, out: Path = SUBSET) -> int:
+        what: str, out: Path = SUBSET, source: str = "generated/api.github.com.json") -> int:
     """The command line of an extractor: read the description and the package's version, write the subset."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("description", type=Path, help=f"generated/api.github.com.json from {package}")
+    parser.add_argument("description", type=Path, help=f"{source} from {package}")
     parser.add_argument("--package-json", type=Path, required=True, help="the package's package.json (its version)")
     parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
     version = json.loads(args.package_json.read_text(encoding="utf-8"))["version"]
     subset = cut(json.loads(args.description.read_text(encoding="utf-8")), version)
     args.out.write_text(json.dumps(subset, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{args.out}: {what}, {sum(len(v) for v in subset['components'].values())} components, {package} {version}")
+    kept = subset.get("components") or {"types": subset.get("types", {})}  # a GraphQL cut keeps types
+    print(f"{args.out}: {what}, {sum(len(v) for v in kept.values())} components, {package} {version}")
     return 0
 
 
