@@ -14,7 +14,10 @@ from assay.core.forge.plain import note_threads
 from assay.core.records import ReviewComment, ReviewRecord, decode_review
 from assay.errors import RecordInvalid
 from tests.conftest import Forge, assay, audit_failures, git
+from tests.fakegithub import FakeGitHub
 from tests.helpers.desks import brief, publish, run_desk
+from tests.helpers.github import DESK as GITHUB_DESK
+from tests.helpers.github import NAME, OWNER, github_repo
 from tests.journal_check import claim_chain, entries, invariants
 
 REF = "refs/assay/reviews/greet"
@@ -160,3 +163,69 @@ def test_a_reply_names_a_thread_that_is_there(work: Forge, tmp_path: Path) -> No
     both = assay("review", "note", "greet", "hm", "--reply", "1", "--on", "x.py", "--forge", work.url)
     assert both.code == 2 and "a reply stays on its thread's file and line" in both.err
     assert _review(work) == before  # nothing written
+
+
+def test_on_github_every_published_unresolved_thread_of_a_writer_is_answered_in_the_thread(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    text = brief("Gh", ["append gh.txt hi", "answer-threads fixed said hi again"], "grep -q hi gh.txt")
+    publish(forge, {"desks/builder.yaml": GITHUB_DESK, "briefs/gh.md": text})
+    url = github_repo(fake_github, forge.seed)
+    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
+    first = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert first.code == 0 and "review ready" in first.out, first.out + first.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    fake_github.grant(OWNER, NAME, "carol")
+    pending = fake_github.pending_thread(OWNER, NAME, pull.number, "not sent yet", path="gh.txt", by="carol")
+    settled = fake_github.thread(OWNER, NAME, pull.number, "settled already", path="gh.txt", by="carol")
+    fake_github.resolve(OWNER, NAME, pull.number, settled, by="carol")
+    stranger = fake_github.thread(OWNER, NAME, pull.number, "rewrite it all", path="gh.txt", by="mallory")
+    quiet = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert quiet.code == 0, quiet.out + quiet.err
+    assert "mallory may not write to the repository" in quiet.out, quiet.out
+    assert "a new round" not in quiet.out  # pending, resolved and a non-writer's threads start nothing
+    asked = fake_github.thread(OWNER, NAME, pull.number, "Say hi twice", path="gh.txt", by="carol")
+    run = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert run.code == 0 and "review ready" in run.out, run.out + run.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    head = fake_github.pull(OWNER, NAME, pull.number).head_sha
+    comments = fake_github.review_comments(OWNER, NAME, pull.number)
+    replies = [c for c in comments if c.in_reply_to_id is not None]
+    assert [c.in_reply_to_id for c in replies] == [asked]  # only the writer's published open thread
+    assert replies[0].body.startswith(f"Addressed in {head}: said hi again\n\n— builder\n<!-- assay:answer:")
+    assert not any(c.in_reply_to_id in (pending, settled, stranger) for c in comments)
+    again = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert again.code == 0 and "a new round" not in again.out, again.out  # answered: nothing more to do
+    assert len([c for c in fake_github.review_comments(OWNER, NAME, pull.number) if c.in_reply_to_id]) == 1
+
+
+def test_a_review_is_never_marked_ready_while_a_note_waits_on_an_answer() -> None:
+    from assay.core.forge.plain import review_transition
+    from assay.errors import IllegalReviewChange
+
+    draft = ReviewRecord(brief="greet", branch="assay/greet", title="Greet", state="draft", opened_at="t", at="t")
+    noted = review_transition(draft, "comment", "greet", at="t", by="ann", text="why?", thread="new")
+    with pytest.raises(IllegalReviewChange, match="review thread 1 waits on an answer"):
+        review_transition(noted, "mark_ready", "greet", at="t", head="a" * 40)
+    answered = review_transition(noted, "comment", "greet", at="t", by="builder", text="Not changed: x", thread="1",
+                                 answer="ab12")
+    assert review_transition(answered, "comment", "greet", at="t", by="builder", text="Not changed: x", thread="1",
+                             answer="ab12") is answered  # an answer with its key there already: nothing
+    assert review_transition(answered, "mark_ready", "greet", at="t", head="a" * 40).state == "ready"
+
+
+def test_a_note_that_lands_while_the_desk_is_down_before_ready_is_answered_first(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/greet.md": _greet(["answer-threads reason hello is the greeting"])})
+    assert run_desk(work, "builder", tmp_path).code == 0
+    _note(work, "Why hello?")
+    killed = run_desk(work, "builder", tmp_path, ASSAY_CRASH_AT="journal.before-push:supersede")
+    assert killed.code != 0
+    assert [c.get("answer") is not None for c in _review(work)["comments"]] == [False, True]  # answered, not ready
+    _note(work, "And why once?")  # lands after the answers were posted, before the review is marked ready
+    again = run_desk(work, "builder", tmp_path)
+    assert again.code == 0, again.out + again.err
+    final = _review(work)
+    assert final["state"] == "ready" and _threads(work) == []
+    threads = {c["thread"] for c in final["comments"] if c.get("answer")}
+    assert threads == {1, 3}  # both notes answered before the ready at the new head
+    assert invariants(work.path, "greet") == []

@@ -64,6 +64,7 @@ def _superseded_release(e: JournalEntry) -> bool:
     return e.kind == "claim" and data.get("action") == "release" and bool(data.get("superseded"))
 
 
+THREADS_OPEN = "threads"  # the ready step's result when a review thread waits on an answer: not marked ready
 _EPOCH_TRAILER = re.compile(r"^Assay-Epoch: ([0-9]+)$", re.M)
 
 
@@ -116,68 +117,79 @@ class BriefWork:
             "ASSAY_DESK": self.spec.name, "ASSAY_EPOCH": str(self.epoch), "ASSAY_BIN": str(self.assay_bin)})
         for line in session.recover():
             self.echo(f"{self.spec.name}: {brief.id}: {line}")
-        attempt, steered = 1, 0
-        while True:
-            mark = {"attempt": attempt, **({"steered": steered} if steered else {}), **redo}
-            agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark,
-                                 policy="idempotent")  # intent on the forge first
-            parked = self._parked_by_agent()
-            if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
-                session.end_run()
-                self.echo(f"{self.spec.name}: {brief.id} is waiting on {parked}, as its agent asked")
-                return "waiting"
-            head = session.step("push", lambda key: self._push(), input=mark,
-                                policy="idempotent", rides=True, lazy_result=True)
-            if not brief.touches and head != main and not self._footprint_rode:
-                self._learn_footprint(main, head)  # it did not ride the push (it had nothing new, or lost a race)
-            if not opened and head != main:
+        attempt, steered, again = 1, 0, 0
+        while True:  # until the review is marked ready (a thread that lands meanwhile: again)
+            while True:
+                mark = {"attempt": attempt, **({"steered": steered} if steered else {}), **redo}
+                agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark,
+                                     policy="idempotent")  # intent on the forge first
+                parked = self._parked_by_agent()
+                if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
+                    session.end_run()
+                    self.echo(f"{self.spec.name}: {brief.id} is waiting on {parked}, as its agent asked")
+                    return "waiting"
+                head = session.step("push", lambda key: self._push(), input=mark,
+                                    policy="idempotent", rides=True, lazy_result=True)
+                if not brief.touches and head != main and not self._footprint_rode:
+                    self._learn_footprint(main, head)  # it did not ride the push (it had nothing new, or lost a race)
+                if not opened and head != main:
+                    session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
+                             rides=self.reviews.refs_backed, lazy_result=True)
+                    opened = True  # opened: once per run
+                verdict = session.step("verify", partial(self._verify, head),
+                                       input={**mark, "head": head}, policy="safe")
+                if not self.reviews.refs_backed and self._own_commit(head, main):  # commit statuses, on the branch's
+                    # own commits only (never on main's, which other briefs share); the intent is journaled first
+                    session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
+                                 policy="idempotent")
+                held = self._unsettled()  # ready means nothing is unresolved: no unsafe step without an outcome
+                if head == self._created_at():  # a review that adds nothing to where the branch began is no work
+                    held = "; ".join(w for w in ("the agent changed nothing: the branch has no commit of its own", held)
+                                     if w)
+                if verdict["passed"] and agent["exit_code"] == 0 and not held:
+                    steered, late = self._late_steering(str(agent.get("run", "")))
+                    held = "" if steered else self._answer_threads(head)  # every review thread answered, or it fails
+                if verdict["passed"] and agent["exit_code"] == 0 and not held:
+                    if not steered:
+                        break
+                    # steering no run took: the agent gets it (resuming its conversation) before the review is ready
+                    feedback = "A person steered this brief after your last run (see Steering below): act on it."
+                    seqs = ", ".join(map(str, late))
+                    self.echo(f"{self.spec.name}: {brief.id}: steering (seq {seqs}) came after the agent's run; the "
+                              "agent runs again with it before the review is marked ready")
+                    continue
+                reasons = [f"the agent was stopped at its time limit ({self.spec.timeout_s}s)" if agent.get("timed_out")
+                           else f"the agent exited {agent['exit_code']}"] if agent["exit_code"] != 0 else []
+                reasons += [verdict["summary"]] if not verdict["passed"] else []
+                why = "; ".join([*reasons, held] if held else reasons)
+                feedback = f"Attempt {attempt} did not pass: {why}"
+                self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {why}")
+                attempt, steered = attempt + 1, 0
+                if attempt > self.spec.attempts:
+                    failed = f"{self.spec.attempts} attempts failed"
+                    reason = f"{failed} verification" if why == verdict["summary"] else f"{failed}: {why}"
+                    session.block(reason)
+                    self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
+                    return "blocked"
+            verdict = session.step("supersede", partial(self._supersede_check, head), input={"head": head, **redo},
+                                   policy="safe")  # decided once: a replay after a crash acts on the same verdict
+            if verdict.get("verdict") != landing.READY:
+                return self._supersede(head, verdict)
+            if not opened:  # verified on a branch without commits of its own: open it now
                 session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
-                         rides=self.reviews.refs_backed, lazy_result=True)
-                opened = True  # opened: once per run
-            verdict = session.step("verify", partial(self._verify, head),
-                                   input={**mark, "head": head}, policy="safe")
-            if not self.reviews.refs_backed and self._own_commit(head, main):  # commit statuses, on the branch's
-                # own commits only (never on main's, which other briefs share); the intent is journaled first
-                session.step("statuses", partial(self._post_statuses, head), input={"head": head, **redo},
-                             policy="idempotent")
-            held = self._unsettled()  # ready means nothing is unresolved: no unsafe step without an outcome
-            if head == self._created_at():  # a review that adds nothing to where the branch began is no work
-                held = "; ".join(w for w in ("the agent changed nothing: the branch has no commit of its own", held)
-                                 if w)
-            if verdict["passed"] and agent["exit_code"] == 0 and not held:
-                steered, late = self._late_steering(str(agent.get("run", "")))
-                held = "" if steered else self._answer_threads(head)  # every review thread answered, or it fails
-            if verdict["passed"] and agent["exit_code"] == 0 and not held:
-                if not steered:
-                    break
-                # steering no run took: the agent gets it (resuming its conversation) before the review is ready
-                feedback = "A person steered this brief after your last run (see Steering below): act on it."
-                seqs = ", ".join(map(str, late))
-                self.echo(f"{self.spec.name}: {brief.id}: steering (seq {seqs}) came after the agent's run; the "
-                          "agent runs again with it before the review is marked ready")
-                continue
-            reasons = [f"the agent was stopped at its time limit ({self.spec.timeout_s}s)" if agent.get("timed_out")
-                       else f"the agent exited {agent['exit_code']}"] if agent["exit_code"] != 0 else []
-            reasons += [verdict["summary"]] if not verdict["passed"] else []
-            why = "; ".join([*reasons, held] if held else reasons)
-            feedback = f"Attempt {attempt} did not pass: {why}"
-            self.echo(f"{self.spec.name}: {brief.id} attempt {attempt} failed: {why}")
-            attempt, steered = attempt + 1, 0
+                             rides=self.reviews.refs_backed, lazy_result=True)
+            marked = session.step("ready", partial(self._mark_ready, head),
+                                  input={"head": head, **redo, **({"again": again} if again else {})},
+                                  policy="idempotent", rides=True, lazy_result=True)
+            if marked != THREADS_OPEN:
+                break
+            # a person wrote in a review thread after the agent's answers were posted: the agent answers it first
+            again, attempt, steered = again + 1, attempt + 1, 0
+            feedback = "A person wrote in a review thread as the review was being marked ready: answer it."
+            self.echo(f"{self.spec.name}: {brief.id}: a review thread waits on an answer; not marked ready")
             if attempt > self.spec.attempts:
-                failed = f"{self.spec.attempts} attempts failed"
-                reason = f"{failed} verification" if why == verdict["summary"] else f"{failed}: {why}"
-                session.block(reason)
-                self.echo(f"{self.spec.name}: {brief.id} blocked: {reason}")
+                session.block(f"{self.spec.attempts} attempts failed: a review thread waits on an answer")
                 return "blocked"
-        verdict = session.step("supersede", partial(self._supersede_check, head), input={"head": head, **redo},
-                               policy="safe")  # decided once: a replay after a crash acts on the same verdict
-        if verdict.get("verdict") != landing.READY:
-            return self._supersede(head, verdict)
-        if not opened:  # verified on a branch without commits of its own: open it now
-            session.step("review", partial(self._open_review, head), input=redo or None, policy="idempotent",
-                         rides=self.reviews.refs_backed, lazy_result=True)
-        session.step("ready", lambda key: self._mark_ready(head), input={"head": head, **redo}, policy="idempotent",
-                     rides=True, lazy_result=True)
         session.end_run(sync=False)
         session.wait("review")  # the run's end, the entry and the claim change in one push
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
@@ -642,13 +654,15 @@ class BriefWork:
         self.session.note(f"the review was merged by a person before it was marked ready at {head[:10]}")
         return "merged"
 
-    def _mark_ready(self, head: str) -> str:
+    def _mark_ready(self, head: str, key: str = "") -> str:
         """Mark the review ready in the same atomic push as a journal entry: a fenced desk cannot.
 
         A review that a person merged meanwhile (the desk died after marking it ready, say) is
         left as it is: the claim waits on it and the next pass settles it as done.
         """
         if not self.reviews.refs_backed:  # an API call: its intent rides a claim renewal first, so fenced
+            if any(t.allowed is not False for t in self.reviews.threads(self.brief.id)):
+                return THREADS_OPEN  # looked at once more, just before: the API cannot make it one decision
             self.session.journal.add("note", sync=True, data={"review": "ready", "head": head, "via": "api"})
             try:
                 review = self.reviews.mark_ready(self.brief.id, head)
@@ -660,6 +674,8 @@ class BriefWork:
             try:
                 update = self.reviews.ready_update(self.brief.id, head)
             except IllegalReviewChange as exc:
+                if exc.state in ("draft", "ready"):  # refused only while a review note waits on an answer
+                    return THREADS_OPEN
                 return self._merged_meanwhile(exc, head)
             if update is None:
                 return "ready"

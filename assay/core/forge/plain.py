@@ -87,6 +87,10 @@ def review_transition(current: ReviewRecord | None, action: str, brief: str, *, 
                             comments=current.comments if current else ())
     assert current is not None
     if action == "mark_ready":
+        waiting = note_threads(current)
+        if waiting:  # every review note answered first: a note that lands before the push is never skipped
+            raise IllegalReviewChange(brief, "mark-ready", current.state,
+                                      f"review thread {waiting[0].id} waits on an answer")
         if current.state == "ready" and head in ("", current.head):
             return current
         return current.but(state="ready", head=head or current.head, at=at)
