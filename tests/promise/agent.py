@@ -27,7 +27,7 @@ from assay.agents.scripted import script_lines
 SECRET_PREFIX = "ghp_promise"
 REFUSED = 4
 VERBS = ("write PATH TEXT", "sleep SECONDS", "think SECONDS", "value", "effect NAME DELAY", "spawn KEY",
-         "hang MARKER", "steer WORDS_JOINED_BY_UNDERSCORES", "steering")
+         "hang MARKER", "steer WORDS_JOINED_BY_UNDERSCORES", "steering", "answer")
 
 
 def log(name: str, record: dict[str, object]) -> None:
@@ -147,6 +147,11 @@ def work(prompt: str, done: set[int]) -> int:
         if line.startswith("think "):  # the model thinking: between tool calls, at a turn boundary
             time.sleep(float(line.split()[1]))
             continue
+        if line == "answer":  # every run answers the threads its prompt lists, as a model would: never "done"
+            code = answer_threads()
+            if code:
+                return code
+            continue
         calling(i, line)
         code = verb(line)
         called(i, code)
@@ -189,6 +194,21 @@ def verb(line: str) -> int:
     return 0
 
 
+def listed_threads() -> list[str]:
+    """The review threads the prompt lists (`- thread ID on WHERE:`)."""
+    section = prompt_text().partition("## Review threads\n")[2].partition("\n## ")[0]
+    return [line.split()[2] for line in section.splitlines() if line.startswith("- thread ")]
+
+
+def answer_threads() -> int:
+    for thread in listed_threads():
+        done = assay("step", "answer", thread, "--fixed", f"promise answer to {thread}")
+        print(f"answer {thread} exited {done.returncode}", flush=True)
+        if done.returncode:
+            return done.returncode
+    return 0
+
+
 def prompt_text() -> str:
     return Path(os.environ["ASSAY_PROMPT_FILE"]).read_text()
 
@@ -218,6 +238,11 @@ async def tools(calls: list[dict[str, Any]], done: set[int]) -> int:
             record(log_path, item["tool"], {**item.get("arguments", {}), "brief": os.environ.get("ASSAY_BRIEF")},
                    bool(result.is_error), said, result.structured_content)
             called(i, 0)
+        for thread in listed_threads():  # every run answers the threads its prompt lists
+            result = await session.call_tool("answer", {"thread": thread, "fixed": f"promise answer to {thread}"})
+            said = "".join(c.text for c in result.content if isinstance(c, TextContent))
+            record(log_path, "answer", {"thread": thread, "brief": os.environ.get("ASSAY_BRIEF")},
+                   bool(result.is_error), said, result.structured_content)
     Path("mcp-agent.txt").write_text(f"worked at attempt {os.environ.get('ASSAY_ATTEMPT')}\n")
     return 0
 

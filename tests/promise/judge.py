@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .reader import claim_chain, objects_holding, safe_entries
+from .reader import claim_chain, objects_holding, review_chain, safe_entries
 
 if TYPE_CHECKING:
     from .fleet import PromiseFleet, Setup
 
 INVARIANTS = ("effect-twice", "effect-unjournaled", "settled-against-evidence", "steer-undelivered", "steer-lost",
-              "stuck", "overlap", "main-broken",
+              "stuck", "overlap", "main-broken", "thread-unanswered", "answer-twice",
               "secret", "traceback", "stranded", "journal")
 OPEN_INTENT = re.compile(r"intent (\d+) \(\S+\) has neither a result nor an outcome_unknown")
 
@@ -56,7 +56,38 @@ def judge(ev: Evidence) -> list[Break]:
             for pid, cmd, after in ev.orphaned]
     out += journal_shape(ev, journals)
     out += fleet_work(ev)
+    out += threads(ev)
     return out
+
+
+def threads(ev: Evidence) -> list[Break]:
+    """From the review chains alone: no review was marked ready while a review note's thread ended with a person's
+    words (every thread answered before ready), and no person's words were answered twice."""
+    out: list[Break] = []
+    for brief in ev.briefs:
+        chain = review_chain(ev.setup.forge, brief)
+        for sha, subject, record in chain:
+            if subject.startswith("assay: review mark-ready"):
+                out += [Break("thread-unanswered", f"{brief}: marked ready at {sha[:10]} while thread {n} ends with "
+                                                   f"{last.get('by')!r}: {last.get('text')!r}")
+                        for n, last in _thread_ends(record).items() if not last.get("answer")]
+        if chain:
+            comments = [c for c in chain[-1][2].get("comments", []) if isinstance(c, dict)]
+            for n in {c.get("thread") for c in comments if c.get("thread")}:
+                members = [c for c in comments if c.get("thread") == n]
+                out += [Break("answer-twice", f"{brief}: thread {n} answered twice in a row: {b.get('text')!r}")
+                        for a, b in zip(members, members[1:], strict=False) if a.get("answer") and b.get("answer")]
+    return out
+
+
+def _thread_ends(record: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Each review note's thread (by its opener's number) and its last comment."""
+    comments = [c for c in record.get("comments", []) if isinstance(c, dict)]
+    ends: dict[int, dict[str, Any]] = {}
+    for c in comments:
+        if isinstance(c.get("thread"), int) and c["thread"]:
+            ends[c["thread"]] = c
+    return ends
 
 
 def fleet_work(ev: Evidence) -> list[Break]:

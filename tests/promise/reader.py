@@ -10,7 +10,7 @@ from typing import Any
 from tests.journal_check import claim_chain, entries, invariants
 
 __all__ = ["claim_chain", "entries", "invariants", "refs", "safe_entries", "objects_holding", "briefs_on_main",
-           "claim_tips"]
+           "claim_tips", "review_chain"]
 
 
 def _git(forge: Path, *args: str, check: bool = True) -> str:
@@ -70,4 +70,16 @@ def claim_tips(forge: Path) -> dict[str, dict[str, Any]]:
         record = json_at(forge, f"refs/assay/claims/{b}", "claim.json")
         if isinstance(record, dict) and isinstance(record.get("state"), str):
             out[b] = record
+    return out
+
+
+def review_chain(forge: Path, brief: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The brief's review chain, oldest first: (commit, subject, review.json); a record that is not JSON is left out."""
+    log = _git(forge, "log", "--reverse", "--format=%H %s", f"refs/assay/reviews/{brief}", "--", check=False)
+    out = []
+    for line in log.splitlines():
+        sha, _, subject = line.partition(" ")
+        record = json_at(forge, sha, "review.json")
+        if isinstance(record, dict):
+            out.append((sha, subject, record))
     return out

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import fleet as fl
 from . import junk
 from .judge import Break, Evidence, judge
-from .reader import briefs_on_main, claim_tips
+from .reader import briefs_on_main, claim_tips, review_chain
 
 FAULTS = ("group", "desk", "agent", "mcp", "client", "step", "pause", "long-pause")
 WEIGHTS = (3, 2, 2, 2, 2, 2, 3, 1)
@@ -61,7 +61,7 @@ def briefs(setup: fl.Setup, rng: random.Random) -> dict[str, str]:
         name = f"cli{i}"
         script = [f"write {name}.txt {name}", "value", f"think {rng.uniform(0.2, 1.2):.1f}",
                   f"effect deploy {rng.choice(EFFECT_DELAYS)}", f"think {rng.uniform(0.2, 1.2):.1f}",
-                  *(["spawn c" + name] if rng.random() < 0.5 else []), "steering"]
+                  *(["spawn c" + name] if rng.random() < 0.5 else []), "steering", "answer"]
         out[f"briefs/{name}.md"] = (f"---\ntitle: Ship {name}\nlabels: [{fl.LABEL}]\ntouches: [{SHARED}/]\n"
                                     f"verify:\n  - id: check\n"
                                     f"    run: test -f {name}.txt\n---\nShip {name}.\n\n```promise-script\n"
@@ -106,6 +106,7 @@ class Trial:
         self.n_faults = faults if faults is not None else self.rng.randint(4, 7)
         self.started = time.monotonic()
         self.steers = 0
+        self.notes = 0
         self.real: list[str] = []
         self.orphaned: list[tuple[int, str, str]] = []  # (pid, command line, the kill after which it ran on)
 
@@ -149,6 +150,17 @@ class Trial:
                 done = self.run("steer", b, text)
                 self.out.faults["steers"] += 1
                 self.tell(f"steer {b} {text!r}: exit {done.returncode}")
+        if self.rng.random() < 0.3:  # a person's review note on a review a desk opened
+            reviewed = [b for b in self.real if review_chain(self.setup.forge, b)]
+            if reviewed:
+                b = self.rng.choice(sorted(reviewed))
+                self.notes += 1
+                threads = [c["thread"] for c in review_chain(self.setup.forge, b)[-1][2].get("comments", [])
+                           if isinstance(c, dict) and c.get("thread")]
+                reply = ["--reply", str(self.rng.choice(threads))] if threads and self.rng.random() < 0.4 else []
+                done = self.run("review", "note", b, f"promise-note {self.notes}", *reply)
+                self.out.faults["notes"] += 1
+                self.tell(f"review note on {b}{' (a reply)' if reply else ''}: exit {done.returncode}")
         if self.rng.random() < 0.25:
             done = self.run("sweep")
             self.out.faults["sweeps"] += 1
