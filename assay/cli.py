@@ -635,7 +635,8 @@ def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state
 def land_cmd(brief_ids: tuple[str, ...], lander: str, state_dir: Path | None, ports: Ports, as_json: bool) -> None:
     """Merge ready reviews into main one at a time (all of them, or those of BRIEF...), each verified on the very
     merge commit it lands as; a review that no longer merges cleanly, or whose verify rows fail there, is woken for
-    a new round instead. Holds the landing claim (`assay.landing`) while it runs."""
+    a new round instead. Holds the landing claim (`assay.landing`) while it runs. On GitHub, queues them in main's
+    merge queue, whose merge groups run the verify rows first."""
     from assay import views
     from assay.core.config import state_dir_for
     from assay.desk.land import land
@@ -748,10 +749,13 @@ def review_approve(brief_id: str, ports: Ports, as_json: bool) -> None:
 @pass_ports
 @json_option
 def review_merge(brief_id: str, ports: Ports, as_json: bool) -> None:
-    """Merge a ready review into main on the forge (a compare-and-swap on main)."""
+    """Merge a ready review into main on the forge (a compare-and-swap on main); where main requires a merge queue
+    (GitHub), queue it."""
 
     merged = ports.reviews.merge(brief_id, _person())
-    _review_said(merged, as_json, f"merged {brief_id} into main at {merged.record.merged_commit[:10]}")
+    _review_said(merged, as_json, f"merged {brief_id} into main at {merged.record.merged_commit[:10]}"
+                 if merged.state == "merged" else
+                 f"queued {brief_id} in main's merge queue: it merges once its checks pass on the queue's merge")
 
 
 @review.command("close")

@@ -48,6 +48,8 @@ def main() -> None:
             ("duplicate or done work offered as ready", lambda o: len(o.duplicates_ready)),
             ("already-done briefs settled without an agent", lambda o: len(o.done_without_agent)),
             ("reviews left ready that cannot merge", lambda o: len(o.ready_unmerged)),
+            ("review notes written / answered", lambda o: f"{o.threads_noted}/{o.threads_answered}"),
+            ("marked ready with a thread unanswered", lambda o: len(o.ready_with_open_thread)),
             ("new rounds", lambda o: o.rounds), ("agent runs", lambda o: o.agent_runs),
             ("agent seconds", lambda o: o.agent_s), ("wall seconds", lambda o: o.seconds),
             ("wall per brief / floor", lambda o: round(o.seconds / o.briefs / base, 1))]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from assay.core.forge.plain import note_threads
+from assay.core.forge.base import note_threads
 from assay.core.records import ReviewComment, ReviewRecord, decode_review
 from assay.errors import RecordInvalid
 from tests.conftest import Forge, assay, audit_failures, git
@@ -229,3 +229,17 @@ def test_a_note_that_lands_while_the_desk_is_down_before_ready_is_answered_first
     threads = {c["thread"] for c in final["comments"] if c.get("answer")}
     assert threads == {1, 3}  # both notes answered before the ready at the new head
     assert invariants(work.path, "greet") == []
+
+
+def test_a_review_whose_thread_waits_on_an_answer_is_not_merged_nor_landed(work: Forge, tmp_path: Path) -> None:
+    publish(work, {"briefs/greet.md": _greet(["answer-threads fixed said it"])})
+    assert run_desk(work, "builder", tmp_path).code == 0
+    _note(work, "Is hello right?")
+    merged = assay("review", "merge", "greet", "--forge", work.url)
+    assert merged.code == 3 and "review thread 1 waits on an answer from its desk" in merged.err, merged.err
+    landed = assay("land", "--json", "--forge", work.url, env={"ASSAY_STATE_DIR": str(tmp_path / "lander")})
+    assert landed.code == 0, landed.err
+    assert [(d["brief"], d["outcome"]) for d in landed.json()["landed"]] == [("greet", "skipped")]
+    assert run_desk(work, "builder", tmp_path).code == 0  # the desk answers it
+    again = assay("land", "--json", "--forge", work.url, env={"ASSAY_STATE_DIR": str(tmp_path / "lander")})
+    assert [(d["brief"], d["outcome"]) for d in again.json()["landed"]] == [("greet", "landed")], again.out

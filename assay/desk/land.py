@@ -8,8 +8,8 @@ evidence on the brief, and pushes main, the review's merged record and a renewal
 atomic push under leases. Main moved meanwhile: the review is merged and verified again on the new tip. A review
 that no longer merges cleanly, or whose rows fail on the merge, is not landed: its brief is woken for a new round
 with the reason as its agent's feedback, once per (main, head); offered again unchanged on the same main, it is
-blocked for a person. Only where reviews are refs (a plain forge); on GitHub, the
-repository's merge queue does this.
+blocked for a person. Where reviews are refs (a plain forge); on GitHub every such review goes into main's
+merge queue instead, whose merge groups run the verify rows before anything merges.
 """
 
 from __future__ import annotations
@@ -59,8 +59,7 @@ def land(claims: Claims, reviews: Reviews, state_dir: Path, by: str, only: Seque
          echo: Callable[[str], None] = lambda _: None) -> list[Landed]:
     """Land every ready review waiting on its merge (or those of `only`), one at a time; see the module."""
     if not isinstance(reviews, PlainReviews):
-        raise UsageError("`assay land` merges reviews kept as refs on a plain forge",
-                         hint="on GitHub, turn on the repository's merge queue: desks' reviews go through it")
+        return _queue(claims, reviews, by, only, echo)
     lander = _Lander(claims, reviews, state_dir, by, echo)
     if not lander.look(only):
         return []  # nothing waits to land: no claim taken, nothing written
@@ -70,6 +69,30 @@ def land(claims: Claims, reviews: Reviews, state_dir: Path, by: str, only: Seque
         return lander.run()
     finally:
         _release(claims, by, lander.claim)
+
+
+def _queue(claims: Claims, reviews: Reviews, by: str, only: Sequence[str],
+           echo: Callable[[str], None]) -> list[Landed]:
+    """On GitHub: every ready review waiting on its merge goes into main's merge queue (each once), where the verify
+    rows run on the queue's merge group (`verify.yml` on `merge_group`) before it merges."""
+    if not reviews.merge_queue():
+        raise UsageError("`assay land` on GitHub goes through main's merge queue, and main has none",
+                         hint="require a merge queue for main in a ruleset (its required check: assay verify)")
+    snapshot = read_snapshot(claims)
+    waiting = sorted(b for b, c in snapshot.claims.items() if c.record.state == "waiting"
+                     and str((c.record.wait or {}).get("on", "")) in ("review", "merge") and (not only or b in only))
+    out: list[Landed] = []
+    for brief, review in sorted(reviews.peek_many(waiting).items()):
+        if review.state != "ready":
+            continue
+        try:
+            reviews.enqueue(brief, by)
+        except IllegalReviewChange as exc:
+            out.append(Landed(brief, "skipped", exc.message))
+            continue
+        out.append(Landed(brief, "queued", f"in main's merge queue at {review.record.head[:10]}"))
+        echo(f"{brief}: queued at {review.record.head[:10]}; it merges once its checks pass on the merge group")
+    return out
 
 
 class _Checked(Exception):

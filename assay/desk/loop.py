@@ -22,7 +22,7 @@ from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
-from assay.core.forge.base import Review, Reviews
+from assay.core.forge.base import Review, Reviews, note_threads
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
 from assay.core.lives import life_state
@@ -235,8 +235,7 @@ class Desk:
     def _noted(self, brief_id: str, review: Review | None) -> bool:
         """Where reviews are refs: a review note that waits on an answer wakes its waiting brief for a round
         (`signals.settle`, once per note); True when it did."""
-        if review is None or review.state not in ("draft", "ready") \
-                or not any(c.thread for c in review.record.comments):
+        if review is None or review.state not in ("draft", "ready") or not note_threads(review.record):
             return False
         settled = signals.settle(self.claims, self.reviews, brief_id, {"event": "desk-pass"}, self.spec.name,
                                  states=("waiting",))

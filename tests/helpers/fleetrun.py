@@ -28,6 +28,7 @@ from typing import Any
 
 from assay.core.briefs import KEYS
 from tests.journal_check import claim_chain, entries
+from tests.promise.reader import review_chain
 
 DESK = """name: {name}
 takes:
@@ -102,7 +103,8 @@ def brief_text(spec: Spec, checks: bool) -> str:
         if spec.done_when and "done_when" in KEYS:
             head.append(f"done_when:\n  - id: there\n    run: {json.dumps(spec.done_when)}")
     head.append(f"verify:\n  - id: check\n    run: {json.dumps(spec.verify)}")
-    script = "\n".join(f"{verb} {path} {text}" for verb, path, text in spec.writes)
+    script = "\n".join([*(f"{verb} {path} {text}" for verb, path, text in spec.writes),
+                        f"answer-threads fixed wrote {spec.id} as asked"])
     return "---\n" + "\n".join(head) + f"\n---\n{spec.id}.\n\n```assay-script\n{script}\n```\n"
 
 
@@ -125,6 +127,9 @@ class Outcome:
     done_without_agent: list[str] = field(default_factory=list)
     done_with_agent: list[str] = field(default_factory=list)
     ready_unmerged: list[str] = field(default_factory=list)
+    threads_noted: int = 0  # review notes the reviewer wrote
+    threads_answered: int = 0  # of those, answered by a desk
+    ready_with_open_thread: list[str] = field(default_factory=list)  # marked ready while a thread waited
     rounds: int = 0
     agent_runs: int = 0
     agent_s: float = 0.0
@@ -140,6 +145,9 @@ class Fleet:
     def __init__(self, root: Path, total: int, desks: int, checks: bool) -> None:
         self.root, self.checks, self.ndesks = root, checks, desks
         self.specs = specs(total)
+        solos = [s.id for s in self.specs if s.kind == "solo"]
+        self.noted = set(solos[::3]) if checks else set()  # briefs whose review gets a reviewer's note
+        self.asked: set[str] = set()
         self.forge = root / "forge.git"
         self.env = {**os.environ, "ASSAY_FORGE": str(self.forge), "ASSAY_STATE_DIR": str(root / "state"),
                     "GIT_AUTHOR_NAME": "reviewer", "GIT_AUTHOR_EMAIL": "r@x", "GIT_COMMITTER_NAME": "reviewer",
@@ -201,8 +209,15 @@ class Fleet:
         return self.judge(time.monotonic() - started)
 
     def review(self) -> None:
-        """Land every ready review (or, checks off, merge each one as it is)."""
+        """Land every ready review (or, checks off, merge each one as it is). With the checks on, the reviewer first
+        writes a review note on the first ready review of every third `solo` brief: it lands once answered."""
         if self.checks:
+            listed = self.assay("review", "list", "--json")
+            for r in json.loads(listed.stdout or "{}").get("reviews", []):
+                b = r.get("brief", "")
+                if r.get("state") == "ready" and b in self.noted and b not in self.asked \
+                        and self.assay("review", "note", b, f"Why {b}?", "--on", f"{b}.txt:1").returncode == 0:
+                    self.asked.add(b)
             self.assay("land", "--as", "reviewer")
             return
         listed = self.assay("review", "list", "--json")
@@ -248,6 +263,14 @@ class Fleet:
                 out.duplicates_ready.append(spec.id)  # work main had already, offered again as a review
             if out.states[spec.id] == "waiting" and readied:
                 out.ready_unmerged.append(spec.id)
+            chain = review_chain(self.forge, spec.id)
+            if spec.id in self.asked and chain:
+                out.threads_noted += 1
+                out.threads_answered += any(c.get("answer") for c in chain[-1][2].get("comments", []))
+            for _, subject, record in chain:
+                ends = {c["thread"]: c for c in record.get("comments", []) if c.get("thread")}
+                if subject.startswith("assay: review mark-ready") and any(not c.get("answer") for c in ends.values()):
+                    out.ready_with_open_thread.append(spec.id)
         out.agent_s = round(out.agent_s, 1)
         return out
 

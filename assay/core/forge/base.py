@@ -128,6 +128,21 @@ def thread_signals(threads: Iterable[Thread]) -> builtins.list[Signal]:
             for t in threads]
 
 
+def note_threads(record: ReviewRecord) -> builtins.list[Thread]:
+    """The review notes' threads whose last word is a person's (not a desk's answer), oldest first. Anyone who can
+    push to a plain forge may write to it: every such thread needs an answer."""
+    out: builtins.list[Thread] = []
+    for n, opener in enumerate(record.comments, 1):
+        if opener.thread != n:
+            continue
+        members = [(i, c) for i, c in enumerate(record.comments, 1) if c.thread == n]
+        answered = max((i for i, c in members if c.answer), default=0)
+        said = tuple(Said(str(i), c.by, c.at, c.text) for i, c in members if i > answered and not c.answer)
+        if said:
+            out.append(Thread(str(n), opener.path, opener.line, said, True))
+    return out
+
+
 ANSWER = re.compile(r"<!-- assay:answer:(?P<key>[0-9a-f]+) -->")
 
 
@@ -225,10 +240,20 @@ class Reviews(Protocol):
     def approve(self, brief: str, by: str) -> Review: ...
 
     def merge(self, brief: str, by: str) -> Review:
-        """Merge the branch's tip on the forge into main; requires state ready, refuses conflicts."""
+        """Merge the branch's tip on the forge into main; requires state ready, refuses conflicts. Where main
+        requires a merge queue, the review is queued instead (`enqueue`) and merges when its checks pass."""
         ...
 
     def close(self, brief: str, by: str, reason: str) -> Review: ...
+
+    def merge_queue(self) -> bool:
+        """Whether main requires a merge queue (on GitHub, a ruleset's); False where the forge has none."""
+        ...
+
+    def enqueue(self, brief: str, by: str) -> Review:
+        """Put the ready review in main's merge queue at its head (once: a queued one is left queued); it merges
+        when its checks pass on the queue's merge group. UsageError where there is no merge queue."""
+        ...
 
     @property
     def refs_backed(self) -> bool:

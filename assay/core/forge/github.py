@@ -69,6 +69,16 @@ TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _STATUS_EPOCH = re.compile(r"; epoch (\d+)$")  # how a verify status names the epoch that posted it
 MAX_LISTED = 10_000  # items of one list read before the rest is left unread
+ENQUEUE_MUTATION = """mutation($id: ID!, $head: GitObjectID) {
+  enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) {
+    mergeQueueEntry { id position state }
+  }
+}"""
+QUEUED_QUERY = """query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) { isInMergeQueue merged headRefOid }
+  }
+}"""
 THREADS_QUERY = """query($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
     pullRequest(number: $number) {
@@ -674,8 +684,41 @@ class GitHubReviews:
                    read_back=lambda: self._posted(f"{self._path}/pulls/{number}/reviews", body))
         return self._review(brief, pull)
 
+    def merge_queue(self) -> bool:
+        """Whether a ruleset on the base requires a merge queue (one conditional read of its rules)."""
+        rules = self._get("rules", f"{self._path}/rules/branches/main") or []
+        return any(isinstance(r, dict) and r.get("type") == "merge_queue" for r in rules)
+
+    def enqueue(self, brief: str, by: str) -> Review:
+        """`enqueuePullRequest` at the head read, so a head that moves since is not queued; a pull request in the
+        queue already is left there. An unknown outcome is settled by reading whether it is queued (or merged)."""
+        person_name(by)
+        pull = self._require(brief, "enqueue")
+        state = _state(pull)
+        if state != "ready":
+            raise IllegalReviewChange(brief, "queue", state, "it is already on main" if state == "merged" else "")
+        number, head = int(pull.get("number") or 0), str(_at(pull, "head", "sha") or "")
+        requester = self._gh.requester
+        owner, name = self.target.repo.split("/")
+
+        def queued() -> dict[str, Any] | None:
+            _, data = self._call("queued?", partial(requester.graphql_query, QUEUED_QUERY,
+                                                    {"owner": owner, "name": name, "number": number}))
+            found = _at(data, "data", "repository", "pullRequest") or {}
+            return found if isinstance(found, dict) and (found.get("isInMergeQueue") or found.get("merged")) else None
+
+        if queued() is None:
+            if not self.merge_queue():
+                raise UsageError("main has no merge queue on GitHub",
+                                 hint="require one for main in a ruleset, or merge the pull request by hand")
+            self._call("enqueue", partial(requester.graphql_query, ENQUEUE_MUTATION,
+                                          {"id": str(pull.get("node_id") or ""), "head": head}),
+                       write=True, read_back=queued)
+        return self._review(brief, self._require(brief, "enqueue"))
+
     def merge(self, brief: str, by: str) -> Review:
-        """Merge as a person does (a merge commit); GitHub's 405 or 409 is a conflict, nothing written."""
+        """Merge as a person does (a merge commit); GitHub's 405 or 409 is a conflict, nothing written. Where main
+        requires a merge queue, the pull request is queued instead (`enqueue`)."""
         from github import GithubException
 
         pull = self._require(brief, "merge")
@@ -684,6 +727,8 @@ class GitHubReviews:
             raise IllegalReviewChange(brief, "merge", "merged", "it is already on main")
         if state in ("closed", "draft"):
             raise IllegalReviewChange(brief, "merge", state)
+        if self.merge_queue():
+            return self.enqueue(brief, by)
         obj, ref, base = self._obj(pull), str(_at(pull, "head", "ref")), str(_at(pull, "base", "ref"))
 
         def merge() -> Any:

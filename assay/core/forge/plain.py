@@ -20,10 +20,10 @@ from assay.core.forge.base import (
     Clock,
     InvalidReview,
     Review,
-    Said,
     Signal,
     Thread,
     commit_id,
+    note_threads,
     person_name,
     review_branch,
     review_title,
@@ -86,11 +86,11 @@ def review_transition(current: ReviewRecord | None, action: str, brief: str, *, 
         return ReviewRecord(brief=brief, branch=branch, title=title, state="draft", opened_at=at, at=at, head=head,
                             comments=current.comments if current else ())
     assert current is not None
+    waiting = note_threads(current) if action in ("mark_ready", "merge") else []
+    if waiting:  # every review note answered first: a note that lands before the push is never skipped
+        raise IllegalReviewChange(brief, action.replace("_", "-"), current.state,
+                                  f"review thread {waiting[0].id} waits on an answer from its desk")
     if action == "mark_ready":
-        waiting = note_threads(current)
-        if waiting:  # every review note answered first: a note that lands before the push is never skipped
-            raise IllegalReviewChange(brief, "mark-ready", current.state,
-                                      f"review thread {waiting[0].id} waits on an answer")
         if current.state == "ready" and head in ("", current.head):
             return current
         return current.but(state="ready", head=head or current.head, at=at)
@@ -126,21 +126,6 @@ def _note(current: ReviewRecord, by: str, at: str, text: str, thread: str, path:
                          hint=f"its threads: {', '.join(map(str, opened))}" if opened
                          else "open one with `assay review note BRIEF TEXT`")
     return ReviewComment(by, at, text, thread=int(thread), answer=answer)
-
-
-def note_threads(record: ReviewRecord) -> builtins.list[Thread]:
-    """The review notes' threads whose last word is a person's (not a desk's answer), oldest first. Anyone who can
-    push to a plain forge may write to it: every such thread needs an answer."""
-    out: builtins.list[Thread] = []
-    for n, opener in enumerate(record.comments, 1):
-        if opener.thread != n:
-            continue
-        members = [(i, c) for i, c in enumerate(record.comments, 1) if c.thread == n]
-        answered = max((i for i, c in members if c.answer), default=0)
-        said = tuple(Said(str(i), c.by, c.at, c.text) for i, c in members if i > answered and not c.answer)
-        if said:
-            out.append(Thread(str(n), opener.path, opener.line, said, True))
-    return out
 
 
 @dataclass(frozen=True)
@@ -307,6 +292,13 @@ class PlainReviews:
 
     def close(self, brief: str, by: str, reason: str) -> Review:
         return self._change(brief, "close", by, text=reason.strip())
+
+    def merge_queue(self) -> bool:
+        return False  # `assay land` verifies each merge on the tip it lands on instead
+
+    def enqueue(self, brief: str, by: str) -> Review:
+        raise UsageError("a plain forge has no merge queue", hint="`assay land` merges ready reviews one at a time, "
+                                                                  "each verified on the main it lands on")
 
     def merge(self, brief: str, by: str) -> Review:
         person_name(by)
