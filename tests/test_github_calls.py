@@ -70,16 +70,17 @@ def test_a_second_process_reading_an_unchanged_pull_request_pays_no_quota(fleet:
     calls, unchanged, used = fleet.costly(), fleet.unchanged(), fleet.used()
     assert show(fleet, "alpha") == first  # another process: the same answer, from 304s
     assert fleet.costly() == calls and fleet.used() == used
-    assert sum((fleet.unchanged() - unchanged).values()) == 3  # the pull request, its reviews, its comments
+    # the pull request (found twice: the review, then its threads), its reviews, its comments, its review comments
+    assert sum((fleet.unchanged() - unchanged).values()) == 5
 
     fleet.gh.comment(OWNER, NAME, 1, "please add a test")  # a person comments: only that list is read again
     calls, unchanged = fleet.costly(), fleet.unchanged()
     assert "please add a test" in json.dumps(show(fleet, "alpha"))
     assert fleet.costly() - calls == Counter({("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments"): 1})
-    assert sum((fleet.unchanged() - unchanged).values()) == 2
+    assert sum((fleet.unchanged() - unchanged).values()) == 4
 
     kept = list((tmp_path / "cache").rglob("github/*/*.json"))
-    assert len(kept) == 3 and not [p for p in kept if fleet.gh.token in p.read_text()]
+    assert len(kept) == 4 and not [p for p in kept if fleet.gh.token in p.read_text()]
 
 
 def test_a_damaged_answer_cache_is_only_a_miss(fleet: Fleet, tmp_path: Path) -> None:
