@@ -76,6 +76,7 @@ def test_every_payload_meets_the_published_schema(scene: Scene) -> None:
         ("push", None): payloads.push(gh, OWNER, NAME, before=scene.main_before, after=scene.merge_sha,
                                       added=["alpha.txt"]),
         ("workflow_dispatch", None): payloads.workflow_dispatch(gh, OWNER, NAME, {"brief": "alpha"}),
+        ("merge_group", "checks_requested"): group(scene),
     }
     assert set(built) == set(validate.EVENTS)
     for (event, action), payload in built.items():
@@ -87,6 +88,27 @@ def test_every_payload_meets_the_published_schema(scene: Scene) -> None:
                                           conclusion="success", run_id=4243, run_attempt=2, event="push")
     assert validate.problems("workflow_run", "completed", run) == []
     assert run["workflow_run"]["pull_requests"] == [] and run["workflow_run"]["previous_attempt_url"]
+
+
+def group(scene: Scene) -> dict[str, Any]:
+    """A merge group as the queue would have built #number's: its merge commit, on the main it merged into."""
+    ref = f"refs/heads/gh-readonly-queue/main/pr-{scene.number}-{scene.head}"
+    return payloads.merge_group_checks_requested(scene.gh, OWNER, NAME, head_sha=scene.merge_sha, head_ref=ref,
+                                                 base_sha=scene.main_before, base_ref="refs/heads/main")
+
+
+def test_a_merge_group_names_the_commit_the_api_has(scene: Scene) -> None:
+    payload = group(scene)
+    merge_group, commit = payload["merge_group"], api(scene.gh, f"/commits/{scene.merge_sha}")
+    assert merge_group["head_commit"]["id"] == merge_group["head_sha"] == commit["sha"]
+    assert merge_group["head_commit"]["tree_id"] == commit["commit"]["tree"]["sha"]
+    assert merge_group["head_commit"]["message"] == commit["commit"]["message"]
+    assert merge_group["base_sha"] == commit["parents"][0]["sha"] == scene.main_before
+    assert merge_group["head_ref"].endswith(f"/pr-{scene.number}-{scene.head}")
+    assert payload["sender"]["login"] == "github-merge-queue[bot]" and payload["sender"]["type"] == "Bot"
+    with pytest.raises(ValueError, match="no commit"):
+        payloads.merge_group_checks_requested(scene.gh, OWNER, NAME, head_sha="1" * 40, head_ref="x",
+                                              base_sha=scene.main_before, base_ref="refs/heads/main")
 
 
 def test_the_review_and_the_comment_are_the_ones_the_api_lists(scene: Scene) -> None:

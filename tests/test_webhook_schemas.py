@@ -43,7 +43,7 @@ def minimal(event: str, action: str | None) -> Any:
 
 def test_the_subset_holds_exactly_the_events_and_names_its_source() -> None:
     subset = validate.subset()
-    assert len(set(validate.EVENTS)) == len(validate.EVENTS) == 7
+    assert len(set(validate.EVENTS)) == len(validate.EVENTS) == 8
     assert set(subset["webhooks"]) == {extract.key(e, a) for e, a in validate.EVENTS}
     for event, action in validate.EVENTS:
         entry = subset["webhooks"][extract.key(event, action)]
@@ -52,6 +52,7 @@ def test_the_subset_holds_exactly_the_events_and_names_its_source() -> None:
         Draft202012Validator.check_schema(validate.schema(event, action))
     assert extract.webhook_name("pull_request_review", "submitted") == "pull-request-review-submitted"
     assert extract.webhook_name("push", None) == "push"
+    assert extract.webhook_name("merge_group", "checks_requested") == "merge-group-checks-requested"
     source = subset["source"]
     assert source["package"] == "@octokit/openapi-webhooks" and source["version"]
     assert source["openapi"].startswith("3.1.")

@@ -69,14 +69,35 @@ def merge(repo: Path, base_ref: str, head_sha: str, message: str, squash: bool,
     base_sha = rev_parse(repo, base_ref)
     if base_sha is None:
         return None
+    sha = merge_commit(repo, base_sha, head_sha, message, squash, author)
+    if sha is not None:
+        _git(repo, "update-ref", base_ref, sha, base_sha)
+    return sha
+
+
+def merge_commit(repo: Path, base_sha: str, head_sha: str, message: str, squash: bool = False,
+                 author: tuple[str, str] | None = None, date: int | None = None) -> str | None:
+    """A commit merging `head_sha` into `base_sha`, committed by GitHub and on no branch; None on conflict.
+    `date`: its time in epoch seconds (default: now)."""
     tree = merge_tree(repo, base_sha, head_sha)
     if tree is None:
         return None
     parents = ["-p", base_sha] if squash else ["-p", base_sha, "-p", head_sha]
     by = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1]} if author else {}
-    sha = _git(repo, "commit-tree", tree, *parents, "-m", message, env={**MERGER, **by}).strip()
-    _git(repo, "update-ref", base_ref, sha, base_sha)
-    return sha
+    when = {"GIT_AUTHOR_DATE": f"@{date} +0000", "GIT_COMMITTER_DATE": f"@{date} +0000"} if date is not None else {}
+    return _git(repo, "commit-tree", tree, *parents, "-m", message, env={**MERGER, **by, **when}).strip()
+
+
+def update_ref(repo: Path, ref: str, new: str, old: str | None = None) -> bool:
+    """Point `ref` at `new`, only if it is at `old` (None: only if it does not exist); whether it moved."""
+    expected = old if old is not None else "0" * 40
+    proc = subprocess.run(["git", "--git-dir", str(repo), "update-ref", ref, new, expected], capture_output=True,
+                          timeout=60)
+    return proc.returncode == 0
+
+
+def delete_ref(repo: Path, ref: str) -> None:
+    _git(repo, "update-ref", "-d", ref, check=False)
 
 
 def request_body(handler: BaseHTTPRequestHandler) -> bytes:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.fakegithub import reviews
+from tests.fakegithub import queue, reviews
 from tests.fakegithub.openapi.graphql_validate import field_type, subset
 from tests.fakegithub.state import IssueEvent, Pull, Repo, ReviewComment, User, node_id, now_iso
 
@@ -344,6 +344,26 @@ def _resolution(resolved: bool) -> Resolver:
     return mutate
 
 
+def _enqueue(ctx: Context, obj: Any, args: dict[str, Any], path: list[str | int]) -> dict[str, Any] | None:
+    """enqueuePullRequest: the pull request by node id into its base branch's merge queue."""
+    given, name = args["input"], path[-1]
+    found = [(r, p) for r in ctx.gh.repos.values() for p in r.pulls.values() if p.node_id == given["pullRequestId"]]
+    if not found:
+        ctx.not_found(path, f"Could not resolve to a node with the global id of '{given['pullRequestId']}'")
+        return None
+    made = ("the fake does not let a pull request jump the queue" if given.get("jump") else
+            queue.enqueue(ctx.gh, *found[0], ctx.user, given.get("expectedHeadOid")))
+    if isinstance(made, str):
+        ctx.errors.append({"type": "UNPROCESSABLE", "path": [name], "message": made})
+        return None
+    return {"clientMutationId": given.get("clientMutationId"), "mergeQueueEntry": made}
+
+
+def _in_queue(ctx: Context, found: tuple[Repo, Pull], args: dict[str, Any], path: list[str | int]) -> bool:
+    repo, pull = found
+    return any(e.pull == pull.number for e in repo.queue)
+
+
 def _key(name: str) -> Resolver:
     return lambda ctx, obj, args, path: obj[name]
 
@@ -357,10 +377,13 @@ RESOLVERS: dict[str, dict[str, Resolver]] = {
     "Query": {"repository": _repository},
     "Mutation": {"markPullRequestReadyForReview": _draft(False, "ready_for_review"),
                  "convertPullRequestToDraft": _draft(True, "convert_to_draft"),
-                 "resolveReviewThread": _resolution(True), "unresolveReviewThread": _resolution(False)},
+                 "resolveReviewThread": _resolution(True), "unresolveReviewThread": _resolution(False),
+                 "enqueuePullRequest": _enqueue},
     "Repository": {"pullRequest": _pull_request},
     "PullRequest": {"id": lambda ctx, rp, args, path: rp[1].node_id, "isDraft": lambda ctx, rp, args, path: rp[1].draft,
-                    "number": lambda ctx, rp, args, path: rp[1].number, "reviewThreads": _threads},
+                    "number": lambda ctx, rp, args, path: rp[1].number, "reviewThreads": _threads,
+                    "headRefOid": lambda ctx, rp, args, path: rp[1].head_sha, "isInMergeQueue": _in_queue,
+                    "merged": lambda ctx, rp, args, path: rp[1].merged_at is not None},
     "PullRequestReviewThreadConnection": _page_fields(),
     "PullRequestReviewThread": {"id": lambda ctx, t, args, path: thread_id(t[1]), "comments": _comments,
                                 "isResolved": lambda ctx, t, args, path: t[0].threads[t[1].id].resolved},
@@ -371,6 +394,10 @@ RESOLVERS: dict[str, dict[str, Resolver]] = {
                  "hasNextPage": lambda ctx, page, args, path: page.has_next,
                  "hasPreviousPage": lambda ctx, page, args, path: page.start > 0,
                  "startCursor": lambda ctx, page, args, path: page.cursors[0]},
+    "EnqueuePullRequestPayload": {"clientMutationId": _key("clientMutationId"),
+                                  "mergeQueueEntry": _key("mergeQueueEntry")},
+    "MergeQueueEntry": {"id": lambda ctx, e, args, path: e.node_id, "position": lambda ctx, e, args, path: e.position,
+                        "state": lambda ctx, e, args, path: e.state},
     **{payload: {"clientMutationId": _key("clientMutationId"), "pullRequest": _key("pullRequest")}
        for payload in ("MarkPullRequestReadyForReviewPayload", "ConvertPullRequestToDraftPayload")},
     **{payload: {"clientMutationId": _key("clientMutationId"), "thread": _key("thread")}

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.fakegithub import gitside
+from tests.fakegithub import gitside, queue
 from tests.fakegithub.faults import DOCS
 from tests.fakegithub.state import (
     CheckRun,
@@ -30,6 +30,7 @@ from tests.fakegithub.state import (
     permission_json,
     pull_json,
     repo_json,
+    rules_json,
     status_json,
 )
 
@@ -79,6 +80,7 @@ def invalid(resource: str, field_name: str | None, code: str, message: str | Non
 
 
 NOT_FOUND = Reply(404, {"message": "Not Found", "documentation_url": DOCS})
+THROUGH_THE_QUEUE = "Repository rule violations found\n\nChanges must be made through the merge queue"
 ROUTES: list[Route] = []
 SEG = "[^/]+"
 
@@ -189,6 +191,7 @@ def update_pull(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
         pull.closed_by = req.user if state == "closed" else None
         repo.events.append(IssueEvent(pull.number, req.user, "closed" if state == "closed" else "reopened"))
     pull.updated_at = now_iso()
+    queue.settle(gh, repo)  # a closed pull request, or one on another base, leaves the merge queue
     return Reply(200, pull_json(repo.refresh(pull), repo, gh.urls))
 
 
@@ -219,6 +222,8 @@ def merge(repo: Repo, pull: Pull, user: User, method: str, sha: str | None, titl
         return error(405, "Pull Request is still a draft")
     if sha is not None and sha != pull.head_sha:
         return error(409, "Head branch was modified. Review and try the merge again.")
+    if repo.merge_queue(pull.base) is not None:
+        return error(405, THROUGH_THE_QUEUE)
     default = (f"Merge pull request #{pull.number} from {repo.owner.login}/{pull.head}" if method == "merge"
                else f"{pull.title} (#{pull.number})")
     text = (title or default) + (f"\n\n{message}" if message else "")
@@ -451,4 +456,13 @@ def create_status(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
     status = Status(sha, body["state"], body.get("target_url"), body.get("description"),
                     body.get("context") or "default", req.user)
     repo.statuses.append(status)
+    queue.settle(gh, repo)  # a merge group's checks may have just passed or failed
     return Reply(201, status_json(status, repo, gh.urls))
+
+
+@route("GET", "/repos/{owner}/{repo}/rules/branches/{branch}")
+def branch_rules(gh: FakeGitHub, req: Request, m: dict[str, str]) -> Reply:
+    repo = _repo(gh, m)
+    if repo is None:
+        return NOT_FOUND
+    return Reply(200, items=rules_json(repo, urllib.parse.unquote(m["branch"])))

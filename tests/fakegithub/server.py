@@ -20,10 +20,25 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.fakegithub import gitside, graphql, rest, reviews
+from tests.fakegithub import gitside, graphql, queue, rest, reviews
 from tests.fakegithub.faults import DOCS, Fault, FaultQueue, fault_response
 from tests.fakegithub.openapi import graphql_validate, validate
-from tests.fakegithub.state import CLOCK, Comment, IssueEvent, Pull, Repo, ReviewComment, Status, Urls, User, now_iso
+from tests.fakegithub.state import (
+    CLOCK,
+    Comment,
+    Delivery,
+    IssueEvent,
+    MergeGroup,
+    Pull,
+    Repo,
+    ReviewComment,
+    Ruleset,
+    Status,
+    Urls,
+    User,
+    now_iso,
+)
+from tests.fakegithub.webhooks import validate as webhook_validate
 
 API_PREFIX = "/api/v3"
 GRAPHQL_PATHS = ("/api/graphql", "/graphql")
@@ -67,7 +82,8 @@ class FakeGitHub:
         self.git_root = self.root / "git"
         self.token = "ghs_" + secrets.token_hex(18)
         self.user = User(login)
-        self.people: dict[str, User] = {login: self.user}
+        self.merge_queue_bot = User("github-merge-queue[bot]", type="Bot")  # merges and drops queue entries
+        self.people: dict[str, User] = {login: self.user, self.merge_queue_bot.login: self.merge_queue_bot}
         self.tokens: dict[str, User] = {self.token: self.user}
         self.repos: dict[tuple[str, str], Repo] = {}
         self.faults = FaultQueue()
@@ -78,6 +94,7 @@ class FakeGitHub:
         self.git_v0_only = False  # serve git as a forge that speaks protocol v0 only (it ignores Git-Protocol)
         self.sent: list[Sent] = []
         self.graphql_sent: list[Any] = []
+        self.deliveries: list[Delivery] = []  # webhooks GitHub would send (the merge queue's merge_group)
         self.rate_limit = rate_limit
         self._quotas: dict[tuple[str, str], Quota] = {}
         self.lock = threading.RLock()
@@ -238,6 +255,7 @@ class FakeGitHub:
             pull = repo.pulls[number]
             pull.state, pull.closed_at, pull.closed_by = "closed", now_iso(), self.person(by)
             repo.events.append(IssueEvent(number, self.person(by), "closed"))
+            queue.settle(self, repo)
 
     def grant(self, owner: str, name: str, login: str, level: str = "write") -> None:
         """Give a person admin, write or read access to the repository (read is everyone's default)."""
@@ -248,7 +266,35 @@ class FakeGitHub:
                   conclusion: str | None = "success") -> int:
         """A CI job reports on a commit (queued, in_progress, or completed with a conclusion); its id."""
         with self.lock:
-            return rest.add_check_run(self.repo(owner, name), sha, check, status, conclusion).id
+            repo = self.repo(owner, name)
+            run = rest.add_check_run(repo, sha, check, status, conclusion)
+            queue.settle(self, repo)
+            return run.id
+
+    # the merge queue ---------------------------------------------------------
+    def require_merge_queue(self, owner: str, name: str, branch: str = "main",
+                            checks: tuple[str, ...] = ("assay verify",)) -> int:
+        """A repository ruleset on `branch`: merges go through a merge queue, whose groups need `checks` (commit
+        status contexts or check run names) green; the ruleset's id."""
+        with self.lock:
+            ruleset = Ruleset(branch, tuple(checks))
+            self.repo(owner, name).rulesets.append(ruleset)
+            return ruleset.id
+
+    def enqueue(self, owner: str, name: str, number: int, by: str = "maintainer",
+                expected_head: str | None = None) -> int:
+        """A person adds the pull request to the merge queue; its position. AssertionError when GitHub refuses."""
+        with self.lock:
+            repo = self.repo(owner, name)
+            made = queue.enqueue(self, repo, repo.pulls[number], self.person(by), expected_head)
+        if isinstance(made, str):
+            raise AssertionError(f"enqueue of #{number} refused: {made}")
+        return made.position
+
+    def merge_groups(self, owner: str, name: str) -> list[MergeGroup]:
+        """The live merge groups, first to merge first: what a test's CI runs the required checks on."""
+        with self.lock:
+            return [e.group for e in self.repo(owner, name).queue if e.group is not None]
 
     # inspecting state --------------------------------------------------------
     def pulls(self, owner: str, name: str) -> list[Pull]:
@@ -273,6 +319,14 @@ class FakeGitHub:
         with self.lock:
             return [s for s in self.repo(owner, name).statuses if s.sha == sha]
 
+    def pushed(self, path: str) -> None:
+        """After a push to `/owner/name.git/…`: a merge queue follows its base branch and its pull requests' heads."""
+        owner, _, rest_of_path = path.lstrip("/").partition("/")
+        with self.lock:
+            repo = self.repos.get((owner.lower(), rest_of_path.split("/", 1)[0].removesuffix(".git").lower()))
+            if repo is not None and repo.queue:
+                queue.settle(self, repo)
+
     def quota(self, user: User, resource: str = "core") -> Quota:
         with self.lock:
             key = (user.login, resource)
@@ -283,9 +337,10 @@ class FakeGitHub:
     def schema_problems(self) -> list[str]:
         """Every JSON answer so far that does not meet GitHub's published REST description or GraphQL schema."""
         with self.lock:
-            sent, answered = list(self.sent), list(self.graphql_sent)
+            sent, answered, delivered = list(self.sent), list(self.graphql_sent), list(self.deliveries)
         return ([p for s in sent for p in validate.problems(s.spec_path, s.method, s.status, s.body)] +
-                [f"POST /graphql: {p}" for a in answered for p in graphql_validate.problems(a)])
+                [f"POST /graphql: {p}" for a in answered for p in graphql_validate.problems(a)] +
+                [f"webhook {p}" for d in delivered for p in webhook_validate.problems(d.event, d.action, d.payload)])
 
     # serving -----------------------------------------------------------------
     def authenticate(self, header: str | None) -> User | None:
@@ -484,6 +539,8 @@ def _handler_for(gh: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             if self.command == "POST":
                 with gh.lock:
                     gh.git_served.append((service, raw, len(payload)))
+                    if service == "git-receive-pack":
+                        gh.pushed(urllib.parse.unquote(url.path))
             self._send(status, out, payload)
 
     return Handler

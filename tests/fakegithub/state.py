@@ -35,6 +35,7 @@ class Urls:
 class User:
     login: str
     id: int = field(default_factory=lambda: next(_ids))
+    type: str = "User"  # or "Bot", as GitHub's apps act
 
 
 @dataclass
@@ -146,6 +147,55 @@ class IssueEvent:
     id: int = field(default_factory=lambda: next(_ids))
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """A webhook delivery the fake recorded (it sends none): the event, its action, and the payload."""
+
+    event: str
+    action: str | None
+    payload: dict[str, Any]
+
+
+@dataclass
+class Ruleset:
+    """A repository ruleset on one branch that sends merges through a merge queue and names the checks it needs."""
+
+    branch: str
+    checks: tuple[str, ...]
+    name: str = "merge queue"
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """A merge queue's group: a commit on its temporary branch, tested before the base branch moves to it."""
+
+    head_sha: str
+    head_ref: str  # refs/heads/gh-readonly-queue/<base>/pr-<number>-<head sha>
+    base_sha: str  # the group's parent: the group ahead of it, or the base branch's tip
+    base_ref: str  # refs/heads/<base>
+    pulls: tuple[int, ...]  # every pull request the commit holds, this entry's last
+
+
+@dataclass
+class QueueEntry:
+    """A pull request in its base branch's merge queue."""
+
+    pull: int
+    base: str
+    head_sha: str  # the pull request's head when it was queued: a new head takes it out of the queue
+    enqueuer: User
+    state: str = "QUEUED"  # MergeQueueEntryState: QUEUED, AWAITING_CHECKS, MERGEABLE, UNMERGEABLE
+    position: int = 1
+    group: MergeGroup | None = None
+    enqueued_at: str = field(default_factory=now_iso)
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def node_id(self) -> str:
+        return node_id("MQE", self.id)
+
+
 @dataclass
 class Pull:
     number: int
@@ -189,6 +239,8 @@ class Repo:
     events: list[IssueEvent] = field(default_factory=list)
     check_runs: list[CheckRun] = field(default_factory=list)
     permissions: dict[str, str] = field(default_factory=dict)  # login -> admin, write, read (default: read)
+    rulesets: list[Ruleset] = field(default_factory=list)
+    queue: list[QueueEntry] = field(default_factory=list)  # live merge queue entries, every base, in order
     next_number: int = 1
     created_at: str = field(default_factory=now_iso)
     id: int = field(default_factory=lambda: next(_ids))
@@ -203,6 +255,10 @@ class Repo:
             pull.head_sha = gitside.rev_parse(self.path, f"refs/heads/{pull.head}") or pull.head_sha
             pull.base_sha = gitside.rev_parse(self.path, f"refs/heads/{pull.base}") or pull.base_sha
         return pull
+
+    def merge_queue(self, branch: str) -> Ruleset | None:
+        """The ruleset that sends merges into `branch` through a merge queue, if one does."""
+        return next((r for r in self.rulesets if r.branch == branch), None)
 
     def review(self, review_id: int) -> Review:
         return next(v for v in self.reviews if v.id == review_id)
@@ -228,7 +284,7 @@ def user_json(u: User, urls: Urls) -> dict[str, Any]:
         "following_url": f"{api}/following{{/other_user}}", "gists_url": f"{api}/gists{{/gist_id}}",
         "starred_url": f"{api}/starred{{/owner}}{{/repo}}", "subscriptions_url": f"{api}/subscriptions",
         "organizations_url": f"{api}/orgs", "repos_url": f"{api}/repos", "events_url": f"{api}/events{{/privacy}}",
-        "received_events_url": f"{api}/received_events", "type": "User", "site_admin": False,
+        "received_events_url": f"{api}/received_events", "type": u.type, "site_admin": False,
     }
 
 
@@ -464,3 +520,24 @@ def check_run_json(c: CheckRun, r: Repo, urls: Urls) -> dict[str, Any]:
         "output": {"title": None, "summary": None, "text": None, "annotations_count": 0,
                    "annotations_url": f"{api}/check-runs/{c.id}/annotations"},
     }
+
+
+# GitHub's defaults for a new merge queue, but one pull request per merged group, as the fake merges them
+MERGE_QUEUE_PARAMETERS = {"check_response_timeout_minutes": 60, "grouping_strategy": "ALLGREEN",
+                          "max_entries_to_build": 5, "max_entries_to_merge": 1, "merge_method": "MERGE",
+                          "min_entries_to_merge": 1, "min_entries_to_merge_wait_minutes": 5}
+
+
+def rules_json(r: Repo, branch: str) -> list[dict[str, Any]]:
+    """GET …/rules/branches/{branch}: each rule in effect there (`repository-rule-detailed`)."""
+    out: list[dict[str, Any]] = []
+    for ruleset in r.rulesets:
+        if ruleset.branch != branch:
+            continue
+        source = {"ruleset_source_type": "Repository", "ruleset_source": r.full_name, "ruleset_id": ruleset.id}
+        out.append({"type": "merge_queue", "parameters": dict(MERGE_QUEUE_PARAMETERS), **source})
+        if ruleset.checks:
+            out.append({"type": "required_status_checks", "parameters": {
+                "do_not_enforce_on_create": False, "strict_required_status_checks_policy": False,
+                "required_status_checks": [{"context": c} for c in ruleset.checks]}, **source})
+    return out

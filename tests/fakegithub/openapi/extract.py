@@ -61,6 +61,7 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("/repos/{owner}/{repo}/commits/{ref}/check-runs", "get"),
     ("/repos/{owner}/{repo}/commits/{ref}/statuses", "get"),
     ("/repos/{owner}/{repo}/statuses/{sha}", "post"),
+    ("/repos/{owner}/{repo}/rules/branches/{branch}", "get"),
 )
 # Components every error response of the fake is checked against when an operation does
 # not list that status (GitHub answers rate limits and 5xx on any operation).

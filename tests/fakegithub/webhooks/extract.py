@@ -40,6 +40,7 @@ EVENTS: tuple[tuple[str, str | None], ...] = (
     ("check_suite", "completed"),
     ("push", None),
     ("workflow_dispatch", None),
+    ("merge_group", "checks_requested"),
 )
 
 

@@ -13,11 +13,13 @@ import calendar
 import hashlib
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.fakegithub import gitside, state
-from tests.fakegithub.server import FakeGitHub
 from tests.fakegithub.state import Pull, Repo, Urls, User, node_id, now_iso
+
+if TYPE_CHECKING:  # the fake's merge queue builds payloads here as it runs
+    from tests.fakegithub.server import FakeGitHub
 
 ZERO_SHA = "0" * 40
 ACTIONS_APP_ID = 15368  # GitHub Actions, the app whose check suites workflow runs are
@@ -252,3 +254,15 @@ def workflow_dispatch(gh: FakeGitHub, owner: str, name: str, inputs: dict[str, s
         r = gh.repo(owner, name)
         return _envelope(r, gh.urls, gh.person(by), inputs=dict(inputs) if inputs is not None else None, ref=ref,
                          workflow=workflow_path("CI"))
+
+
+def merge_group_checks_requested(gh: FakeGitHub, owner: str, name: str, *, head_sha: str, head_ref: str,
+                                 base_sha: str, base_ref: str) -> dict[str, Any]:
+    """`merge_group` / `checks_requested` for a merge queue's group (`FakeGitHub.merge_groups` lists the live
+    ones): its commit, its temporary branch, its parent and the branch it merges into, sent by the queue's bot."""
+    with gh.lock:
+        r = gh.repo(owner, name)
+        c = _commit(r, head_sha)
+        group = {"head_sha": c.sha, "head_ref": head_ref, "base_sha": base_sha, "base_ref": base_ref,
+                 "head_commit": _head_commit(c)}
+        return _envelope(r, gh.urls, gh.merge_queue_bot, "checks_requested", merge_group=group)
