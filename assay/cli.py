@@ -225,7 +225,8 @@ def retire(briefs: tuple[str, ...], older_than: str, dry_run: bool, ports: Ports
 @click.argument("brief_file", metavar="[BRIEF_FILE]", required=False,
                 type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--group", "base", metavar="BASE", help="Check a merge group instead: the rows of every brief whose "
-              "commits are in BASE..HEAD (by their Assay-Brief trailers), each from BASE's copy of its brief.")
+              "commits are in BASE..HEAD (by their Assay-Brief trailers), and of every brief landed on BASE, each "
+              "from BASE's copy of its brief.")
 @json_option
 def verify_cmd(brief_file: Path | None, base: str | None, as_json: bool) -> None:
     """Run BRIEF_FILE's verify rows in this directory (as CI does on a pull request, with the base branch's

@@ -213,12 +213,14 @@ def test_the_verify_workflow_runs_the_base_branchs_rows_as_written(installed: tu
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("group", [("lenient",), ("strict", "lenient")], ids=["alone", "together"])
+@pytest.mark.parametrize(("landed", "group"), [((), ("lenient",)), ((), ("strict", "lenient")),
+                                               (("lenient",), ("strict",))], ids=["alone", "together", "after"])
 def test_the_verify_workflow_checks_a_merge_group_on_the_commit_that_lands(
-        installed: tuple[Path, Path], tmp_path: Path, group: tuple[str, ...]) -> None:
-    """verify.yml in a merge queue (`merge_group`): the rows of every brief whose commits the group holds, from the
-    base's copy of each brief, run on the group's head. `lenient` passes alone; grouped after `strict` (which
-    makes cfg.txt strict, and passes itself) its row fails on the commit that would land."""
+        installed: tuple[Path, Path], tmp_path: Path, landed: tuple[str, ...], group: tuple[str, ...]) -> None:
+    """verify.yml in a merge queue (`merge_group`): the rows of every brief whose commits the group holds, and of
+    every brief landed on the base, from the base's copy of each brief, run on the group's head. `lenient` passes
+    alone; grouped after `strict` (which makes cfg.txt strict, and passes itself) its row fails on the commit that
+    would land; and `strict` grouped on a base where `lenient` landed fails there by lenient's row."""
     wheel, venv = installed
     repo = tmp_path / "repo"
     git("init", "-q", "--initial-branch=main", str(repo))
@@ -230,18 +232,21 @@ def test_the_verify_workflow_checks_a_merge_group_on_the_commit_that_lands(
                                                 "---\nLenient.\n")
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "briefs", cwd=repo)
-    base = git("rev-parse", "HEAD", cwd=repo).strip()
-    for name, path, text in (("strict", "cfg.txt", "mode=strict\n"), ("lenient", "app.txt", "needs=lenient\n")):
-        if name in group:
-            (repo / path).write_text(text)
-            git("add", "-A", cwd=repo)
-            git("commit", "-q", "-m", f"{name}\n\nAssay-Brief: {name}\n", cwd=repo)
+    work = (("strict", "cfg.txt", "mode=strict\n"), ("lenient", "app.txt", "needs=lenient\n"))
+    for names in (landed, group):
+        if names is group:
+            base = git("rev-parse", "HEAD", cwd=repo).strip()
+        for name, path, text in work:
+            if name in names:
+                (repo / path).write_text(text)
+                git("add", "-A", cwd=repo)
+                git("commit", "-q", "-m", f"{name}\n\nAssay-Brief: {name}\n", cwd=repo)
     summary = tmp_path / "summary.md"
     contexts = {"inputs.assay-package": str(wheel), "github.event_name": "merge_group",
                 "github.event.merge_group.base_sha": base}
     env = {"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
            "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary)}
-    expect = 1 if "strict" in group else 0
+    expect = 1 if "strict" in group else 0  # strict and lenient on one head: lenient's row fails
     done = run_workflow_steps(REPO / ".github" / "workflows" / "verify.yml", "verify", contexts, env, cwd=repo,
                               expect=expect)
     assert done[-1].returncode == expect

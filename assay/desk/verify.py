@@ -77,31 +77,38 @@ def verify_here(brief_file: Path, cwd: Path,
     return brief, [run_row(row, cwd, timeout_s, scrubbed_env()) for row in brief.verify]
 
 
-def briefs_in(base: str, cwd: Path) -> list[str]:
-    """The briefs whose commits are in BASE..HEAD here (their `Assay-Brief:` trailers), in order of first commit."""
+def briefs_in(base: str, cwd: Path, span: str = "") -> list[str]:
+    """The briefs whose commits are in BASE..HEAD here (their `Assay-Brief:` trailers), in order of first commit;
+    with `span`, in that revision range instead (`BASE` alone: every brief landed on BASE)."""
     import subprocess
 
-    proc = subprocess.run(["git", "log", "--reverse", "--format=%(trailers:key=Assay-Brief,valueonly)",
-                           f"{base}..HEAD"], cwd=cwd, capture_output=True, text=True)
+    span = span or f"{base}..HEAD"
+    proc = subprocess.run(["git", "log", "--reverse", "--format=%(trailers:key=Assay-Brief,valueonly)", span],
+                          cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         said = next((line for line in proc.stderr.splitlines() if line.strip()), f"git exited {proc.returncode}")
-        raise UsageError(f"cannot read the commits {base}..HEAD here: {said}",
+        raise UsageError(f"cannot read the commits {span} here: {said}",
                          hint="run it in a checkout that holds BASE (fetch-depth: 0)")
     return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
 
 
 def verify_group(base: str, cwd: Path,
                  timeout_s: int = DEFAULT_VERIFY_TIMEOUT_S) -> list[tuple[str, list[dict[str, Any]]]]:
-    """A merge group's check: the rows of every brief whose commits the group holds (BASE..HEAD), each from BASE's
-    copy of its brief (which the group cannot edit), run here on the group's head; a brief BASE lacks is said, not
-    run. Returns (brief, rows) pairs, with no rows for a brief BASE lacks."""
+    """A merge group's check: the rows of every brief whose commits the group holds (BASE..HEAD), then those of every
+    brief landed on BASE already (they must hold after the merge too: two reviews green alone can break main
+    together), each from BASE's copy of its brief (which the group cannot edit), run here on the group's head; a
+    brief of the group that BASE lacks is said, not run. Returns (brief, rows) pairs, with no rows for a brief BASE
+    lacks."""
     import subprocess
 
     out: list[tuple[str, list[dict[str, Any]]]] = []
-    for brief_id in briefs_in(base, cwd):
+    group = briefs_in(base, cwd)
+    landed = [b for b in briefs_in(base, cwd, base) if b not in group]
+    for brief_id in [*group, *landed]:
         shown = subprocess.run(["git", "show", f"{base}:briefs/{brief_id}.md"], cwd=cwd, capture_output=True)
         if shown.returncode != 0:
-            out.append((brief_id, []))
+            if brief_id in group:
+                out.append((brief_id, []))
             continue
         brief = parse_brief(shown.stdout.decode("utf-8", "replace"), f"{base[:10]}:briefs/{brief_id}.md", brief_id)
         out.append((brief_id, [run_row(row, cwd, timeout_s, scrubbed_env()) for row in brief.verify]))

@@ -56,3 +56,15 @@ def github_reviews(fake: FakeGitHub, said: list[str] | None = None, slept: list[
 
 DESK = ("name: builder\ntakes:\n  labels: [work]\nagent:\n  command: [python, -m, assay.agents.scripted]\n"
         "env_allow: [PATH, HOME, LANG, LC_ALL, TZ]\n")  # a desk on GitHub
+
+
+def post_status(fake: FakeGitHub, sha: str, state: str, context: str = "assay verify") -> None:
+    """A CI job's commit status on `sha` of `acme/app`, through the fake's REST API with its token."""
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(f"{fake.api_url}/repos/{OWNER}/{NAME}/statuses/{sha}", method="POST",
+                                 data=json.dumps({"state": state, "context": context}).encode(),
+                                 headers={"Authorization": f"Bearer {fake.token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 201
