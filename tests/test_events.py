@@ -1,7 +1,8 @@
 """Forge events acted on exactly once (`assay event`, `signals.settle`), against the fake GitHub: a review that
 requests changes starts one new round with its text, a comment command from someone who may not write is
-refused, a merge settles the claim, finished checks wake a `checks` wait; the same payload twice and a re-run
-act once (journal entries and API calls counted)."""
+refused, a merge settles the claim, finished checks wake a `checks` wait, a writer's review thread starts one
+round that the desk answers in the thread; the same payload twice and a re-run act once (journal entries and API
+calls counted)."""
 
 from __future__ import annotations
 
@@ -422,3 +423,55 @@ def test_changes_requested_while_the_desk_works_start_a_round_when_it_next_waits
     assert fleet.claim("slow")[0] == "waiting", out  # the round the second review asked for was worked
     prompts = [p.read_text() for p in (fleet.tmp / "state").glob("*/prompts/slow-*.md")]
     assert any("Second thoughts: say goodbye." in p for p in prompts), out
+
+
+def _publish_and_work(fleet: Fleet, forge: Forge, brief_id: str, text: str) -> int:
+    """A second brief on the fake's main, worked by a desk pass to a waiting pull request; that pull's number."""
+    gh = fleet.gh
+    publish(forge, {f"briefs/{brief_id}.md": text})
+    pushed = subprocess.run(["git", "push", "-q", gh.git_url(OWNER, NAME), "HEAD:refs/heads/main"], cwd=forge.seed,
+                            env={**os.environ, **gh.git_env()}, capture_output=True, text=True)
+    assert pushed.returncode == 0, pushed.stderr
+    fleet.desk()
+    assert fleet.claim(brief_id) == ("waiting", 1, "review")
+    [number] = [p.number for p in gh.pulls(OWNER, NAME) if p.head == f"assay/{brief_id}"]
+    return number
+
+
+def test_a_review_thread_wakes_its_brief_once_and_the_desk_answers_it_in_the_thread(fleet: Fleet,
+                                                                                     forge: Forge) -> None:
+    """A writer's review thread, delivered as `pull_request_review_comment`, starts one round; the desk's reply in
+    the thread names the commit that addresses it, and that reply's own event wakes nothing."""
+    gh = fleet.gh
+    number = _publish_and_work(fleet, forge, "th", brief("Th", ["append th.txt hi", "answer-threads fixed said hi "
+                                                                "twice"], "grep -q hi th.txt"))
+    before = gh.pull(OWNER, NAME, number).head_sha
+    gh.grant(OWNER, NAME, "alice")
+    opened = gh.thread(OWNER, NAME, number, "Say hi twice.", path="th.txt", by="alice")
+    payload = payloads.review_comment_created(gh, OWNER, NAME, number, opened)
+    first = fleet.event("pull_request_review_comment", payload)
+    [settled] = first["briefs"]
+    assert settled["brief"] == "th" and settled["woken"] and first["desks"] == ["builder"], first
+    assert fleet.claim("th")[:2] == ("held", 1)
+    [wake] = wakes(fleet.journal("th"))
+    assert wake.data is not None and wake.data["signals"] == [f"thread:{opened}:{opened}"]
+    assert wake.data["event"] == {"event": "pull_request_review_comment", "id": str(opened), "run": "1",
+                                  "attempt": "1"}
+
+    again = fleet.event("pull_request_review_comment", payload, attempt="2")  # the same delivery: nothing
+    assert again["briefs"][0]["did"] == [] and not again["briefs"][0]["woken"] and again["desks"] == []
+    assert len(wakes(fleet.journal("th"))) == 1
+
+    out = fleet.desk("--singleton")  # the round: the agent answers the thread, the desk replies in it
+    assert "a new round" in out and "review ready" in out, out
+    assert fleet.claim("th") == ("waiting", 2, "review")
+    head = gh.pull(OWNER, NAME, number).head_sha
+    assert head != before
+    [answer] = [c for c in gh.review_comments(OWNER, NAME, number) if c.id != opened]
+    assert answer.in_reply_to_id == opened
+    assert answer.body.startswith(f"Addressed in {head}: said hi twice\n") and "<!-- assay:answer:" in answer.body
+
+    own = fleet.event("pull_request_review_comment",  # the desk's own reply is delivered too: it wakes nothing
+                      payloads.review_comment_created(gh, OWNER, NAME, number, answer.id), run="2")
+    assert not own["briefs"][0]["woken"] and own["desks"] == [] and fleet.claim("th") == ("waiting", 2, "review")
+    assert len(wakes(fleet.journal("th"))) == 1

@@ -26,7 +26,8 @@ def api(gh: FakeGitHub, path: str) -> Any:
 
 @dataclass
 class Scene:
-    """`acme/app` with #number from `assay/alpha` at `head`, changes requested, commented on, then merged."""
+    """`acme/app` with #number from `assay/alpha` at `head`, changes requested, commented on, a review thread
+    opened and replied to, then merged."""
 
     gh: FakeGitHub
     world: World
@@ -36,6 +37,8 @@ class Scene:
     merge_sha: str
     review: dict[str, Any]
     comment: dict[str, Any]
+    thread: dict[str, Any]  # a review thread's first comment, as the API lists it
+    reply: dict[str, Any]  # a reply in that thread
     run: dict[str, Any]  # workflow_run / completed at the head while the pull request was open
     suite: dict[str, Any]  # check_suite / completed likewise
 
@@ -56,19 +59,25 @@ def scene(fake_github: FakeGitHub, forge: Forge) -> Scene:
     gh.comment(OWNER, NAME, number, "Added one.", by="author")
     [listed_review] = api(gh, f"/pulls/{number}/reviews")
     [listed_comment] = api(gh, f"/issues/{number}/comments")
+    opened = gh.thread(OWNER, NAME, number, "Why alpha?", path="alpha.txt", by="reviewer")
+    gh.reply(OWNER, NAME, number, opened, "Because it comes first.", by="author")
+    listed_thread, listed_reply = api(gh, f"/pulls/{number}/comments")
     run = payloads.workflow_run_completed(gh, OWNER, NAME, branch="assay/alpha", head_sha=head,
                                           conclusion="failure", run_id=4242)
     suite = payloads.check_suite_completed(gh, OWNER, NAME, branch="assay/alpha", head_sha=head,
                                            conclusion="failure", suite_id=777)
     main_before = api(gh, "/commits/main")["sha"]
     merge_sha = gh.merge(OWNER, NAME, number, by="maintainer")
-    return Scene(gh, w, number, head, main_before, merge_sha, listed_review, listed_comment, run, suite)
+    return Scene(gh, w, number, head, main_before, merge_sha, listed_review, listed_comment, listed_thread,
+                 listed_reply, run, suite)
 
 
 def test_every_payload_meets_the_published_schema(scene: Scene) -> None:
     gh, n = scene.gh, scene.number
     built = {
         ("pull_request_review", "submitted"): payloads.review_submitted(gh, OWNER, NAME, n, scene.review["id"]),
+        ("pull_request_review_comment", "created"): payloads.review_comment_created(gh, OWNER, NAME, n,
+                                                                                    scene.thread["id"]),
         ("issue_comment", "created"): payloads.comment_created(gh, OWNER, NAME, n, scene.comment["id"]),
         ("pull_request", "closed"): payloads.pull_closed(gh, OWNER, NAME, n, by="maintainer"),
         ("workflow_run", "completed"): scene.run,
@@ -84,6 +93,8 @@ def test_every_payload_meets_the_published_schema(scene: Scene) -> None:
         assert payload.get("action") == action
         assert payload["repository"]["full_name"] == f"{OWNER}/{NAME}"
     assert validate.problems("workflow_dispatch", None, payloads.workflow_dispatch(gh, OWNER, NAME, None)) == []
+    reply = payloads.review_comment_created(gh, OWNER, NAME, n, scene.reply["id"])
+    assert validate.problems("pull_request_review_comment", "created", reply) == []
     run = payloads.workflow_run_completed(gh, OWNER, NAME, branch="main", head_sha=scene.merge_sha,
                                           conclusion="success", run_id=4243, run_attempt=2, event="push")
     assert validate.problems("workflow_run", "completed", run) == []
@@ -135,6 +146,26 @@ def test_the_review_and_the_comment_are_the_ones_the_api_lists(scene: Scene) -> 
     assert payload["issue"]["number"] == n and payload["issue"]["url"] == listed["issue_url"]
     assert payload["issue"]["pull_request"]["html_url"] == pull["html_url"]
     assert payload["issue"]["pull_request"]["url"] == pull["url"]
+
+
+def test_a_review_comment_is_the_one_the_api_lists_and_a_reply_names_its_thread(scene: Scene) -> None:
+    gh, n = scene.gh, scene.number
+    pull = api(gh, f"/pulls/{n}")
+    for listed in (scene.thread, scene.reply):
+        payload = payloads.review_comment_created(gh, OWNER, NAME, n, listed["id"])
+        comment = payload["comment"]
+        for key in ("id", "node_id", "pull_request_review_id", "body", "path", "line", "diff_hunk", "commit_id",
+                    "original_commit_id", "html_url", "created_at", "pull_request_url"):
+            assert comment[key] == listed[key], key
+        assert comment.get("in_reply_to_id") == listed.get("in_reply_to_id")
+        assert payload["sender"]["login"] == comment["user"]["login"] == listed["user"]["login"]
+        assert payload["pull_request"]["number"] == n and payload["pull_request"]["id"] == pull["id"]
+        assert payload["pull_request"]["head"]["ref"] == pull["head"]["ref"] == "assay/alpha"
+    opened = payloads.review_comment_created(gh, OWNER, NAME, n, scene.thread["id"])
+    replied = payloads.review_comment_created(gh, OWNER, NAME, n, scene.reply["id"])
+    assert "in_reply_to_id" not in opened["comment"] and opened["sender"]["login"] == "reviewer"
+    assert replied["comment"]["in_reply_to_id"] == scene.thread["id"] and replied["sender"]["login"] == "author"
+    assert replied["comment"]["path"] == opened["comment"]["path"] == "alpha.txt"
 
 
 def test_a_merged_pull_request_closes_merged_and_a_closed_one_not(scene: Scene) -> None:

@@ -43,7 +43,7 @@ def minimal(event: str, action: str | None) -> Any:
 
 def test_the_subset_holds_exactly_the_events_and_names_its_source() -> None:
     subset = validate.subset()
-    assert len(set(validate.EVENTS)) == len(validate.EVENTS) == 8
+    assert len(set(validate.EVENTS)) == len(validate.EVENTS) == 9
     assert set(subset["webhooks"]) == {extract.key(e, a) for e, a in validate.EVENTS}
     for event, action in validate.EVENTS:
         entry = subset["webhooks"][extract.key(event, action)]

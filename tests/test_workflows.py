@@ -230,8 +230,8 @@ def test_the_desk_workflow_keeps_secrets_to_the_agents_step_and_one_job_per_desk
     desk = load("desk.yml")
     assert desk["permissions"] == {}
     on = desk[True]
-    assert {"push", "pull_request_review", "issue_comment", "pull_request", "workflow_run", "check_suite",
-            "schedule", "workflow_dispatch", "workflow_call"} <= set(on)
+    assert {"push", "pull_request_review", "pull_request_review_comment", "issue_comment", "pull_request",
+            "workflow_run", "check_suite", "schedule", "workflow_dispatch", "workflow_call"} <= set(on)
     assert "pull_request_target" not in on
     event, run = desk["jobs"]["event"], desk["jobs"]["desk"]
     assert event["permissions"] == {"contents": "write", "pull-requests": "read", "checks": "read",
@@ -268,6 +268,20 @@ def test_the_desk_workflow_starts_a_job_for_exactly_the_comments_assay_reads_as_
     assert runs == (command_of(body) is not None), (body, runs, command_of(body))
     on_issue = {**event, "issue": {"number": 7}}  # a comment on an issue, not a pull request: never a job
     assert not truthy(evaluate_expression(condition, {"github": {"event_name": "issue_comment", "event": on_issue}}))
+
+
+@pytest.mark.parametrize(("ref", "starts"), [("assay/gh", True), ("feature/x", False), ("assay", False),
+                                            ("main", False)])
+def test_the_desk_workflow_starts_a_job_for_a_review_comment_on_an_assay_branch(ref: str, starts: bool) -> None:
+    """A comment in a review thread, the desk's own reply too (`assay event` finds it answered), starts the event
+    job only on a brief's branch `assay/<brief>`."""
+    desk = load("desk.yml")
+    assert desk[True]["pull_request_review_comment"] == {"types": ["created"]}
+    condition = desk["jobs"]["event"]["if"]
+    event = {"action": "created", "comment": {"id": 11, "body": "Say hi twice."},
+             "pull_request": {"number": 7, "head": {"ref": ref}}}
+    context = {"github": {"event_name": "pull_request_review_comment", "event": event}}
+    assert truthy(evaluate_expression(condition, context)) is starts
 
 
 def test_the_expression_evaluator_follows_githubs_rules() -> None:

@@ -34,6 +34,7 @@ SUBSET = HERE / "subset.json"
 # (event, action): every webhook payload the tests build; `None` for events without an action.
 EVENTS: tuple[tuple[str, str | None], ...] = (
     ("pull_request_review", "submitted"),
+    ("pull_request_review_comment", "created"),
     ("issue_comment", "created"),
     ("pull_request", "closed"),
     ("workflow_run", "completed"),

@@ -123,6 +123,17 @@ def review_submitted(gh: FakeGitHub, owner: str, name: str, number: int, review_
                          pull_request=_pull(r, p, gh.urls, simple=True))
 
 
+def review_comment_created(gh: FakeGitHub, owner: str, name: str, number: int, comment_id: int) -> dict[str, Any]:
+    """`pull_request_review_comment` / `created` for a comment in a review thread the fake holds (a thread's first
+    comment, or a reply in it: `in_reply_to_id`), sent by the comment's author."""
+    with gh.lock:
+        r = gh.repo(owner, name)
+        c = next(c for c in r.review_comments if c.id == comment_id and c.pull == number)
+        p = r.refresh(r.pulls[number])
+        return _envelope(r, gh.urls, c.user, "created", comment=state.review_comment_json(c, r, gh.urls),
+                         pull_request=_pull(r, p, gh.urls, simple=True))
+
+
 def comment_created(gh: FakeGitHub, owner: str, name: str, number: int, comment_id: int) -> dict[str, Any]:
     """`issue_comment` / `created` for a comment on a pull request (the issue carries `pull_request`)."""
     with gh.lock:
