@@ -11,7 +11,8 @@ The briefs (scripted agents write the files their brief names):
 - `solo<i>`: the rest, each on a file of its own.
 
 With `checks` on, briefs declare `touches:` and `done_when:` and the reviewer runs `assay land`; with them off,
-briefs declare neither and the reviewer runs `assay review merge` on each ready review.
+briefs declare neither and the reviewer runs `assay review merge` on each ready review. `Fleet` is the forge on disk;
+`tests/helpers/fleetgithub.py` runs the same scenario on the fake GitHub, through a merge queue.
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ class Outcome:
 
 
 class Fleet:
-    """A forge on disk seeded with the scenario, desks as real processes, and a reviewer."""
+    """A forge on disk seeded with the scenario, desks as real processes, and a reviewer. A subclass puts the forge
+    elsewhere by overriding `publish`, `desk_env`, `fingerprint`, `review`, `merged_commits` and `judge_threads`."""
 
     def __init__(self, root: Path, total: int, desks: int, checks: bool) -> None:
         self.root, self.checks, self.ndesks = root, checks, desks
@@ -148,13 +150,12 @@ class Fleet:
         solos = [s.id for s in self.specs if s.kind == "solo"]
         self.noted = set(solos[::3]) if checks else set()  # briefs whose review gets a reviewer's note
         self.asked: set[str] = set()
-        self.forge = root / "forge.git"
+        self.forge = root / "forge.git"  # the bare repository judged with plain git
         self.env = {**os.environ, "ASSAY_FORGE": str(self.forge), "ASSAY_STATE_DIR": str(root / "state"),
                     "GIT_AUTHOR_NAME": "reviewer", "GIT_AUTHOR_EMAIL": "r@x", "GIT_COMMITTER_NAME": "reviewer",
                     "GIT_COMMITTER_EMAIL": "r@x", "ASSAY_PERSON": "reviewer"}
 
     def seed(self) -> None:
-        git("init", "-q", "--bare", "--initial-branch=main", str(self.forge))
         seed = self.root / "seed"
         (seed / "briefs").mkdir(parents=True)
         (seed / "desks").mkdir()
@@ -169,8 +170,21 @@ class Fleet:
             (seed / "desks" / f"d{d}.yaml").write_text(DESK.format(name=f"d{d}", python=sys.executable))
         git("add", "-A", cwd=seed)
         git("-c", "user.name=s", "-c", "user.email=s@x", "commit", "-q", "-m", "seed", cwd=seed)
-        git("push", "-q", str(self.forge), "HEAD:refs/heads/main", cwd=seed)
+        self.publish(seed)
         self.base = git("--git-dir", str(self.forge), "rev-parse", "main").strip()
+
+    def publish(self, seed: Path) -> None:
+        """The forge, its main pushed from `seed`."""
+        git("init", "-q", "--bare", "--initial-branch=main", str(self.forge))
+        git("push", "-q", str(self.forge), "HEAD:refs/heads/main", cwd=seed)
+
+    def desk_env(self, d: int) -> dict[str, str]:
+        return {**self.env, "ASSAY_STATE_DIR": str(self.root / f"state-d{d}")}
+
+    def fingerprint(self) -> str:
+        """What changes while the fleet works: claims, reviews and main."""
+        return git("--git-dir", str(self.forge), "for-each-ref", "--format=%(objectname) %(refname)",
+                   "refs/assay/claims/", "refs/assay/reviews/", "refs/heads/main")
 
     def assay(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "assay", *args], env=self.env, capture_output=True, text=True,
@@ -182,14 +196,13 @@ class Fleet:
         started = time.monotonic()
         logs = [(self.root / f"d{d}.log").open("w") for d in range(self.ndesks)]
         procs = [subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", f"d{d}", "--poll", "0.3"],
-                                  env={**self.env, "ASSAY_STATE_DIR": str(self.root / f"state-d{d}")},
+                                  env=self.desk_env(d),
                                   stdout=logs[d], stderr=subprocess.STDOUT) for d in range(self.ndesks)]
         try:
             last, still = "", time.monotonic()
             while time.monotonic() - started < timeout_s:
                 self.review()
-                refs = git("--git-dir", str(self.forge), "for-each-ref", "--format=%(objectname) %(refname)",
-                           "refs/assay/claims/", "refs/assay/reviews/", "refs/heads/main")
+                refs = self.fingerprint()
                 held = any(s == "held" for s in self._states().values())
                 if refs != last:
                     last, still = refs, time.monotonic()
@@ -244,7 +257,7 @@ class Fleet:
                 if a.id < b.id and a.files & b.files and meet(spans[a.id], spans[b.id]):
                     out.overlapping_in_flight.append((a.id, b.id))
         out.breaking_merges = breaking_commits(self.forge, {s.id: s.verify for s in self.specs}, self.root / "check",
-                                               self.base)
+                                               self.base, self.merged_commits())
         for spec in self.specs:
             es = entries(self.forge, spec.id)
             readied = any(e["kind"] == "note" and (e.get("data") or {}).get("review") == "ready" for e in es)
@@ -263,6 +276,17 @@ class Fleet:
                 out.duplicates_ready.append(spec.id)  # work main had already, offered again as a review
             if out.states[spec.id] == "waiting" and readied:
                 out.ready_unmerged.append(spec.id)
+        self.judge_threads(out)
+        out.agent_s = round(out.agent_s, 1)
+        return out
+
+    def merged_commits(self) -> dict[str, str]:
+        """brief -> the commit its review merged as."""
+        return merged_reviews(self.forge, [s.id for s in self.specs])
+
+    def judge_threads(self, out: Outcome) -> None:
+        """Review notes written and answered, and reviews marked ready while one waited, from the review chains."""
+        for spec in self.specs:
             chain = review_chain(self.forge, spec.id)
             if spec.id in self.asked and chain:
                 out.threads_noted += 1
@@ -271,8 +295,6 @@ class Fleet:
                 ends = {c["thread"]: c for c in record.get("comments", []) if c.get("thread")}
                 if subject.startswith("assay: review mark-ready") and any(not c.get("answer") for c in ends.values()):
                     out.ready_with_open_thread.append(spec.id)
-        out.agent_s = round(out.agent_s, 1)
-        return out
 
 
 def meet(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
@@ -298,16 +320,25 @@ def live_spans(forge: Path, brief: str) -> Iterator[tuple[int, int]]:
         yield start, 1 << 62
 
 
-def breaking_commits(forge: Path, checks: dict[str, str], workdir: Path, since: str = "") -> list[str]:
-    """Main's first-parent commits (after `since`) at which the check (a shell command: its verify row) of a brief
-    whose review was merged by then fails. `checks`: brief -> command."""
-    merged_at: dict[str, str] = {}
-    for brief in checks:
+def merged_reviews(forge: Path, briefs: list[str]) -> dict[str, str]:
+    """brief -> the commit its review merged as, from the review refs of a plain forge."""
+    merged: dict[str, str] = {}
+    for brief in briefs:
         ref = f"refs/assay/reviews/{brief}"
         if git("--git-dir", str(forge), "for-each-ref", ref).strip():
             record = json.loads(git("--git-dir", str(forge), "show", f"{ref}:review.json"))
             if record.get("state") == "merged" and record.get("merged_commit"):
-                merged_at[brief] = record["merged_commit"]
+                merged[brief] = record["merged_commit"]
+    return merged
+
+
+def breaking_commits(forge: Path, checks: dict[str, str], workdir: Path, since: str = "",
+                     merged_at: dict[str, str] | None = None) -> list[str]:
+    """Main's first-parent commits (after `since`) at which the check (a shell command: its verify row) of a brief
+    whose review was merged by then fails. `checks`: brief -> command; `merged_at`: brief -> the commit its review
+    merged as (from the pull requests on GitHub; by default, the review refs of a plain forge)."""
+    if merged_at is None:
+        merged_at = merged_reviews(forge, list(checks))
     commits = git("--git-dir", str(forge), "rev-list", "--first-parent", "--reverse",
                   f"{since}..main" if since else "main").split()
     if not workdir.exists():
@@ -316,7 +347,7 @@ def breaking_commits(forge: Path, checks: dict[str, str], workdir: Path, since: 
     broken = []
     for commit in commits:
         git("checkout", "-q", "--force", commit, cwd=workdir)
-        landed = [b for b, c in merged_at.items()
+        landed = [b for b, c in merged_at.items() if b in checks
                   if subprocess.run(["git", "merge-base", "--is-ancestor", c, commit], cwd=workdir).returncode == 0]
         if any(subprocess.run(["sh", "-c", checks[b]], cwd=workdir, capture_output=True).returncode for b in landed):
             broken.append(commit)
