@@ -7,6 +7,8 @@
 CLAUDE_VERSION=2.1.332  # its npm package declares node >= 22; the native binary runs on node 20 too
 CODEX_VERSION=0.171.0
 AIDER_VERSION=0.86.2
+CLAUDE_ACP_VERSION=0.23.1  # the ACP adapters: neither answers --version, so their package.json says
+CODEX_ACP_VERSION=0.16.0
 
 root="${ASSAY_TEST_AGENTS:-$HOME/.cache/assay-test-agents}"
 log="${TMPDIR:-/tmp}/assay-agents-install.log"
@@ -39,6 +41,17 @@ mkdir -p "$root" >>"$log" 2>&1 || {
 }
 npm_install @anthropic-ai/claude-code "$CLAUDE_VERSION" claude claude
 npm_install @openai/codex "$CODEX_VERSION" codex codex
+acp_install() { # acp_install PACKAGE VERSION BINARY: an ACP adapter, its version read from its package.json
+  meta="$npm_prefix/lib/node_modules/$1/package.json"
+  if [ -x "$npm_prefix/bin/$3" ] && grep -q "\"version\": \"$2\"" "$meta" 2>/dev/null; then return 0; fi
+  command -v npm >/dev/null 2>&1 || { echo "npm is not installed: the $3 tests will be skipped" >&2; return 0; }
+  echo "== npm install $1@$2" >>"$log"
+  npm install --global --prefix "$npm_prefix" --no-fund --no-audit --loglevel=warn "$1@$2" >>"$log" 2>&1 \
+    && grep -q "\"version\": \"$2\"" "$meta" 2>/dev/null \
+    || echo "$1@$2 could not be installed (see $log): the $3 tests will be skipped" >&2
+}
+acp_install @zed-industries/claude-agent-acp "$CLAUDE_ACP_VERSION" claude-agent-acp
+acp_install @zed-industries/codex-acp "$CODEX_ACP_VERSION" codex-acp
 
 if ! has_version "$aider_venv/bin/aider" "$AIDER_VERSION"; then
   python=""

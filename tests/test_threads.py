@@ -185,6 +185,8 @@ def test_on_github_every_published_unresolved_thread_of_a_writer_is_answered_in_
     assert "mallory may not write to the repository" in quiet.out, quiet.out
     assert "a new round" not in quiet.out  # pending, resolved and a non-writer's threads start nothing
     asked = fake_github.thread(OWNER, NAME, pull.number, "Say hi twice", path="gh.txt", by="carol")
+    early = assay("review", "merge", "gh", env=env)  # not merged while the thread waits on its desk's answer
+    assert early.code == 3 and f"review thread {asked} waits on an answer from its desk" in early.err, early.err
     run = assay("desk", "run", "builder", "--once", env=env, timeout=180)
     assert run.code == 0 and "review ready" in run.out, run.out + run.err
     [pull] = fake_github.pulls(OWNER, NAME)

@@ -17,7 +17,9 @@ from assay.errors import ConfigInvalid
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",
         "verify_timeout_s", "hooks")
 HOOK_KEYS = ("before_step", "after_step")
-AGENT_KEYS = ("command", "timeout_s", "idle_s", "install", "session", "prompt")
+AGENT_KEYS = ("command", "timeout_s", "idle_s", "install", "session", "prompt", "protocol", "mode", "tools")
+PROTOCOLS = ("cli", "acp")  # a command run with its prompt (`cli`), or an Agent Client Protocol adapter (`acp`)
+TOOL_POLICIES = ("safe", "idempotent", "unsafe")
 PROMPT_ROUTES = ("argument", "stdin", "env")  # where the agent reads the text the desk hands it (`agent.prompt`)
 # CLIs known never to read $ASSAY_PROMPT_FILE, and the routes each does read
 KNOWN_ROUTES = {"claude": ("argument", "stdin"), "codex": ("argument", "stdin"), "aider": ("argument",)}
@@ -75,6 +77,9 @@ class DeskSpec:
     session: SessionSpec | None = None  # how the agent's conversation is checkpointed and resumed, if it can be
     before_step: str = ""  # a shell command run before each agent step's intent is journaled; non-zero refuses it
     after_step: str = ""  # a shell command run after each agent step's result is journaled; it changes nothing
+    protocol: str = "cli"  # `acp`: the command is an Agent Client Protocol adapter the desk drives (`desk/acp.py`)
+    mode: str = ""  # an ACP session mode to set before the prompt (Claude's `default`: it asks before it acts)
+    tools: tuple[tuple[str, str, str], ...] = ()  # (kind, command pattern, policy): how an ACP tool call is journaled
 
     def takes(self, brief: Brief) -> bool:
         """A brief naming a desk goes to that desk; otherwise to desks whose labels it carries."""
@@ -127,6 +132,8 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
     if "agent" not in data:
         bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
     agent_timeout, idle, install, session, route = DEFAULT_AGENT_TIMEOUT_S, DEFAULT_IDLE_S, "", None, "env"
+    protocol, mode = "cli", ""
+    tools: tuple[tuple[str, str, str], ...] = ()
     if agent:
         for key in agent:
             if key not in AGENT_KEYS:
@@ -147,7 +154,21 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         if session is not None:
             at = next((k.start_mark.line + 1 for k, _ in nodes["agent"].value if k.value == "session"), 0)
             session = SessionSpec(session.new, session.resume, session.file, at)
-        route = _prompt_route(agent, session is not None, lambda why, fix="": bad(nodes["agent"], why, fix))
+        protocol = agent.get("protocol", "cli")
+        if protocol not in PROTOCOLS:
+            bad(nodes["agent"], f"`agent.protocol` must be one of {', '.join(PROTOCOLS)}", "acp, for an ACP adapter")
+            protocol = "cli"
+        mode = agent.get("mode", "")
+        if not isinstance(mode, str) or (mode and protocol != "acp"):
+            bad(nodes["agent"], "`agent.mode` is an ACP session mode (a string), for `protocol: acp` only")
+            mode = ""
+        tools = _tools(agent.get("tools"), lambda why, fix="": bad(nodes["agent"], why, fix))
+        if tools and protocol != "acp":
+            bad(nodes["agent"], "`agent.tools` says how ACP tool calls are journaled: for `protocol: acp` only")
+        if protocol == "acp" and session is not None:
+            bad(nodes["agent"], "an ACP agent's conversation is kept by its adapter: drop `agent.session`")
+        route = "env" if protocol == "acp" else _prompt_route(agent, session is not None,
+                                                              lambda why, fix="": bad(nodes["agent"], why, fix))
     takes = need("takes", dict) or {}
     labels = takes.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
@@ -185,7 +206,28 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
         env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, idle_s=idle, prompt=route,
         install=install,
-        session=session, before_step=hooks.get("before_step", ""), after_step=hooks.get("after_step", "")), []
+        session=session, before_step=hooks.get("before_step", ""), after_step=hooks.get("after_step", ""),
+        protocol=protocol, mode=mode, tools=tools), []
+
+
+def _tools(raw: Any, bad: Callable[..., None]) -> tuple[tuple[str, str, str], ...]:
+    """`agent.tools`: a list of `{kind, match, policy}` (match a command's shell pattern, `*` when left out)."""
+    if raw is None:
+        return ()
+    example = 'e.g. tools: [{kind: execute, match: "pytest*", policy: safe}]'
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        bad("`agent.tools` must be a list of {kind, match, policy}", example)
+        return ()
+    out = []
+    for rule in raw:
+        kind, match, policy = rule.get("kind"), rule.get("match", "*"), rule.get("policy")
+        if set(rule) - {"kind", "match", "policy"} or not isinstance(kind, str) or not isinstance(match, str) \
+                or policy not in TOOL_POLICIES:
+            bad(f"`agent.tools` entry {rule!r}: needs `kind` (execute, edit, fetch, …), a `match` pattern and a "
+                f"`policy` ({', '.join(TOOL_POLICIES)})", example)
+            continue
+        out.append((kind, match, str(policy)))
+    return tuple(out)
 
 
 def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:

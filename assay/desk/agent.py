@@ -124,6 +124,8 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     """
     own = desk_values(spec.env, run.state, os.environ) if run.state is not None else dict(spec.env)
     env = agent_env(spec.env_allow, {}, extra={**own, **dict(run.brief.env)})
+    if spec.protocol == "acp":
+        return _run_acp(claims, spec, run, echo, env)
     saver = Saver(claims, spec, run, env, echo, run.checkpoint) if spec.session else None
     result = _run_agent(claims, spec, run, echo, env, saver)
     if saver is not None and saver.resumed is not None and not saver.grew():
@@ -214,6 +216,100 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
             "run": run_id, "timed_out": watch.why == "time"}
 
 
+def _context(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, steps: StepServer) -> dict[str, str]:
+    """What every agent's environment carries: the brief's context, the desk's socket and its git identity."""
+    context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
+               "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
+               "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),
+               **_git_identity(spec.name)}
+    if run.assay_bin is not None:
+        context["ASSAY_BIN"] = str(run.assay_bin)
+    return context
+
+
+def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str]) -> dict[str, Any]:
+    """An ACP adapter (`desk/acp.py`), isolated like any agent: the brief's prompt as its first turn, steering
+    journaled meanwhile as the next turns, each tool call journaled as a step of this run. Ended as a unit (its
+    PID namespace) when the turns are done, at its time limit, or when the claim is lost."""
+    from assay.core.lives import life_of
+    from assay.desk import acp
+
+    run_id = uuid.uuid4().hex[:12]
+    run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
+    run.prompt_file.write_text(run.prompt, encoding="utf-8")
+    hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
+        else None
+    about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
+             "depends_on": list(run.brief.depends_on), "verify": [{"id": r.id, "run": r.run} for r in run.brief.verify],
+             "epoch": run.epoch, "attempt": run.attempt}
+    steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
+                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about)
+    steps.threads = {t.id: t for t in run.threads}
+    env.update(_context(claims, spec, run, run_id, steps))
+    if run.assay_bin is not None:
+        env["PATH"] = os.pathsep.join([str(run.assay_bin.parent), env.get("PATH", os.defpath)])
+    argv = agent_argv(spec, {"worktree": str(run.worktree), "brief": run.brief.id, "title": run.brief.title,
+                             "prompt_file": str(run.prompt_file)})
+    echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} over ACP (run {run_id})")
+    started = time.monotonic()
+    try:
+        proc = Isolated(argv, cwd=run.worktree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, preexec_fn=dies_with_parent())
+    except OSError as exc:
+        raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
+    out = _Output(run.brief.id, echo)
+    out.start(proc, proc.stderr)  # its stderr: the adapter's own words (its stdout is the protocol's)
+    writer = life_of(proc.pid)
+
+    def journal_step(name: str, policy: str, given: dict[str, Any],
+                     effect: Callable[[str], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        return steps.tool_step(name, policy, given, effect, writer)
+
+    agent = acp.AcpAgent(proc, journal_step, steps.observe, spec.tools,
+                         lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"))
+    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, None, None, lambda: steps.progress)
+    heartbeat.agent = proc
+    watch = Limits(spec, lambda: (agent.signs, out.lines, steps.touched), steps.busy)
+    watch.agent = proc
+    steering = Steering(claims, spec, run, run_id, echo)
+    reason, code = "", 1
+    heartbeat.start()
+    steps.start()
+    watch.start()
+    try:
+        agent.start(str(run.worktree), spec.mode)
+        reason = agent.prompt(run.prompt)
+        steering.delivered(run.steering)
+        while reason == "end_turn" and not watch.why and not heartbeat.fenced:
+            told = steering.news()
+            if not told:
+                break
+            steering.told |= {seq for seq, _ in told}
+            reason = agent.prompt(steering_prompt(told))
+            steering.delivered([seq for seq, _ in told])
+        code = acp.exit_code(reason)
+    except acp.AcpError as exc:
+        if not watch.why and not heartbeat.fenced:
+            echo(f"{spec.name}: {run.brief.id}: {exc.message}")
+    finally:
+        agent.stop()
+        watch.stop()
+        heartbeat.stop()
+        proc.kill()  # the namespace's init: every process of the adapter's ends with it, tool commands too
+        proc.wait()
+        out.finish()
+        for line in steps.stop():
+            echo(f"{spec.name}: {run.brief.id}: {line}")
+    if watch.why or heartbeat.fenced:
+        code = 128 + 9
+    tail = ("".join(agent.chunks)[-TAIL:] + "\n" + out.tail)[-TAIL:]
+    judge(spec, code, watch.why, bool(heartbeat.fenced), tail, argv[0], env)
+    if watch.why == "time":
+        echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
+    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
+            "run": run_id, "timed_out": watch.why == "time", "stop_reason": reason}
+
+
 def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values: dict[str, str],
               saver: Saver | None, steering: Steering, heartbeat: Heartbeat, watch: Limits, out: _Output,
               start: Callable[[list[str], str], subprocess.Popen[str]]) -> int:
@@ -279,13 +375,15 @@ class _Output:
         self.lines = 0  # how many it said, but for its model's troubles: a sign of work
         self._thread: threading.Thread | None = None
 
-    def start(self, proc: subprocess.Popen[str]) -> None:
-        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+    def start(self, proc: subprocess.Popen[str], stream: Any = None) -> None:
+        """Read `proc`'s output (or `stream`: an ACP adapter's stderr, in bytes) on a thread of its own."""
+        self._thread = threading.Thread(target=self._read, args=(proc, stream), daemon=True)
         self._thread.start()
 
-    def _read(self, proc: subprocess.Popen[str]) -> None:
+    def _read(self, proc: subprocess.Popen[str], stream: Any = None) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
+        for raw in stream if stream is not None else proc.stdout:
+            line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             self.echo(f"  {self.brief} | {line.rstrip()}")
             self.tail = (self.tail + line)[-TAIL:]
             if not any(pattern.search(line) for _, pattern, _ in MODEL_TROUBLE):

@@ -31,7 +31,7 @@ from assay.core.lives import life_state
 from assay.core.records import LANDING_CLAIM, JournalEntry
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
-from assay.desk.verify import run_row
+from assay.desk.verify import landed_briefs, run_row
 from assay.errors import ClaimLost, Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 LANDING = LANDING_CLAIM
@@ -101,11 +101,10 @@ class _Checked(Exception):
 
 def rows_on_main(claims: Claims, brief: Brief, main: str, head: str, tree: str, state_dir: Path,
                  by: str) -> tuple[str, str] | None:
-    """Run `brief`'s verify rows on its branch (`head`) merged into a main that moved (`tree`, the clean merge), once
-    per (brief, main) however many desks look: a `note` naming the main is journaled first (under a check that no
-    other names it), the evidence after. The reason and the rows' output when a row fails; else None."""
-    if not brief.verify:
-        return None
+    """Run `brief`'s verify rows, and those of every brief landed on main (from main's copy: they must hold after
+    the merge too), on its branch (`head`) merged into a main that moved (`tree`, the clean merge), once per (brief,
+    main) however many desks look: a `note` naming the main is journaled first (under a check that no other names
+    it), the evidence after. The reason and the rows' output when a row fails; else None."""
 
     def once(entries: list[JournalEntry]) -> None:
         if any(e.kind == "note" and ((e.data or {}).get("main_verify") or {}).get("main") == main for e in entries):
@@ -121,8 +120,10 @@ def rows_on_main(claims: Claims, brief: Brief, main: str, head: str, tree: str, 
     clean = git.worktree(path, commit)
     clean.git("checkout", "-q", "--force", "--detach", commit)
     clean.git("clean", "-q", "-ffdx")
-    env = {**scrubbed_env(), **dict(brief.env)}
-    evidence = [{"brief": brief.id, **run_row(row, path, row.timeout_s, env)} for row in brief.verify]
+    evidence = [{"brief": b.id, **run_row(row, path, row.timeout_s, {**scrubbed_env(), **dict(b.env)})}
+                for b in [brief, *landed_briefs(main, path, brief.id)] for row in b.verify]
+    if not evidence:
+        return None
     passed = all(r["passed"] for r in evidence)
     append_as_person(claims, brief.id, "note", {"land": {
         "main": main, "head": head, "commit": commit, "passed": passed, "on": "main moved",

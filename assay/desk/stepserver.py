@@ -383,6 +383,40 @@ class StepServer:
             session.flush()
         return {"do": "return", "result": result, "ran": bool(ran)}
 
+    def tool_step(self, name: str, policy: str, input: dict[str, Any], effect: Callable[[str], dict[str, Any]],
+                  writer: Life | None) -> tuple[dict[str, Any], bool]:
+        """A tool call an ACP adapter asked to run, as a step of this run: its intent on the forge first, then
+        `effect(key)` (which allows it and waits for its end), its result after; (result, whether it ran). A call
+        that completed before returns its recorded result without running; an unsafe one whose outcome is unknown
+        raises Refused once (`Session.step`). Served one at a time, as the agent's own steps are."""
+        with self._lock:
+            if self._stop.is_set():
+                raise Cancelled("the desk stopped before it started", started=False)
+            session = self._open()
+            ran: list[bool] = []
+
+            def run(key: str) -> dict[str, Any]:
+                ran.append(True)
+                return effect(key)
+
+            try:
+                result = session.step(name, run, input=input, policy=policy,
+                                      writer=writer.to_data() if writer else None)
+                if policy != "safe":
+                    session.flush()
+            except BaseException:
+                self._discard(flush=bool(ran))  # a cut-off call's intent stays on the forge for the next reader
+                raise
+            self.touched = time.monotonic()
+            return dict(result), bool(ran)
+
+    def observe(self, data: dict[str, Any]) -> None:
+        """A note of this run (a tool call that ran without asking), pushed with the run's next write."""
+        with self._lock:
+            session = self._open()
+            session.journal.add("note", sync=False, data=data)
+            self.touched = time.monotonic()
+
     def _answer_thread(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         """Journal the agent's answer to a review thread its prompt listed (the desk replies on the review, naming
         the commit it pushes, before it marks the review ready)."""

@@ -36,8 +36,10 @@ def run_row(row: VerifyRow, cwd: Path, timeout_s: int, env: dict[str, str]) -> d
 
 
 def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: Path, timeout_s: int,
-           env: dict[str, str]) -> dict[str, Any]:
-    """Run every row at `head` in `checkout`; journal each row's evidence; return the verdict."""
+           env: dict[str, str], landed_on: str = "") -> dict[str, Any]:
+    """Run every row at `head` in `checkout`; journal each row's evidence; return the verdict. With `landed_on` (the
+    main a round woken as main moved merged in), the rows of every brief landed on it run too, each from main's copy
+    (journaled in one note, `landed_rows`): they must hold after this merge as well."""
     clean = git.worktree(checkout, head)
     clean.git("checkout", "-q", "--force", "--detach", head)
     clean.git("clean", "-q", "-ffdx")
@@ -47,6 +49,13 @@ def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: P
         session.journal.add("verify", sync=False, data={"head": head, **evidence})
         if not evidence["passed"]:
             failures.append(f"{row.id} exited {evidence['exit_code']}, expected {row.expect_exit}")
+    if landed_on:
+        rows = [{"brief": other.id, **run_row(row, checkout, row.timeout_s, {**scrubbed_env(), **dict(other.env)})}
+                for other in landed_briefs(landed_on, checkout, brief.id) for row in other.verify]
+        session.journal.add("note", sync=False, data={"landed_rows": {"main": landed_on, "head": head, "rows": [
+            {k: r.get(k) for k in ("brief", "row", "command", "exit_code", "passed", "tail")} for r in rows]}})
+        failures += [f"{r['brief']}/{r['row']} (landed on main) exited {r['exit_code']}" for r in rows
+                     if not r["passed"]]
     session.flush()
     return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
 
@@ -90,6 +99,22 @@ def briefs_in(base: str, cwd: Path, span: str = "") -> list[str]:
         raise UsageError(f"cannot read the commits {span} here: {said}",
                          hint="run it in a checkout that holds BASE (fetch-depth: 0)")
     return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
+def landed_briefs(main: str, cwd: Path, skip: str = "") -> list[Brief]:
+    """The briefs landed on `main` (an `Assay-Brief:` trailer in its history) whose file `main` still holds, from
+    main's copy, but `skip`: their rows must hold on whatever lands next."""
+    import subprocess
+
+    out = []
+    for brief_id in briefs_in(main, cwd, main):
+        if brief_id == skip:
+            continue
+        shown = subprocess.run(["git", "show", f"{main}:briefs/{brief_id}.md"], cwd=cwd, capture_output=True)
+        if shown.returncode == 0:
+            out.append(parse_brief(shown.stdout.decode("utf-8", "replace"), f"{main[:10]}:briefs/{brief_id}.md",
+                                   brief_id))
+    return out
 
 
 def verify_group(base: str, cwd: Path,

@@ -496,6 +496,9 @@ class BriefWork:
         if feedback:
             parts += ["## Feedback", "", feedback, ""]
         parts += self._thread_lines()
+        if self.spec.protocol == "acp":  # its tool calls are journaled as they run: no wrapper to learn
+            return "\n".join([*parts, *self._children(), "## Steering", "", *steering]) + "\n", \
+                tuple(e.seq for e in steers)
         parts += ["## Effects outside this worktree", "",
                   "Run anything that changes the world outside this worktree (a deploy, a migration, a message) "
                   f"as a journaled step, with Assay at `{self.assay_bin}`:",
@@ -645,7 +648,7 @@ class BriefWork:
 
     def _verify(self, head: str, key: str) -> dict[str, Any]:
         return verify(self.git, self.session, self.brief, head, self.checkout, self.spec.verify_timeout_s,
-                      self._agent_env())
+                      self._agent_env(), landed_on=self._round_main)
 
     def _merged_meanwhile(self, exc: IllegalReviewChange, head: str) -> str:
         """"merged" when a person merged the review before it was marked ready; any other refusal is raised."""

@@ -639,6 +639,14 @@ class GitHubReviews:
                                 read_back=there)
         return str(posted.get("id") if isinstance(posted, dict) else getattr(posted, "id", ""))
 
+    def _answered(self, brief: str, pull: dict[str, Any], action: str) -> None:
+        """Refuse to merge or queue a pull request while a review thread of someone who may write waits on an
+        answer from its desk (as a plain forge's transition table refuses it)."""
+        waiting = [t for t in self._threads(brief, pull) if t.allowed is not False]
+        if waiting:
+            raise IllegalReviewChange(brief, action, _state(pull),
+                                      f"review thread {waiting[0].id} waits on an answer from its desk")
+
     def answer_update(self, brief: str, thread: str, by: str, text: str, key: str) -> RefUpdate | None:
         raise UsageError("a pull request review comment is posted through the API, not by a ref update")
 
@@ -697,6 +705,7 @@ class GitHubReviews:
         state = _state(pull)
         if state != "ready":
             raise IllegalReviewChange(brief, "queue", state, "it is already on main" if state == "merged" else "")
+        self._answered(brief, pull, "queue")
         number, head = int(pull.get("number") or 0), str(_at(pull, "head", "sha") or "")
         requester = self._gh.requester
         owner, name = self.target.repo.split("/")
@@ -729,6 +738,7 @@ class GitHubReviews:
             raise IllegalReviewChange(brief, "merge", state)
         if self.merge_queue():
             return self.enqueue(brief, by)
+        self._answered(brief, pull, "merge")
         obj, ref, base = self._obj(pull), str(_at(pull, "head", "ref")), str(_at(pull, "base", "ref"))
 
         def merge() -> Any:
