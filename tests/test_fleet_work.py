@@ -14,10 +14,6 @@ from tests.fakegithub import FakeGitHub
 from tests.helpers.fleetgithub import GitHubFleet
 from tests.helpers.fleetrun import Fleet
 
-# GitHub's queue drops `strict0` when `lenient0`, landed first (it sorts first, so desks take it first), fails on
-# its merge group; nothing wakes a review the queue dropped for another brief's row, so it stays ready (see
-# `test_the_same_fleet_on_github_through_the_merge_queue`)
-
 
 @pytest.mark.slow
 def test_a_fleet_never_works_overlapping_briefs_at_once_nor_breaks_main(tmp_path: Path) -> None:
