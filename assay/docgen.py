@@ -130,6 +130,14 @@ def mcp_tools() -> str:
     return "\n".join(rows + [f"| `{t.name}` | {t.arguments or '-'} | {t.description} |" for t in TOOLS])
 
 
+def acp_policies() -> str:
+    from assay.desk.acp import POLICIES, STEPS
+
+    rows = [_source("`assay.desk.acp.POLICIES` and `STEPS`"), "", "| tool kind | journaled as step | policy |",
+            "|---|---|---|"]
+    return "\n".join(rows + [f"| `{kind}` | `{STEPS[kind]}` | {policy} |" for kind, policy in POLICIES.items()])
+
+
 def glossary() -> str:
     from assay.cliexamples import glossary_table
 
@@ -140,6 +148,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "glossary": glossary,
     "scripted-verbs": scripted_verbs,
     "mcp-tools": mcp_tools,
+    "acp-policies": acp_policies,
     "layers": layer_table,
     "crash-points": crash_points,
     "claim-transitions": claim_transitions,

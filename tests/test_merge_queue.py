@@ -24,7 +24,7 @@ def _ci(fake: FakeGitHub, url: str, checkout: Path) -> list[tuple[tuple[int, ...
     env = {**os.environ, **fake.git_env()}
     if not checkout.exists():
         subprocess.run(["git", "clone", "-q", url, str(checkout)], env=env, check=True, capture_output=True)
-    said = []
+    said: list[tuple[tuple[int, ...], str]] = []
     for _ in range(10):
         groups = fake.merge_groups(OWNER, NAME)
         if not groups:

@@ -42,10 +42,13 @@ EXIT_CODE = re.compile(r"^Exit code (\d+)", re.M)
 PROTOCOL_VERSION = 1
 
 
-class AcpError(AssayError):
-    """The adapter answered a request with an error, or went away before answering."""
+class AcpError(Exception):
+    """The adapter answered a request with an error, or went away before answering: the run ends (`_run_acp`
+    catches it; never a command's error)."""
 
-    code = 1
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def policy_of(kind: str, command: str, rules: tuple[tuple[str, str, str], ...]) -> str:
