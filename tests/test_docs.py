@@ -14,14 +14,14 @@ import pytest
 
 import assay
 from assay import docgen
+from assay.core.deskspec import AGENT_KEYS
 from tests.conftest import REPO
 
 DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]
 _SPAN = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 _DOTTED = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w/-])")
-NOT_CODE = {"agent.command", "agent.timeout_s", "agent.install", "agent.session",  # keys of desks/<name>.yaml
-            "agent.idle_s", "agent.prompt",
+NOT_CODE = {*(f"agent.{key}" for key in AGENT_KEYS),  # keys of desks/<name>.yaml
             "retire.enabled", "retire.after_s",  # keys of sweepers/<name>.yaml
             "github.token"}  # a workflow expression
 

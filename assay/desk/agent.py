@@ -292,6 +292,7 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         if not watch.why and not heartbeat.fenced:
             echo(f"{spec.name}: {run.brief.id}: {exc.message}")
     finally:
+        ended = proc.poll()  # the adapter ended on its own (a command that could not start: 127)
         agent.stop()
         watch.stop()
         heartbeat.stop()
@@ -302,6 +303,8 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
             echo(f"{spec.name}: {run.brief.id}: {line}")
     if watch.why or heartbeat.fenced:
         code = 128 + 9
+    elif not reason and ended:
+        code = ended
     tail = ("".join(agent.chunks)[-TAIL:] + "\n" + out.tail)[-TAIL:]
     judge(spec, code, watch.why, bool(heartbeat.fenced), tail, argv[0], env)
     if watch.why == "time":
