@@ -20,26 +20,11 @@ from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.conftest import audit_failures
-from tests.helpers.clidesks import AGENTS, desk, desk_env, finish, project
+from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, desk, desk_env, finish, project
 from tests.journal_check import claim_chain, entries, invariants
 
-DEPLOY = ('gated=; if [ -p "$DEPLOY_GATE" ]; then exec 3<> "$DEPLOY_GATE"; gated=1; fi; '
-          'echo started >> "$DEPLOY_LOG.started"; if [ -n "$gated" ]; then read x <&3; fi; '
-          'echo deployed >> "$DEPLOY_LOG"')
-INSPECT = 'test -f "$DEPLOY_LOG" && grep -q deployed "$DEPLOY_LOG"'
 WRITE = "printf 'hello\\n' > greet.txt"
-BRIEF = """---
-title: Ship the greeting
-labels: [code]
-env:
-  DEPLOY_LOG: {log}
-  DEPLOY_GATE: {gate}
-verify:
-  - id: greeting
-    run: "grep -q hello greet.txt"
----
-Write greet.txt saying hello, then deploy it.
-"""
+BRIEF = DEPLOY_BRIEF
 
 
 def adapter() -> str | None:

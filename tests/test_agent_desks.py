@@ -32,27 +32,11 @@ from tests.agentmodels.chat import ChatServer
 from tests.agentmodels.server import ModelServer
 from tests.conftest import audit_failures, git
 from tests.helpers.aider import AIDER, MODEL, model_metadata
-from tests.helpers.clidesks import AGENTS, TIMEOUT, desk, desk_env, finish, project
+from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, TIMEOUT, desk, desk_env, finish, project
 from tests.journal_check import claim_chain, entries, invariants
 
 ASSAY_AT = re.compile(r"with Assay at `([^`]+)`")
-# the gate (a FIFO) is opened before `started` is written, so a command seen started is held at its gate
-DEPLOY = ('gated=; if [ -p "$DEPLOY_GATE" ]; then exec 3<> "$DEPLOY_GATE"; gated=1; fi; '
-          'echo started >> "$DEPLOY_LOG.started"; if [ -n "$gated" ]; then read x <&3; fi; '
-          'echo deployed >> "$DEPLOY_LOG"')
-INSPECT = 'test -f "$DEPLOY_LOG" && grep -q deployed "$DEPLOY_LOG"'
-BRIEF = """---
-title: Ship the greeting
-labels: [code]
-env:
-  DEPLOY_LOG: {log}
-  DEPLOY_GATE: {gate}
-verify:
-  - id: greeting
-    run: "grep -q hello greet.txt"
----
-Write greet.txt saying hello, then deploy it (an unsafe effect: through `assay step run`).
-"""
+BRIEF = DEPLOY_BRIEF.replace("deploy it.", "deploy it (an unsafe effect: through `assay step run`).")
 
 
 def ship(conversation: Conversation) -> Action:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from assay.core.credentials import redact
 from assay.errors import AssayError, Cancelled, Refused
 
 POLICIES = {"read": "safe", "search": "safe", "think": "safe", "edit": "safe", "delete": "safe", "move": "safe",
@@ -95,7 +96,11 @@ def outcome_of(update: Mapping[str, Any]) -> dict[str, Any]:
     if code is None:
         found = EXIT_CODE.search(str(text))
         code = int(found.group(1)) if found else (0 if update.get("status") == "completed" else 1)
-    return {"exit_code": int(code), "tail": str(text)[-TAIL:], "status": str(update.get("status") or "")}
+    try:
+        number = int(code)
+    except (TypeError, ValueError):  # a signal's name, say: not an exit code
+        number = 1 if update.get("status") != "completed" else 0
+    return {"exit_code": number, "tail": redact(str(text))[-TAIL:], "status": str(update.get("status") or "")}
 
 
 class Connection:
@@ -162,25 +167,27 @@ class Connection:
             for raw in self._out:
                 self._trace("<-", raw)
                 try:
-                    message = json.loads(raw)
-                except ValueError:
-                    continue  # an adapter's stray line on stdout: not protocol
-                if not isinstance(message, dict):
-                    continue
-                if "method" in message and "id" in message:
-                    threading.Thread(target=self._serve, args=(message,), daemon=True).start()
-                elif "method" in message:
-                    self.on_notice(str(message["method"]), message.get("params") or {})
-                elif "id" in message:
-                    with self._lock:
-                        waiting = self._waiting.pop(message["id"], None) if isinstance(message["id"], int) else None
-                    if waiting is not None:
-                        waiting[1].append(message)
-                        waiting[0].set()
+                    self._take(json.loads(raw))
+                except Exception:  # noqa: BLE001 - one message the desk cannot take (a stray line, odd values)
+                    continue  # must not end the reading: the adapter would seem gone
         except (OSError, ValueError):
             pass
         finally:
             self.closed.set()
+
+    def _take(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return
+        if "method" in message and "id" in message:
+            threading.Thread(target=self._serve, args=(message,), daemon=True).start()
+        elif "method" in message:
+            self.on_notice(str(message["method"]), message.get("params") or {})
+        elif "id" in message:
+            with self._lock:
+                waiting = self._waiting.pop(message["id"], None) if isinstance(message["id"], int) else None
+            if waiting is not None:
+                waiting[1].append(message)
+                waiting[0].set()
 
     def _serve(self, message: dict[str, Any]) -> None:
         try:
@@ -232,9 +239,13 @@ class AcpAgent:
     (the step server's `tool_step`); `observe(data)` journals a note; `say(line)` is the desk's echo."""
 
     def __init__(self, proc: Any, journal_step: Journaler, observe: Callable[[dict[str, Any]], None],
-                 rules: tuple[tuple[str, str, str], ...], say: Callable[[str], None]) -> None:
+                 rules: tuple[tuple[str, str, str], ...], say: Callable[[str], None], scope: str = "",
+                 assay_bin: str = "") -> None:
         self.proc = proc
         self.journal_step, self.observe, self.rules, self.say = journal_step, observe, rules, say
+        self.scope = scope  # the agent step this run is (its key): a call's identity holds it, so a later attempt
+        # or round runs its commands afresh, and only a run resumed after a crash meets its own journaled calls
+        self.assay_bin = assay_bin  # the desk's own `assay`: a call of it journals itself
         self.calls: dict[str, ToolCall] = {}
         self._calls_lock = threading.Lock()
         self.notices: list[str] = []  # what the agent is told before it goes on: refusals, recorded results
@@ -304,9 +315,18 @@ class AcpAgent:
     def _observed(self, call: ToolCall) -> None:
         """A tool call that ran without asking: journaled as what it was, never as an intent before it."""
         command = command_of(call.raw, call.title) if call.kind == "execute" else call.title
-        self.say(f"observed {call.kind}: {command[:120]} (exit {call.result.get('exit_code')})")
-        self.observe({"observed": {"tool": call.kind, "id": call.id, "title": call.title, "command": command,
-                                   **call.result}})
+        self.say(f"observed {call.kind}: {redact(command)[:120]} (exit {call.result.get('exit_code')})")
+        data = {"observed": {"tool": call.kind, "id": call.id, "title": redact(call.title), "command": redact(command),
+                             **call.result}}
+        # journaled off the reader thread: a permitted call that runs now holds the step server, and its own end
+        # comes through this thread
+        threading.Thread(target=self._observe, args=(data,), daemon=True).start()
+
+    def _observe(self, data: dict[str, Any]) -> None:
+        try:
+            self.observe(data)
+        except AssayError as exc:
+            self.say(f"an observed call was not journaled: {exc.message}")
 
     def _request(self, method: str, ident: Any, params: dict[str, Any]) -> Any:
         if method == "session/request_permission":
@@ -323,7 +343,12 @@ class AcpAgent:
         kind = call.kind if call.kind in STEPS else "other"
         given = call_input(kind, call.raw, call.title)
         command = given.get("command") or given.get("path") or call.title
+        if kind == "execute" and self._own(str(command)):  # `assay step …`: it journals itself through the desk
+            self.conn.answer(ident, {"outcome": {"outcome": "selected", "optionId": _option(options, ALLOW)}})
+            return _ANSWERED
         policy = policy_of(kind, str(command), self.rules)
+        given = {**{k: redact(v) if isinstance(v, str) else v for k, v in given.items()},
+                 **({"within": self.scope} if self.scope else {})}
         answered: list[bool] = []
 
         def effect(key: str) -> dict[str, Any]:
@@ -352,6 +377,12 @@ class AcpAgent:
                          f"recorded result returned, not run again. Its output then:\n{result.get('tail', '')}")
             self.say(f"replayed {kind}: {str(command)[:120]} (recorded, not run again)")
         return _ANSWERED
+
+    def _own(self, command: str) -> bool:
+        """A call of the desk's own `assay` (its steps, waits, answers), which journals itself: journaled again as a
+        tool call, it would wait on the step server that serves it."""
+        return bool(re.match(r"\s*(?:\S*/)?assay\s+(step|wait|brief)\b", command)) or \
+            bool(self.assay_bin and self.assay_bin in command)
 
     def _refuse(self, ident: Any, options: list[dict[str, Any]], answered: list[bool], why: str) -> None:
         """Refuse a call not yet allowed, and tell the agent why as its next prompt, once its turn ends (a cancel

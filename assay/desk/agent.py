@@ -58,6 +58,7 @@ class AgentRun:
     steering: tuple[int, ...] = ()  # the seqs of the steering entries `prompt` holds
     state: Path | None = None  # this desk's own folder, `{state}` in its `env:` (a CLI's own home, say)
     threads: tuple[Thread, ...] = ()  # the review threads the prompt lists: what `assay step answer` may name
+    step_key: str = ""  # the agent step's idempotency key: the same for a run resumed after a crash, new per attempt
 
 
 def assay_command(state_dir: Path) -> Path:
@@ -143,21 +144,8 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
               "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
               "mcp_config": mcp_registration(assay_bin),  # `assay mcp` for the agent: Claude Code's --mcp-config
               **turn_events(assay_bin)}  # how its CLI tells the desk a turn ended: hooks, a notify program
-    hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
-        else None
-    about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
-             "depends_on": list(run.brief.depends_on), "verify": [{"id": r.id, "run": r.run} for r in run.brief.verify],
-             "epoch": run.epoch, "attempt": run.attempt}
-    steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
-                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about)  # sees `env` filled in
-    context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
-               "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
-               "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),
-               **_git_identity(spec.name)}
-    if run.assay_bin is not None:
-        context["ASSAY_BIN"] = str(run.assay_bin)
-        context["PATH"] = os.pathsep.join([str(run.assay_bin.parent), env.get("PATH", os.defpath)])
-    env.update(context)
+    steps = _step_server(claims, spec, run, run_id, env)  # sees `env` filled in
+    env.update(_context(claims, spec, run, run_id, steps, env))
     # the agent's own variables, by name, for an MCP server its CLI starts with only the names it is given (Codex)
     values["env_names"] = json.dumps(sorted(env))
     argv = agent_argv(spec, values, saver.arguments() if saver is not None else ())
@@ -176,7 +164,6 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
         return steering.offer() if saver is not None and event in HOOK_STEERS else ""
 
     steps.on_turn = on_turn
-    steps.threads = {t.id: t for t in run.threads}
     out = _Output(run.brief.id, echo)
     watch = Limits(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
 
@@ -216,15 +203,32 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
             "run": run_id, "timed_out": watch.why == "time"}
 
 
-def _context(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, steps: StepServer) -> dict[str, str]:
-    """What every agent's environment carries: the brief's context, the desk's socket and its git identity."""
+def _context(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, steps: StepServer,
+             env: dict[str, str]) -> dict[str, str]:
+    """What every agent's environment (`env`, before) gains: the brief's context, the desk's socket, its git
+    identity, and the `assay` it calls first on PATH."""
     context = {"ASSAY_FORGE": strip_credentials(claims.git.url), "ASSAY_BRIEF": run.brief.id, "ASSAY_DESK": spec.name,
                "ASSAY_EPOCH": str(run.epoch), "ASSAY_RUN": run_id, "ASSAY_ATTEMPT": str(run.attempt),
                "ASSAY_PROMPT_FILE": str(run.prompt_file), "ASSAY_SOCKET": str(steps.path),
                **_git_identity(spec.name)}
     if run.assay_bin is not None:
         context["ASSAY_BIN"] = str(run.assay_bin)
+        context["PATH"] = os.pathsep.join([str(run.assay_bin.parent), env.get("PATH", os.defpath)])
     return context
+
+
+def _step_server(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, env: dict[str, str]) -> StepServer:
+    """The desk's side of the agent's steps for this run: its hooks, the brief as the agent may ask for it, and the
+    review threads its prompt lists."""
+    hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
+        else None
+    about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
+             "depends_on": list(run.brief.depends_on), "verify": [{"id": r.id, "run": r.run} for r in run.brief.verify],
+             "epoch": run.epoch, "attempt": run.attempt}
+    steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
+                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about)
+    steps.threads = {t.id: t for t in run.threads}
+    return steps
 
 
 def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str]) -> dict[str, Any]:
@@ -237,17 +241,8 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
     run_id = uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     run.prompt_file.write_text(run.prompt, encoding="utf-8")
-    hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
-        else None
-    about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
-             "depends_on": list(run.brief.depends_on), "verify": [{"id": r.id, "run": r.run} for r in run.brief.verify],
-             "epoch": run.epoch, "attempt": run.attempt}
-    steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
-                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about)
-    steps.threads = {t.id: t for t in run.threads}
-    env.update(_context(claims, spec, run, run_id, steps))
-    if run.assay_bin is not None:
-        env["PATH"] = os.pathsep.join([str(run.assay_bin.parent), env.get("PATH", os.defpath)])
+    steps = _step_server(claims, spec, run, run_id, env)
+    env.update(_context(claims, spec, run, run_id, steps, env))
     argv = agent_argv(spec, {"worktree": str(run.worktree), "brief": run.brief.id, "title": run.brief.title,
                              "prompt_file": str(run.prompt_file)})
     echo(f"{spec.name}: {run.brief.id} agent attempt {run.attempt} over ACP (run {run_id})")
@@ -256,6 +251,7 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         proc = Isolated(argv, cwd=run.worktree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, preexec_fn=dies_with_parent())
     except OSError as exc:
+        steps.stop()  # its socket and folder
         raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
     out = _Output(run.brief.id, echo)
     out.start(proc, proc.stderr)  # its stderr: the adapter's own words (its stdout is the protocol's)
@@ -266,7 +262,8 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         return steps.tool_step(name, policy, given, effect, writer)
 
     agent = acp.AcpAgent(proc, journal_step, steps.observe, spec.tools,
-                         lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"))
+                         lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"), run.step_key,
+                         str(run.assay_bin or ""))
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, None, None, lambda: steps.progress)
     heartbeat.agent = proc
     watch = Limits(spec, lambda: (agent.signs, out.lines, steps.touched), steps.busy)

@@ -32,7 +32,16 @@ from assay.core.records import LANDING_CLAIM, JournalEntry
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import landed_briefs, run_row
-from assay.errors import ClaimLost, Conflict, Fenced, IllegalReviewChange, MergeConflict, NoReview, UsageError
+from assay.errors import (
+    AssayError,
+    ClaimLost,
+    Conflict,
+    Fenced,
+    IllegalReviewChange,
+    MergeConflict,
+    NoReview,
+    UsageError,
+)
 
 LANDING = LANDING_CLAIM
 BASE_LEASE_S = 300  # the landing claim's lease beyond the time limits of the rows it runs next
@@ -87,8 +96,9 @@ def _queue(claims: Claims, reviews: Reviews, by: str, only: Sequence[str],
             continue
         try:
             reviews.enqueue(brief, by)
-        except IllegalReviewChange as exc:
+        except AssayError as exc:  # refused (a thread waits, GitHub says no): said, and the others are queued
             out.append(Landed(brief, "skipped", exc.message))
+            echo(f"{brief}: not queued: {exc.message}")
             continue
         out.append(Landed(brief, "queued", f"in main's merge queue at {review.record.head[:10]}"))
         echo(f"{brief}: queued at {review.record.head[:10]}; it merges once its checks pass on the merge group")

@@ -557,7 +557,7 @@ class BriefWork:
             if saved is not None:
                 prompt = sessions.resumed_note(saved, self.worktree, self._restore(saved)) + prompt
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
-                       self.assay_bin, saved, steering, self.state, self._threads)
+                       self.assay_bin, saved, steering, self.state, self._threads, key)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
         # the agent's steps moved the journal, and the heartbeat the claim: read their tips (one ref advertisement)
         # rather than push the result on stale leases, be rejected and push again. A lost claim or an absent

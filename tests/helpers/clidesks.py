@@ -18,6 +18,24 @@ from tests.agentmodels.server import ModelServer
 from tests.conftest import git
 
 TIMEOUT = 240
+# a deploy whose command is held at a gate (a FIFO, opened before `started` is written, so a command seen started
+# is held there) and an inspection of whether it happened; the brief that asks for both
+DEPLOY = ('gated=; if [ -p "$DEPLOY_GATE" ]; then exec 3<> "$DEPLOY_GATE"; gated=1; fi; '
+          'echo started >> "$DEPLOY_LOG.started"; if [ -n "$gated" ]; then read x <&3; fi; '
+          'echo deployed >> "$DEPLOY_LOG"')
+INSPECT = 'test -f "$DEPLOY_LOG" && grep -q deployed "$DEPLOY_LOG"'
+DEPLOY_BRIEF = """---
+title: Ship the greeting
+labels: [code]
+env:
+  DEPLOY_LOG: {log}
+  DEPLOY_GATE: {gate}
+verify:
+  - id: greeting
+    run: "grep -q hello greet.txt"
+---
+Write greet.txt saying hello, then deploy it.
+"""
 
 class Agent:
     """One CLI under test: its server, and the environment a user gives the desk to point it there."""
