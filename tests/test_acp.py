@@ -20,7 +20,7 @@ from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.conftest import audit_failures
-from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, desk, desk_env, finish, project
+from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, desk, desk_env, finish, no_reader, project
 from tests.journal_check import claim_chain, entries, invariants
 
 WRITE = "printf 'hello\\n' > greet.txt"
@@ -102,16 +102,6 @@ def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any,
     assert not any("assay step" in c.prompt for c in server.transcript.conversations), detail
     assert claim_chain(forge, "ship")[-1]["state"] == "waiting"
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
-
-
-def no_reader(gate: Path) -> bool:
-    import errno
-
-    try:
-        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
-    except OSError as exc:
-        return exc.errno == errno.ENXIO
-    return False
 
 
 def test_a_desk_killed_inside_a_native_deploy_strands_nothing_and_deploys_once(claude_acp: Any,

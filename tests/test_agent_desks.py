@@ -11,7 +11,6 @@ aider edits a file under its preset (it runs no shell command unattended).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -32,7 +31,18 @@ from tests.agentmodels.chat import ChatServer
 from tests.agentmodels.server import ModelServer
 from tests.conftest import audit_failures, git
 from tests.helpers.aider import AIDER, MODEL, model_metadata
-from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, TIMEOUT, desk, desk_env, finish, project
+from tests.helpers.clidesks import (
+    AGENTS,
+    DEPLOY,
+    DEPLOY_BRIEF,
+    INSPECT,
+    TIMEOUT,
+    desk,
+    desk_env,
+    finish,
+    no_reader,
+    project,
+)
 from tests.journal_check import claim_chain, entries, invariants
 
 ASSAY_AT = re.compile(r"with Assay at `([^`]+)`")
@@ -68,15 +78,6 @@ def ship(conversation: Conversation) -> Action:
 
 def deploys(forge: Path) -> list[dict[str, Any]]:
     return [e for e in entries(forge, "ship") if e.get("step") == "deploy"]
-
-
-def no_reader(gate: Path) -> bool:
-    """Whether no process has the FIFO open for reading (the deploy's command is gone)."""
-    try:
-        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
-    except OSError as exc:
-        return exc.errno == errno.ENXIO
-    return False
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))

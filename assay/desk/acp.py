@@ -409,20 +409,10 @@ def _option(options: list[dict[str, Any]], kinds: tuple[str, ...]) -> str:
     return str(options[0].get("optionId", "")) if options and kinds == ALLOW else "reject"
 
 
-def wait_for_end(proc: Any, grace: float) -> None:
-    """Wait up to `grace` seconds for the adapter to end, then kill it (its namespace with it)."""
-    deadline = time.monotonic() + grace
-    while proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
 def exit_code(reason: str) -> int:
     """A turn's stop reason as an agent's exit code: 0 when it ended its turn, 1 otherwise."""
     return 0 if reason == "end_turn" else 1
 
 
 __all__ = ["AcpAgent", "AcpError", "POLICIES", "STEPS", "call_input", "command_of", "exit_code", "outcome_of",
-           "policy_of", "wait_for_end"]
+           "policy_of"]

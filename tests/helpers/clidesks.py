@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -64,6 +65,15 @@ def project(tmp_path: Path, brief: str) -> Path:
     git("commit", "-q", "-m", "ship", cwd=work)
     git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=work)
     return forge
+
+
+def no_reader(gate: Path) -> bool:
+    """Whether no process has the FIFO open for reading (the deploy's command is gone)."""
+    try:
+        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        return exc.errno == errno.ENXIO
+    return False
 
 
 def desk(name: str, forge: Path, env: dict[str, str]) -> subprocess.Popen[str]:
