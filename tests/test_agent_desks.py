@@ -51,7 +51,8 @@ BRIEF = DEPLOY_BRIEF.replace("deploy it.", "deploy it (an unsafe effect: through
 
 def ship(conversation: Conversation) -> Action:
     """The model: write greet.txt, deploy; after a crash, inspect and settle the deploy, deploying only if it
-    did not happen. Decided from the prompt and the command results the conversation holds."""
+    did not happen. Decided from everything the conversation holds: told of the crash in a fresh conversation's
+    prompt or in the message that resumes a saved one (whose commands before it are the cut-off run's)."""
     found = ASSAY_AT.search(conversation.prompt)
     if found is None:
         return Finish("The prompt names no Assay to run steps with.")
@@ -60,20 +61,31 @@ def ship(conversation: Conversation) -> Action:
     deploy = (f"{assay} step run --name deploy --policy unsafe --input '{{\"target\": \"prod\"}}' -- "
               f"sh -c {shlex.quote(DEPLOY)}")
     settle = f"{assay} step settle deploy -- sh -c {shlex.quote(INSPECT)}"
-    done = {e.command: e for e in conversation.exchanges}
-    plan = [write, deploy]
     if conversation.texts and "The worktree is the work branch as last pushed" in conversation.texts[-1]:
         return Run(f"test -f greet.txt || {write}")  # resumed elsewhere: the files may not be what it wrote
-    if "`deploy` (unsafe): OUTCOME UNKNOWN" in conversation.prompt:
-        plan = [write, settle]
-        if settle in done and "settled as did-not" in done[settle].output:
-            plan.append(deploy)
-    for command in plan:
-        if command not in done:
-            return Run(command)
-        if done[command].failed:
-            return Finish(f"Stopping: {command!r} failed: {done[command].output}")
+    done = list(conversation.exchanges)
+    wrote = [e for e in done if e.command == write]
+    if not wrote:
+        return Run(write)
+    if wrote[-1].failed:
+        return Finish(f"Stopping: {write!r} failed: {wrote[-1].output}")
+    if any("`deploy` (unsafe): OUTCOME UNKNOWN" in text for text in told(conversation)):
+        settles = [i for i, e in enumerate(done) if e.command == settle]
+        if not settles:
+            return Run(settle)
+        if "settled as did-not" not in done[settles[0]].output:
+            return Finish(f"It had deployed, or the settle failed: {done[settles[0]].output}")
+        done = done[settles[0] + 1:]  # the deploy is decided from what came after the settle
+    deployed = [e for e in done if e.command == deploy]
+    if not deployed:
+        return Run(deploy)
+    if deployed[-1].failed:
+        return Finish(f"Stopping: {deploy!r} failed: {deployed[-1].output}")
     return Finish("Deployed.")
+
+
+def told(conversation: Conversation) -> tuple[str, ...]:
+    return (conversation.prompt, *conversation.texts)
 
 
 def deploys(forge: Path) -> list[dict[str, Any]]:
@@ -155,9 +167,10 @@ def test_a_desk_killed_inside_the_deploy_strands_nothing(name: str, tmp_path: Pa
     assert no_reader(Path(f"{gate}")) or not gate.exists()
     assert log.read_text() == "deployed\n", detail  # at most once: the cut-off command never deployed
     assert started.read_text() == "started\nstarted\n", detail
-    recovery = [c for c in server.transcript.conversations if "OUTCOME UNKNOWN" in c.prompt]
-    assert recovery, detail  # the model was told the truth
-    assert "The previous `deploy` operation was interrupted" in recovery[-1].prompt
+    # the model was told the truth: in a fresh conversation's prompt, or in the message resuming a saved one
+    recovery = [c for c in server.transcript.conversations if any("OUTCOME UNKNOWN" in t for t in told(c))]
+    assert recovery, detail
+    assert any("The previous `deploy` operation was interrupted" in t for t in told(recovery[-1])), detail
     settled = [e for e in recovery[-1].exchanges if "step settle deploy" in e.command]
     assert settled and "settled as did-not" in settled[0].output, detail
     ends = [(e["kind"], (e.get("data") or {}).get("settled")) for e in deploys(forge) if e["kind"] != "intent"]
