@@ -87,6 +87,20 @@ def test_a_session_block_is_checked_with_its_line() -> None:
         assert problems and said in str(problems[0]) and "desks/talker.yaml:" in str(problems[0]), problems
 
 
+def test_an_acp_desks_session_block_names_its_transcript_only() -> None:
+    """An ACP adapter opens and loads sessions over the protocol: its desk says where the transcript is, nothing
+    about arguments."""
+    acp = ("name: talker\nagent:\n  protocol: acp\n  command: [claude-agent-acp]\n  session:\n"
+           '    file: "{home}/.claude/projects/{cwd_slug}/{session}.jsonl"\n')
+    spec, problems = check_desk(acp, "desks/talker.yaml")
+    assert not problems and spec is not None and spec.session is not None
+    assert spec.session.new == () and spec.session.resume == () and spec.session.file.endswith("{session}.jsonl")
+    _, problems = check_desk(acp.replace("  session:\n", "  session:\n    resume: [--resume]\n"),
+                             "desks/talker.yaml")
+    assert problems and "unknown agent.session key 'resume'" in str(problems[0]), problems
+    assert "only `file`" in str(problems[0]) and "desks/talker.yaml:" in str(problems[0])
+
+
 CLAUDE_FILE = "{home}/.claude/projects/{cwd_slug}/{session}.jsonl"
 
 

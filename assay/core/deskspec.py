@@ -150,14 +150,14 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         if not isinstance(install, str):
             bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
             install = ""
-        session = _session(agent.get("session"), lambda why, fix="": bad(nodes["agent"], why, fix))
-        if session is not None:
-            at = next((k.start_mark.line + 1 for k, _ in nodes["agent"].value if k.value == "session"), 0)
-            session = SessionSpec(session.new, session.resume, session.file, at)
         protocol = agent.get("protocol", "cli")
         if protocol not in PROTOCOLS:
             bad(nodes["agent"], f"`agent.protocol` must be one of {', '.join(PROTOCOLS)}", "acp, for an ACP adapter")
             protocol = "cli"
+        session = _session(agent.get("session"), lambda why, fix="": bad(nodes["agent"], why, fix), protocol == "acp")
+        if session is not None:
+            at = next((k.start_mark.line + 1 for k, _ in nodes["agent"].value if k.value == "session"), 0)
+            session = SessionSpec(session.new, session.resume, session.file, at)
         mode = agent.get("mode", "")
         if not isinstance(mode, str) or (mode and protocol != "acp"):
             bad(nodes["agent"], "`agent.mode` is an ACP session mode (a string), for `protocol: acp` only")
@@ -165,8 +165,6 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         tools = _tools(agent.get("tools"), lambda why, fix="": bad(nodes["agent"], why, fix))
         if tools and protocol != "acp":
             bad(nodes["agent"], "`agent.tools` says how ACP tool calls are journaled: for `protocol: acp` only")
-        if protocol == "acp" and session is not None:
-            bad(nodes["agent"], "an ACP agent's conversation is kept by its adapter: drop `agent.session`")
         route = "env" if protocol == "acp" else _prompt_route(agent, session is not None,
                                                               lambda why, fix="": bad(nodes["agent"], why, fix))
     takes = need("takes", dict) or {}
@@ -230,19 +228,26 @@ def _tools(raw: Any, bad: Callable[..., None]) -> tuple[tuple[str, str, str], ..
     return tuple(out)
 
 
-def _session(raw: Any, bad: Callable[..., None]) -> SessionSpec | None:
-    """`agent.session`, checked: `new` and `resume` lists of strings, `file` a path with `{session}` in it."""
+def _session(raw: Any, bad: Callable[..., None], acp: bool = False) -> SessionSpec | None:
+    """`agent.session`, checked: `new` and `resume` lists of strings, `file` a path with `{session}` in it. An ACP
+    agent's (`acp`) has `file` only: its adapter opens and loads sessions over the protocol."""
     if raw is None:
         return None
     example = 'e.g. session: {new: [--session-id, "{session}"], resume: [--resume, "{session}"], file: ...}'
+    if acp:
+        example = 'e.g. session: {file: "{home}/.claude/projects/{cwd_slug}/{session}.jsonl"}'
     if not isinstance(raw, dict):
-        bad("`agent.session` must be a mapping of new, resume and file", example)
+        bad("`agent.session` must be a mapping of new, resume and file" if not acp else
+            "`agent.session` of an ACP agent must be a mapping with `file`", example)
         return None
-    unknown = [k for k in raw if k not in SESSION_KEYS]
-    lists: list[Any] = [raw.get(k) for k in ("new", "resume")]
+    keys = ("file",) if acp else SESSION_KEYS
+    unknown = [k for k in raw if k not in keys]
+    lists: list[Any] = [raw.get(k, [] if acp else None) for k in ("new", "resume")]
     file = raw.get("file")
     if unknown:
-        bad(f"unknown agent.session key {unknown[0]!r}", f"allowed: {', '.join(SESSION_KEYS)}")
+        bad(f"unknown agent.session key {unknown[0]!r}" + (" (an ACP adapter opens and loads its sessions over the "
+                                                           "protocol: only `file` is said)" if acp else ""),
+            f"allowed: {', '.join(keys)}")
     elif not all(isinstance(v, list) and all(isinstance(a, str) for a in v) for v in lists):
         bad("`agent.session.new` and `agent.session.resume` must be lists of strings", example)
     elif not isinstance(file, str) or "{session}" not in file:

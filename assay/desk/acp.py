@@ -253,21 +253,44 @@ class AcpAgent:
         self.signs = 0  # messages and tool updates: signs of work, for the idle limit
         self.chunks: list[str] = []  # the agent's words, for the run's output tail
         self.stopping = threading.Event()
+        self.loading = False  # a saved session is being loaded: its replayed updates are history, not new calls
         self.conn = Connection(proc.stdin, proc.stdout, self._request, self._notice)
 
     def alive(self) -> bool:
         return self.proc.poll() is None and not self.stopping.is_set()
 
-    def start(self, cwd: str, mode: str) -> None:
-        self.conn.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {
+    def start(self, cwd: str, mode: str, load: str = "", failed: Callable[[str], None] | None = None) -> bool:
+        """Initialize, then load the saved session `load` (its history, which the adapter replays as updates
+        first, is not journaled again: those calls ran in the run that saved it) or open a new one. A load the
+        adapter cannot do is told to `failed` (why), and a new session is opened. True if `load` was loaded."""
+        hello = self.conn.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {
             "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False,
             "_meta": {"terminal_output": True}}}, self.alive)
-        started = self.conn.request("session/new", {"cwd": cwd, "mcpServers": []}, self.alive)
-        self.session = str((started or {}).get("sessionId") or "")
-        if not self.session:
-            raise AcpError("the agent's adapter opened no session (no sessionId in its answer)")
+        loaded = False
+        if load:
+            can = _dict(_dict(hello).get("agentCapabilities")).get("loadSession")
+            try:
+                if not can:
+                    raise AcpError("the agent's adapter cannot load sessions (no loadSession capability)")
+                self.loading = True
+                try:
+                    self.conn.request("session/load", {"sessionId": load, "cwd": cwd, "mcpServers": []}, self.alive)
+                finally:
+                    self.loading = False
+                self.session, loaded = load, True
+            except AcpError as exc:
+                if not self.alive():
+                    raise
+                if failed is not None:
+                    failed(exc.message)
+        if not loaded:
+            started = self.conn.request("session/new", {"cwd": cwd, "mcpServers": []}, self.alive)
+            self.session = str((started or {}).get("sessionId") or "")
+            if not self.session:
+                raise AcpError("the agent's adapter opened no session (no sessionId in its answer)")
         if mode:
             self.conn.request("session/set_mode", {"sessionId": self.session, "modeId": mode}, self.alive)
+        return loaded
 
     def prompt(self, text: str) -> str:
         """One turn; its stop reason. A turn ended to tell the agent something (a refusal) goes on with that."""
@@ -295,7 +318,7 @@ class AcpAgent:
             return self.calls.setdefault(ident, ToolCall(ident))
 
     def _notice(self, method: str, params: dict[str, Any]) -> None:
-        if method != "session/update":
+        if method != "session/update" or self.loading:  # a loaded session's history: it happened before
             return
         update = _dict(params.get("update"))
         what = update.get("sessionUpdate")

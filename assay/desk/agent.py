@@ -234,11 +234,17 @@ def _step_server(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, env
 def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str]) -> dict[str, Any]:
     """An ACP adapter (`desk/acp.py`), isolated like any agent: the brief's prompt as its first turn, steering
     journaled meanwhile as the next turns, each tool call journaled as a step of this run. Ended as a unit (its
-    PID namespace) when the turns are done, at its time limit, or when the claim is lost."""
+    PID namespace) when the turns are done, at its time limit, or when the claim is lost.
+
+    With `agent.session` (where the adapter keeps its transcript), the conversation is checkpointed as each prompt
+    returns and at each turn boundary the transcript reaches, and the round's newest checkpoint is written back
+    and loaded (`session/load`) by the next run, on any machine; a load the adapter refuses is journaled and the
+    run opens a new session."""
     from assay.core.lives import life_of
     from assay.desk import acp
 
-    run_id = uuid.uuid4().hex[:12]
+    saver = Saver(claims, spec, run, env, echo, run.checkpoint) if spec.session else None
+    run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     run.prompt_file.write_text(run.prompt, encoding="utf-8")
     steps = _step_server(claims, spec, run, run_id, env)
@@ -264,9 +270,14 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
     agent = acp.AcpAgent(proc, journal_step, steps.observe, spec.tools,
                          lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"), run.step_key,
                          str(run.assay_bin or ""))
-    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, None, None, lambda: steps.progress)
+    heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
+                          None, lambda: steps.progress)
     heartbeat.agent = proc
-    watch = Limits(spec, lambda: (agent.signs, out.lines, steps.touched), steps.busy)
+    if saver is not None:  # a checkpoint whenever the transcript reaches a turn boundary, inside a long prompt too
+        heartbeat.at_boundary = lambda: saver.transcript.at_boundary()
+        heartbeat.moved = lambda: saver.transcript.turned()
+    watch = Limits(spec, lambda: (agent.signs, out.lines, steps.touched,
+                                  saver.transcript.size() if saver is not None else 0), steps.busy)
     watch.agent = proc
     steering = Steering(claims, spec, run, run_id, echo)
     reason, code = "", 1
@@ -274,16 +285,20 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
     steps.start()
     watch.start()
     try:
-        agent.start(str(run.worktree), spec.mode)
-        reason = agent.prompt(run.prompt)
-        steering.delivered(run.steering)
-        while reason == "end_turn" and not watch.why and not heartbeat.fenced:
-            told = steering.news()
+        load = saver.resumed.session if saver is not None and saver.resumed is not None else ""
+        if not agent.start(str(run.worktree), spec.mode, load, lambda why: _unloaded(saver, why)) and saver:
+            saver.adopt(agent.session)
+        text, handed = run.prompt, list(run.steering)
+        while True:
+            size, said = saver.transcript.size() if saver is not None else 0, len(agent.chunks)
+            reason = agent.prompt(text)
+            steering.delivered(handed)
+            _checkpoint(saver, spec, run, echo, size, "".join(agent.chunks[said:]))
+            told = steering.news() if reason == "end_turn" and not watch.why and not heartbeat.fenced else []
             if not told:
                 break
             steering.told |= {seq for seq, _ in told}
-            reason = agent.prompt(steering_prompt(told))
-            steering.delivered([seq for seq, _ in told])
+            text, handed = steering_prompt(told), [seq for seq, _ in told]
         code = acp.exit_code(reason)
     except acp.AcpError as exc:
         if not watch.why and not heartbeat.fenced:
@@ -296,6 +311,8 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         proc.kill()  # the namespace's init: every process of the adapter's ends with it, tool commands too
         proc.wait()
         out.finish()
+        if saver is not None:
+            saver.last()  # the conversation as the adapter left it, whatever ended it
         for line in steps.stop():
             echo(f"{spec.name}: {run.brief.id}: {line}")
     if watch.why or heartbeat.fenced:
@@ -308,6 +325,35 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
             "run": run_id, "timed_out": watch.why == "time", "stop_reason": reason}
+
+
+def _unloaded(saver: Saver | None, why: str) -> None:
+    """The adapter would not load the checkpoint's session: journaled (never tried again), and a new one opened."""
+    if saver is not None and saver.resumed is not None:
+        saver.failed(f"the agent's adapter did not load it: {why}")
+        saver.resumed = None
+
+
+def _checkpoint(saver: Saver | None, spec: DeskSpec, run: AgentRun, echo: Echo, before: int, said: str) -> None:
+    """A prompt returned: the conversation is between turns, so it is checkpointed now (with a renewal of the
+    claim), before the next prompt moves it on; once the adapter has written the turn to its transcript (grown
+    since the prompt was sent, at a boundary, holding the agent's last words), up to `TURN_SETTLE_S`. A failure
+    is said: the heartbeat's next look, or the run's last checkpoint, saves it."""
+    if saver is None:
+        return
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    last = lines[-1][-60:] if lines else ""
+    settle = time.monotonic() + TURN_SETTLE_S
+    while time.monotonic() < settle and not (saver.transcript.size() > before and saver.transcript.at_boundary()
+                                              and (not last or saver.transcript.holds(last))):
+        time.sleep(0.05)
+    claims = saver.claims.spare()
+    try:
+        saver.save(claims)
+    except AssayError as exc:
+        echo(f"{spec.name}: {run.brief.id}: the checkpoint at the turn's end was not written: {exc.message}")
+    finally:
+        claims.git.close()
 
 
 def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values: dict[str, str],
@@ -647,6 +693,8 @@ class Saver:
         self.worktree = Recorder(run.brief.id, run.worktree, self.secrets,
                                  lambda text: echo(f"{spec.name}: {run.brief.id}: {text}"), spec.name)
         self.resumed: Saved | None = None
+        self.env = env
+        self._lock = threading.Lock()  # the heartbeat's thread and the desk's both save (an ACP turn's end)
         if resume is not None:
             transcript = Transcript(spec.session, resume.session, env, run.worktree)
             try:
@@ -662,6 +710,12 @@ class Saver:
         self.transcript = Transcript(spec.session, str(uuid.uuid4()) if chosen else None, env, run.worktree,
                                      since=time.time() - 1)
 
+    def adopt(self, session: str) -> None:
+        """The id of the session the agent opened (an ACP adapter picks it): its transcript is that session's."""
+        if session != self.transcript.session:
+            self.transcript = Transcript(self.transcript.spec, session, self.env, self.run.worktree,
+                                         since=self.transcript.since)
+
     def arguments(self) -> list[str]:
         return self.transcript.arguments(resume=self.resumed is not None)
 
@@ -672,6 +726,10 @@ class Saver:
     def save(self, claims: Claims) -> bool:
         """Journal the conversation if it changed since the last checkpoint (with a renewal of the claim, in the
         same push); False if there was nothing new. Raises as a renewal does."""
+        with self._lock:
+            return self._save(claims)
+
+    def _save(self, claims: Claims) -> bool:
         found = self.transcript.whole(self.secrets)  # between turns only: the files then are that turn's
         if found is None:
             return False
