@@ -151,3 +151,19 @@ def test_steering_is_the_acp_agents_next_prompt_and_its_delivery_is_journaled(cl
     assert STEER in transcript_of(forge, checkpoints(forge)[-1]), detail
     assert log.read_text() == "deployed\n", detail
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
+
+
+def test_a_briefs_tool_rules_come_before_its_desks(claude_acp: Any, tmp_path: Path) -> None:
+    """The brief says its `printf` commands are safe (a write of the worktree): journaled so, while the deploy keeps
+    the desk's default for a command (unsafe)."""
+    log = tmp_path / "effects.log"
+    brief = DEPLOY_BRIEF.format(log=log, gate=tmp_path / "no-gate").replace(
+        "verify:", 'tools:\n  - {kind: execute, match: "printf *", policy: safe}\nverify:', 1)
+    forge = project(tmp_path, brief)
+    brain = HeldAfterTwoCommands()
+    brain.asked.set()  # never held
+    with AnthropicServer(brain) as server:
+        out = finish(desk("claude-acp", forge, desk_env(claude_acp, server, tmp_path)), server)
+    shells = [e for e in entries(forge, "ship") if e.get("step") == "shell" and e["kind"] == "intent"]
+    assert [(e["data"]["input"]["command"], e["policy"]) for e in shells] == \
+        [(WRITE, "safe"), (DEPLOY_CMD, "unsafe")], f"{out}\n{server.debug()}"

@@ -138,3 +138,11 @@ def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_mi
     main = port.ls_remote("refs/heads/main")["refs/heads/main"]
     assert next(b.title for b in briefs_on_main(port, main)[0] if b.id == "deps") == "Deps, renamed"
     port.close()
+
+
+def test_a_briefs_tool_rules_are_checked_with_their_line() -> None:
+    text = "---\ntitle: T\ntools:\n  - {kind: execute, match: \"pytest*\", policy: safe}\n---\nbody\n"
+    brief, problems = check_brief(text, "briefs/t.md", "t")
+    assert not problems and brief is not None and brief.tools == (("execute", "pytest*", "safe"),)
+    _, problems = check_brief(text.replace("policy: safe", "policy: maybe"), "briefs/t.md", "t")
+    assert problems and problems[0].line == 4 and "`tools` entry" in problems[0].message, problems

@@ -1,5 +1,5 @@
 """Briefs: `briefs/<id>.md` with YAML front matter (title, desk, priority, depends_on, labels, env, touches,
-verify, done_when)."""
+verify, done_when, tools)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "touches", "verify", "done_when")
+KEYS = ("title", "desk", "priority", "depends_on", "labels", "env", "touches", "verify", "done_when", "tools")
+TOOL_POLICIES = ("safe", "idempotent", "unsafe")  # how an ACP tool call is journaled (`tools:`, `agent.tools`)
 VERIFY_KEYS = ("id", "run", "expect_exit", "timeout_s")
 DEFAULT_PRIORITY = 5
 BRIEFS_DIR = "briefs"  # on main
@@ -53,6 +54,7 @@ class Brief:
     env: tuple[tuple[str, str], ...] = ()  # values the agent and its effects get (settings, never secrets)
     touches: tuple[str, ...] = ()  # path globs the work writes (its footprint); () for undeclared
     done_when: tuple[VerifyRow, ...] = ()  # rows that pass on main once the work is there: settled with no agent
+    tools: tuple[tuple[str, str, str], ...] = ()  # (kind, match, policy): an ACP desk's rules, before its own
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         touches = _touches(checker, fields.get("touches"))
         verify = _verify_rows(checker, fields.get("verify"))
         done_when = _verify_rows(checker, fields.get("done_when"), "done_when")
+        tools = _tool_rules(checker, fields.get("tools"))
     except _Unreadable as exc:
         checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
@@ -200,7 +203,7 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         return None, sorted(checker.problems, key=lambda p: p.line or 0)
     return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
                  depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env,
-                 touches=tuple(touches), done_when=tuple(done_when)), []
+                 touches=tuple(touches), done_when=tuple(done_when), tools=tools), []
 
 
 def _mapping(checker: Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
@@ -376,6 +379,34 @@ def _touches(checker: Checker, node: Any) -> list[str]:
     return out
 
 
+def _tool_rules(checker: Checker, node: Any) -> tuple[tuple[str, str, str], ...]:
+    """`tools:`: how an ACP desk journals this brief's tool calls, before its own `agent.tools`."""
+    rules, problems = tool_rules(construct_value(node) if node is not None else None, "tools")
+    for message, hint in problems:
+        checker.add(node, message, hint)
+    return rules
+
+
+def tool_rules(raw: Any, key: str) -> tuple[tuple[tuple[str, str, str], ...], list[tuple[str, str]]]:
+    """A list of `{kind, match, policy}` (`match` a shell pattern of the command or path, `*` when left out), as
+    (kind, match, policy) rules, and the problems found, each (message, hint)."""
+    if raw is None:
+        return (), []
+    example = f'e.g. {key}: [{{kind: execute, match: "pytest*", policy: safe}}]'
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        return (), [(f"`{key}` must be a list of {{kind, match, policy}}", example)]
+    out, problems = [], []
+    for rule in raw:
+        kind, match, policy = rule.get("kind"), rule.get("match", "*"), rule.get("policy")
+        if set(rule) - {"kind", "match", "policy"} or not isinstance(kind, str) or not isinstance(match, str) \
+                or policy not in TOOL_POLICIES:
+            problems.append((f"`{key}` entry {rule!r}: needs `kind` (execute, edit, fetch, …), a `match` pattern and a "
+                             f"`policy` ({', '.join(TOOL_POLICIES)})", example))
+            continue
+        out.append((kind, match, str(policy)))
+    return tuple(out), problems
+
+
 def _verify_rows(checker: Checker, node: Any, key: str = "verify") -> list[VerifyRow]:
     """The rows of `verify:` or `done_when:` (the same shape: id, run, expect_exit, timeout_s)."""
     import yaml
@@ -513,7 +544,7 @@ def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]
     return briefs, problems + check_links(briefs)
 
 
-PARSED = "briefs-parsed.v4.json"  # in the forge's cache: blob:name -> the brief, or its problems
+PARSED = "briefs-parsed.v5.json"  # in the forge's cache: blob:name -> the brief, or its problems
 CHECKED = PARSED.replace("parsed", "checked").removesuffix(".json")  # in the forge's cache: a file a brief that
 # checked clean (named by a digest of its id and text; versioned with PARSED, as the rules are)
 
@@ -572,7 +603,8 @@ def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:
         brief = Brief(**{**raw, "depends_on": tuple(raw["depends_on"]), "labels": tuple(raw["labels"]),
                          "verify": rows, "done_when": done_when,
                          "env": tuple((str(k), str(v)) for k, v in raw.get("env", ())),
-                         "touches": tuple(raw.get("touches", ()))})
+                         "touches": tuple(raw.get("touches", ())),
+                         "tools": tuple((str(k), str(m), str(p)) for k, m, p in raw.get("tools", ()))})
     return brief, [Problem(**p) for p in item.get("problems", [])]
 
 

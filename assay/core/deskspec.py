@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from assay.core.briefs import Brief, Checker, Problem, construct_value, main_folder
+from assay.core.briefs import Brief, Checker, Problem, construct_value, main_folder, tool_rules
 from assay.core.credentials import SECRET_NAMES
 from assay.core.envs import NAME, PATTERN
 from assay.core.git import ForgeGit
@@ -19,7 +19,6 @@ KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attemp
 HOOK_KEYS = ("before_step", "after_step")
 AGENT_KEYS = ("command", "timeout_s", "idle_s", "install", "session", "prompt", "protocol", "mode", "tools")
 PROTOCOLS = ("cli", "acp")  # a command run with its prompt (`cli`), or an Agent Client Protocol adapter (`acp`)
-TOOL_POLICIES = ("safe", "idempotent", "unsafe")
 PROMPT_ROUTES = ("argument", "stdin", "env")  # where the agent reads the text the desk hands it (`agent.prompt`)
 # CLIs known never to read $ASSAY_PROMPT_FILE, and the routes each does read
 KNOWN_ROUTES = {"claude": ("argument", "stdin"), "codex": ("argument", "stdin"), "aider": ("argument",)}
@@ -210,22 +209,10 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
 
 def _tools(raw: Any, bad: Callable[..., None]) -> tuple[tuple[str, str, str], ...]:
     """`agent.tools`: a list of `{kind, match, policy}` (match a command's shell pattern, `*` when left out)."""
-    if raw is None:
-        return ()
-    example = 'e.g. tools: [{kind: execute, match: "pytest*", policy: safe}]'
-    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
-        bad("`agent.tools` must be a list of {kind, match, policy}", example)
-        return ()
-    out = []
-    for rule in raw:
-        kind, match, policy = rule.get("kind"), rule.get("match", "*"), rule.get("policy")
-        if set(rule) - {"kind", "match", "policy"} or not isinstance(kind, str) or not isinstance(match, str) \
-                or policy not in TOOL_POLICIES:
-            bad(f"`agent.tools` entry {rule!r}: needs `kind` (execute, edit, fetch, …), a `match` pattern and a "
-                f"`policy` ({', '.join(TOOL_POLICIES)})", example)
-            continue
-        out.append((kind, match, str(policy)))
-    return tuple(out)
+    rules, problems = tool_rules(raw, "agent.tools")
+    for message, hint in problems:
+        bad(message, hint)
+    return rules
 
 
 def _session(raw: Any, bad: Callable[..., None], acp: bool = False) -> SessionSpec | None:

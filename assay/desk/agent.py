@@ -267,7 +267,7 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
                      effect: Callable[[str], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
         return steps.tool_step(name, policy, given, effect, writer)
 
-    agent = acp.AcpAgent(proc, journal_step, steps.observe, spec.tools,
+    agent = acp.AcpAgent(proc, journal_step, steps.observe, run.brief.tools + spec.tools,  # the brief's rules first
                          lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"), run.step_key,
                          str(run.assay_bin or ""))
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
