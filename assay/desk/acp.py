@@ -13,7 +13,8 @@ with it), speaks JSON-RPC to it over its stdin and stdout, and sends the brief's
         -> journaled as observed, once it ends: a note, never an intent that came first
 
 A refused or replayed call is rejected, and when the turn ends the next prompt tells the agent why. The desk
-answers no `fs/*` or `terminal/*` requests (neither adapter sends them): they are refused as unknown methods.
+serves `fs/*` and `terminal/*` itself (`acpserve.py`: journaled before the effect, within the worktree), though
+neither adapter measured sends them.
 `POLICIES` is the default policy of each tool kind; a desk's `agent.tools` rules come first.
 """
 
@@ -27,9 +28,11 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from assay.core.credentials import redact
+from assay.desk.acpserve import ANSWERED, Served, ServeError
 from assay.errors import AssayError, Cancelled, Refused
 
 POLICIES = {"read": "safe", "search": "safe", "think": "safe", "edit": "safe", "delete": "safe", "move": "safe",
@@ -202,7 +205,7 @@ class Connection:
             self.answer(message["id"], result)
 
 
-_ANSWERED = object()  # a request handler that answered the request itself (a permission, before its effect)
+_ANSWERED = ANSWERED  # a request handler that answered the request itself (a permission, before its effect)
 
 
 class ToolCall:
@@ -240,7 +243,7 @@ class AcpAgent:
 
     def __init__(self, proc: Any, journal_step: Journaler, observe: Callable[[dict[str, Any]], None],
                  rules: tuple[tuple[str, str, str], ...], say: Callable[[str], None], scope: str = "",
-                 assay_bin: str = "") -> None:
+                 assay_bin: str = "", worktree: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.proc = proc
         self.journal_step, self.observe, self.rules, self.say = journal_step, observe, rules, say
         self.scope = scope  # the agent step this run is (its key): a call's identity holds it, so a later attempt
@@ -255,6 +258,10 @@ class AcpAgent:
         self.stopping = threading.Event()
         self.loading = False  # a saved session is being loaded: its replayed updates are history, not new calls
         self.conn = Connection(proc.stdin, proc.stdout, self._request, self._notice)
+        self.running = 0  # calls allowed and not ended: a file written or command run through the desk meanwhile
+        # is their effect, journaled with them
+        self.served = Served(worktree, dict(env or {}), journal_step, lambda kind, text: policy_of(kind, text, rules),
+                             lambda: self.running > 0, self.conn.answer, scope) if worktree is not None else None
 
     def alive(self) -> bool:
         return self.proc.poll() is None and not self.stopping.is_set()
@@ -264,7 +271,8 @@ class AcpAgent:
         first, is not journaled again: those calls ran in the run that saved it) or open a new one. A load the
         adapter cannot do is told to `failed` (why), and a new session is opened. True if `load` was loaded."""
         hello = self.conn.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {
-            "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False,
+            "fs": {"readTextFile": self.served is not None, "writeTextFile": self.served is not None},
+            "terminal": self.served is not None,
             "_meta": {"terminal_output": True}}}, self.alive)
         loaded = False
         if load:
@@ -354,7 +362,15 @@ class AcpAgent:
     def _request(self, method: str, ident: Any, params: dict[str, Any]) -> Any:
         if method == "session/request_permission":
             return self._permission(ident, params)
-        raise AcpError(f"the desk serves no {method}")
+        if self.served is None:
+            raise AcpError(f"the desk serves no {method}")
+        try:
+            return self.served.handle(method, ident, params)
+        except ServeError as exc:
+            raise AcpError(exc.message) from None
+        except Refused as exc:  # the repeat of an unsafe command whose outcome is unknown: the agent reads why
+            self.say(f"refused {method}: {exc.message}")
+            raise AcpError(exc.message + (f"\n{exc.hint}" if exc.hint else "")) from None
 
     def _permission(self, ident: Any, params: dict[str, Any]) -> Any:
         """Journal the call's intent, then allow it and wait for its end (the step's effect); or refuse it."""
@@ -375,12 +391,18 @@ class AcpAgent:
         answered: list[bool] = []
 
         def effect(key: str) -> dict[str, Any]:
-            self.conn.answer(ident, {"outcome": {"outcome": "selected", "optionId": _option(options, ALLOW)}})
-            answered.append(True)
-            while not call.ended.wait(0.2):
-                if not self.alive():
-                    raise Cancelled("cancelled by its desk")  # the adapter is ended: the command with it
-            return dict(call.result)
+            with self._calls_lock:
+                self.running += 1
+            try:
+                self.conn.answer(ident, {"outcome": {"outcome": "selected", "optionId": _option(options, ALLOW)}})
+                answered.append(True)
+                while not call.ended.wait(0.2):
+                    if not self.alive():
+                        raise Cancelled("cancelled by its desk")  # the adapter is ended: the command with it
+                return dict(call.result)
+            finally:
+                with self._calls_lock:
+                    self.running -= 1
 
         try:
             result, ran = self.journal_step(STEPS[kind], policy, given, effect)
@@ -417,6 +439,8 @@ class AcpAgent:
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.served is not None:
+            self.served.stop()
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -269,7 +269,7 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
 
     agent = acp.AcpAgent(proc, journal_step, steps.observe, run.brief.tools + spec.tools,  # the brief's rules first
                          lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"), run.step_key,
-                         str(run.assay_bin or ""))
+                         str(run.assay_bin or ""), run.worktree, env)
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
                           None, lambda: steps.progress)
     heartbeat.agent = proc

@@ -1,0 +1,245 @@
+"""What an ACP desk serves its agent: files of the worktree (`fs/*`) and commands (`terminal/*`).
+
+An adapter that reads or writes files, or runs commands, through its client hands the desk the effect itself, so
+the desk journals it before it happens, whether or not the adapter asked permission first:
+
+    fs/write_text_file  -> an `edit` step (path, hash of the text), then the file is written whole
+    terminal/create     -> a `shell` step (the command), then the command starts; the step ends with its exit
+    fs/read_text_file   -> read, not journaled (a read changes nothing)
+
+Inside a call the adapter asked permission for (and the desk journaled as a step then), a write or command is
+that step's effect and is not journaled again. Paths are confined to the worktree: the desk, which holds the
+forge's credentials, reads and writes nothing else for the agent. Each command runs isolated like the agent (its
+own PID namespace, ended as a unit, dying with the desk); `terminal/kill` and `terminal/release` end it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from assay.core.credentials import redact
+from assay.desk.isolation import Isolated
+from assay.desk.procs import dies_with_parent
+
+ANSWERED = object()  # a request handler that answered the request itself (before its effect ended)
+OUTPUT_LIMIT = 1024 * 1024  # a terminal's output kept when the agent names no limit
+TAIL = 4000
+
+Step = Callable[[str, str, dict[str, Any], Callable[[str], dict[str, Any]]], tuple[dict[str, Any], bool]]
+
+
+class ServeError(Exception):
+    """A request the desk will not or cannot serve: answered as an error, never as silence."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def shell_text(command: str, args: list[str]) -> str:
+    """A command and its arguments as one shell line (`sh -c X` as X), for the journal and the tool rules."""
+    if command.endswith("sh") and len(args) >= 2 and args[0] in ("-c", "-lc"):
+        return args[1]
+    return shlex.join([command, *args])
+
+
+class Terminal:
+    """One command the agent runs through the desk: its process, its output (the last `limit` bytes) and exit. A
+    command that cannot start ends at once with exit 127 and the reason as its output, as a shell's would."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str], limit: int) -> None:
+        self.limit = limit
+        self.output = bytearray()
+        self.truncated = False
+        self.code: int | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self.proc: Isolated | None = None
+        try:
+            self.proc = Isolated(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, preexec_fn=dies_with_parent())
+        except OSError as exc:
+            self.output += f"cannot start {argv[0]}: {exc.strerror or exc}\n".encode()
+            self.code = 127
+            self.done.set()
+            return
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc: Isolated) -> None:
+        stream: Any = proc.stdout  # bytes: the process was started without text mode
+        try:
+            while chunk := stream.read1(65536):
+                with self._lock:
+                    self.output += chunk
+                    if len(self.output) > self.limit:
+                        del self.output[:len(self.output) - self.limit]
+                        self.truncated = True
+        except (OSError, ValueError):
+            pass
+        self.code = proc.wait()
+        self.done.set()
+
+    def text(self) -> str:
+        with self._lock:
+            return bytes(self.output).decode("utf-8", "replace")
+
+    def status(self) -> dict[str, Any] | None:
+        if not self.done.is_set() or self.code is None:
+            return None
+        code = self.code
+        return {"exitCode": code if code >= 0 else None, "signal": None if code >= 0 else f"SIG{-code}"}
+
+    def end(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()  # the namespace's init: the command's whole tree ends with it
+            self.proc.wait()
+        self.done.wait(5)
+
+
+class Served:
+    """The desk's side of `fs/*` and `terminal/*` for one adapter run. `step(name, policy, input, effect)` journals
+    a step around `effect` (the step server's `tool_step`); `policy(kind, text)` is the tool rules' verdict;
+    `inside()` says whether a call the adapter asked permission for is running now; `answer(id, result)` answers
+    a request before its effect ends."""
+
+    def __init__(self, worktree: Path, env: dict[str, str], step: Step, policy: Callable[[str, str], str],
+                 inside: Callable[[], bool], answer: Callable[[Any, Any], None], scope: str = "") -> None:
+        self.worktree = worktree.resolve()
+        self.env, self.step, self.policy, self.inside, self.answer = env, step, policy, inside, answer
+        self.scope = scope
+        self.terminals: dict[str, Terminal] = {}
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def handle(self, method: str, ident: Any, params: dict[str, Any]) -> Any:
+        handlers: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+            "fs/read_text_file": self._read, "fs/write_text_file": self._write, "terminal/create": self._create,
+            "terminal/output": self._output, "terminal/wait_for_exit": self._wait, "terminal/kill": self._kill,
+            "terminal/release": self._release}
+        handler = handlers.get(method)
+        if handler is None:
+            raise ServeError(f"the desk serves no {method}")
+        return handler(ident, params)
+
+    def _path(self, raw: Any) -> Path:
+        if not isinstance(raw, str) or not raw.startswith("/"):
+            raise ServeError(f"not an absolute path: {raw!r}")
+        path = Path(raw).resolve()
+        if path != self.worktree and self.worktree not in path.parents:
+            raise ServeError(f"{raw} is outside the worktree ({self.worktree}): the desk reads and writes only there")
+        return path
+
+    def _read(self, ident: Any, params: dict[str, Any]) -> Any:
+        path = self._path(params.get("path"))
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ServeError(f"cannot read {path}: {exc.strerror or exc}") from None
+        line, limit = params.get("line"), params.get("limit")
+        if isinstance(line, int) or isinstance(limit, int):
+            lines = text.splitlines(keepends=True)
+            start = max(0, (line if isinstance(line, int) else 1) - 1)
+            text = "".join(lines[start:start + limit] if isinstance(limit, int) else lines[start:])
+        return {"content": text}
+
+    def _write(self, ident: Any, params: dict[str, Any]) -> Any:
+        path, content = self._path(params.get("path")), params.get("content")
+        if not isinstance(content, str):
+            raise ServeError("fs/write_text_file needs `content`, a string")
+
+        def effect(key: str) -> dict[str, Any]:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.assay-write")
+            partial.write_text(content, encoding="utf-8")
+            partial.replace(path)  # whole or not at all
+            return {"exit_code": 0, "tail": "", "status": "completed"}
+
+        if self.inside():
+            effect("")
+            return {}
+        relative = str(path.relative_to(self.worktree))
+        given = {"path": relative, "input_sha256": hashlib.sha256(content.encode()).hexdigest(),
+                 **({"within": self.scope} if self.scope else {})}
+        _, ran = self.step("edit", self.policy("edit", relative), given, effect)
+        if not ran:  # written in an earlier run whose worktree this one may not hold: the same text again
+            effect("")
+        return {}
+
+    def _create(self, ident: Any, params: dict[str, Any]) -> Any:
+        command, args = params.get("command"), params.get("args") or []
+        if not isinstance(command, str) or not command or not isinstance(args, list):
+            raise ServeError("terminal/create needs `command`, a string, and `args`, a list of strings")
+        argv = [command, *(str(a) for a in args)]
+        env = dict(self.env)
+        for pair in params.get("env") or []:
+            if isinstance(pair, dict) and isinstance(pair.get("name"), str):
+                env[pair["name"]] = str(pair.get("value", ""))
+        cwd = self._path(params["cwd"]) if params.get("cwd") else self.worktree
+        limit = params.get("outputByteLimit")
+        limit = limit if isinstance(limit, int) and limit > 0 else OUTPUT_LIMIT
+        with self._lock:
+            terminal_id, self._next = f"term-{self._next}", self._next + 1
+
+        def effect(key: str) -> dict[str, Any]:
+            terminal = Terminal(argv, cwd, env, limit)
+            with self._lock:
+                self.terminals[terminal_id] = terminal
+            self.answer(ident, {"terminalId": terminal_id})
+            terminal.done.wait()
+            code = terminal.code if terminal.code is not None else 1
+            return {"exit_code": code if code >= 0 else 128 - code, "tail": redact(terminal.text())[-TAIL:],
+                    "status": "completed" if code == 0 else "failed"}
+
+        if self.inside():
+            threading.Thread(target=effect, args=("",), daemon=True).start()
+            return ANSWERED
+        text = shell_text(command, [str(a) for a in args])
+        given = {"command": redact(text), **({"within": self.scope} if self.scope else {})}
+        result, ran = self.step("shell", self.policy("execute", text), given, effect)
+        if not ran:  # completed in an earlier run: not run again; the agent reads its recorded end
+            raise ServeError(f"`{text}` already ran in an earlier run of this brief (exit {result.get('exit_code')});"
+                             f" recorded result returned, not run again. Its output then:\n{result.get('tail', '')}")
+        return ANSWERED
+
+    def _terminal(self, params: dict[str, Any]) -> Terminal:
+        with self._lock:
+            found = self.terminals.get(str(params.get("terminalId")))
+        if found is None:
+            raise ServeError(f"no terminal {params.get('terminalId')!r}")
+        return found
+
+    def _output(self, ident: Any, params: dict[str, Any]) -> Any:
+        terminal = self._terminal(params)
+        status = terminal.status()
+        return {"output": terminal.text(), "truncated": terminal.truncated,
+                **({"exitStatus": status} if status is not None else {})}
+
+    def _wait(self, ident: Any, params: dict[str, Any]) -> Any:
+        terminal = self._terminal(params)
+        terminal.done.wait()
+        return terminal.status()
+
+    def _kill(self, ident: Any, params: dict[str, Any]) -> Any:
+        self._terminal(params).end()
+        return {}
+
+    def _release(self, ident: Any, params: dict[str, Any]) -> Any:
+        terminal = self._terminal(params)
+        terminal.end()
+        with self._lock:
+            self.terminals = {k: v for k, v in self.terminals.items() if v is not terminal}
+        return {}
+
+    def stop(self) -> None:
+        """The run ends: every command still running ends with it."""
+        with self._lock:
+            running = list(self.terminals.values())
+        for terminal in running:
+            terminal.end()
