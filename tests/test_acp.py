@@ -16,65 +16,31 @@ from typing import Any
 
 import pytest
 
-from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
-from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.conftest import audit_failures
-from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, desk, desk_env, finish, no_reader, project
-from tests.journal_check import claim_chain, entries, invariants
+from tests.helpers.clidesks import (
+    AGENTS,
+    DEPLOY,
+    DEPLOY_BRIEF,
+    WRITE,
+    adapter,
+    await_start,
+    desk,
+    desk_env,
+    finish,
+    native,
+    no_reader,
+    project,
+    shells,
+)
+from tests.journal_check import claim_chain, invariants
 
-WRITE = "printf 'hello\\n' > greet.txt"
 BRIEF = DEPLOY_BRIEF
-
-
-def adapter() -> str | None:
-    found = Path(clis.path_dirs()[0]) / "claude-agent-acp" if clis.path_dirs() else None
-    return str(found) if found is not None and found.exists() else None
-
-
-def native(conversation: Conversation) -> Action:
-    """The model, with its own shell only: write greet.txt, deploy. Told the deploy's outcome is unknown, it
-    inspects, and deploys again only if the inspection found no deploy."""
-    deploy, inspect = f"sh -c {shlex.quote(DEPLOY)}", f"sh -c {shlex.quote(INSPECT)}"
-    said = [conversation.prompt, *conversation.texts]
-    unknown = any("operation was interrupted" in t for t in said)
-    order = [e.command for e in conversation.exchanges]
-    if WRITE not in order:
-        return Run(WRITE)
-    if not unknown:
-        return Run(deploy) if deploy not in order else Finish("Deployed.")
-    if inspect not in order:
-        return Run(inspect)
-    looked = len(order) - 1 - order[::-1].index(inspect)
-    if not conversation.exchanges[looked].failed:
-        return Finish("The greeting is deployed.")
-    after = [e for e in conversation.exchanges[looked:] if e.command == deploy]
-    if not after:
-        return Run(deploy)  # inspected: it did not happen, so it deploys
-    refused = after[-1].failed and any("call it again deliberately" in t for t in conversation.texts)
-    if refused and len(after) == 1:
-        return Run(deploy)  # refused once, as the repeat of a cut-off call is: called again, on purpose
-    return Finish("Deployed." if not after[-1].failed else f"The deploy failed: {after[-1].output}")
-
-
-def await_start(started: Path, proc: Any, server: AnthropicServer) -> None:
-    """Until the deploy's command has started (its marker written); the desk's story if it ends or stalls first."""
-    deadline = time.monotonic() + 120
-    while not started.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"the deploy never started\n{proc.communicate()[0]}\n{server.debug()}")
-        time.sleep(0.01)
-
-
-def shells(forge: Path) -> list[dict[str, Any]]:
-    return [e for e in entries(forge, "ship") if e.get("step") == "shell"]
 
 
 @pytest.fixture
 def claude_acp() -> Any:
-    if adapter() is None or AGENTS["claude"].installed is None:
+    if adapter("claude-agent-acp") is None or AGENTS["claude"].installed is None:
         pytest.skip("claude-agent-acp is not installed (sh tests/install-agents.sh)")
     return AGENTS["claude"]
 

@@ -9,7 +9,7 @@ with it), speaks JSON-RPC to it over its stdin and stdout, and sends the brief's
            command or path its input), then the desk allows it and waits for its end, whose result is journaled
         -> a call that completed in an earlier run is not allowed again: the agent is told its recorded result;
            an unsafe call whose outcome is unknown is refused once, with the refusal's text (as `assay step run`)
-    session/update tool_call with no permission asked (Claude's read-only commands, an adapter that never asks)
+    session/update tool_call with no permission asked (Claude's read-only commands, Codex's known-safe ones)
         -> journaled as observed, once it ends: a note, never an intent that came first
 
 A refused or replayed call is rejected, and when the turn ends the next prompt tells the agent why. The desk
@@ -345,7 +345,9 @@ class AcpAgent:
 
     def _observed(self, call: ToolCall) -> None:
         """A tool call that ran without asking: journaled as what it was, never as an intent before it."""
-        command = command_of(call.raw, call.title) if call.kind == "execute" else call.title
+        # Codex names a known-safe command by what it does (kind read or search, "Read README"): its input holds it
+        shell = call.kind == "execute" or bool(_dict(call.raw).get("command"))
+        command = command_of(call.raw, call.title) if shell else call.title
         self.say(f"observed {call.kind}: {redact(command)[:120]} (exit {call.result.get('exit_code')})")
         data = {"observed": {"tool": call.kind, "id": call.id, "title": redact(call.title), "command": redact(command),
                              **call.result}}
