@@ -69,21 +69,32 @@ def transcript_of(forge: Path, checkpoint: dict[str, Any]) -> str:
     return ""
 
 
+ADAPTERS = {"claude-acp": ("claude-agent-acp", "claude"), "codex-acp": ("codex-acp", "codex")}
+
+
+def installed(preset: str) -> Any:
+    """The agent under test (its server and environment) for an ACP preset; skipped if its adapter is not here."""
+    binary, name = ADAPTERS[preset]
+    adapter = Path(clis.path_dirs()[0]) / binary if clis.path_dirs() else None
+    if adapter is None or not adapter.exists() or AGENTS[name].installed is None:
+        pytest.skip(f"{binary} is not installed (sh tests/install-agents.sh)")
+    return AGENTS[name]
+
+
 @pytest.fixture
 def claude_acp() -> Any:
-    adapter = Path(clis.path_dirs()[0]) / "claude-agent-acp" if clis.path_dirs() else None
-    if adapter is None or not adapter.exists() or AGENTS["claude"].installed is None:
-        pytest.skip("claude-agent-acp is not installed (sh tests/install-agents.sh)")
-    return AGENTS["claude"]
+    return installed("claude-acp")
 
 
-def test_a_successor_with_another_home_loads_the_acp_conversation(claude_acp: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("preset", sorted(ADAPTERS))
+def test_a_successor_with_another_home_loads_the_acp_conversation(preset: str, tmp_path: Path) -> None:
+    agent = installed(preset)
     log = tmp_path / "effects.log"
     forge = project(tmp_path, DEPLOY_BRIEF.format(log=log, gate=tmp_path / "no-gate"))
     brain = HeldAfterTwoCommands()
-    with AnthropicServer(brain) as server:
+    with agent.server(brain) as server:
         brain.server = server
-        first = desk("claude-acp", forge, desk_env(claude_acp, server, tmp_path))
+        first = desk(preset, forge, desk_env(agent, server, tmp_path))
         assert brain.asked.wait(TIMEOUT), server.debug()
         deadline = time.monotonic() + 60
         while not [c for c in checkpoints(forge) if "printf" in transcript_of(forge, c)
@@ -95,9 +106,9 @@ def test_a_successor_with_another_home_loads_the_acp_conversation(claude_acp: An
         first.wait()
         brain.release.set()
         before = len(server.transcript.conversations)
-        env = {**desk_env(claude_acp, server, tmp_path), **claude_acp.env(server, tmp_path / "home-2"),
+        env = {**desk_env(agent, server, tmp_path), **agent.env(server, tmp_path / "home-2"),
                "ASSAY_STATE_DIR": str(tmp_path / "state-2")}
-        out = finish(desk("claude-acp", forge, env), server)
+        out = finish(desk(preset, forge, env), server)
     detail = f"{out}\n{server.debug()}"
     assert "took over ship" in out and "resumes the agent's conversation" in out and "review ready" in out, detail
     assert "starting the agent afresh" not in out, detail
@@ -111,8 +122,14 @@ def test_a_successor_with_another_home_loads_the_acp_conversation(claude_acp: An
     assert not [e for e in entries(forge, "ship") if e["kind"] == "note" and "observed" in (e.get("data") or {})
                 and e["epoch"] == 2], detail
     saved = [c for c in checkpoints(forge) if c["epoch"] == 1][-1]
-    restored = list((tmp_path / "home-2").rglob(f"*{saved['data']['session']}.jsonl"))
-    assert len(restored) == 1 and re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path / "state-2")) in restored[0].parent.name
+    # written into the second HOME (Claude Code, under the folder named after the new worktree's path), or the
+    # second desk's own CODEX_HOME in its state folder (Codex)
+    if preset == "claude-acp":
+        restored = list((tmp_path / "home-2").rglob(f"*{saved['data']['session']}.jsonl"))
+        assert len(restored) == 1 and re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path / "state-2")) in restored[0].parent.name
+    else:
+        restored = list((tmp_path / "state-2").rglob(f"rollout-*{saved['data']['session']}.jsonl"))
+        assert len(restored) == 1 and "/desks/codex-acp/codex/sessions/" in str(restored[0]), restored
     assert [c for c in checkpoints(forge) if c["epoch"] == 2], detail  # the successor's turns are saved too
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
 
