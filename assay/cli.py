@@ -598,9 +598,12 @@ def desk_list(ports: Ports, as_json: bool) -> None:
 
 
 @desk.command("run")
-@click.argument("name")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+@click.option("--count", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Desks of each NAME to run on this host, under one supervisor that passes a stop on to each; "
+                   "their claims are renewed together, one push a heartbeat.")
 @click.option("--once", is_flag=True, help="One pass: work what is ready now, then exit.")
-@click.option("--max-briefs", type=click.IntRange(1), help="Stop after working this many briefs.")
+@click.option("--max-briefs", type=click.IntRange(1), help="Stop after working this many briefs (each desk).")
 @click.option("--poll", "poll_s", type=float, default=5.0, show_default=True,
               help="Seconds an idle desk waits before it looks again; doubled each idle pass, up to its heartbeat "
                    "or 120 s.")
@@ -609,15 +612,25 @@ def desk_list(ports: Ports, as_json: bool) -> None:
 @click.option("--singleton", is_flag=True, help="This is the only process of the desk (a GitHub Actions job in its "
               "desk's concurrency group): take over the desk's own claims left by earlier processes at once.")
 @pass_ports
-def desk_run(name: str, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None,
-             singleton: bool, ports: Ports) -> None:
-    """Run desk NAME (desks/NAME.yaml on main) until stopped, or once.
+def desk_run(names: tuple[str, ...], count: int, once: bool, max_briefs: int | None, poll_s: float,
+             state_dir: Path | None, singleton: bool, ports: Ports) -> None:
+    """Run desk NAME (desks/NAME.yaml on main) until stopped, or once; with several names or `--count`, many
+    desks on this host under one supervisor.
 
     Exits 5 when a brief it worked is now blocked for a person, 1 when the forge interrupted one, and 2,
     before claiming anything, when its agent command cannot start.
     """
     from assay.desk.loop import run_desk
+    from assay.desk.supervisor import run_desks
+    from assay.errors import UsageError
 
+    if len(names) > 1 or count > 1:
+        if singleton:
+            raise UsageError("--singleton says this is the only process of its desk: not with --count or several "
+                             "names", hint="run one desk with --singleton, or drop it")
+        sys.exit(run_desks(ports.git.url, names, count, once=once, max_briefs=max_briefs, poll_s=poll_s,
+                           state_dir=state_dir, echo=click.echo))
+    [name] = names
     report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo,
                       singleton=singleton)
     click.echo(f"{name}: worked {len(report.worked)} brief(s): "

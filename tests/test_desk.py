@@ -341,7 +341,8 @@ def test_a_brief_whose_runs_keep_dying_is_blocked(work: Forge, tmp_path: Path) -
     killer = DESK.format(name="killer", attempts=3).replace("[python, -m, assay.agents.scripted]",
                                                            '[sleep, "60"]')
     publish(work, {"desks/killer.yaml": killer, "briefs/k.md": brief("K", ["write k.txt k"], "true")})
-    codes = [run_desk(work, "killer", tmp_path, ASSAY_CRASH_AT="renew.before-push").code for _ in range(3)]
+    codes = [run_desk(work, "killer", tmp_path, ASSAY_CRASH_AT="renew-batch.before-push").code
+             for _ in range(3)]
     assert codes == [-signal.SIGKILL] * 3
     last = run_desk(work, "killer", tmp_path)
     assert last.code == 5 and "needs a person" in last.out

@@ -33,8 +33,10 @@ from assay.core.records import (
 )
 from assay.core.recordtype import dataclass
 from assay.errors import (
+    AssayError,
     BriefInvalid,
     BriefNotFound,
+    Busy,
     ClaimLost,
     Fenced,
     IllegalTransition,
@@ -480,6 +482,42 @@ class Claims:
         if lease_s is not None:
             validate_lease(lease_s)
         return self._change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s, note=progress)
+
+    def renew_all(self, held: Sequence[tuple[str, str, int, str]]) -> dict[str, Claim | AssayError]:
+        """Renew every claim of `held` ((brief, desk, epoch, progress) each) in one atomic push: a host's heartbeat,
+        one push however many claims its desks hold. Each is fenced on its own: one whose tip is no longer its
+        desk's at its epoch is left out, with the error that says so, and the rest are pushed (again, if a tip
+        moved meanwhile: every tip is read again). The renewed claim or the error, by brief. A forge that refuses
+        or cannot take the push raises, as a renewal does (nothing was renewed)."""
+        out: dict[str, Claim | AssayError] = {}
+        pending = {brief: (desk, epoch, progress) for brief, desk, epoch, progress in held}
+        for n in range(chain.TRIES):
+            chain.back_off(n)
+            tips = self.git.ls_remote(*(claim_ref(b) for b in pending)) if pending else {}
+            updates: dict[str, tuple[ClaimRecord, RefUpdate]] = {}
+            for brief, (desk, epoch, progress) in pending.items():
+                tip = tips.get(claim_ref(brief))
+                try:
+                    if tip is None:
+                        raise IllegalTransition(brief, "renew", "absent", "nobody holds it")
+                    current = self.load(claim_ref(brief), tip)
+                    record = transition(current.record, "renew", brief, at=self._now(), desk=desk, epoch=epoch)
+                    updates[brief] = (record, self.prepare(current, record, "renew", progress=progress))
+                except AssayError as exc:  # fenced, taken away, ended, junk: this claim alone is not renewed
+                    out[brief] = exc
+            pending = {b: v for b, v in pending.items() if b in updates}
+            if not updates:
+                return out
+            try:
+                chain.push(self.git, [u for _, u in updates.values()], "renew-batch")
+            except chain.Moved:
+                continue  # a desk's own journal push, or a takeover: read every tip again
+            for brief, (record, update) in updates.items():
+                out[brief] = Claim(record, update.new)
+            return out
+        for brief in pending:
+            out[brief] = Busy(f"renewal of {brief!r}: other writers kept moving it; nothing more was written")
+        return out
 
     def release(self, brief: str, desk: str, outcome: str = "released", reason: str = "",
                 epoch: int | None = None) -> Claim:

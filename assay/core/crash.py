@@ -18,6 +18,7 @@ PUSHES = {
     "takeover": "a desk takes over its own orphaned claim, with a new epoch (claims.py)",
     "footprint": "a desk keeps the footprint of a brief that declared none, from its first diff (claims.py)",
     "renew": "a heartbeat renews a lease, the claim alone (agent.py)",
+    "renew-batch": "a host's heartbeat renews every claim its desks hold, in one atomic push (claims.py, hostbeat.py)",
     "journal": "journal entries, with a renewal of the claim in the same atomic push (journal.py)",
     "wait": "a claim parks on a condition, with its journal entry (custody.py, work.py)",
     "wake": "a waiting claim is woken, with its journal entry (custody.py, desk/loop.py)",

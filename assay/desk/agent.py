@@ -4,6 +4,7 @@ socket (`stepserver.py`), and killed when its desk loses the claim."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.briefs import Brief
-from assay.core.claims import Claims
+from assay.core.claims import Claims, new_holder
 from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
@@ -29,6 +30,7 @@ from assay.core.journal import Journal, JournalLog
 from assay.core.recordtype import dataclass
 from assay.core.wip import Recorder
 from assay.desk.effects import Hooks, probe_runner
+from assay.desk.hostbeat import Member
 from assay.desk.isolation import Isolated
 from assay.desk.limits import MODEL_TROUBLE, STOP_GRACE_S, Limits, judge
 from assay.desk.mcpserver import registration as mcp_registration
@@ -36,7 +38,7 @@ from assay.desk.sessions import MAX_BYTES, Saved, Transcript, desk_values, known
 from assay.desk.sessions import NAME as SESSION_CHECKPOINT
 from assay.desk.stepclient import dies_with_parent
 from assay.desk.stepserver import StepServer
-from assay.errors import AgentCannotStart, AssayError, ConfigInvalid, Conflict
+from assay.errors import AgentCannotStart, AssayError, ConfigInvalid, Conflict, ForgeError
 
 Echo = Callable[[str], None]
 TAIL = 4000
@@ -153,7 +155,8 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     started = time.monotonic()
     steering = Steering(claims, spec, run, run_id, echo)
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
-                          steering.at_boundary(saver) if saver is not None else None, lambda: steps.progress)
+                          steering.at_boundary(saver) if saver is not None else None, lambda: steps.progress,
+                          host_member(spec, run))
     heartbeat.at_boundary = saver.transcript.at_boundary if saver is not None else None
     heartbeat.moved = saver.transcript.turned if saver is not None else None
 
@@ -271,7 +274,7 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
                          lambda line: echo(f"{spec.name}: {run.brief.id}: {line}"), run.step_key,
                          str(run.assay_bin or ""), run.worktree, env)
     heartbeat = Heartbeat(claims, spec, run.brief.id, run.epoch, echo, saver.save if saver is not None else None,
-                          None, lambda: steps.progress)
+                          None, lambda: steps.progress, host_member(spec, run))
     heartbeat.agent = proc
     if saver is not None:  # a checkpoint whenever the transcript reaches a turn boundary, inside a long prompt too
         heartbeat.at_boundary = lambda: saver.transcript.at_boundary()
@@ -325,6 +328,15 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": tail,
             "run": run_id, "timed_out": watch.why == "time", "stop_reason": reason}
+
+
+def host_member(spec: DeskSpec, run: AgentRun) -> Member | None:
+    """This run's place in the host's heartbeat: the forge's state folder's `beats/` (`run.state` is its
+    `desks/<name>`), shared by every desk process here on that forge."""
+    if run.state is None:
+        return None
+    return Member(run.state.parent.parent / "beats", run.brief.id, spec.name, run.epoch, new_holder(spec.name),
+                  spec.heartbeat_s)
 
 
 def _unloaded(saver: Saver | None, why: str) -> None:
@@ -468,8 +480,10 @@ class Heartbeat:
     def __init__(self, claims: Claims, spec: DeskSpec, brief: str, epoch: int, echo: Echo,
                  save: Callable[[Claims], bool] | None = None,
                  steering: Callable[[Claims], list[tuple[int, str]]] | None = None,
-                 progress: Callable[[], str] | None = None) -> None:
+                 progress: Callable[[], str] | None = None, member: Member | None = None) -> None:
         self.claims = claims  # the desk's: each beat renews on a spare of it
+        self.member = member  # its place in the host's heartbeat (`hostbeat.py`): one push renews every desk's
+        self._due_in: float | None = None  # when the host's batch says the next beat is due (seconds from now)
         self.spec, self.brief, self.epoch, self.echo = spec, brief, epoch, echo
         self.save = save  # journals a checkpoint (a renewal too) if the conversation changed; False if not
         self.steering = steering  # new steering the agent can take now (at a turn boundary), as (seq, text)
@@ -485,6 +499,9 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        if self.member is not None:
+            with contextlib.suppress(OSError):
+                self.member.check_in()
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
 
@@ -493,6 +510,8 @@ class Heartbeat:
         self._turned.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join()
+        if self.member is not None:
+            self.member.leave()
 
     def turn(self, event: str) -> None:
         """The agent's CLI says a turn ended (from the step server's thread): checkpoint and look for steering now.
@@ -527,7 +546,7 @@ class Heartbeat:
                     if time.monotonic() < due:
                         continue
                 why = self._renew(claims, last_ok)
-                due = time.monotonic() + self.spec.heartbeat_s
+                due = time.monotonic() + (self._due_in if self._due_in is not None else self.spec.heartbeat_s)
                 if why is None:
                     last_ok = time.monotonic()
                     self._pass_on(claims)
@@ -583,8 +602,22 @@ class Heartbeat:
 
     def _renew(self, claims: Claims, last_ok: float) -> str | None:
         """None if renewed; "" to try again later; else why the agent must stop."""
+        self._due_in = None
         try:
             said = self.progress() if self.progress is not None else ""
+            if self.member is not None:  # the host's batch: this claim with every other desk's here, in one push
+                self.member.check_in(said)
+                if not (said or self.published) and self.save is not None and self.save(claims):
+                    return None  # the checkpoint's push renewed it
+                why, at = self.member.beat(claims)
+                hb = self.spec.heartbeat_s
+                self._due_in = min(hb, max(0.1 * hb, at + hb - time.time()))  # in step with the host's batches
+                if why is None:
+                    self.published = said
+                    return None
+                if why:
+                    return why
+                raise ForgeError("the host's heartbeat did not renew this claim")  # the lease rule decides
             if said or self.published:  # progress rides the renewal (and its end, the next one): no push of its own
                 claims.renew(self.brief, self.spec.name, epoch=self.epoch, progress=said)
                 self.published = said
@@ -593,11 +626,13 @@ class Heartbeat:
             return None
         except Conflict as exc:  # Fenced, or the claim moved to a state this desk may not renew
             return f"fenced: {exc.message}"
-        except AssayError as exc:  # the forge is away or busy: the lease rule decides
+        except (AssayError, OSError) as exc:  # the forge is away or busy: the lease rule decides
+            message = exc.message if isinstance(exc, AssayError) else \
+                f"the host's heartbeat folder: {exc.strerror or exc}"
             if time.monotonic() - last_ok < self.spec.lease_s:
-                self.echo(f"{self.spec.name}: heartbeat for {self.brief} failed, will retry: {exc.message}")
+                self.echo(f"{self.spec.name}: heartbeat for {self.brief} failed, will retry: {message}")
                 return ""
-            return f"no renewal for a whole lease ({self.spec.lease_s}s): {exc.message}"
+            return f"no renewal for a whole lease ({self.spec.lease_s}s): {message}"
 
 
 class Steering:

@@ -1,0 +1,74 @@
+"""`assay desk run NAME... --count N`: many desks on one host, under one supervisor.
+
+Each desk is a process of its own (`assay desk run NAME`, its isolation, its stop and its claims as ever), started
+by the supervisor in the supervisor's process group and ended with it (a child dies with its parent): a host that
+dies lets all its desks' claims expire together. The desks of a host share one heartbeat (`hostbeat.py`: one push
+renews the claim of every desk whose agent runs), and an idle desk runs no agent. A stop (Ctrl-C, SIGTERM, SIGHUP)
+is passed on to every desk, each hands its brief back, and the supervisor waits for them all.
+
+The forge reaches each desk in its environment (`ASSAY_FORGE`), never in its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from assay.desk.procs import dies_with_parent
+from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
+
+Echo = Callable[[str], None]
+
+
+def desk_argv(name: str, *, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None) -> list[str]:
+    argv = [sys.executable, "-m", "assay", "desk", "run", name, "--poll", f"{poll_s:g}"]
+    if once:
+        argv.append("--once")
+    if max_briefs is not None:
+        argv += ["--max-briefs", str(max_briefs)]
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir.absolute())]
+    return argv
+
+
+def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = False, max_briefs: int | None = None,
+              poll_s: float = 5.0, state_dir: Path | None = None, echo: Echo = print) -> int:
+    """Run `count` desks of each of `names` until they all end (each `--once`, or stopped); the exit code the
+    worst of theirs says (2 a desk could not start, 1 the forge interrupted one, 5 a brief needs a person)."""
+    env = {**os.environ, "ASSAY_FORGE": forge}
+    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat")
+    try:
+        for name in names:
+            for _ in range(count):
+                argv = desk_argv(name, once=once, max_briefs=max_briefs, poll_s=poll_s, state_dir=state_dir)
+                children.append((name, subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                                        preexec_fn=dies_with_parent())))
+        codes = [child.wait() for _, child in children]
+    except KeyboardInterrupt:
+        for _, child in children:  # each hands its brief back, as it would alone
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        codes = [_wait(child) for _, child in children]
+        raise
+    return worst(codes)
+
+
+def _wait(child: subprocess.Popen[bytes]) -> int:
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # a second Ctrl-C while the desks stop: they stop all the same
+            continue
+
+
+def worst(codes: Sequence[int]) -> int:
+    """The exit code of many desks: a desk that could not start, then an interrupted one, then a blocked brief."""
+    for code in (ConfigInvalid.code, ForgeError.code, NeedsPerson.code):
+        if code in codes:
+            return code
+    return next((c if c > 0 else ForgeError.code for c in codes if c != 0), 0)

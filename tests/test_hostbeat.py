@@ -1,0 +1,99 @@
+"""Many desks on one host, under one supervisor (`assay desk run NAME --count N`), share one heartbeat: while their
+agents run, one push renews every claim they hold. Counted on the forge's side: a post-receive hook logs the refs
+of each push, and a push that moves claim refs alone is a heartbeat."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import Forge, audit_failures, git
+from tests.helpers.desks import brief, desk_env, publish
+from tests.journal_check import claim_chain, invariants
+
+DESK = """name: builder
+takes:
+  labels: [work]
+agent:
+  command: [python, -m, assay.agents.scripted]
+lease_s: 20
+heartbeat_s: 1
+attempts: 1
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
+"""
+BRIEFS = ("a", "b", "c")
+
+
+def logged_pushes(forge: Forge) -> Path:
+    """A post-receive hook that writes one line per push: the refs it moved."""
+    log = forge.path / "pushes.log"
+    hook = forge.path / "hooks" / "post-receive"
+    hook.write_text(f'#!/bin/sh\nrefs=""\nwhile read old new ref; do refs="$refs $ref"; done\necho "$refs" >> {log}\n')
+    hook.chmod(0o755)
+    return log
+
+
+def heartbeats(log: Path) -> list[set[str]]:
+    """The pushes that moved claim refs and nothing else: renewals."""
+    pushes = [set(line.split()) for line in log.read_text().splitlines() if line.strip()]
+    return [p for p in pushes if p and all(r.startswith("refs/assay/claims/") for r in p)]
+
+
+def test_a_hosts_desks_renew_their_claims_in_one_push(forge: Forge, tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK,
+                    **{f"briefs/{b}.md": brief(b.upper(), ["sleep 4", f"write {b}.txt {b}"], f"test -f {b}.txt")
+                       for b in BRIEFS}})
+    log = logged_pushes(forge)
+    run = subprocess.run([sys.executable, "-m", "assay", "desk", "run", "builder", "--count", "3", "--once",
+                          "--forge", forge.url], env={**os.environ, **desk_env(tmp_path)}, capture_output=True,
+                         text=True, timeout=180)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and out.count("review ready") == 3, out
+    assert forge.url not in " ".join(os.listdir(tmp_path))  # (the forge reached the desks in their environment)
+    beats = heartbeats(log)
+    together = [p for p in beats if len(p) >= 2]
+    assert together, f"no heartbeat renewed two claims at once: {beats}\n{out}"
+    carried = sum(len(p) for p in beats)
+    assert carried <= sum(renewed(forge, b) for b in BRIEFS)  # (journal pushes renew their claim too)
+    assert len(beats) < carried, (beats, out)  # fewer pushes than claims they renewed: the host's beats are shared
+    print(f"{carried} heartbeat renewals in {len(beats)} pushes")
+    for b in BRIEFS:
+        assert claim_chain(forge.path, b)[-1]["state"] == "waiting"
+        assert invariants(forge.path, b) == [] and audit_failures(forge.url, b) == {}
+    assert git("--git-dir", str(forge.path), "show", "refs/heads/assay/a:a.txt") == "a\n"
+
+
+def test_a_stop_reaches_every_desk_of_the_supervisor(forge: Forge, tmp_path: Path) -> None:
+    publish(forge, {"desks/builder.yaml": DESK,
+                    **{f"briefs/{b}.md": brief(b.upper(), ["sleep 60"], "true") for b in BRIEFS[:2]}})
+    supervisor = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--count", "2",
+                                   "--forge", forge.url], env={**os.environ, **desk_env(tmp_path)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while {c[-1]["state"] for b in BRIEFS[:2] if (c := chain_or_none(forge, b))} != {"held"} or \
+            len([b for b in BRIEFS[:2] if chain_or_none(forge, b)]) < 2:
+        assert supervisor.poll() is None and time.monotonic() < deadline, supervisor.communicate()[0]
+        time.sleep(0.1)
+    supervisor.send_signal(signal.SIGTERM)  # what `systemctl stop` sends the supervisor alone
+    out, _ = supervisor.communicate(timeout=60)
+    for b in BRIEFS[:2]:
+        last = claim_chain(forge.path, b)[-1]
+        assert last["state"] == "released" and "SIGTERM" in last["reason"], (last, out)
+        assert invariants(forge.path, b) == []
+
+
+def renewed(forge: Forge, brief_id: str) -> int:
+    """The renewal commits on a claim's chain."""
+    subjects = git("--git-dir", str(forge.path), "log", "--format=%s", f"refs/assay/claims/{brief_id}").splitlines()
+    return sum(1 for s in subjects if s.startswith(f"assay: renew {brief_id} "))
+
+
+def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None:
+    try:
+        return claim_chain(forge.path, brief_id)
+    except subprocess.CalledProcessError:
+        return None
