@@ -97,3 +97,26 @@ def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None
         return claim_chain(forge.path, brief_id)
     except subprocess.CalledProcessError:
         return None
+
+
+def test_an_idle_desk_is_woken_when_work_lands_on_main(forge: Forge, tmp_path: Path) -> None:
+    """Desks polling once a minute: a brief put on main is claimed long before that, because the supervisor reads
+    main and the claims every second for its desks and wakes them when either moves."""
+    publish(forge, {"desks/builder.yaml": DESK})
+    supervisor = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--count", "2",
+                                   "--poll", "60", "--forge", forge.url], env={**os.environ, **desk_env(tmp_path)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not git("--git-dir", str(forge.path), "for-each-ref", "refs/assay/sweeper").strip():
+            assert supervisor.poll() is None and time.monotonic() < deadline  # the desks' first pass swept
+            time.sleep(0.1)
+        publish(forge, {"briefs/late.md": brief("Late", ["write late.txt late"], "test -f late.txt")})
+        published = time.monotonic()
+        while chain_or_none(forge, "late") is None:
+            assert supervisor.poll() is None and time.monotonic() - published < 30, "not woken: still idle"
+            time.sleep(0.1)
+    finally:
+        os.killpg(supervisor.pid, signal.SIGTERM)
+        out, _ = supervisor.communicate(timeout=60)
+    assert "supervisor: 2 desk(s) of builder" in out, out

@@ -57,6 +57,8 @@ Echo = Callable[[str], None]
 REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
 MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before trying it again
 IDLE_MAX_S = 120.0  # the longest an idle desk waits between looks at the forge
+WAKE = "wake"  # in the state folder: touched by the host's supervisor when the forge moves (`supervisor.py`)
+WAKE_LOOK_S = 0.2  # how often an idle desk looks at it
 
 
 @dataclass
@@ -97,6 +99,18 @@ class Desk:
         self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
+    def _woken(self, wait_s: float) -> bool:
+        """Wait up to `wait_s`; True as soon as the host's supervisor says the forge moved (it touches the state
+        folder's `wake` file when main, a claim or a journal moves), so an idle desk looks at once."""
+        wake = self.state_dir / WAKE
+        since = _mtime(wake)
+        deadline = time.monotonic() + wait_s
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(WAKE_LOOK_S, left))
+            if _mtime(wake) != since:
+                return True
+        return False
+
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self, once: bool = False, max_briefs: int | None = None, poll_s: float = 5.0) -> DeskReport:
@@ -130,11 +144,10 @@ class Desk:
                 continue
             if once and not progressed:
                 break
-            if progressed:
-                idle = 0
-            else:  # nothing to do: poll the forge again later, less often the longer nothing comes
-                time.sleep(idle_wait(poll_s, idle, self.spec.heartbeat_s))
-                idle += 1
+            # nothing to do: poll the forge again later, less often the longer nothing comes; or at once when the
+            # host's supervisor saw the forge move (`woken`)
+            woken = not progressed and self._woken(idle_wait(poll_s, idle, self.spec.heartbeat_s))
+            idle = 0 if progressed or woken else idle + 1
         return report
 
     def _sweep_if_due(self) -> None:
@@ -635,6 +648,13 @@ def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
         return "stopped by SIGTERM"
     name = str(stop.args[0]) if stop.args else ""
     return f"stopped by {name}" if name.startswith("SIG") else "interrupted (Ctrl-C)"
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime_ns / 1e9
+    except OSError:
+        return 0.0
 
 
 def _dead_here(holder: str) -> bool:

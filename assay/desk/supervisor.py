@@ -6,6 +6,11 @@ dies lets all its desks' claims expire together. The desks of a host share one h
 renews the claim of every desk whose agent runs), and an idle desk runs no agent. A stop (Ctrl-C, SIGTERM, SIGHUP)
 is passed on to every desk, each hands its brief back, and the supervisor waits for them all.
 
+Idle desks back off to a look every 2 minutes; the supervisor looks for them all, every `WATCH_S` (one ref
+advertisement of main and the claims, for the host), and when either moved it touches the state folder's `wake`
+file, which an idle desk watches: it looks at once, and a brief put on main starts its agent within about a
+second.
+
 The forge reaches each desk in its environment (`ASSAY_FORGE`), never in its arguments.
 """
 
@@ -15,13 +20,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from assay.desk.procs import dies_with_parent
-from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
+from assay.errors import AssayError, ConfigInvalid, ForgeError, NeedsPerson
 
 Echo = Callable[[str], None]
+WATCH_S = 1.0  # how often the supervisor reads main and the claims for its idle desks
 
 
 def desk_argv(name: str, *, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None) -> list[str]:
@@ -48,6 +55,7 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
                 argv = desk_argv(name, once=once, max_briefs=max_briefs, poll_s=poll_s, state_dir=state_dir)
                 children.append((name, subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                                         preexec_fn=dies_with_parent())))
+        watch(forge, state_dir, WATCH_S, [child for _, child in children])
         codes = [child.wait() for _, child in children]
     except KeyboardInterrupt:
         for _, child in children:  # each hands its brief back, as it would alone
@@ -56,6 +64,33 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
         codes = [_wait(child) for _, child in children]
         raise
     return worst(codes)
+
+
+def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Until every desk has ended: read main and the claims every `poll_s` (one advertisement), and touch the
+    `wake` file when they moved. A forge that cannot be read now is read again next time."""
+    from assay.core.config import state_dir_for
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import WAKE
+
+    wake = state_dir_for(forge, state_dir) / WAKE
+    git = ForgeGit(forge)
+    seen: dict[str, str] | None = None
+    try:
+        while any(child.poll() is None for child in children):
+            try:
+                refs = git.ls_remote("refs/heads/main", "refs/assay/claims/*")
+            except AssayError:
+                refs = seen or {}
+            if seen is not None and refs != seen:
+                wake.touch()
+                os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
+            seen = refs
+            deadline = time.monotonic() + poll_s
+            while time.monotonic() < deadline and any(child.poll() is None for child in children):
+                time.sleep(min(0.2, poll_s))
+    finally:
+        git.close()
 
 
 def _wait(child: subprocess.Popen[bytes]) -> int:
