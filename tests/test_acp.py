@@ -8,78 +8,27 @@ at most once."""
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
-from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.conftest import audit_failures
-from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, INSPECT, desk, desk_env, finish, no_reader, project
-from tests.journal_check import claim_chain, entries, invariants
+from tests.helpers.acpdesks import DEPLOY_CALL, WRITE, acp_preset, await_start, native, shells
+from tests.helpers.clidesks import DEPLOY_BRIEF, Agent, desk, desk_env, finish, no_reader, project
+from tests.journal_check import claim_chain, invariants
 
-WRITE = "printf 'hello\\n' > greet.txt"
 BRIEF = DEPLOY_BRIEF
 
 
-def adapter() -> str | None:
-    found = Path(clis.path_dirs()[0]) / "claude-agent-acp" if clis.path_dirs() else None
-    return str(found) if found is not None and found.exists() else None
-
-
-def native(conversation: Conversation) -> Action:
-    """The model, with its own shell only: write greet.txt, deploy. Told the deploy's outcome is unknown, it
-    inspects, and deploys again only if the inspection found no deploy."""
-    deploy, inspect = f"sh -c {shlex.quote(DEPLOY)}", f"sh -c {shlex.quote(INSPECT)}"
-    said = [conversation.prompt, *conversation.texts]
-    unknown = any("operation was interrupted" in t for t in said)
-    order = [e.command for e in conversation.exchanges]
-    if WRITE not in order:
-        return Run(WRITE)
-    if not unknown:
-        return Run(deploy) if deploy not in order else Finish("Deployed.")
-    if inspect not in order:
-        return Run(inspect)
-    looked = len(order) - 1 - order[::-1].index(inspect)
-    if not conversation.exchanges[looked].failed:
-        return Finish("The greeting is deployed.")
-    after = [e for e in conversation.exchanges[looked:] if e.command == deploy]
-    if not after:
-        return Run(deploy)  # inspected: it did not happen, so it deploys
-    refused = after[-1].failed and any("call it again deliberately" in t for t in conversation.texts)
-    if refused and len(after) == 1:
-        return Run(deploy)  # refused once, as the repeat of a cut-off call is: called again, on purpose
-    return Finish("Deployed." if not after[-1].failed else f"The deploy failed: {after[-1].output}")
-
-
-def await_start(started: Path, proc: Any, server: AnthropicServer) -> None:
-    """Until the deploy's command has started (its marker written); the desk's story if it ends or stalls first."""
-    deadline = time.monotonic() + 120
-    while not started.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"the deploy never started\n{proc.communicate()[0]}\n{server.debug()}")
-        time.sleep(0.01)
-
-
-def shells(forge: Path) -> list[dict[str, Any]]:
-    return [e for e in entries(forge, "ship") if e.get("step") == "shell"]
-
-
 @pytest.fixture
-def claude_acp() -> Any:
-    if adapter() is None or AGENTS["claude"].installed is None:
-        pytest.skip("claude-agent-acp is not installed (sh tests/install-agents.sh)")
-    return AGENTS["claude"]
+def claude_acp() -> Agent:
+    return acp_preset("claude-acp").agent
 
 
-def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any, tmp_path: Path) -> None:
+def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Agent, tmp_path: Path) -> None:
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     os.mkfifo(gate)
     forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
@@ -89,7 +38,7 @@ def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any,
         await_start(started, proc, server)
         held = [e for e in shells(forge) if e["kind"] == "intent"]  # the deploy is running, held at its gate
         assert [(e["data"]["input"]["command"], e["policy"]) for e in held] == \
-            [(WRITE, "unsafe"), (f"sh -c {shlex.quote(DEPLOY)}", "unsafe")], held
+            [(WRITE, "unsafe"), (DEPLOY_CALL, "unsafe")], held
         with open(gate, "w") as release:
             release.write("go\n")
         out = finish(proc, server)
@@ -104,7 +53,7 @@ def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any,
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
 
 
-def test_a_desk_killed_inside_a_native_deploy_strands_nothing_and_deploys_once(claude_acp: Any,
+def test_a_desk_killed_inside_a_native_deploy_strands_nothing_and_deploys_once(claude_acp: Agent,
                                                                                tmp_path: Path) -> None:
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     os.mkfifo(gate)
