@@ -8,44 +8,27 @@ at most once."""
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.agentmodels.anthropic import AnthropicServer
 from tests.conftest import audit_failures
-from tests.helpers.clidesks import (
-    AGENTS,
-    DEPLOY,
-    DEPLOY_BRIEF,
-    WRITE,
-    adapter,
-    await_start,
-    desk,
-    desk_env,
-    finish,
-    native,
-    no_reader,
-    project,
-    shells,
-)
+from tests.helpers.acpdesks import DEPLOY_CALL, WRITE, acp_preset, await_start, native, shells
+from tests.helpers.clidesks import DEPLOY_BRIEF, Agent, desk, desk_env, finish, no_reader, project
 from tests.journal_check import claim_chain, invariants
 
 BRIEF = DEPLOY_BRIEF
 
 
 @pytest.fixture
-def claude_acp() -> Any:
-    if adapter("claude-agent-acp") is None or AGENTS["claude"].installed is None:
-        pytest.skip("claude-agent-acp is not installed (sh tests/install-agents.sh)")
-    return AGENTS["claude"]
+def claude_acp() -> Agent:
+    return acp_preset("claude-acp").agent
 
 
-def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any, tmp_path: Path) -> None:
+def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Agent, tmp_path: Path) -> None:
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     os.mkfifo(gate)
     forge = project(tmp_path, BRIEF.format(log=log, gate=gate))
@@ -55,7 +38,7 @@ def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any,
         await_start(started, proc, server)
         held = [e for e in shells(forge) if e["kind"] == "intent"]  # the deploy is running, held at its gate
         assert [(e["data"]["input"]["command"], e["policy"]) for e in held] == \
-            [(WRITE, "unsafe"), (f"sh -c {shlex.quote(DEPLOY)}", "unsafe")], held
+            [(WRITE, "unsafe"), (DEPLOY_CALL, "unsafe")], held
         with open(gate, "w") as release:
             release.write("go\n")
         out = finish(proc, server)
@@ -70,7 +53,7 @@ def test_every_native_shell_command_is_journaled_before_it_runs(claude_acp: Any,
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
 
 
-def test_a_desk_killed_inside_a_native_deploy_strands_nothing_and_deploys_once(claude_acp: Any,
+def test_a_desk_killed_inside_a_native_deploy_strands_nothing_and_deploys_once(claude_acp: Agent,
                                                                                tmp_path: Path) -> None:
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     os.mkfifo(gate)

@@ -20,21 +20,8 @@ import pytest
 from tests.agentmodels.brain import Action, Conversation, Run
 from tests.agentmodels.responses import ResponsesServer
 from tests.conftest import audit_failures
-from tests.helpers.clidesks import (
-    AGENTS,
-    DEPLOY,
-    DEPLOY_BRIEF,
-    WRITE,
-    adapter,
-    await_start,
-    desk,
-    desk_env,
-    finish,
-    native,
-    no_reader,
-    project,
-    shells,
-)
+from tests.helpers.acpdesks import WRITE, acp_preset, await_start, native, shells
+from tests.helpers.clidesks import DEPLOY, DEPLOY_BRIEF, desk, desk_env, finish, no_reader, project
 from tests.journal_check import claim_chain, entries, invariants
 
 LOOK = "cat greet.txt"  # on Codex's known-safe list: it runs without asking
@@ -56,9 +43,7 @@ def observed(forge: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def codex_acp() -> Any:
-    if adapter("codex-acp") is None or AGENTS["codex"].installed is None:
-        pytest.skip("codex-acp is not installed (sh tests/install-agents.sh)")
-    return AGENTS["codex"]
+    return acp_preset("codex-acp").agent
 
 
 def test_every_codex_command_is_journaled_before_it_runs(codex_acp: Any, tmp_path: Path) -> None:

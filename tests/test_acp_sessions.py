@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -21,16 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer
 from tests.conftest import audit_failures, git
-from tests.helpers.clidesks import AGENTS, DEPLOY, DEPLOY_BRIEF, TIMEOUT, desk, desk_env, finish, project
+from tests.helpers.acpdesks import ACP_PRESETS, WRITE, acp_preset
+from tests.helpers.acpdesks import DEPLOY_CALL as DEPLOY_CMD
+from tests.helpers.clidesks import DEPLOY_BRIEF, TIMEOUT, desk, desk_env, finish, project
 from tests.journal_check import entries, invariants
-
-WRITE = "printf 'hello\\n' > greet.txt"
-DEPLOY_CMD = f"sh -c {shlex.quote(DEPLOY)}"
 
 
 class HeldAfterTwoCommands:
@@ -69,16 +66,9 @@ def transcript_of(forge: Path, checkpoint: dict[str, Any]) -> str:
     return ""
 
 
-ADAPTERS = {"claude-acp": ("claude-agent-acp", "claude"), "codex-acp": ("codex-acp", "codex")}
-
-
 def installed(preset: str) -> Any:
     """The agent under test (its server and environment) for an ACP preset; skipped if its adapter is not here."""
-    binary, name = ADAPTERS[preset]
-    adapter = Path(clis.path_dirs()[0]) / binary if clis.path_dirs() else None
-    if adapter is None or not adapter.exists() or AGENTS[name].installed is None:
-        pytest.skip(f"{binary} is not installed (sh tests/install-agents.sh)")
-    return AGENTS[name]
+    return acp_preset(preset).agent
 
 
 @pytest.fixture
@@ -86,7 +76,7 @@ def claude_acp() -> Any:
     return installed("claude-acp")
 
 
-@pytest.mark.parametrize("preset", sorted(ADAPTERS))
+@pytest.mark.parametrize("preset", ACP_PRESETS)
 def test_a_successor_with_another_home_loads_the_acp_conversation(preset: str, tmp_path: Path) -> None:
     agent = installed(preset)
     log = tmp_path / "effects.log"

@@ -263,6 +263,12 @@ class AcpAgent:
         self.served = Served(worktree, dict(env or {}), journal_step, lambda kind, text: policy_of(kind, text, rules),
                              lambda: self.running > 0, self.conn.answer, scope) if worktree is not None else None
 
+    def working(self) -> bool:
+        """Whether a tool call the adapter announced has not ended: a long quiet command is work, asked for or
+        not (the idle limit)."""
+        with self._calls_lock:
+            return any(not call.ended.is_set() for call in self.calls.values())
+
     def alive(self) -> bool:
         return self.proc.poll() is None and not self.stopping.is_set()
 

@@ -280,7 +280,8 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
         heartbeat.at_boundary = lambda: saver.transcript.at_boundary()
         heartbeat.moved = lambda: saver.transcript.turned()
     watch = Limits(spec, lambda: (agent.signs, out.lines, steps.touched,
-                                  saver.transcript.size() if saver is not None else 0), steps.busy)
+                                  saver.transcript.size() if saver is not None else 0),
+                   lambda: steps.busy() or agent.working())
     watch.agent = proc
     steering = Steering(claims, spec, run, run_id, echo)
     reason, code = "", 1

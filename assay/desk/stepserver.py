@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from assay.core.claims import Claims
 from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
+from assay.core.outcomes import round_entries, unknown_outcomes
 from assay.core.steps import Session, open_session
 from assay.desk.effects import check_effect, check_settle, check_value
 from assay.errors import AssayError, Cancelled, UsageError
@@ -106,12 +107,14 @@ class StepServer:
         self._conns_lock = threading.Lock()  # the set is changed by serving threads while stop() reads it
         self._inflight: _InFlight | None = None
         self._send_lock = threading.Lock()  # stop() sends "cancel" while a serving thread may be replying
+        self._tools = 0  # ACP tool calls running now (`tool_step`'s effects)
         self.touched = time.monotonic()  # when the agent last called
 
     def busy(self) -> bool:
-        """Whether a call is being served now (a long step, say): the agent is working, however quiet."""
+        """Whether a call is being served now (a long step, or an ACP agent's tool call running): the agent is
+        working, however quiet."""
         with self._conns_lock:
-            return bool(self._open_conns)
+            return bool(self._open_conns) or self._tools > 0
 
     def start(self) -> None:
         for target in (self._accept, self._flusher):
@@ -388,7 +391,8 @@ class StepServer:
         """A tool call an ACP adapter asked to run, as a step of this run: its intent on the forge first, then
         `effect(key)` (which allows it and waits for its end), its result after; (result, whether it ran). A call
         that completed before returns its recorded result without running; an unsafe one whose outcome is unknown
-        raises Refused once (`Session.step`). Served one at a time, as the agent's own steps are."""
+        raises Refused once (`Session.step`), also when it was called under an earlier agent step (`unknown_before`).
+        Served one at a time, as the agent's own steps are."""
         with self._lock:
             if self._stop.is_set():
                 raise Cancelled("the desk stopped before it started", started=False)
@@ -397,8 +401,16 @@ class StepServer:
 
             def run(key: str) -> dict[str, Any]:
                 ran.append(True)
-                return effect(key)
+                with self._conns_lock:
+                    self._tools += 1  # running: a sign of work for the idle limit, however long it is quiet
+                try:
+                    return effect(key)
+                finally:
+                    with self._conns_lock:
+                        self._tools -= 1
 
+            if policy == "unsafe":
+                input = unknown_before(session, name, input) or input
             try:
                 result = session.step(name, run, input=input, policy=policy,
                                       writer=writer.to_data() if writer else None)
@@ -451,6 +463,25 @@ class StepServer:
             self._session.probe_runner = self.probe_runner
             self._session.hooks = self.hooks
         return self._session
+
+
+def unknown_before(session: Session, name: str, given: dict[str, Any]) -> dict[str, Any] | None:
+    """The input of this very tool call as an earlier agent step made it (another attempt, or a run that was
+    cancelled: its `within` differs) when that call's outcome is unknown and nothing answered it since (no settle,
+    no repeat). The call is then that call's repeat: refused once, and a deliberate repeat answers its unknown, as
+    after a crash. Else a new attempt's agent would run the cut-off command again unrefused, its prompt saying
+    otherwise, and the unknown would hold the review up until someone settled it."""
+    if session.journal.base is not None:  # an indexed session does not hold the whole journal
+        return None
+    bare = {k: v for k, v in given.items() if k != "within"}
+    entries = session.journal.entries
+    for end in reversed(unknown_outcomes(round_entries(entries))):
+        intent = next((e for e in entries if e.seq == end.intent), None) if end.step == name else None
+        recorded = (intent.data or {}).get("input") if intent is not None else None
+        if isinstance(recorded, dict) and recorded != given and \
+                {k: v for k, v in recorded.items() if k != "within"} == bare:
+            return recorded
+    return None
 
 
 PROGRESS_LIMIT = 200  # characters of progress a heartbeat carries

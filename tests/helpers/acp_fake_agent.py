@@ -2,7 +2,8 @@
 `terminal/*`), as some adapters do, following a plan.
 
     FAKE_ACP_PLAN  a JSON file: a list of moves, each {"write": PATH, "text": T}, {"read": PATH} or
-                   {"run": COMMAND, "args": [...]} (PATH relative to the session's cwd unless absolute)
+                   {"run": COMMAND, "args": [...], "again": true|false} (PATH relative to the session's cwd unless
+                   absolute; `again`: a run refused as the repeat of a cut-off call is called again, on purpose)
     FAKE_ACP_LOG   a file each move's request and the client's answer are appended to, as JSON lines
 
 Each `session/prompt` runs the whole plan, then ends its turn. A run command is waited for, its output read, and
@@ -53,9 +54,12 @@ def play(session: str, cwd: str) -> None:
             path = os.path.join(cwd, move["read"])
             log(move, [request("fs/read_text_file", {"sessionId": session, "path": path})])
         elif "run" in move:
-            created = request("terminal/create", {"sessionId": session, "command": move["run"],
-                                                  "args": move.get("args", []), "cwd": cwd})
+            create = {"sessionId": session, "command": move["run"], "args": move.get("args", []), "cwd": cwd}
+            created = request("terminal/create", create)
             answers = [created]
+            if move.get("again") and "call it again deliberately" in created.get("error", {}).get("message", ""):
+                created = request("terminal/create", create)
+                answers.append(created)
             if "result" in created:
                 terminal = {"sessionId": session, "terminalId": created["result"]["terminalId"]}
                 answers.append(request("terminal/wait_for_exit", terminal))

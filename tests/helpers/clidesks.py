@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tests.agentmodels import clis
 from tests.agentmodels.anthropic import AnthropicServer
-from tests.agentmodels.brain import Action, Brain, Conversation, Finish, Run
+from tests.agentmodels.brain import Brain
 from tests.agentmodels.responses import ResponsesServer
 from tests.agentmodels.server import ModelServer
 from tests.conftest import git
-from tests.journal_check import entries
 
 TIMEOUT = 240
 # a deploy whose command is held at a gate (a FIFO, opened before `started` is written, so a command seen started
@@ -41,8 +37,6 @@ verify:
 ---
 Write greet.txt saying hello, then deploy it.
 """
-WRITE = "printf 'hello\\n' > greet.txt"  # the native agents' first command
-
 
 class Agent:
     """One CLI under test: its server, and the environment a user gives the desk to point it there."""
@@ -57,12 +51,6 @@ AGENTS = {
     "codex": Agent("codex", ResponsesServer, lambda s, home: clis.codex_env(s.base_url, home),
                    clis.codex_bin()),
 }
-
-
-def adapter(binary: str) -> str | None:
-    """An installed ACP adapter (`claude-agent-acp`, `codex-acp`: tests/install-agents.sh puts them with the CLIs)."""
-    found = Path(clis.path_dirs()[0]) / binary if clis.path_dirs() else None
-    return str(found) if found is not None and found.exists() else None
 
 
 def project(tmp_path: Path, brief: str) -> Path:
@@ -112,43 +100,3 @@ def desk_env(agent: Agent, server: ModelServer, tmp_path: Path) -> dict[str, str
     env["GITHUB_TOKEN"] = "ghp_" + "s3cret" * 6  # a forge token the desk holds: it must never reach the agent
     return env
 
-
-def native(conversation: Conversation) -> Action:
-    """An ACP agent's model, with its own shell only: write greet.txt, deploy. Told the deploy's outcome is unknown,
-    it inspects, and deploys again only if the inspection found no deploy."""
-    deploy, inspect = f"sh -c {shlex.quote(DEPLOY)}", f"sh -c {shlex.quote(INSPECT)}"
-    said = [conversation.prompt, *conversation.texts]
-    unknown = any("operation was interrupted" in t for t in said)
-    order = [e.command for e in conversation.exchanges]
-    if WRITE not in order:
-        return Run(WRITE)
-    if not unknown:
-        return Run(deploy) if deploy not in order else Finish("Deployed.")
-    if inspect not in order:
-        return Run(inspect)
-    looked = len(order) - 1 - order[::-1].index(inspect)
-    if not conversation.exchanges[looked].failed:
-        return Finish("The greeting is deployed.")
-    after = [e for e in conversation.exchanges[looked:] if e.command == deploy]
-    if not after:
-        return Run(deploy)  # inspected: it did not happen, so it deploys
-    refused = after[-1].failed and any("call it again deliberately" in t for t in conversation.texts)
-    if refused and len(after) == 1:
-        return Run(deploy)  # refused once, as the repeat of a cut-off call is: called again, on purpose
-    return Finish("Deployed." if not after[-1].failed else f"The deploy failed: {after[-1].output}")
-
-
-def await_start(started: Path, proc: Any, server: ModelServer) -> None:
-    """Until the deploy's command has started (its marker written); the desk's story if it ends or stalls first."""
-    deadline = time.monotonic() + 120
-    while not started.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"the deploy never started\n{proc.communicate()[0]}\n{server.debug()}")
-        time.sleep(0.01)
-
-
-def shells(forge: Path, brief: str = "ship") -> list[dict[str, Any]]:
-    """The brief's journaled `shell` steps (an ACP agent's commands), in order."""
-    return [e for e in entries(forge, brief) if e.get("step") == "shell"]
