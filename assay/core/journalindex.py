@@ -488,19 +488,19 @@ def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
     by_name = {e.name: e.sha for e in files}
     names = [segment_name(a, b) for a, b in summary.segments]
     extra = [commits_name(a, b) for a, b in summary.segments if commits_name(a, b) in by_name]
-    blobs = git.read_typed([by_name[n] for n in names + extra])
-    if any(b is None or b.kind != "blob" for b in blobs):
+    segments = _segments(git, [by_name[n] for n in names])
+    blobs = git.read_typed([by_name[n] for n in extra])
+    if segments is None or any(b is None or b.kind != "blob" for b in blobs):
         return None
-    segments = [b.data for b in blobs[:len(names)] if b is not None]
     snapshot = Snapshot(brief, summary, segments)
     for (a, b), data in zip(summary.segments, segments, strict=True):
         if data.count(b"\n") != b - a + 1 or not data.endswith(b"\n"):
             return None
     try:
-        for a, b in summary.segments:  # each segment's ends are where the summary says
-            if snapshot.entry(a) is None or snapshot.entry(b) is None:
-                return None
-        for blob in blobs[len(names):]:
+        for (a, b), data in zip(summary.segments, segments, strict=True):  # each segment's ends are where it says
+            snapshot._decode(data[:data.find(b"\n")], a)
+            snapshot._decode(data[data.rfind(b"\n", 0, len(data) - 1) + 1:-1], b)
+        for blob in blobs:
             for line in (blob.data if blob else b"").decode("ascii").splitlines():
                 seq, commit = line.split(" ")
                 if not OBJECT_ID.fullmatch(commit):
@@ -509,6 +509,43 @@ def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
     except (IndexDamaged, ValueError):
         return None
     return snapshot
+
+
+SEGMENTS = "journal-segments.v1"  # in the forge's cache: each segment's text by its blob id, read without inflating
+
+
+def _segments(git: ForgeGit, ids: list[str]) -> list[bytes] | None:
+    """The segments' texts: kept in the forge's cache (a file per blob id, written whole or not at all, only a
+    hint: what it holds is checked as git's would be), else read through git and kept."""
+    folder = os.path.join(git.cache, SEGMENTS)
+    found: dict[str, bytes] = {}
+    for sha in ids:
+        with contextlib.suppress(OSError), open(os.path.join(folder, sha), "rb") as kept:
+            found[sha] = kept.read()
+    missing = [sha for sha in ids if sha not in found]
+    for sha, blob in zip(missing, git.read_typed(missing), strict=True):
+        if blob is None or blob.kind != "blob":
+            return None
+        found[sha] = blob.data
+        _keep(folder, sha, blob.data)
+    return [found[sha] for sha in ids]
+
+
+def _keep(folder: str, name: str, data: bytes) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, os.path.join(folder, name))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 class Snapshot:
