@@ -493,9 +493,10 @@ def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
     if segments is None or any(b is None or b.kind != "blob" for b in blobs):
         return None
     snapshot = Snapshot(brief, summary, segments)
+    ids = [by_name[n] for n in names]
     for (a, b), data in zip(summary.segments, segments, strict=True):
-        if data.count(b"\n") != b - a + 1 or not data.endswith(b"\n"):
-            return None
+        if isinstance(data, bytes) and (data.count(b"\n") != b - a + 1 or not data.endswith(b"\n")):
+            return None  # read from git now (a kept one was checked so when it was kept)
     try:
         for (a, b), data in zip(summary.segments, segments, strict=True):  # each segment's ends are where it says
             snapshot._decode(data[:data.find(b"\n")], a)
@@ -508,6 +509,9 @@ def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
                 snapshot.commits[int(seq)] = commit
     except (IndexDamaged, ValueError):
         return None
+    for sha, data in zip(ids, segments, strict=True):
+        if isinstance(data, bytes):  # read from git and checked: kept for the next reader
+            _keep(os.path.join(git.cache, SEGMENTS), sha, data)
     return snapshot
 
 
@@ -515,19 +519,21 @@ SEGMENTS = "journal-segments.v1"  # in the forge's cache: each segment's text by
 
 
 def _segments(git: ForgeGit, ids: list[str]) -> list[bytes] | None:
-    """The segments' texts: kept in the forge's cache (a file per blob id, written whole or not at all, only a
-    hint: what it holds is checked as git's would be), else read through git and kept."""
+    """The segments' texts: kept in the forge's cache (a file per blob id, written whole or not at all, mapped, not
+    read: a lookup touches what it scans), else read through git and kept. Only a hint: a line is checked as it is
+    decoded, as git's would be."""
+    import mmap
+
     folder = os.path.join(git.cache, SEGMENTS)
     found: dict[str, bytes] = {}
     for sha in ids:
-        with contextlib.suppress(OSError), open(os.path.join(folder, sha), "rb") as kept:
-            found[sha] = kept.read()
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(folder, sha), "rb") as kept:
+            found[sha] = mmap.mmap(kept.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[assignment]
     missing = [sha for sha in ids if sha not in found]
     for sha, blob in zip(missing, git.read_typed(missing), strict=True):
         if blob is None or blob.kind != "blob":
             return None
         found[sha] = blob.data
-        _keep(folder, sha, blob.data)
     return [found[sha] for sha in ids]
 
 
@@ -615,7 +621,7 @@ class Snapshot:
         at = bisect.bisect_right(self._firsts, seq) - 1
         first, data = self._segments[at]
         if at not in self._lines:
-            self._lines[at] = data.split(b"\n")
+            self._lines[at] = data[:].split(b"\n")
         return self._decode(self._lines[at][seq - first], seq)
 
     def commit_of(self, seq: int) -> str | None:
@@ -637,7 +643,7 @@ class Snapshot:
             while at != -1:
                 start = data.rfind(b"\n", 0, at) + 1
                 end = data.find(b"\n", at)
-                seq, counted = seq + data.count(b"\n", counted, start), start
+                seq, counted = seq + data[counted:start].count(b"\n"), start
                 yield self._decode(data[start:end], seq)
                 at = data.find(needle, end)
 
