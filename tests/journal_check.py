@@ -66,3 +66,95 @@ def invariants(forge: Path, brief: str) -> list[str]:
     problems += [f"entry {e['seq']} has epoch {e['epoch']} that no claim had"
                  for e in es if e["epoch"] not in epochs_seen]
     return problems
+
+
+def _commit_entries(forge: Path, sha: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in _git(forge, "show", f"{sha}:entries.jsonl").splitlines() if line]
+
+
+def snapshot_problems(forge: Path, brief: str, every: int | None = None) -> list[str]:
+    """Each journal snapshot (`snapshot/` in a commit's tree) agrees with the entries it summarizes: its segments are
+    the canonical lines of entries 1..last_seq, its tip is the commit that added entry last_seq, and its open intents,
+    counts and blob commits are those of the entries. With `every`, a new snapshot appears exactly in the commits that
+    cross a multiple of it (each covering the entries before it), and other commits carry their parent's on."""
+    ref = f"refs/assay/journal/{brief}"
+    if not _git(forge, "for-each-ref", ref).strip():
+        return []
+    commits = _git(forge, "rev-list", "--reverse", ref).split()
+    problems: list[str] = []
+    es: list[dict[str, Any]] = []
+    commit_of: dict[int, str] = {}
+    checked: set[str] = set()
+    parent_snap = ""
+    for sha in commits:
+        mine = _commit_entries(forge, sha)
+        first = len(es) + 1
+        tree = subprocess.run(["git", "--git-dir", str(forge), "rev-parse", "-q", "--verify", f"{sha}:snapshot"],
+                              capture_output=True, text=True).stdout.strip()
+        if every is not None and mine:
+            crossing = first > 1 and (first - 1) // every != (first + len(mine) - 1) // every
+            if crossing and (not tree or tree == parent_snap):
+                problems.append(f"commit {sha[:10]} crosses a multiple of {every} without a new snapshot")
+            if not crossing and tree != parent_snap:
+                problems.append(f"commit {sha[:10]} does not carry its parent's snapshot on")
+        if tree and tree not in checked:
+            checked.add(tree)
+            problems += [f"snapshot {tree[:10]} (commit {sha[:10]}): {p}"
+                         for p in _snapshot_disagrees(forge, brief, tree, es, commit_of)]
+        for e in mine:
+            es.append(e)
+            commit_of[e["seq"]] = sha
+        parent_snap = tree
+    return problems
+
+
+def _snapshot_disagrees(forge: Path, brief: str, tree: str, es: list[dict[str, Any]],
+                        commit_of: dict[int, str]) -> list[str]:
+    try:
+        summary = json.loads(_git(forge, "show", f"{tree}:snapshot.json"))
+    except (subprocess.CalledProcessError, ValueError):
+        return ["its snapshot.json does not read"]
+    if summary.get("v") != 1 or summary.get("brief") != brief:
+        return [f"its summary is of version {summary.get('v')!r}, brief {summary.get('brief')!r}"]
+    last = summary["last_seq"]
+    problems = []
+    if last != len(es):
+        problems.append(f"it ends at {last}, but {len(es)} entries come before its commit")
+    if commit_of.get(last) != summary["tip"]:
+        problems.append(f"its tip {summary['tip'][:10]} did not add entry {last}")
+    lines: list[str] = []
+    names = set(_git(forge, "ls-tree", "--name-only", tree).split())
+    for a, b in summary["segments"]:
+        if f"{a}-{b}.jsonl" not in names:
+            problems.append(f"segment {a}-{b} is missing")
+            continue
+        lines += _git(forge, "show", f"{tree}:{a}-{b}.jsonl").splitlines()
+    expected = [json.dumps(e, sort_keys=True, ensure_ascii=False, separators=(",", ":")) for e in es[:last]]
+    if lines != expected:
+        problems.append("its segments are not the canonical lines of the entries before it")
+    open_intents = {e["seq"] for e in es[:last] if e["kind"] == "intent"} - \
+        {e["intent"] for e in es[:last] if e["kind"] in ("result", "outcome_unknown")}
+    if summary["open"] != sorted(open_intents):
+        problems.append(f"its open intents {summary['open']} are not {sorted(open_intents)}")
+    if summary["nondets"] != sum(e["kind"] == "nondeterminism" for e in es[:last]):
+        problems.append("its nondeterminism count is off")
+    starts = 0
+    for e in es[:last]:
+        data = e.get("data") or {}
+        ended = e["kind"] == "note" and data.get("run") == "end"
+        if ended or (e["kind"] == "claim" and data.get("action") == "block"):
+            starts = 0
+        elif e["kind"] == "note" and data.get("run") == "start":
+            starts += 1
+    if summary["starts"] != starts:
+        problems.append(f"its run starts {summary['starts']} are not {starts}")
+    blobs = {e["seq"]: commit_of[e["seq"]] for e in es[:last] if any(k.endswith("_blob") for k in e.get("data") or {})}
+    kept: dict[int, str] = {}
+    for a, b in summary["segments"]:
+        if f"{a}-{b}.commits" in names:
+            for line in _git(forge, "show", f"{tree}:{a}-{b}.commits").splitlines():
+                seq, sha = line.split()
+                kept[int(seq)] = sha
+    if kept != blobs:
+        problems.append("its blob commits are not those of the entries naming blobs")
+    return problems

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 TRIES = 30  # attempts of one change while other writers keep moving its refs
 BACKOFF_CAP_S = 0.5
-Files = Mapping[str, "bytes | Mapping[str, bytes]"]  # a file, or a folder of files
+Files = Mapping[str, "bytes | Mapping[str, bytes] | TreeEntry"]  # a file, a folder of files, or an object kept
 
 
 class Moved(Exception):
@@ -103,6 +103,8 @@ def commit(git: ForgeGit, ref: str, parent: str | None, files: Files, message: s
     for name, content in files.items():
         if isinstance(content, bytes):
             entries.append(TreeEntry(name, git.write_blob(content)))
+        elif isinstance(content, TreeEntry):  # one already in the cache (the parent's), kept by id
+            entries.append(TreeEntry(name, content.sha, content.mode))
         else:
             folder = [TreeEntry(n, git.write_blob(data)) for n, data in content.items()]
             entries.append(TreeEntry(name, git.write_tree(folder), "40000"))

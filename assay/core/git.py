@@ -491,22 +491,53 @@ class ForgeGit:
         return ForgeError(f"cannot read forge {redact(self.url)}: {_first_error(stderr)}",
                           hint="check the forge URL (--forge, ASSAY_FORGE, .assay.yaml) and your access")
 
-    def ensure_objects(self, refs: dict[str, str], force: bool = False) -> None:
-        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most.
+    def ensure_objects(self, refs: dict[str, str], force: bool = False, whole: bool = True) -> None:
+        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most (two in a
+        cache a shallow read left cut short above one of these tips).
 
         The tips are fetched by object id: exactly what was read, and fast (git matches ref
         names against the advertisement one by one, slow with thousands). A forge that does
         not serve an id (it collected it, or refuses unadvertised wants) is asked by ref name.
+        `whole=False`: the tips alone will do (the caller reads only commits it knows are there, as after a
+        journal snapshot), so a shallow cache is not made whole.
         """
         missing = dict(refs) if force else self._missing(refs)
-        if not missing:
-            return
-        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q",
+        if missing:
+            self._fetch(missing)
+        if whole and (shallow := self.shallow_commits()) and self._cut(list(refs.values()), shallow):
+            self._fetch(refs, "--depth=2147483647")  # git's --unshallow: the cache is whole again
+            self._parents.clear()  # links learned while it was cut (a shallow commit as a root) are stale
+
+    def fetch_shallow(self, refs: dict[str, str], depth: int) -> None:
+        """Fetch the tips `refs` with only the last `depth` commits of their history (`git fetch --depth`): the
+        cache is shallow there (git's `shallow` file) until a reader that needs the whole chain makes it whole
+        (`ensure_objects`). A journal snapshot's reader takes this, not the chain below the snapshot."""
+        self._fetch(refs, f"--depth={max(1, depth)}")
+
+    def shallow_commits(self) -> frozenset[str]:
+        """The commits the cache holds without their parents (git's `shallow` file); empty when it is whole."""
+        try:
+            with open(os.path.join(self.cache, "shallow"), encoding="ascii") as listed:
+                return frozenset(listed.read().split())
+        except (OSError, ValueError):
+            return frozenset()
+
+    def _cut(self, tips: Sequence[str], shallow: frozenset[str]) -> bool:
+        """Whether the history of any of `tips` (those in the cache) stops at a shallow commit."""
+        present = [t for t, obj in zip(tips, self.read_typed(list(tips)), strict=True) if obj is not None]
+        if not present:
+            return False
+        proc = self._git("rev-list", "--first-parent", "--stdin", check=False,
+                         input="".join(f"{t}\n" for t in present).encode())
+        return any(sha in shallow for sha in proc.stdout.decode().split())
+
+    def _fetch(self, refs: dict[str, str], *extra: str) -> None:
+        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q", *extra,
                 "--stdin", self.remote]
-        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(missing.values())).encode())
+        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(refs.values())).encode())
         if by_id.returncode == 0:
             return
-        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in missing).encode())
+        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in refs).encode())
         if proc.returncode != 0:
             raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {_first_error(proc.stderr)}")
 
@@ -694,15 +725,18 @@ class ForgeGit:
         if not OBJECT_ID.fullmatch(tip):
             return  # a name that can move (a ref, `HEAD`): never kept as if it were a commit
         sha: str | None = tip
+        child: str | None = None
         for _ in range(most):
             if sha is None or sha == since:
                 return
             found = self.read_typed([sha])[0]
             if found is None or found.kind != "commit":
+                if child is not None:  # a parent the cache lacks (a shallow read stopped there): git says what
+                    del self._parents[child]  # its child's history is, not a link to nothing
                 return  # not a commit here: rev-list says what it says
             parent = _first_parent(found.data)
             self._parents[sha] = parent
-            sha = parent
+            child, sha = sha, parent
 
     def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
         """The first-parent chain of each tip, newest first, from one `rev-list` over all of them.
@@ -744,6 +778,8 @@ class ForgeGit:
                 shas = line.split()
                 if shas:
                     parent[shas[0]] = shas[1] if len(shas) > 1 else None
+            for sha in self.shallow_commits():  # git shows a shallow commit as a root: not a fact to keep
+                parent.pop(sha, None)
         return parent
 
     # -- worktrees (one per desk and brief, never shared) ------------------------------

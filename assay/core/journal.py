@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from assay.core import chain, journalcache, journalindex, retired
 from assay.core.claims import Claim, Claims, fence
 from assay.core.crash import crash_point
-from assay.core.git import ForgeGit, GitObject, RefUpdate
+from assay.core.git import ForgeGit, GitObject, RefUpdate, TreeEntry
 from assay.core.records import (
     JournalEntry,
     check_tip,
@@ -30,7 +30,7 @@ from assay.core.records import (
     wip_ref,
 )
 from assay.core.recordtype import dataclass, field
-from assay.errors import Conflict, Fenced, IllegalTransition, RecordInvalid
+from assay.errors import Conflict, Fenced, IllegalTransition, IndexDamaged, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -83,11 +83,14 @@ def read_log(git: ForgeGit, brief: str, tip: str | None = None, known: JournalLo
         tip = git.ls_remote(ref).get(ref)
     if not tip:
         return JournalLog([], {}, None)
-    git.ensure_objects({ref: tip})
+    partial = known is not None and bool(known.tip)  # the caller read up to known.tip: only what came since
+    git.ensure_objects({ref: tip}, whole=not partial)
     if known is None or not known.tip:
         kept = journalcache.load(git.cache, brief)
         known = JournalLog(kept.entries, kept.commit_of, kept.tip) if kept else known
     since = known.tip if known and known.tip and git.is_ancestor(known.tip, tip) else None
+    if partial and since is None:  # what the caller read is not on this chain: it is read whole
+        git.ensure_objects({ref: tip})
     commits = list(reversed(git.rev_list(tip, since=since)))  # empty if the tip is no commit
     head = git.read_typed([tip])[0]
     check_tip(ref, tip, head.kind if head else None)
@@ -149,7 +152,7 @@ class IndexedLog:
     """A journal as a session reads it: `base` answers for its first entries (None: there are none, or
     too few to index), and `tail` holds the entries after them, decoded in full."""
 
-    base: journalindex.View | None
+    base: journalindex.View | journalindex.Snapshot | None
     tail: JournalLog
 
 
@@ -166,8 +169,12 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
         tip = git.ls_remote(ref).get(ref)
     if not tip:
         return IndexedLog(None, JournalLog([], {}, None))
-    git.ensure_objects({ref: tip})
     index = journalindex.open_index(git.cache, brief)
+    if index is None:
+        found_snapshot = _from_snapshot(git, brief, tip)
+        if found_snapshot is not None:
+            return found_snapshot
+    git.ensure_objects({ref: tip}, whole=index is None)  # with an index, the commits after its tip will do
     since: str | None = None
     if index is not None:
         if index.tip == tip or git.is_ancestor(index.tip, tip):
@@ -181,11 +188,14 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
             index = None
         else:
             index = None
+        if index is None:
+            git.ensure_objects({ref: tip})
     commits = list(reversed(git.rev_list(tip, since=since)))
     heads = git.read_typed([tip, *([f"{since}:entries.jsonl"] if since else [])])
     head, end = heads[0], (heads[1] if since else None)
     check_tip(ref, tip, head.kind if head else None)
     if index is not None and not _ends_with(ref, index, end):
+        git.ensure_objects({ref: tip})
         index, commits, since = None, list(reversed(git.rev_list(tip))), None  # not this chain's: read it all
     texts = git.stream_typed([f"{c}:entries.jsonl" for c in commits])  # decoded as git reads the next
     entries: list[JournalEntry] = []
@@ -223,6 +233,47 @@ def _ends_with(ref: str, index: journalindex.Index, end: GitObject | None) -> bo
     return bool(lines) and decode_entry(lines[-1], ref) == decode_entry(index.last_body(), ref)
 
 
+def _from_snapshot(git: ForgeGit, brief: str, tip: str) -> IndexedLog | None:
+    """The journal from the snapshot its tip carries (`journalindex.Snapshot`) and the commits after the snapshot's
+    own tip, fetched alone when the cache lacks them (`fetch_shallow`: the tip first, for the snapshot and its last
+    seq, then down to the snapshot's tip); None, and nothing decided, when the tip carries none that checks out."""
+    ref = journal_ref(brief)
+    fetched = not git.read_typed([tip])[0]
+    if fetched:
+        git.fetch_shallow({ref: tip}, 1)
+    tree = journalindex.snapshot_of(git, tip)
+    snapshot = journalindex.open_snapshot(git, brief, tree.sha) if tree else None
+    if snapshot is None:
+        return None
+    try:
+        last = decode_entry(_entry_lines(ref, tip, git.read_typed([f"{tip}:entries.jsonl"])[0])[-1], ref).seq
+    except (RecordInvalid, IndexError):
+        return None  # a junk tip: the chain's reader says what is wrong with it
+    if last <= snapshot.last_seq:
+        return None
+    if fetched or not git.read_typed([snapshot.tip])[0]:  # each commit after the snapshot's tip adds an entry
+        git.fetch_shallow({ref: tip}, last - snapshot.last_seq + 1)
+    if not git.is_ancestor(snapshot.tip, tip):
+        return None
+    end = git.read_typed([f"{snapshot.tip}:entries.jsonl"])[0]
+    try:
+        ends = _entry_lines(ref, snapshot.tip, end)
+        if decode_entry(ends[-1], ref) != snapshot.entry(snapshot.last_seq):
+            return None  # not this chain's snapshot
+    except (RecordInvalid, IndexDamaged, IndexError):
+        return None
+    commits = list(reversed(git.rev_list(tip, since=snapshot.tip)))
+    texts = git.stream_typed([f"{c}:entries.jsonl" for c in commits])
+    entries: list[JournalEntry] = []
+    commit_of: dict[int, str] = {}
+    try:
+        _decode(ref, commits, texts, entries, commit_of)
+    finally:
+        texts.close()
+    _check_seq(ref, entries, snapshot.last_seq + 1)
+    return IndexedLog(snapshot, JournalLog(entries, commit_of, tip, len(commits)))
+
+
 def read_kept(git: ForgeGit, brief: str, refs: Mapping[str, str] | None = None) -> JournalLog:
     """A brief's journal as the forge has it, or as it was when the brief was retired. `refs`: the forge's refs
     read already (see `retired.tip_of`)."""
@@ -256,7 +307,7 @@ class Journal:
         self.entries: list[JournalEntry] = []
         self.commit_of: dict[int, str] = {}
         self.tip: str | None = None
-        self.base: journalindex.View | None = None  # answers for the entries before `entries`, if set
+        self.base: journalindex.View | journalindex.Snapshot | None = None  # answers for those before `entries`
         self._indexed = False
         self.claim: Claim | None = None
         self.pending: list[Draft] = []
@@ -335,6 +386,9 @@ class Journal:
         if commit is None and self.base is not None:
             commit = self.base.commit_of(entry.seq)
         data = self.git.read_objects([f"{commit}:{path}"])[0] if commit else None
+        if data is None and commit and self.base is not None and entry.seq <= self.base.last_seq:
+            self.git.fetch_shallow({journal_ref(self.brief): commit}, 1)  # below a snapshot: that commit alone
+            data = self.git.read_objects([f"{commit}:{path}"])[0]
         if data is None:
             raise RecordInvalid(journal_ref(self.brief), f"entry {entry.seq} names {path}, which is missing")
         return data
@@ -448,13 +502,24 @@ class Journal:
             out.append(entry)
         return out
 
-    def _files(self, entries: list[JournalEntry]) -> dict[str, bytes | dict[str, bytes]]:
-        files: dict[str, bytes | dict[str, bytes]] = {"entries.jsonl": _jsonl(entries)}
+    def _files(self, entries: list[JournalEntry]) -> chain.Files:
+        files: dict[str, bytes | dict[str, bytes] | TreeEntry] = {"entries.jsonl": _jsonl(entries)}
         blobs = {f"{e.seq}-{name}": data for e, d in zip(entries, self.pending, strict=True)
                  for name, data in d.blobs.items()}
         if blobs:
             files["blobs"] = blobs
+        snapshot = journalindex.snapshot_tree(self.git, self.brief, self.tip, entries[0].seq, entries[-1].seq,
+                                              self._between)
+        if snapshot is not None:
+            files[journalindex.SNAPSHOT_DIR] = snapshot
         return files
+
+    def _between(self, after: int, upto: int) -> list[tuple[JournalEntry, str | None]] | None:
+        """Entries after..upto as this journal holds them (its base, then what it read and wrote since), each with
+        the commit that added it."""
+        out = self.base.between(after, upto) if self.base is not None and after < self.base.last_seq else []
+        out += [(e, self.commit_of.get(e.seq)) for e in self.entries if after < e.seq <= upto]
+        return out if len(out) == upto - after else None
 
     def _landed(self, entries: list[JournalEntry], commit: str, claim: Claim) -> None:
         self.entries.extend(entries)
@@ -508,8 +573,8 @@ def append_built_as_person(claims: Claims, brief: str, build: Callable[[list[Jou
                                         at=utc_now_iso(clock()), run=f"person:{by}",
                                         intent=resolves.seq if isinstance(resolves, JournalEntry) else None,
                                         **fields))
-        update = chain.commit(git, jref, known.tip, {"entries.jsonl": _jsonl(entries)}, _message(brief, entries), by,
-                              clock())
+        update = chain.commit(git, jref, known.tip, _person_files(git, brief, known, entries),
+                              _message(brief, entries), by, clock())
         chain.push(git, [update], "journal")
         return entries
 
@@ -563,12 +628,24 @@ def _append(claims: Claims, brief: str, kind: str, data: dict[str, Any], by: str
         seq = (known.entries[-1].seq + 1) if known.entries else 1
         entry = JournalEntry(seq=seq, epoch=epoch, kind=kind, at=utc_now_iso(clock()), run=run,
                              data=data)
-        updates.insert(0, chain.commit(git, jref, known.tip, {"entries.jsonl": _jsonl([entry])},
+        updates.insert(0, chain.commit(git, jref, known.tip, _person_files(git, brief, known, [entry]),
                                        _message(brief, [entry]), by, clock()))
         chain.push(git, updates, action.replace("_", "-") if action else "journal")
         return entry, claim
 
     return chain.retrying(attempt, f"{action or kind} on {brief!r}")
+
+
+def _person_files(git: ForgeGit, brief: str, known: JournalLog, entries: list[JournalEntry]) -> chain.Files:
+    """A commit's files on `known` (the whole journal, read): its entries, and the snapshot carried on or made."""
+    def between(after: int, upto: int) -> list[tuple[JournalEntry, str | None]]:
+        return [(e, known.commit_of.get(e.seq)) for e in known.entries[after:upto]]
+
+    files: dict[str, bytes | dict[str, bytes] | TreeEntry] = {"entries.jsonl": _jsonl(entries)}
+    snapshot = journalindex.snapshot_tree(git, brief, known.tip, entries[0].seq, entries[-1].seq, between)
+    if snapshot is not None:
+        files[journalindex.SNAPSHOT_DIR] = snapshot
+    return files
 
 
 def _jsonl(entries: list[JournalEntry]) -> bytes:

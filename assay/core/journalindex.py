@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from assay.core.git import OBJECT_ID
+from assay.core.git import OBJECT_ID, ForgeGit, TreeEntry, parse_tree
 from assay.core.records import JournalEntry, decode_entry, journal_ref
 from assay.core.recordtype import dataclass
-from assay.errors import IndexDamaged
+from assay.errors import IndexDamaged, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -190,6 +190,13 @@ class View:
         rows = self._rows("SELECT commit_id FROM entries WHERE seq = ? AND seq <= ?", (seq, self.bound))
         return str(rows[0][0]) if rows else None
 
+    def between(self, after: int, upto: int) -> list[tuple[JournalEntry, str | None]]:
+        """Entries after..upto (within the bound), each with the commit that added it."""
+        ref = journal_ref(self.index.brief)
+        return [(decode_entry(str(body), ref), str(commit)) for body, commit in self._rows(
+            "SELECT body, commit_id FROM entries WHERE seq > ? AND seq <= ? AND seq <= ? ORDER BY seq",
+            (after, upto, self.bound))]
+
     def _entries(self, sql: str, args: tuple[object, ...]) -> list[JournalEntry]:
         ref = journal_ref(self.index.brief)
         return [decode_entry(str(row[0]), ref) for row in self._rows(sql, args)]
@@ -321,3 +328,332 @@ def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of
     conn.executemany("UPDATE entries SET resolved_at = ? WHERE seq = ? AND kind = 'intent' AND resolved_at IS NULL",
                      [(at, intent) for intent, at in resolved.items()])
     conn.executemany("UPDATE meta SET v = ? WHERE k = ?", [(tip, "tip"), (str(seq), "last_seq")])
+
+
+# -- snapshots: the index carried on the journal chain ------------------------------------------------------
+#
+# Every `SNAPSHOT_EVERY` entries the journal commit that crosses the boundary carries `snapshot/`: the entries
+# before it as segments of canonical lines (each written once, by the snapshot that added it, and kept by id in
+# every later one) and a summary of what a session asks of them all at once (open intents, counts). Later commits
+# carry the same tree on. A cold reader reads the tip's snapshot and only the commits after its `tip`; the chain
+# stays the journal, and a snapshot that does not check out is no snapshot (the reader reads the chain).
+
+SNAPSHOT_DIR = "snapshot"  # a tree in each journal commit from the first snapshot on
+SUMMARY = "snapshot.json"
+SNAPSHOT_VERSION = 1
+SNAPSHOT_EVERY = 1000  # a tail of at most this many entries (and one group) is decoded by a cold reader
+_HOLDS_BLOB = "_blob"  # a `data` key naming a blob of the entry's commit ends so
+
+
+def snapshot_every() -> int:
+    """Entries between snapshots: `SNAPSHOT_EVERY`, or `ASSAY_SNAPSHOT_EVERY` (tests cross it with a few)."""
+    raw = os.environ.get("ASSAY_SNAPSHOT_EVERY", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else SNAPSHOT_EVERY
+
+
+@dataclass(frozen=True)
+class Summary:
+    """`snapshot/snapshot.json`: the journal up to commit `tip`, whose last entry is `last_seq`."""
+
+    brief: str
+    tip: str
+    last_seq: int
+    segments: tuple[tuple[int, int], ...]  # (first, last) of each segment file, in seq order
+    open: tuple[int, ...]  # intents with neither a result nor an outcome_unknown
+    nondets: int  # nondeterminism entries
+    starts: int  # run starts without an end in a row, after the last entry
+
+    def encode(self) -> bytes:
+        import json
+
+        body = {"v": SNAPSHOT_VERSION, "brief": self.brief, "tip": self.tip, "last_seq": self.last_seq,
+                "segments": [list(s) for s in self.segments], "open": list(self.open), "nondets": self.nondets,
+                "starts": self.starts}
+        return (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def segment_name(first: int, last: int) -> str:
+    return f"{first}-{last}.jsonl"
+
+
+def commits_name(first: int, last: int) -> str:
+    return f"{first}-{last}.commits"
+
+
+def decode_summary(data: bytes | None, brief: str) -> Summary | None:
+    """A summary this Assay can use, or None (junk, another version, another brief, segments that do not tile
+    1..last_seq)."""
+    import json
+
+    try:
+        raw = json.loads(data or b"")
+        if not isinstance(raw, dict) or set(raw) != {"v", "brief", "tip", "last_seq", "segments", "open", "nondets",
+                                                     "starts"}:
+            return None
+        if raw["v"] != SNAPSHOT_VERSION or raw["brief"] != brief or not isinstance(raw["tip"], str) \
+                or not OBJECT_ID.fullmatch(raw["tip"]):
+            return None
+        ints = [raw["last_seq"], raw["nondets"], raw["starts"], *raw["open"], *(n for s in raw["segments"] for n in s)]
+        if any(type(n) is not int or n < 0 for n in ints) or any(len(s) != 2 for s in raw["segments"]):
+            return None
+        segments = tuple((int(a), int(b)) for a, b in raw["segments"])
+        ends = [0, *(b for _, b in segments)]
+        if not segments or ends[-1] != raw["last_seq"] or any(a != ends[i] + 1 or b < a
+                                                              for i, (a, b) in enumerate(segments)):
+            return None
+        if sorted(set(raw["open"])) != raw["open"] or (raw["open"] and raw["open"][-1] > raw["last_seq"]):
+            return None
+        return Summary(brief, raw["tip"], raw["last_seq"], segments, tuple(raw["open"]), raw["nondets"], raw["starts"])
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def crosses(first: int, last: int, every: int) -> bool:
+    """A commit adding entries first..last crosses a multiple of `every`, with entries before it to snapshot."""
+    return first > 1 and (first - 1) // every != last // every
+
+
+def snapshot_of(git: ForgeGit, commit: str | None) -> TreeEntry | None:
+    """The `snapshot` tree of a journal commit in the cache, if it has one."""
+    if commit is None:
+        return None
+    root = git.read_typed([f"{commit}^{{tree}}"])[0]
+    if root is None or root.kind != "tree":
+        return None
+    return next((e for e in parse_tree(root.data) if e.name == SNAPSHOT_DIR and e.mode == "40000"), None)
+
+
+def snapshot_tree(git: ForgeGit, brief: str, parent: str | None, first: int, last: int,
+                  between: Callable[[int, int], list[tuple[JournalEntry, str | None]] | None]) -> TreeEntry | None:
+    """The `snapshot` tree of a new journal commit on `parent` that adds entries first..last: the parent's carried
+    on, or, when the commit crosses a multiple of `snapshot_every()`, a new one of every entry before it. `between(a,
+    b)` gives the writer's entries a+1..b, each with the commit that added it (needed only for one naming a blob),
+    or None if it does not hold them all: then the parent's is carried on and the next crossing tries again."""
+    carried = snapshot_of(git, parent)
+    if parent is None or not crosses(first, last, snapshot_every()):
+        return carried
+    found = _summary_at(git, brief, carried.sha) if carried else None
+    prev, kept = found if found else (None, [])
+    start = prev.last_seq if prev else 0
+    got = between(start, first - 1) if start < first - 1 else None
+    if not got or [e.seq for e, _ in got] != list(range(start + 1, first)):
+        return carried
+    opened = set(prev.open) if prev else set()
+    nondets, starts = (prev.nondets, prev.starts) if prev else (0, 0)
+    lines: list[str] = []
+    commits: list[str] = []
+    for entry, commit in got:
+        lines.append(entry.encode() + "\n")
+        if entry.kind == "intent":
+            opened.add(entry.seq)
+        elif entry.kind in ("result", "outcome_unknown") and entry.intent is not None:
+            opened.discard(entry.intent)
+        nondets += entry.kind == "nondeterminism"
+        event = run_event(entry)
+        starts = starts + 1 if event == "start" else 0 if event == "end" else starts
+        if any(k.endswith(_HOLDS_BLOB) for k in entry.data or {}):
+            if commit is None:
+                return carried
+            commits.append(f"{entry.seq} {commit}\n")
+    files = [*kept, TreeEntry(segment_name(start + 1, first - 1), git.write_blob("".join(lines).encode("utf-8")))]
+    if commits:
+        files.append(TreeEntry(commits_name(start + 1, first - 1), git.write_blob("".join(commits).encode())))
+    summary = Summary(brief, parent, first - 1, (*(prev.segments if prev else ()), (start + 1, first - 1)),
+                      tuple(sorted(opened)), nondets, starts)
+    files.append(TreeEntry(SUMMARY, git.write_blob(summary.encode())))
+    return TreeEntry(SNAPSHOT_DIR, git.write_tree(files), "40000")
+
+
+def _summary_at(git: ForgeGit, brief: str, tree: str) -> tuple[Summary, list[TreeEntry]] | None:
+    """A snapshot tree's summary and its segment files (every entry but the summary), if it checks out."""
+    listed = git.read_typed([tree])[0]
+    if listed is None or listed.kind != "tree":
+        return None
+    entries = parse_tree(listed.data)
+    by_name = {e.name: e for e in entries}
+    summary_file = by_name.get(SUMMARY)
+    summary = decode_summary(git.read_objects([summary_file.sha])[0], brief) if summary_file else None
+    if summary is None or any(segment_name(a, b) not in by_name for a, b in summary.segments):
+        return None
+    return summary, [e for e in entries if e.name != SUMMARY and e.mode == "100644"]
+
+
+def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
+    """The snapshot in tree `tree` (its objects in the cache), or None if it does not check out: a summary of
+    another version or junk, a segment missing or of the wrong length, a first or last line of the wrong seq."""
+    found = _summary_at(git, brief, tree)
+    if found is None:
+        return None
+    summary, files = found
+    by_name = {e.name: e.sha for e in files}
+    names = [segment_name(a, b) for a, b in summary.segments]
+    extra = [commits_name(a, b) for a, b in summary.segments if commits_name(a, b) in by_name]
+    segments = _segments(git, [by_name[n] for n in names])
+    blobs = git.read_typed([by_name[n] for n in extra])
+    if segments is None or any(b is None or b.kind != "blob" for b in blobs):
+        return None
+    snapshot = Snapshot(brief, summary, segments)
+    ids = [by_name[n] for n in names]
+    for (a, b), data in zip(summary.segments, segments, strict=True):
+        if isinstance(data, bytes) and (data.count(b"\n") != b - a + 1 or not data.endswith(b"\n")):
+            return None  # read from git now (a kept one was checked so when it was kept)
+    try:
+        for (a, b), data in zip(summary.segments, segments, strict=True):  # each segment's ends are where it says
+            snapshot._decode(data[:data.find(b"\n")], a)
+            snapshot._decode(data[data.rfind(b"\n", 0, len(data) - 1) + 1:-1], b)
+        for blob in blobs:
+            for line in (blob.data if blob else b"").decode("ascii").splitlines():
+                seq, commit = line.split(" ")
+                if not OBJECT_ID.fullmatch(commit):
+                    return None
+                snapshot.commits[int(seq)] = commit
+    except (IndexDamaged, ValueError):
+        return None
+    for sha, data in zip(ids, segments, strict=True):
+        if isinstance(data, bytes):  # read from git and checked: kept for the next reader
+            _keep(os.path.join(git.cache, SEGMENTS), sha, data)
+    return snapshot
+
+
+SEGMENTS = "journal-segments.v1"  # in the forge's cache: each segment's text by its blob id, read without inflating
+
+
+def _segments(git: ForgeGit, ids: list[str]) -> list[bytes] | None:
+    """The segments' texts: kept in the forge's cache (a file per blob id, written whole or not at all, mapped, not
+    read: a lookup touches what it scans), else read through git and kept. Only a hint: a line is checked as it is
+    decoded, as git's would be."""
+    import mmap
+
+    folder = os.path.join(git.cache, SEGMENTS)
+    found: dict[str, bytes] = {}
+    for sha in ids:
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(folder, sha), "rb") as kept:
+            found[sha] = mmap.mmap(kept.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[assignment]
+    missing = [sha for sha in ids if sha not in found]
+    for sha, blob in zip(missing, git.read_typed(missing), strict=True):
+        if blob is None or blob.kind != "blob":
+            return None
+        found[sha] = blob.data
+    return [found[sha] for sha in ids]
+
+
+def _keep(folder: str, name: str, data: bytes) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, os.path.join(folder, name))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+class Snapshot:
+    """A `View` of the journal's first `last_seq` entries from a snapshot: the summary answers for totals and open
+    intents, and a lookup decodes only the lines holding what it asks for (found by their canonical text)."""
+
+    def __init__(self, brief: str, summary: Summary, segments: list[bytes]) -> None:
+        self.brief = brief
+        self.summary = summary
+        self.tip = summary.tip
+        self.bound = summary.last_seq
+        self.commits: dict[int, str] = {}  # the commit of each entry naming a blob
+        self._segments = [(a, data) for (a, _), data in zip(summary.segments, segments, strict=True)]
+        self._firsts = [a for a, _ in summary.segments]
+        self._lines: dict[int, list[bytes]] = {}
+        self._nondets: list[JournalEntry] | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self.bound
+
+    def calls_of(self, identity: tuple[str, str]) -> list[JournalEntry]:
+        import json
+
+        step, sha = identity
+        needle = sha.encode() if sha else b'"step":' + json.dumps(step, ensure_ascii=False).encode()
+        return [e for e in self._hits(needle) if e.kind in _CALLS and e.step is not None and e.identity == identity]
+
+    def resolution(self, intent: int) -> JournalEntry | None:
+        found = [e for e in self._hits(b'"intent":%d' % intent)
+                 if e.intent == intent and e.kind in ("result", "outcome_unknown")]
+        return found[-1] if found else None
+
+    def refused(self, intent: int) -> bool:
+        return any(e.intent == intent and e.kind == "refused" for e in self._hits(b'"intent":%d' % intent))
+
+    def nondet(self, number: int) -> JournalEntry | None:
+        if self._nondets is None:
+            self._nondets = [e for e in self._hits(b'"kind":"nondeterminism"') if e.kind == "nondeterminism"]
+        return self._nondets[number] if 0 <= number < len(self._nondets) else None
+
+    def totals(self) -> tuple[int, int]:
+        return self.summary.nondets, self.summary.starts
+
+    def run_counts(self, run: str) -> tuple[dict[tuple[str, str], int], int]:
+        import json
+
+        calls: dict[tuple[str, str], int] = {}
+        values = 0
+        for e in self._hits(b'"run":' + json.dumps(run, ensure_ascii=False).encode()):
+            if e.run != run:
+                continue
+            if counts_call(e):
+                calls[e.identity] = calls.get(e.identity, 0) + 1
+            if counts_value(e):
+                values += 1
+        return calls, values
+
+    def open_intents(self) -> list[int]:
+        return list(self.summary.open)
+
+    def entry(self, seq: int) -> JournalEntry | None:
+        if not 1 <= seq <= self.bound:
+            return None
+        import bisect
+
+        at = bisect.bisect_right(self._firsts, seq) - 1
+        first, data = self._segments[at]
+        if at not in self._lines:
+            self._lines[at] = data[:].split(b"\n")
+        return self._decode(self._lines[at][seq - first], seq)
+
+    def commit_of(self, seq: int) -> str | None:
+        return self.tip if seq == self.bound else self.commits.get(seq)
+
+    def between(self, after: int, upto: int) -> list[tuple[JournalEntry, str | None]]:
+        out = []
+        for seq in range(after + 1, min(upto, self.bound) + 1):
+            entry = self.entry(seq)
+            if entry is not None:
+                out.append((entry, self.commit_of(seq)))
+        return out
+
+    def _hits(self, needle: bytes) -> Iterator[JournalEntry]:
+        """The entries whose line holds `needle`, in seq order (a line is decoded once however often it does)."""
+        for first, data in self._segments:
+            seq, counted = first, 0
+            at = data.find(needle)
+            while at != -1:
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                seq, counted = seq + data[counted:start].count(b"\n"), start
+                yield self._decode(data[start:end], seq)
+                at = data.find(needle, end)
+
+    def _decode(self, line: bytes, seq: int) -> JournalEntry:
+        try:
+            entry = decode_entry(line.decode("utf-8"), journal_ref(self.brief))
+        except (RecordInvalid, UnicodeDecodeError) as exc:
+            raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} holds junk at seq {seq}: {exc}",
+                               hint="run the command again: the journal is read from its chain") from None
+        if entry.seq != seq:
+            raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} has entry {entry.seq} where {seq} goes",
+                               hint="run the command again: the journal is read from its chain")
+        return entry

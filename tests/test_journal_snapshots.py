@@ -1,0 +1,294 @@
+"""Journal snapshots: every few entries the journal chain carries its index, and a reader with no cache of its own
+reads the newest snapshot and the commits after it, never the chain below. Only a shortcut: whatever the snapshot
+holds, a reader decides exactly what a reader of the whole chain decides, or reads the whole chain.
+
+Snapshots are made every `ASSAY_SNAPSHOT_EVERY` = 5 entries here; each journal is written by the real writers
+(sessions, a person's entries) on a forge on disk, and each reader starts from an empty cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from assay.core import journalindex
+from assay.core.claims import Claims
+from assay.core.git import ForgeGit
+from assay.core.journal import append_as_person, read_indexed, read_log
+from assay.core.records import JournalEntry
+from assay.core.steps import Session, open_session
+from tests.conftest import Forge, assay
+from tests.conftest import git as plain_git
+from tests.journal_check import invariants, snapshot_problems
+
+EVERY = 5
+REF = "refs/assay/journal/alpha"
+
+
+def git(*args: str, input: bytes | None = None, check: bool = True) -> str:
+    return plain_git(*args, input=input.decode() if input is not None else None, check=check).strip()
+
+
+@pytest.fixture(autouse=True)
+def often(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SNAPSHOT_EVERY", str(EVERY))
+
+
+@pytest.fixture
+def held(forge: Forge, claims: Claims) -> Claims:
+    claims.claim("alpha", "d")
+    return claims
+
+
+def constant(value: int) -> Callable[[str], int]:
+    return lambda key: value
+
+
+def session(claims: Claims, run: str, indexed: bool = False) -> Session:
+    return open_session(claims, "alpha", "d", 1, run=run, indexed=indexed)
+
+
+def fresh_port(forge: Forge, tmp_path: Path, name: str) -> ForgeGit:
+    """A port on a cache of its own: a new machine."""
+    return ForgeGit(forge.url, tmp_path / f"cache-{name}")
+
+
+@pytest.fixture
+def written(forge: Forge, held: Claims) -> Forge:
+    """alpha's journal: 23 entries from steps (a step's intent and result in one commit), clock and random values, a
+    large output (a blob) and an unsafe intent left open, so snapshots were made as seq 5, 10, 15 and 20 landed."""
+    s = session(held, "r1")
+    s.step("build", lambda k: {"ok": True}, input={"n": 1})
+    s.now()
+    s.step("big", lambda k: "x" * 5000, input={"n": 2})  # over the inline limit: a blob
+    for i in range(6):
+        s.step("tick", constant(i), input=i)
+        s.journal.flush()
+    s.random_bytes(4)
+    s.journal.add("intent", step="deploy", ordinal=0, input_sha="0" * 64, key="alpha/1/deploy/0", policy="unsafe")
+    assert s.journal.last_seq == 19
+    for i in range(2):
+        s.note(f"after the open intent {i}", sync=True)
+    s.step("last", lambda k: "done", input=None)
+    s.journal.flush()
+    assert s.journal.last_seq == 23
+    return forge
+
+
+def tree_names(forge: Forge, rev: str) -> list[str]:
+    return git("--git-dir", str(forge.path), "ls-tree", "--name-only", rev).split()
+
+
+def test_the_commit_that_crosses_a_boundary_carries_a_snapshot_of_every_entry_before_it(written: Forge) -> None:
+    assert snapshot_problems(written.path, "alpha", every=EVERY) == []
+    commits = git("--git-dir", str(written.path), "rev-list", "--reverse", REF).split()
+    snapshots = [git("--git-dir", str(written.path), "rev-parse", "-q", "--verify", f"{c}:snapshot", check=False)
+                 for c in commits]
+    made = [c for c, before, now in zip(commits, ["", *snapshots], snapshots, strict=False) if now and now != before]
+    assert len(made) >= 3  # as seq 5, 10, 15 and 20 landed (a group commit may cross two at once)
+    newest = git("--git-dir", str(written.path), "ls-tree", "--name-only", f"{REF}:snapshot").split()
+    assert "snapshot.json" in newest and sum(n.endswith(".jsonl") for n in newest) == len(made)
+    assert any(n.endswith(".commits") for n in newest)  # the big output's commit, for its blob
+    first = sorted(n for n in newest if n.startswith("1-"))[0]
+    assert git("--git-dir", str(written.path), "rev-parse", f"{made[0]}:snapshot/{first}") == \
+        git("--git-dir", str(written.path), "rev-parse", f"{REF}:snapshot/{first}")  # a segment is written once
+
+
+def read_both(forge: Forge, tmp_path: Path, name: str) -> tuple[list[JournalEntry], list[JournalEntry], object]:
+    """The journal read whole, and as a cold indexed reader reads it (its base asked entry by entry)."""
+    whole_port, cold_port = fresh_port(forge, tmp_path, f"{name}-whole"), fresh_port(forge, tmp_path, name)
+    try:
+        whole = read_log(whole_port, "alpha").entries
+        read = read_indexed(cold_port, "alpha")
+        base = read.base
+        got = [base.entry(seq) for seq in range(1, base.last_seq + 1)] if base is not None else []
+        return whole, [e for e in got if e is not None] + read.tail.entries, base
+    finally:
+        whole_port.close()
+        cold_port.close()
+
+
+def test_a_cold_reader_reads_the_snapshot_and_the_commits_after_it(written: Forge, tmp_path: Path) -> None:
+    whole, cold, base = read_both(written, tmp_path, "cold")
+    assert isinstance(base, journalindex.Snapshot) and base.last_seq == 19
+    assert cold == whole
+    port = fresh_port(written, tmp_path, "asks")
+    try:
+        read = read_indexed(port, "alpha")
+        assert [e.seq for e in read.tail.entries] == [20, 21, 22, 23]
+        assert port.shallow_commits()  # the chain below the snapshot's tip was not fetched
+        view = read.base
+        assert isinstance(view, journalindex.Snapshot)
+        by_step = {e.step: e for e in whole if e.kind == "intent"}
+        assert view.calls_of(by_step["tick"].identity) == [e for e in whole if e.kind == "intent"
+                                                            and e.identity == by_step["tick"].identity]
+        assert view.resolution(by_step["build"].seq) == next(e for e in whole if e.intent == by_step["build"].seq)
+        assert view.open_intents() == [by_step["deploy"].seq]
+        assert view.totals() == (2, 0)  # the clock and the random value; no run start noted
+        assert view.nondet(1) == [e for e in whole if e.kind == "nondeterminism"][1] and view.nondet(2) is None
+        calls, values = view.run_counts("r1")
+        assert values == 2 and sorted(n for (step, _), n in calls.items() if step == "tick") == [1] * 6
+    finally:
+        port.close()
+
+
+def test_a_session_from_a_snapshot_replays_exactly_as_from_the_whole_chain(written: Forge, held: Claims,
+                                                                          tmp_path: Path) -> None:
+    cold = Claims(fresh_port(written, tmp_path, "session"))
+    s = session(cold, "r2", indexed=True)
+    assert isinstance(s.journal.base, journalindex.Snapshot) and s.journal.base.last_seq == 19
+    ran: list[str] = []
+    assert s.step("big", ran.append, input={"n": 2}) == "x" * 5000  # its blob, fetched alone
+    assert s.step("tick", ran.append, input=3) == 3
+    assert ran == []
+    assert s._unresolved() == [19]  # the unsafe deploy left open, from the summary
+    s.step("after", lambda k: 1, input=None)  # new entries land on the chain, after the snapshot
+    cold.git.close()
+    assert snapshot_problems(written.path, "alpha", every=EVERY) == []
+
+
+def test_a_step_command_on_a_new_machine_replays_from_the_snapshot(written: Forge, held: Claims,
+                                                                   tmp_path: Path) -> None:
+    env = {"ASSAY_FORGE": written.url, "ASSAY_BRIEF": "alpha", "ASSAY_DESK": "d", "ASSAY_EPOCH": "1",
+           "ASSAY_RUN": "first"}
+    assert assay("step", "run", "--policy", "safe", "--name", "cli", "--", "echo", "ran once", env=env).code == 0
+    s = session(held, "r4")
+    for i in range(EVERY):
+        s.note(f"past the next boundary {i}", sync=True)
+    assert '"step":"cli"' in git("--git-dir", str(written.path), "show", f"{REF}:snapshot/{segment_of(written, 24)}")
+    again = {**env, "ASSAY_RUN": "again", "ASSAY_CACHE_DIR": str(tmp_path / "new-machine")}
+    done = assay("step", "run", "--policy", "safe", "--name", "cli", "--", "echo", "ran once", env=again)
+    assert (done.code, done.out) == (0, "ran once\n") and "not run again" in done.err  # the recorded output
+    caches = list((tmp_path / "new-machine").iterdir())
+    assert len(caches) == 1 and (caches[0] / "shallow").exists()  # the chain below the snapshot was not fetched
+    assert snapshot_problems(written.path, "alpha", every=EVERY) == []
+
+
+def segment_of(forge: Forge, seq: int) -> str:
+    names = git("--git-dir", str(forge.path), "ls-tree", "--name-only", f"{REF}:snapshot").split()
+    return next(n for n in names if n.endswith(".jsonl") and int(n.split("-")[0]) <= seq
+                <= int(n.removesuffix(".jsonl").split("-")[1]))
+
+
+JUNK = ["summary garbage", "unknown version", "other brief", "segment missing", "segment short", "wrong line",
+        "tip elsewhere", "not a tree"]
+
+
+def plant(forge: Forge, junk: str) -> None:
+    """A commit on alpha's journal whose `snapshot` is junk, adding one note as a person would."""
+    tip = forge.tip(REF)
+    assert tip
+    gd = ["--git-dir", str(forge.path)]
+    snap = git(*gd, "rev-parse", f"{tip}:snapshot")
+    listing = git(*gd, "ls-tree", snap)
+    rows = {line.split("\t")[1]: line for line in listing.splitlines()}
+    summary = git(*gd, "show", f"{snap}:snapshot.json")
+
+    def blob(text: str) -> str:
+        return git(*gd, "hash-object", "-w", "--stdin", input=text.encode())
+
+    def put(name: str, text: str) -> None:
+        rows[name] = f"100644 blob {blob(text)}\t{name}"
+
+    if junk == "summary garbage":  # noqa: SIM114
+        put("snapshot.json", "{not json")
+    elif junk == "unknown version":
+        put("snapshot.json", summary.replace('"v":1', '"v":2'))
+    elif junk == "other brief":
+        put("snapshot.json", summary.replace('"brief":"alpha"', '"brief":"beta"'))
+    segments = sorted((n for n in rows if n.endswith(".jsonl")), key=lambda n: int(n.split("-")[0]))
+    if junk == "segment missing":
+        del rows[segments[1]]
+    elif junk == "segment short":
+        put(segments[1], "\n".join(git(*gd, "show", f"{snap}:{segments[1]}").splitlines()[:-1]) + "\n")
+    elif junk == "wrong line":  # a line that decodes, but says another thing than the chain: its last
+        lines = git(*gd, "show", f"{snap}:{segments[-1]}").splitlines()
+        put(segments[-1], "\n".join([*lines[:-1], lines[-1].replace('"at":"', '"at":"1999 ')]) + "\n")
+    elif junk == "tip elsewhere":
+        put("snapshot.json", summary.replace(summary.split('"tip":"')[1][:40], "1" * 40))
+    new_snap = blob("not a tree") if junk == "not a tree" else \
+        git(*gd, "mktree", input="".join(f"{row}\n" for row in rows.values()).encode())
+    mode = "100644 blob" if junk == "not a tree" else "040000 tree"
+    entries = git(*gd, "rev-parse", f"{tip}:entries.jsonl")
+    last = int(git(*gd, "show", f"{tip}:entries.jsonl").splitlines()[-1].split('"seq":')[1].split(",")[0])
+    note = JournalEntry(seq=last + 1, epoch=1, kind="note", at="2026-01-01T00:00:00Z", run="person:p",
+                        data={"text": "after the junk"})
+    entries = blob(note.encode() + "\n")
+    tree = git(*gd, "mktree", input=f"100644 blob {entries}\tentries.jsonl\n{mode} {new_snap}\tsnapshot\n".encode())
+    commit = git(*gd, "commit-tree", tree, "-p", tip, "-m", "assay: journal alpha (junk snapshot)")
+    git(*gd, "update-ref", REF, commit, tip)
+
+
+@pytest.mark.parametrize("junk", JUNK)
+def test_a_damaged_or_planted_snapshot_is_read_past_with_the_same_result(written: Forge, held: Claims,
+                                                                         tmp_path: Path, junk: str) -> None:
+    plant(written, junk)
+    whole, cold, base = read_both(written, tmp_path, junk)
+    assert cold == whole and base is None or not isinstance(base, journalindex.Snapshot)
+    s = session(Claims(fresh_port(written, tmp_path, f"{junk}-session")), "r3", indexed=True)
+    assert not isinstance(s.journal.base, journalindex.Snapshot)
+    assert s.step("tick", lambda k: -1, input=4) == 4  # replayed, from the chain
+    s.journal.git.close()
+    assert snapshot_problems(written.path, "alpha") != []  # the checker sees the junk for what it is
+
+
+def test_an_older_writer_that_drops_the_snapshot_leaves_a_chain_read_whole(written: Forge, tmp_path: Path) -> None:
+    tip = written.tip(REF)
+    gd = ["--git-dir", str(written.path)]
+    note = JournalEntry(seq=24, epoch=1, kind="note", at="2026-01-01T00:00:00Z", run="person:old",
+                        data={"text": "written by an Assay that knows no snapshots"})
+    blob = git(*gd, "hash-object", "-w", "--stdin", input=(note.encode() + "\n").encode())
+    tree = git(*gd, "mktree", input=f"100644 blob {blob}\tentries.jsonl\n".encode())
+    git(*gd, "update-ref", REF, git(*gd, "commit-tree", tree, "-p", str(tip), "-m", "old"), str(tip))
+    whole, cold, base = read_both(written, tmp_path, "older")
+    assert cold == whole and len(whole) == 24 and not isinstance(base, journalindex.Snapshot)
+
+
+def test_an_older_reader_reads_a_chain_with_snapshots(written: Forge) -> None:
+    """What an Assay without snapshots reads of each commit: `entries.jsonl` only (its `blobs/` by name)."""
+    commits = git("--git-dir", str(written.path), "rev-list", "--reverse", REF).split()
+    lines = [line for c in commits for line in git("--git-dir", str(written.path), "show",
+                                                   f"{c}:entries.jsonl").splitlines()]
+    assert len(lines) == 23
+
+
+def test_a_whole_read_after_a_cold_one_makes_the_cache_whole(written: Forge, tmp_path: Path) -> None:
+    port = fresh_port(written, tmp_path, "both")
+    try:
+        assert isinstance(read_indexed(port, "alpha").base, journalindex.Snapshot)
+        assert port.shallow_commits()
+        assert [e.seq for e in read_log(port, "alpha").entries] == list(range(1, 24))
+        assert not port.shallow_commits()
+    finally:
+        port.close()
+
+
+def test_a_person_writer_crossing_a_boundary_writes_the_snapshot(forge: Forge, held: Claims) -> None:
+    for i in range(12):
+        append_as_person(held, "alpha", "steer", {"text": f"do {i}", "by": "p"}, "p")
+    assert snapshot_problems(forge.path, "alpha") == []
+    assert '"last_seq":9' in git("--git-dir", str(forge.path), "show", f"{REF}:snapshot/snapshot.json")
+
+
+def test_writers_racing_across_a_boundary_leave_one_snapshot_that_agrees(forge: Forge, held: Claims) -> None:
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        try:
+            s = session(Claims(ForgeGit(forge.url)), name)
+            for i in range(7):
+                s.step(f"{name}-{i}", constant(i), input=None)
+            s.journal.git.close()
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(f"w{n}",)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert snapshot_problems(forge.path, "alpha") == [] and invariants(forge.path, "alpha") == []
