@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class AssayError(Exception):
-    """Base of every error a user can cause or meet; never shown as a traceback."""
+    """Base of every error a user meets; never a traceback."""
 
     code = 1
 
@@ -28,7 +28,7 @@ class Busy(ForgeError):
 
 
 class ForgeRefused(ForgeError):
-    """The forge refused a write that no other writer explains (a hook, a stale lock)."""
+    """The forge refused a write no other writer explains (a hook, a stale lock)."""
 
     def __init__(self, message: str, hint: str = "", lock: str | None = None) -> None:
         super().__init__(message, hint)
@@ -97,7 +97,7 @@ class ConfigInvalid(UsageError):
 
 
 class AgentCannotStart(UsageError):
-    """A desk's agent command cannot be run (exit 126/127): nothing to claim work for."""
+    """A desk's agent command cannot run (exit 126/127): nothing is claimed."""
 
     def __init__(self, desk: str, command: str, why: str, install: str = "") -> None:
         super().__init__(f"desk {desk!r} cannot start its agent {command!r}: {why}",
@@ -160,7 +160,7 @@ class Fenced(Conflict):
 
 
 class ClaimLost(Conflict):
-    """Another holder has the brief live: not this caller's to take or change."""
+    """Another holder has the brief live: not this caller's."""
 
     def __init__(self, brief: str, state: str, desk: str, holder: str, epoch: int, why: str = "",
                  hint: str = "pick another brief, or wait for its release or expiry") -> None:
@@ -234,7 +234,7 @@ class OutcomeUnknown(Refused):
 
 
 class ReplayMismatch(NeedsPerson):
-    """A replay asked for something other than the journal recorded; the brief is blocked."""
+    """A replay asked otherwise than the journal recorded; the brief is blocked."""
 
     def __init__(self, brief: str, problem: str) -> None:
         super().__init__(f"replay mismatch on brief {brief!r}: {problem}",
