@@ -1039,7 +1039,7 @@ def _completions(group: click.Group) -> None:
         for param in cmd.params:
             if param.name in ("brief", "brief_id", "briefs") and isinstance(param, click.Argument):
                 param._custom_shell_complete = _complete_briefs
-            elif param.name == "desk" or (name == "run" and param.name == "name"):
+            elif param.name == "desk" or (name == "run" and param.name in ("name", "names")):
                 param._custom_shell_complete = _complete_desks
 
 
