@@ -114,3 +114,41 @@ def test_a_desk_killed_inside_a_command_it_runs_for_the_agent_strands_nothing(tm
     ends = [kind for step, kind, _ in steps(forge) if step == "shell"]
     assert ends == ["intent", "outcome_unknown", "refused", "intent", "result"], ends
     assert invariants(forge, "ship") == []
+
+
+def test_the_desk_follows_no_symlink_out_of_the_worktree(tmp_path: Path) -> None:
+    """The desk holds the forge's credentials: an agent's symlink, at a file's name or among its folders, never
+    leads a read or write through `fs/*` outside the worktree."""
+    from assay.desk.acpserve import Served, ServeError
+
+    worktree, outside = tmp_path / "worktree", tmp_path / "outside"
+    worktree.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("token\n")
+    (worktree / "folder").symlink_to(outside)
+    (worktree / "secret-link").symlink_to(outside / "secret")
+    (worktree / "victim").symlink_to(outside / "victim")
+    journaled: list[str] = []
+
+    def step(name: str, policy: str, given: dict[str, Any], effect: Any) -> tuple[dict[str, Any], bool]:
+        journaled.append(given["path"])
+        return effect("key"), True
+
+    served = Served(worktree, {}, step, lambda kind, text: "safe", lambda kind, target: False,
+                    lambda ident, result: None)
+    for method, params in (("fs/read_text_file", {"path": f"{worktree}/secret-link"}),
+                           ("fs/read_text_file", {"path": f"{worktree}/folder/secret"}),
+                           ("fs/read_text_file", {"path": f"{worktree}/../outside/secret"}),
+                           ("fs/write_text_file", {"path": f"{worktree}/folder/new", "content": "x"})):
+        try:
+            answer = served.handle(method, 1, {"sessionId": "s", **params})
+        except ServeError as exc:
+            answer = exc.message
+        assert isinstance(answer, str) and ("outside the worktree" in answer or "symlink" in answer), (params, answer)
+    # a write to a link's name replaces the link with the file, never writes through it
+    assert served.handle("fs/write_text_file", 3, {"path": f"{worktree}/victim", "content": "x"}) == {}
+    assert not (worktree / "victim").is_symlink() and (worktree / "victim").read_text() == "x"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"] and (outside / "secret").read_text() == "token\n"
+    assert served.handle("fs/write_text_file", 2, {"path": f"{worktree}/sub/dir/ok.txt", "content": "fine"}) == {}
+    assert (worktree / "sub" / "dir" / "ok.txt").read_text() == "fine"
+    assert journaled[-1] == "sub/dir/ok.txt"

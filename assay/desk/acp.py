@@ -258,10 +258,25 @@ class AcpAgent:
         self.stopping = threading.Event()
         self.loading = False  # a saved session is being loaded: its replayed updates are history, not new calls
         self.conn = Connection(proc.stdin, proc.stdout, self._request, self._notice)
-        self.running = 0  # calls allowed and not ended: a file written or command run through the desk meanwhile
-        # is their effect, journaled with them
+        self.running: list[ToolCall] = []  # calls allowed and not ended: a file written or command run through the
+        # desk that is the one running call's own is its effect, journaled with it
         self.served = Served(worktree, dict(env or {}), journal_step, lambda kind, text: policy_of(kind, text, rules),
-                             lambda: self.running > 0, self.conn.answer, scope) if worktree is not None else None
+                             self._inside, self.conn.answer, scope) if worktree is not None else None
+
+    def _inside(self, kind: str, target: str) -> bool:
+        """Whether a write through the desk (`edit`, its path) or a command (`execute`, its text) is the effect of
+        the one permitted call running now: the same kind, and its path or command. Anything else is journaled as
+        a step of its own."""
+        with self._calls_lock:
+            if len(self.running) != 1:
+                return False
+            call = self.running[0]
+        if kind == "execute":
+            return call.kind == "execute" and command_of(call.raw, call.title).strip() == target.strip()
+        raw: dict[str, Any] = call.raw if isinstance(call.raw, dict) else {}
+        named = str(raw.get("file_path") or raw.get("path") or "")
+        return call.kind in ("edit", "delete", "move") and bool(named) and \
+            os.path.normpath(named) == os.path.normpath(target)
 
     def working(self) -> bool:
         """Whether a tool call the adapter announced has not ended: a long quiet command is work, asked for or
@@ -400,7 +415,7 @@ class AcpAgent:
 
         def effect(key: str) -> dict[str, Any]:
             with self._calls_lock:
-                self.running += 1
+                self.running.append(call)
             try:
                 self.conn.answer(ident, {"outcome": {"outcome": "selected", "optionId": _option(options, ALLOW)}})
                 answered.append(True)
@@ -410,7 +425,7 @@ class AcpAgent:
                 return dict(call.result)
             finally:
                 with self._calls_lock:
-                    self.running -= 1
+                    self.running.remove(call)
 
         try:
             result, ran = self.journal_step(STEPS[kind], policy, given, effect)

@@ -16,6 +16,8 @@ own PID namespace, ended as a unit, dying with the desk); `terminal/kill` and `t
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
 import shlex
 import subprocess
 import threading
@@ -106,15 +108,18 @@ class Terminal:
 class Served:
     """The desk's side of `fs/*` and `terminal/*` for one adapter run. `step(name, policy, input, effect)` journals
     a step around `effect` (the step server's `tool_step`); `policy(kind, text)` is the tool rules' verdict;
-    `inside()` says whether a call the adapter asked permission for is running now; `answer(id, result)` answers
-    a request before its effect ends."""
+    `inside(kind, target)` says whether this write (kind `edit`, its absolute path) or command (`execute`, its
+    text) is the effect of the one call the adapter asked permission for that runs now; `answer(id, result)`
+    answers a request before its effect ends."""
 
     def __init__(self, worktree: Path, env: dict[str, str], step: Step, policy: Callable[[str, str], str],
-                 inside: Callable[[], bool], answer: Callable[[Any, Any], None], scope: str = "") -> None:
+                 inside: Callable[[str, str], bool], answer: Callable[[Any, Any], None], scope: str = "") -> None:
         self.worktree = worktree.resolve()
+        self.roots = {Path(os.path.normpath(worktree.absolute())).parts[1:], self.worktree.parts[1:]}  # as named
         self.env, self.step, self.policy, self.inside, self.answer = env, step, policy, inside, answer
         self.scope = scope
         self.terminals: dict[str, Terminal] = {}
+        self.closed = False  # the run ended: no command starts any more
         self._lock = threading.Lock()
         self._next = 0
 
@@ -128,20 +133,51 @@ class Served:
             raise ServeError(f"the desk serves no {method}")
         return handler(ident, params)
 
-    def _path(self, raw: Any) -> Path:
-        if not isinstance(raw, str) or not raw.startswith("/"):
+    def _path(self, raw: Any) -> tuple[str, ...]:
+        """The path's parts below the worktree (no `..`, no empty part); ServeError for any other path. Whether a
+        part is a symlink is for `_open` to refuse, as it opens each part."""
+        if not isinstance(raw, str) or not raw.startswith("/") or "\0" in raw:
             raise ServeError(f"not an absolute path: {raw!r}")
-        path = Path(raw).resolve()
-        if path != self.worktree and self.worktree not in path.parents:
-            raise ServeError(f"{raw} is outside the worktree ({self.worktree}): the desk reads and writes only there")
-        return path
+        parts = Path(os.path.normpath(raw)).parts[1:]
+        for root in self.roots:
+            if tuple(parts[:len(root)]) == root and len(parts) > len(root):
+                return tuple(parts[len(root):])
+        raise ServeError(f"{raw} is outside the worktree ({self.worktree}): the desk reads and writes only there")
+
+    def _open(self, parts: tuple[str, ...], make_folders: bool = False) -> int:
+        """A descriptor of the folder holding the path's last part, opened part by part from the worktree with no
+        symlink followed (`O_NOFOLLOW`): the agent's symlinks cannot lead the desk, which holds the forge's
+        credentials, to a file outside the worktree, nor can a folder swapped for a link meanwhile."""
+        fd = os.open(self.worktree, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                try:
+                    below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not make_folders:
+                        raise
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = below
+            return fd
+        except OSError:
+            os.close(fd)
+            raise
 
     def _read(self, ident: Any, params: dict[str, Any]) -> Any:
-        path = self._path(params.get("path"))
+        parts = self._path(params.get("path"))
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            folder = self._open(parts)
+            try:
+                file = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+            finally:
+                os.close(folder)
+            with os.fdopen(file, "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
         except OSError as exc:
-            raise ServeError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise ServeError(f"cannot read {params.get('path')}: {exc.strerror or exc} (a symlink is not followed)") \
+                from None
         line, limit = params.get("line"), params.get("limit")
         if isinstance(line, int) or isinstance(limit, int):
             lines = text.splitlines(keepends=True)
@@ -150,21 +186,30 @@ class Served:
         return {"content": text}
 
     def _write(self, ident: Any, params: dict[str, Any]) -> Any:
-        path, content = self._path(params.get("path")), params.get("content")
+        parts, content = self._path(params.get("path")), params.get("content")
         if not isinstance(content, str):
             raise ServeError("fs/write_text_file needs `content`, a string")
 
         def effect(key: str) -> dict[str, Any]:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f".{path.name}.assay-write")
-            partial.write_text(content, encoding="utf-8")
-            partial.replace(path)  # whole or not at all
+            try:
+                folder = self._open(parts, make_folders=True)
+                try:
+                    partial = f".{parts[-1]}.{os.getpid()}.{secrets.token_hex(4)}"
+                    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+                    with os.fdopen(fd, "wb") as out:
+                        out.write(content.encode("utf-8"))
+                    os.replace(partial, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)  # whole or not at all
+                finally:
+                    os.close(folder)
+            except OSError as exc:
+                raise ServeError(f"cannot write {params.get('path')}: {exc.strerror or exc} (a symlink is not "
+                                 "followed)") from None
             return {"exit_code": 0, "tail": "", "status": "completed"}
 
-        if self.inside():
+        if self.inside("edit", str(params.get("path"))):
             effect("")
             return {}
-        relative = str(path.relative_to(self.worktree))
+        relative = "/".join(parts)
         given = {"path": relative, "input_sha256": hashlib.sha256(content.encode()).hexdigest(),
                  **({"within": self.scope} if self.scope else {})}
         _, ran = self.step("edit", self.policy("edit", relative), given, effect)
@@ -181,15 +226,19 @@ class Served:
         for pair in params.get("env") or []:
             if isinstance(pair, dict) and isinstance(pair.get("name"), str):
                 env[pair["name"]] = str(pair.get("value", ""))
-        cwd = self._path(params["cwd"]) if params.get("cwd") else self.worktree
+        cwd = self.worktree
+        if params.get("cwd") and Path(os.path.normpath(str(params["cwd"]))).parts[1:] not in self.roots:
+            cwd = self.worktree.joinpath(*self._path(params["cwd"]))
         limit = params.get("outputByteLimit")
         limit = limit if isinstance(limit, int) and limit > 0 else OUTPUT_LIMIT
         with self._lock:
             terminal_id, self._next = f"term-{self._next}", self._next + 1
 
         def effect(key: str) -> dict[str, Any]:
-            terminal = Terminal(argv, cwd, env, limit)
-            with self._lock:
+            with self._lock:  # started and listed together: `stop` ends every command that ever started
+                if self.closed:
+                    raise ServeError("the run is ending: no command starts now")
+                terminal = Terminal(argv, cwd, env, limit)
                 self.terminals[terminal_id] = terminal
             self.answer(ident, {"terminalId": terminal_id})
             terminal.done.wait()
@@ -197,10 +246,10 @@ class Served:
             return {"exit_code": code if code >= 0 else 128 - code, "tail": redact(terminal.text())[-TAIL:],
                     "status": "completed" if code == 0 else "failed"}
 
-        if self.inside():
+        text = shell_text(command, [str(a) for a in args])
+        if self.inside("execute", text):
             threading.Thread(target=effect, args=("",), daemon=True).start()
             return ANSWERED
-        text = shell_text(command, [str(a) for a in args])
         given = {"command": redact(text), **({"within": self.scope} if self.scope else {})}
         result, ran = self.step("shell", self.policy("execute", text), given, effect)
         if not ran:  # completed in an earlier run: not run again; the agent reads its recorded end
@@ -240,6 +289,7 @@ class Served:
     def stop(self) -> None:
         """The run ends: every command still running ends with it."""
         with self._lock:
+            self.closed = True
             running = list(self.terminals.values())
         for terminal in running:
             terminal.end()

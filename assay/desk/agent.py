@@ -309,11 +309,11 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
             echo(f"{spec.name}: {run.brief.id}: {exc.message}")
     finally:
         ended = proc.poll()  # the adapter ended on its own (a command that could not start: 127)
-        agent.stop()
-        watch.stop()
-        heartbeat.stop()
         proc.kill()  # the namespace's init: every process of the adapter's ends with it, tool commands too
         proc.wait()
+        agent.stop()  # and every command it ran through the desk; none starts after this
+        watch.stop()
+        heartbeat.stop()
         out.finish()
         if saver is not None:
             saver.last()  # the conversation as the adapter left it, whatever ended it
