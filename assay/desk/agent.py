@@ -610,7 +610,7 @@ class Heartbeat:
                 self.member.check_in(said)
                 if not (said or self.published) and self.save is not None and self.save(claims):
                     return None  # the checkpoint's push renewed it
-                why, at = self.member.beat(claims)
+                why, at = self.member.beat(claims, said)
                 hb = self.spec.heartbeat_s
                 self._due_in = min(hb, max(0.1 * hb, at + hb - time.time()))  # in step with the host's batches
                 if why is None:
@@ -627,9 +627,9 @@ class Heartbeat:
             return None
         except Conflict as exc:  # Fenced, or the claim moved to a state this desk may not renew
             return f"fenced: {exc.message}"
-        except (AssayError, OSError) as exc:  # the forge is away or busy: the lease rule decides
+        except (AssayError, OSError, ValueError) as exc:  # the forge is away or busy: the lease rule decides
             message = exc.message if isinstance(exc, AssayError) else \
-                f"the host's heartbeat folder: {exc.strerror or exc}"
+                f"the host's heartbeat folder: {getattr(exc, 'strerror', None) or exc}"
             if time.monotonic() - last_ok < self.spec.lease_s:
                 self.echo(f"{self.spec.name}: heartbeat for {self.brief} failed, will retry: {message}")
                 return ""

@@ -23,6 +23,7 @@ from assay.core.claims import Claims, new_holder
 from assay.core.git import ForgeGit
 from assay.desk.hostbeat import Member
 from tests.conftest import REPO, Forge, git
+from tests.helpers import procs
 from tests.journal_check import claim_chain
 
 PROGRAM = """
@@ -117,4 +118,42 @@ def test_a_claim_taken_away_is_fenced_alone(forge: Forge, tmp_path: Path) -> Non
     assert claim_chain(forge.path, "b")[-1]["state"] == "released"
     why_b, _ = members[1].beat(claims)  # b reads the batch's verdict on it: fenced
     assert why_b is not None and why_b.startswith("fenced:"), why_b
+    claims.git.close()
+
+
+def test_junk_a_stopped_member_or_a_lock_held_by_a_paused_desk_never_stalls_a_heartbeat(forge: Forge,
+                                                                                       tmp_path: Path) -> None:
+    claims = Claims(ForgeGit(forge.url))
+    folder = tmp_path / "beats"
+    held = claims.claim("a", "one", require_brief=False)
+    me = Member(folder, "a", "one", held.record.epoch, new_holder("one"), 300)
+    me.check_in()
+    (folder / "junk.json").write_text(json.dumps({"brief": "../x", "desk": 1, "epoch": "x", "holder": "h",
+                                                  "heartbeat_s": "300", "at": "now"}))
+    (folder / "garbage.json").write_text("{not json")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:  # a member whose process is stopped (SIGSTOP) is not vouched for, however fresh its check-in
+        claims.claim("b", "two", require_brief=False)
+        stopped = Member(folder, "b", "two", 1, f"two/{os.uname().nodename}/{sleeper.pid}/abcd", 300)
+        stopped.check_in()
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        procs.await_state(sleeper.pid, "T", deadline_s=10)
+        assert me.beat(claims)[0] is None
+        assert lengths(forge) == [2, 1]  # a renewed; b (stopped) left out; the junk skipped
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # a desk paused while it holds the host's lock: the others renew alone, they do not wait for it
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)\n",
+                               str(folder / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        os.kill(holder.pid, signal.SIGSTOP)
+        quick = Member(folder, "a", "one", held.record.epoch, new_holder("one"), 2)  # waits at most 1 s
+        assert quick.beat(claims)[0] is None and lengths(forge)[0] == 3  # renewed alone
+    finally:
+        holder.kill()
+        holder.wait()
     claims.git.close()
