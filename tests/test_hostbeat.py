@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
-from tests.journal_check import claim_chain, invariants
+from tests.journal_check import claim_chain, entries, invariants
 
 DESK = """name: builder
 takes:
@@ -74,8 +74,7 @@ def test_a_stop_reaches_every_desk_of_the_supervisor(forge: Forge, tmp_path: Pat
                                    "--forge", forge.url], env={**os.environ, **desk_env(tmp_path)},
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
-    while {c[-1]["state"] for b in BRIEFS[:2] if (c := chain_or_none(forge, b))} != {"held"} or \
-            len([b for b in BRIEFS[:2] if chain_or_none(forge, b)]) < 2:
+    while not all(agent_runs(forge, b) for b in BRIEFS[:2]):  # both desks' agents run
         assert supervisor.poll() is None and time.monotonic() < deadline, supervisor.communicate()[0]
         time.sleep(0.1)
     supervisor.send_signal(signal.SIGTERM)  # what `systemctl stop` sends the supervisor alone
@@ -90,6 +89,13 @@ def renewed(forge: Forge, brief_id: str) -> int:
     """The renewal commits on a claim's chain."""
     subjects = git("--git-dir", str(forge.path), "log", "--format=%s", f"refs/assay/claims/{brief_id}").splitlines()
     return sum(1 for s in subjects if s.startswith(f"assay: renew {brief_id} "))
+
+
+def agent_runs(forge: Forge, brief_id: str) -> bool:
+    try:
+        return any(e.get("step") == "agent" and e["kind"] == "intent" for e in entries(forge.path, brief_id))
+    except subprocess.CalledProcessError:
+        return False
 
 
 def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None:

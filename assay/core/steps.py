@@ -422,6 +422,7 @@ class Session:
                  lazy_result: bool = False) -> T:
         durable_first = call.policy != "safe"
         ids = self._ids(call)
+        held: list[int] = []  # stops that came while the intent was journaled
         if resume is not None:
             ids["ordinal"] = resume.ordinal  # the result belongs to the intent it resolves
             intent: Draft | JournalEntry = resume
@@ -441,11 +442,14 @@ class Session:
                 data["input"] = call.input
             if call.probe is not None:
                 data["probe"] = call.probe
-            intent = self.journal.add("intent", sync=durable_first and not rides, **self._ids(call), key=key,
-                                      policy=call.policy, data=data)
-        crash_point("step.before-execute", call.name)
+            with _stops_held(held):  # a stop landing mid-push would leave the intent with nobody to end it
+                intent = self.journal.add("intent", sync=durable_first and not rides, **self._ids(call), key=key,
+                                          policy=call.policy, data=data)
         try:
+            crash_point("step.before-execute", call.name)
             with _sigterm_as_cancel():
+                if held:  # stopped while the intent was journaled: the effect never began; its end is journaled
+                    raise Cancelled(f"stopped by {signal.Signals(held[0]).name}", started=False)
                 output = fn(key)
         except (KeyboardInterrupt, Cancelled) as stop:
             reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
@@ -607,6 +611,30 @@ def _runs_elsewhere_here(start: JournalEntry) -> bool:
     writer = (start.data or {}).get("writer")
     life = Life.from_data(writer) if isinstance(writer, dict) else None
     return life is not None and life.pid != os.getpid() and life_state(life) == "alive"
+
+
+@contextmanager
+def _stops_held(held: list[int]) -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP (each one not ignored) while a step's intent is journaled, noting them in
+    `held`: the step raises the stop once its end can be journaled. (A stop raised inside the intent's push would
+    leave it on the forge unended, the claim handed back.)"""
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    try:
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(number) != signal.SIG_IGN:
+                previous[number] = signal.signal(number, hold)
+    except ValueError:  # not the main thread: its signals are the main thread's to take
+        for kept, old in previous.items():
+            signal.signal(kept, old)
+        previous = {}
+    try:
+        yield
+    finally:
+        for kept, old in previous.items():
+            signal.signal(kept, old)
 
 
 @contextmanager

@@ -1,15 +1,17 @@
 """`assay desk run NAME... --count N`: many desks on one host, under one supervisor.
 
-Each desk is a process of its own (`assay desk run NAME`, its isolation, its stop and its claims as ever), started
-by the supervisor in the supervisor's process group and ended with it (a child dies with its parent): a host that
-dies lets all its desks' claims expire together. The desks of a host share one heartbeat (`hostbeat.py`: one push
-renews the claim of every desk whose agent runs), and an idle desk runs no agent. A stop (Ctrl-C, SIGTERM, SIGHUP)
-is passed on to every desk, each hands its brief back, and the supervisor waits for them all.
+Each desk is a process of its own (`assay desk run NAME`, its isolation, its stop and its claims as ever), in a
+process group of its own (a terminal's Ctrl-C reaches the supervisor alone, which passes one stop on to each), and
+dies with the supervisor: a host that dies lets all its desks' claims expire together. The desks of a host share
+one heartbeat (`hostbeat.py`: one push renews the claim of every desk whose agent runs), and an idle desk runs no
+agent. A stop (Ctrl-C, SIGTERM, SIGHUP) is passed on to every desk, each hands its brief back, and the supervisor
+waits for them all.
 
 Idle desks back off to a look every 2 minutes; the supervisor looks for them all, every `WATCH_S` (one ref
-advertisement of main and the claims, for the host), and when either moved it touches the state folder's `wake`
+advertisement of main and the claims, for the host), and when main moved, a claim came or went, or a claim
+changed state (its new commit is not a renewal: a release, a wake, a block), it touches the state folder's `wake`
 file, which an idle desk watches: it looks at once, and a brief put on main starts its agent within about a
-second.
+second. Renewals, which busy desks push all the time, wake nobody.
 
 The forge reaches each desk in its environment (`ASSAY_FORGE`), never in its arguments.
 """
@@ -24,8 +26,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from assay.core.git import ForgeGit
 from assay.desk.procs import dies_with_parent
-from assay.errors import AssayError, ConfigInvalid, ForgeError, NeedsPerson
+from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
 
 Echo = Callable[[str], None]
 WATCH_S = 1.0  # how often the supervisor reads main and the claims for its idle desks
@@ -54,7 +57,7 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
             for _ in range(count):
                 argv = desk_argv(name, once=once, max_briefs=max_briefs, poll_s=poll_s, state_dir=state_dir)
                 children.append((name, subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                                        preexec_fn=dies_with_parent())))
+                                                        process_group=0, preexec_fn=dies_with_parent())))
         watch(forge, state_dir, WATCH_S, [child for _, child in children])
         codes = [child.wait() for _, child in children]
     except KeyboardInterrupt:
@@ -70,7 +73,6 @@ def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[
     """Until every desk has ended: read main and the claims every `poll_s` (one advertisement), and touch the
     `wake` file when they moved. A forge that cannot be read now is read again next time."""
     from assay.core.config import state_dir_for
-    from assay.core.git import ForgeGit
     from assay.desk.loop import WAKE
 
     wake = state_dir_for(forge, state_dir) / WAKE
@@ -80,17 +82,38 @@ def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[
         while any(child.poll() is None for child in children):
             try:
                 refs = git.ls_remote("refs/heads/main", "refs/assay/claims/*")
-            except AssayError:
-                refs = seen or {}
-            if seen is not None and refs != seen:
-                wake.touch()
-                os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
-            seen = refs
+                if seen is not None and moved(git, seen, refs):
+                    wake.touch()
+                    os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
+                seen = refs
+            except Exception as exc:  # noqa: BLE001 - a forge away, a full disk: the desks poll on their own
+                echo_once(f"supervisor: cannot watch the forge for the idle desks now ({exc})")
             deadline = time.monotonic() + poll_s
             while time.monotonic() < deadline and any(child.poll() is None for child in children):
                 time.sleep(min(0.2, poll_s))
     finally:
         git.close()
+
+
+def moved(git: ForgeGit, seen: dict[str, str], refs: dict[str, str]) -> bool:
+    """Whether idle desks may find work: main moved, a claim came or went, or a claim's new commit is not a
+    renewal (a renewal's subject is `assay: renew …`; what else moved is read, one fetch of the new tips)."""
+    if refs.get("refs/heads/main") != seen.get("refs/heads/main") or set(refs) != set(seen):
+        return True
+    changed = {ref: sha for ref, sha in refs.items() if seen.get(ref) != sha}
+    if not changed:
+        return False
+    git.ensure_objects(changed)
+    return any(not git.message_of(sha).startswith("assay: renew ") for sha in changed.values())
+
+
+_said: set[str] = set()
+
+
+def echo_once(line: str) -> None:
+    if line not in _said:
+        _said.add(line)
+        print(line, file=sys.stderr)
 
 
 def _wait(child: subprocess.Popen[bytes]) -> int:
