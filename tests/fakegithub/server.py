@@ -358,7 +358,10 @@ class FakeGitHub:
 
     def _secondary_refusal(self, method: str, spec: str, user: User,
                            quota: Quota) -> tuple[int, dict[str, str], bytes] | None:
-        if method == "GET" or not self.content_limits:
+        if method == "GET":
+            return None
+        if not self.content_limits:
+            self.created.setdefault(user.login, []).append(self.limit_clock())  # counted, never refused
             return None
         extra = self.over_content_limit(user)
         if extra is None:
