@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from assay.core.forge.budget import Limits  # noqa: E402
 from assay.core.forge.github import GitHubReviews, GitHubTarget  # noqa: E402
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
 from tests.fakegithub import FakeGitHub  # noqa: E402
@@ -197,7 +198,9 @@ def main() -> None:
 
         # desks, end to end: two briefs worked in one pass, then a person merges one
         b = meter.snap()
+        created = len(gh.created.get(gh.user.login, []))
         assay(["desk", "run", "builder", "--once"], env, tmp)
+        per["created"] = ((len(gh.created.get(gh.user.login, [])) - created) / 2, 0.0, 0.0)
         per["desk"] = meter.measure("desk pass working a brief, per brief", b, per=2,
                                     note="alpha and beta: claim .. ready, waiting")
         meter.rows[-1] = (meter.rows[-1][0], *(int(x) for x in per["desk"]), meter.rows[-1][4])  # type: ignore[assignment]
@@ -253,6 +256,11 @@ def arithmetic(per: dict[str, tuple[float, float, float]], watched: int) -> None
           f"{spare / (lifecycle + 3 * changed):.0f} briefs/hour with one sweeper)")
     print("a fleet of 1,000 desks fits while its briefs finish at that rate: desks spend quota per brief, "
           "not per desk or per heartbeat;")
+    created = per["created"][0]
+    minute, hour = Limits().per_minute, Limits().per_hour
+    print(f"content-creating requests per brief (GitHub's secondary limits count these per token): {created:.1f}; "
+          f"the fleet's budget ({minute}/min, {hour}/h of GitHub's 80 and 500) carries {hour / created:.0f} "
+          f"briefs/hour per token (bursts of {minute / created:.0f} a minute)")
     print(f"a desk polling its own waiting brief pays {cost('poll'):.0f} per unchanged pass, 1 per pass after "
           "its pull request (or, on the fake, any answer embedding the repository) changed.")
 

@@ -186,7 +186,7 @@ def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_d
     assert [(s.context, (s.description or "").rpartition("; ")[2]) for s in gh.statuses(OWNER, NAME, head)] == [
         ("assay/verify/tests", "epoch 1")]
     reviews.label("alpha", "draft", "builder")
-    gh.faults.arm("DELETE", r"/labels/", Fault.DROP_AFTER_WRITE)
+    gh.faults.arm("PUT", r"/labels$", Fault.DROP_AFTER_WRITE)
     reviews.label("alpha", "ready", "builder")
     assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:ready", "desk:builder"]
 

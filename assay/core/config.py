@@ -179,9 +179,10 @@ def open_reviews(git: ForgeGit) -> Reviews:
                               "statuses write access")
     from pathlib import Path
 
+    from assay.core.forge.budget import fleet_budget
     from assay.core.forge.github import GitHubReviews
 
-    return GitHubReviews(target, token, cache_dir=Path(git.cache, "github"))
+    return GitHubReviews(target, token, cache_dir=Path(git.cache, "github"), budget=fleet_budget(git, token))
 
 
 def state_dir_for(url: str, explicit: Path | None = None) -> Path:

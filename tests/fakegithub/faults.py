@@ -16,6 +16,7 @@ class Fault(enum.Enum):
     PRIMARY_RATE_LIMIT = "403 primary rate limit, X-RateLimit-Remaining: 0"
     BAD_GATEWAY = "502 Bad Gateway"
     DROP_AFTER_WRITE = "the write is applied, then the connection closes with no response"
+    SECONDARY_AFTER_WRITE = "the write is applied, then a secondary-limit 403 answers it (a limit met mid-write)"
     STALE_LIST = "a list read from a lagging replica: 200, without what was written a moment ago"
     GRAPHQL_RATE_LIMITED = "GraphQL's spent limit: 200 with an error of type RATE_LIMITED"
     NOT_FOUND = "404 Not Found (what GitHub answers where the token may not look)"
@@ -76,7 +77,7 @@ def fault_response(armed: Armed, request_id: str, reset: int) -> tuple[int, dict
                          "errors": [{"resource": "PullRequest", "code": "custom", "message": "Validation failed"}]}
     if fault is Fault.NOT_FAST_FORWARD:
         return 422, {}, {"message": "Update is not a fast forward", "documentation_url": DOCS}
-    if fault is Fault.SECONDARY_RATE_LIMIT:
+    if fault in (Fault.SECONDARY_RATE_LIMIT, Fault.SECONDARY_AFTER_WRITE):
         return 403, {"Retry-After": str(armed.retry_after)}, {
             "message": SECONDARY_MESSAGE.format(rid=request_id), "documentation_url": DOCS}
     if fault is Fault.TOO_MANY_REQUESTS:

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from tests.fakegithub import gitside, graphql, queue, rest, reviews
-from tests.fakegithub.faults import DOCS, Fault, FaultQueue, fault_response
+from tests.fakegithub.faults import DOCS, SECONDARY_MESSAGE, Fault, FaultQueue, fault_response
 from tests.fakegithub.openapi import graphql_validate, validate
 from tests.fakegithub.state import (
     CLOCK,
@@ -102,6 +103,13 @@ class FakeGitHub:
         self._thread: threading.Thread | None = None
         self.urls = Urls("", "")
         self.clock_offset_s = 0.0
+        # GitHub's secondary limit on content-creating requests (REST writes, GraphQL mutations) per identity:
+        # (requests, seconds) windows, none until a test sets them (`limit_content`)
+        self.content_limits: tuple[tuple[int, float], ...] = ()
+        self.limit_clock: Callable[[], float] = time.time
+        self.limit_retry_after = True  # GitHub may leave Retry-After out; the client then backs off on its own
+        self.created: dict[str, list[float]] = {}  # login -> when each content-creating request was answered
+        self.secondary_refused: Counter[str] = Counter()  # login -> content-creating requests refused over the limit
 
     @property
     def clock_offset_s(self) -> float:
@@ -327,6 +335,43 @@ class FakeGitHub:
             if repo is not None and repo.queue:
                 queue.settle(self, repo)
 
+    def limit_content(self, per_minute: int = 80, per_hour: int = 500, clock: Callable[[], float] = time.time,
+                      retry_after: bool = True) -> None:
+        """Refuse an identity's content-creating requests beyond `per_minute` a minute and `per_hour` an hour with
+        GitHub's secondary-limit 403 (`clock`: a test's own, so a minute need not pass in real time)."""
+        with self.lock:
+            self.content_limits = ((per_minute, 60.0), (per_hour, 3600.0))
+            self.limit_clock, self.limit_retry_after = clock, retry_after
+
+    def over_content_limit(self, user: User) -> dict[str, str] | None:
+        """None when `user` may create content now (and it is counted); else the 403's extra headers."""
+        now = self.limit_clock()
+        made = self.created.setdefault(user.login, [])
+        for limit, window in self.content_limits:
+            recent = [t for t in made if t > now - window]
+            if len(recent) >= limit:
+                self.secondary_refused[user.login] += 1
+                return {"Retry-After": str(max(1, int(recent[-limit] + window - now + 1)))} \
+                    if self.limit_retry_after else {}
+        made.append(now)
+        return None
+
+    def _secondary_refusal(self, method: str, spec: str, user: User,
+                           quota: Quota) -> tuple[int, dict[str, str], bytes] | None:
+        if method == "GET":
+            return None
+        if not self.content_limits:
+            self.created.setdefault(user.login, []).append(self.limit_clock())  # counted, never refused
+            return None
+        extra = self.over_content_limit(user)
+        if extra is None:
+            return None
+        body = {"message": SECONDARY_MESSAGE.format(rid=secrets.token_hex(8)), "documentation_url": DOCS}
+        quota.used += 1
+        if spec not in GRAPHQL_PATHS:  # checked against the REST description as every REST answer is
+            self.sent.append(Sent(method, spec, 403, body))
+        return 403, {**quota.headers(), **extra}, json.dumps(body).encode()
+
     def quota(self, user: User, resource: str = "core") -> Quota:
         with self.lock:
             key = (user.login, resource)
@@ -388,7 +433,8 @@ class FakeGitHub:
         with self.lock:
             quota = self.quota(user, resource)
             armed = self.faults.take(method, path)
-            if armed is not None and armed.fault not in (Fault.DROP_AFTER_WRITE, Fault.STALE_LIST):
+            if armed is not None and armed.fault not in (Fault.DROP_AFTER_WRITE, Fault.STALE_LIST,
+                                                         Fault.SECONDARY_AFTER_WRITE):
                 status, extra, fault_body = fault_response(armed, secrets.token_hex(8), quota.reset)
                 quota.used += 1
                 self.calls[(method, spec)] += 1
@@ -401,10 +447,20 @@ class FakeGitHub:
                 limited = {"message": f"API rate limit exceeded for user ID {user.id}.", "documentation_url": DOCS}
                 self.sent.append(Sent(method, spec, 403, limited))
                 return 403, quota.headers(), json.dumps(limited).encode()
+            refused = self._secondary_refusal(method, spec, user, quota)
+            if refused is not None:
+                self.calls[(method, spec)] += 1
+                return refused
             request = rest.Request(method, path, query, body, user)
             reply = route.handler(self, request, {k: v for k, v in match.groupdict().items()})
             if armed is not None and armed.fault is Fault.STALE_LIST and reply.items is not None:
                 reply = rest.Reply(reply.status, [], dict(reply.headers), [])  # the replica has not caught up
+            elif armed is not None and armed.fault is Fault.SECONDARY_AFTER_WRITE:  # applied; the answer is a 403
+                status, extra, fault_body = fault_response(armed, secrets.token_hex(8), quota.reset)
+                quota.used += 1
+                self.calls[(method, spec)] += 1
+                self.sent.append(Sent(method, spec, status, fault_body))
+                return status, {**quota.headers(), **extra}, json.dumps(fault_body).encode()
             elif armed is not None:  # DROP_AFTER_WRITE: the write above is applied; no answer goes out
                 self.calls[(method, spec)] += 1
                 quota.used += 1
@@ -437,6 +493,12 @@ class FakeGitHub:
                 quota.used += 1
                 self.calls[("POST", "/graphql")] += 1
                 return status, {**quota.headers(), **extra}, json.dumps(payload).encode()
+            query = str(body.get("query") or "") if isinstance(body, dict) else ""
+            if query.lstrip().startswith("mutation"):
+                refused = self._secondary_refusal("POST", "/graphql", user, quota)
+                if refused is not None:
+                    self.calls[("POST", "/graphql")] += 1
+                    return refused
             payload = graphql.answer(self, body, user)
             quota.used += 1
             self.calls[("POST", "/graphql")] += 1

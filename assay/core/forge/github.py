@@ -40,6 +40,7 @@ from assay.core.forge.base import (
     review_title,
     thread_signals,
 )
+from assay.core.forge.budget import ForgeBudget
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import OBJECT_ID, RefUpdate
 from assay.core.records import ReviewComment, ReviewRecord, brief_id_problem, validate_brief_id
@@ -125,7 +126,7 @@ class GitHubReviews:
 
     def __init__(self, target: GitHubTarget, token: str, echo: Echo | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 cache_dir: Path | None = None) -> None:
+                 cache_dir: Path | None = None, budget: ForgeBudget | None = None) -> None:
         from github import Auth, Github
 
         if not _SLUG.fullmatch(target.repo):
@@ -146,6 +147,7 @@ class GitHubReviews:
         self._numbers: dict[str, int] = {}  # brief -> the pull request this object opened or found for it
         self._writers: dict[str, bool] = {}  # login -> may write to the repository
         self._keepalive: Callable[[], None] | None = None
+        self.budget = budget  # the fleet's content-creating requests for this token, shared through the forge
         self._max_wait_s = MAX_WAIT_S
         self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
 
@@ -159,23 +161,30 @@ class GitHubReviews:
         from requests.exceptions import ConnectionError as Dropped
         from requests.exceptions import Timeout
 
-        last, waited = "", 0.0
+        last, waited, limited = "", 0.0, 0
         for attempt in range(TRIES):
+            if write:
+                waited = self._spend(op, waited)
             self.calls[op] += 1
             try:
                 return fn()
             except GithubException as exc:
-                wait = _rate_wait(exc, self.clock())
+                wait = _rate_wait(exc, self.clock(), limited)
                 if wait is not None:
+                    limited += 1
                     if waited + wait > self._max_wait_s:  # one bound for all the waits of one call
                         raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s"
                                          + (f", after {waited:.0f}s of waiting" if waited else ""),
                                          hint="run again later; `assay` spends API calls only on state "
                                               "changes") from None
-                    self.echo(f"GitHub's rate limit stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
+                    self.echo(f"GitHub's {_limit_kind(exc)} stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
                     waited += wait
                     self._wait(wait)
                     last = f"rate limited, waited {wait:.0f}s"
+                    if write and read_back is not None:  # never a blind repeat: the write may have landed
+                        found = read_back()
+                        if found is not None:
+                            return found
                     continue
                 unknown = exc.status >= 500 or (exc.status == 422 and _already_exists(exc))
                 if unknown and read_back is not None:
@@ -194,6 +203,22 @@ class GitHubReviews:
             self.sleep(min(0.2 * 2 ** attempt, 5.0))
         raise ForgeError(f"GitHub did not let {doing(op)} through in {TRIES} tries ({last}); nothing is assumed "
                          "written", hint="run the command again: it reads back before writing")
+
+    def _spend(self, op: str, waited: float) -> float:
+        """Take one content-creating request from the fleet's budget for this token (`budget.py`), waiting (said
+        so, the claim renewed meanwhile) while the fleet has spent it; the call's waits so far, and these."""
+        while self.budget is not None:
+            wait = self.budget.wait_s()
+            if wait <= 0:
+                break
+            if waited + wait > self._max_wait_s:
+                raise ForgeError(f"the fleet's GitHub write budget stops {doing(op)}: room again in {wait:.0f}s",
+                                 hint="run again later, or spread the desks over more tokens (GitHub App "
+                                      "installations): GitHub limits each to 80 writes a minute, 500 an hour")
+            self.echo(f"the fleet's GitHub write budget stops {doing(op)}: waiting {wait:.0f}s")
+            waited += wait
+            self._wait(wait)
+        return waited
 
     def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
         self._keepalive, self._max_wait_s = keepalive, min(MAX_WAIT_S, max_wait_s)
@@ -778,12 +803,14 @@ class GitHubReviews:
         are read from the pull request's own answer, so this costs no read of its own."""
         pull = self._require(brief, "label")
         have = {str(lb.get("name")) for lb in pull.get("labels") or [] if isinstance(lb, dict)}
+        wanted = (have - set(STATE_LABELS)) | {f"assay:{state}", f"desk:{desk}"}
+        if wanted == have:
+            return  # no write: the label set is as it should be
         obj = self._obj(pull)
-        for stale in sorted(have & set(STATE_LABELS) - {f"assay:{state}"}):
-            self._call("label", partial(_remove_label, obj, stale), write=True)
-        wanted = [name for name in (f"assay:{state}", f"desk:{desk}") if name not in have]
-        if wanted:
-            self._call("label", lambda: obj.add_to_labels(*wanted), write=True)
+        if have & set(STATE_LABELS) - wanted:  # a state label goes: the whole set in one write (idempotent)
+            self._call("label", lambda: obj.set_labels(*sorted(wanted)), write=True)
+        else:  # only additions: labels a person adds meanwhile are kept
+            self._call("label", lambda: obj.add_to_labels(*sorted(wanted - have)), write=True)
 
     def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
         """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence and the epoch
@@ -880,9 +907,21 @@ def _graphql_rate_limited(exc: Any) -> bool:
     return any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in data.get("errors") or [])
 
 
-def _rate_wait(exc: Any, now: float) -> float | None:
+def _secondary(exc: Any) -> bool:
+    """A secondary limit (too many writes, or requests at once, by this identity): a 429, or a 403 whose message
+    says so; not a permission 403 (`ForgeDenied`), which says "Resource not accessible" or names a permission."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    return exc.status == 429 or (exc.status == 403 and "secondary rate limit" in str(data.get("message", "")).lower())
+
+
+def _limit_kind(exc: Any) -> str:
+    return "secondary rate limit" if _secondary(exc) else "rate limit"
+
+
+def _rate_wait(exc: Any, now: float, before: int = 0) -> float | None:
     """Seconds GitHub asks us to wait (403/429 with Retry-After, a spent primary limit, GraphQL's RATE_LIMITED);
-    None otherwise."""
+    None otherwise. A secondary limit without Retry-After waits a minute, doubled for each one before it in the
+    same call (`before`), as GitHub's documentation asks."""
     if exc.status not in (403, 429) and not _graphql_rate_limited(exc):
         return None
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
@@ -896,8 +935,10 @@ def _rate_wait(exc: Any, now: float) -> float | None:
             return max(0.0, float(headers["x-ratelimit-reset"]) - now) + 1.0
         except ValueError:
             return 60.0
+    if _secondary(exc):
+        return 60.0 * float(2 ** min(before, 4))
     message = str((exc.data or {}).get("message", "")) if isinstance(exc.data, dict) else ""
-    if exc.status == 429 or "rate limit" in message.lower() or _graphql_rate_limited(exc):
+    if "rate limit" in message.lower() or _graphql_rate_limited(exc):
         return 60.0
     return None
 
@@ -993,14 +1034,3 @@ def _comment(c: dict[str, Any]) -> ReviewComment:
 def _marker() -> str:
     """An invisible, unique marker for a comment or review body (Markdown hides HTML comments)."""
     return f"<!-- assay:{os.urandom(6).hex()} -->"
-
-
-def _remove_label(obj: Any, name: str) -> None:
-    """Remove a label; one already gone (an earlier try that was applied, say) is removed."""
-    from github import GithubException
-
-    try:
-        obj.remove_from_labels(name)
-    except GithubException as exc:
-        if exc.status != 404:
-            raise
