@@ -292,3 +292,25 @@ def test_writers_racing_across_a_boundary_leave_one_snapshot_that_agrees(forge: 
         t.join()
     assert errors == []
     assert snapshot_problems(forge.path, "alpha") == [] and invariants(forge.path, "alpha") == []
+
+
+def test_a_damaged_local_index_never_reaches_a_snapshot(written: Forge, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local index is a hint: entries it holds wrongly (a damaged cache) never become part of a snapshot on the
+    forge; the writer copies the entries a new snapshot holds from the chain's own commits."""
+    from assay.core.recordtype import replace
+
+    for kind in (journalindex.View, journalindex.Snapshot):
+        honest = kind.between
+
+        def damaged(self: object, after: int, upto: int, honest: Callable[..., list[tuple[JournalEntry, str | None]]]
+                    = honest) -> list[tuple[JournalEntry, str | None]]:
+            return [(replace(e, run="tock"), c) for e, c in honest(self, after, upto)]
+
+        monkeypatch.setattr(kind, "between", damaged)
+    writer = session(Claims(fresh_port(written, tmp_path, "cold")), "r2", indexed=True)  # from the snapshot of 1..20
+    assert writer.journal.base is not None
+    for i in range(3):
+        writer.note(f"across the boundary {i}", sync=True)  # 24, 25, 26: seq 25 lands, with a snapshot of 1..24
+    assert snapshot_problems(written.path, "alpha", EVERY) == []
+    assert git("--git-dir", str(written.path), "grep", "-c", "tock", REF, check=False) == ""

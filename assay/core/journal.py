@@ -30,7 +30,7 @@ from assay.core.records import (
     wip_ref,
 )
 from assay.core.recordtype import dataclass, field
-from assay.errors import Conflict, Fenced, IllegalTransition, IndexDamaged, RecordInvalid
+from assay.errors import AssayError, Conflict, Fenced, IllegalTransition, IndexDamaged, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -515,11 +515,32 @@ class Journal:
         return files
 
     def _between(self, after: int, upto: int) -> list[tuple[JournalEntry, str | None]] | None:
-        """Entries after..upto as this journal holds them (its base, then what it read and wrote since), each with
-        the commit that added it."""
-        out = self.base.between(after, upto) if self.base is not None and after < self.base.last_seq else []
-        out += [(e, self.commit_of.get(e.seq)) for e in self.entries if after < e.seq <= upto]
-        return out if len(out) == upto - after else None
+        """Entries after..upto read from the chain's own commits, each with the commit that added it: a snapshot
+        is a copy of the chain, never of the local index (a hint, which a damaged cache could make false for every
+        cold reader). The index names only where to start (the commit of entry `after`), checked: None, and no new
+        snapshot, when the commits do not hold exactly these entries."""
+        ref = journal_ref(self.brief)
+        since: str | None = None
+        if after > 0:
+            since = self.commit_of.get(after)
+            if since is None and self.base is not None:
+                found = self.base.between(after - 1, after)
+                since = found[0][1] if found else None
+            if since is None:
+                return None
+        try:
+            commits = list(reversed(self.git.rev_list(self.tip, since=since))) if self.tip else []
+            read = self.git.read_typed([f"{c}:entries.jsonl" for c in [*([since] if since else []), *commits]])
+            if since is not None:  # where it starts must end with entry `after`
+                if decode_entry(_entry_lines(ref, since, read[0])[-1], ref).seq != after:
+                    return None
+                read = read[1:]
+            out: list[tuple[JournalEntry, str | None]] = [
+                (decode_entry(line, ref), commit) for commit, found in zip(commits, read, strict=True)
+                for line in _entry_lines(ref, commit, found)]
+        except (AssayError, IndexError):
+            return None
+        return out if [e.seq for e, _ in out] == list(range(after + 1, upto + 1)) else None
 
     def _landed(self, entries: list[JournalEntry], commit: str, claim: Claim) -> None:
         self.entries.extend(entries)
