@@ -471,10 +471,12 @@ def unknown_before(session: Session, name: str, given: dict[str, Any]) -> dict[s
     no repeat). The call is then that call's repeat: refused once, and a deliberate repeat answers its unknown, as
     after a crash. Else a new attempt's agent would run the cut-off command again unrefused, its prompt saying
     otherwise, and the unknown would hold the review up until someone settled it."""
-    if session.journal.base is not None:  # an indexed session does not hold the whole journal
-        return None
+    journal = session.journal
+    entries = journal.entries
+    if journal.base is not None:  # an indexed session holds the tail: the rest from its index or snapshot
+        entries = [e for e, _ in journal.base.between(0, journal.base.last_seq)] + \
+            [e for e in entries if e.seq > journal.base.last_seq]
     bare = {k: v for k, v in given.items() if k != "within"}
-    entries = session.journal.entries
     for end in reversed(unknown_outcomes(round_entries(entries))):
         intent = next((e for e in entries if e.seq == end.intent), None) if end.step == name else None
         recorded = (intent.data or {}).get("input") if intent is not None else None
