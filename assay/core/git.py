@@ -1003,8 +1003,8 @@ class ForgeGit:
         if (atomic or len(updates) == 1) and folder is not None and not (vetting := _vetting(folder, self.cache)).vets \
                 and (self._send_loose(folder, updates, vetting.sync_loose) or self._send_objects(folder, updates)):
             return self._transact(folder, updates)
-        if folder is None and self._posts and len(updates) >= HTTP_PUSH_AT:
-            posted = self._push_http(updates, atomic)
+        if folder is None and atomic and self._posts and len(updates) >= HTTP_PUSH_AT:
+            posted = self._push_http(updates)
             if posted is not False:
                 return posted
         args = ["push", "--porcelain", "--no-verify"]
@@ -1027,8 +1027,8 @@ class ForgeGit:
         return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                 else results[u.ref] for u in updates}
 
-    def _push_http(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None | Literal[False]:
-        """A big push to a forge over HTTP as one exchange with its `git-receive-pack` (smart HTTP): the forge's
+    def _push_http(self, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None | Literal[False]:
+        """A big atomic push to a forge over HTTP as one exchange with its `git-receive-pack` (smart HTTP): the forge's
         advertisement read once, the commands and one pack (`pack-objects --revs`, leaving out what the expected
         tips hold) posted once, its report read. `git push` matches each ref pushed against every ref the forge
         advertises, twice (in push and in send-pack): a push of thousands of refs to a forge of tens of
@@ -1049,16 +1049,14 @@ class ForgeGit:
                 advertised, caps = _advertisement(answer.read()) if answer.geturl().startswith(base) else ({}, set())
         except (OSError, ValueError, urllib.error.URLError):
             advertised, caps = {}, set()
-        needed = {"report-status", "delete-refs", *(["atomic"] if atomic else [])}
-        if not needed <= caps:
+        if not {"report-status", "delete-refs", "atomic"} <= caps:
             self._posts = False
             return False
         stale = {u.ref for u in updates if advertised.get(u.ref, ZERO) != u.expected}
         if stale:  # as `git push --force-with-lease --porcelain` reports it
             return {u.ref: PushResult(u.ref, "stale", "stale info") if u.ref in stale
-                    else PushResult(u.ref, "rejected", "atomic push failed" if atomic else "not sent") for u in updates}
-        self.round_trips["push"] += 1
-        agent = ["report-status", *(["atomic"] if atomic else []), *(["ofs-delta"] if "ofs-delta" in caps else [])]
+                    else PushResult(u.ref, "rejected", "atomic push failed") for u in updates}
+        agent = ["report-status", "atomic", *(["ofs-delta"] if "ofs-delta" in caps else [])]
         body = b"".join(_pkt(f"{u.expected} {u.new} {u.ref}" + ("\0" + " ".join(agent) if i == 0 else "") + "\n")
                         for i, u in enumerate(updates)) + b"0000"
         news = [u.new for u in updates if u.new != ZERO]
@@ -1066,7 +1064,11 @@ class ForgeGit:
             olds = [u.expected for u in updates if u.expected != ZERO]
             present = [sha for sha, obj in zip(olds, self.read_typed(olds), strict=True) if obj is not None]
             wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
-            body += self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
+            try:
+                body += self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
+            except ForgeError:
+                return False  # nothing was sent: `git push` says why
+        self.round_trips["push"] += 1
         request = urllib.request.Request(f"{base}/git-receive-pack", data=body, method="POST", headers={
             **headers, "Content-Type": "application/x-git-receive-pack-request",
             "Accept": "application/x-git-receive-pack-result"})
