@@ -1,7 +1,8 @@
 """A forge that stays fast as work finishes: a raw push against 10,000 finished briefs, before and after
-`assay retire`, against a raw push to an empty forge in the same run.
+`assay retire`, against a raw push to an empty forge in the same run; and `assay retire` itself, on disk and over
+HTTP, at 100 and 10,000 briefs, each beside one raw push to the same forge.
 
-    python benchmarks/retire.py [--briefs 10000] [--rounds 15]
+    python benchmarks/retire.py [--briefs 10000] [--small 100] [--rounds 15] [--no-http]
 
 Two forges on disk: an empty one (main only) and one with N finished briefs, each with a `done` claim,
 a journal and a work branch (3N refs, written as loose refs by `git fast-import`, as pushes leave them).
@@ -13,15 +14,24 @@ before, dated now. Prints min / median / max and the median ratios (target after
 from __future__ import annotations
 
 import argparse
+import http.server
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
+
 ZERO = "0" * 40
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"
 AT = "2026-01-01T00:00:00Z"
@@ -63,12 +73,80 @@ def new_commit(repo: Path, tag: str) -> str:
     return git("-c", "user.name=b", "-c", "user.email=b@x", "commit-tree", tree, "-m", tag, cwd=repo).strip()
 
 
-def raw_push(scratch: Path, forge: Path, ref: str) -> float:
+def raw_push(scratch: Path, forge: Path | str, ref: str) -> float:
     sha = new_commit(scratch, ref)
     started = time.perf_counter()
     subprocess.run(["git", "-C", str(scratch), "push", "-q", f"--force-with-lease={ref}:{ZERO}", str(forge),
                     f"{sha}:{ref}"], check=True, capture_output=True)
     return (time.perf_counter() - started) * 1000
+
+
+class Backend(http.server.ThreadingHTTPServer):
+    """`git http-backend` on loopback over the forges in `root`, a CGI process per request."""
+
+    daemon_threads = True
+
+    def __init__(self, root: Path) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _serve(self) -> None:
+                body = request_body(self)
+                url = urllib.parse.urlsplit(self.path)
+                status, out, payload = http_backend(root, self.command, urllib.parse.unquote(url.path), url.query,
+                                                    {k.lower(): v for k, v in self.headers.items()}, body, "bench")
+                self.send_response(status)
+                for name, value in out:
+                    if name.lower() not in ("content-length", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = _serve
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def retire_run(forge: str, cache: Path) -> float:
+    """Seconds one `assay retire` of every done brief takes, in a process of its own, its cache empty."""
+    env = {**os.environ, "ASSAY_FORGE": forge, "ASSAY_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "assay", "retire"], env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def growth(tmp: Path, scratch: Path, sizes: list[int], http: bool) -> None:
+    """`assay retire` at each size, on disk and over HTTP, each beside a raw push to the same forge just before."""
+    served = tmp / "served"
+    served.mkdir()
+    backend = Backend(served)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    times: dict[tuple[str, int], float] = {}
+    for n in sizes:
+        original = tmp / f"sized{n}.git"
+        build(original, n)
+        shutil.copytree(original, served / f"f{n}.git", symlinks=True)
+        git("--git-dir", str(served / f"f{n}.git"), "config", "http.receivepack", "true")
+        where = {"disk": str(original)}
+        if http:
+            where["http"] = f"http://127.0.0.1:{backend.server_address[1]}/f{n}.git"
+        for kind, forge in where.items():
+            subprocess.run(["sync"], check=False)  # the build's writes are on disk, not competing with the run
+            floor = raw_push(scratch, forge, f"refs/bench/floor{n}") / 1000
+            took = retire_run(forge, tmp / f"cache-{kind}-{n}")
+            times[(kind, n)] = took
+            print(f"`assay retire` of {n:5d} briefs ({kind:4s}): {took:7.2f} s; floor (one raw push) "
+                  f"{floor * 1000:6.0f} ms; ratio {took / floor:7.1f}", flush=True)
+    backend.shutdown()
+    small, large = sizes[0], sizes[-1]
+    for kind in ("disk", "http") if http else ("disk",):
+        grew = times[(kind, large)] / times[(kind, small)]
+        print(f"retire {kind}: {small} -> {large} briefs grows {grew:.1f}x for {large / small:.0f}x the briefs "
+              f"(exponent {math.log(grew) / math.log(large / small):.2f}; linear: 1.00)")
 
 
 def phase(scratch: Path, empty: Path, full: Path, rounds: int, tag: str) -> tuple[list[float], list[float]]:
@@ -87,14 +165,18 @@ def show(label: str, v: list[float]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--briefs", type=int, default=10000)
+    ap.add_argument("--small", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--no-http", action="store_true", help="retire on disk only")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         empty, full, scratch = tmp / "empty.git", tmp / "full.git", tmp / "scratch.git"
+        git("init", "-q", "--bare", str(scratch))
+        growth(tmp, scratch, [opts.small, opts.briefs], not opts.no_http)
         build(empty, 0)
         build(full, opts.briefs)
-        git("init", "-q", "--bare", str(scratch))
+        subprocess.run(["sync"], check=False)
         loose = sum(1 for p in (full / "refs").rglob("*") if p.is_file())
         print(f"git {git('--version').split()[-1]}, {os.cpu_count()} cores, {opts.briefs} finished briefs "
               f"({loose} loose refs), {opts.rounds} interleaved rounds (ms)")

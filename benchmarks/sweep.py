@@ -1,6 +1,7 @@
-"""One `assay sweep` at 10, 100 and 1,000 briefs: its time against a floor, and its git round trips.
+"""One `assay sweep` at 100, 1,000 and 10,000 briefs: its time against a floor, its git round trips, and its
+growth from the smallest size to the largest (target <= 5 from 100 to 10,000 briefs).
 
-    python benchmarks/sweep.py [--sizes 10,100,1000] [--rounds 5]
+    python benchmarks/sweep.py [--sizes 100,1000,10000] [--rounds 5]
 
 Each forge is built with `git fast-import`: N briefs on main, each with a held claim (lease 600 s,
 so nothing expires) and a journal of two entries. Each round times, interleaved over all sizes:
@@ -11,7 +12,8 @@ so nothing expires) and a journal of two entries. Each round times, interleaved 
 - a full sweep: the observations deleted first, so every journal is decoded again.
 
 Prints min/median/max of each, the sweeps as ratios to the floor, and the ls-remote, fetch and push
-invocations each sweep made (from `--json`): they must not grow with the number of briefs.
+invocations each sweep made (from `--json`): they must not grow with the number of briefs. Last, each one's
+growth (the ratio of medians, largest size to smallest) beside the floor's.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--rounds", type=int, default=5)
     opts = ap.parse_args()
     sizes = [int(s) for s in opts.sizes.split(",")]
@@ -112,6 +114,11 @@ def main() -> None:
             ratio = statistics.median(times[(kind, n)]) / floor
             print(f"{'':13s}{kind:6s} sweep {spread(times[(kind, n)])}  ratio {ratio:5.2f}  "
                   f"git round trips {' | '.join(sorted(trips[(kind, n)]))}")
+    small, large = sizes[0], sizes[-1]
+    grown = {kind: statistics.median(times[(kind, large)]) / statistics.median(times[(kind, small)])
+             for kind in ("floor", "steady", "full")}
+    print(f"growth {small} -> {large} briefs (ratio of medians): floor {grown['floor']:.2f}, steady sweep "
+          f"{grown['steady']:.2f}, full sweep {grown['full']:.2f} (target <= 5)")
 
 
 if __name__ == "__main__":

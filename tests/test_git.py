@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from assay.core import git as gitmod
 from assay.core.credentials import redact
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
 from assay.errors import ForgeError, NotATree
@@ -488,3 +489,38 @@ def test_the_sweeps_tidy_up_packs_the_loose_objects_pushes_leave(forge: Forge, p
     assert not fanout.exists() or not list(fanout.iterdir())
     assert list((forge.path / "objects" / "pack").glob("*.pack"))
     git("--git-dir", str(forge.path), "fsck", "--strict", "--no-dangling")
+
+
+def test_a_big_push_over_http_is_one_exchange_with_receive_pack_under_its_leases(
+        fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push of `HTTP_PUSH_AT` refs or more to a forge over HTTP is posted to its receive-pack as it is, not
+    through `git push` (which matches each ref pushed against every ref advertised): the new commit arrives with
+    its objects, every deletion lands, atomically; one ref that moved under its lease refuses the whole push."""
+    gh = fake_github
+    bare = gh.create_repo("o", "r").path
+    tree = git("--git-dir", str(bare), "mktree", input="").strip()
+    base = git("--git-dir", str(bare), "commit-tree", tree, "-m", "x").strip()
+    n = gitmod.HTTP_PUSH_AT
+    refs = "".join(f"create refs/assay/claims/b{i:03d} {base}\n" for i in range(n))
+    git("--git-dir", str(bare), "update-ref", "--stdin", input=refs + f"create refs/heads/main {base}\n")
+    monkeypatch.setenv("ASSAY_GITHUB_API", gh.api_url)
+    monkeypatch.setenv("GITHUB_TOKEN", gh.token)
+    port = ForgeGit(gh.git_url("o", "r"), cache_root=tmp_path / "cache")
+    try:
+        port.ensure_objects({"refs/heads/main": base})
+        who = Signature("t", "t@example.invalid")
+        new = port.write_commit(port.write_tree([TreeEntry("f", port.write_blob(b"kept\n"))]), [base], "keep", who, 1)
+        gone = [RefUpdate(f"refs/assay/claims/b{i:03d}", ZERO, base) for i in range(1, n)]
+        moved = RefUpdate("refs/assay/claims/b000", new, tree)  # its lease names what it never was
+        refused = port.push([moved, *gone], atomic=True)
+        assert refused[moved.ref].status == "stale" and all(refused[u.ref].status == "rejected" for u in gone)
+        assert len(port.ls_remote("refs/assay/claims/*")) == n  # nothing was written
+        served = len(gh.git_served)
+        landed = port.push([moved._replace(expected=base), *gone], atomic=True)
+        assert all(r.ok for r in landed.values()), landed
+        assert [s for s, _, _ in gh.git_served[served:]] == ["git-receive-pack"]
+        assert b"\0report-status atomic" in gh.git_served[-1][1]  # ours, not git push's (report-status-v2 …)
+        assert port.ls_remote("refs/assay/claims/*") == {"refs/assay/claims/b000": new}
+        git("--git-dir", str(bare), "fsck", "--strict", "--no-dangling")
+    finally:
+        port.close()

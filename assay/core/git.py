@@ -257,6 +257,7 @@ def _first_error(stderr: bytes) -> str:
 PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them
 UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
+HTTP_PUSH_AT = 64  # updates in one push over HTTP that go to receive-pack directly, not through `git push`
 WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
 PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part (512 at least; 4096 on Linux): a
 # listing's request this size goes to git before the caller goes on
@@ -289,8 +290,11 @@ class ForgeGit:
         self._written = 0
         self._local = local_forge_path(url) is not None
         self._fresh: set[str] = set()  # objects written here (loose in the cache) not yet pushed to a forge on disk
+        self._sent: set[str] = set()  # objects this process sent to a forge on disk in a pack, with all they reach
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
         self._speaks_v2 = True  # an HTTP forge, until it says it does not
+        self._auth = self._env.get(f"GIT_CONFIG_VALUE_{int(self._env['GIT_CONFIG_COUNT']) - 1}") if self._env else None
+        self._posts = self.remote.lower().startswith(("http://", "https://"))  # see `_push_http`
         self._parents: dict[str, str | None] = {}  # first-parent links read (None: a root); a commit absent: unknown
         self._prefetched: tuple[frozenset[str], subprocess.Popen[bytes]] | None = None  # see `prefetch`
         self._ensure_cache()
@@ -999,6 +1003,10 @@ class ForgeGit:
         if (atomic or len(updates) == 1) and folder is not None and not (vetting := _vetting(folder, self.cache)).vets \
                 and (self._send_loose(folder, updates, vetting.sync_loose) or self._send_objects(folder, updates)):
             return self._transact(folder, updates)
+        if folder is None and atomic and self._posts and len(updates) >= HTTP_PUSH_AT:
+            posted = self._push_http(updates)
+            if posted is not False:
+                return posted
         args = ["push", "--porcelain", "--no-verify"]
         if atomic:
             args.append("--atomic")
@@ -1019,18 +1027,114 @@ class ForgeGit:
         return {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                 else results[u.ref] for u in updates}
 
+    def _push_http(self, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None | Literal[False]:
+        """A big atomic push to a forge over HTTP as one exchange with its `git-receive-pack` (smart HTTP): the forge's
+        advertisement read once, the commands and one pack (`pack-objects --revs`, leaving out what the expected
+        tips hold) posted once, its report read. `git push` matches each ref pushed against every ref the forge
+        advertises, twice (in push and in send-pack): a push of thousands of refs to a forge of tens of
+        thousands costs minutes; this costs what it sends. The lease is the command's old id, as `git push
+        --force-with-lease` sends it; a ref not where the lease expects is refused here, before anything is sent.
+        False when nothing was sent and `git push` should do it (the forge is not plain smart HTTP to
+        this client: a redirect, a login it asks for, a capability it lacks; it is not asked so again); None when
+        the outcome was not heard."""
+        import urllib.error
+        import urllib.request
+
+        base = self.remote.rstrip("/")
+        headers = {"User-Agent": "git/assay", **({"Authorization": self._auth.partition(": ")[2]} if self._auth
+                                                  else {})}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(f"{base}/info/refs?service=git-receive-pack",
+                                                               headers=headers), timeout=_timeout()) as answer:
+                advertised, caps = _advertisement(answer.read()) if answer.geturl().startswith(base) else ({}, set())
+        except (OSError, ValueError, urllib.error.URLError):
+            advertised, caps = {}, set()
+        if not {"report-status", "delete-refs", "atomic"} <= caps:
+            self._posts = False
+            return False
+        stale = {u.ref for u in updates if advertised.get(u.ref, ZERO) != u.expected}
+        if stale:  # as `git push --force-with-lease --porcelain` reports it
+            return {u.ref: PushResult(u.ref, "stale", "stale info") if u.ref in stale
+                    else PushResult(u.ref, "rejected", "atomic push failed") for u in updates}
+        agent = ["report-status", "atomic", *(["ofs-delta"] if "ofs-delta" in caps else [])]
+        body = b"".join(_pkt(f"{u.expected} {u.new} {u.ref}" + ("\0" + " ".join(agent) if i == 0 else "") + "\n")
+                        for i, u in enumerate(updates)) + b"0000"
+        news = [u.new for u in updates if u.new != ZERO]
+        if news:
+            olds = [u.expected for u in updates if u.expected != ZERO]
+            present = [sha for sha, obj in zip(olds, self.read_typed(olds), strict=True) if obj is not None]
+            wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
+            try:
+                body += self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
+            except ForgeError:
+                return False  # nothing was sent: `git push` says why
+        self.round_trips["push"] += 1
+        request = urllib.request.Request(f"{base}/git-receive-pack", data=body, method="POST", headers={
+            **headers, "Content-Type": "application/x-git-receive-pack-request",
+            "Accept": "application/x-git-receive-pack-result"})
+        try:
+            with urllib.request.urlopen(request, timeout=_timeout() + 0.01 * len(updates)) as answer:
+                report = _pkt_lines(answer.read())
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            self._last_push_error = str(exc)
+            return None  # the outcome was not heard: the caller re-reads
+        results: dict[str, PushResult] = {}
+        for line in report:
+            word, _, rest = line.partition(" ")
+            ref, _, why = rest.partition(" ")
+            if word == "ok":
+                results[ref] = PushResult(ref, "ok", "")
+            elif word == "ng":
+                results[ref] = PushResult(ref, "rejected", why)
+        if not report or report[0] != "unpack ok" or not all(u.ref in results for u in updates):
+            self._last_push_error = report[0] if report else "no report from the forge"
+            return None
+        self._last_push_error = "; ".join(sorted({r.detail for r in results.values() if not r.ok}))
+        return {u.ref: results[u.ref] for u in updates}
+
     def _send_loose(self, folder: str, updates: Sequence[RefUpdate], sync: bool) -> bool:
-        """Give a forge on this machine the objects of `updates` as the loose files this process wrote, when that
-        is all they need: every object the new tips reach is one of those (read back from the cache, so what it
-        reaches is followed), a blob the forge holds loose, or an expected tip it holds loose (a ref names it, so
-        all it reaches is there), and they are fewer than `UNPACK_BELOW`. Any other object the forge holds may
-        be one a push cut short left there without what it reaches (a commit without its tree): then, as for an
-        object only in a pack or written by another process, nothing is sent and False returned, and
-        `pack-objects` works out what to send. Each file is synced before it is named when `sync` (the forge
-        asks git to sync its loose objects), as git does: the file, not its folder.
-        Two processes fewer than `pack-objects | unpack-objects`, for the commits a push of Assay's own makes."""
+        """Give a forge on this machine the objects of `updates` as the objects this process wrote, when that is
+        all they need: every object the new tips reach is one of those (read back from the cache, so what it
+        reaches is followed), a blob the forge holds loose, or an expected tip it holds (a ref names it, so all it
+        reaches is there). Any other object the forge holds may be one a push cut short left there without what
+        it reaches (a commit without its tree): then, as for an object written by another process, nothing is sent
+        and False returned, and `pack-objects --revs` works out what to send. Fewer than `UNPACK_BELOW` go as the
+        loose files the cache holds, each synced before it is named when `sync` (the forge asks git to sync its
+        loose objects), as git does: the file, not its folder; more go as one pack of exactly those objects.
+        Two processes fewer than `pack-objects | unpack-objects` for the commits a push of Assay's own makes, and
+        for a big one (a retirement) no walk of the history below the expected tips, which grows with the forge."""
+        found = self._fresh_closure(folder, updates)
+        if found is None:
+            return False
+        send, packed_tips = found
+        if packed_tips and not _forge_has(folder, packed_tips):
+            return False
+        if len(send) >= UNPACK_BELOW or any(stored is None for stored in send.values()):
+            try:  # exactly these objects (no --revs): nothing below the expected tips is walked
+                pack = self._git("pack-objects", "--stdout", "-q", input="".join(f"{sha}\n" for sha in send).encode())
+            except ForgeError as exc:
+                self._last_push_error = exc.message
+                return False
+            if not self._deliver(folder, pack.stdout):
+                return False
+            if len(self._sent) >= FRESH_LIMIT:  # a bound, as for `_fresh`
+                self._sent.clear()
+            self._sent.update(send)
+        else:
+            for sha, stored in send.items():
+                if stored is None or not _put_loose(f"{folder}/objects/{sha[:2]}", sha[2:], stored, sync):
+                    return False
+        self._fresh.difference_update(send)
+        return True
+
+    def _fresh_closure(self, folder: str, updates: Sequence[RefUpdate]) -> tuple[dict[str, bytes | None],
+                                                                                   list[str]] | None:
+        """What `_send_loose` sends: every object the new tips reach down to what the forge holds (sha -> its
+        loose file in the cache, or None where the cache holds it packed), and the expected tips reached that the
+        forge holds in a pack (to be looked up there); None if some object is neither written here nor held."""
         tips = {u.expected for u in updates if u.expected != ZERO}
-        send: dict[str, bytes] = {}  # sha -> its loose file, as the cache holds it
+        send: dict[str, bytes | None] = {}
+        packed_tips: list[str] = []
         todo: list[tuple[str, str]] = [(u.new, "tip") for u in updates if u.new != ZERO]  # (sha, kind named)
         seen: set[str] = set()
         while todo:
@@ -1041,19 +1145,23 @@ class ForgeGit:
             if sha not in self._fresh:
                 if (kind == "blob" or sha in tips) and os.path.isfile(f"{folder}/objects/{sha[:2]}/{sha[2:]}"):
                     continue
-                return False
+                if sha in tips:
+                    packed_tips.append(sha)
+                    continue
+                if sha in self._sent:  # sent before with all it reaches
+                    continue
+                return None
             stored = self._loose_in_cache(sha)
-            if stored is None:  # packed by `maintain` meanwhile, or not what its name says
-                return False
+            if stored is not None:
+                raw = zlib.decompress(stored)
+            else:  # packed by `maintain` meanwhile: read from the pack, and sent in one
+                obj = self.read_typed([sha])[0]
+                if obj is None:
+                    return None
+                raw = f"{obj.kind} {len(obj.data)}\0".encode() + obj.data
             send[sha] = stored
-            todo += _links(zlib.decompress(stored))
-            if len(send) >= UNPACK_BELOW:  # so many are better sent as one pack, as receive-pack keeps them
-                return False
-        for sha, stored in send.items():
-            if not _put_loose(f"{folder}/objects/{sha[:2]}", sha[2:], stored, sync):
-                return False
-        self._fresh.difference_update(send)
-        return True
+            todo += _links(raw)
+        return send, packed_tips
 
     def _loose_in_cache(self, sha: str) -> bytes | None:
         """The cache's loose file of `sha`, if it is there and holds that very object."""
@@ -1066,8 +1174,7 @@ class ForgeGit:
 
     def _send_objects(self, folder: str, updates: Sequence[RefUpdate]) -> bool:
         """Give a forge on this machine the objects of `updates` it lacks, as one pack (`pack-objects --revs`,
-        leaving out what the expected tips hold), unpacked loose when small, as `receive-pack` does, or kept as a
-        pack (`index-pack`); False if that could not be done."""
+        leaving out what the expected tips hold); False if that could not be done."""
         news = [u.new for u in updates if u.new != ZERO]
         if not news:
             return True
@@ -1076,7 +1183,18 @@ class ForgeGit:
         wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
         try:
             pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
-            count = int.from_bytes(pack[8:12], "big")  # the pack header: "PACK", version, object count
+        except ForgeError as exc:
+            self._last_push_error = exc.message
+            return False
+        return self._deliver(folder, pack)
+
+    def _deliver(self, folder: str, pack: bytes) -> bool:
+        """Put `pack` into a forge on this machine, unpacked loose when small, as `receive-pack` does, or kept as a
+        pack (`index-pack`); False if that could not be done."""
+        if pack[:4] != b"PACK":
+            return False
+        count = int.from_bytes(pack[8:12], "big")  # the pack header: "PACK", version, object count
+        try:
             run_git(["--git-dir", folder, *(["unpack-objects", "-q"] if count < UNPACK_BELOW
                                              else ["index-pack", "--stdin"])], input=pack, timeout=_timeout(),
                     env=_forge_env())
@@ -1180,6 +1298,23 @@ def _skip_section(stream: IO[bytes]) -> bool:
             return True
         if size >= 4 and len(stream.read(size - 4)) < size - 4:
             return False
+
+
+def _advertisement(data: bytes) -> tuple[dict[str, str], set[str]]:
+    """The refs and capabilities of a smart-HTTP `git-receive-pack` advertisement (`# service=` line, flush, then
+    one ref a line, the first with the capabilities after a NUL); nothing for anything else."""
+    if not data.startswith(b"001f# service=git-receive-pack\n0000"):
+        return {}, set()
+    refs: dict[str, str] = {}
+    caps: set[str] = set()
+    for i, line in enumerate(_pkt_lines(data[len(b"001f# service=git-receive-pack\n0000"):])):
+        line, _, listed = line.partition("\0")
+        if i == 0:
+            caps = set(listed.split())
+        sha, _, ref = line.partition(" ")
+        if ref.startswith("refs/"):
+            refs[ref] = sha
+    return refs, caps
 
 
 def _pkt_lines(data: bytes) -> list[str]:
@@ -1527,6 +1662,16 @@ def _links(raw: bytes) -> list[tuple[str, str]]:
             found.append((body[nul + 1:nul + 21].hex(), "tree" if mode == b"40000" else "blob"))
         at = nul + 21
     return found
+
+
+def _forge_has(folder: str, shas: Sequence[str]) -> bool:
+    """Whether a forge on this machine holds every object of `shas` (one `cat-file --batch-check`)."""
+    try:
+        proc = run_git(["--git-dir", folder, "cat-file", "--batch-check=%(objectname)"], check=False,
+                       input="".join(f"{sha}\n" for sha in shas).encode(), timeout=_timeout(), env=_forge_env())
+    except ForgeError:
+        return False
+    return proc.returncode == 0 and proc.stdout.decode().split() == list(shas)
 
 
 def _put_loose(folder: str, name: str, stored: bytes, sync: bool) -> bool:

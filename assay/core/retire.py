@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 from assay.core import chain
 from assay.core.claims import Claims
-from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry
+from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, parse_tree
 from assay.core.records import CLAIMS_PREFIX, parse_iso, utc_now_iso, validate_brief_id
 from assay.core.recordtype import dataclass, field
 from assay.core.retired import BATCH, INDEX_DIR, KEEP_REF, PREFIXES, RETIRED_REF, Index, RetiredBrief, shard
-from assay.errors import IllegalTransition
+from assay.errors import IllegalTransition, NotATree
 
 
 @dataclass
@@ -89,17 +89,21 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
 def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str | None, keep_tip: str | None,
                     by: str, now: float) -> list[RefUpdate]:
     """The index commit, the keep commit, and a deletion of every ref of every brief in `records`."""
-    shards: dict[str, list[TreeEntry]] = {}
     root = (git.read_tree(f"{retired_tip}:{INDEX_DIR}") or []) if retired_tip else []
     folders = {e.name: e.sha for e in root}
+    touched = sorted({shard(r.brief) for r in records})
+    kept = [name for name in touched if name in folders]
+    shards: dict[str, dict[str, TreeEntry]] = {name: {} for name in touched}
+    for name, tree in zip(kept, git.read_typed([folders[name] for name in kept]), strict=True):  # one batch
+        if tree is not None:
+            if tree.kind != "tree":
+                raise NotATree(folders[name], tree.kind)
+            shards[name] = {e.name: e for e in parse_tree(tree.data)}
     for record in records:
-        name = shard(record.brief)
-        if name not in shards:
-            shards[name] = (git.read_tree(folders[name]) or []) if name in folders else []
-        shards[name] = [e for e in shards[name] if e.name != f"{record.brief}.json"]
-        shards[name].append(TreeEntry(f"{record.brief}.json", git.write_blob(record.encode())))
+        file = f"{record.brief}.json"
+        shards[shard(record.brief)][file] = TreeEntry(file, git.write_blob(record.encode()))
     for name, entries in shards.items():
-        folders[name] = git.write_tree(entries)
+        folders[name] = git.write_tree(entries.values())
     index_dir = git.write_tree([TreeEntry(n, s, "40000") for n, s in folders.items()])
     names = ", ".join(r.brief for r in records[:5]) + (f" and {len(records) - 5} more" if len(records) > 5 else "")
     # the retirer's own token: two retirers making the same change in the same second would write the same
