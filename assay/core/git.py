@@ -42,7 +42,7 @@ PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import IO, Literal
+    from typing import IO, Any, Literal
 
     PushStatus = Literal["ok", "stale", "rejected"]
 
@@ -258,6 +258,19 @@ PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pa
 UNPACK_BELOW = 100  # objects in a push to a forge on this machine that arrive loose (git's transfer.unpackLimit)
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
 HTTP_PUSH_AT = 64  # updates in one push over HTTP that go to receive-pack directly, not through `git push`
+
+
+def _no_redirect_handler() -> Any:
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        """Follows no redirect: the push's Authorization header must reach the forge named and nothing else (the
+        push then falls back to `git push`, which follows git's own rules)."""
+
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return NoRedirect
 WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
 PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part (512 at least; 4096 on Linux): a
 # listing's request this size goes to git before the caller goes on
@@ -1043,9 +1056,10 @@ class ForgeGit:
         base = self.remote.rstrip("/")
         headers = {"User-Agent": "git/assay", **({"Authorization": self._auth.partition(": ")[2]} if self._auth
                                                   else {})}
+        opener = urllib.request.build_opener(_no_redirect_handler())  # no redirect: it would carry the token
         try:
-            with urllib.request.urlopen(urllib.request.Request(f"{base}/info/refs?service=git-receive-pack",
-                                                               headers=headers), timeout=_timeout()) as answer:
+            with opener.open(urllib.request.Request(f"{base}/info/refs?service=git-receive-pack",
+                                                    headers=headers), timeout=_timeout()) as answer:
                 advertised, caps = _advertisement(answer.read()) if answer.geturl().startswith(base) else ({}, set())
         except (OSError, ValueError, urllib.error.URLError):
             advertised, caps = {}, set()
@@ -1073,7 +1087,7 @@ class ForgeGit:
             **headers, "Content-Type": "application/x-git-receive-pack-request",
             "Accept": "application/x-git-receive-pack-result"})
         try:
-            with urllib.request.urlopen(request, timeout=_timeout() + 0.01 * len(updates)) as answer:
+            with opener.open(request, timeout=_timeout() + 0.01 * len(updates)) as answer:
                 report = _pkt_lines(answer.read())
         except (OSError, ValueError, urllib.error.URLError) as exc:
             self._last_push_error = str(exc)
