@@ -14,7 +14,6 @@ before, dated now. Prints min / median / max and the median ratios (target after
 from __future__ import annotations
 
 import argparse
-import http.server
 import math
 import os
 import shutil
@@ -24,13 +23,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
+from benchmarks.fleet import Backend  # noqa: E402  (`git http-backend` on loopback)
 
 ZERO = "0" * 40
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"
@@ -79,36 +77,6 @@ def raw_push(scratch: Path, forge: Path | str, ref: str) -> float:
     subprocess.run(["git", "-C", str(scratch), "push", "-q", f"--force-with-lease={ref}:{ZERO}", str(forge),
                     f"{sha}:{ref}"], check=True, capture_output=True)
     return (time.perf_counter() - started) * 1000
-
-
-class Backend(http.server.ThreadingHTTPServer):
-    """`git http-backend` on loopback over the forges in `root`, a CGI process per request."""
-
-    daemon_threads = True
-
-    def __init__(self, root: Path) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _serve(self) -> None:
-                body = request_body(self)
-                url = urllib.parse.urlsplit(self.path)
-                status, out, payload = http_backend(root, self.command, urllib.parse.unquote(url.path), url.query,
-                                                    {k.lower(): v for k, v in self.headers.items()}, body, "bench")
-                self.send_response(status)
-                for name, value in out:
-                    if name.lower() not in ("content-length", "transfer-encoding"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = _serve
-
-        super().__init__(("127.0.0.1", 0), Handler)
 
 
 def retire_run(forge: str, cache: Path) -> float:

@@ -158,3 +158,14 @@ def _snapshot_disagrees(forge: Path, brief: str, tree: str, es: list[dict[str, A
     if kept != blobs:
         problems.append("its blob commits are not those of the entries naming blobs")
     return problems
+
+
+def checkpoint_text(forge: Path, checkpoint: dict[str, Any], brief: str = "ship") -> str:
+    """A checkpoint entry's transcript (its `checkpoint_blob`), as the forge holds it: "" if no commit has it."""
+    path = str((checkpoint.get("data") or {}).get("checkpoint_blob"))
+    for sha in _git(forge, "rev-list", f"refs/assay/journal/{brief}").split():
+        found = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "-p", f"{sha}:{path}"],
+                               capture_output=True, text=True)
+        if found.returncode == 0:
+            return found.stdout
+    return ""

@@ -23,11 +23,11 @@ import pytest
 from tests.agentmodels.anthropic import AnthropicServer
 from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer
-from tests.conftest import audit_failures, git
+from tests.conftest import audit_failures
 from tests.helpers.acpdesks import ACP_PRESETS, WRITE, acp_preset
 from tests.helpers.acpdesks import DEPLOY_CALL as DEPLOY_CMD
 from tests.helpers.clidesks import DEPLOY_BRIEF, TIMEOUT, desk, desk_env, finish, project
-from tests.journal_check import entries, invariants
+from tests.journal_check import checkpoint_text, entries, invariants
 
 
 class HeldAfterTwoCommands:
@@ -56,16 +56,6 @@ def checkpoints(forge: Path) -> list[dict[str, Any]]:
     return [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
 
 
-def transcript_of(forge: Path, checkpoint: dict[str, Any]) -> str:
-    path = checkpoint["data"]["checkpoint_blob"]
-    for sha in git("--git-dir", str(forge), "rev-list", "refs/assay/journal/ship").split():
-        found = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "-p", f"{sha}:{path}"],
-                               capture_output=True, text=True)
-        if found.returncode == 0:
-            return found.stdout
-    return ""
-
-
 def installed(preset: str) -> Any:
     """The agent under test (its server and environment) for an ACP preset; skipped if its adapter is not here."""
     return acp_preset(preset).agent
@@ -87,8 +77,8 @@ def test_a_successor_with_another_home_loads_the_acp_conversation(preset: str, t
         first = desk(preset, forge, desk_env(agent, server, tmp_path))
         assert brain.asked.wait(TIMEOUT), server.debug()
         deadline = time.monotonic() + 60
-        while not [c for c in checkpoints(forge) if "printf" in transcript_of(forge, c)
-                   and "DEPLOY_LOG" in transcript_of(forge, c)]:
+        while not [c for c in checkpoints(forge) if "printf" in checkpoint_text(forge, c)
+                   and "DEPLOY_LOG" in checkpoint_text(forge, c)]:
             # the transcript reached the boundary after the deploy's result: the desk saves it, inside the prompt
             assert first.poll() is None and time.monotonic() < deadline, server.debug()
             time.sleep(0.2)
@@ -155,7 +145,7 @@ def test_steering_is_the_acp_agents_next_prompt_and_its_delivery_is_journaled(cl
     notes = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("steer")]
     assert [n["data"] for n in notes] == [{"steer": "delivered", "of": seq}], detail
     # a checkpoint after each prompt: the last one holds the steering the agent took
-    assert STEER in transcript_of(forge, checkpoints(forge)[-1]), detail
+    assert STEER in checkpoint_text(forge, checkpoints(forge)[-1]), detail
     assert log.read_text() == "deployed\n", detail
     assert invariants(forge, "ship") == [] and audit_failures(str(forge), "ship") == {}
 

@@ -16,11 +16,9 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,7 +26,7 @@ from tests.agentmodels.brain import Action, Conversation, Finish, Run
 from tests.agentmodels.server import ModelServer
 from tests.conftest import assay, git
 from tests.helpers.clidesks import AGENTS, TIMEOUT, desk, desk_env, finish, project
-from tests.journal_check import entries, invariants
+from tests.journal_check import checkpoint_text, entries, invariants
 
 CRASHES = int(os.environ.get("ASSAY_CHECKPOINT_CRASHES", "1"))
 SEED = int(os.environ.get("ASSAY_CHECKPOINT_SEED", "1"))
@@ -152,17 +150,6 @@ class Forked:
         return Run(command(done + 1)) if done < TURNS else Finish("Done.")
 
 
-def blob_of(forge: Path, checkpoint: dict[str, Any]) -> str:
-    """A checkpoint's transcript, as the forge holds it."""
-    path = str((checkpoint.get("data") or {}).get("checkpoint_blob"))
-    for sha in git("--git-dir", str(forge), "rev-list", "refs/assay/journal/ship").split():
-        found = subprocess.run(["git", "--git-dir", str(forge), "cat-file", "-p", f"{sha}:{path}"],
-                               capture_output=True, text=True)
-        if found.returncode == 0:
-            return found.stdout
-    return ""
-
-
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_a_fork_after_turn_k_has_turn_ks_conversation_and_files_and_nothing_later(name: str, tmp_path: Path) -> None:
     """The brief runs to its ready review, checkpointed at each turn. `assay brief fork` at the checkpoint that
@@ -178,7 +165,8 @@ def test_a_fork_after_turn_k_has_turn_ks_conversation_and_files_and_nothing_late
         out = finish(desk(name, forge, desk_env(agent, server, tmp_path)), server)
         assert "review ready" in out, out
         saved = [e for e in entries(forge, "ship") if e["kind"] == "checkpoint"]
-        at = [e for e in saved if command(2) in blob_of(forge, e) and command(3) not in blob_of(forge, e)]
+        at = [e for e in saved
+              if command(2) in (text := checkpoint_text(forge, e)) and command(3) not in text]
         assert at, [e["seq"] for e in saved]
         work = tmp_path / "project"
         git("pull", "-q", str(forge), "main", cwd=work)
