@@ -611,9 +611,12 @@ def desk_list(ports: Ports, as_json: bool) -> None:
               "(default: ASSAY_STATE_DIR or ~/.local/state/assay).")
 @click.option("--singleton", is_flag=True, help="This is the only process of the desk (a GitHub Actions job in its "
               "desk's concurrency group): take over the desk's own claims left by earlier processes at once.")
+@click.option("--push-window", type=click.FloatRange(0, 60), help="With several desks: seconds a push waits for "
+              "the other desks' pushes to go with it, one push of the forge for all [default: ASSAY_PUSH_WINDOW_S, "
+              "else 0: only pushes made at once go together].")
 @pass_ports
 def desk_run(names: tuple[str, ...], count: int, once: bool, max_briefs: int | None, poll_s: float,
-             state_dir: Path | None, singleton: bool, ports: Ports) -> None:
+             state_dir: Path | None, singleton: bool, push_window: float | None, ports: Ports) -> None:
     """Run desk NAME (desks/NAME.yaml on main) until stopped, or once; with several names or `--count`, many
     desks on this host under one supervisor.
 
@@ -629,7 +632,7 @@ def desk_run(names: tuple[str, ...], count: int, once: bool, max_briefs: int | N
             raise UsageError("--singleton says this is the only process of its desk: not with --count or several "
                              "names", hint="run one desk with --singleton, or drop it")
         sys.exit(run_desks(ports.git.url, names, count, once=once, max_briefs=max_briefs, poll_s=poll_s,
-                           state_dir=state_dir, echo=click.echo))
+                           state_dir=state_dir, push_window=push_window, echo=click.echo))
     [name] = names
     report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo,
                       singleton=singleton)

@@ -46,7 +46,7 @@ LAYERS = (
           "record chains, briefs, outcomes, caches, snapshots, footprints"),
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records encode and decode; agents' environments"),
-    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests",
+    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "core.pushgroup",
                      "core.recordtype", "errors", ""),
           "errors, crash points, lives, credentials, caches, digests, records"),
 )

@@ -237,11 +237,17 @@ def api(gh: OnGitHub, method: str, path: str, body: Any) -> int:
 def test_a_status_posted_on_github_without_an_intent_fails_fenced_writes(on_github: OnGitHub) -> None:
     code, view = audited_on(on_github)
     assert failed(view) == {} and code == 0
-    assert any(e["source"] == "review" and "status assay/verify/check success" in e["what"] for e in view["timeline"])
+    assert any(e["source"] == "review" and "status assay/verify success" in e["what"] for e in view["timeline"])
+    [posted] = on_github.fake.statuses(OWNER, NAME, on_github.pull.head_sha)
+    forged = (posted.description or "").replace("evidence ", "evidence f")  # other evidence, under the same intent
+    assert api(on_github, "POST", f"statuses/{on_github.pull.head_sha}",
+               {"state": "success", "context": "assay/verify", "description": forged}) == 201
+    code, view = audited_on(on_github)
+    assert code == 1 and set(failed(view)) == {"fenced-writes"}
+    assert "is no verify evidence that the `statuses` intent posted" in failed(view)["fenced-writes"]
     assert api(on_github, "POST", f"statuses/{on_github.pull.head_sha}",
                {"state": "success", "context": "assay/verify/extra"}) == 201
     code, view = audited_on(on_github)
-    assert code == 1 and set(failed(view)) == {"fenced-writes"}
     assert "'assay/verify/extra'" in failed(view)["fenced-writes"]
 
 
@@ -259,13 +265,12 @@ def test_a_merged_pull_request_passes_with_its_labels_ready_and_merge_in_the_tim
     labels = on_github.fake.labels(OWNER, NAME, on_github.pull.number)
     assert set(labels) == {"assay:ready", "desk:builder"}
     events = [e.event for e in on_github.fake.repo(OWNER, NAME).events]
-    assert events.count("labeled") == 3 and events.count("unlabeled") == 1  # draft, desk, ready; draft removed
+    assert events.count("labeled") == 2 and events.count("unlabeled") == 0  # desk and ready, labelled once ready
     statuses = on_github.fake.statuses(OWNER, NAME, on_github.pull.head_sha)
-    assert writes == len(statuses) + events.count("ready_for_review") + 4 == 6, reasons["fenced-writes"]
+    assert writes == len(statuses) + events.count("ready_for_review") + 2 == 4, reasons["fenced-writes"]
     review = [e["what"] for e in view["timeline"] if e["source"] == "review"]
-    for expected in ("labeled assay:draft by assay-bot", "labeled desk:builder by assay-bot",
-                     "ready_for_review by assay-bot", "unlabeled assay:draft by assay-bot",
-                     "merged by maintainer"):
+    for expected in ("labeled assay:ready by assay-bot", "labeled desk:builder by assay-bot",
+                     "ready_for_review by assay-bot", "merged by maintainer"):
         assert any(line.startswith(expected) for line in review), (expected, review)
 
 
@@ -353,7 +358,7 @@ def test_a_step_resumed_by_another_desk_at_the_next_epoch_fences_its_writes(forg
     other = assay("desk", "run", "other", "--once", env=env, timeout=180)
     assert other.code == 5 and "gh blocked" in other.out, other.out + other.err
     [pull] = fake_github.pulls(OWNER, NAME)
-    assert "desk:other" in fake_github.labels(OWNER, NAME, pull.number)  # by the step builder's intent announced
+    assert fake_github.labels(OWNER, NAME, pull.number) == []  # a draft is labelled only once it is ready
     journal = entries(fake_github.repo(OWNER, NAME).path, "gh")
     assert any(e["kind"] == "intent" and e.get("step") == "review" and e["epoch"] == 1 for e in journal)
     notes = [e for e in journal if e["kind"] == "note" and (e.get("data") or {}).get("review")]
@@ -488,7 +493,7 @@ def test_a_status_names_its_epoch_and_a_late_one_from_an_ended_epoch_fails_thoug
     assert other.code == 0 and "review ready" in other.out, other.out + other.err
     [pull] = fake_github.pulls(OWNER, NAME)
     [posted] = fake_github.statuses(OWNER, NAME, pull.head_sha)
-    assert posted.context == "assay/verify/check" and (posted.description or "").endswith("; epoch 2")
+    assert posted.context == "assay/verify" and (posted.description or "").endswith("; epoch 2")
     gh = OnGitHub(fake_github, env, pull)
     code, view = audited_on(gh)
     assert code == 0 and failed(view) == {}, failed(view)
@@ -499,7 +504,7 @@ def test_a_status_names_its_epoch_and_a_late_one_from_an_ended_epoch_fails_thoug
     code, view = audited_on(gh)
     assert code == 1 and set(failed(view)) == {"fenced-writes"}
     reason = failed(view)["fenced-writes"]
-    assert "status 'assay/verify/check' on" in reason and "at epoch 1" in reason
+    assert "status 'assay/verify' on" in reason and "at epoch 1" in reason
     assert "when epoch 1, which posted it, did not hold the claim" in reason
 
 

@@ -91,9 +91,14 @@ def test_labels_and_statuses_are_set_once(fake: tuple[FakeGitHub, World]) -> Non
     assert sorted(gh.labels(OWNER, NAME, number)) == ["assay:ready", "desk:builder"]
     row = {"row": "tests", "passed": True, "exit_code": 0, "expect_exit": 0, "duration_ms": 12,
            "output_sha256": "ab" * 32}
-    reviews.post_statuses("alpha", head, [row, {**row, "row": "lint", "passed": False, "exit_code": 1}], 1)
-    statuses = {s.context: s.state for s in gh.statuses(OWNER, NAME, head)}
-    assert statuses == {"assay/verify/tests": "success", "assay/verify/lint": "failure"}
+    rows = [row, {**row, "row": "lint", "passed": False, "exit_code": 1}]
+    for _ in range(2):
+        reviews.post_statuses("alpha", head, rows, 1)
+    [posted] = gh.statuses(OWNER, NAME, head)  # one status for every row: one content-creating request
+    assert (posted.context, posted.state) == ("assay/verify", "failure")
+    assert (posted.description or "").startswith("1 of 2 rows passed (failed: lint); evidence ")
+    reviews.post_statuses("alpha", head, [rows[0], {**rows[1], "passed": True, "exit_code": 0}], 1)
+    assert [s.state for s in gh.statuses(OWNER, NAME, head)] == ["failure", "success"]  # the row passed on a rerun
     assert reviews.calls["status"] == 2
 
 
@@ -123,7 +128,7 @@ def test_desks_work_briefs_into_pull_requests_on_github(forge: Forge, tmp_path: 
             [pull] = pulls
             assert not pull.draft and pull.state == "open"
             assert {s.context: s.state for s in gh.statuses(OWNER, NAME, pull.head_sha)} == \
-                {"assay/verify/check": "success"}
+                {"assay/verify": "success"}
             assert "assay:ready" in gh.labels(OWNER, NAME, pull.number)
             gh.merge(OWNER, NAME, pull.number)  # a person merges it on GitHub
             desk_pass()  # sees the merge: done
@@ -159,7 +164,7 @@ def test_a_desk_killed_between_a_github_write_and_its_result_resumes_without_dup
     assert again.code == 0 and "review ready" in again.out, again.err
     [pull] = fake_github.pulls(OWNER, NAME)
     assert not pull.draft
-    assert [s.context for s in fake_github.statuses(OWNER, NAME, pull.head_sha)] == ["assay/verify/check"]
+    assert [s.context for s in fake_github.statuses(OWNER, NAME, pull.head_sha)] == ["assay/verify"]
     assert sorted(fake_github.labels(OWNER, NAME, pull.number)) == ["assay:ready", "desk:builder"]
     fake_github.merge(OWNER, NAME, pull.number)
     assert assay("desk", "run", "builder", "--once", env=env, timeout=180).code == 0
@@ -184,7 +189,7 @@ def test_comments_reviews_statuses_and_labels_survive_a_dropped_answer_without_d
     reviews.post_statuses("alpha", head, [row], 1)
     reviews.post_statuses("alpha", head, [row], 2)  # the step resumed by the next epoch after a crash: nothing more
     assert [(s.context, (s.description or "").rpartition("; ")[2]) for s in gh.statuses(OWNER, NAME, head)] == [
-        ("assay/verify/tests", "epoch 1")]
+        ("assay/verify", "epoch 1")]
     reviews.label("alpha", "draft", "builder")
     gh.faults.arm("PUT", r"/labels$", Fault.DROP_AFTER_WRITE)
     reviews.label("alpha", "ready", "builder")

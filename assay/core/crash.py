@@ -35,6 +35,8 @@ PUSHES = {
 POINTS: dict[str, str] = {
     **{f"{what}.{when}-push": why for what, why in PUSHES.items() for when in ("before", "after")},
     "journal.group-flush": "before pushing a batch of several entries (named by its first step)",
+    "push-group.before-push": "a host's push round leader holds its requests; nothing pushed (pushgroup.py)",
+    "push-group.after-push": "a host's push round landed; no requester is answered yet (pushgroup.py)",
     "journal.after-intent": "an intent is on the forge; its effect has not run",
     "journal.after-checkpoint": "a checkpoint is on the forge",
     "step.before-execute": "the intent is durable; the effect is about to run",

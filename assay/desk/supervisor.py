@@ -13,6 +13,9 @@ changed state (its new commit is not a renewal: a release, a wake, a block), it 
 file, which an idle desk watches: it looks at once, and a brief put on main starts its agent within about a
 second. Renewals, which busy desks push all the time, wake nobody.
 
+Their pushes go together (`core/pushgroup.py`): a push made while another desk's is on its way waits for it and
+goes with the next, one push of the forge for all; `--push-window S` makes each wait up to S seconds for others.
+
 The forge reaches each desk in its environment (`ASSAY_FORGE`), never in its arguments.
 """
 
@@ -46,10 +49,14 @@ def desk_argv(name: str, *, once: bool, max_briefs: int | None, poll_s: float, s
 
 
 def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = False, max_briefs: int | None = None,
-              poll_s: float = 5.0, state_dir: Path | None = None, echo: Echo = print) -> int:
+              poll_s: float = 5.0, state_dir: Path | None = None, push_window: float | None = None,
+              echo: Echo = print) -> int:
     """Run `count` desks of each of `names` until they all end (each `--once`, or stopped); the exit code the
-    worst of theirs says (2 a desk could not start, 1 the forge interrupted one, 5 a brief needs a person)."""
+    worst of theirs says (2 a desk could not start, 1 the forge interrupted one, 5 a brief needs a person).
+    Their pushes go together (`core/pushgroup.py`), each waiting up to `push_window` seconds for the others'."""
     env = {**os.environ, "ASSAY_FORGE": forge}
+    if push_window is not None or not env.get("ASSAY_PUSH_WINDOW_S", "").strip():
+        env["ASSAY_PUSH_WINDOW_S"] = f"{push_window or 0:g}"
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat")
     try:

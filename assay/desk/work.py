@@ -433,9 +433,8 @@ class BriefWork:
                 raise Conflict(f"the review of {self.brief.id!r} kept changing; not opened")
             opened = self.reviews.peek(self.brief.id)
             return opened.record.state if opened is not None else "draft"
-        review = self.reviews.open(self.brief.id, branch, self.brief.title, head)
-        self.reviews.label(self.brief.id, review.record.state, self.spec.name)
-        return review.record.state
+        review = self.reviews.open(self.brief.id, branch, self.brief.title, head)  # labelled once, when ready:
+        return review.record.state  # a draft says itself what it is, and each label costs a write of the budget
 
     def _own_commit(self, head: str, main: str) -> bool:
         """Whether `head` is a commit of the work branch's own, not one main already has."""

@@ -14,7 +14,7 @@ from assay.core import retired
 from assay.core.briefs import check_brief
 from assay.core.chain import InvalidRecord
 from assay.core.claims import NEW_EPOCH_ACTIONS, OUTCOMES, TRANSITIONS, Claim, Claims, fold_renewals, renewal_key
-from assay.core.forge.base import Reviews
+from assay.core.forge.base import VERIFY_CONTEXT, Reviews, verify_status
 from assay.core.git import ForgeGit, committed_at
 from assay.core.journal import JournalLog, read_kept
 from assay.core.outcomes import DID_NOT, HAPPENED, resolves, settled
@@ -35,7 +35,7 @@ from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError
 
 LIVE = ("held", "waiting")  # claim states in which an epoch holds custody
 LABEL_PREFIXES = ("assay:", "desk:")  # the labels Assay writes on a pull request; people's own are not audited
-STATUS_PREFIX = "assay/verify/"  # the statuses Assay posts; other CI systems' are not audited
+STATUS_PREFIX = "assay/verify"  # the statuses Assay posts (and one a row, as before); other CI systems' are not
 CLOCK_SKEW_S = 120  # how far a desk's clock and the forge's may disagree: writes closer than this are not judged
 CHECKS = ("branch-epochs", "unsafe-once", "fenced-writes", "verify-evidence", "seq-epochs", "one-holder")
 
@@ -210,7 +210,8 @@ def _pull_history(reviews: Reviews, brief: str, heads: Sequence[str]) -> dict[st
         return not author or not by or by == author
 
     writes: list[dict[str, Any]] = [{"kind": "status", **s} for s in pull["statuses"]
-                                    if s["context"].startswith(STATUS_PREFIX) and by_desks(s["by"])]
+                                    if s["context"] == VERIFY_CONTEXT or s["context"].startswith(STATUS_PREFIX + "/")
+                                    if by_desks(s["by"])]
     events = [{"at": pull["opened_at"], "what": f"pull request #{number} opened", "ref": f"pull/{number}"}]
     events += [{"at": s["at"], "what": f"status {s['context']} {s['state']} on {s['head'][:10]} by {s['by']}",
                 "ref": s["head"]} for s in pull["statuses"]]
@@ -478,12 +479,21 @@ def writes_without_intent(h: History, writes: list[dict[str, Any]]) -> list[str]
 
 
 def _status_matches(h: History, w: dict[str, Any]) -> bool:
-    """Whether a verify entry of the status's head and row, with its outcome, came before it (a row that failed
-    and then passed on one head leaves both statuses, each with its evidence)."""
+    """Whether the status says what the journal's verify entries of its head, announced before it, say: for
+    `assay/verify`, the last run of each row as one digest and outcome (rows that failed and then passed leave
+    one status for each); for a status of one row (`assay/verify/<row>`, as posted before), that row's outcome."""
     passed = w.get("state") == "success"
-    return any(e.kind == "verify" and e.data and e.data.get("head") == w.get("head")
-               and f"{STATUS_PREFIX}{e.data.get('row')}" == w.get("context") and bool(e.data.get("passed")) == passed
-               and _announced(e, str(w.get("at", ""))) for e in h.journal)
+    runs = [e for e in h.journal if e.kind == "verify" and e.data and e.data.get("head") == w.get("head")
+            and _announced(e, str(w.get("at", "")))]
+    if w.get("context") != VERIFY_CONTEXT:
+        return any(f"{STATUS_PREFIX}/{(e.data or {}).get('row')}" == w.get("context")
+                   and bool((e.data or {}).get("passed")) == passed for e in runs)
+    said = str(w.get("said") or "")
+    for end in range(len(runs), 0, -1):  # the evidence as it stood after each run, newest first
+        state, summary = verify_status(e.data or {} for e in runs[:end])
+        if summary == said and (state == "success") == passed:
+            return True
+    return False
 
 
 def check_verify_evidence(h: History) -> Check:

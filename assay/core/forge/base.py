@@ -8,6 +8,7 @@ is written, and a merge lands on main together with its record or not at all.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -320,3 +321,24 @@ class Reviews(Protocol):
         """Requests made to the forge's API so far (`api`) and the answers among them that cost no quota
         (`api-304`); empty where reviews are refs (git's round trips are counted by the git port)."""
         ...
+
+
+# -- verify evidence as one commit status (GitHub's; a plain forge keeps it in the journal only) ------------
+
+VERIFY_CONTEXT = "assay/verify"  # one status a head for all its verify rows: one content-creating request
+
+
+def verify_status(rows: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
+    """The state and description (without its epoch) of the one status saying how a head's verify rows went:
+    `success` only when every row passed, and a digest of each row's evidence, so the audit can tell this status
+    from one made of other evidence. Rows are the last run of each, as the journal has them."""
+    last = {str(r["row"]): r for r in rows}
+    failed = sorted(name for name, r in last.items() if not r.get("passed"))
+    lines = "".join(f"{name}\t{bool(r.get('passed'))}\t{r.get('exit_code')}\t{r.get('output_sha256')}\n"
+                    for name, r in sorted(last.items()))
+    digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
+    passed = len(last) - len(failed)
+    said = f"{passed} of {len(last)} rows passed" + (f" (failed: {', '.join(failed)})" if failed else "")
+    if len(said) > 96:
+        said = said[:93] + "...)"
+    return ("failure" if failed or not last else "success"), f"{said}; evidence {digest}"

@@ -27,6 +27,7 @@ from urllib.parse import quote, urlencode
 
 from assay.core.forge.base import (
     ANSWER,
+    VERIFY_CONTEXT,
     Checks,
     InvalidReview,
     Review,
@@ -39,6 +40,7 @@ from assay.core.forge.base import (
     review_branch,
     review_title,
     thread_signals,
+    verify_status,
 )
 from assay.core.forge.budget import ForgeBudget
 from assay.core.forge.etags import ETagStore, Kept, token_identity
@@ -558,7 +560,8 @@ class GitHubReviews:
             listed = self._get("statuses", f"{self._path}/commits/{sha}/statuses", {"per_page": 100}) or []
             statuses += [{"head": sha, "context": str(s.get("context") or ""), "state": str(s.get("state") or ""),
                           "at": _iso(s.get("created_at")), "by": _login(s.get("creator")),
-                          "epoch": _status_epoch(s.get("description"))}
+                          "epoch": _status_epoch(s.get("description")),
+                          "said": _STATUS_EPOCH.sub("", str(s.get("description") or ""))}
                          for s in reversed(listed) if isinstance(s, dict)]
         events = [{**e, "pull": n} for n in numbers for e in
                   self._get("events", f"{self._path}/issues/{n}/events", {"per_page": 100}) or []
@@ -813,36 +816,33 @@ class GitHubReviews:
             self._call("label", lambda: obj.add_to_labels(*sorted(wanted - have)), write=True)
 
     def post_statuses(self, brief: str, head: str, rows: builtins.list[dict[str, Any]], epoch: int) -> None:
-        """One commit status per verify row (`assay/verify/<row>`) on `head`, with its evidence and the epoch
-        posting it ("; epoch N" ends the description), so the audit judges it by that epoch's custody. A row whose
-        evidence is there already, from any epoch, is not posted again."""
+        """One commit status (`assay/verify`) on `head` for all its verify rows: how many passed, a digest of their
+        evidence and the epoch posting it ("; epoch N" ends the description), so the audit judges it by that
+        epoch's custody. One content-creating request however many rows; evidence there already, from any epoch,
+        is not posted again."""
         if not OBJECT_ID.fullmatch(head):
             raise UsageError(f"{head!r} is not a commit id")
+        if not rows:
+            return
         listed = f"{self._path}/commits/{head}/statuses"
-        before = self._get("statuses", listed, {"per_page": 100}) or []
-        suffix = f"; epoch {epoch}"
-        for row in rows:
-            state = "success" if row["passed"] else "failure"
-            summary = (f"exit {row['exit_code']} (expects {row['expect_exit']}) in {row['duration_ms']} ms; "
-                       f"output sha256 {row['output_sha256'][:12]}")[:140 - len(suffix)]
-            status = {"state": state, "description": summary + suffix, "context": f"assay/verify/{row['row']}"}
+        state, summary = verify_status(rows)
+        status = {"state": state, "description": f"{summary}; epoch {epoch}", "context": VERIFY_CONTEXT}
 
-            def same(s: Any, status: dict[str, str] = status, summary: str = summary) -> bool:
-                """Whether `s` is this row's status with this evidence, by whichever epoch posted it."""
-                return (isinstance(s, dict) and s.get("state") == status["state"]
-                        and s.get("context") == status["context"]
-                        and _STATUS_EPOCH.sub("", str(s.get("description") or "")) == summary)
+        def same(s: Any) -> bool:
+            """Whether `s` is this evidence's status, by whichever epoch posted it."""
+            return (isinstance(s, dict) and s.get("state") == state and s.get("context") == VERIFY_CONTEXT
+                    and _STATUS_EPOCH.sub("", str(s.get("description") or "")) == summary)
 
-            def there(status: dict[str, str] = status) -> Any | None:
-                """This status, if the head has it already (posted before a crash, or before a dropped answer)."""
-                found = [s for s in self._get("read back", listed, {"per_page": 100}) or []
-                         if all(s.get(k) == v for k, v in status.items())]
-                return found[0] if found else None
+        def there() -> Any | None:
+            """This status, if the head has it already (posted before a crash, or before a dropped answer)."""
+            found = [s for s in self._get("read back", listed, {"per_page": 100}) or []
+                     if all(s.get(k) == v for k, v in status.items())]
+            return found[0] if found else None
 
-            if not any(same(s) for s in before):  # posted once, even when the statuses step runs again
-                self._call("status", partial(self._gh.requester.requestJsonAndCheck, "POST",
-                                             f"{self._path}/statuses/{head}", input=status),
-                           write=True, read_back=there)
+        if not any(same(s) for s in self._get("statuses", listed, {"per_page": 100}) or []):
+            self._call("status", partial(self._gh.requester.requestJsonAndCheck, "POST",
+                                         f"{self._path}/statuses/{head}", input=status),
+                       write=True, read_back=there)
 
     def _require(self, brief: str, action: str) -> dict[str, Any]:
         pull = self._find(validate_brief_id(brief))

@@ -1,0 +1,126 @@
+"""A host's pushes made together (`pushgroup`): processes pushing at once make one push of the forge, each lands
+whole and once, a stale lease among them is fenced alone, and a round's leader SIGKILLed before or after its push
+strands nobody: the next requester leads, and what the dead one held lands once. Read back with plain git.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from assay.core.git import ZERO
+from tests.conftest import REPO, Forge, git
+from tests.helpers.gitlog import calls, logging_git
+
+# One process's push: a commit on `refs/assay/journal/<name>` and one on `refs/assay/claims/<name>`, atomic, each
+# from what the forge has now (or from a wrong tip: "stale"), once the file `go` exists.
+PROGRAM = """
+import os, sys, time
+from pathlib import Path
+from assay.core.git import ForgeGit, RefUpdate, ZERO
+url, name, go, mode = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+g = ForgeGit(url)
+refs = [f"refs/assay/journal/{name}", f"refs/assay/claims/{name}"]
+updates = []
+for ref in refs:
+    old = g.ls_remote(ref).get(ref, ZERO)
+    tree = g.write_object("tree", b"")
+    body = f"tree {tree}\\n" + (f"parent {old}\\n" if old != ZERO else "")
+    body += "author a <a@x> 1700000000 +0000\\ncommitter a <a@x> 1700000000 +0000\\n\\n" + name + "\\n"
+    new = g.write_object("commit", body.encode())
+    updates.append(RefUpdate(ref, new, "1" * 40 if mode == "stale" else old))
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.005)
+done = g.push(updates, atomic=True)
+print(" ".join(f"{r.ref}={r.status}:{u.new}" for u, r in zip(updates, done.values())), flush=True)
+"""
+
+CASES: dict[str, tuple[list[str]]] = {  # a round's leader killed before or after its push
+    "push-group.before-push": (["push-group.before-push"],),
+    "push-group.after-push": (["push-group.after-push"],),
+}
+
+
+def start(forge: Forge, name: str, go: Path, env: dict[str, str], mode: str = "fresh") -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", PROGRAM, forge.url, name, str(go), mode], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stderr
+    return proc
+
+
+def said(proc: subprocess.Popen[str]) -> dict[str, tuple[str, str]]:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return {ref: tuple(rest.split(":")) for ref, _, rest in (w.partition("=") for w in out.split())}  # type: ignore
+
+
+def await_request(cache: Path, deadline_s: float = 30.0) -> None:
+    """Until a request waits in the host's push folder (the leader's, written before it takes the lock)."""
+    end = time.monotonic() + deadline_s
+    while not list(cache.rglob("pushes/*.req")):
+        assert time.monotonic() < end, "no push request appeared"
+        time.sleep(0.01)
+
+
+def tip(forge: Forge, ref: str) -> str:
+    return git("--git-dir", str(forge.path), "rev-parse", "--verify", "-q", ref, check=False).strip() or ZERO
+
+
+def group_env(tmp_path: Path, window: str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ASSAY_PUSH_WINDOW_S": window,
+           "ASSAY_CACHE_DIR": str(tmp_path / "cache"), **extra}
+    env.pop("ASSAY_CRASH_AT", None)
+    return env | extra
+
+
+def test_processes_pushing_at_once_make_one_push_and_a_stale_lease_is_fenced_alone(forge: Forge,
+                                                                                  tmp_path: Path) -> None:
+    folder, log = logging_git(tmp_path)
+    env = group_env(tmp_path, "1.0", PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
+    go = tmp_path / "go"
+    procs = [start(forge, f"d{i}", go, env) for i in range(6)]
+    go.touch()
+    results = [said(p) for p in procs]
+    for i, result in enumerate(results):
+        assert {r: s for r, (s, _) in result.items()} == {f"refs/assay/journal/d{i}": "ok",
+                                                         f"refs/assay/claims/d{i}": "ok"}
+        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())  # landed, each ref once
+    writes = [args for code, args in calls(log) if code == 0 and "update-ref --stdin" in args and str(forge.path)
+              in args]
+    assert 1 <= len(writes) <= 2, writes  # six processes' twelve refs, in one push (two if one came late)
+
+    go2 = tmp_path / "go2"
+    fresh = [start(forge, f"d{i}", go2, env) for i in range(2)]
+    stale = start(forge, "d2", go2, env, mode="stale")
+    go2.touch()
+    assert [s for s, _ in said(stale).values()] == ["stale", "stale"]  # its lease was wrong: fenced, alone
+    for proc in fresh:
+        result = said(proc)
+        assert [s for s, _ in result.values()] == ["ok", "ok"]  # the others landed all the same
+        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+    assert not [p for p in (tmp_path / "cache").rglob("pushes/*") if p.name != ".lock"]  # nothing left behind
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_round_leader_killed_strands_no_request(forge: Forge, tmp_path: Path, case: str) -> None:
+    [point], = CASES[case]
+    go = tmp_path / "go"
+    leader = start(forge, "dead", go, group_env(tmp_path, "1.0", ASSAY_CRASH_AT=point))
+    go.touch()  # it leads a round, its window open: the other's request joins it
+    await_request(tmp_path / "cache")
+    follower = start(forge, "live", go, group_env(tmp_path, "0"))
+    leader.wait(timeout=60)
+    assert leader.returncode == -signal.SIGKILL
+    result = said(follower)  # it took the lock the kernel freed, found no answer, led a round of its own
+    assert [s for s, _ in result.values()] == ["ok", "ok"]
+    assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+    for ref in ("refs/assay/journal/dead", "refs/assay/claims/dead"):  # what the dead one meant: landed, once
+        assert tip(forge, ref) != ZERO
+        assert git("--git-dir", str(forge.path), "rev-list", "--count", ref).strip() == "1"
