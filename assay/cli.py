@@ -14,7 +14,7 @@ import click
 
 from assay import __version__, lean
 from assay.core.records import STATES
-from assay.errors import NoMainBranch
+from assay.errors import AssayError, NoMainBranch
 
 BRIEF_STATES = ("ready", "needs", "queued", *STATES, "invalid")
 
@@ -30,7 +30,17 @@ def forge_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+    """`--json`, and `--jq EXPR`: the JSON through a jq program (compiled before the command runs)."""
+    @functools.wraps(f)
+    def wrapper(*args: Any, jq: str | None, as_json: bool, **kwargs: Any) -> Any:
+        from assay.jqfilter import filtering
+
+        with filtering(jq):
+            return f(*args, as_json=as_json or jq is not None, **kwargs)
+    wrapper = click.option("--jq", metavar="EXPR", help="Print what the jq program EXPR selects from the JSON, a "
+                           "result a line, strings bare (as gh's --jq); needs the jq extra: pip install "
+                           "'assay-desks[jq]'.")(wrapper)
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(wrapper)
 
 
 def desk_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -39,7 +49,8 @@ def desk_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
-    """`--forge`, turned into the command's `ports` (git, claims, reviews), closed when the command ends."""
+    """`--forge`, turned into the command's `ports` (git, claims, reviews), closed when the command ends; an error
+    naming a brief the forge does not know gets the close ids in its hint."""
     @functools.wraps(f)
     def wrapper(*args: Any, forge: str | None, **kwargs: Any) -> Any:
         from assay.core.config import Ports
@@ -47,6 +58,12 @@ def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
         ports = Ports(forge)
         try:
             return f(*args, ports=ports, **kwargs)
+        except AssayError as error:
+            if error.unknown_brief:  # a mistyped id: say which briefs are close (did you mean ...?)
+                from assay.core.retired import name_near_briefs
+
+                name_near_briefs(ports.git, error)
+            raise
         finally:
             ports.close()
     return forge_option(wrapper)
@@ -58,7 +75,7 @@ TASKS = (("Start", ("init", "demo", "brief", "briefs")),
          ("Watch and judge", ("board", "sweep", "audit", "report", "journal")),
          ("Review and finish", ("review", "land", "verify", "retire")),
          ("Inside an agent's run", ("step", "mcp")),
-         ("Shell", ("completion",)))
+         ("Help and shell", ("help", "completion")))
 
 
 class _TaskGroup(click.Group):
@@ -262,10 +279,31 @@ def verify_cmd(brief_file: Path | None, base: str | None, as_json: bool) -> None
         sys.exit(1)
 
 
-def filter_options(what: str, states: Sequence[str], order: str, note: str = "") -> Callable[..., Any]:
-    """`--state` (repeatable), `--desk` and `--limit`, as gh's listings take them."""
+LIMIT = 50  # rows a listing's table shows unless told otherwise: 1,000 briefs are no table to read
+
+
+def limit_options(what: str, order: str, default: int = LIMIT) -> Callable[..., Any]:
+    """`--limit N` and `--all`, handed to the command as `limit`: N, or None for all. A table shows `default` rows
+    unless told, and says how many it left out; `--json` is whole unless --limit is given."""
     def add(f: Callable[..., Any]) -> Callable[..., Any]:
-        f = click.option("--limit", type=click.IntRange(min=1), metavar="N", help=f"At most N {what} ({order}).")(f)
+        @functools.wraps(f)
+        def wrapper(*args: Any, limit: int | None, every: bool, **kwargs: Any) -> Any:
+            if every and limit:
+                raise click.UsageError(f"--all lists every one of the {what}: not with --limit {limit}")
+            if every or limit == 0 or (limit is None and (kwargs.get("as_json") or kwargs.get("jq"))):
+                return f(*args, limit=None, **kwargs)
+            return f(*args, limit=default if limit is None else limit, **kwargs)
+        wrapper = click.option("--all", "every", is_flag=True, help=f"All the {what} (as --limit 0).")(wrapper)
+        return click.option("--limit", type=click.IntRange(min=0), metavar="N",
+                            help=f"At most N {what} ({order}); 0 for all. Default: {default} in a table, all with "
+                                 "--json.")(wrapper)
+    return add
+
+
+def filter_options(what: str, states: Sequence[str], order: str, note: str = "") -> Callable[..., Any]:
+    """`--state` (repeatable), `--desk`, `--limit` and `--all`, as gh's listings take them."""
+    def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = limit_options(what, order)(f)
         f = click.option("--desk", metavar="NAME", help=f"Only the {what} of this desk.")(f)
         return click.option("--state", "states", multiple=True, type=click.Choice(states),
                             help=f"Only {what} in this state{note} (repeat for several).")(f)
@@ -285,10 +323,13 @@ def claims_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
     from assay.observe.listings import list_claims
 
     now = time.time()
-    found, bad = list_claims(ports.claims, now, states, desk, limit)
+    found, bad, matched = list_claims(ports.claims, now, states, desk, limit)
     rows = [views.claim_view(r.claim, now, r.written_age_s, r.liveness, r.progress) for r in found]
     invalid = [views.invalid_view(b) for b in bad]
-    views.print_json({"claims": rows, "invalid": invalid}) if as_json else views.render_claims(rows, invalid)
+    if as_json:
+        return views.print_json({"claims": rows, "invalid": invalid})
+    views.render_claims(rows, invalid)
+    views.render_left_out(matched - len(rows), matched, "claims")
 
 
 def context_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -421,18 +462,23 @@ def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, de
 
 @cli.command()
 @click.argument("brief_id", metavar="BRIEF")
+@limit_options("entries", "the newest")
 @pass_ports
 @json_option
-def journal(brief_id: str, ports: Ports, as_json: bool) -> None:
+def journal(brief_id: str, limit: int | None, ports: Ports, as_json: bool) -> None:
     """Show a brief's journal as a timeline: claims, intents, results, unknown outcomes, refusals."""
     from assay import views
     from assay.core.journal import entry_view, read_kept
     from assay.core.retired import require_known
 
-    entries = [entry_view(e) for e in read_kept(ports.git, brief_id).entries]
-    if not entries:
+    kept = read_kept(ports.git, brief_id).entries
+    if not kept:
         require_known(ports.git, brief_id)
-    views.print_json({"brief": brief_id, "entries": entries}) if as_json else views.render_journal(brief_id, entries)
+    entries = [entry_view(e) for e in (kept[-limit:] if limit else kept)]
+    if as_json:
+        return views.print_json({"brief": brief_id, "entries": entries})
+    views.render_journal(brief_id, entries, time.time())
+    views.render_left_out(len(kept) - len(entries), len(kept), "entries", " (the oldest)")
 
 
 @cli.group()
@@ -442,7 +488,8 @@ def brief() -> None:
 
 @brief.command("lint")
 @click.argument("folder", required=False, type=click.Path(path_type=Path, file_okay=False))
-def brief_lint(folder: Path | None) -> None:
+@json_option
+def brief_lint(folder: Path | None, as_json: bool) -> None:
     """Check every brief in FOLDER (default: briefs/ of this repository); exit 2 on any problem."""
     from assay import views
     from assay.core.briefs import lint_folder
@@ -451,9 +498,9 @@ def brief_lint(folder: Path | None) -> None:
     target = folder or Path.cwd() / "briefs"
     if not target.is_dir():
         raise UsageError(f"no briefs folder at {target}", hint="run inside a repository with briefs/, or pass FOLDER")
-    briefs, problems = lint_folder(target, display_root=Path.cwd() if folder is None else None)
-    views.render_problems(problems, len(briefs) + len({p.path for p in problems}))
-    if problems:
+    view = views.lint_view(*lint_folder(target, display_root=Path.cwd() if folder is None else None))
+    views.print_json(view) if as_json else views.render_lint(view)
+    if view["problems"]:
         sys.exit(2)
 
 
@@ -472,13 +519,14 @@ def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
     unreadable = next((p for p in board.problems if p.path == BRIEFS_DIR), None)
     if unreadable is not None:  # not one bad brief: main has no briefs folder to read at all
         raise UsageError(unreadable.message, hint=unreadable.hint)
-    rows = views.filtered(views.brief_rows(board), states, desk, limit)
+    matched = views.filtered(views.brief_rows(board), states, desk)
+    rows = matched[:limit]
     problems = [str(p) for p in board.problems]
     if as_json:
-        views.print_json({"main": board.main, "briefs": rows, "problems": problems})
-    else:
-        views.render_briefs(rows)
-        views.render_warnings(problems)
+        return views.print_json({"main": board.main, "briefs": rows, "problems": problems})
+    views.render_briefs(rows)
+    views.render_left_out(len(matched) - len(rows), len(matched), "briefs")
+    views.render_warnings(problems)
 
 
 @brief.command("show")
@@ -577,9 +625,10 @@ def desk() -> None:
 
 
 @desk.command("list")
+@limit_options("desks", "by name")
 @pass_ports
 @json_option
-def desk_list(ports: Ports, as_json: bool) -> None:
+def desk_list(limit: int | None, ports: Ports, as_json: bool) -> None:
     """List the desks defined on main (desks/*.yaml) and any that do not validate."""
     from assay import views
     from assay.core.deskspec import desks_on_main
@@ -589,12 +638,12 @@ def desk_list(ports: Ports, as_json: bool) -> None:
     if not main:
         raise NoMainBranch()
     specs, problems = desks_on_main(claims.git, main)
-    rows = [views.desk_view(spec) for spec in specs]
+    rows = [views.desk_view(spec) for spec in specs[:limit]]
     if as_json:
-        views.print_json({"desks": rows, "problems": [str(p) for p in problems]})
-    else:
-        views.render_desks(rows)
-        views.render_warnings([str(p) for p in problems])
+        return views.print_json({"desks": rows, "problems": [str(p) for p in problems]})
+    views.render_desks(rows)
+    views.render_left_out(len(specs) - len(rows), len(specs), "desks")
+    views.render_warnings([str(p) for p in problems])
 
 
 @desk.command("run")
@@ -936,11 +985,10 @@ def audit_cmd(brief: str | None, every: bool, ports: Ports, as_json: bool) -> No
 
 @cli.command("report")
 @click.option("--desk", metavar="NAME", help="Only this desk's share.")
-@click.option("--limit", type=click.IntRange(0), default=10, show_default=True,
-              help="How many of the briefs that wasted most to list.")
+@limit_options("briefs that wasted most", "most first", default=10)
 @pass_ports
 @json_option
-def report_cmd(desk: str | None, limit: int, ports: Ports, as_json: bool) -> None:
+def report_cmd(desk: str | None, limit: int | None, ports: Ports, as_json: bool) -> None:
     """The waste ledger: agent time kept, and lost to runs that died, failed verify and rounds redone; refused and
     unknown steps; per desk and per brief, from the journals alone.
 
@@ -950,7 +998,10 @@ def report_cmd(desk: str | None, limit: int, ports: Ports, as_json: bool) -> Non
     from assay.observe.board import read_forge, waste_ledgers
 
     view = views.report_view(waste_ledgers(read_forge(ports.git, ports.reviews)), desk, limit)
-    views.print_json(view) if as_json else views.render_report(view)
+    if as_json:
+        return views.print_json(view)
+    views.render_report(view)
+    views.render_left_out(view["wasting"] - len(view["worst"]), view["wasting"], "briefs that wasted")
 
 
 @cli.group()
@@ -998,6 +1049,21 @@ def demo(directory: Path, crash_at: str | None) -> None:
     from assay.demo import run_demo
 
     sys.exit(run_demo(directory, crash_at, echo=click.echo))
+
+
+@cli.command("help")
+@click.argument("topic", nargs=-1, metavar="[exit-codes | COMMAND...]")
+def help_cmd(topic: tuple[str, ...]) -> None:
+    """Show a help page: `assay help exit-codes` lists every exit code and the errors that give it;
+    `assay help COMMAND...` is `assay COMMAND... --help`."""
+    if topic == ("exit-codes",):
+        from assay.errors import PASSED_ON, exit_codes
+        from assay.views import render_exit_codes
+
+        return render_exit_codes(exit_codes(), PASSED_ON)
+    code = cli.main(args=[*topic, "--help"], prog_name="assay", standalone_mode=False)
+    if code:
+        sys.exit(code)
 
 
 @cli.command("completion")

@@ -22,6 +22,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                    "assay claim take fix-login --desk builder --lease 900"),
     "claims": ("assay claims --state held", "assay claims --desk builder --limit 10",
                "assay claims --json | jq '.claims[] | select(.liveness == \"overdue\")'"),
+    "help": ("assay help exit-codes", "assay help claim history    # as assay claim history --help"),
     "completion": ("assay completion bash > ~/.assay-complete.bash    # then in ~/.bashrc: . ~/.assay-complete.bash",
                    "assay completion fish > ~/.config/fish/completions/assay.fish"),
     "demo": ("assay demo", "assay demo --crash-at step.after-intent && assay demo    # crash, then recover"),

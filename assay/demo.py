@@ -9,6 +9,8 @@ what the forge holds.
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,12 +129,14 @@ def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claim
                 break
             blocked = [c.record for c in good if c.record.state == "blocked"]
             if blocked:  # a person's turn: say so now, rather than wait out the demo's time
+                run, on = invoked_as(), f"--forge {shlex.quote(str(forge))}"
                 raise NeedsPerson(f"brief {blocked[0].brief!r} is blocked: {blocked[0].reason}",
-                                  hint=f"assay journal {blocked[0].brief} --forge {forge} shows why; "
-                                       f"`assay release {blocked[0].brief} --force --reason ... --forge {forge}` "
-                                       "then `assay demo` again works it again")
+                                  hint=f"`{run} journal {blocked[0].brief} {on}` shows why; "
+                                       f"`{run} release {blocked[0].brief} --force --reason ... {on}` then "
+                                       f"`{run} demo --dir {shlex.quote(str(directory))}` works it again")
             if time.monotonic() - started > TIMEOUT_S:
-                raise AssayError(f"the demo did not finish in {TIMEOUT_S}s", hint="see `assay claims` in the demo")
+                raise AssayError(f"the demo did not finish in {TIMEOUT_S}s",
+                                 hint=f"see `{invoked_as()} claims --forge {shlex.quote(str(forge))}`")
             time.sleep(0.2)  # the demo's reviewer polls the forge like a person refreshing a page
     finally:
         for proc in procs.values():
@@ -142,7 +146,7 @@ def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claim
             proc.wait()
     if crashed:
         echo(f"crash injected at {crash_at} (desk {crashed} and its agent were SIGKILLed)")
-        echo(f"run `assay demo --dir {directory}` again to recover from the forge")
+        echo(f"run `{invoked_as()} demo --dir {shlex.quote(str(directory))}` again to recover from the forge")
         return 0
     good, bad = claims.list_all()
     now = time.time()
@@ -150,9 +154,28 @@ def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claim
     deploys = [line for line in (directory / "effects.log").read_text().splitlines() if line.startswith("deployed")] \
         if (directory / "effects.log").exists() else []
     echo(f"all {len(BRIEFS)} briefs done in {time.monotonic() - started:.1f}s; deploy ran {len(deploys)} time(s)")
-    echo(f"look closer: assay journal rate-limit --forge {forge}")
-    echo(f"             assay review list --forge {forge}   |   assay claim history docs-api --forge {forge}")
+    echo("look closer:")
+    for line in closing_lines(invoked_as(), forge):
+        echo(f"  {line}")
     return 0
+
+
+def closing_lines(run: str, forge: Path) -> list[str]:
+    """The commands the demo ends with, each to be pasted into a shell as it is."""
+    on = f"--forge {shlex.quote(str(forge))}"
+    return [f"{run} journal rate-limit {on}", f"{run} review list {on}", f"{run} claim history docs-api {on}"]
+
+
+def invoked_as(argv0: str | None = None, which: Callable[[str], str | None] = shutil.which) -> str:
+    """This Assay as a shell runs it: `assay` when that is what the shell finds, else the script that ran (a
+    virtualenv's bin/assay, not on PATH), else this Python's `-m assay` (the demo run as `python -m assay`)."""
+    script = Path(sys.argv[0] if argv0 is None else argv0)
+    if script.name == "assay" and script.is_file():
+        found = which("assay")
+        if found is not None and Path(found).resolve() == script.resolve():
+            return "assay"
+        return shlex.quote(str(script.absolute()))
+    return f"{shlex.quote(sys.executable)} -m assay"
 
 
 def _merge_ready(reviews: Reviews, echo: Echo) -> None:

@@ -18,20 +18,12 @@ import assay
 from assay import layers
 from assay.core import claims, crash
 from assay.core.records import STATES
-from assay.errors import AssayError
+from assay.errors import EXIT_CODES, AssayError
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = "docs"
 CMD = "python -m assay.docgen"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.DOTALL)
-EXIT_CODES = {  # DESIGN.md, *Exit codes*
-    0: "ok",
-    1: "forge or unexpected error",
-    2: "bad input or usage",
-    3: "conflict (lost the race, not the holder, fenced)",
-    4: "refused (repeat of an outcome-unknown effect)",
-    5: "needs a person (replay mismatch, blocked)",
-}
 
 
 def _source(what: str) -> str:

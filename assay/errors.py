@@ -1,12 +1,38 @@
-"""Errors are types: each carries the exit code a user sees (DESIGN.md, *Exit codes*)."""
+"""Errors are types: each carries the exit code a user sees (DESIGN.md, *Exit codes*).
+
+This module is the one list of exit codes: `assay help exit-codes` and docs/architecture.md's table are made
+from `EXIT_CODES`, `OTHER_EXITS` and the classes here."""
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+EXIT_CODES = {  # DESIGN.md, *Exit codes*: what each class's `code` means
+    0: "ok",
+    1: "forge or unexpected error",
+    2: "bad input or usage",
+    3: "conflict (lost the race, not the holder, fenced)",
+    4: "refused (repeat of an outcome-unknown effect)",
+    5: "needs a person (replay mismatch, blocked)",
+}
+DESK_GONE = 75  # `assay step` when its desk went away mid-step (EX_TEMPFAIL): the outcome is the journal's
+OTHER_EXITS = {  # exits no error class makes
+    DESK_GONE: "`assay step` lost its desk mid-step and stopped its command: the journal holds the outcome",
+    129: "stopped by SIGHUP (a closed terminal): as Ctrl-C",
+    130: "stopped by Ctrl-C (SIGINT): a desk hands its brief back, a step journals its end",
+    143: "stopped by SIGTERM (timeout, systemctl stop, a cancelled CI job): as Ctrl-C",
+}
+PASSED_ON = "`assay step run` exits with its command's exit code (fresh or recorded); `assay verify` and " \
+    "`assay audit` exit 1 when a row or a check fails."
 
 
 class AssayError(Exception):
     """Base of every error a user meets; never a traceback."""
 
     code = 1
+    unknown_brief = ""  # the brief id this error says the forge does not know (a likely typo), if it says so
 
     def __init__(self, message: str, hint: str = "") -> None:
         from assay.core.credentials import redact  # every error's words are masked once, where they are made
@@ -15,6 +41,12 @@ class AssayError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    def near(self, names: Sequence[str]) -> None:
+        """Name the known briefs close to `unknown_brief` first in the hint ("did you mean ...?")."""
+        if names:
+            said = " or ".join(repr(n) for n in names)
+            self.hint = f"did you mean {said}?" + (f" otherwise {self.hint}" if self.hint else "")
 
 
 class ForgeError(AssayError):
@@ -57,7 +89,7 @@ class BriefIdInvalid(UsageError):
             f"invalid brief id {brief!r}: {problem}",
             hint="brief ids are 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit",
         )
-        self.brief = brief
+        self.brief = self.unknown_brief = brief
         self.problem = problem
 
 
@@ -80,7 +112,7 @@ class BriefNotFound(UsageError):
             f"brief {brief!r} is not on {where}",
             hint=f"add briefs/{brief}.md to main and push it, then claim again",
         )
-        self.brief = brief
+        self.brief = self.unknown_brief = brief
 
 
 class NoSuchBrief(UsageError):
@@ -89,7 +121,7 @@ class NoSuchBrief(UsageError):
     def __init__(self, brief: str) -> None:
         super().__init__(f"no brief {brief!r} on this forge: it is not on main, and was never claimed or retired",
                          hint="`assay briefs` lists the briefs on main; check the name and the forge (--forge)")
-        self.brief = brief
+        self.brief = self.unknown_brief = brief
 
 
 class ConfigInvalid(UsageError):
@@ -196,6 +228,8 @@ class IllegalTransition(_IllegalChange):
 
     def __init__(self, brief: str, action: str, state: str, why: str = "") -> None:
         super().__init__(brief, action, state, f"cannot {action} brief {brief!r}: its claim is {state}", why)
+        if state == "absent":  # never claimed: perhaps never a brief
+            self.unknown_brief = brief
 
 
 class Refused(AssayError):
@@ -298,3 +332,21 @@ class NoMainBranch(UsageError):
 
     def __init__(self) -> None:
         super().__init__("the forge has no main branch", hint="push the repository's main to the forge first")
+
+
+def coded_errors() -> list[type[AssayError]]:
+    """The error classes a user meets, by exit code, each code's in the order this module defines them."""
+    found = [c for name, c in globals().items()
+             if isinstance(c, type) and issubclass(c, AssayError) and not name.startswith("_")]
+    return sorted(found, key=lambda c: c.code)
+
+
+def exit_codes() -> list[tuple[int, str, list[tuple[str, str]]]]:
+    """Every exit code `assay` gives: (code, meaning, [(error class, the first line of its docstring)])."""
+    import inspect
+
+    by_code: dict[int, list[tuple[str, str]]] = {code: [] for code in EXIT_CODES}
+    for cls in coded_errors():
+        by_code[cls.code].append((cls.__name__, (inspect.getdoc(cls) or "").splitlines()[0]))
+    return [*((code, EXIT_CODES[code], by_code[code]) for code in EXIT_CODES),
+            *((code, text, []) for code, text in OTHER_EXITS.items())]

@@ -25,7 +25,7 @@ class Layer:
 LAYERS = (
     Layer("entry", ("__main__", "entry", "clidocs", "docgen", "layers"),
           "the command's entry; docs made from the code"),
-    Layer("front", ("cli", "lean", "cliexamples", "demo", "project", "views", "agents"),
+    Layer("front", ("cli", "lean", "cliexamples", "demo", "project", "views", "jqfilter", "agents"),
           "parse, call, render; demo, init; scripted agent"),
     Layer("desk loop", ("desk.loop", "desk.supervisor"), "settle, resume, claim, hand a brief to work.py; many desks"),
     Layer("one brief", ("desk.work",), "branch, review, agent, push, verify, ready: durable steps"),

@@ -26,7 +26,8 @@ FLAG = "flag"
 # option -> (its parameter, its variable in the environment or "", its kind: FLAG, int, str or the choices, default,
 # required)
 Option = tuple[str, str, object, object, bool]
-FORGE: dict[str, Option] = {"--forge": ("forge", "", str, None, False), "--json": ("as_json", "", FLAG, False, False)}
+FORGE: dict[str, Option] = {"--forge": ("forge", "", str, None, False), "--json": ("as_json", "", FLAG, False, False),
+                            "--jq": ("jq", "", str, None, False)}
 SPECS: dict[str, tuple[tuple[str, ...], dict[str, Option]]] = {
     "claim": (("brief",), {"--desk": ("desk", "ASSAY_DESK", str, None, True),
                            "--lease": ("lease_s", "", int, 600, False),
@@ -141,20 +142,31 @@ def run(argv: list[str]) -> int | None:
     if name == "step run":
         return guarded(lambda: step_run(**values), debug_asked)
     command = COMMANDS[name]
-    forge = values.pop("forge")
+    forge, jq = values.pop("forge"), values.pop("jq")
+    values["as_json"] = values["as_json"] or jq is not None
     ahead = values["brief"] if name != "release" or values["desk"] or values["force"] else None  # else bad input
-    return guarded(lambda: _with_ports(forge, ahead, lambda ports: command(ports=ports, **values)), debug_asked)
+    return guarded(lambda: _with_ports(forge, ahead, lambda ports: command(ports=ports, **values), jq), debug_asked)
 
 
-def _with_ports(forge: str | None, brief: str | None, call: Callable[[Ports], None]) -> None:
+def _with_ports(forge: str | None, brief: str | None, call: Callable[[Ports], None], jq: str | None = None) -> None:
+    """`call` on the forge's ports; with `jq`, its JSON goes through that program, compiled before anything runs."""
     from assay.core.config import Ports
+    from assay.errors import AssayError
+    from assay.jqfilter import filtering
 
-    ports = Ports(forge)
-    try:
-        prefetch(ports, brief)
-        call(ports)
-    finally:
-        ports.close()
+    with filtering(jq):
+        ports = Ports(forge)
+        try:
+            prefetch(ports, brief)
+            call(ports)
+        except AssayError as error:
+            if error.unknown_brief:  # as cli.pass_ports: did you mean ...?
+                from assay.core.retired import name_near_briefs
+
+                name_near_briefs(ports.git, error)
+            raise
+        finally:
+            ports.close()
 
 
 def prefetch(ports: Ports, brief: str | None) -> None:

@@ -36,7 +36,12 @@ def invalid_view(item: InvalidClaim) -> dict[str, Any]:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """`--json` output; with `--jq EXPR`, what the program selects from it (`jqfilter`)."""
+    from assay import jqfilter
+
+    program = jqfilter.active()
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n" if program is None else
+                     jqfilter.apply(program, data))
 
 
 _LIVE_STYLE = {"live": "green", "overdue": "yellow", "dead": "bold red"}
@@ -72,14 +77,17 @@ Cell = tuple[str, str]  # text, rich style ("" for none)
 
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[Cell]], right: frozenset[str] = frozenset(),
-                title: str = "") -> None:
-    """A table with styles, or, past `FAST_ROWS`, the same columns as plain text (fast for any size)."""
+                title: str = "", whole: frozenset[str] = frozenset(), fold: frozenset[str] = frozenset()) -> None:
+    """A table with styles, or, past `FAST_ROWS`, the same columns as plain text (fast for any size). On a narrow
+    terminal the columns in `whole` are never wrapped or cut (the widest others give way first), those in `fold`
+    wrap even inside a word, so nothing of them is lost."""
     if len(rows) <= FAST_ROWS:
         from rich.table import Table
 
         table = Table(box=None, header_style="bold", title=title or None, title_justify="left")
         for col in columns:
-            table.add_column(col, justify="right" if col in right else "left")
+            table.add_column(col, justify="right" if col in right else "left", no_wrap=col in whole,
+                             overflow="fold" if col in fold else "ellipsis")
         for row in rows:
             table.add_row(*(_styled(text, style) for text, style in row))
         _console().print(table)
@@ -152,14 +160,48 @@ def _bold(text: str) -> str:
     return text if plain else f"\x1b[1m{text}\x1b[0m"
 
 
-def render_problems(problems: Sequence[Problem], checked: int) -> None:
-    for p in problems:
-        sys.stdout.write(f"{p}\n")
-    word = "brief" if checked == 1 else "briefs"
-    if problems:
-        sys.stdout.write(f"{len(problems)} problem(s) in {checked} {word}\n")
+def lint_view(briefs: Sequence[Any], problems: Sequence[Problem]) -> dict[str, Any]:
+    """`assay brief lint --json`: how many brief files were checked, which of them have problems, and each problem
+    (a brief that reads but names a missing dependency is one file, counted once)."""
+    paths = {b.path for b in briefs} | {p.path for p in problems}
+    return {"checked": len(paths), "with_problems": sorted({p.path for p in problems}),
+            "problems": [{"path": p.path, "line": p.line, "message": p.message, "hint": p.hint} for p in problems]}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def render_lint(view: dict[str, Any]) -> None:
+    """`assay brief lint`: each problem, then `2 problems in 1 of 3 briefs` (or `3 briefs ok`)."""
+    from assay.core.briefs import Problem
+
+    for p in view["problems"]:
+        sys.stdout.write(f"{Problem(p['path'], p['line'], p['message'], p['hint'])}\n")
+    checked, bad = view["checked"], len(view["with_problems"])
+    if not view["problems"]:
+        sys.stdout.write(f"{_count(checked, 'brief')} ok\n")
+    elif bad == 1:
+        of = f"; {_count(checked - 1, 'other brief')} ok" if checked > 1 else ""
+        sys.stdout.write(f"{_count(len(view['problems']), 'problem')} in {view['with_problems'][0]}{of}\n")
     else:
-        sys.stdout.write(f"{checked} {word} ok\n")
+        of = f"{bad} of {checked} briefs" if bad < checked else f"{bad} briefs"
+        sys.stdout.write(f"{_count(len(view['problems']), 'problem')} in {of}\n")
+
+
+def render_exit_codes(codes: Sequence[tuple[int, str, Sequence[tuple[str, str]]]], note: str) -> None:
+    """`assay help exit-codes`: each code, what it means and the error classes that exit with it, in 80 columns."""
+    import textwrap
+
+    width = max(len(name) for _, _, classes in codes for name, _ in classes)
+    out = ["Exit codes of assay (assay/errors.py):", ""]
+    for code, meaning, classes in codes:
+        out += textwrap.wrap(meaning, 80, initial_indent=f"{code:>4}  ", subsequent_indent=" " * 6)
+        for name, doc in classes:
+            out += textwrap.wrap(doc, 80, initial_indent=f"{'':6}{name:<{width}}  ",
+                                 subsequent_indent=" " * (8 + width))
+    out += ["", *textwrap.wrap(note, 80)]
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 def render_error(message: str, hint: str) -> None:
@@ -202,7 +244,8 @@ def _entry_detail(e: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
 
-def render_journal(brief: str, entries: Sequence[dict[str, Any]]) -> None:
+def render_journal(brief: str, entries: Sequence[dict[str, Any]], now: float) -> None:
+    """`assay journal`: a row an entry, in 80 columns if need be (the detail wraps; time, kind and policy stay)."""
     if not entries:
         _console().print(f"brief {brief!r} has no journal yet")
         return
@@ -211,11 +254,32 @@ def render_journal(brief: str, entries: Sequence[dict[str, Any]]) -> None:
         step = e.get("step") or ""
         if e.get("ordinal") is not None and step:
             step += f"#{e['ordinal']}"
-        rows.append([(str(e["seq"]), ""), (e["at"], ""), (str(e["epoch"]), ""), (str(e.get("run", "")), ""),
-                     (e["kind"], _KIND_STYLE.get(e["kind"], "")), (step, ""), (e.get("policy") or "", ""),
-                     (_entry_detail(e), "")])
+        rows.append([(str(e["seq"]), ""), (short_time(e["at"], now), ""), (str(e["epoch"]), ""),
+                     (_short_run(str(e.get("run", ""))), ""), (e["kind"], _KIND_STYLE.get(e["kind"], "")),
+                     (step, ""), (e.get("policy") or "", ""), (_entry_detail(e), "")])
     print_table(("seq", "at", "epoch", "run", "kind", "step", "policy", "detail"), rows,
-                right=frozenset({"seq", "epoch"}), title=f"journal of {brief}")
+                right=frozenset({"seq", "epoch"}), title=f"journal of {brief}",
+                whole=frozenset({"seq", "at", "epoch", "kind", "policy"}), fold=frozenset({"step", "detail"}))
+
+
+def _short_run(run: str) -> str:
+    """A run's id as a table shows it: a hex id cut to 8 characters, as git shows a short hash (--json: whole)."""
+    return run[:8] if len(run) > 8 and all(c in "0123456789abcdef" for c in run) else run
+
+
+def short_time(at: str, now: float) -> str:
+    """A record's time (UTC) as this machine's clock reads it, as short as stays clear: `14:03:07` today,
+    `12-04 14:03:07` this year, `2025-12-04 14:03` before."""
+    import time
+
+    try:
+        when = time.localtime(iso_seconds(at))
+    except ValueError:
+        return at
+    today = time.localtime(now)
+    if when.tm_year != today.tm_year:
+        return time.strftime("%Y-%m-%d %H:%M", when)
+    return time.strftime("%H:%M:%S" if when.tm_yday == today.tm_yday else "%m-%d %H:%M:%S", when)
 
 
 def brief_rows(board: Any) -> list[dict[str, Any]]:
@@ -279,11 +343,16 @@ def render_brief(v: dict[str, Any]) -> None:
             console.print(f"{name} {r['id']}: {r['run']}")
 
 
-def filtered(rows: Sequence[dict[str, Any]], states: Sequence[str], desk: str | None,
-             limit: int | None) -> list[dict[str, Any]]:
-    """The rows in one of `states` (`needs` matches every "needs …"), of `desk`, at most `limit`."""
-    out = [r for r in rows if (not states or r["state"].split()[0] in states) and (desk is None or r["desk"] == desk)]
-    return out[:limit] if limit is not None else out
+def filtered(rows: Sequence[dict[str, Any]], states: Sequence[str], desk: str | None) -> list[dict[str, Any]]:
+    """The rows in one of `states` (`needs` matches every "needs …"), of `desk`."""
+    return [r for r in rows if (not states or r["state"].split()[0] in states) and (desk is None or r["desk"] == desk)]
+
+
+def render_left_out(left: int, total: int, what: str, which: str = "") -> None:
+    """A listing's closing line when its table stopped at `--limit`: how many it left out, and how to see them."""
+    if left > 0:
+        _console().print(_styled(f"… {left} of {total} {what} not shown{which}: --all or --limit 0 lists them all",
+                                 "dim"))
 
 
 def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
@@ -457,19 +526,28 @@ def desk_view(spec: Any) -> dict[str, Any]:
             "env_allow": list(spec.env_allow), "verify_timeout_s": spec.verify_timeout_s}
 
 
+AGENT_SHOWN = 60  # columns of an agent's command a desk listing shows at most: its start says which agent it is
+
+
 def render_desks(rows: Sequence[dict[str, Any]]) -> None:
+    """`assay desk list`: a desk a line, its agent command cut to the width left (--json has it whole)."""
     from rich.table import Table
 
     console = _console()
     if not rows:
         console.print("no desks on main: add desks/<name>.yaml (`assay init` writes presets)")
         return
+    cells = [[r["name"], ", ".join(r["labels"]) or "any", f"{r['lease_s']}s", str(r["attempts"]),
+              "yes" if r["singleton"] else "no", " ".join(r["command"])] for r in rows]
+    columns = ("desk", "labels", "lease", "attempts", "singleton", "agent")
+    widths = [max(len(col), *(len(row[i]) for row in cells)) for i, col in enumerate(columns)]
+    room = console.width - sum(widths[:-1]) - 2 * len(columns)  # each column is padded by a space either side
     table = Table(box=None, header_style="bold")
-    for col in ("desk", "labels", "agent", "lease", "attempts", "singleton"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["name"], _plain(", ".join(r["labels"]) or "any"), _plain(" ".join(r["command"])),
-                      f"{r['lease_s']}s", str(r["attempts"]), "yes" if r["singleton"] else "no")
+    for col in columns:
+        table.add_column(col, no_wrap=True, overflow="ellipsis", justify="right" if col in ("lease", "attempts")
+                         else "left", max_width=max(12, min(room, AGENT_SHOWN)) if col == "agent" else None)
+    for row in cells:
+        table.add_row(*map(_plain, row))
     console.print(table)
 
 
@@ -545,10 +623,10 @@ def append_step_summary(path: str | None, markdown: str) -> None:
             out.write(markdown + "\n")
 
 
-def report_view(ledgers: Any, desk: str | None, limit: int) -> dict[str, Any]:
-    """`assay report --json`: the total, each desk's ledger, every brief's, the `limit` that wasted most
-    (`worst`), and each record that could not be read, with what the sums leave out (`unread`, whatever the
-    desk). With `desk`: that desk's share, and the briefs it held."""
+def report_view(ledgers: Any, desk: str | None, limit: int | None) -> dict[str, Any]:
+    """`assay report --json`: the total, each desk's ledger, every brief's, the `limit` that wasted most (`worst`;
+    None: all) of the `wasting` briefs that wasted any, and each record that could not be read, with what the sums
+    leave out (`unread`, whatever the desk). With `desk`: that desk's share, and the briefs it held."""
     briefs, desks, total = ledgers.briefs, ledgers.desks, ledgers.total
     if desk is not None:
         desks = {desk: desks[desk]} if desk in desks else {}
@@ -557,7 +635,8 @@ def report_view(ledgers: Any, desk: str | None, limit: int) -> dict[str, Any]:
     worst = sorted((b for b in briefs if briefs[b]["wasted_s"] or briefs[b]["refused"] or briefs[b]["unknown"]),
                    key=lambda b: (-briefs[b]["wasted_s"], -briefs[b]["refused"] - briefs[b]["unknown"], b))
     unread = [{"brief": u.brief, "ref": u.ref, "problem": u.problem, "left_out": u.left_out} for u in ledgers.unread]
-    return {"total": total, "desks": desks, "briefs": briefs, "worst": worst[:limit], "desk": desk, "unread": unread}
+    return {"total": total, "desks": desks, "briefs": briefs, "worst": worst[:limit], "wasting": len(worst),
+            "desk": desk, "unread": unread}
 
 
 def _ledger_cells(ledger: dict[str, Any]) -> list[Cell]:

@@ -103,13 +103,24 @@ def test_brief_lint_cli_prints_file_and_line_and_exits_2(tmp_path: Path) -> None
     (tmp_path / "briefs").mkdir()
     (tmp_path / "briefs" / "x.md").write_text(BAD)
     (tmp_path / "briefs" / "ok.md").write_text(GOOD.replace("[setup-ci]", "[]"))
+    (tmp_path / "briefs" / "y.md").write_text(GOOD.replace("[setup-ci]", "[ghost]"))  # reads; names no brief
     run = assay("brief", "lint", cwd=tmp_path)
     assert run.code == 2
-    assert "briefs/x.md:6: unknown brief key 'colour'" in run.out
-    assert "problem(s) in 2 briefs" in run.out and "Traceback" not in run.err
+    assert "briefs/x.md:6: unknown brief key 'colour'" in run.out and "Traceback" not in run.err
+    found = run.out.count("\n") - 1
+    assert run.out.splitlines()[-1] == f"{found} problems in 2 of 3 briefs"
+    data = assay("brief", "lint", "--json", cwd=tmp_path)
+    view = data.json()
+    assert data.code == 2 and isinstance(view, dict) and view["checked"] == 3
+    assert view["with_problems"] == ["briefs/x.md", "briefs/y.md"] and len(view["problems"]) == found
+    assert {"path": "briefs/y.md", "line": None, "message": "depends on 'ghost', which is not a brief here",
+            "hint": "add briefs/ghost.md or remove it from depends_on"} in view["problems"]
     (tmp_path / "briefs" / "x.md").unlink()
+    one = assay("brief", "lint", cwd=tmp_path)  # a brief that reads is still one brief: counted once
+    assert one.code == 2 and one.out.splitlines()[-1] == "1 problem in briefs/y.md; 1 other brief ok"
+    (tmp_path / "briefs" / "y.md").unlink()
     ok = assay("brief", "lint", cwd=tmp_path)
-    assert ok.code == 0 and "1 brief ok" in ok.out
+    assert ok.code == 0 and ok.out == "1 brief ok\n"
 
 
 def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_miss(forge: Forge) -> None:

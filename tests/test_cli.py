@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -302,6 +305,35 @@ def test_demo_runs_and_every_brief_ends_done(tmp_path: Path) -> None:
         assert '"state": "done"' in git("show", f"{ref}:claim.json", cwd=forge)
     assert "steering received: Mention the rate limits" in run.out
     assert "failing on purpose" in run.out  # cleanup fails its first attempt and passes its second
+    closer = run.out.split("look closer:\n", 1)[1].splitlines()
+    assert len(closer) == 3 and all(line.startswith(f"  {sys.executable} -m assay ") for line in closer)
+    pasted = subprocess.run(closer[2], shell=True, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PATH": "/usr/bin:/bin"})  # as written, with no assay on PATH
+    assert pasted.returncode == 0 and "custody of docs-api" in pasted.stdout, pasted.stderr
+
+
+def test_the_demo_names_assay_as_the_shell_finds_it(tmp_path: Path) -> None:
+    """`assay` when the shell finds this very script; a virtualenv's script not on PATH by its path; run as
+    `python -m assay`, this Python. Each closing line is a command Assay takes, its paths quoted for the shell."""
+    from assay.demo import closing_lines, invoked_as
+
+    script = tmp_path / "venv bin" / "assay"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    assert invoked_as(str(script), which=lambda _: str(script)) == "assay"
+    assert invoked_as(str(script), which=lambda _: None) == shlex.quote(str(script))
+    assert invoked_as(str(script), which=lambda _: "/usr/bin/assay") == shlex.quote(str(script))
+    assert invoked_as("/src/assay/__main__.py") == f"{shlex.quote(sys.executable)} -m assay"
+    for line in closing_lines("assay", tmp_path / "my demo" / "forge.git"):
+        words = shlex.split(line)
+        assert words[0] == "assay" and words[-1] == str(tmp_path / "my demo" / "forge.git")
+        cmd: click.Command = cli
+        ctx = cli.make_context("assay", words[1:])  # parsed as `assay` parses it, nothing run
+        while isinstance(cmd, click.Group):
+            name, sub, rest = cmd.resolve_command(ctx, [*(getattr(ctx, "_protected_args", None) or
+                                                                getattr(ctx, "protected_args", [])), *ctx.args])
+            assert sub is not None and name is not None, line
+            ctx, cmd = sub.make_context(name, rest, parent=ctx), sub
 
 
 def test_a_demo_whose_brief_is_blocked_says_which_at_once(tmp_path: Path) -> None:

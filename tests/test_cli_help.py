@@ -65,7 +65,7 @@ def test_a_help_page_prints_its_examples() -> None:
     assert "Start:" in top.out and "Watch and judge:" in top.out and "Examples:" in top.out
 
 
-READS_OR_RUNS = {"step run", "step value", "step progress", "step turn", "step answer", "brief lint", "desk run",
+READS_OR_RUNS = {"step run", "step value", "step progress", "step turn", "step answer", "desk run", "help",
                  "review diff", "board serve", "demo", "completion", "mcp"}  # mcp speaks JSON-RPC on stdio
 
 
@@ -92,3 +92,28 @@ def test_the_top_level_help_ends_with_the_words_assay_uses() -> None:
     assert [line.strip().split("  ")[0] for line in words.splitlines() if line[2:3] != " "] == \
         [word for word, _ in GLOSSARY]
     assert max(len(line) for line in shown.out.splitlines()) <= 80
+
+
+def test_the_exit_codes_page_lists_every_code_and_error_class_of_errors_py() -> None:
+    """`assay help exit-codes` is made from assay/errors.py: every code, each error class under its own code."""
+    import re
+
+    from assay import errors
+
+    page = assay("help", "exit-codes")
+    assert page.code == 0 and max(len(line) for line in page.out.splitlines()) <= 80
+    listed: dict[int, list[str]] = {}
+    for line in page.out.splitlines():
+        code = re.match(r"\s*(\d+)  ", line)
+        if code:
+            listed[int(code[1])] = []
+        elif re.match(r" {6}[A-Z]\w+  ", line):
+            listed[max(listed)].append(line.split()[0])
+    assert set(listed) == {*errors.EXIT_CODES, *errors.OTHER_EXITS}
+    for cls in errors.coded_errors():
+        assert cls.__name__ in listed[cls.code], cls
+    assert sum(map(len, listed.values())) == len(errors.coded_errors())
+    assert "exits with its command's exit code" in page.out
+    assert errors.DESK_GONE == __import__("assay.desk.stepclient").desk.stepclient.DESK_GONE
+    claims_help = assay("help", "claims")
+    assert claims_help.code == 0 and claims_help.out.startswith("Usage: assay claims [OPTIONS]")

@@ -78,9 +78,10 @@ def test_a_plain_call_is_parsed_as_click_would(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("ASSAY_EPOCH", "")  # empty: unset, as click takes it
     assert lean.parse(["claim", "take", "--lease=30", "b", "--json"]) == (
         "claim", {"brief": "b", "desk": "from-env", "lease_s": 30, "singleton": False, "forge": None,
-                  "as_json": True})
-    assert lean.parse(["renew", "b", "--desk", "d", "--forge", "/f"]) == (
-        "renew", {"brief": "b", "desk": "d", "epoch": None, "lease_s": None, "forge": "/f", "as_json": False})
+                  "as_json": True, "jq": None})
+    assert lean.parse(["renew", "b", "--desk", "d", "--forge", "/f", "--jq", ".epoch"]) == (
+        "renew", {"brief": "b", "desk": "d", "epoch": None, "lease_s": None, "forge": "/f", "as_json": False,
+                  "jq": ".epoch"})
     monkeypatch.setenv("ASSAY_EPOCH", "x")  # what click would refuse: left to it
     assert lean.parse(["renew", "b"]) is None
     step = lean.parse(["step", "run", "--name", "n", "--epoch=2", "--", "sh", "-c", "exit 3", "--json"])

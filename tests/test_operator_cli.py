@@ -39,6 +39,9 @@ def test_claims_filter_by_state_desk_and_limit(forge: Forge, claims: Claims) -> 
     two = listed("--desk", "two", "--state", "blocked", "--state", "held", "--forge", forge.url)
     assert [c["brief"] for c in two] == ["delta", "gamma"]
     assert [c["brief"] for c in listed("--limit", "1", "--forge", forge.url)] == ["alpha"]
+    table = assay("claims", "--limit", "1", "--forge", forge.url).out.splitlines()
+    assert [line.split()[0] for line in table[1:-1]] == ["alpha"]
+    assert table[-1].strip() == "… 3 of 4 claims not shown: --all or --limit 0 lists them all"
     bad = assay("claims", "--state", "sleeping", "--forge", forge.url)
     assert bad.code == 2 and "'sleeping' is not one of" in bad.err
 
@@ -75,17 +78,72 @@ def test_briefs_filter_by_state_desk_and_limit(forge: Forge, claims: Claims) -> 
 
 
 def test_listings_fit_80_columns(forge: Forge, claims: Claims) -> None:
+    publish(forge, {f"desks/{name}.yaml": DESK_SLEEPY.replace("name: patient", f"name: {name}").replace(
+        "sleep 60", "sleep 60 " + " ".join(f"--option-{i}" for i in range(30))) for name in ("one", "two")})
     for brief in ("alpha", "beta", "hello"):
         claims.claim(brief, "a-desk-with-a-long-name")
     session = open_session(claims, "alpha", "a-desk-with-a-long-name", 1, "run-with-a-long-name")
     session.step("deploy-the-service-to-the-staging-cluster", lambda key: {"out": "x" * 300}, policy="unsafe")
     session.flush()
     env = {"COLUMNS": "80"}
-    for args in (["claims"], ["briefs"], ["claim", "history", "alpha"], ["journal", "alpha"]):
+    shown = {}
+    for args in (["claims"], ["briefs"], ["claim", "history", "alpha"], ["journal", "alpha", "--limit", "1"],
+                 ["desk", "list"]):
         run = assay(*args, "--forge", forge.url, env=env)
         assert run.code == 0, (args, run.err)
         wide = [line for line in run.out.splitlines() if len(line) > 80]
         assert wide == [], (args, wide)
+        shown[args[0]] = run.out.splitlines()
+    written = [e["at"] for e in entries(forge.path, "alpha")]  # pinned to UTC: today's entries show their time
+    rows = [line for line in shown["journal"] if line.split()[:1] and line.split()[0].isdigit()]
+    assert len(rows) == 1 and written[-1][11:19] in rows[0]  # the newest: HH:MM:SS, whole
+    assert shown["journal"][-1].strip() == \
+        f"… {len(written) - 1} of {len(written)} entries not shown (the oldest): --all or --limit 0 lists them all"
+    desks = [line for line in shown["desk"] if line.split()[:1] in (["one"], ["two"])]  # a desk a line, cut
+    assert len(desks) == 2 and len(shown["desk"]) == 3 and all(line.rstrip().endswith("…") for line in desks)
+
+
+def test_listings_stop_at_a_default_limit_and_say_what_they_left_out(forge: Forge) -> None:
+    publish(forge, {f"briefs/more-{i:02}.md": f"---\ntitle: More {i}\npriority: 9\n---\n" for i in range(50)})
+    table = assay("briefs", "--forge", forge.url)
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert len(lines) == 1 + 50 + 1 and lines[-1].strip() == \
+        "… 6 of 56 briefs not shown: --all or --limit 0 lists them all"
+    data = assay("briefs", "--json", "--forge", forge.url).json()
+    assert isinstance(data, dict) and len(data["briefs"]) == 56  # JSON is whole unless --limit is given
+    every = assay("briefs", "--limit", "0", "--forge", forge.url)
+    assert len(every.out.splitlines()) == 1 + 56 and "not shown" not in every.out
+    both = assay("briefs", "--all", "--limit", "3", "--forge", forge.url)
+    assert both.code == 2 and "--all lists every one of the briefs: not with --limit 3" in both.err
+
+
+def test_jq_selects_from_the_json_and_a_bad_program_writes_nothing(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d")
+    claims.claim("beta", "d")
+    names = assay("claims", "--jq", ".claims[] | select(.brief == \"beta\") | .brief, .epoch", "--forge", forge.url)
+    assert names.code == 0 and names.out == "beta\n1\n", names.err  # strings bare, a result a line
+    before = git("--git-dir", str(forge.path), "for-each-ref")
+    bad = assay("claim", "gamma", "--desk", "d", "--jq", ".[", "--forge", forge.url)  # the lean path
+    assert bad.code == 2 and "--jq '.[' is not a jq program" in bad.err
+    assert git("--git-dir", str(forge.path), "for-each-ref") == before  # refused before the claim
+    renewed = assay("renew", "alpha", "--desk", "d", "--jq", "{brief, epoch}", "--forge", forge.url)
+    assert renewed.code == 0 and json.loads(renewed.out) == {"brief": "alpha", "epoch": 1}
+    without = subprocess.run([sys.executable, "-c", "import sys; sys.modules['jq'] = None; "
+                              "from assay.cli import main; main()", "claims", "--jq", ".", "--forge", forge.url],
+                             capture_output=True, text=True, timeout=60)
+    assert without.returncode == 2 and "--jq needs the jq package" in without.stderr
+    assert "pip install 'assay-desks[jq]'" in without.stderr
+
+
+def test_a_mistyped_brief_gets_the_close_names_in_its_hint(forge: Forge, claims: Claims) -> None:
+    claims.claim("alpha", "d")
+    for args in (["journal", "alpah"], ["claim", "alpah", "--desk", "d"], ["renew", "alpah", "--desk", "d"],
+                 ["brief", "show", "Alpha"]):
+        run = assay(*args, "--forge", forge.url)
+        assert run.code in (2, 3) and "hint: did you mean 'alpha'?" in run.err, (args, run.err)
+    never_claimed = assay("renew", "gamma", "--desk", "d", "--forge", forge.url)  # a brief, only not claimed
+    assert never_claimed.code == 3 and "did you mean" not in never_claimed.err
 
 
 def test_a_bare_number_of_seconds_is_refused_where_days_were_likely_meant(forge: Forge) -> None:
@@ -126,6 +184,7 @@ def test_steering_a_brief_the_forge_does_not_know_is_refused(forge: Forge) -> No
     before = git("--git-dir", str(forge.path), "for-each-ref")
     typo = assay("steer", "alpah", "mind the cache", "--forge", forge.url)
     assert typo.code == 2 and "alpah" in typo.err and "Traceback" not in typo.err
+    assert "hint: did you mean 'alpha'? otherwise `assay briefs` lists" in typo.err
     assert git("--git-dir", str(forge.path), "for-each-ref") == before  # nothing written
 
 

@@ -30,7 +30,7 @@ from assay.core.records import (
     validate_brief_id,
 )
 from assay.core.recordtype import asdict, dataclass, field
-from assay.errors import IllegalTransition, NoSuchBrief, RecordInvalid, UsageError
+from assay.errors import AssayError, IllegalTransition, NoSuchBrief, RecordInvalid, UsageError
 
 RETIRED_REF = "refs/assay/retired"
 KEEP_REF = "refs/assay/retired-keep"
@@ -186,3 +186,29 @@ def require_known(git: ForgeGit, brief: str) -> None:
         if found is not None and found.kind == "blob":
             return
     raise NoSuchBrief(brief)
+
+
+def name_near_briefs(git: ForgeGit, error: AssayError) -> None:
+    """When `error` says the forge does not know a brief, name the briefs whose ids are close to it in its hint: a
+    typo is the likeliest reason. Only words: a forge that cannot be read now adds none."""
+    if error.unknown_brief:
+        try:
+            error.near(near_briefs(git, error.unknown_brief))
+        except AssayError:
+            pass
+
+
+def near_briefs(git: ForgeGit, brief: str, most: int = 3) -> list[str]:
+    """The ids of the briefs on main and of the claims whose spelling is closest to `brief`, best first; none when
+    `brief` itself is one of them (a real brief, only never claimed)."""
+    import difflib
+
+    refs = git.ls_remote(MAIN_REF, CLAIMS_PREFIX + "*")
+    names = {ref.removeprefix(CLAIMS_PREFIX) for ref in refs if ref.startswith(CLAIMS_PREFIX)}
+    main = refs.get(MAIN_REF)
+    if main:
+        git.ensure_objects({MAIN_REF: main})
+        names |= {e.name.removesuffix(".md") for e in git.read_tree(f"{main}:briefs") or [] if e.name.endswith(".md")}
+    if brief in names:
+        return []
+    return difflib.get_close_matches(brief.lower(), sorted(names), n=most)

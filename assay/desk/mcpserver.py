@@ -24,7 +24,8 @@ from typing import Any
 
 from assay.core.recordtype import dataclass
 from assay.desk import procs
-from assay.desk.stepclient import DESK_GONE, _Lines, _run
+from assay.desk.stepclient import _Lines, _run
+from assay.errors import DESK_GONE
 
 SERVER_NAME = "assay"
 _STRING = {"type": "string"}

@@ -22,6 +22,7 @@ import time
 
 from assay.core.credentials import SECRET_NAMES
 from assay.desk import procs
+from assay.errors import DESK_GONE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: 2 ms of an agent's every step
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 TAIL_BYTES = 4000
 STOP_GRACE_S = procs.STOP_GRACE_S  # a stopped command gets this long after SIGTERM before SIGKILL
 INSPECT_TIMEOUT_S = 300  # an inspection given to `assay step settle`, as an outcome probe gets
-DESK_GONE = 75  # the exit code when the desk went away mid-step (EX_TEMPFAIL): the outcome is the journal's
 
 
 class _Lines:

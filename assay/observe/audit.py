@@ -116,8 +116,10 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
         problems.append(exc.message)
         log = JournalLog([], {}, None)
     if not chain and not log.entries:
-        raise UsageError(f"no brief {brief!r} on this forge: it has no claim chain and no journal",
-                         hint="list briefs with `assay claims`")
+        unknown = UsageError(f"no brief {brief!r} on this forge: it has no claim chain and no journal",
+                             hint="list briefs with `assay claims`")
+        unknown.unknown_brief = brief  # perhaps a typo: the hint names close ids
+        raise unknown
     base = next((str(e.data["at_commit"]) for e in log.entries
                  if e.kind == "note" and e.data and e.data.get("branch") == "created" and e.data.get("at_commit")),
                 None)
