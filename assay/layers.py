@@ -26,14 +26,14 @@ LAYERS = (
     Layer("entry", ("__main__", "entry", "clidocs", "docgen", "layers"),
           "the command's entry; docs made from the code"),
     Layer("front", ("cli", "lean", "cliexamples", "demo", "project", "views", "jqfilter", "agents"),
-          "parse, call, render; demo, init; scripted agent"),
+          "parse, call, render; demo; scripted agent"),
     Layer("desk loop", ("desk.loop", "desk.supervisor"), "settle, resume, claim, hand a brief to work.py; many desks"),
     Layer("one brief", ("desk.work",), "branch, review, agent, push, verify, ready: durable steps"),
     Layer("desk parts", ("desk.agent", "desk.stepserver", "desk.verify", "desk.queue", "desk.effects",
                          "desk.stepclient", "desk.sessions", "desk.events", "desk.mcpserver", "desk.isolation",
                          "desk.limits", "desk.procs", "desk.land", "desk.acp", "desk.acpserve",
                          "desk.hostbeat"),
-          "agents (CLI, ACP), steps, verify rows, queue, events, landing"),
+          "agents, steps, verify rows, queue, events, landing"),
     Layer("observers", ("observe",), "the sweep, the board and the audit: read the whole forge"),
     Layer("verbs", ("core.steps", "core.custody", "core.retire", "core.signals", "core.landing"),
           "durable steps, custody, retiring, signals, supersession"),
@@ -48,7 +48,7 @@ LAYERS = (
           "git runs git; records encode and decode; agents' environments"),
     Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "core.pushgroup",
                      "core.recordtype", "errors", ""),
-          "errors, crash points, lives, credentials, caches, digests, records"),
+          "errors, crash points, lives, credentials, caches, digests, records, grouped pushes"),
 )
 
 
