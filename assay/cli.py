@@ -176,16 +176,19 @@ def claim_take(brief: str, desk: str, lease_s: int, singleton: bool, ports: Port
 def claim_history(brief: str, desk: str | None, ports: Ports, as_json: bool) -> None:
     """Show the custody chain of BRIEF, oldest first (a brief named `history` is claimed with `claim take`)."""
     from assay import views
-    from assay.core.chain import InvalidRecord
     from assay.core.retired import require_known
+    from assay.observe.listings import custody_reasons
 
-    now = time.time()
     history = ports.claims.history(brief)
     if not history:
         require_known(ports.git, brief)
-    rows = [views.invalid_view(c) if isinstance(c, InvalidRecord) else views.claim_view(c, now) for c in history]
-    rows = [r for r in rows if desk is None or r.get("desk") == desk]
-    views.print_json({"brief": brief, "history": rows}) if as_json else views.render_history(brief, rows)
+    rows = views.history_rows(history, custody_reasons(history), time.time())
+    shown = [r for r in rows if desk is None or r.get("desk") == desk]
+    if as_json:
+        views.print_json({"brief": brief, "history": shown})
+    else:
+        filtered_out = views.nothing_listed("custody record", (), desk, len(rows), "") if rows else ""
+        views.render_history(brief, shown, filtered_out)
 
 
 @cli.command()
@@ -323,12 +326,12 @@ def claims_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
     from assay.observe.listings import list_claims
 
     now = time.time()
-    found, bad, matched = list_claims(ports.claims, now, states, desk, limit)
+    found, bad, matched, total = list_claims(ports.claims, now, states, desk, limit)
     rows = [views.claim_view(r.claim, now, r.written_age_s, r.liveness, r.progress) for r in found]
     invalid = [views.invalid_view(b) for b in bad]
     if as_json:
         return views.print_json({"claims": rows, "invalid": invalid})
-    views.render_claims(rows, invalid)
+    views.render_claims(rows, invalid, views.nothing_listed("claim", states, desk, total, "on this forge yet"))
     views.render_left_out(matched - len(rows), matched, "claims")
 
 
@@ -519,12 +522,13 @@ def briefs_cmd(states: tuple[str, ...], desk: str | None, limit: int | None, por
     unreadable = next((p for p in board.problems if p.path == BRIEFS_DIR), None)
     if unreadable is not None:  # not one bad brief: main has no briefs folder to read at all
         raise UsageError(unreadable.message, hint=unreadable.hint)
-    matched = views.filtered(views.brief_rows(board), states, desk)
+    every = views.brief_rows(board)
+    matched = views.filtered(every, states, desk)
     rows = matched[:limit]
     problems = [str(p) for p in board.problems]
     if as_json:
         return views.print_json({"main": board.main, "briefs": rows, "problems": problems})
-    views.render_briefs(rows)
+    views.render_briefs(rows, views.nothing_listed("brief", states, desk, len(every), views.BRIEFS_NONE))
     views.render_left_out(len(matched) - len(rows), len(matched), "briefs")
     views.render_warnings(problems)
 
@@ -993,11 +997,15 @@ def report_cmd(desk: str | None, limit: int | None, ports: Ports, as_json: bool)
     unknown steps; per desk and per brief, from the journals alone.
 
     A journal it cannot read is named with its problem and left out of every total, which says so; a claim
-    record it cannot read, out of the desks' shares. It still exits 0, as the board and the listings do."""
+    record it cannot read, out of the desks' shares. It still exits 0, as the board and the listings do; a --desk
+    the forge never knew exits 2."""
     from assay import views
-    from assay.observe.board import read_forge, waste_ledgers
+    from assay.observe.board import read_forge, require_desk, waste_ledgers
 
-    view = views.report_view(waste_ledgers(read_forge(ports.git, ports.reviews)), desk, limit)
+    read = read_forge(ports.git, ports.reviews)
+    if desk is not None:
+        require_desk(read, desk)
+    view = views.report_view(waste_ledgers(read), desk, limit)
     if as_json:
         return views.print_json(view)
     views.render_report(view)

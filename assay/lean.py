@@ -275,8 +275,23 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
 
 
 def person() -> str:
-    """Who a person acting from this shell is, for the records."""
-    return os.environ.get("ASSAY_PERSON") or os.environ.get("USER") or "a-person"
+    """Who a person acting from this shell is, for the records: ASSAY_PERSON, the login name ($USER, $LOGNAME),
+    else who git would name (`user.name`, `user.email`), else the account's name as the system has it (git's own
+    last resort, where a cron job or a container has no $USER); a placeholder only when none of them is known."""
+    named = os.environ.get("ASSAY_PERSON") or os.environ.get("USER") or os.environ.get("LOGNAME")
+    if named:
+        return named
+    from assay.core.git import configured_person
+
+    named = configured_person()
+    if named:
+        return named
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name or "a-person"
+    except (ImportError, KeyError):  # no passwd entry for this uid (a container's arbitrary uid), or not Unix
+        return "a-person"
 
 
 COMMANDS: dict[str, Callable[..., None]] = {"claim": claim, "renew": renew, "release": release}

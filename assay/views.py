@@ -101,9 +101,21 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Cell]], right: f
     sys.stdout.write("\n".join([*head, *(line.format(*cells).rstrip() for cells in [list(columns), *texts])]) + "\n")
 
 
-def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, Any]]) -> None:
+def nothing_listed(noun: str, states: Sequence[str], desk: str | None, total: int, none_at_all: str) -> str:
+    """What an empty listing says: "no NOUNs NONE_AT_ALL" when there are none, else which filter matched none
+    and how many there are without it, so that a filter that matches nothing never reads as an empty forge."""
+    plural = f"{noun}s"
+    if not total or (not states and desk is None):
+        return f"no {plural} {none_at_all}".rstrip()
+    said = [f"with state {' or '.join(states)}"] if states else []
+    said += [f"of desk {desk}"] if desk is not None else []
+    return f"no {plural} {' '.join(said)} ({total} {noun if total == 1 else plural} in all)"
+
+
+def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, Any]],
+                  empty: str = "no claims on this forge yet") -> None:
     if not views and not invalid:
-        _console().print("no claims on this forge yet")
+        _console().print(_plain(empty))
         return
     print_table(("brief", "state", "epoch", "desk", "age", "renewed", "live"),
                 [[(v["brief"], ""), (v["state"], _STATE_STYLE.get(v["state"], "")), (str(v["epoch"]), ""),
@@ -123,12 +135,21 @@ def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, A
         _console(stderr=True).print(f"[yellow]warning:[/] {where}: {_plain(bad['problem'])}")
 
 
-def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
+def history_rows(history: Sequence[Claim | InvalidClaim], whys: Sequence[str], now: float) -> list[dict[str, Any]]:
+    """`assay claim history --json`: each record of the chain as `claims` lists it, `why` custody changed at it
+    (`listings.custody_reasons`, as the board says it) in place of a liveness; an invalid one named with its
+    problem."""
+    return [invalid_view(c) if not isinstance(c, Claim) else {**claim_view(c, now), "why": why}
+            for c, why in zip(history, whys, strict=True)]
+
+
+def render_history(brief: str, rows: Sequence[dict[str, Any]], filtered_out: str = "") -> None:
+    """The custody table; `filtered_out`: what to say when a filter left no row of a chain that has some."""
     from rich.table import Table
 
     console = _console()
     if not rows:
-        console.print(f"brief {brief!r} has never been claimed")
+        console.print(_plain(filtered_out) if filtered_out else f"brief {brief!r} has never been claimed")
         return
     table = Table(box=None, header_style="bold", title=f"custody of {brief}", title_justify="left")
     for col in ("at", "state", "epoch", "desk", "holder", "reason", "renewed", "commit"):
@@ -139,7 +160,7 @@ def render_history(brief: str, rows: Sequence[dict[str, Any]]) -> None:
             continue
         style = _STATE_STYLE.get(v["state"], "")
         table.add_row(v["at"], _styled(v["state"], style), str(v["epoch"]), v["desk"], _plain(v["holder"]),
-                      _plain(v["reason"]), f"{renewals}×" if renewals else "", v["commit"][:10])
+                      _plain(v["why"]), f"{renewals}×" if renewals else "", v["commit"][:10])
     console.print(table)
 
 
@@ -355,9 +376,12 @@ def render_left_out(left: int, total: int, what: str, which: str = "") -> None:
                                  "dim"))
 
 
-def render_briefs(rows: Sequence[dict[str, Any]]) -> None:
+BRIEFS_NONE = "on main yet: `assay brief new ID --title ...`, then commit and push"
+
+
+def render_briefs(rows: Sequence[dict[str, Any]], empty: str = f"no briefs {BRIEFS_NONE}") -> None:
     if not rows:
-        _console().print("no briefs on main yet: `assay brief new ID --title ...`, then commit and push")
+        _console().print(_plain(empty))
         return
     print_table(("brief", "p", "state", "desk", "title"),
                 [[(r["brief"], ""), (str(r["priority"]), ""),
@@ -400,13 +424,14 @@ def render_reviews(rows: Sequence[dict[str, Any]]) -> None:
 
 
 def review_detail_view(detail: Any) -> dict[str, Any]:
-    """`assay review show --json`: the review, with `files` ([{path, added, deleted}], null when the commits
-    cannot be read), `added`/`deleted` totals, `base`, `verify` (the rows of the last verify run at the head) and
-    `unsaved` ({seq, commit, files}: the newest checkpoint's worktree, where its files differ from the head; files
-    null when it cannot be read; else null) and `threads` (the review threads waiting on a desk's answer)."""
+    """`assay review show --json`: the review, with `head` (the commit shown: the branch's tip until merged),
+    `files` ([{path, added, deleted}], null when the commits cannot be read), `added`/`deleted` totals, `base`,
+    `verify` (the rows of the last verify run at the head), `unsaved` ({seq, commit, files}: the newest
+    checkpoint's worktree, where its files differ from the head; files null when it cannot be read; else null) and
+    `threads` (the review threads waiting on a desk's answer)."""
     view = review_view(detail.review)
     files = None if detail.files is None else [{"path": p, "added": a, "deleted": d} for p, a, d in detail.files]
-    view.update({"base_commit": detail.base, "files": files,
+    view.update({"head": detail.head or view["head"], "base_commit": detail.base, "files": files,
                  "added": sum(f["added"] or 0 for f in files or []),
                  "deleted": sum(f["deleted"] or 0 for f in files or []),
                  "verify": [{"row": str(v.get("row", "")), "command": str(v.get("command", "")),

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.steps import open_session
-from tests.conftest import Forge, assay, git
+from tests.conftest import BRIEF_IDS, Forge, assay, git
 from tests.helpers.desks import brief as brief_text
 from tests.helpers.desks import desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries
@@ -284,8 +286,19 @@ env_allow: [PATH, HOME]
 
 
 def test_review_show_has_the_files_the_diff_stat_and_the_verify_evidence(work: Forge, tmp_path: Path) -> None:
-    publish(work, {"briefs/ship.md": brief_text("Ship", ["write ship.txt v1"], "grep -q v1 ship.txt")})
-    assert run_desk(work, "builder", tmp_path).code == 0
+    """Whatever the brief's state: a blocked brief's draft review shows its branch's commits and failed runs."""
+    publish(work, {"briefs/ship.md": brief_text("Ship", ["write ship.txt v1"], "grep -q v1 ship.txt"),
+                   "briefs/stuck.md": brief_text("Stuck", ["write stuck.txt v1"], "grep -q v2 stuck.txt")})
+    assert run_desk(work, "builder", tmp_path).code == 5  # a brief blocked: it needs a person
+    assert work.claim_json("stuck")["state"] == "blocked"
+    blocked = assay("review", "show", "stuck", "--json", "--forge", work.url).json()
+    assert isinstance(blocked, dict) and blocked["state"] == "draft" and blocked["head"] == work.tip(
+        "refs/heads/assay/stuck")
+    assert blocked["files"] == [{"path": "stuck.txt", "added": 1, "deleted": 0}]
+    assert [(v["row"], v["passed"]) for v in blocked["verify"]] == [("check", False)]
+    text = assay("review", "show", "stuck", "--forge", work.url)
+    assert "files changed: 1 (+1 -0)" in text.out and "0 of 1 rows passed" in text.out, text.out
+    assert "+v1" in assay("review", "diff", "stuck", "--forge", work.url).out
     shown = assay("review", "show", "ship", "--json", "--forge", work.url).json()
     assert isinstance(shown, dict) and shown["state"] == "ready"
     assert shown["files"] == [{"path": "ship.txt", "added": 1, "deleted": 0}]
@@ -318,3 +331,62 @@ def test_the_commands_that_change_a_claim_answer_in_json(forge: Forge, claims: C
     steered = assay("steer", "alpha", "mind the cache", "--json", "--forge", forge.url).json()
     assert isinstance(steered, dict) and steered["seq"] == entries(forge.path, "alpha")[-1]["seq"]
     assert "on its next run" in steered["when"] or "heartbeat" in steered["when"]
+
+
+def test_a_filter_that_matches_nothing_says_which_and_how_many_there_are(forge: Forge, claims: Claims) -> None:
+    """Not "no claims on this forge yet" on a forge that has some: the filter, and the count without it."""
+    from assay.views import nothing_listed
+
+    claims.claim("alpha", "one")
+    claims.claim("beta", "two")
+    none = assay("claims", "--state", "expired", "--forge", forge.url)
+    assert none.code == 0 and "no claims with state expired (2 claims in all)" in none.out, none.out
+    assert nothing_listed("claim", ("blocked", "done"), "one", 2, "") == \
+        "no claims with state blocked or done of desk one (2 claims in all)"
+    assert nothing_listed("claim", ("blocked",), None, 0, "on this forge yet") == "no claims on this forge yet"
+    briefs = assay("briefs", "--desk", "nosuch", "--forge", forge.url)
+    assert briefs.code == 0 and f"no briefs of desk nosuch ({len(BRIEF_IDS)} briefs in all)" in briefs.out
+    history = assay("claim", "history", "alpha", "--desk", "two", "--forge", forge.url)
+    assert "no custody records of desk two (1 custody record in all)" in history.out, history.out
+    report = assay("report", "--desk", "nosuch", "--forge", forge.url)
+    assert report.code == 2 and "no desk 'nosuch' on this forge" in report.err and "Traceback" not in report.err
+    assert assay("report", "--desk", "two", "--forge", forge.url).code == 0  # it held a claim: known, no work yet
+
+
+def test_claim_history_says_why_custody_changed_as_the_board_does(forge: Forge, claims: Claims) -> None:
+    """A takeover records no reason; the history derives it from the record before, as the board's custody does."""
+    from assay.observe.board import _custody
+
+    claims.claim("alpha", "one", holder="one/gone-host")
+    claims.claim("alpha", "one", singleton=True, holder="one/this-host")
+    claims.release("alpha", "one", reason="handed back")
+    shown = assay("claim", "history", "alpha", "--json", "--forge", forge.url).json()
+    assert isinstance(shown, dict)
+    whys = [h["why"] for h in shown["history"]]
+    assert whys == ["first claimed", "desk one took over its own claim after a restart", "handed back"]
+    assert [r["why"] for r in _custody(claims.history("alpha"), {})] == whys
+    text = assay("claim", "history", "alpha", "--forge", forge.url, env={"COLUMNS": "200"})
+    assert "took over its own claim after a restart" in text.out, text.out
+
+
+def test_a_person_without_user_is_named_as_git_names_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No $USER (cron, a container): git's user.name, else its user.email, else the account's login name."""
+    import pwd
+
+    from assay.lean import person
+
+    for name in ("ASSAY_PERSON", "USER", "LOGNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "2")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Grace Hopper")
+    monkeypatch.setenv("GIT_CONFIG_KEY_1", "user.email")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_1", "grace@example.invalid")
+    assert person() == "Grace Hopper"
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.abbrev")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "12")
+    assert person() == "grace@example.invalid"
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "0")
+    assert person() == pwd.getpwuid(os.getuid()).pw_name != "a-person"
+    monkeypatch.setenv("LOGNAME", "ada")
+    assert person() == "ada"

@@ -158,6 +158,19 @@ def run_git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, inpu
     return proc
 
 
+def configured_person() -> str:
+    """The person git names for commits from here: `user.name`, else `user.email`, as `git config` reads them in
+    this directory (its repository's config, the global and system ones, GIT_CONFIG_*); "" if neither is set."""
+    for key in ("user.name", "user.email"):
+        try:
+            value = run_git(["config", "--get", key], check=False).stdout.decode(errors="replace").strip()
+        except ForgeError:  # no git, or it hung: no name from it
+            return ""
+        if value:
+            return value
+    return ""
+
+
 def _remote_error(stderr: bytes) -> str:
     """The forge's first `remote: error: …` line: why it refused (a stale lock names its file)."""
     for line in stderr.decode("utf-8", "replace").splitlines():

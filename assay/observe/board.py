@@ -54,6 +54,7 @@ from assay.core.retired import RETIRED_REF, RetiredBrief
 from assay.core.scan import Scan, scan
 from assay.errors import ForgeError, RecordInvalid, UsageError, unknown_message
 from assay.observe import waste
+from assay.observe.listings import custody_reasons
 
 COLUMNS = ("ready", "working", "waiting", "blocked", "unknown", "done")
 COLUMN_TITLES = {"ready": "Ready", "working": "Claimed / working", "waiting": "Waiting", "blocked": "Blocked or stuck",
@@ -294,6 +295,16 @@ def waste_ledgers(read: ForgeRead) -> waste.Ledgers:
     return waste.ledgers(journals, epochs, unread)
 
 
+def require_desk(read: ForgeRead, desk: str) -> None:
+    """Refuse a desk the forge has never known (defined on main, or named by a claim record, retired ones too): its
+    share would read as a desk that did no work, where the name is most likely mistyped."""
+    if desk in read.desks or any(isinstance(c, Claim) and c.record.desk == desk
+                                 for chain in read.chains.values() for c in chain):
+        return
+    raise UsageError(f"no desk {desk!r} on this forge: it is not defined on main, and never held a claim",
+                     hint="`assay desk list` lists the desks on main, `assay claims` the desks holding claims")
+
+
 def _state(read: ForgeRead, brief: str) -> str | None:
     """The claim state of `brief` ("invalid" for a junk tip; "done" if retired; None if never claimed)."""
     history = read.chains.get(brief)
@@ -429,9 +440,10 @@ def _lease_age(read: ForgeRead, brief: str, tip: Claim, now: float) -> tuple[int
 
 def _custody(history: list[Claim | InvalidClaim], written: dict[str, int]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    whys = custody_reasons(history)
     at = 0  # the position in `history` of the row's first record
     for item, renewals in fold_renewals(history, lambda c: renewal_key(c.record) if isinstance(c, Claim) else None):
-        last = history[at + renewals]
+        last, why = history[at + renewals], whys[at]
         at += renewals + 1
         if isinstance(item, InvalidClaim):
             rows.append({"commit": item.sha, "invalid": item.problem})
@@ -439,28 +451,8 @@ def _custody(history: list[Claim | InvalidClaim], written: dict[str, int]) -> li
         r = item.record
         rows.append({"commit": item.sha, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
                      "at": r.at, "last_at": utc_now_iso(written[last.sha]) if last.sha in written else r.at,
-                     "reason": r.reason, "renewals": renewals})
-    previous: dict[str, Any] | None = None
-    for row in rows:
-        if "invalid" not in row:
-            row["why"] = row["reason"] or _change_why(previous, row)
-            previous = row
+                     "reason": r.reason, "renewals": renewals, "why": why})
     return rows
-
-
-def _change_why(before: dict[str, Any] | None, row: dict[str, Any]) -> str:
-    """Why custody changed, for a record that carries no reason of its own: from the record before it."""
-    if before is None:
-        return "first claimed" if row["state"] == "held" else ""
-    if row["epoch"] == before["epoch"]:
-        return {"waiting": "parked", "held": "woken", "done": "finished", "released": "released"}.get(row["state"], "")
-    was = f"epoch {before['epoch']} of desk {before['desk']}"
-    if before["state"] == "expired":
-        return f"claimed after a sweeper expired {was}" + (f" ({before['reason']})" if before["reason"] else "")
-    if before["state"] in ("held", "waiting", "blocked"):
-        return (f"desk {row['desk']} took over its own claim after a restart" if before["desk"] == row["desk"]
-                else f"took over {was}")
-    return f"claimed after {was} was {before['state']}" + (f" ({before['reason']})" if before["reason"] else "")
 
 
 def _entry(e: JournalEntry) -> dict[str, Any]:

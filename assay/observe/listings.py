@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from assay.core import landing, wip
-from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness
+from assay.core.claims import Claim, Claims, InvalidClaim, Liveness, liveness, renewal_key
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Review, Reviews, Thread
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
-from assay.core.records import MAIN_REF, JournalEntry
+from assay.core.records import MAIN_REF, ClaimRecord, JournalEntry
 from assay.core.recordtype import dataclass, field
-from assay.core.retired import tip_of
+from assay.core.retired import RETIRED_REF, tip_of
 from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
 
 
@@ -31,9 +31,10 @@ class ClaimRow:
 
 
 def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: str | None = None,
-                limit: int | None = None) -> tuple[list[ClaimRow], list[InvalidClaim], int]:
-    """The claims in brief order, those in `states` (all if none) of `desk` (any if None), at most `limit`; and how
-    many matched (the rest are never read further: at 1,000 claims their ages cost most of a listing)."""
+                limit: int | None = None) -> tuple[list[ClaimRow], list[InvalidClaim], int, int]:
+    """The claims in brief order, those in `states` (all if none) of `desk` (any if None), at most `limit`; how
+    many matched (the rest are never read further: at 1,000 claims their ages cost most of a listing); and how
+    many valid claims there are unfiltered (so that a filter matching none is not taken for an empty forge)."""
     try:
         view = claims.read_view()
         view.scan.fetch("main")
@@ -51,7 +52,44 @@ def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: 
         age = max(0, int(now - written[c.sha])) if c.sha in written else None
         rows.append(ClaimRow(c, age, liveness(c.record, age, beats.get(c.record.desk, PERSON_HEARTBEAT_S)),
                              progress.get(c.sha, "")))
-    return rows, bad, len(matched)
+    return rows, bad, len(matched), len(good)
+
+
+def custody_reasons(history: list[Claim | InvalidClaim]) -> list[str]:
+    """Why custody changed at each item of a claim chain (oldest first), as the board and `assay claim history`
+    both say it: a record's own reason, else what the change from the record before it means (a takeover, a claim
+    after an expiry, ...), which a takeover does not record. A renewal repeats the why of the record it renews; an
+    invalid item has none."""
+    whys: list[str] = []
+    before: ClaimRecord | None = None  # the last record that changed custody
+    last: object = None  # the renewal key of the item before (None after an invalid one: no renewal follows it)
+    for item in history:
+        if isinstance(item, InvalidClaim):
+            whys.append("")
+            last = None
+            continue
+        r = item.record
+        if whys and renewal_key(r) == last:
+            whys.append(whys[-1])
+            continue
+        whys.append(r.reason or _change_why(before, r))
+        before, last = r, renewal_key(r)
+    return whys
+
+
+def _change_why(before: ClaimRecord | None, r: ClaimRecord) -> str:
+    """Why custody changed, for a record that carries no reason of its own: from the record before it."""
+    if before is None:
+        return "first claimed" if r.state == "held" else ""
+    if r.epoch == before.epoch:
+        return {"waiting": "parked", "held": "woken", "done": "finished", "released": "released"}.get(r.state, "")
+    was = f"epoch {before.epoch} of desk {before.desk}"
+    said = f" ({before.reason})" if before.reason else ""
+    if before.state == "expired":
+        return f"claimed after a sweeper expired {was}{said}"
+    if before.state in ("held", "waiting", "blocked"):
+        return f"desk {r.desk} took over its own claim after a restart" if before.desk == r.desk else f"took over {was}"
+    return f"claimed after {was} was {before.state}{said}"
 
 
 @dataclass(frozen=True)
@@ -71,10 +109,15 @@ class ReviewDetail:
 
 def _compared(git: ForgeGit, review: Review) -> tuple[str, str]:
     """The commits a review's change lies between, as a pull request shows it: where the head forked from main (from
-    the merge's first parent, once merged) and the head (the branch's tip while it has none). ("", "") if none."""
+    the merge's first parent, once merged) and the head. Until it is merged the head is the branch's tip, whatever
+    the review's state: the record's `head` is only where the branch stood when the review was opened or last marked
+    ready, so a draft (a brief blocked before ready, say) would show none of its agent's commits. The record's head
+    once merged, or when the branch is gone. ("", "") if none."""
     r = review.record
-    main = git.ls_remote(MAIN_REF).get(MAIN_REF, "")
-    head = r.head or tip_of(git, f"refs/heads/{r.branch}") or ""
+    branch_ref = f"refs/heads/{r.branch}"
+    refs = git.ls_remote(MAIN_REF, branch_ref, RETIRED_REF)
+    main = refs.get(MAIN_REF, "")
+    head = (r.head if r.state == "merged" else "") or tip_of(git, branch_ref, refs) or r.head
     if not head:
         return "", ""
     tips = {f"refs/heads/{r.branch}": head, **({MAIN_REF: main} if main else {})}
