@@ -740,12 +740,15 @@ def review_list(ports: Ports, as_json: bool) -> None:
 @pass_ports
 @json_option
 def review_show(brief_id: str, ports: Ports, as_json: bool) -> None:
-    """Show one review: its state, the files it changes with a diff stat, the verify evidence at its head, and
-    its comments."""
+    """Show one review: its state, the files it changes with a diff stat, the verify evidence at its head, its
+    comments, and its brief's claim (when the sweep expires it if its desk is dead or overdue)."""
     from assay import views
-    from assay.observe.listings import review_detail
+    from assay.observe.listings import list_claims, review_detail
 
     view = views.review_detail_view(review_detail(ports.git, ports.reviews, brief_id))
+    now = time.time()
+    rows, *_ = list_claims(ports.claims, now, brief=brief_id)
+    view["claim"] = next((views.claim_view(r.claim, now, r.written_age_s, r.liveness, r.progress) for r in rows), None)
     views.print_json(view) if as_json else views.render_review(view)
 
 

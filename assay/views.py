@@ -22,13 +22,15 @@ if TYPE_CHECKING:
 def claim_view(claim: Claim, now: float, written_age_s: int | None = None,
                live: Liveness | None = None, progress: str = "") -> dict[str, Any]:
     """A claim as listings show it: `age_s` since its state changed, `written_age_s` since its tip was written (a
-    renewal), `liveness` and `why` for a held claim (`claims.liveness`)."""
+    renewal), `liveness` and `why` for a held claim (`claims.liveness`), and for a dead or overdue one `next`: when
+    the sweep expires it, or the command that ends it now (`Liveness.advice`)."""
     r = claim.record
     age = max(0, int(now - iso_seconds(r.at)))
     return {"brief": r.brief, "state": r.state, "epoch": r.epoch, "desk": r.desk, "holder": r.holder,
             "lease_s": r.lease_s, "branch": r.branch, "wait": r.wait, "reason": r.reason, "at": r.at,
             "age_s": age, "written_age_s": written_age_s, "liveness": live.word if live else "",
-            "why": live.why if live else "", "progress": progress, "commit": claim.sha}
+            "why": live.why if live else "", "next": live.advice(r.brief, r.desk) if live else "",
+            "progress": progress, "commit": claim.sha}
 
 
 def invalid_view(item: InvalidClaim) -> dict[str, Any]:
@@ -101,6 +103,9 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Cell]], right: f
     sys.stdout.write("\n".join([*head, *(line.format(*cells).rstrip() for cells in [list(columns), *texts])]) + "\n")
 
 
+LATE_SHOWN = 5  # overdue or dead claims `assay claims` says what to do about, one line each
+
+
 def nothing_listed(noun: str, states: Sequence[str], desk: str | None, total: int, none_at_all: str) -> str:
     """What an empty listing says: "no NOUNs NONE_AT_ALL" when there are none, else which filter matched none
     and how many there are without it, so that a filter that matches nothing never reads as an empty forge."""
@@ -128,8 +133,12 @@ def render_claims(views: Sequence[dict[str, Any]], invalid: Sequence[dict[str, A
             _console().print(f"{_plain(v['brief'])}: {_plain(v['progress'])}")
     late = [v for v in views if v.get("liveness") in ("overdue", "dead")]
     if late:
-        _console(stderr=True).print(f"[yellow]{len(late)} claim(s) overdue or dead[/]: {late[0]['brief']}: "
-                                    f"{_plain(late[0]['why'])}")
+        err = _console(stderr=True)
+        err.print(f"[yellow]{len(late)} claim(s) overdue or dead[/]:")
+        for v in late[:LATE_SHOWN]:
+            err.print(f"  {_plain(v['brief'])}: {_plain(v['why'])}; {_plain(v['next'])}")
+        if len(late) > LATE_SHOWN:
+            err.print(f"  and {len(late) - LATE_SHOWN} more: `assay claims --json` lists each with its `next`")
     for bad in invalid:
         where = f"{bad['ref']} ({bad['commit'][:10]})"
         _console(stderr=True).print(f"[yellow]warning:[/] {where}: {_plain(bad['problem'])}")
@@ -491,6 +500,9 @@ def render_review(v: dict[str, Any]) -> None:
         last = t["said"][-1]
         console.print(_styled(f"thread {t['id']} on {t['where']} waits on an answer: @{last['by']}: {last['text']}",
                               "yellow"))
+    claim = v.get("claim")
+    if claim and claim["next"]:  # its desk is dead or overdue: when the sweep ends the claim, or who can now
+        console.print(_styled(f"claim {claim['liveness']}: {claim['why']}; {claim['next']}", "yellow"))
 
 
 def render_retirement(view: dict[str, Any]) -> None:

@@ -142,11 +142,15 @@ def test_an_unsafe_effect_run_twice_without_a_refusal_fails_unsafe_once(desks: F
 def test_audit_all_reports_each_brief_and_fails_if_any_does(desks: Forge, tmp_path: Path) -> None:
     ready(desks, tmp_path, "one", ["write one.txt x", "deploy"], "test -f one.txt")
     first = next(e for e in entries(desks.path, "one") if e["kind"] == "intent" and e.get("step") == "deploy")
-    publish(desks, {"briefs/two.md": brief("Two", ["write two.txt x"], "test -f two.txt")})
+    # a brief with no verify rows: its desk runs none and marks the review ready; nothing is left to prove
+    publish(desks, {"briefs/two.md": "---\ntitle: Two\nlabels: [work]\n---\nTwo.\n\n```assay-script\n"
+                                     "write two.txt x\n```\n"})
     assert run_desk(desks, "builder", tmp_path).code == 0
     every = assay("audit", "--all", "--json", "--forge", desks.url)
     found = every.json()
-    assert every.code == 0 and isinstance(found, list) and [v["brief"] for v in found] == ["one", "two"]
+    assert every.code == 0 and isinstance(found, list) and [v["brief"] for v in found] == ["one", "two"], every.out
+    evidence = {c["name"]: c["reason"] for c in found[1]["checks"]}["verify-evidence"]
+    assert evidence.startswith("marked ready ") and evidence.endswith(": main's brief has no verify rows")
     append(desks, "one", "intent", step="deploy", input_sha=first["input_sha"], ordinal=first["ordinal"],
            policy="unsafe", key=first["key"])
     every = assay("audit", "--all", "--forge", desks.url)
@@ -522,6 +526,8 @@ def test_audit_all_runs_as_many_git_processes_for_thirty_briefs_as_for_ten(tmp_p
                          "ASSAY_CACHE_DIR": str(tmp_path / f"cache-{scale}")})
         audited = ran.json()
         assert isinstance(audited, list) and len(audited) == 10 * scale, ran.out + ran.err
+        # the generator's story is consistent with its evidence: every brief of the fleet passes its audit
+        assert ran.code == 0 and [a["brief"] for a in audited if not a["passed"]] == [], ran.out
         counts.append(len(calls(log)))
     assert counts[0] == counts[1], counts
     assert counts[0] < 20, counts  # a handful: ls-remote, fetch, cat-file batches, one rev-list

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,6 +64,12 @@ def test_a_claim_its_desk_stopped_renewing_is_overdue_long_before_its_lease_ends
     row = next(line for line in table.out.splitlines() if line.split()[:1] == ["alpha"])
     assert "overdue" in row and "5m" in row
     assert "1 claim(s) overdue or dead" in table.err and "alpha" in table.err
+    # when the sweep expires it anyway, and the command that ends it now, as the board says it (`Liveness.advice`)
+    assert re.fullmatch(r"lease ends in [45]m by its desk's clock; the sweep expires it then, or "
+                        r"`assay release alpha --force --reason 'quiet stopped'` now", found["alpha"]["next"])
+    assert re.search(r"alpha: quiet has not renewed for 5m \(heartbeat 60s, lease 600s\); lease ends in [45]m by its "
+                     r"desk's clock; the sweep expires it then, or `assay release alpha --force --reason 'quiet "
+                     r"stopped'` now", " ".join(table.err.split())) and found["beta"]["next"] == ""
 
 
 def test_briefs_filter_by_state_desk_and_limit(forge: Forge, claims: Claims) -> None:

@@ -128,28 +128,54 @@ OVERDUE_BEATS = 3  # a held claim not renewed for this many of its desk's heartb
 
 @dataclass(frozen=True)
 class Liveness:
-    """A claim's liveness from forge evidence alone: `live`, `overdue` or `dead` for a held claim, "" otherwise."""
+    """A claim's liveness from forge evidence alone: `live`, `overdue` or `dead` for a held claim, "" otherwise;
+    for `overdue` and `dead`, `until` says when its lease ends and so when a sweep expires it (`lease_end`)."""
 
     word: str
     why: str = ""
+    until: str = ""
+
+    def advice(self, brief: str, desk: str) -> str:
+        """What ends an overdue or dead claim: the sweep, when its lease ends, or a person now ("" for any other)."""
+        if self.word not in ("dead", "overdue"):
+            return ""
+        return f"{self.until}, or `{force_release_command(brief, desk)}` now"
 
 
-def liveness(record: ClaimRecord, age_s: int | None, heartbeat_s: int) -> Liveness:
+def force_release_command(brief: str, desk: str) -> str:
+    return f"assay release {brief} --force --reason '{desk} stopped'"
+
+
+def liveness(record: ClaimRecord, age_s: int | None, heartbeat_s: int, clock: str = "desk") -> Liveness:
     """`dead` when its holder's process is over (judged where that process ran: this host) and a heartbeat has
     passed without a renewal (a claim taken with `assay claim` names that short command as its holder: a person or
     an agent renews it by hand), `overdue` when its tip has stood longer than `OVERDUE_BEATS` heartbeats (`age_s`:
-    since it was last written), long before its lease ends; else `live`."""
+    since it was last written, by `clock`: `desk` or `sweeper`), long before its lease ends; else `live`."""
     if record.state != "held":
         return Liveness("")
     life = holder_life(record.holder)
     quiet = age_s is not None and age_s > heartbeat_s
     if quiet and life is not None and life_state(life) == "dead":
         return Liveness("dead", f"{record.desk}'s process (pid {life.pid} on {life.host}) has ended (lease "
-                                f"{record.lease_s}s)")
+                                f"{record.lease_s}s)", lease_end(record.lease_s, age_s, clock))
     if age_s is not None and age_s > OVERDUE_BEATS * heartbeat_s:
         return Liveness("overdue", f"{record.desk} has not renewed for {human_age(age_s)} (heartbeat {heartbeat_s}s, "
-                                   f"lease {record.lease_s}s)")
+                                   f"lease {record.lease_s}s)", lease_end(record.lease_s, age_s, clock))
     return Liveness("live")
+
+
+def lease_end(lease_s: int, age_s: int | None, clock: str = "desk") -> str:
+    """When a claim's lease ends, and so when a sweep expires it: once a sweeper has seen its tip unchanged for the
+    lease and the policy's grace (`sweep._claim_findings`). By the `desk` clock the age is since the tip was
+    written, which a sweeper sees at its next pass: its count starts then."""
+    if age_s is None:
+        return f"a sweep expires it once it has seen the claim unchanged for its lease ({lease_s}s)"
+    left = lease_s - age_s
+    by = "" if clock == "sweeper" else " by its desk's clock"
+    if left > 0:
+        return f"lease ends in {human_age(left)}{by}; the sweep expires it then"
+    return f"lease ended {human_age(-left)} ago{by}; the " + ("next sweep expires it" if clock == "sweeper" else
+                                                              "sweep expires it once it has seen it unchanged so long")
 
 
 def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str, desk: str = "",

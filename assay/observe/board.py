@@ -24,6 +24,7 @@ from assay.core.claims import (
     Liveness,
     decode_chain,
     fold_renewals,
+    force_release_command,
     liveness,
     progress_in,
     renewal_key,
@@ -212,7 +213,8 @@ def assemble(read: ForgeRead, forge: str, now: float) -> dict[str, Any]:
     needs_you = needs_person(cards, read.problems)
     by_brief: dict[str, list[dict[str, Any]]] = {}
     for n in needs_you:
-        by_brief.setdefault(n["brief"], []).append({"kind": n["kind"], "why": n["why"], "next": n["next"]})
+        by_brief.setdefault(n["brief"], []).append({"kind": n["kind"], "why": n["why"], "until": n["until"],
+                                                    "next": n["next"]})
     ledgers = waste_ledgers(read)
     for c in cards:  # each brief page says what to do next, and what its work cost
         c["next"] = by_brief.get(c["id"], [])
@@ -239,12 +241,13 @@ NEEDS_TITLES = {"unknown": "outcome unknown", "blocked": "blocked", "locked": "l
 
 
 def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[str, Any]]:
-    """What needs a person, most urgent first: each with its brief, why, and the command to type next."""
+    """What needs a person, most urgent first: each with its brief, why, and the command to type next; for a dead or
+    overdue claim, `until`: when its lease ends and the sweep expires it anyway (`claims.lease_end`)."""
     out: list[dict[str, Any]] = []
 
-    def need(kind: str, card: dict[str, Any] | None, why: str, next_: str) -> None:
+    def need(kind: str, card: dict[str, Any] | None, why: str, next_: str, until: str = "") -> None:
         out.append({"kind": kind, "brief": card["id"] if card else "", "title": card["title"] if card else "",
-                    "why": why, "next": next_})
+                    "why": why, "until": until, "next": next_})
 
     held_up = {c["id"] for c in cards if c["state"] in ("blocked", "invalid") or c["stuck"]}
     for c in cards:
@@ -272,9 +275,9 @@ def needs_person(cards: list[dict[str, Any]], problems: list[str]) -> list[dict[
                  c["review"]["link"] if c["review"]["link"].startswith("http") else f"assay review merge {b}")
         if c["stuck"]:
             need("stuck", c, f"desk {c['desk']} renews without progress", f"assay release {b} --force --reason stuck")
-        word = c["liveness"]["word"]
-        if word in ("dead", "overdue"):
-            need(word, c, c["liveness"]["why"], f"assay release {b} --force --reason '{c['desk']} stopped'")
+        live = c["liveness"]
+        if live["word"] in ("dead", "overdue"):  # when the sweep ends it, or a person now
+            need(live["word"], c, live["why"], force_release_command(b, c["desk"]), live["until"])
     for problem in problems:
         need("problem", None, problem, "see docs/data-model.md for the record's format")
     return sorted(out, key=lambda n: NEEDS.index(n["kind"]))
@@ -347,8 +350,8 @@ def _card(read: ForgeRead, brief: str, states: dict[str, str | None], now: float
         "lease_s": record.lease_s if record else 0, "reason": record.reason if record else "",
         "lease_age_s": age, "lease_age_by": age_by,
         "progress": read.progress.get(brief, "") if record is not None and record.state == "held" else "",
-        "liveness": asdict(liveness(record, age, read.heartbeats.get(record.desk, PERSON_HEARTBEAT_S))
-                           if record else Liveness("")),
+        "liveness": asdict(liveness(record, age, read.heartbeats.get(record.desk, PERSON_HEARTBEAT_S),
+                                    age_by or "desk") if record else Liveness("")),
         "last_step": ({"seq": steps[-1].seq, "step": steps[-1].step, "kind": steps[-1].kind,
                        "status": steps[-1].status} if steps else None),
         "verify": {"head": last_head, "passed": sum(1 for v in latest if v.get("passed") is True),

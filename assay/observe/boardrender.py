@@ -14,6 +14,7 @@ from html import escape
 from string import Template
 from typing import Any
 
+from assay.core.claims import Liveness
 from assay.core.config import defaults_dir
 from assay.core.records import human_age, parse_iso
 
@@ -73,7 +74,7 @@ def needs_html(data: dict[str, Any], shown: int | None = NEEDS_SHOWN, prefix: st
                       "</section>")
     return (f'<section id="needs-you"><h2>Needs you <span class="count">({total})</span></h2>'
             f'<nav class="needbar" aria-label="what needs you">{bar}</nav>'
-            f'<div class="needgroups">{"".join(groups)}</div></section>')
+            f'<div class="needgroups{" summary" if shown is not None else ""}">{"".join(groups)}</div></section>')
 
 
 def _need_item(i: dict[str, Any], prefix: str) -> str:
@@ -82,7 +83,8 @@ def _need_item(i: dict[str, Any], prefix: str) -> str:
     nxt = i["next"]
     nxt_html = (f'<a href="{esc(nxt)}">{esc(nxt)}</a>' if nxt.startswith(("http://", "https://"))
                 else f"<code>{esc(nxt)}</code>")
-    return (f'<li class="item">{where}<span class="why">{esc(i["why"])}</span><br>'
+    until = f'<span class="until">; {esc(i["until"])}, or now:</span>' if i.get("until") else ""
+    return (f'<li class="item">{where}<span class="why">{esc(i["why"])}</span>{until}<br>'
             f'<span class="next">next: {nxt_html}</span></li>')
 
 
@@ -122,7 +124,8 @@ def index_page(data: dict[str, Any]) -> str:
         if len(shown) < len(members):  # done work is folded: a fleet's would make the page grow without end
             cards += (f'\n<p class="muted">and {len(members) - len(shown)} more done: each has its page under '
                       '<code>briefs/</code>, and all are in <a href="board.json">board.json</a></p>')
-        columns.append(f'<section class="column" data-column="{esc(col["id"])}" aria-label="{esc(col["title"])}">'
+        columns.append(f'<section class="column" data-column="{esc(col["id"])}" id="col-{esc(col["id"])}" '
+                       f'aria-label="{esc(col["title"])}">'
                        f'<h2>{esc(col["title"])} <span class="count">{col["count"]}</span></h2>\n'
                        f"{cards}</section>")
     sweeper = data["sweeper"]
@@ -147,12 +150,33 @@ def lease_age_text(c: dict[str, Any]) -> str:
     return f"claim last written {age} ago (desk's clock)"
 
 
+LIVENESS_BADGES = {"dead": "desk dead", "overdue": "overdue"}  # a held claim's `claims.liveness`, on its card
+
+
+def liveness_badge(c: dict[str, Any]) -> str:
+    """A badge for a held claim whose desk is dead or overdue (nothing for a live one)."""
+    word = c["liveness"]["word"]
+    if word not in LIVENESS_BADGES:
+        return ""
+    return (f'<span class="badge live-{esc(word)}" title="{esc(c["liveness"]["why"])}">{esc(LIVENESS_BADGES[word])}'
+            "</span>")
+
+
+def advice_html(c: dict[str, Any]) -> str:
+    """`Liveness.advice` (when the sweep expires the claim, or the command that ends it now), its command as code."""
+    advice = Liveness(**c["liveness"]).advice(c["id"], c["desk"])
+    return "".join(f"<code>{esc(part)}</code>" if n % 2 else esc(part) for n, part in enumerate(advice.split("`")))
+
+
 def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
+    badge = liveness_badge(c)
     lines = [f'<h3><a href="briefs/{esc(c["id"])}.html">{esc(c["title"])}</a></h3>',
-             f'<p class="meta"><code>{esc(c["id"])}</code> · {esc(_state_text(c))}</p>']
+             f'<p class="meta"><code>{esc(c["id"])}</code> · {esc(_state_text(c))}{" " + badge if badge else ""}</p>']
     if c["desk"]:
         age = lease_age_text(c)
         lines.append(f"<p>desk {esc(c['desk'])} · epoch {c['epoch']}{esc(' · ' + age if age else '')}</p>")
+    if badge:  # when the sweep ends it; the command that ends it now is under "needs you" and on its page
+        lines.append(f'<p class="advice">{esc(c["liveness"]["until"])}</p>')
     if c["last_step"]:
         s = c["last_step"]
         status = "interrupted" if s["seq"] in c["interrupted"] else s["status"] or s["kind"]
@@ -176,7 +200,8 @@ def card_html(c: dict[str, Any], desk_number: int | None = None) -> str:
         lines.append(f'<p class="fail">unsafe step interrupted at seq {esc(", ".join(map(str, c["interrupted"])))}'
                      "; no desk holds it to recover: it may or may not have run</p>")
     desk_class = f" desk-{desk_number}" if desk_number is not None else ""
-    return (f'<article class="card{desk_class}" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}">'
+    live = f' data-liveness="{esc(c["liveness"]["word"])}"' if badge else ""
+    return (f'<article class="card{desk_class}" data-desk="{esc(c["desk"])}" data-column="{esc(c["column"])}"{live}>'
             + "".join(lines) + "</article>")
 
 
@@ -238,10 +263,21 @@ def problems_html(problems: list[str]) -> str:
 # -- a brief ------------------------------------------------------------------------------------
 
 
+def status_pill(c: dict[str, Any], column_title: str) -> str:
+    """The brief page's status: its column, and, for a held claim whose desk is dead or overdue, that (as its card's
+    badge and its "needs you" note say)."""
+    word = c["liveness"]["word"]
+    pill = f'<span class="badge col-{esc(c["column"])}">{esc(column_title)}</span>'
+    if word not in LIVENESS_BADGES:
+        return pill
+    return (f'<span class="badge col-{esc(c["column"])} live-{esc(word)}">{esc(column_title.split(" /")[0])}, '
+            f"{esc(LIVENESS_BADGES[word])}</span>")
+
+
 def brief_page(c: dict[str, Any], column_title: str) -> str:
     facts = [f"desk {c['desk']}" if c["desk"] else "no desk", f"epoch {c['epoch']}", str(c["state"])]
     return template("brief.html").substitute(
-        id=esc(c["id"]), title=esc(c["title"]), column=esc(c["column"]), column_title=esc(column_title),
+        id=esc(c["id"]), title=esc(c["title"]), status=status_pill(c, column_title),
         facts=esc(" · ".join(facts)), summary=summary_html(c), review=review_html(c["review"]),
         custody=custody_html(c["custody"]), timeline=timeline_svg(c["journal"]), journal=journal_html(c))
 
@@ -250,14 +286,16 @@ def next_html(c: dict[str, Any]) -> str:
     """What this brief needs from a person, and the command to type (nothing when it needs nobody)."""
     if not c["next"]:
         return ""
-    items = "".join(f'<li><b>{esc(NEEDS_TITLES[n["kind"]])}</b>: {esc(n["why"])}<br><span class="next">next: '
-                    f'<code>{esc(n["next"])}</code></span></li>' for n in c["next"])
+    items = "".join(f'<li><b>{esc(NEEDS_TITLES[n["kind"]])}</b>: {esc(n["why"])}'
+                    + (f'; <span class="until">{esc(n["until"])}, or now:</span>' if n.get("until") else "")
+                    + f'<br><span class="next">next: <code>{esc(n["next"])}</code></span></li>' for n in c["next"])
     return f'<section class="needs" id="next"><h2>Needs you</h2><ul>{items}</ul></section>'
 
 
 def summary_html(c: dict[str, Any]) -> str:
+    live = liveness_badge(c) and f"{c['liveness']['word']}: {c['liveness']['why']}"
     pairs = [("holder", c["holder"]), ("lease", f"{c['lease_s']}s" if c["lease_s"] else ""),
-             ("claim age", lease_age_text(c)), ("progress", c["progress"]),
+             ("claim age", lease_age_text(c)), ("liveness", live), ("progress", c["progress"]),
              ("labels", ", ".join(c["labels"])), ("depends on", ", ".join(c["depends_on"])),
              ("needs", ", ".join(c["needs"])), ("touches", ", ".join(c["touches"])),
              ("queued behind", "; ".join(f"{b} ({g})" for b, g in c["queued_behind"].items())),
@@ -267,7 +305,8 @@ def summary_html(c: dict[str, Any]) -> str:
              ("interrupted", ", ".join(f"unsafe intent seq {s}" for s in c["interrupted"])),
              ("agent time", waste_text(c["waste"])),
              ("journal", c["journal_invalid"] or f"{c['journal_entries']} entries")]
-    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs if v)
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>"  # a dead or overdue claim: when the sweep ends it
+                    + (f"<dt>ends</dt><dd>{advice_html(c)}</dd>" if k == "liveness" else "") for k, v in pairs if v)
     return f'{next_html(c)}<dl class="facts">{items}</dl>{verify_html(c["verify_attempts"])}'
 
 

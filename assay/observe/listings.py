@@ -16,7 +16,7 @@ from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Review, Reviews, Thread
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
-from assay.core.records import MAIN_REF, ClaimRecord, JournalEntry
+from assay.core.records import MAIN_REF, ClaimRecord, JournalEntry, claim_ref
 from assay.core.recordtype import dataclass, field
 from assay.core.retired import RETIRED_REF, tip_of
 from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
@@ -31,18 +31,23 @@ class ClaimRow:
 
 
 def list_claims(claims: Claims, now: float, states: tuple[str, ...] = (), desk: str | None = None,
-                limit: int | None = None) -> tuple[list[ClaimRow], list[InvalidClaim], int, int]:
-    """The claims in brief order, those in `states` (all if none) of `desk` (any if None), at most `limit`; how
-    many matched (the rest are never read further: at 1,000 claims their ages cost most of a listing); and how
-    many valid claims there are unfiltered (so that a filter matching none is not taken for an empty forge)."""
+                limit: int | None = None, brief: str | None = None
+                ) -> tuple[list[ClaimRow], list[InvalidClaim], int, int]:
+    """The claims in brief order, those in `states` (all if none) of `desk` (any if None), at most `limit`, only
+    `brief`'s when given (its tip alone is read); how many matched (the rest are never read further: at 1,000
+    claims their ages cost most of a listing); and how many valid claims there are unfiltered (so that a filter
+    matching none is not taken for an empty forge)."""
     try:
         view = claims.read_view()
         view.scan.fetch("main")
-        good, bad = claims.load_tips(view.tips)
+        tips = view.tips if brief is None else {r: sha for r, sha in view.tips.items() if r == claim_ref(brief)}
+        good, bad = claims.load_tips(tips)
         bad = [*view.scan.junk, *bad]
         specs, _ = desks_on_main(claims.git, view.main)
     except NoMainBranch:
         (good, bad), specs = claims.list_all(), []
+    if brief is not None:
+        good, bad = [c for c in good if c.record.brief == brief], [b for b in bad if b.ref == claim_ref(brief)]
     beats = {s.name: s.heartbeat_s for s in specs}
     matched = [c for c in good if (not states or c.record.state in states) and (desk is None or c.record.desk == desk)]
     chosen = matched[:limit]
