@@ -19,17 +19,17 @@ from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holde
 from assay.core.crash import crash_point
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Reviews
-from assay.core.git import PACK_REFS_AT, ZERO, ForgeGit
+from assay.core.git import PACK_REFS_AT, ForgeGit
 from assay.core.journal import read_log, read_logs, transition_as
 from assay.core.lives import Life, life_state
 from assay.core.observations import (
-    OBSERVATIONS,
     SWEEPER_REF,
     BriefSeen,
     Observations,
     Recorded,
     UnknownSeen,
     seconds,
+    write_observations,
 )
 from assay.core.outcomes import open_intents, unknown_outcomes
 from assay.core.records import (
@@ -445,10 +445,7 @@ def _observe_and_record(git: ForgeGit, state: ForgeState, unknowns: dict[str, li
         seen.findings = record(findings, state.base.findings, now, now)
         if state.base_is_commit and (seen.briefs, seen.findings) == (state.base.briefs, state.base.findings):
             return findings  # nothing new was seen: no push (a fleet of idle desks sweeping writes nothing)
-        parent = state.base_tip if state.base_is_commit else None
-        update = chain.commit(git, SWEEPER_REF, parent, {OBSERVATIONS: seen.encode()},
-                              f"assay: sweep by {by} ({os.urandom(4).hex()}): {len(findings)} findings", by, now)
-        chain.push(git, [update._replace(expected=state.base_tip or ZERO)], "sweeper")
+        write_observations(git, seen, state.base_tip, state.base_is_commit, f"{len(findings)} findings", by, now)
         return findings
 
     return chain.retrying(attempt, "recording the sweep's observations")
