@@ -129,3 +129,17 @@ def test_a_write_outside_core_is_found(tmp_path: Path) -> None:
     found = {(m, f, w) for m, f, w in _writes(package) if m == "observe.sweep"}
     assert found == {("observe.sweep", "_late", "chain.push"), ("observe.sweep", "_late", "write_commit"),
                      ("observe.sweep", "_late", "git update-ref")}
+
+
+def test_the_work_branch_is_spelled_once() -> None:
+    """A brief's work branch, `assay/<brief>`, is `records.WORK_BRANCH_PREFIX` (and as a ref
+    `WORK_BRANCH_REF_PREFIX`) everywhere: no module writes either out itself."""
+    spelled = []
+    for module, path in layers.modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            texts = [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
+            if isinstance(node, ast.JoinedStr):
+                texts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+            if any(t.endswith(("assay/", "refs/heads/assay")) or "heads/assay/" in t for t in texts):
+                spelled.append(f"assay.{module}:{getattr(node, 'lineno', 0)}")
+    assert [s.partition(":")[0] for s in spelled] == ["assay.core.records"], spelled  # WORK_BRANCH_PREFIX = …
