@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from assay import __version__, lean
-from assay.core.records import STATES
+from assay.core.records import STATES, WORK_BRANCH_PREFIX
 from assay.errors import AssayError, NoMainBranch
 
 BRIEF_STATES = ("ready", "needs", "queued", *STATES, "invalid")
@@ -613,14 +613,14 @@ def brief_fork(new: str, source: str, at: int | None, ports: Ports, as_json: boo
     seq = (entry.data or {})["forked_from"]["seq"]
     if as_json:
         print_json({"brief": new, "from": source, "checkpoint": seq, "bytes": (entry.data or {}).get("bytes"),
-                    "branch": f"assay/{new}", "commit": head, "worktree": (entry.data or {}).get("worktree"),
+                    "branch": WORK_BRANCH_PREFIX + new, "commit": head, "worktree": (entry.data or {}).get("worktree"),
                     "path": str(path)})
         return
     snapshot = (entry.data or {}).get("worktree")
     files = f", its worktree as then ({str(snapshot)[:10]})," if snapshot else ""
     click.echo(f"forked {source} at seq {seq} into {new}: its conversation ({(entry.data or {}).get('bytes')} bytes)"
-               f"{files} and branch assay/{new} at {head[:10]} are on the forge; wrote {path.name} in briefs/: commit "
-               "and push it to main to make it claimable")
+               f"{files} and branch {WORK_BRANCH_PREFIX}{new} at {head[:10]} are on the forge; wrote {path.name} in "
+               "briefs/: commit and push it to main to make it claimable")
 
 
 @cli.group()

@@ -524,3 +524,38 @@ def test_a_big_push_over_http_is_one_exchange_with_receive_pack_under_its_leases
         git("--git-dir", str(bare), "fsck", "--strict", "--no-dangling")
     finally:
         port.close()
+
+
+def test_listing_a_forge_on_disk_answers_as_for_each_ref_does(tmp_path: Path) -> None:
+    """`ls_remote` of a forge on disk speaks protocol v2 `ls-refs` to `git upload-pack` (faster on a full listing
+    than `git for-each-ref`, see `ForgeGit._ls_refs`): its answers are for-each-ref's, refs packed and loose, a
+    tag unpeeled, a symref as its target's object, an exact ref beside its prefix, a ref that is not there."""
+    forge = tmp_path / "forge.git"
+    env = ["-c", "user.name=t", "-c", "user.email=t@x"]
+    run = lambda *a, data=b"": subprocess.run(["git", "--git-dir", str(forge), *a], input=data,  # noqa: E731
+                                              capture_output=True, check=True).stdout.decode().strip()
+    subprocess.run(["git", "init", "-q", "--bare", str(forge)], check=True)
+    commit = run(*env, "commit-tree", run("mktree"), "-m", "c")
+    tag = run("mktag", data=f"object {commit}\ntype commit\ntag v1\ntagger t <t@x> 0 +0000\n\nv1\n".encode())
+    run("update-ref", "--stdin", data="".join(f"create refs/assay/claims/b{i} {commit}\n" for i in range(6)).encode())
+    run("pack-refs", "--all")
+    other = run(*env, "commit-tree", run("mktree"), "-p", commit, "-m", "d")
+    for ref, sha in (("refs/assay/claims/b1", other), ("refs/assay/claims/b9", other), ("refs/tags/v1", tag),
+                     ("refs/heads/main", commit), ("refs/heads/assay/b2", other)):
+        run("update-ref", ref, sha)  # loose: b1 over its packed self
+    run("symbolic-ref", "refs/assay/alias", "refs/heads/main")
+    port = ForgeGit(str(forge), tmp_path / "cache")
+
+    def for_each_ref(*patterns: str) -> dict[str, str]:
+        out = run("for-each-ref", "--format=%(objectname) %(refname)", *(p.removesuffix("*") for p in patterns))
+        exact = {p for p in patterns if not p.endswith("*")}
+        wild = tuple(p.removesuffix("*") for p in patterns if p.endswith("*"))
+        return {r: s for s, r in (line.split(" ", 1) for line in out.splitlines())
+                if r in exact or (wild and r.startswith(wild))}
+
+    for patterns in [("refs/assay/claims/*",), ("refs/assay/claims/b1", "refs/assay/claims/b7"),
+                     ("refs/tags/*", "refs/assay/alias", "refs/heads/main"), ("refs/heads/*", "refs/assay/*"),
+                     ("refs/assay/claims/b1", "refs/assay/claims/*")]:
+        assert port.ls_remote(*patterns) == for_each_ref(*patterns), patterns
+    every = port.ls_remote("refs/*")
+    assert every["refs/tags/v1"] == tag and every["refs/assay/alias"] == commit and len(every) == 11

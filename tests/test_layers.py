@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -45,3 +46,101 @@ def test_every_error_with_an_exit_code_is_in_errors_py() -> None:
     found = docgen._error_classes()
     assert len(found) > 20
     assert [f"{c.__module__}.{c.__qualname__}" for c in found if c.__module__ != "assay.errors"] == []
+
+
+# -- who writes: docs/architecture.md's "every durable write is in `core/`, refs through `chain.py`" ---------------
+
+GIT_WRITES = {"push", "send-pack", "receive-pack", "update-ref"}  # git's commands that move a forge's refs
+NOT_RECORDS = {  # commits made with `write_commit` that are not records on a chain, and why
+    ("core.custody", "spawn.attempt"): "a child brief's file added to main",
+    ("core.forge.plain", "PlainReviews.prepare_merge"): "the merge of a review into main",
+    ("core.landing", "superseded"): "a test merge, in the cache only",
+    ("core.wip", "commit"): "a worktree's snapshot, a commit of the work",
+    ("desk.land", "rows_on_main"): "a check merge, in the cache only",
+}
+BUDGET = ("core.forge.budget", "ForgeBudget")  # its ledger: commit and lease of its own, no crash point (see below)
+
+
+def _writes(root: Path = layers.PACKAGE) -> list[tuple[str, str, str]]:
+    """(module, function, what) for each call in the package that writes the forge or makes a commit:
+    `<x>.push(…)`, `push_new_branch`, `write_commit`, `chain.commit`, a git command in `GIT_WRITES`."""
+    found: list[tuple[str, str, str]] = []
+    for module, path in layers.modules(root).items():
+        found += [(module, where, what) for where, what in _calls(ast.parse(path.read_text(encoding="utf-8")), [])]
+    return found
+
+
+def _calls(node: ast.AST, scope: list[str]) -> list[tuple[str, str]]:
+    """(function, what) for each write call under `node`, `scope` the names of the defs around it."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        scope = [*scope, node.name]
+    out = []
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        first = node.args[0] if node.args else None
+        if isinstance(first, (ast.List, ast.Tuple)) and first.elts:
+            first = first.elts[0]
+        if name in ("push", "push_new_branch", "write_commit") or (name, owner) == ("commit", "chain"):
+            out.append((".".join(scope), f"{owner}.{name}" if owner == "chain" else name))
+        elif name in ("git", "run_git") and isinstance(first, ast.Constant) and first.value in GIT_WRITES:
+            out.append((".".join(scope), f"git {first.value}"))
+    for child in ast.iter_child_nodes(node):
+        out += _calls(child, scope)
+    return out
+
+
+def test_every_durable_write_is_in_core() -> None:
+    """Outside `core/` nothing pushes, prepares a record commit or runs a git command that moves refs: the sweep's
+    observations go through `observations.write_observations`. Left outside: a new forge's first main, pushed by
+    `assay init` and the demo (`WorkRepo.push_new_branch`), and a check merge `land.py` makes in the cache (a
+    commit, never pushed). Packing a forge's refs (`pack_forge_refs`) moves no ref and is not counted."""
+    found = _writes()
+    outside = {(m, f, w) for m, f, w in found if not m.startswith("core.")}
+    assert outside == {("project", "init_project", "push_new_branch"), ("demo", "prepare", "push_new_branch"),
+                       ("desk.land", "rows_on_main", "write_commit")}
+    assert ("core.observations", "write_observations", "chain.push") in found  # the scan sees chain's callers
+
+
+def test_refs_are_written_and_record_commits_prepared_through_chain() -> None:
+    """Every push of a ref is `chain.push` (which alone calls `ForgeGit.push`), every record commit is
+    `chain.commit` (which alone calls `write_commit` for one); the retired index and keep chain too.
+    The exception is the GitHub write budget's ledger (`forge/budget.py`): one commit with no parent, pushed
+    under a lease by `ForgeGit.push` in its own loop (a failed grant is taken again; it has no crash point)."""
+    found = _writes()
+    pushes = {(m, f) for m, f, w in found if w == "push"}
+    assert pushes == {("core.chain", "push"), (BUDGET[0], f"{BUDGET[1]}.wait_s"),
+                      ("core.git", "ForgeGit.push")}  # ForgeGit.push handing a push to the host's `pushgroup`
+    commits = {(m, f) for m, f, w in found if w == "write_commit"} - {("core.chain", "commit")}
+    assert commits - set(NOT_RECORDS) == {(BUDGET[0], f"{BUDGET[1]}._write")}
+    assert set(NOT_RECORDS) <= commits, "a place NOT_RECORDS names makes no commit now: drop it"
+    assert {(m, f) for m, f, w in found if w == "chain.commit"} >= {("core.retire", "_retire_updates"),
+                                                                    ("core.observations", "write_observations")}
+    git_runs = {(m, f, w) for m, f, w in found if w.startswith("git ")}
+    assert git_runs == {("core.git", "WorkRepo.push_new_branch", "git push")}, git_runs
+
+
+def test_a_write_outside_core_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "assay"
+    shutil.copytree(REPO / "assay", package, ignore=shutil.ignore_patterns("__pycache__", "_defaults"))
+    sweep = package / "observe" / "sweep.py"
+    sweep.write_text(sweep.read_text() + "\n\ndef _late(git, u):\n    chain.push(git, [u], 'sweeper')\n"
+                     "    git.write_commit('t', [], 'm', None)\n    run_git(['update-ref', 'refs/x', 'y'])\n")
+    found = {(m, f, w) for m, f, w in _writes(package) if m == "observe.sweep"}
+    assert found == {("observe.sweep", "_late", "chain.push"), ("observe.sweep", "_late", "write_commit"),
+                     ("observe.sweep", "_late", "git update-ref")}
+
+
+def test_the_work_branch_is_spelled_once() -> None:
+    """A brief's work branch, `assay/<brief>`, is `records.WORK_BRANCH_PREFIX` (and as a ref
+    `WORK_BRANCH_REF_PREFIX`) everywhere: no module writes either out itself."""
+    spelled = []
+    for module, path in layers.modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            texts = [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
+            if isinstance(node, ast.JoinedStr):
+                texts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+            if any(t.endswith(("assay/", "refs/heads/assay")) or "heads/assay/" in t for t in texts):
+                spelled.append(f"assay.{module}:{getattr(node, 'lineno', 0)}")
+    assert [s.partition(":")[0] for s in spelled] == ["assay.core.records"], spelled  # WORK_BRANCH_PREFIX = …

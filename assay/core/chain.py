@@ -97,8 +97,9 @@ def decode_tip(ref: str, sha: str, tip: GitObject | None, blob: GitObject | None
 
 
 def commit(git: ForgeGit, ref: str, parent: str | None, files: Files, message: str, author: str,
-           when: float) -> RefUpdate:
-    """A commit on `parent` holding `files`, written to the cache (not pushed), as the update that moves `ref`."""
+           when: float, merged: Sequence[str] = ()) -> RefUpdate:
+    """A commit on `parent` holding `files`, written to the cache (not pushed), as the update that moves `ref`;
+    `merged`, more parents after it (the retired keep chain names every tip it keeps)."""
     entries: list[TreeEntry] = []
     for name, content in files.items():
         if isinstance(content, bytes):
@@ -108,7 +109,8 @@ def commit(git: ForgeGit, ref: str, parent: str | None, files: Files, message: s
         else:
             folder = [TreeEntry(n, git.write_blob(data)) for n, data in content.items()]
             entries.append(TreeEntry(name, git.write_tree(folder), "40000"))
-    sha = git.write_commit(git.write_tree(entries), [parent] if parent else [], message, Signature.of(author), when)
+    parents = [*([parent] if parent else []), *merged]
+    sha = git.write_commit(git.write_tree(entries), parents, message, Signature.of(author), when)
     return RefUpdate(ref, sha, parent or ZERO)
 
 

@@ -23,6 +23,7 @@ from assay.core.records import (
     LIVE_STATES,
     MAIN_REF,
     STATES,
+    WORK_BRANCH_PREFIX,
     ClaimRecord,
     check_tip,
     claim_ref,
@@ -200,7 +201,7 @@ def transition(current: ClaimRecord | None, action: str, brief: str, *, at: str,
     if action in NEW_EPOCH_ACTIONS:
         return ClaimRecord(brief=brief, state="held", epoch=(current.epoch + 1) if current else 1, desk=desk,
                            holder=holder or new_holder(desk), lease_s=lease_s or DEFAULT_LEASE_S,
-                           branch=f"assay/{brief}", at=at, reason=reason)
+                           branch=WORK_BRANCH_PREFIX + brief, at=at, reason=reason)
     assert current is not None
     if action == "renew":  # `at` is when the state last changed; a renewal is the commit itself
         return current.but(lease_s=lease_s or current.lease_s)

@@ -26,7 +26,7 @@ PUSHES = {
     "release": "a claim ends released, done or abandoned, with its journal entry (custody.py, desk/loop.py)",
     "force-release": "a person takes a claim away, with its journal entry (custody.py)",
     "expire": "a sweeper expires a claim whose tip stood still past its lease, with its journal entry (sweep.py)",
-    "sweeper": "a sweeper records its observations and findings at refs/assay/sweeper (sweep.py)",
+    "sweeper": "a sweeper records its observations and findings at refs/assay/sweeper (observations.py, for sweep.py)",
     "review": "a review record changes: open, comment, approve, close (forge/plain.py)",
     "merge": "main and the review record move together in one atomic push (forge/plain.py)",
     "retire": "done briefs' refs are deleted as the retired index records them, in one atomic push (retired.py)",

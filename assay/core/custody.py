@@ -13,7 +13,14 @@ from assay.core.claims import Claim, Claims, forced_reason
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
 from assay.core.journal import Journal, append_as_person, transition_as
-from assay.core.records import JournalEntry, ReviewRecord, condition_problem, parse_iso, validate_brief_id
+from assay.core.records import (
+    WORK_BRANCH_PREFIX,
+    JournalEntry,
+    ReviewRecord,
+    condition_problem,
+    parse_iso,
+    validate_brief_id,
+)
 from assay.core.retired import check_not_retired, require_known
 from assay.errors import AssayError, Conflict, ForgeRefused, IllegalTransition, RecordInvalid, UsageError
 
@@ -312,7 +319,7 @@ def fork(claims: Claims, new: str, source: str, at: int | None, by: str) -> tupl
         from assay.core import wip  # here: a claim, renewal or release (`lean.py`) never loads it
 
         wip.fetch(claims.git, source, str(data["worktree"]))
-    return fork_as_person(claims, new, data, blob, f"assay/{new}", heads[-1], by), heads[-1]
+    return fork_as_person(claims, new, data, blob, WORK_BRANCH_PREFIX + new, heads[-1], by), heads[-1]
 
 
 def child_id(parent: str, key: str, title: str) -> str:

@@ -21,7 +21,7 @@ from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, Signature
-from assay.core.records import MAIN_REF, JournalEntry, ReviewRecord
+from assay.core.records import MAIN_REF, WORK_BRANCH_REF_PREFIX, JournalEntry, ReviewRecord
 from assay.errors import AssayError
 
 _BRIEF_TRAILER = re.compile(r"^Assay-Brief: (\S+)$", re.M)
@@ -48,7 +48,7 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
     main = git.ls_remote(MAIN_REF).get(MAIN_REF, "")
     if not main:
         return {"verdict": READY, "main": ""}
-    git.ensure_objects({MAIN_REF: main, f"refs/heads/assay/{brief}": head})
+    git.ensure_objects({MAIN_REF: main, WORK_BRANCH_REF_PREFIX + brief: head})
     if git.is_ancestor(head, main):
         return {"verdict": ON_MAIN, "main": main}
     tree, _ = git.merge_conflicts(main, head)

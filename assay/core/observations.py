@@ -1,4 +1,5 @@
-"""The sweepers' record at `refs/assay/sweeper`: what they saw on the forge, when, and what they reported.
+"""The sweepers' record at `refs/assay/sweeper`, and its one writer: what they saw on the forge, when, and what
+they reported.
 
 Each commit's tree holds `observations.json`. Times are the sweepers' own clocks, never a desk's:
 `claim_seen` is when a sweeper first saw the claim tip `claim`, so a tip still in place at a later
@@ -9,8 +10,11 @@ reported as new once, however many sweepers run.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
+from assay.core import chain
+from assay.core.git import ZERO, ForgeGit
 from assay.core.records import FORMAT_VERSION, parse_iso, validate_brief_id
 from assay.core.recordtype import asdict, dataclass, field
 from assay.errors import RecordInvalid, UsageError
@@ -60,6 +64,15 @@ class Observations:
         data = {"v": self.v, "at": self.at, "briefs": {b: asdict(s) for b, s in sorted(self.briefs.items())},
                 "findings": {k: asdict(f) for k, f in sorted(self.findings.items())}}
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def write_observations(git: ForgeGit, seen: Observations, tip: str | None, on_commit: bool, said: str, by: str,
+                       now: float) -> None:
+    """`seen` as the sweepers' new tip, by compare-and-swap on `tip`, the one read (`chain.Moved` if another
+    sweeper wrote first); on it as parent if it is a commit (`on_commit`), else replacing whatever it is."""
+    update = chain.commit(git, SWEEPER_REF, tip if on_commit else None, {OBSERVATIONS: seen.encode()},
+                          f"assay: sweep by {by} ({os.urandom(4).hex()}): {said}", by, now)
+    chain.push(git, [update._replace(expected=tip or ZERO)], "sweeper")
 
 
 def seconds(iso: str) -> float:

@@ -20,6 +20,8 @@ JOURNAL_PREFIX = "refs/assay/journal/"
 REVIEWS_PREFIX = "refs/assay/reviews/"
 WIP_PREFIX = "refs/assay/wip/"  # a brief's worktree as its agent-session checkpoints recorded it (`wip.py`)
 MAIN_REF = "refs/heads/main"
+WORK_BRANCH_PREFIX = "assay/"  # a brief's work branch is assay/<brief>: a pull request's head on GitHub
+WORK_BRANCH_REF_PREFIX = "refs/heads/" + WORK_BRANCH_PREFIX  # the work branch as a ref
 
 STATES = ("held", "waiting", "blocked", "released", "expired", "abandoned", "done")
 LIVE_STATES = frozenset({"held", "waiting", "blocked"})

@@ -7,11 +7,15 @@ on a 2-core machine about 0.8 ms a class, and with 24 classes and the import its
 the other methods are shared and read the class's fields.
 
 The semantics are `dataclasses`' for what Assay uses: `@dataclass` and `@dataclass(frozen=True)`, fields
-from the class's own annotations in order, a default as the class attribute or `field(default=…)` or
-`field(default_factory=…)`; `__eq__` compares the fields of two instances of the same class, a frozen
+from the class's own annotations in order but for `ClassVar` ones, a default as the class attribute or
+`field(default=…)` or `field(default_factory=…)` (a mutable one, such as a list, raises ValueError: a default is
+shared by every record); `__eq__` compares the fields of two instances of the same class, a frozen
 class is hashable by its fields and refuses assignment (`FrozenInstanceError`, an AttributeError),
 an unfrozen one is unhashable; a method the class body defines is kept. `fields`, `asdict` and
-`replace` work as `dataclasses`' do on these classes. Type checkers see `dataclass` as a dataclass
+`replace` work as `dataclasses`' do on these classes. A `ClassVar` annotation is what `dataclasses` reads as
+one: the module binds the name (or `typing.ClassVar`) to typing's at run time; one the module cannot resolve so
+(imported under `TYPE_CHECKING`) raises TypeError, as `dataclasses` would make it a field that mypy does not
+see. Each record class carries `__record_fields__` and `__record_frozen__`. Type checkers see `dataclass` as a dataclass
 transform (PEP 681), so they check constructors and frozen fields as for `dataclasses`. A class's `__init__`
 is compiled when the first record of it is made: a command makes records of a few of the classes it loads.
 
@@ -22,6 +26,7 @@ defaults and methods) without importing `typing` (a tenth of a short command's s
 
 from __future__ import annotations
 
+import sys
 from collections import namedtuple
 from operator import attrgetter
 
@@ -97,7 +102,7 @@ def asdict(record: Any) -> dict[str, Any]:
     return {f.name: _plain(getattr(record, f.name)) for f in fields(record)}
 
 
-def replace(record: T, **changes: Any) -> T:
+def replace(record: T, /, **changes: Any) -> T:
     """A new record with the same fields but for `changes` (its `__init__` checks them)."""
     for f in fields(record):
         changes.setdefault(f.name, getattr(record, f.name))
@@ -125,23 +130,31 @@ def _process(cls: Any, frozen: bool) -> Any:
     if any(hasattr(base, "__record_fields__") for base in cls.__mro__[1:]):
         raise TypeError(f"{cls.__qualname__}: a record class cannot inherit another's fields here")
     found: list[Field] = []
-    for name in cls.__annotations__:  # the class's own (Python 3.10 on), however the interpreter keeps them
+    typed = "typing" in sys.modules  # if not, only the name ClassVar itself can read as one (unbound): no alias
+    for name, kind in cls.__annotations__.items():  # the class's own (Python 3.10 on), however they are kept
         value = own.get(name, MISSING)
-        spec = value if isinstance(value, Field) else Field(value)
-        spec.name = name
+        if (typed or kind.__class__ is not str or "ClassVar" in kind) and _classvar(cls, kind):
+            if isinstance(value, Field) and value.default_factory is not MISSING:
+                raise TypeError(f"field {name} cannot have a default factory")
+            if isinstance(value, Field):
+                _unwrap(cls, name, value)
+            continue
         if isinstance(value, Field):
-            if spec.default is MISSING:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, spec.default)
+            spec = value
+            _unwrap(cls, name, value)
+        else:
+            spec = Field(value)
+        spec.name = name
+        if spec.default.__class__.__hash__ is None:  # MISSING's class hashes: only a real default gets here
+            raise ValueError(f"mutable default {type(spec.default)} for field {name} is not allowed: "
+                             "use default_factory")
         if found and not _has_default(spec) and _has_default(found[-1]):
             raise TypeError(f"non-default argument {name!r} follows default argument")
         found.append(spec)
     names = tuple(f.name for f in found)
-    cls.__record_fields__ = tuple(found)
+    cls.__record_fields__, cls.__record_frozen__ = tuple(found), frozen
     cls.__init__ = _deferred_init(cls, found)
-    values = attrgetter(*names) if names else (lambda _: ())
-    cls.__record_values__ = staticmethod(values)
+    cls.__record_values__ = staticmethod(_values(names))
     if "__repr__" not in own:
         cls.__repr__ = _repr
     if "__eq__" not in own:
@@ -155,6 +168,49 @@ def _process(cls: Any, frozen: bool) -> Any:
     elif not explicit_hash:
         cls.__hash__ = None
     return cls
+
+
+def _unwrap(cls: Any, name: str, value: Field) -> None:
+    """A `field(...)` in the class body leaves its default as the class attribute, or nothing."""
+    if value.default is MISSING:
+        delattr(cls, name)
+    else:
+        setattr(cls, name, value.default)
+
+
+def _classvar(cls: Any, kind: Any) -> bool:
+    """Whether annotation `kind` of `cls` is a `ClassVar`, as `dataclasses` decides (its `_is_type`: the name
+    heading a string, `Name` or `module.Name`, looked up in the class's module); TypeError where it would make a
+    field of what a type checker reads as a ClassVar: the name unbound at run time, or bound through another module
+    (`typing_extensions.ClassVar`)."""
+    typing = sys.modules.get("typing")
+    if kind.__class__ is not str:
+        return typing is not None and (kind is typing.ClassVar or getattr(kind, "__origin__", None) is typing.ClassVar)
+    module_name, _, name = kind.partition("[")[0].strip().rpartition(".")
+    module_name, name = module_name.strip(), name.strip()
+    if not name.isidentifier() or (module_name and not module_name.isidentifier()):
+        return False  # `int | None`, `a.b.C`: no name of this module's heads it
+    scope = vars(sys.modules[cls.__module__])
+    holder = scope.get(module_name, MISSING) if module_name else None
+    if holder is MISSING:
+        found = MISSING
+    else:
+        found = scope.get(name, MISSING) if holder is None else getattr(holder, name, MISSING)
+    if typing is not None and found is typing.ClassVar and (holder is None or holder is typing):
+        return True
+    unbound = holder is MISSING or (holder is None and found is MISSING)
+    if (unbound and name == "ClassVar") or (typing is not None and found is typing.ClassVar):
+        raise TypeError(f"{cls.__qualname__}: annotation {kind!r} names a ClassVar that dataclasses would read as a "
+                        "field: bind ClassVar (or typing) in the module at run time, not under TYPE_CHECKING")
+    return False
+
+
+def _values(names: tuple[str, ...]) -> Any:
+    """The fields' values of a record as a tuple, as `dataclasses` compares and hashes them."""
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda record: (one(record),)
+    return attrgetter(*names) if names else (lambda _: ())
 
 
 def _has_default(spec: Field) -> bool:

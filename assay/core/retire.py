@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from assay.core import chain
 from assay.core.claims import Claims
-from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature, TreeEntry, parse_tree
+from assay.core.git import ZERO, ForgeGit, RefUpdate, TreeEntry, parse_tree
 from assay.core.records import CLAIMS_PREFIX, parse_iso, utc_now_iso, validate_brief_id
 from assay.core.recordtype import dataclass, field
 from assay.core.retired import BATCH, INDEX_DIR, KEEP_REF, PREFIXES, RETIRED_REF, Index, RetiredBrief, shard
@@ -110,11 +110,9 @@ def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str
     # commits, and each would read the other's push as its own
     message = (f"assay: retire {len(records)} done brief{'s' if len(records) != 1 else ''}: {names}\n\n"
                f"Assay-Retirer: {secrets.token_hex(8)}\n")
-    who = Signature.of(by)
-    index = git.write_commit(git.write_tree([TreeEntry(INDEX_DIR, index_dir, "40000")]),
-                             [retired_tip] if retired_tip else [], message, who, now)
+    index = chain.commit(git, RETIRED_REF, retired_tip, {INDEX_DIR: TreeEntry(INDEX_DIR, index_dir, "40000")},
+                         message, by, now)
     kept = list(dict.fromkeys(sha for r in records for sha in r.refs.values()))
-    keep = git.write_commit(git.write_tree([]), [*([keep_tip] if keep_tip else []), *kept], message, who, now)
+    keep = chain.commit(git, KEEP_REF, keep_tip, {}, message, by, now, merged=kept)
     deletions = [RefUpdate(ref, ZERO, sha) for r in records for ref, sha in sorted(r.refs.items())]
-    return [RefUpdate(RETIRED_REF, index, retired_tip or ZERO), RefUpdate(KEEP_REF, keep, keep_tip or ZERO),
-            *deletions]
+    return [index, keep, *deletions]

@@ -24,6 +24,7 @@ from assay.core.records import (
     MAIN_REF,
     REVIEWS_PREFIX,
     WIP_PREFIX,
+    WORK_BRANCH_REF_PREFIX,
     brief_of_ref,
     check_tip,
     load_record,
@@ -34,8 +35,7 @@ from assay.errors import AssayError, IllegalTransition, NoSuchBrief, RecordInval
 
 RETIRED_REF = "refs/assay/retired"
 KEEP_REF = "refs/assay/retired-keep"
-BRANCH_PREFIX = "refs/heads/assay/"
-PREFIXES = (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, BRANCH_PREFIX, WIP_PREFIX)  # the refs a brief has
+PREFIXES = (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, WORK_BRANCH_REF_PREFIX, WIP_PREFIX)  # the refs a brief has
 BATCH = 500  # briefs per push: keeps the argument list and the keep commit's parents bounded
 INDEX_DIR = "briefs"
 _FIELDS: dict[str, type | tuple[type, ...]] = {

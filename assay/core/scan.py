@@ -21,16 +21,17 @@ from assay.core.records import (
     JOURNAL_PREFIX,
     MAIN_REF,
     REVIEWS_PREFIX,
+    WORK_BRANCH_REF_PREFIX,
     ReviewRecord,
     brief_of_ref,
     decode_review,
 )
 from assay.core.recordtype import dataclass, field
-from assay.core.retired import BRANCH_PREFIX, KEEP_REF, RETIRED_REF, Index
+from assay.core.retired import KEEP_REF, RETIRED_REF, Index
 from assay.errors import NoMainBranch, RecordInvalid
 
 PREFIXES = {"claims": CLAIMS_PREFIX, "journals": JOURNAL_PREFIX, "reviews": REVIEWS_PREFIX,
-            "branches": BRANCH_PREFIX}
+            "branches": WORK_BRANCH_REF_PREFIX}
 SINGLES = {"main": MAIN_REF, "sweeper": SWEEPER_REF, "retired": RETIRED_REF, "keep": KEEP_REF,
            "footprints": FOOTPRINTS_REF}
 WHOLE = (*PREFIXES, *SINGLES)  # every kind: the board, the sweep, the audit of every brief

@@ -17,7 +17,8 @@ from typing import Any
 from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.deskspec import desks_on_main
-from assay.core.forge.base import BRANCH_PREFIX, Reviews
+from assay.core.forge.base import Reviews
+from assay.core.records import WORK_BRANCH_PREFIX
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.errors import UsageError
@@ -79,7 +80,8 @@ def _get(data: Any, *keys: str) -> Any:
 
 def _branch_brief(ref: object) -> str | None:
     ref = str(ref or "")
-    return ref[len(BRANCH_PREFIX):] if ref.startswith(BRANCH_PREFIX) and len(ref) > len(BRANCH_PREFIX) else None
+    brief = ref.removeprefix(WORK_BRANCH_PREFIX)
+    return brief if ref.startswith(WORK_BRANCH_PREFIX) and brief else None
 
 
 def subject(event: str, payload: dict[str, Any], reviews: Reviews) -> tuple[list[str] | None, str, str]:

@@ -28,7 +28,7 @@ from assay.core.forge.plain import PlainReviews, PreparedMerge
 from assay.core.git import Signature
 from assay.core.journal import append_as_person, read_log
 from assay.core.lives import life_state
-from assay.core.records import LANDING_CLAIM, JournalEntry
+from assay.core.records import LANDING_CLAIM, MAIN_REF, WORK_BRANCH_PREFIX, WORK_BRANCH_REF_PREFIX, JournalEntry
 from assay.core.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import landed_briefs, run_row
@@ -125,7 +125,8 @@ def rows_on_main(claims: Claims, brief: Brief, main: str, head: str, tree: str, 
     except _Checked:
         return None
     git = claims.git
-    commit = git.write_commit(tree, [main, head], f"Merge assay/{brief.id} into main (a check)\n", Signature.of(by), 0)
+    commit = git.write_commit(tree, [main, head], f"Merge {WORK_BRANCH_PREFIX}{brief.id} into main (a check)\n",
+                              Signature.of(by), 0)
     path = state_dir / "land" / "on-main" / brief.id
     clean = git.worktree(path, commit)
     clean.git("checkout", "-q", "--force", "--detach", commit)
@@ -243,8 +244,9 @@ class _Lander:
     def _conflict(self, brief: Brief) -> Landed:
         """Its branch no longer merges into main: journaled like a failed verification, then a round, or a block
         when the same head conflicts with the same main after its round."""
-        refs = self.reviews.git.ls_remote("refs/heads/main", f"refs/heads/assay/{brief.id}")
-        main, head = refs.get("refs/heads/main", ""), refs.get(f"refs/heads/assay/{brief.id}", "")
+        branch = WORK_BRANCH_REF_PREFIX + brief.id
+        refs = self.reviews.git.ls_remote(MAIN_REF, branch)
+        main, head = refs.get(MAIN_REF, ""), refs.get(branch, "")
         epoch = self._epoch(brief.id)
         judged = self._judged(brief.id, epoch, main, head)
         if judged is not None:

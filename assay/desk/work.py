@@ -28,7 +28,7 @@ from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.forge.base import Reviews, Thread, answer_text
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
-from assay.core.records import JournalEntry
+from assay.core.records import WORK_BRANCH_PREFIX, WORK_BRANCH_REF_PREFIX, JournalEntry
 from assay.core.steps import Session
 from assay.desk import sessions
 from assay.desk.agent import AgentRun, assay_command, run_agent
@@ -75,7 +75,7 @@ class BriefWork:
                  session: Session, brief: Brief, epoch: int) -> None:
         self.git, self.reviews, self.spec, self.echo = git, reviews, spec, echo
         self.session, self.brief, self.epoch = session, brief, epoch
-        self.branch_ref = f"refs/heads/assay/{brief.id}"
+        self.branch_ref = WORK_BRANCH_REF_PREFIX + brief.id
         self.worktree = state_dir / "worktrees" / spec.name / brief.id
         self.checkout = state_dir / "verify" / spec.name / brief.id
         self.prompts = state_dir / "prompts"
@@ -416,7 +416,7 @@ class BriefWork:
     def _open_review(self, head: str, key: str = "") -> str:
         """Open the draft review. Where reviews are refs, the record rides a journal push with the step's intent
         (fenced, one push); on GitHub the intent is on the forge before the API call."""
-        branch = f"assay/{self.brief.id}"
+        branch = WORK_BRANCH_PREFIX + self.brief.id
         if self.reviews.refs_backed:
             for _ in range(3):
                 update = self.reviews.open_update(self.brief.id, branch, self.brief.title, head)

@@ -21,6 +21,7 @@ from assay.core.outcomes import DID_NOT, HAPPENED, resolves, settled
 from assay.core.records import (
     MAIN_REF,
     TOMBSTONES,
+    WORK_BRANCH_REF_PREFIX,
     JournalEntry,
     ReviewRecord,
     decode_review,
@@ -143,7 +144,7 @@ def read_history(git: ForgeGit, claims: Claims, reviews: Reviews, brief: str,
 def _branch_commits(git: ForgeGit, brief: str, base: str | None,
                     refs: Mapping[str, str] | None) -> list[BranchCommit]:
     """The work branch's own commits (after `base`, the main commit it was created at), oldest first."""
-    ref = f"refs/heads/assay/{brief}"
+    ref = WORK_BRANCH_REF_PREFIX + brief
     tip = retired.tip_of(git, ref, refs)
     if not tip:
         return []

@@ -19,21 +19,23 @@ from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holde
 from assay.core.crash import crash_point
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Reviews
-from assay.core.git import PACK_REFS_AT, ZERO, ForgeGit
+from assay.core.git import PACK_REFS_AT, ForgeGit
 from assay.core.journal import read_log, read_logs, transition_as
 from assay.core.lives import Life, life_state
 from assay.core.observations import (
-    OBSERVATIONS,
     SWEEPER_REF,
     BriefSeen,
     Observations,
     Recorded,
     UnknownSeen,
     seconds,
+    write_observations,
 )
 from assay.core.outcomes import open_intents, unknown_outcomes
 from assay.core.records import (
     TOMBSTONES,
+    WORK_BRANCH_PREFIX,
+    WORK_BRANCH_REF_PREFIX,
     JournalEntry,
     ReviewRecord,
     claim_ref,
@@ -43,7 +45,7 @@ from assay.core.records import (
 )
 from assay.core.recordtype import dataclass, field
 from assay.core.retire import retire
-from assay.core.retired import BRANCH_PREFIX, RETIRED_REF
+from assay.core.retired import RETIRED_REF
 from assay.core.scan import Scan, read_observations, scan
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
 from assay.observe.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
@@ -308,7 +310,7 @@ def _orphans(state: ForgeState) -> list[Finding]:
             continue
         branch = state.branches.get(brief, "")
         held = f"its claim is {claim.record.state} at epoch {claim.record.epoch}" if claim else "it was never claimed"
-        work = ", ".join(x for x in (f"branch assay/{brief} at {branch[:10]}" if branch else "",
+        work = ", ".join(x for x in (f"branch {WORK_BRANCH_PREFIX}{brief} at {branch[:10]}" if branch else "",
                                      f"review {review[0].state}" if review else "") if x)
         out.append(Finding("orphan", brief, f"{work}; {held}: adoptable, the next claim resumes from the journal",
                            f"orphan:{brief}:{branch}:{review[1] if review else ''}"))
@@ -445,10 +447,7 @@ def _observe_and_record(git: ForgeGit, state: ForgeState, unknowns: dict[str, li
         seen.findings = record(findings, state.base.findings, now, now)
         if state.base_is_commit and (seen.briefs, seen.findings) == (state.base.briefs, state.base.findings):
             return findings  # nothing new was seen: no push (a fleet of idle desks sweeping writes nothing)
-        parent = state.base_tip if state.base_is_commit else None
-        update = chain.commit(git, SWEEPER_REF, parent, {OBSERVATIONS: seen.encode()},
-                              f"assay: sweep by {by} ({os.urandom(4).hex()}): {len(findings)} findings", by, now)
-        chain.push(git, [update._replace(expected=state.base_tip or ZERO)], "sweeper")
+        write_observations(git, seen, state.base_tip, state.base_is_commit, f"{len(findings)} findings", by, now)
         return findings
 
     return chain.retrying(attempt, "recording the sweep's observations")
@@ -465,7 +464,7 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
         if f.action == "release":
             why = forced_reason(f"stuck: {f.detail}", by)
             expect = {journal_ref(f.brief): state.journals.get(f.brief, ""),
-                      BRANCH_PREFIX + f.brief: state.branches.get(f.brief, "")}
+                      WORK_BRANCH_REF_PREFIX + f.brief: state.branches.get(f.brief, "")}
             transition_as(claims, f.brief, "force_release", "claim", {"action": "force-release", "reason": why}, by,
                           run, expect=expect, reason=why)
             return "released"

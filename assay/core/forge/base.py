@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from assay.core.chain import InvalidRecord
 from assay.core.git import OBJECT_ID, RefUpdate
-from assay.core.records import ReviewRecord
+from assay.core.records import WORK_BRANCH_PREFIX, ReviewRecord
 from assay.core.recordtype import dataclass
 from assay.errors import UsageError
 
@@ -39,16 +39,15 @@ class Review:
 
 
 InvalidReview = InvalidRecord  # a review ref whose record does not decode; listed, never fatal
-BRANCH_PREFIX = "assay/"  # a brief's review is of its work branch, assay/<brief>
 
 
 # -- the input every review port refuses (UsageError, exit 2) before it writes anything ----------------
 
 
 def review_branch(brief: str, branch: str) -> str:
-    if branch != f"{BRANCH_PREFIX}{brief}":
+    if branch != f"{WORK_BRANCH_PREFIX}{brief}":
         raise UsageError(f"invalid branch {branch!r} for a review of {brief!r}",
-                         hint=f"desks use {BRANCH_PREFIX}{brief}")
+                         hint=f"desks use {WORK_BRANCH_PREFIX}{brief}")
     return branch
 
 

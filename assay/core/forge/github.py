@@ -45,7 +45,13 @@ from assay.core.forge.base import (
 from assay.core.forge.budget import ForgeBudget
 from assay.core.forge.etags import ETagStore, Kept, token_identity
 from assay.core.git import OBJECT_ID, RefUpdate
-from assay.core.records import ReviewComment, ReviewRecord, brief_id_problem, validate_brief_id
+from assay.core.records import (
+    WORK_BRANCH_PREFIX,
+    ReviewComment,
+    ReviewRecord,
+    brief_id_problem,
+    validate_brief_id,
+)
 from assay.core.recordtype import dataclass
 from assay.errors import (
     AssayError,
@@ -64,7 +70,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Echo = Callable[[str], None]
 GITHUB_API = "https://api.github.com"
-BRANCH_PREFIX = "assay/"
 STATE_LABELS = ("assay:draft", "assay:ready", "assay:merged", "assay:closed")  # no "/": a label is a path part
 MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command gives up
 KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim this often
@@ -292,7 +297,7 @@ class GitHubReviews:
 
     def _pulls(self, brief: str) -> builtins.list[dict[str, Any]]:
         """Every pull request from `assay/<brief>`, in any state (one list read)."""
-        branch = f"{BRANCH_PREFIX}{brief}"
+        branch = f"{WORK_BRANCH_PREFIX}{brief}"
         pulls = self._get("find", f"{self._path}/pulls", {"state": "all", "head": f"{self.owner}:{branch}",
                                                            "per_page": 100})
         return [p for p in pulls or [] if isinstance(p, dict) and _at(p, "head", "ref") == branch]
@@ -310,7 +315,7 @@ class GitHubReviews:
         known = self._numbers.get(brief)
         if known is not None and not any(int(p.get("number") or 0) == known for p in pulls):
             pull = self._get("find", f"{self._path}/pulls/{known}")
-            if isinstance(pull, dict) and _at(pull, "head", "ref") == f"{BRANCH_PREFIX}{brief}":
+            if isinstance(pull, dict) and _at(pull, "head", "ref") == f"{WORK_BRANCH_PREFIX}{brief}":
                 pulls.append(pull)
         if not pulls:
             return None, pulls
@@ -340,8 +345,8 @@ class GitHubReviews:
         pulls = self._get("open", f"{self._path}/pulls", {"state": "open", "per_page": 100})
         for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
             ref = str(_at(pull, "head", "ref") or "")
-            brief = ref.removeprefix(BRANCH_PREFIX)
-            if ref.startswith(BRANCH_PREFIX) and brief in wanted and brief not in out:
+            brief = ref.removeprefix(WORK_BRANCH_PREFIX)
+            if ref.startswith(WORK_BRANCH_PREFIX) and brief in wanted and brief not in out:
                 out[brief] = self._review(brief, pull, detail=False)
         for brief in sorted(wanted - set(out)):
             found = self.peek(brief)
@@ -358,8 +363,8 @@ class GitHubReviews:
         seen: set[str] = set()
         for pull in sorted((p for p in pulls or [] if isinstance(p, dict)), key=lambda p: -int(p.get("number") or 0)):
             ref = str(_at(pull, "head", "ref") or "")
-            brief = ref.removeprefix(BRANCH_PREFIX)
-            if not ref.startswith(BRANCH_PREFIX) or brief in seen:
+            brief = ref.removeprefix(WORK_BRANCH_PREFIX)
+            if not ref.startswith(WORK_BRANCH_PREFIX) or brief in seen:
                 continue
             seen.add(brief)
             out.append(self._review(brief, pull))
@@ -525,8 +530,8 @@ class GitHubReviews:
                 return None
             raise
         ref = str(_at(pull, "head", "ref") or "") if isinstance(pull, dict) else ""
-        brief = ref.removeprefix(BRANCH_PREFIX)
-        if not ref.startswith(BRANCH_PREFIX) or brief_id_problem(brief):
+        brief = ref.removeprefix(WORK_BRANCH_PREFIX)
+        if not ref.startswith(WORK_BRANCH_PREFIX) or brief_id_problem(brief):
             return None
         self._numbers.setdefault(brief, int(number))
         return brief
@@ -847,7 +852,7 @@ class GitHubReviews:
     def _require(self, brief: str, action: str) -> dict[str, Any]:
         pull = self._find(validate_brief_id(brief))
         if pull is None:
-            raise NoReview(brief, action.replace("_", "-"), f"no pull request from {BRANCH_PREFIX}{brief}")
+            raise NoReview(brief, action.replace("_", "-"), f"no pull request from {WORK_BRANCH_PREFIX}{brief}")
         return pull
 
 
