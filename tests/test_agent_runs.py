@@ -86,13 +86,14 @@ def test_an_agent_past_its_time_limit_is_stopped_and_its_step_cancelled(forge: F
     run = run_desk(forge, "slow", tmp_path)
     assert run.code == 5, run.err
     assert "agent stopped at its time limit (3s)" in run.out
-    assert "a step in flight" in run.out and "was cancelled; its end is journaled" in run.out
     assert Path(f"{effect}.started").exists() and not Path(f"{effect}.done").exists()
     ends = [(e["kind"], (e.get("data") or {}).get("reason")) for e in entries(forge.path, "job")
             if e.get("step") == "deploy"]
     # an isolated agent's namespace ends with it, its step client too: the desk then journals the client gone
     assert ends[0] == ("intent", None) and ends[1:] in ([("outcome_unknown", "cancelled by its desk")],
                                                         [("outcome_unknown", "its process ended without a result")])
+    if ends[1][1] == "cancelled by its desk":  # the desk cancelled it (else the client's end came first, on a slow
+        assert "a step in flight" in run.out and "was cancelled; its end is journaled" in run.out  # machine)
     last = claim_chain(forge.path, "job")[-1]
     assert last["state"] == "blocked" and "time limit (3s)" in str(last["reason"])
     assert "`deploy` has no known outcome" in str(last["reason"])  # and the review is not marked ready
