@@ -1003,7 +1003,8 @@ class ForgeGit:
                     return {ref: (r.status, r.detail) for ref, r in done.items()}
 
                 said = pushgroup.push(os.path.join(self.cache, "pushes"),
-                                      [(u.ref, u.new, u.expected) for u in updates], atomic, direct, wait_s)
+                                      [(u.ref, u.new, u.expected) for u in updates], atomic, direct,
+                                      lambda refs: self.ls_remote(*refs), wait_s)
                 return {u.ref: PushResult(u.ref, *said[u.ref]) for u in updates}  # type: ignore[arg-type]
         return self._push_direct(updates, atomic)
 

@@ -8,9 +8,9 @@ takes the folder's lock (`flock`, released by the kernel when its holder dies). 
 - if its own request was answered meanwhile (`<id>.out`), it reads the answer and goes;
 - else it leads a round: it waits the window (0 s: only requests made while the last round pushed share this
   one), then pushes every request waiting, at most one per ref (a later one waits for the next round), as one
-  atomic push, and writes each requester its outcome before it lets the lock go. If the forge refuses that push
-  (one request's lease is stale, say), each request is pushed on its own, so each is fenced on its own as if
-  it had pushed alone.
+  atomic push, and writes each requester its outcome before it lets the lock go. A request whose leases the
+  forge no longer matches (read once for the round: a claim race lost, say), or all of them if the forge refuses
+  the push, is pushed on its own, so each is fenced on its own as if it had pushed alone.
 
 So 20 desks of a host, each pushing when it must, make one push a round instead of 20. Nothing is lost or
 made twice: a leader killed mid-round leaves the requests it held, and the next leader pushes them again,
@@ -41,6 +41,8 @@ STALE_S = 600.0  # answers and requests older than this are litter (their proces
 Update = tuple[str, str, str]  # ref, new, expected
 Results = dict[str, tuple[str, str]]  # ref -> (status, detail)
 Direct = Callable[[Sequence[Update], bool], Results]  # push these updates now, alone
+Read = Callable[[Sequence[str]], dict[str, str]]  # the forge's tips of these refs now (absent: no such ref)
+ZERO = "0" * 40
 
 
 def window() -> float | None:
@@ -54,7 +56,7 @@ def window() -> float | None:
         return None
 
 
-def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, wait_s: float) -> Results:
+def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read, wait_s: float) -> Results:
     """Push `updates` with the host's other requests to the same forge (see the module's text); each ref's
     (status, detail) as `direct` would say it. Raises ForgeError as `direct` does when the outcome is unknown."""
     os.makedirs(folder, exist_ok=True)
@@ -80,14 +82,15 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, w
             return _answer(out)
         if wait_s:
             time.sleep(wait_s)  # the window: others' requests gather while this one waits
-        _lead(folder, rid, direct)
+        _lead(folder, rid, direct, read)
         return _answer(out)
     finally:
         os.close(fd)
 
 
-def _lead(folder: str, own: str, direct: Direct) -> None:
-    """One round: the waiting requests (this one first, then by age), one per ref, pushed as one."""
+def _lead(folder: str, own: str, direct: Direct, read: Read) -> None:
+    """One round: the waiting requests (this one first, then by age), one per ref, those whose leases the forge
+    matches now pushed as one."""
     waiting: list[tuple[str, dict[str, Any]]] = []
     now = time.time()
     for name in sorted(os.listdir(folder)):
@@ -113,16 +116,23 @@ def _lead(folder: str, own: str, direct: Direct) -> None:
         refs |= {u[0] for u in updates}
         taken.append((rid, updates, bool(data.get("atomic"))))
     answers: dict[str, dict[str, Any]] = {}
-    together = [u for _, updates, _ in taken for u in updates]
+    try:  # a lease the forge no longer matches (a claim race lost, a push a dead leader made) is settled alone
+        now_at = read(sorted(refs)) if len(taken) > 1 else {}
+    except ForgeError:
+        now_at = {}
+    fits = [t for t in taken if all(now_at.get(ref, ZERO) == expected for ref, _, expected in t[1])]
+    together = [u for _, updates, _ in fits for u in updates]
     crash_point("push-group.before-push")
     try:
-        landed = direct(together, True) if len(taken) > 1 else None
+        landed = direct(together, True) if len(fits) > 1 else None
     except ForgeError:
         landed = None
+    alone = taken
     if landed is not None and all(status == "ok" for status, _ in landed.values()):
-        answers = {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates, _ in taken}
-    else:  # refused together (a stale lease among them) or alone anyway: each on its own, fenced on its own
-        for rid, updates, atomic in taken:
+        answers = {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates, _ in fits}
+        alone = [t for t in taken if t not in fits]
+    if alone:  # refused together (a lease moved meanwhile), or not to go together: each on its own, fenced alone
+        for rid, updates, atomic in alone:
             try:
                 answers[rid] = {"results": direct(updates, atomic)}
             except ForgeError as exc:
