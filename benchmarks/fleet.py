@@ -25,6 +25,11 @@
    push cost against the refs on the forge, how many busy desks would fill 2, 8 and 32 cores.
 
 The floor: one raw `git push` of a new commit to a small bare repository (median of 9), measured in the same run.
+
+With `--all`, the other figures of a fleet follow in the same run, each benchmark beside its own floor: one host's
+pushes together (`hostpush.py`), GitHub requests a brief and the briefs a token carries (`github_calls.py`),
+sweep and desk-pass growth from 100 to 10,000 briefs (`sweep.py`), retiring 10,000 briefs on disk and over HTTP
+(`retire.py`) and a cold resume on a 100,000-entry journal (`journal_resume.py`).
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from assay.desk import loop  # noqa: E402
 from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
 from tests.helpers.gitlog import calls, is_push, lists_refs, logging_git  # noqa: E402
 
+ALL = ("hostpush.py", "github_calls.py", "sweep.py", "retire.py", "journal_resume.py")  # `--all`, in this order
 BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
 WHO = b"committer Fleet <fleet@example.invalid> 1700000000 +0000\n"
 
@@ -399,6 +405,7 @@ def main() -> None:
                         "worth, 8 to 40 s)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--heartbeat-s", type=int, default=0, help="instead of the presets' heartbeat")
+    parser.add_argument("--all", action="store_true", help="then the other fleet benchmarks, in this run")
     parser.add_argument("--idle-ads-per-min", type=float, default=0.0,
                         help="instead of one ref advertisement per longest idle wait")
     args = parser.parse_args()
@@ -448,6 +455,10 @@ def main() -> None:
                     break
             print(f"{transport}: the largest fleet run with p95 under 1 s: {carried} desks")
             extrapolate(transport, points, profile)
+    if args.all:
+        for script in ALL:
+            print(f"\n== {script}", flush=True)
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / script)], check=True)
 
 
 def extrapolate(transport: str, points: list[tuple[int, float]], profile: Profile) -> None:
