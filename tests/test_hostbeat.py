@@ -10,6 +10,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
@@ -126,3 +129,21 @@ def test_an_idle_desk_is_woken_when_work_lands_on_main(forge: Forge, tmp_path: P
         os.killpg(supervisor.pid, signal.SIGTERM)
         out, _ = supervisor.communicate(timeout=60)
     assert "supervisor: 2 desk(s) of builder" in out, out
+
+
+def test_a_hosts_desks_started_together_start_at_their_own_share_of_the_most_urgent_briefs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from assay.desk.loop import _spread
+
+    ready: list[Any] = [SimpleNamespace(id=f"b{i}", priority=1) for i in range(4)] + [SimpleNamespace(id="late",
+                                                                                                      priority=2)]
+    orders = []
+    for slot in ("0/4", "1/4", "2/4", "3/4"):
+        monkeypatch.setenv("ASSAY_DESK_SLOT", slot)
+        orders.append([b.id for b in _spread(ready)])
+    assert [o[0] for o in orders] == ["b0", "b1", "b2", "b3"]  # each desk tries a brief of its own first
+    assert all(sorted(o[:4]) == ["b0", "b1", "b2", "b3"] and o[4] == "late" for o in orders)  # urgency first
+    monkeypatch.delenv("ASSAY_DESK_SLOT")
+    assert [b.id for b in _spread(ready)] == ["b0", "b1", "b2", "b3", "late"]  # a desk alone: as ever

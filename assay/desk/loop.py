@@ -479,7 +479,7 @@ class Desk:
         ready = sorted((b for b in snapshot.briefs.values()
                         if self.spec.takes(b) and snapshot.ready(b) and b.id not in skip),
                        key=lambda b: (b.priority, b.id))
-        for brief in ready:
+        for brief in _spread(ready):
             behind = snapshot.behind(brief)
             if behind:
                 self._queued(brief.id, behind)
@@ -694,3 +694,16 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     if unisolated:
         echo(f"{name}: {unisolated}")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)
+
+
+def _spread(ready: list[Brief]) -> list[Brief]:
+    """The ready briefs in the order this desk tries them: the most urgent first, and among the equally most
+    urgent, a desk of a supervisor's N (`ASSAY_DESK_SLOT=i/N`) starts at its own share of them, so a host's desks
+    started together each claim a brief of their own instead of all racing for the first."""
+    slot = os.environ.get("ASSAY_DESK_SLOT", "")
+    index, _, count = slot.partition("/")
+    if not ready or not index.isdigit() or not count.isdigit() or int(count) < 2:
+        return ready
+    top = [b for b in ready if b.priority == ready[0].priority]
+    start = int(index) * len(top) // int(count)
+    return top[start:] + top[:start] + ready[len(top):]

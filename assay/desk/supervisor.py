@@ -60,10 +60,12 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat")
     try:
+        total = count * len(names)
         for name in names:
             for _ in range(count):
                 argv = desk_argv(name, once=once, max_briefs=max_briefs, poll_s=poll_s, state_dir=state_dir)
-                children.append((name, subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                slot = {"ASSAY_DESK_SLOT": f"{len(children)}/{total}"}  # where it starts among equal briefs
+                children.append((name, subprocess.Popen(argv, env=env | slot, stdin=subprocess.DEVNULL,
                                                         process_group=0, preexec_fn=dies_with_parent())))
         watch(forge, state_dir, WATCH_S, [child for _, child in children])
         codes = [child.wait() for _, child in children]
