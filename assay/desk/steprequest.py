@@ -77,6 +77,15 @@ def cancelled(code: int) -> Answer:
     return Answer(code, CANCELLED + "\n")
 
 
+def stopped(stop: BaseException) -> Answer:
+    """The command was stopped by a signal in this process (no desk: `Cancelled` for SIGTERM, KeyboardInterrupt
+    named by its signal), after the step's end was journaled: as a desk's step says it, with 128 + the signal."""
+    name = "SIGTERM"
+    if isinstance(stop, KeyboardInterrupt):
+        name = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
+    return cancelled(128 + int(getattr(signal.Signals, name, signal.SIGINT)))
+
+
 def returned(name: str, result: object, ran: bool) -> Answer:
     """A step's result: its command's exit code; for one recorded earlier, its output again and the words that
     say it was not run again."""
