@@ -253,6 +253,11 @@ class NeedsPerson(AssayError):
     code = 5
 
 
+def error_lines(message: str, hint: str = "") -> str:
+    """An error as every command says it: `error: …`, then `hint: …` when there is one."""
+    return f"error: {message}\n" + (f"hint: {hint}\n" if hint else "")
+
+
 def unknown_message(name: str) -> str:
     return (f"The previous `{name}` operation was interrupted. It may or may not have completed successfully. "
             "Do not repeat it blindly. Inspect the current system state before deciding what to do.")

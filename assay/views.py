@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from assay.core.claims import Claim, InvalidClaim, Liveness, fold_renewals
 from assay.core.records import human_age, iso_seconds
+from assay.errors import error_lines
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -235,9 +236,7 @@ def render_exit_codes(codes: Sequence[tuple[int, str, Sequence[tuple[str, str]]]
 
 
 def render_error(message: str, hint: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
-    if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+    sys.stderr.write(error_lines(message, hint))
 
 
 _KIND_STYLE = {"intent": "cyan", "result": "green", "outcome_unknown": "bold yellow", "refused": "bold red",

@@ -114,6 +114,6 @@ def test_the_exit_codes_page_lists_every_code_and_error_class_of_errors_py() -> 
         assert cls.__name__ in listed[cls.code], cls
     assert sum(map(len, listed.values())) == len(errors.coded_errors())
     assert "exits with its command's exit code" in page.out
-    assert errors.DESK_GONE == __import__("assay.desk.stepclient").desk.stepclient.DESK_GONE
+    assert errors.DESK_GONE == __import__("assay.desk.steprequest").desk.steprequest.DESK_GONE
     claims_help = assay("help", "claims")
     assert claims_help.code == 0 and claims_help.out.startswith("Usage: assay claims [OPTIONS]")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 
 from assay.core.claims import Claims
@@ -19,7 +18,7 @@ from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
 from assay.core.recordtype import dataclass
 from assay.core.steps import Session, canonical, input_sha, validate_step
 from assay.desk import procs
-from assay.desk.stepclient import TAIL_BYTES, relay
+from assay.desk.steprequest import TAIL_BYTES, relay, returned, show, stopped
 from assay.errors import Cancelled, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
@@ -226,17 +225,13 @@ def run_effect(session: Session, request: EffectRequest) -> int:
     try:
         result = session.step(name, effect, input=request.input, policy=request.policy, reuse=not request.fresh,
                               probe=request.probe)
-    except BaseException:
+    except BaseException as stop:
         _flush_quietly(session)  # replay and call notes count this run's calls: they must land
+        if ran and isinstance(stop, (KeyboardInterrupt, Cancelled)) and not getattr(stop, "__notes__", None):
+            return show(stopped(stop))  # the command was stopped and its end journaled: said as a desk's step says it
         raise
     session.flush()
-    if not isinstance(result, dict) or "exit_code" not in result:
-        raise UsageError(f"step {name!r} was recorded by something other than `assay step run`")
-    if not ran:  # a recorded result: show what it printed then, and say it did not run again
-        sys.stdout.write(str(result.get("tail", "")))
-        sys.stderr.write(f"assay: step {name!r} already completed (exit {result['exit_code']}); "
-                         "recorded result returned, not run again\n")
-    return int(result["exit_code"])
+    return show(returned(name, result, bool(ran)))  # in the words a desk's step gets (steprequest.py)
 
 
 def _run_command(argv: list[str], key: str) -> dict[str, Any]:

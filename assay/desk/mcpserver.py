@@ -5,7 +5,8 @@ fast path (`ASSAY_SOCKET`), so it holds no forge credentials and makes no fetch 
 the CLI's, because the desk applies them: a call is matched by name, input and ordinal in the run; an
 interrupted unsafe call is refused once with the same words; a deliberate second call runs. A step's command
 runs here, in the agent's working directory, under a keeper that kills all it started when this server dies
-(procs.py), and the desk going away stops it (as `assay step run` does). Arguments are checked against the
+(procs.py), and the desk going away stops it: the request and its answers are `assay step run`'s own
+(steprequest.py). Arguments are checked against the
 tool's schema first; errors come back as tool errors with the CLI's words, and a line that is no JSON-RPC
 message gets JSON-RPC's error.
 
@@ -19,13 +20,12 @@ import json
 import os
 import signal
 import socket
-from collections.abc import Callable
 from typing import Any
 
 from assay.core.recordtype import dataclass
-from assay.desk import procs
-from assay.desk.stepclient import _Lines, _run
-from assay.errors import DESK_GONE
+from assay.desk import procs, steprequest
+from assay.desk.steprequest import Lines
+from assay.errors import error_lines
 
 SERVER_NAME = "assay"
 _STRING = {"type": "string"}
@@ -98,26 +98,33 @@ class ToolError(Exception):
 
 
 def _cli_error(message: str, hint: str = "") -> ToolError:
-    return ToolError(f"error: {message}" + (f"\nhint: {hint}" if hint else ""))
+    return ToolError(error_lines(message, hint).rstrip("\n"))
 
 
-def _ask(request: dict[str, Any], converse: Callable[[_Lines], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One request to the desk; its answer (or a ToolError with the CLI's words)."""
+def _desk_path() -> str:
     path = os.environ.get("ASSAY_SOCKET")
     if not path:
         raise _cli_error("no desk is serving this agent (ASSAY_SOCKET is not set)",
                          "`assay mcp` runs under `assay desk run`, started by the agent")
+    return path
+
+
+def _unreachable(exc: OSError) -> ToolError:
+    return _cli_error(f"cannot reach the desk: {exc.strerror or exc}",
+                      "the desk that takes the brief over records the step's outcome in the journal")
+
+
+def _ask(request: dict[str, Any]) -> dict[str, Any]:
+    """One request to the desk; its answer (or a ToolError with the CLI's words)."""
+    path = _desk_path()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(path)
-            lines = _Lines(conn)
+            lines = Lines(conn)
             lines.send(request)
-            if converse is not None:
-                return converse(lines)
             line = lines.readline()
     except OSError as exc:
-        raise _cli_error(f"cannot reach the desk: {exc.strerror or exc}",
-                         "the desk that takes the brief over records the step's outcome in the journal") from None
+        raise _unreachable(exc) from None
     if not line:
         raise _cli_error("the desk hung up before it answered", "call it again")
     reply: dict[str, Any] = json.loads(line)
@@ -126,53 +133,28 @@ def _ask(request: dict[str, Any], converse: Callable[[_Lines], dict[str, Any]] |
     return reply
 
 
-def _gone(what: str = "") -> ToolError:
-    return _cli_error(f"the desk went away while serving this step{what}",
-                      "the desk that takes the brief over records its outcome in the journal (unknown, for an "
-                      "unsafe step); call it again then")
-
-
-def _step(arguments: dict[str, Any]) -> dict[str, Any]:
+def _step(arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A `step_run` call, as `assay step run` makes it (steprequest.py): the text the agent reads (a recorded
+    result says so first), and the structured result; a ToolError with the CLI's words for any other answer."""
     argv = [str(a) for a in arguments.get("argv") or []]
     if arguments.get("command"):
         if argv:
             raise _cli_error("give `command` or `argv`, not both")
         argv = ["sh", "-c", str(arguments["command"])]
-    request = {"op": "step", "name": str(arguments.get("name", "")), "policy": arguments.get("policy", "unsafe"),
-               "input": arguments.get("input"), "fresh": bool(arguments.get("fresh", False)),
-               "probe": arguments.get("probe"), "argv": argv}
-    if request["input"] is None and argv:
-        request["input"] = json.dumps({"argv": argv})
-
-    def converse(lines: _Lines) -> dict[str, Any]:
-        while True:
-            line = lines.readline()
-            if not line:
-                raise _gone()
-            reply: dict[str, Any] = json.loads(line)
-            if reply["do"] == "run":
-                result = _run(argv, reply["key"], lines, echo=False)
-                if result == DESK_GONE:
-                    raise _gone("; its command was stopped")
-                if isinstance(result, int):
-                    lines.send({"op": "cancelled"})
-                    lines.readline()
-                    raise _cli_error("cancelled: the command was stopped; an unsafe step's end is journaled as "
-                                     "unknown, any other is resumed, with the same key, by its next call")
-                lines.send({"op": "done", "result": result})
-            elif reply["do"] == "error":
-                raise _cli_error(str(reply.get("message", "")), str(reply.get("hint", "")))
-            elif reply["do"] == "cancel":
-                continue
-            else:
-                return reply
-
-    reply = _ask(request, converse)
-    result = reply.get("result")
-    if not isinstance(result, dict) or "exit_code" not in result:
-        raise _cli_error(f"step {request['name']!r} was recorded by something other than `assay step run`")
-    return {"exit_code": int(result["exit_code"]), "ran": bool(reply.get("ran")), "output": str(result.get("tail", "")),
-            "duration_ms": int(result.get("duration_ms", 0))}
+    request = steprequest.step_request(str(arguments.get("name", "")), arguments.get("policy", "unsafe"), argv,
+                                       arguments.get("input"), bool(arguments.get("fresh", False)),
+                                       arguments.get("probe"))
+    path = _desk_path()
+    try:
+        answer = steprequest.ask(path, request, echo=False)
+    except OSError as exc:
+        raise _unreachable(exc) from None
+    if answer.result is None:
+        raise ToolError(answer.said.rstrip("\n"))
+    output = str(answer.result.get("tail", ""))
+    done = {"exit_code": answer.code, "ran": answer.ran, "output": output,
+            "duration_ms": int(answer.result.get("duration_ms", 0))}
+    return answer.said + f"exit {answer.code}\n{output}", done
 
 
 def check(tool: Tool, arguments: dict[str, Any]) -> None:
@@ -214,10 +196,7 @@ def call(name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any] | No
         raise _cli_error(f"no tool named {name!r}", "tools: " + ", ".join(BY_NAME))
     check(BY_NAME[name], arguments)
     if name == "step_run":
-        done = _step(arguments)
-        said = ("" if done["ran"] else f"assay: step {arguments.get('name')!r} already completed (exit "
-                f"{done['exit_code']}); recorded result returned, not run again\n")
-        return said + f"exit {done['exit_code']}\n{done['output']}", done
+        return _step(arguments)
     if name == "value":
         bytes_ = int(arguments.get("bytes") or 16)
         value = str(_ask({"op": "value", "kind": arguments.get("kind"), "bytes": bytes_})["value"])

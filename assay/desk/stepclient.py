@@ -2,60 +2,26 @@
 
 Imports next to nothing (no click, no git), so a journaled step costs little more than the
 desk's push. Anything it does not handle (context flags, help, no desk listening) returns None
-and the full command line takes over, talking to the forge directly.
-
-A step belongs to its desk's life: while the command runs, the client watches its connection to
-the desk. If the desk goes away (killed with its agent, say, while this process lives on in a
-session of its own, as the agent CLIs start their tool commands), or the desk cancels the step,
-the command and everything it started are stopped (SIGTERM, then SIGKILL), and they are killed
-when this process is (procs.py keeps them). So no effect runs on with nobody left to journal its end.
+and the full command line takes over, talking to the forge directly. A step's run, with its
+command here, and the words of its answer are `steprequest.py`'s, shared with `assay mcp`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
 import sys
 import time
 
-from assay.core.credentials import SECRET_NAMES
-from assay.desk import procs
-from assay.errors import DESK_GONE
+from assay.desk import procs, steprequest
+from assay.desk.steprequest import TAIL_BYTES, Lines, effect_env
+from assay.errors import error_lines
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: 2 ms of an agent's every step
 if TYPE_CHECKING:
-    import socket
     from typing import Any
 
-TAIL_BYTES = 4000
-STOP_GRACE_S = procs.STOP_GRACE_S  # a stopped command gets this long after SIGTERM before SIGKILL
 INSPECT_TIMEOUT_S = 300  # an inspection given to `assay step settle`, as an outcome probe gets
-
-
-class _Lines:
-    """JSON lines over a socket, with a buffer this side can see (so a watcher knows what is already read)."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn, self.buf = conn, b""
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.conn.sendall(json.dumps(message).encode() + b"\n")
-
-    def ready(self) -> bool:
-        return b"\n" in self.buf
-
-    def readline(self) -> bytes:
-        """One line; b"" when the desk hung up."""
-        while b"\n" not in self.buf:
-            chunk = self.conn.recv(65536)
-            if not chunk:
-                line, self.buf = self.buf, b""
-                return b""
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line + b"\n"
 
 
 def main(argv: list[str]) -> int | None:
@@ -81,100 +47,63 @@ def main(argv: list[str]) -> int | None:
         if not request.get("verdict"):
             request["verdict"] = {0: "happened", 1: "did-not"}.get(evidence["exit_code"])
             if request["verdict"] is None:
-                sys.stderr.write(f"error: the inspection exited {evidence['exit_code']}: it tells neither way, "
-                                 "so nothing is settled\nhint: exit 0 means the step happened, 1 that it did not; "
-                                 "or say it with --happened/--did-not\n")
+                sys.stderr.write(error_lines(f"the inspection exited {evidence['exit_code']}: it tells neither "
+                                             "way, so nothing is settled", "exit 0 means the step happened, 1 that "
+                                             "it did not; or say it with --happened/--did-not"))
                 return 2
-    import socket  # here: a step run with no desk (which imports this module for `relay`) never opens one
+    if request["op"] == "step":
+        try:
+            return steprequest.show(steprequest.ask(path, request))
+        except (OSError, ValueError):
+            return None  # no desk listening, or it went before the step began: go to the forge
+    import socket
 
-    started: list[bool] = []
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(path)
-            lines = _Lines(conn)
+            lines = Lines(conn)
             lines.send(request)
-            return _converse(lines, request, started)
+            return _answer(lines, request)
     except (OSError, ValueError):
-        if not started:
-            return None  # no desk listening, or it went before the step began: go to the forge
-        return _desk_gone("")
+        return None  # no desk listening: the full command asks the forge
 
 
-def _desk_gone(what: str) -> int:
-    sys.stderr.write(f"error: the desk went away while serving this step{what}\n"
-                     "hint: the desk that takes the brief over records its outcome in the journal "
-                     "(unknown, for an unsafe step); call it again then\n")
-    return DESK_GONE
-
-
-def _converse(lines: _Lines, request: dict[str, Any], started: list[bool]) -> int:
-    while True:
-        line = lines.readline()
-        if not line:
-            return _desk_gone("") if started else 1
-        reply = json.loads(line)
-        if reply["do"] == "run":
-            started.append(True)
-            crashing = bool(os.environ.get("ASSAY_CRASH_AT"))  # the crash suite's points, here where the effect runs
-            if crashing:
-                from assay.core.crash import crash_point
-
-                crash_point("step.before-execute", request["name"])
-            result = _run(request["argv"], reply["key"], lines)
-            if result == DESK_GONE:
-                return _desk_gone("; its command was stopped")
-            if isinstance(result, int):  # SIGTERM, Ctrl-C or the desk's cancel: the command is stopped
-                lines.send({"op": "cancelled"})
-                lines.readline()
-                sys.stderr.write("cancelled: the command was stopped; an unsafe step's end is journaled as unknown, "
-                                 "any other is resumed, with the same key, by its next call\n")
-                return result
-            if crashing:
-                crash_point("step.after-execute", request["name"])
-            lines.send({"op": "done", "result": result})
-        elif reply["do"] == "error":
-            sys.stderr.write(f"error: {reply['message']}\n" + (f"hint: {reply['hint']}\n" if reply.get("hint") else ""))
-            return int(reply["code"])
-        elif "progress" in reply:
-            return 0
-        elif "turn" in reply:
-            _hook_answer(str(reply["turn"]), str(reply.get("say") or ""))
-            return 0
-        elif "answered" in reply:
-            said = reply["answered"]
-            sys.stdout.write(f"thread {said['thread']}: answer journaled (seq {said['seq']}); the desk replies on the "
-                             "review before it marks it ready\n")
-            return 0
-        elif "waiting" in reply:
-            sys.stdout.write(f"{reply['waiting']}\n")
-            return 0
-        elif "spawned" in reply:
-            sys.stdout.write(f"{reply['spawned']['brief']}\n")
-            return 0
-        elif "value" in reply:
-            sys.stdout.write(f"{reply['value']}\n")
-            return 0
-        elif "settled" in reply:
-            done = reply["settled"]
-            sys.stdout.write(f"step {request['name']!r} (intent {done['intent']}) settled as {done['verdict']} "
-                             f"(seq {done['seq']})\n")
-            return 0
-        elif reply["do"] == "cancel":
-            continue  # the command had already ended: its result is on its way
-        else:
-            return _returned(request["name"], reply)
-
-
-def _returned(name: str, reply: dict[str, Any]) -> int:
-    result = reply.get("result")
-    if not isinstance(result, dict) or "exit_code" not in result:
-        sys.stderr.write(f"error: step {name!r} was recorded by something other than `assay step run`\n")
-        return 2
-    if not reply.get("ran"):  # a recorded result: show what it printed then, and say it did not run again
-        sys.stdout.write(str(result.get("tail", "")))
-        sys.stderr.write(f"assay: step {name!r} already completed (exit {result['exit_code']}); "
-                         "recorded result returned, not run again\n")
-    return int(result["exit_code"])
+def _answer(lines: Lines, request: dict[str, Any]) -> int:
+    """What the desk answers to a request other than a step's, as the command line says it."""
+    line = lines.readline()
+    if not line:
+        return 1
+    reply = json.loads(line)
+    if reply["do"] == "error":
+        sys.stderr.write(error_lines(str(reply["message"]), str(reply.get("hint") or "")))
+        return int(reply["code"])
+    if "progress" in reply:
+        return 0
+    if "turn" in reply:
+        _hook_answer(str(reply["turn"]), str(reply.get("say") or ""))
+        return 0
+    if "answered" in reply:
+        said = reply["answered"]
+        sys.stdout.write(f"thread {said['thread']}: answer journaled (seq {said['seq']}); the desk replies on the "
+                         "review before it marks it ready\n")
+        return 0
+    if "waiting" in reply:
+        sys.stdout.write(f"{reply['waiting']}\n")
+        return 0
+    if "spawned" in reply:
+        sys.stdout.write(f"{reply['spawned']['brief']}\n")
+        return 0
+    if "value" in reply:
+        sys.stdout.write(f"{reply['value']}\n")
+        return 0
+    if "settled" in reply:
+        done = reply["settled"]
+        sys.stdout.write(f"step {request['name']!r} (intent {done['intent']}) settled as {done['verdict']} "
+                         f"(seq {done['seq']})\n")
+        return 0
+    sys.stderr.write(error_lines(f"the desk answered {request['op']!r} with {sorted(reply)}, which this client does "
+                                 "not take", "the desk and this `assay` must be the same version"))
+    return 1
 
 
 def _options(args: list[str], options: dict[str, Any], valued: tuple[str, ...],
@@ -217,9 +146,10 @@ def _parse_run(args: list[str]) -> dict[str, Any] | None:
     options = _options(args, {"op": "step", "name": "", "policy": "unsafe", "input": None, "fresh": False,
                               "probe": None, "_bare": "argv"},
                        ("--name", "--policy", "--input", "--probe"), {"--fresh": ("fresh", True)})
-    if options is not None and options["input"] is None and options["argv"]:
-        options["input"] = json.dumps({"argv": options["argv"]})
-    return options
+    if options is None:
+        return None
+    return steprequest.step_request(options["name"], options["policy"], options["argv"], options["input"],
+                                    options["fresh"], options["probe"])
 
 
 def _parse_settle(args: list[str]) -> dict[str, Any] | None:
@@ -324,117 +254,10 @@ def _parse_value(args: list[str]) -> dict[str, Any] | None:
 def _inspect(argv: list[str]) -> dict[str, Any]:
     """An agent's inspection for `assay step settle`, run here: its evidence. Nothing it starts outlives it."""
     started = time.monotonic()
-    code, output = procs.run(argv, env=_effect_env(), timeout_s=INSPECT_TIMEOUT_S)
+    code, output = procs.run(argv, env=effect_env(), timeout_s=INSPECT_TIMEOUT_S)
     sys.stdout.buffer.write(output)
     return {"command": argv, "exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000),
             "tail": output[-TAIL_BYTES:].decode("utf-8", "replace")}
-
-
-def _effect_env(key: str | None = None) -> dict[str, str]:
-    """A nested `assay step` in the command goes to the forge (no ASSAY_SOCKET): its desk is busy serving this one.
-    Only `assay step progress`, which the desk answers at once, still reaches it (ASSAY_PROGRESS_SOCKET)."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAMES.match(k) and k != "ASSAY_SOCKET"}
-    if os.environ.get("ASSAY_SOCKET"):
-        env["ASSAY_PROGRESS_SOCKET"] = os.environ["ASSAY_SOCKET"]
-    if key is not None:
-        env["ASSAY_IDEMPOTENCY_KEY"] = key
-    return env
-
-
-def _run(argv: list[str], key: str, desk: _Lines | None = None, echo: bool = True) -> dict[str, Any] | int:
-    """Run the effect here, in the agent's process and directory, its output passed through (`echo`; else only
-    kept, as the MCP server does: its stdout is the protocol's).
-
-    The command runs under a keeper (procs.py): it and everything it starts die with this process, and it has
-    ended when all of them have. SIGTERM or Ctrl-C stops them and returns the exit code to end with (on the
-    main thread, which alone takes signals); so does a cancel from the desk (`desk`), and the desk hanging up
-    returns `DESK_GONE`.
-    """
-    import threading
-
-    started = time.monotonic()
-    stopped: list[int] = []
-    running: list[procs.Group] = []
-
-    def stop(signum: int, frame: object) -> None:
-        stopped.append(128 + signum)
-        for group in running:
-            group.stop(signum)
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
-    try:
-        running.append(procs.start(argv, env=_effect_env(key), grace_s=STOP_GRACE_S))
-        group = running[0]
-        if stopped:
-            group.stop(stopped[0] - 128)
-        code, text, desk_said = relay(group, desk, echo)
-        if desk_said is not None:
-            stopped.append(DESK_GONE if desk_said == "gone" else 143)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for group in running:
-            group.kill()  # a no-op once it has ended; else (an error here) nothing of it runs on
-    if stopped:
-        return stopped[0]
-    return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": text}
-
-
-def relay(group: procs.Group, desk: _Lines | None = None, echo: bool = True) -> tuple[int, str, str | None]:
-    """Pass a command's output through as it comes; its exit code once every process of it has ended, the last
-    `TAIL_BYTES` of output, and, when the desk hung up ("gone") or cancelled the step ("cancel") meanwhile, that
-    (the command was stopped)."""
-    tail = bytearray()
-    said: str | None = None
-
-    def take() -> bool:
-        chunk = os.read(group.output, 65536)
-        if echo:
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-        tail.extend(chunk)
-        del tail[:-TAIL_BYTES]
-        return bool(chunk)
-
-    try:
-        with selectors.DefaultSelector() as watch:
-            watch.register(group.output, selectors.EVENT_READ, "out")
-            watch.register(group.status_fd, selectors.EVENT_READ, "ended")
-            if desk is not None:
-                watch.register(desk.conn, selectors.EVENT_READ, "desk")
-            while True:
-                events = [("desk", None)] if desk is not None and desk.ready() else watch.select()
-                for what, _ in events:
-                    name = what if isinstance(what, str) else what.data
-                    if name == "out" and not take():
-                        watch.unregister(group.output)
-                    elif name == "ended":  # nothing of it is left, so what it wrote is all in the pipe
-                        while take():
-                            pass
-                        code = group.finish()
-                        return code, group.failed or tail.decode("utf-8", "replace"), said
-                    elif name == "desk" and desk is not None and said is None:
-                        said = _desk_says(desk)
-                        if said is not None:
-                            watch.unregister(desk.conn)
-                            group.stop()  # what is left of its output is still relayed until it has ended
-    finally:
-        group.close_output()
-
-
-def _desk_says(desk: _Lines) -> str | None:
-    """"gone" when the desk hung up, "cancel" when it cancels the step; None for anything else."""
-    try:
-        line = desk.readline()
-    except OSError:
-        return "gone"
-    if not line:
-        return "gone"
-    try:
-        return "cancel" if json.loads(line).get("do") == "cancel" else None
-    except ValueError:
-        return None
 
 
 dies_with_parent = procs.dies_with_parent  # the agent's process (agent.py) dies with its desk

@@ -4,7 +4,7 @@ local socket.
 While its agent runs, a desk listens on a Unix socket (named to the agent in `ASSAY_SOCKET`)
 and serves the agent's steps from a session it keeps open for the agent's run: the journal is
 read once, not per step, and the desk makes the fenced pushes, so the agent holds no forge
-credentials. The effect itself runs in the agent's process (`stepclient.py`):
+credentials. The effect itself runs in the agent's process (`steprequest.py`):
 
     client: {"op": "step", name, policy, input, fresh, argv, probe}   (one JSON line)
     server: {"do": "run", "key"}        the intent is durable; run the command now
