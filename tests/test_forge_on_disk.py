@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.core import git as gitmod
+from assay.core.git import run as gitrun
+from assay.core.git import vetting
 from assay.core.git import ForgeGit, RefUpdate, Signature, TreeEntry
 from tests.conftest import Forge, git
 from tests.helpers import synctrace
@@ -102,9 +103,9 @@ def test_settings_only_a_client_reads_leave_the_fast_path_open(forge: Forge, tmp
     neither, so a forge (or a person's global config) with them still takes the fast path; fsckObjects does not."""
     for key, value in (("transfer.credentialsInUrl", "die"), ("transfer.bundleURI", "file:///nowhere")):
         git("--git-dir", str(forge.path), "config", key, value)
-    assert gitmod._vetting(str(forge.path), str(tmp_path)) == gitmod.Vetting(False, False)
+    assert vetting.forge_vetting(str(forge.path), str(tmp_path)) == vetting.Vetting(False, False)
     git("--git-dir", str(forge.path), "config", "transfer.fsckObjects", "true")
-    assert gitmod._vetting(str(forge.path), str(tmp_path)).vets
+    assert vetting.forge_vetting(str(forge.path), str(tmp_path)).vets
 
 
 def test_a_commit_the_forge_holds_without_its_tree_is_sent_whole(forge: Forge) -> None:
@@ -129,7 +130,7 @@ def test_a_commit_the_forge_holds_without_its_tree_is_sent_whole(forge: Forge) -
 
 def test_the_environment_the_fast_paths_git_runs_in_is_the_one_git_push_gives_receive_pack() -> None:
     listed = git("rev-parse", "--local-env-vars").split()
-    assert set(listed) <= set(gitmod.LOCAL_REPO_ENV), set(listed) - set(gitmod.LOCAL_REPO_ENV)
+    assert set(listed) <= set(gitrun.LOCAL_REPO_ENV), set(listed) - set(gitrun.LOCAL_REPO_ENV)
 
 
 ASSAY_PUSHES = """
@@ -220,4 +221,4 @@ def test_loose_objects_are_synced_exactly_when_git_syncs_them(tmp_path: Path) ->
         trace = synctrace.traced(["git", *given, "--git-dir", str(repo), "hash-object", "-w", "--stdin"], repo,
                                  tmp_path / f"t{n}", stdin=f"case {n}\n")
         assert len(trace.placed["loose-object"]) == 1, settings
-        assert gitmod._syncs_loose(dict(settings)) is trace.placed["loose-object"][0], settings
+        assert vetting._syncs_loose(dict(settings)) is trace.placed["loose-object"][0], settings

@@ -302,7 +302,7 @@ def test_tips_are_fetched_by_id_and_by_name_when_the_forge_lacks_one(port: Forge
 
 def test_the_cache_is_packed_as_it_grows_and_keeps_every_object(port: ForgeGit,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import assay.core.git as git_module
+    import assay.core.git.objects as git_module  # where the cache is written and packed
 
     monkeypatch.setattr(git_module, "MAINTAIN_EVERY", 200)
     monkeypatch.setattr(git_module, "LOOSE_LIMIT", 256)
@@ -395,25 +395,25 @@ def test_a_forge_config_git_cannot_read_is_taken_to_vet_pushes_and_asked_again(f
                                                                                  tmp_path: Path) -> None:
     """A config that includes a broken file: git cannot say, so pushes go through git and nothing is kept; once
     the file is mended (with a rule in it), the rule decides."""
-    from assay.core import git as gitmod
+    from assay.core.git import vetting
 
     rules = forge.path / "rules.cfg"
     rules.write_text("[receive\n")
     git("--git-dir", str(forge.path), "config", "include.path", "rules.cfg")
     cache = tmp_path / "vetting-cache"
     cache.mkdir()
-    gitmod._VETTING.clear()
-    assert gitmod._vetting(str(forge.path), str(cache)).vets is True
-    assert not (cache / gitmod.VETTING_FILE).exists()
+    vetting._VETTING.clear()
+    assert vetting.forge_vetting(str(forge.path), str(cache)).vets is True
+    assert not (cache / vetting.VETTING_FILE).exists()
     rules.write_text("[receive]\n\tdenyDeletes = true\n")
-    gitmod._VETTING.clear()
-    assert gitmod._vetting(str(forge.path), str(cache)).vets is True
+    vetting._VETTING.clear()
+    assert vetting.forge_vetting(str(forge.path), str(cache)).vets is True
     rules.write_text("")
     os.utime(rules, (1_700_000_000, 1_700_000_000))  # mended long ago: the answer is kept
-    gitmod._VETTING.clear()
-    assert gitmod._vetting(str(forge.path), str(cache)).vets is False
-    assert (cache / gitmod.VETTING_FILE).exists()
-    gitmod._VETTING.clear()
+    vetting._VETTING.clear()
+    assert vetting.forge_vetting(str(forge.path), str(cache)).vets is False
+    assert (cache / vetting.VETTING_FILE).exists()
+    vetting._VETTING.clear()
 
 
 def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: FakeGitHub, tmp_path: Path,

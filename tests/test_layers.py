@@ -20,7 +20,7 @@ def test_every_module_keeps_to_its_row_and_there_is_no_circle() -> None:
 def test_an_upward_import_a_circle_and_a_module_in_no_row_are_each_named(tmp_path: Path) -> None:
     package = tmp_path / "assay"
     shutil.copytree(REPO / "assay", package, ignore=shutil.ignore_patterns("__pycache__", "_defaults"))
-    git = package / "core" / "git.py"
+    git = package / "core" / "git" / "__init__.py"
     git.write_text(git.read_text() + "\n\ndef _late() -> None:\n    from assay.cli import cli  # noqa\n")
     chain = package / "core" / "chain.py"
     chain.write_text(chain.read_text() + "\nfrom assay.core import claims  # noqa\n")
@@ -111,14 +111,14 @@ def test_refs_are_written_and_record_commits_prepared_through_chain() -> None:
     found = _writes()
     pushes = {(m, f) for m, f, w in found if w == "push"}
     assert pushes == {("core.chain", "push"), (BUDGET[0], f"{BUDGET[1]}.wait_s"),
-                      ("core.git", "ForgeGit.push")}  # ForgeGit.push handing a push to the host's `pushgroup`
+                      ("core.git.push", "Pushing.push")}  # ForgeGit.push handing a push to the host's `pushgroup`
     commits = {(m, f) for m, f, w in found if w == "write_commit"} - {("core.chain", "commit")}
     assert commits - set(NOT_RECORDS) == {(BUDGET[0], f"{BUDGET[1]}._write")}
     assert set(NOT_RECORDS) <= commits, "a place NOT_RECORDS names makes no commit now: drop it"
     assert {(m, f) for m, f, w in found if w == "chain.commit"} >= {("core.retire", "_retire_updates"),
                                                                     ("core.observations", "write_observations")}
     git_runs = {(m, f, w) for m, f, w in found if w.startswith("git ")}
-    assert git_runs == {("core.git", "WorkRepo.push_new_branch", "git push")}, git_runs
+    assert git_runs == {("core.git.workrepo", "WorkRepo.push_new_branch", "git push")}, git_runs
 
 
 def test_a_write_outside_core_is_found(tmp_path: Path) -> None:

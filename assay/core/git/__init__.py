@@ -1,0 +1,47 @@
+"""The only package that runs git.
+
+A `ForgeGit` pairs a forge (any git URL or path) with a local bare *cache*
+repository where Assay writes its objects and keeps what it fetched. Every
+write to the forge is a compare-and-swap push (`--force-with-lease`, never a
+`+` refspec); a push whose outcome we did not hear is resolved by re-reading
+the refs, never by guessing.
+
+GitPython is deliberately not used on this path: importing it costs more than
+a whole claim push, and its push-info parser cannot report per-ref results when
+the source is a raw object id. We run the `git` binary and parse `--porcelain`.
+
+By job: `run` runs git; `refs` and `objects` hold its values and the cache's objects; `history` the commits
+fetched and their chains; `listing` reads refs; `ondisk` and `push` write them (`vetting`: which way a forge on
+disk takes a push; `locks`: the stale ref locks a killed push left); `workrepo` a checkout; `forge` puts
+`ForgeGit` together, each job's class built on the one below it. The names callers use are here.
+"""
+
+from assay.core.git.forge import ForgeGit
+from assay.core.git.history import WALK_AT_MOST
+from assay.core.git.listing import remote_has_ref
+from assay.core.git.locks import STALE_LOCK_S, clear_stale_lock, lock_named, refusal_hint
+from assay.core.git.objects import GitObject, Signature, TreeEntry, committed_at, parse_tree
+from assay.core.git.ondisk import PACK_REFS_AT, UNPACK_BELOW
+from assay.core.git.push import HTTP_PUSH_AT
+from assay.core.git.refs import OBJECT_ID, ZERO, PushResult, RefUpdate, parse_porcelain
+from assay.core.git.run import (
+    auth_env,
+    configured_person,
+    default_cache_root,
+    git_env,
+    init_bare,
+    is_local_path,
+    local_forge_path,
+    local_repo_origin,
+    repo_root,
+    run_git,
+)
+from assay.core.git.workrepo import WorkRepo
+
+__all__ = [
+    "HTTP_PUSH_AT", "OBJECT_ID", "PACK_REFS_AT", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO", "ForgeGit",
+    "GitObject", "PushResult", "RefUpdate", "Signature", "TreeEntry", "WorkRepo", "auth_env", "clear_stale_lock",
+    "committed_at", "configured_person", "default_cache_root", "git_env", "init_bare", "is_local_path",
+    "local_forge_path", "local_repo_origin", "lock_named", "parse_porcelain", "parse_tree", "refusal_hint",
+    "remote_has_ref", "repo_root", "run_git",
+]

@@ -1,0 +1,257 @@
+"""Commits in the cache: fetched from the forge (whole, or shallow), their first-parent chains (kept: commits
+never change), ancestry, diffs and merges."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+from assay.core.credentials import redact
+from assay.core.git.objects import ObjectCache
+from assay.core.git.refs import OBJECT_ID
+from assay.core.git.run import first_error
+from assay.errors import ForgeError
+
+WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
+
+
+class History(ObjectCache):
+    """Commits fetched into the cache and read there: chains, ancestry, diffs, merges."""
+
+    def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
+        super().__init__(url, cache_root, token)
+        self._parents: dict[str, str | None] = {}  # first-parent links read (None: a root); a commit absent: unknown
+
+    def ensure_objects(self, refs: dict[str, str], force: bool = False, whole: bool = True) -> None:
+        """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most (two in a
+        cache a shallow read left cut short above one of these tips).
+
+        The tips are fetched by object id: exactly what was read, and fast (git matches ref
+        names against the advertisement one by one, slow with thousands). A forge that does
+        not serve an id (it collected it, or refuses unadvertised wants) is asked by ref name.
+        `whole=False`: the tips alone will do (the caller reads only commits it knows are there, as after a
+        journal snapshot), so a shallow cache is not made whole.
+        """
+        missing = dict(refs) if force else self._missing(refs)
+        if missing:
+            self._fetch(missing)
+        if whole and (shallow := self.shallow_commits()) and self._cut(list(refs.values()), shallow):
+            self._fetch(refs, "--depth=2147483647")  # git's --unshallow: the cache is whole again
+            self._parents.clear()  # links learned while it was cut (a shallow commit as a root) are stale
+
+    def fetch_shallow(self, refs: dict[str, str], depth: int) -> None:
+        """Fetch the tips `refs` with only the last `depth` commits of their history (`git fetch --depth`): the
+        cache is shallow there (git's `shallow` file) until a reader that needs the whole chain makes it whole
+        (`ensure_objects`). A journal snapshot's reader takes this, not the chain below the snapshot."""
+        self._fetch(refs, f"--depth={max(1, depth)}")
+
+    def shallow_commits(self) -> frozenset[str]:
+        """The commits the cache holds without their parents (git's `shallow` file); empty when it is whole."""
+        try:
+            with open(os.path.join(self.cache, "shallow"), encoding="ascii") as listed:
+                return frozenset(listed.read().split())
+        except (OSError, ValueError):
+            return frozenset()
+
+    def _cut(self, tips: Sequence[str], shallow: frozenset[str]) -> bool:
+        """Whether the history of any of `tips` (those in the cache) stops at a shallow commit."""
+        present = [t for t, obj in zip(tips, self.read_typed(list(tips)), strict=True) if obj is not None]
+        if not present:
+            return False
+        proc = self._git("rev-list", "--first-parent", "--stdin", check=False,
+                         input="".join(f"{t}\n" for t in present).encode())
+        return any(sha in shallow for sha in proc.stdout.decode().split())
+
+    def _fetch(self, refs: dict[str, str], *extra: str) -> None:
+        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q", *extra,
+                "--stdin", self.remote]
+        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(refs.values())).encode())
+        if by_id.returncode == 0:
+            return
+        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in refs).encode())
+        if proc.returncode != 0:
+            raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {first_error(proc.stderr)}")
+
+    def _missing(self, refs: dict[str, str]) -> dict[str, str]:
+        """The refs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
+        objects = f"{self.cache}/objects/"
+        unsure = {ref: sha for ref, sha in refs.items() if not os.path.exists(f"{objects}{sha[:2]}/{sha[2:]}")}
+        if not unsure:
+            return {}
+        found = self.read_typed(list(unsure.values()))
+        return {ref: sha for (ref, sha), obj in zip(unsure.items(), found, strict=True) if obj is None}
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether `older` is `newer` or in its history (both must be in the cache)."""
+        if newer not in self._parents:
+            self._walk_parents(newer, older, WALK_AT_MOST)  # a short chain: a yes needs no process either
+        sha: str | None = newer if newer in self._parents else None
+        while sha is not None:  # on a chain `learn_chains` (or a walk) read: a yes needs no process
+            if sha == older:
+                return True
+            sha = self._parents.get(sha)
+        return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits in the cache, or None if they share no history."""
+        proc = self._git("merge-base", a, b, check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def diff(self, base: str, head: str, numstat: bool = False) -> str:
+        """`git diff base head` of two commits in the cache: the patch, or `--numstat` lines (added, deleted,
+        path; `-` counts for a binary file). Renames are followed; no colour, whatever the user's config."""
+        args = ["-c", "core.quotepath=false", "diff", "--no-color", "--no-ext-diff", "-M"]
+        out = self._git(*args, *(["--numstat"] if numstat else []), base, head, "--")
+        return out.stdout.decode("utf-8", "replace")
+
+    def changed_paths(self, base: str, head: str) -> list[str]:
+        """Every path that differs between two commits in the cache (a rename as both its paths); a name that is no
+        UTF-8 keeps U+FFFD where its bytes were."""
+        out = self._git("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", base, head, "--")
+        return [p for p in out.stdout.decode("utf-8", "replace").split("\0") if p]
+
+    def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
+        """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain). From the
+        chains `learn_chains` read, or a short chain read through the cat-file batch; else `rev-list` (from
+        where those left off, when they followed the chain part of the way)."""
+        if tip == since:
+            return []
+        if tip not in self._parents:
+            self._walk_parents(tip, since, WALK_AT_MOST)  # a short chain: read through the batch, no process
+        walked, rest = self._known_chain(tip, since, limit)
+        if rest is None:
+            return walked
+        if walked:  # the chain known from `tip` down to `rest`: git gives the rest, with parents to check `since`
+            args = ["rev-list", "--first-parent", "--parents", rest, *([f"^{since}"] if since else [])]
+            if limit:
+                args.insert(1, f"--max-count={limit - len(walked)}")
+            lines = [line.split() for line in self._git(*args).stdout.decode().splitlines() if line.strip()]
+            if lines and (not since or (len(lines[-1]) > 1 and lines[-1][1] == since)):  # else `since` is off
+                return walked + [line[0] for line in lines]  # the first-parent chain: git decides from `tip`
+        args = ["rev-list", "--first-parent", tip]
+        if since:
+            args.append(f"^{since}")
+        if limit:
+            args.insert(1, f"--max-count={limit}")
+        return self._git(*args).stdout.decode().split()
+
+    def _known_chain(self, tip: str, since: str | None, limit: int | None) -> tuple[list[str], str | None]:
+        """`rev_list`'s answer from the first parents kept: (the commits, None) when they tell it whole, else
+        (the commits they tell, the first commit whose parent is not kept), or ([], tip) when git must decide
+        (a `since` off the chain)."""
+        walked: list[str] = []
+        sha: str | None = tip
+        while sha is not None and sha != since:
+            if limit and len(walked) >= limit:
+                return (walked, None) if not since else ([], tip)
+            if sha not in self._parents:
+                return walked, sha
+            walked.append(sha)
+            sha = self._parents[sha]
+        return (walked, None) if not since or sha == since else ([], tip)
+
+    def _chain_known(self, tip: str) -> bool:
+        """Whether the first parents kept reach from `tip` to a root."""
+        sha: str | None = tip
+        while sha is not None:
+            if sha not in self._parents:
+                return False
+            sha = self._parents[sha]
+        return True
+
+    def _walk_parents(self, tip: str, since: str | None, most: int) -> None:
+        """Learn the first parents from `tip` towards `since` (or the root) by reading the commits through the
+        cat-file batch, at most `most` of them (what it learns is kept: commits never change)."""
+        if not OBJECT_ID.fullmatch(tip):
+            return  # a name that can move (a ref, `HEAD`): never kept as if it were a commit
+        sha: str | None = tip
+        child: str | None = None
+        for _ in range(most):
+            if sha is None or sha == since:
+                return
+            found = self.read_typed([sha])[0]
+            if found is None or found.kind != "commit":
+                if child is not None:  # a parent the cache lacks (a shallow read stopped there): git says what
+                    del self._parents[child]  # its child's history is, not a link to nothing
+                return  # not a commit here: rev-list says what it says
+            parent = _first_parent(found.data)
+            self._parents[sha] = parent
+            child, sha = sha, parent
+
+    def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
+        """The first-parent chain of each tip, newest first, from one `rev-list` over all of them.
+
+        A tip that is no commit in the cache gets an empty chain.
+        """
+        wanted = [t for t in dict.fromkeys(tips) if t]
+        if not wanted:
+            return {}
+        parent = self._first_parents(wanted)
+        result: dict[str, list[str]] = {}
+        for tip in wanted:
+            chain: list[str] = []
+            sha: str | None = tip if tip in parent else None
+            while sha is not None:
+                chain.append(sha)
+                sha = parent.get(sha)
+            result[tip] = chain
+        return result
+
+    def learn_chains(self, tips: Iterable[str]) -> None:
+        """Read the first-parent chains of `tips` in one `rev-list` and keep them, so that `rev_list` and
+        `is_ancestor` on those chains start no process: a reader of every brief (`audit --all`) runs a constant
+        number of git processes, not a few per brief. Commits never change, so what is kept stays true."""
+        wanted = [t for t in dict.fromkeys(tips) if t and not self._chain_known(t)]
+        if wanted:
+            self._parents.update(self._first_parents(wanted))
+
+    def _first_parents(self, tips: list[str]) -> dict[str, str | None]:
+        """Each commit on the first-parent chains of `tips` (those that are commits in the cache) -> its first
+        parent (None for a root): one cat-file batch and one `rev-list`."""
+        kinds = self.read_typed(tips)
+        commits = [t for t, obj in zip(tips, kinds, strict=True) if obj is not None and obj.kind == "commit"]
+        parent: dict[str, str | None] = {}
+        if commits:
+            out = self._git("rev-list", "--first-parent", "--parents", "--stdin",
+                            input="".join(f"{c}\n" for c in commits).encode()).stdout.decode()
+            for line in out.splitlines():
+                shas = line.split()
+                if shas:
+                    parent[shas[0]] = shas[1] if len(shas) > 1 else None
+            for sha in self.shallow_commits():  # git shows a shallow commit as a root: not a fact to keep
+                parent.pop(sha, None)
+        return parent
+
+    def merge_tree(self, ours: str, theirs: str) -> str | None:
+        """The tree of merging commit `theirs` into `ours` (both in the cache), or None if they conflict."""
+        proc = self._git("merge-tree", "--write-tree", "--no-messages", ours, theirs, check=False)
+        if proc.returncode == 1:
+            return None
+        if proc.returncode != 0:
+            raise ForgeError(f"git merge-tree failed: {first_error(proc.stderr)}",
+                             hint="merging reviews needs git 2.38 or newer")
+        return proc.stdout.decode().split()[0]
+
+    def merge_conflicts(self, ours: str, theirs: str) -> tuple[str | None, list[str]]:
+        """The tree of merging `theirs` into `ours` (both in the cache) and, when they conflict, None and the paths
+        in conflict."""
+        proc = self._git("merge-tree", "--write-tree", "--no-messages", "--name-only", ours, theirs, check=False)
+        if proc.returncode not in (0, 1):
+            raise ForgeError(f"git merge-tree failed: {first_error(proc.stderr)}",
+                             hint="merging reviews needs git 2.38 or newer")
+        lines = [line for line in proc.stdout.decode("utf-8", "replace").splitlines() if line]
+        if proc.returncode == 0:
+            return lines[0], []
+        return None, list(dict.fromkeys(lines[1:]))
+
+    def tree_of(self, commit: str) -> str:
+        """The tree of a commit in the cache."""
+        return self._git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
+
+
+def _first_parent(commit: bytes) -> str | None:
+    """The first parent of a raw commit object, or None for a root."""
+    for line in commit.partition(b"\n\n")[0].split(b"\n"):
+        if line.startswith(b"parent "):
+            return line[7:].decode("ascii", "replace")
+    return None
