@@ -165,6 +165,24 @@ class Pushing(DiskPush):
         if stale:  # as `git push --force-with-lease --porcelain` reports it
             return {u.ref: PushResult(u.ref, "stale", "stale info") if u.ref in stale
                     else PushResult(u.ref, "rejected", "atomic push failed") for u in updates}
+        body = self._receive_pack_request(updates, caps)
+        if body is None:
+            return False  # nothing was sent: `git push` says why
+        self.round_trips["push"] += 1
+        request = urllib.request.Request(f"{base}/git-receive-pack", data=body, method="POST", headers={
+            **headers, "Content-Type": "application/x-git-receive-pack-request",
+            "Accept": "application/x-git-receive-pack-result"})
+        try:
+            with opener.open(request, timeout=git_timeout() + 0.01 * len(updates)) as answer:
+                report = pkt_lines(answer.read())
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            self._last_push_error = str(exc)
+            return None  # the outcome was not heard: the caller re-reads
+        return self._reported(report, updates)
+
+    def _receive_pack_request(self, updates: Sequence[RefUpdate], caps: set[str]) -> bytes | None:
+        """What `_push_http` posts: the commands (the first asking for the capabilities it needs), then one pack
+        (`pack-objects --revs`, leaving out what the expected tips hold); None if the pack could not be made."""
         agent = ["report-status", "atomic", *(["ofs-delta"] if "ofs-delta" in caps else [])]
         body = b"".join(pkt_line(f"{u.expected} {u.new} {u.ref}" + ("\0" + " ".join(agent) if i == 0 else "") + "\n")
                         for i, u in enumerate(updates)) + b"0000"
@@ -176,17 +194,12 @@ class Pushing(DiskPush):
             try:
                 body += self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
             except ForgeError:
-                return False  # nothing was sent: `git push` says why
-        self.round_trips["push"] += 1
-        request = urllib.request.Request(f"{base}/git-receive-pack", data=body, method="POST", headers={
-            **headers, "Content-Type": "application/x-git-receive-pack-request",
-            "Accept": "application/x-git-receive-pack-result"})
-        try:
-            with opener.open(request, timeout=git_timeout() + 0.01 * len(updates)) as answer:
-                report = pkt_lines(answer.read())
-        except (OSError, ValueError, urllib.error.URLError) as exc:
-            self._last_push_error = str(exc)
-            return None  # the outcome was not heard: the caller re-reads
+                return None
+        return body
+
+    def _reported(self, report: list[str], updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
+        """Each update's outcome from receive-pack's report (`unpack ok`, then `ok <ref>` or `ng <ref> <why>` a
+        line); None when the report is not whole: the outcome was not heard."""
         results: dict[str, PushResult] = {}
         for line in report:
             word, _, rest = line.partition(" ")
