@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from assay.core.git import ForgeGit, RefUpdate, Signature, TreeEntry, vetting
 from assay.core.git import run as gitrun
-from assay.core.git import vetting
-from assay.core.git import ForgeGit, RefUpdate, Signature, TreeEntry
 from tests.conftest import Forge, git
 from tests.helpers import synctrace
 from tests.helpers.desks import brief, publish, run_desk

@@ -225,7 +225,7 @@ def test_a_run_that_ends_resets_the_count(held: Claims) -> None:
 
 def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, held: Claims, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import assay.core.git.objects  # where the port runs its git commands
+    from assay.core.git import run_git as real
     from assay.core.journal import read_log
 
     s1 = session(held, "r1")
@@ -236,12 +236,11 @@ def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, 
     s1.flush()
     monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "fresh-cache"))
     seen: list[str] = []
-    real = assay.core.git.objects.run_git
 
     def counting(args, *a, **k):
         seen.append(args[0])
         return real(args, *a, **k)
-    monkeypatch.setattr(assay.core.git.objects, "run_git", counting)
+    monkeypatch.setattr("assay.core.git.objects.run_git", counting)  # where the port runs its git commands
     port = ForgeGit(forge.url)
     log = read_log(port, "alpha")
     assert len(log.entries) == 3000  # every intent and result, nothing lost

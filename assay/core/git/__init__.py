@@ -36,12 +36,13 @@ from assay.core.git.run import (
     repo_root,
     run_git,
 )
+from assay.core.git.vetting import Vetting
 from assay.core.git.workrepo import WorkRepo
 
 __all__ = [
     "HTTP_PUSH_AT", "OBJECT_ID", "PACK_REFS_AT", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO", "ForgeGit",
-    "GitObject", "PushResult", "RefUpdate", "Signature", "TreeEntry", "WorkRepo", "auth_env", "clear_stale_lock",
-    "committed_at", "configured_person", "default_cache_root", "git_env", "init_bare", "is_local_path",
-    "local_forge_path", "local_repo_origin", "lock_named", "parse_porcelain", "parse_tree", "refusal_hint",
-    "remote_has_ref", "repo_root", "run_git",
+    "GitObject", "PushResult", "RefUpdate", "Signature", "TreeEntry", "Vetting", "WorkRepo", "auth_env",
+    "clear_stale_lock", "committed_at", "configured_person", "default_cache_root", "git_env", "init_bare",
+    "is_local_path", "local_forge_path", "local_repo_origin", "lock_named", "parse_porcelain", "parse_tree",
+    "refusal_hint", "remote_has_ref", "repo_root", "run_git",
 ]

@@ -25,13 +25,9 @@ if TYPE_CHECKING:
     from typing import IO
 
 NETWORK_COMMANDS = frozenset({"ls-remote", "fetch", "push"})  # the git commands that talk to the forge
-
-
 MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
 LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
 PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
-
-
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
 
 
