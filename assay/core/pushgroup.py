@@ -1,31 +1,37 @@
-"""The pushes of one host's processes to one forge, made together (group commit).
+"""The pushes of one host's desks to one forge, made together (group commit).
 
-With `ASSAY_PUSH_WINDOW_S` set (`assay desk run --count N` sets it for its desks), a push goes through the folder
-`pushes/` of the forge's cache, which every process of the host using that cache shares (their commits are
-already in its object store). A process writes its request (`<id>.req`: its ref updates, whether atomic) and
-takes the folder's lock (`flock`, released by the kernel when its holder dies). Whoever has the lock answers:
+`assay desk run --count N` gives its desks a push window (`ASSAY_PUSH_WINDOW_S`) and a key of its own
+(`ASSAY_PUSH_GROUP_TOKEN`, a credential: no agent is handed it). A desk's push then goes through the folder
+`pushes/` of the forge's cache, which the desks share (their commits are already in its object store): it writes
+its request (`<id>.req`: its ref updates, whether atomic, signed with the key), holds a lock on that file while it
+waits, and takes the folder's lock (`flock`, released by the kernel when its holder dies). Whoever has the folder's
+lock answers:
 
 - if its own request was answered meanwhile (`<id>.out`), it reads the answer and goes;
 - else it leads a round: it waits the window (0 s: only requests made while the last round pushed share this
-  one), then pushes every request waiting, at most one per ref (a later one waits for the next round), as one
-  atomic push, and writes each requester its outcome before it lets the lock go. A request whose leases the
-  forge no longer matches (read once for the round: a claim race lost, say), or all of them if the forge refuses
-  the push, is pushed on its own, so each is fenced on its own as if it had pushed alone.
+  one), reads the forge's tips of every ref the waiting requests name, and pushes the requests whose leases match
+  (at most one per ref, a later one waits for the next round), as one atomic push. Each requester in that push is
+  answered with its outcome; every other one is answered "alone", and pushes itself, as it would without a group.
 
-So 20 desks of a host, each pushing when it must, make one push a round instead of 20. Nothing is lost or
-made twice: a leader killed mid-round leaves the requests it held, and the next leader pushes them again,
-where each lease lets it land once (a ref already at its new commit reads as landed); a requester that
-cannot have the lock within `window + LOCK_WAIT_S` (a leader paused holding it) withdraws its request and
-pushes alone, and a paused leader that resumes and pushes it too is refused by its lease. A requester that
-died is pushed for anyway: as for a desk killed after its push, the journal says what it meant.
+So 20 desks of a host, each pushing when it must, make one push a round instead of 20, and each claim stays fenced
+on its own: a lease the forge no longer matches is never part of a round, and a round the forge refuses is pushed
+again by no one but each requester, alone. Nothing is lost or made twice: a leader killed mid-round leaves the
+requests, and the next leader takes those whose requester still waits (it holds the lock on its request); the
+lease lets a request that landed before land no more. A requester withdraws its request before it goes alone,
+when the leader holding the folder's lock is stopped (SIGSTOP) or after `window + LOCK_WAIT_S`. Requests that do
+not verify with the key (another token's desks, an agent writing into the cache) or name a ref or id that is not
+one are ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import hmac
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -34,21 +40,24 @@ from typing import Any
 from assay.core.crash import crash_point
 from assay.errors import ForgeError
 
-LOCK_WAIT_S = 30.0  # beyond the window, the longest a requester waits for the lock before it pushes alone
+KEY_ENV = "ASSAY_PUSH_GROUP_TOKEN"
+LOCK_WAIT_S = 10.0  # beyond the window, the longest a requester waits for the folder's lock before it goes alone
 POLL_S = 0.01
-STALE_S = 600.0  # answers and requests older than this are litter (their process is gone)
+STALE_S = 600.0  # answers, requests and partial files older than this are litter
+ZERO = "0" * 40
+_REF = re.compile(r"refs/(?!.*(?:\.\.|//|@\{|\.lock(?:/|$)))[A-Za-z0-9._/+-]{1,240}")
+_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 Update = tuple[str, str, str]  # ref, new, expected
 Results = dict[str, tuple[str, str]]  # ref -> (status, detail)
 Direct = Callable[[Sequence[Update], bool], Results]  # push these updates now, alone
 Read = Callable[[Sequence[str]], dict[str, str]]  # the forge's tips of these refs now (absent: no such ref)
-ZERO = "0" * 40
 
 
 def window() -> float | None:
-    """The host's push window in seconds, or None when pushes are not grouped."""
+    """The host's push window in seconds, or None when this process's pushes are not grouped."""
     raw = os.environ.get("ASSAY_PUSH_WINDOW_S", "").strip()
-    if not raw:
+    if not raw or len(os.environ.get(KEY_ENV, "")) < 32:
         return None
     try:
         return max(0.0, min(float(raw), 60.0))
@@ -56,111 +65,209 @@ def window() -> float | None:
         return None
 
 
+def new_key() -> str:
+    return secrets.token_hex(32)
+
+
 def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read, wait_s: float) -> Results:
-    """Push `updates` with the host's other requests to the same forge (see the module's text); each ref's
+    """Push `updates` with the host's other desks' requests to the same forge (see the module's text); each ref's
     (status, detail) as `direct` would say it. Raises ForgeError as `direct` does when the outcome is unknown."""
-    os.makedirs(folder, exist_ok=True)
+    key = os.environ.get(KEY_ENV, "").encode()
+    if not updates or not all(_valid(u) for u in updates):
+        return direct(updates, atomic)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
     rid = f"{os.getpid()}-{secrets.token_hex(6)}"
     req, out = os.path.join(folder, f"{rid}.req"), os.path.join(folder, f"{rid}.out")
-    _write(req, {"updates": [list(u) for u in updates], "atomic": atomic, "at": time.time()})
+    body = {"updates": [list(u) for u in updates], "atomic": atomic, "at": time.time()}
+    held = _write(req, {**body, "mac": _mac(key, body)}, keep_locked=True)
     fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + wait_s + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if os.path.exists(out):  # answered by the leader, who still holds the lock for the others
-                    return _answer(out)
-                if time.monotonic() >= deadline:  # a leader paused holding the lock: alone, withdrawn first
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(req)
-                    return direct(updates, atomic)
-                time.sleep(POLL_S)
-        if os.path.exists(out):
-            return _answer(out)
-        if wait_s:
-            time.sleep(wait_s)  # the window: others' requests gather while this one waits
-        _lead(folder, rid, direct, read)
-        return _answer(out)
+        got = _await(folder, fd, out, wait_s)
+        if got is None:  # the leader is stopped, or never let go: withdrawn, then alone
+            return _alone(req, out, updates, atomic, direct)
+        if isinstance(got, str):  # this process leads the round
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who leads: a waiter can see it stopped
+            if wait_s:
+                time.sleep(wait_s)  # the window: others' requests gather while this one waits
+            _lead(folder, rid, key, read, direct)
+            got = _read(out) or {}
+        answer = got
+        if answer.get("alone"):
+            return _alone(req, out, updates, atomic, direct)
+        _done(req, out)
+        results = answer.get("results")
+        if not isinstance(results, dict):
+            raise ForgeError("a grouped push left no readable outcome", hint="run the command again: it re-reads "
+                             "the forge")
+        return {str(ref): (str(r[0]), str(r[1])) for ref, r in results.items()}
     finally:
         os.close(fd)
+        os.close(held)
 
 
-def _lead(folder: str, own: str, direct: Direct, read: Read) -> None:
-    """One round: the waiting requests (this one first, then by age), one per ref, those whose leases the forge
-    matches now pushed as one."""
-    waiting: list[tuple[str, dict[str, Any]]] = []
-    now = time.time()
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name)
-        if name.endswith(".out") and now - _mtime(path) > STALE_S:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # an answer whose requester is gone
-        if not name.endswith(".req") or os.path.exists(path[:-4] + ".out"):
-            continue
-        data = _read(path)
-        if data is None or now - float(data.get("at", 0)) > STALE_S:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # junk, or a request older than any push waits
-            continue
-        waiting.append((name[:-4], data))
-    waiting.sort(key=lambda w: (w[0] != own, float(w[1].get("at", 0))))
-    taken: list[tuple[str, list[Update], bool]] = []
+def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | str | None:
+    """This request's answer; "lead" once this process holds the folder's lock with no answer; None to go alone."""
+    deadline = time.monotonic() + wait_s + LOCK_WAIT_S
+    looked = 0.0
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return _read(out) or "lead"
+        except BlockingIOError:
+            pass
+        if os.path.exists(out):  # answered by the leader, who still holds the lock for the others
+            return _read(out) or "lead"
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        if now - looked > 0.2:
+            looked = now
+            if _stopped(_leader(folder)):
+                return None
+        time.sleep(POLL_S)
+
+
+def _alone(req: str, out: str, updates: Sequence[Update], atomic: bool, direct: Direct) -> Results:
+    _done(req, out)
+    return direct(updates, atomic)
+
+
+def _done(req: str, out: str) -> None:
+    """The request first, then its answer: no leader after this one finds it unanswered and pushes it again."""
+    for path in (req, out):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None:
+    """One round: the requests still waited on (this one first, then by age), one per ref, those whose leases the
+    forge matches now pushed as one; every request answered."""
+    waiting = _waiting(folder, own, key)
+    taken: list[tuple[str, list[Update]]] = []
     refs: set[str] = set()
-    for rid, data in waiting:
-        updates = [(str(u[0]), str(u[1]), str(u[2])) for u in data.get("updates", [])]
-        if not updates or refs & {u[0] for u in updates}:
+    for rid, updates in waiting:
+        if refs & {u[0] for u in updates}:
             continue  # one update per ref a push: this request goes in the next round
         refs |= {u[0] for u in updates}
-        taken.append((rid, updates, bool(data.get("atomic"))))
-    answers: dict[str, dict[str, Any]] = {}
-    try:  # a lease the forge no longer matches (a claim race lost, a push a dead leader made) is settled alone
+        taken.append((rid, updates))
+    try:  # a lease the forge no longer matches (a claim race lost, a push a dead leader made): not in the round
         now_at = read(sorted(refs)) if len(taken) > 1 else {}
     except ForgeError:
         now_at = {}
     fits = [t for t in taken if all(now_at.get(ref, ZERO) == expected for ref, _, expected in t[1])]
-    together = [u for _, updates, _ in fits for u in updates]
     crash_point("push-group.before-push")
-    try:
-        landed = direct(together, True) if len(fits) > 1 else None
-    except ForgeError:
-        landed = None
-    alone = taken
-    if landed is not None and all(status == "ok" for status, _ in landed.values()):
-        answers = {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates, _ in fits}
-        alone = [t for t in taken if t not in fits]
-    if alone:  # refused together (a lease moved meanwhile), or not to go together: each on its own, fenced alone
-        for rid, updates, atomic in alone:
-            try:
-                answers[rid] = {"results": direct(updates, atomic)}
-            except ForgeError as exc:
-                answers[rid] = {"error": exc.message, "hint": exc.hint}
+    landed: Results | None = None
+    if len(fits) > 1:
+        try:
+            landed = direct([u for _, updates in fits for u in updates], True)
+        except ForgeError:
+            landed = None
     crash_point("push-group.after-push")
-    for rid, answer in answers.items():
+    together = landed is not None and all(status == "ok" for status, _ in landed.values())
+    for rid, updates in taken:
+        mine = together and any(rid == f for f, _ in fits)
+        answer = {"results": {u[0]: landed[u[0]] for u in updates}} if mine and landed else {"alone": True}
         _write(os.path.join(folder, f"{rid}.out"), answer)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(folder, f"{rid}.req"))
 
 
-def _answer(out: str) -> Results:
-    data = _read(out) or {}
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(out)
-    if "error" in data:
-        raise ForgeError(str(data["error"]), hint=str(data.get("hint") or ""))
-    results = data.get("results")
-    if not isinstance(results, dict):
-        raise ForgeError("a grouped push left no readable outcome", hint="run the command again: it re-reads the forge")
-    return {str(ref): (str(r[0]), str(r[1])) for ref, r in results.items()}
+def _waiting(folder: str, own: str, key: bytes) -> list[tuple[str, list[Update]]]:
+    """The requests whose requester still waits on them (it holds its request's lock), verified, oldest first after
+    this process's own; litter removed."""
+    found: list[tuple[float, str, list[Update]]] = []
+    now = time.time()
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if not name.endswith(".req"):
+            if name != ".lock" and now - _mtime(path) > STALE_S:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # an answer whose requester is gone, a partial file a killed writer left
+            continue
+        rid = name[:-4]
+        if os.path.exists(path[:-4] + ".out") or (rid != own and not _waited_on(path)):
+            if rid != own and now - _mtime(path) > 1.0:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)  # its requester is gone or went alone
+            continue
+        data = _read(path)
+        if data is None:
+            continue
+        body = {k: data.get(k) for k in ("updates", "atomic", "at")}
+        raw = data.get("updates")
+        updates = [tuple(map(str, u)) for u in raw if isinstance(u, list) and len(u) == 3] \
+            if isinstance(raw, list) else []
+        if not updates or len(updates) != len(raw or []) or not hmac.compare_digest(str(data.get("mac", "")),
+                                                                                    _mac(key, body)) \
+                or not all(_valid(u) for u in updates):
+            continue  # not one of this group's requests: ignored, never pushed
+        at = data.get("at")
+        found.append((float(at) if isinstance(at, (int, float)) else now, rid, updates))  # type: ignore[arg-type]
+    found.sort(key=lambda f: (f[1] != own, f[0]))
+    return [(rid, updates) for _, rid, updates in found]
 
 
-def _write(path: str, data: dict[str, Any]) -> None:
+def _valid(u: Sequence[str]) -> bool:
+    ref, new, expected = u
+    return bool(_REF.fullmatch(ref) and _ID.fullmatch(new) and _ID.fullmatch(expected))
+
+
+def _mac(key: bytes, body: dict[str, Any]) -> str:
+    return hmac.new(key, json.dumps(body, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def _waited_on(path: str) -> bool:
+    """Whether a requester holds the lock on its request (it waits still)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _leader(folder: str) -> int:
+    try:
+        with open(os.path.join(folder, ".lock"), encoding="ascii") as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, a debugger): a leader that will not answer soon."""
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            text = stat.read()
+    except OSError:
+        return False
+    fields = text[text.rfind(")") + 1:].split()
+    return bool(fields) and fields[0] in ("T", "t")
+
+
+def _write(path: str, data: dict[str, Any], keep_locked: bool = False) -> int:
+    """Write `data` whole under `path` (readable by this user only); with `keep_locked`, the open file, locked, so
+    a leader can tell its writer still waits; else -1."""
     partial = f"{path}.{os.getpid()}.tmp"
-    with open(partial, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(partial, path)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(data).encode())
+        if keep_locked:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.replace(partial, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    if keep_locked:
+        return fd
+    os.close(fd)
+    return -1
 
 
 def _read(path: str) -> dict[str, Any] | None:

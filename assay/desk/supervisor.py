@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from assay.core import pushgroup
 from assay.core.git import ForgeGit
 from assay.desk.procs import dies_with_parent
 from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
@@ -57,6 +58,7 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
     env = {**os.environ, "ASSAY_FORGE": forge}
     if push_window is not None or not env.get("ASSAY_PUSH_WINDOW_S", "").strip():
         env["ASSAY_PUSH_WINDOW_S"] = f"{push_window or 0:g}"
+    env[pushgroup.KEY_ENV] = pushgroup.new_key()  # this supervisor's desks' requests, and no one else's
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat")
     try:

@@ -5,6 +5,8 @@ strands nobody: the next requester leads, and what the dead one held lands once.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +18,7 @@ import pytest
 
 from assay.core.git import ZERO
 from tests.conftest import REPO, Forge, git
+from tests.helpers import procs
 from tests.helpers.gitlog import calls, logging_git
 
 # One process's push: a commit on `refs/assay/journal/<name>` and one on `refs/assay/claims/<name>`, atomic, each
@@ -75,7 +78,7 @@ def tip(forge: Forge, ref: str) -> str:
 
 def group_env(tmp_path: Path, window: str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "ASSAY_PUSH_WINDOW_S": window,
-           "ASSAY_CACHE_DIR": str(tmp_path / "cache"), **extra}
+           "ASSAY_PUSH_GROUP_TOKEN": "k" * 64, "ASSAY_CACHE_DIR": str(tmp_path / "cache"), **extra}
     env.pop("ASSAY_CRASH_AT", None)
     return env | extra
 
@@ -112,15 +115,63 @@ def test_processes_pushing_at_once_make_one_push_and_a_stale_lease_is_fenced_alo
 def test_a_round_leader_killed_strands_no_request(forge: Forge, tmp_path: Path, case: str) -> None:
     [point], = CASES[case]
     go = tmp_path / "go"
-    leader = start(forge, "dead", go, group_env(tmp_path, "1.0", ASSAY_CRASH_AT=point))
-    go.touch()  # it leads a round, its window open: the other's request joins it
+    leader = start(forge, "dead", go, group_env(tmp_path, "3.0", ASSAY_CRASH_AT=point))
+    go.touch()  # it leads a round, its window open 3 s: the other's request joins it
     await_request(tmp_path / "cache")
     follower = start(forge, "live", go, group_env(tmp_path, "0"))
     leader.wait(timeout=60)
     assert leader.returncode == -signal.SIGKILL
-    result = said(follower)  # it took the lock the kernel freed, found no answer, led a round of its own
+    result = said(follower)  # it took the lock the kernel freed, found no answer, and went alone
     assert [s for s, _ in result.values()] == ["ok", "ok"]
     assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
-    for ref in ("refs/assay/journal/dead", "refs/assay/claims/dead"):  # what the dead one meant: landed, once
-        assert tip(forge, ref) != ZERO
-        assert git("--git-dir", str(forge.path), "rev-list", "--count", ref).strip() == "1"
+    landed = case == "push-group.after-push"  # the round's push made, or not: whole either way
+    for ref in ("refs/assay/journal/dead", "refs/assay/claims/dead"):  # a dead requester's request: no one's
+        assert (tip(forge, ref) != ZERO) == landed
+        if landed:
+            assert git("--git-dir", str(forge.path), "rev-list", "--count", ref).strip() == "1"
+    assert not [p for p in (tmp_path / "cache").rglob("pushes/*.req")]  # the dead one's request: cleared
+
+
+def test_a_request_not_signed_with_the_groups_key_is_never_pushed(forge: Forge, tmp_path: Path) -> None:
+    """A request an agent (or another supervisor's desks) writes into the shared cache, waited on and naming main,
+    is not signed with this group's key: the round ignores it, answers it nothing, and main stays as it was."""
+    main = tip(forge, "refs/heads/main")
+    env = group_env(tmp_path, "0.5")
+    first = start(forge, "own", tmp_path / "go", env)  # makes the cache and its push folder, then waits
+    [folder] = {p.parent for p in (tmp_path / "cache").rglob("objects")}
+    pushes = folder / "pushes"
+    pushes.mkdir(exist_ok=True)
+    forged = pushes / "1-forged.req"
+    tree = git("--git-dir", str(folder), "hash-object", "-t", "tree", "-w", "--stdin", input="").strip()
+    other = git("--git-dir", str(folder), "-c", "user.name=a", "-c", "user.email=a@x", "commit-tree", tree, "-m",
+                "not main").strip()  # in the shared cache: a round that took the request could push it
+    forged.write_text(json.dumps({"updates": [["refs/heads/main", other, main]], "atomic": True,
+                                  "at": time.time(), "mac": "0" * 64}))
+    with forged.open() as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # its writer waits on it, as a requester does
+        (tmp_path / "go").touch()
+        assert [s for s, _ in said(first).values()] == ["ok", "ok"]
+        assert tip(forge, "refs/heads/main") == main
+        assert not (pushes / "1-forged.out").exists()
+
+
+def test_a_paused_round_leader_stalls_no_push(forge: Forge, tmp_path: Path) -> None:
+    """A leader SIGSTOPped holding the folder's lock (its window open): the next push sees it stopped and goes
+    alone at once, and the paused one, resumed, still lands its own request (whole, once)."""
+    go = tmp_path / "go"
+    paused = start(forge, "paused", go, group_env(tmp_path, "4"))
+    go.touch()
+    await_request(tmp_path / "cache")
+    os.kill(paused.pid, signal.SIGSTOP)
+    procs.await_state(paused.pid, "T", deadline_s=10)
+    try:
+        other = start(forge, "other", go, group_env(tmp_path, "0"))
+        begun = time.monotonic()
+        result = said(other)
+        assert time.monotonic() - begun < 8  # not LOCK_WAIT_S (10 s) for a leader that never answers: alone
+        assert [s for s, _ in result.values()] == ["ok", "ok"]
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    assert [s for s, _ in said(paused).values()] == ["ok", "ok"]  # its window over, it pushed its own
+    for name in ("paused", "other"):
+        assert git("--git-dir", str(forge.path), "rev-list", "--count", f"refs/assay/claims/{name}").strip() == "1"
