@@ -9,7 +9,9 @@
    presets' (`desks/claude.yaml`), an idle desk's longest wait `loop.IDLE_MAX_S` (one ref advertisement a pass).
    From these, per desk and minute, for briefs of BRIEF_MIN minutes: pushes and ref advertisements of a busy
    desk, and of an idle one.
-2. **The fleet, simulated.** For each fleet size N: a forge (a bare repository on disk, or the same behind
+2. **The fleet, simulated.** (With `--per-host K --push-window W`, K desks a host push through its push group:
+   their pushes in rounds, a round one atomic push W seconds after it opens; latency counted from then.)
+   For each fleet size N: a forge (a bare repository on disk, or the same behind
    `git http-backend` on loopback) holding the refs of N briefs in flight (claim, journal, work branch, review:
    4 N refs, packed as the sweep leaves them). N desks, each at a random point of its brief's cycle, push what a
    desk pushes when it does: the claim, the desk's own steps in a burst, the agent's steps and a heartbeat every
@@ -153,12 +155,12 @@ def calibrate(tmp: Path) -> Profile:
 @dataclass
 class Push:
     due: float  # seconds into the window
-    refs: tuple[str, ...]  # "claim", or "journal" and "claim"
+    refs: tuple[tuple[int, str], ...]  # (desk, "claim"), or its "journal" and "claim"; a host's round: several desks'
 
 
 @dataclass
 class DeskPlan:
-    index: int
+    index: int  # a desk's, or a host's (`by_host`)
     pushes: list[Push] = field(default_factory=list)
 
 
@@ -180,11 +182,33 @@ def plan(profile: Profile, n: int, window: float, rng: random.Random) -> list[De
         phase = rng.uniform(0, profile.brief_s)  # the window opens `phase` seconds into this desk's cycle
         desk = DeskPlan(d)
         for offset in (0.0, profile.brief_s):
-            desk.pushes += [Push(at + offset - phase, refs) for at, refs in cycle
+            desk.pushes += [Push(at + offset - phase, tuple((d, kind) for kind in refs)) for at, refs in cycle
                             if 0 <= at + offset - phase < window]
         if desk.pushes:
             plans.append(desk)
     return plans
+
+
+def by_host(plans: list[DeskPlan], per_host: int, push_window: float) -> list[DeskPlan]:
+    """The desks' pushes as their hosts' push groups make them (`core/pushgroup.py`): `per_host` desks a host; a
+    round opens at a desk's push and goes `push_window` seconds later with the next push of each desk of the host
+    due by then (a desk's pushes one after another, each in a round after its last)."""
+    hosts = []
+    for h in range(0, len(plans), per_host):
+        pending = {p.index: list(p.pushes) for p in plans[h:h + per_host]}
+        free = dict.fromkeys(pending, -math.inf)  # when each desk's last round went
+        host = DeskPlan(h // per_host)
+        while any(pending.values()):
+            opened = min(max(q[0].due, free[d]) for d, q in pending.items() if q)
+            goes = opened + push_window
+            refs: tuple[tuple[int, str], ...] = ()
+            for d, q in pending.items():
+                if q and max(q[0].due, free[d]) <= goes:
+                    refs += q.pop(0).refs
+                    free[d] = goes
+            host.pushes.append(Push(goes, refs))
+        hosts.append(host)
+    return hosts
 
 
 def _commit(mark: int, ref: str, parent: int | None, body: bytes) -> bytes:
@@ -201,11 +225,11 @@ def build(tmp: Path, n: int, plans: list[DeskPlan]) -> tuple[Path, Path, dict[tu
     git("init", "-q", "--bare", "--initial-branch=main", str(forge))
     git("config", "http.receivepack", "true", cwd=forge)
     git("init", "-q", "--bare", str(local))
-    needed = {(p.index, kind): 0 for p in plans for kind in ("claim", "journal")}
+    needed = {(d, kind): 0 for d in range(n) for kind in ("claim", "journal")}
     for p in plans:
         for push in p.pushes:
-            for kind in push.refs:
-                needed[(p.index, kind)] += 1
+            for d, kind in push.refs:
+                needed[(d, kind)] += 1
     marks: dict[tuple[int, str, int], int] = {}  # (desk, kind, k) -> fast-import's mark (a number)
 
     def mark(d: int, kind: str, k: int) -> int:
@@ -290,9 +314,11 @@ def _children_cpu() -> float:
 
 
 def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: int, window: float,
-              seed: int) -> Result:
+              seed: int, per_host: int = 1, push_window: float = 0.0) -> Result:
     rng = random.Random(seed)
     plans = plan(profile, n, window, rng)
+    if per_host > 1:
+        plans = by_host(plans, per_host, push_window)
     forge, local, shas = build(root, n, plans)
     url = url_for(forge)
     ads_per_s = n * profile.busy_ads_per_min() / 60
@@ -315,37 +341,37 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
     who = Signature("fleet", "fleet@example.invalid")
 
     def desk(p: DeskPlan) -> None:
-        done = {"claim": 0, "journal": 0}
-        port = own.spare() if own is not None else None  # a desk's own: a port serves one thread
+        done = {(d, kind): 0 for d, kind in {r for push in p.pushes for r in push.refs}}
+        port = own.spare() if own is not None else None  # a desk's (or host's) own: a port serves one thread
         for push in p.pushes:
             delay = started_at[0] + push.due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)  # the simulated desk's own clock: when it means to push
             if port is not None:  # as Assay pushes to a forge on disk: the commits it writes, its own transaction
                 updates = []
-                for kind in push.refs:
-                    old = tips[(p.index, kind)]
-                    blob = port.write_blob(b"%d %s %d\n" % (p.index, kind.encode(), done[kind] + 1))
+                for d, kind in push.refs:
+                    old = tips[(d, kind)]
+                    blob = port.write_blob(b"%d %s %d\n" % (d, kind.encode(), done[(d, kind)] + 1))
                     new = port.write_commit(port.write_tree([TreeEntry("claim.json" if kind == "claim" else
                                                                        "entries.jsonl", blob)]), [old], "fleet", who)
-                    updates.append(RefUpdate(f"{prefix[kind]}/b{p.index}", new, old))
+                    updates.append(RefUpdate(f"{prefix[kind]}/b{d}", new, old))
                 ok = all(r.ok for r in port.push(updates, atomic=True).values())
                 if ok:
-                    for u, kind in zip(updates, push.refs, strict=True):
-                        tips[(p.index, kind)] = u.new
+                    for u, key in zip(updates, push.refs, strict=True):
+                        tips[key] = u.new
             else:  # over HTTP Assay pushes with git push, as here
                 args = ["git", "push", "-q", "--atomic", "--porcelain", url]
-                for kind in push.refs:
-                    ref = f"{prefix[kind]}/b{p.index}"
-                    old, new = shas[(p.index, kind)][done[kind]], shas[(p.index, kind)][done[kind] + 1]
+                for d, kind in push.refs:
+                    ref = f"{prefix[kind]}/b{d}"
+                    old, new = shas[(d, kind)][done[(d, kind)]], shas[(d, kind)][done[(d, kind)] + 1]
                     args += [f"--force-with-lease={ref}:{old}", f"{new}:{ref}"]
                 ok = subprocess.run(args, cwd=local, capture_output=True).returncode == 0
             finished = time.monotonic()
             with lock:
                 if ok:
                     latencies.append(finished - started_at[0] - push.due)
-                    for kind in push.refs:
-                        done[kind] += 1
+                    for key in push.refs:
+                        done[key] += 1
                 else:
                     failed[0] += 1
         if port is not None:
@@ -378,7 +404,7 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
     cpu = _children_cpu() + (time.process_time() if own is not None else 0.0) - cpu
     if own is not None:
         own.close()
-    return Result(n, window, n * profile.busy_pushes_per_min() / 60, ads_per_s, latencies, failed[0], cpu)
+    return Result(n, window, sum(len(p.pushes) for p in plans) / window, ads_per_s, latencies, failed[0], cpu)
 
 
 def floor_push(tmp: Path) -> float:
@@ -406,6 +432,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--heartbeat-s", type=int, default=0, help="instead of the presets' heartbeat")
     parser.add_argument("--all", action="store_true", help="then the other fleet benchmarks, in this run")
+    parser.add_argument("--per-host", type=int, default=1, help="desks a host, whose pushes go together")
+    parser.add_argument("--push-window", type=float, default=0.0, help="the hosts' push window (seconds)")
     parser.add_argument("--idle-ads-per-min", type=float, default=0.0,
                         help="instead of one ref advertisement per longest idle wait")
     args = parser.parse_args()
@@ -441,7 +469,8 @@ def main() -> None:
                 demanded = n * profile.busy_pushes_per_min() / 60
                 window = args.window or min(40.0, max(8.0, 60 / demanded))
                 (tmp / transport).mkdir(exist_ok=True)
-                result = run_fleet(tmp / transport, url_of[transport], profile, n, window, args.seed + n)
+                result = run_fleet(tmp / transport, url_of[transport], profile, n, window, args.seed + n,
+                                   args.per_host, args.push_window)
                 accepted = len(result.latencies) / result.window
                 cpu_per_push = result.cpu_s / max(1, len(result.latencies) + result.failed)
                 points.append((4 * n, cpu_per_push))
