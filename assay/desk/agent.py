@@ -253,7 +253,10 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
     With `agent.session` (where the adapter keeps its transcript), the conversation is checkpointed as each prompt
     returns and at each turn boundary the transcript reaches, and the round's newest checkpoint is written back
     and loaded (`session/load`) by the next run, on any machine; a load the adapter refuses is journaled and the
-    run opens a new session."""
+    run opens a new session.
+
+    Long: the adapter's life in the order it happens (started, watched, prompted turn after turn, torn down
+    in an order that matters: its namespace killed before its commands are stopped), read as one story."""
     from assay.core.lives import life_of
     from assay.desk import acp
 
