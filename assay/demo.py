@@ -100,7 +100,6 @@ def run_demo(directory: Path, crash_at: str | None, echo: Echo) -> int:
 def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claims: Claims, reviews: Reviews,
           echo: Echo) -> int:
     """Three desks as real processes, the demo as their reviewer, until every brief is done (or a crash)."""
-    from assay import views
     from assay.core.custody import steer
 
     if not (directory / "steered").exists():  # once per demo: steering typed before any desk runs
@@ -113,31 +112,8 @@ def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claim
     procs = {name: subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", name, "--forge", str(forge),
                                      "--state-dir", str(directory / "state"), "--poll", "0.2"],
                                     env=env, start_new_session=True) for name in DESKS}
-    crashed = None
     try:
-        while True:
-            for name, proc in procs.items():
-                if proc.poll() is not None:
-                    crashed = crashed or (name if proc.returncode == -signal.SIGKILL else None)
-                    if proc.returncode not in (0, -signal.SIGKILL):
-                        raise AssayError(f"desk {name} exited with {proc.returncode}")
-            if crashed:
-                break
-            _merge_ready(reviews, echo)
-            good, _ = claims.list_all()
-            if len([c for c in good if c.record.state == "done"]) == len(BRIEFS):
-                break
-            blocked = [c.record for c in good if c.record.state == "blocked"]
-            if blocked:  # a person's turn: say so now, rather than wait out the demo's time
-                run, on = invoked_as(), f"--forge {shlex.quote(str(forge))}"
-                raise NeedsPerson(f"brief {blocked[0].brief!r} is blocked: {blocked[0].reason}",
-                                  hint=f"`{run} journal {blocked[0].brief} {on}` shows why; "
-                                       f"`{run} release {blocked[0].brief} --force --reason ... {on}` then "
-                                       f"`{run} demo --dir {shlex.quote(str(directory))}` works it again")
-            if time.monotonic() - started > TIMEOUT_S:
-                raise AssayError(f"the demo did not finish in {TIMEOUT_S}s",
-                                 hint=f"see `{invoked_as()} claims --forge {shlex.quote(str(forge))}`")
-            time.sleep(0.2)  # the demo's reviewer polls the forge like a person refreshing a page
+        crashed = _review_until_done(procs, directory, forge, claims, reviews, echo, started)
     finally:
         for proc in procs.values():
             if proc.poll() is None:
@@ -148,6 +124,44 @@ def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claim
         echo(f"crash injected at {crash_at} (desk {crashed} and its agent were SIGKILLed)")
         echo(f"run `{invoked_as()} demo --dir {shlex.quote(str(directory))}` again to recover from the forge")
         return 0
+    _report_done(directory, forge, claims, echo, started)
+    return 0
+
+
+def _review_until_done(procs: dict[str, subprocess.Popen[bytes]], directory: Path, forge: Path, claims: Claims,
+                       reviews: Reviews, echo: Echo, started: float) -> str | None:
+    """Merge the desks' reviews as they are ready until every brief is done (None) or a desk was SIGKILLed by an
+    injected crash (its name); a desk that fails, a blocked brief and the demo's time limit are errors."""
+    crashed = None
+    while True:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                crashed = crashed or (name if proc.returncode == -signal.SIGKILL else None)
+                if proc.returncode not in (0, -signal.SIGKILL):
+                    raise AssayError(f"desk {name} exited with {proc.returncode}")
+        if crashed:
+            return crashed
+        _merge_ready(reviews, echo)
+        good, _ = claims.list_all()
+        if len([c for c in good if c.record.state == "done"]) == len(BRIEFS):
+            return None
+        blocked = [c.record for c in good if c.record.state == "blocked"]
+        if blocked:  # a person's turn: say so now, rather than wait out the demo's time
+            run, on = invoked_as(), f"--forge {shlex.quote(str(forge))}"
+            raise NeedsPerson(f"brief {blocked[0].brief!r} is blocked: {blocked[0].reason}",
+                              hint=f"`{run} journal {blocked[0].brief} {on}` shows why; "
+                                   f"`{run} release {blocked[0].brief} --force --reason ... {on}` then "
+                                   f"`{run} demo --dir {shlex.quote(str(directory))}` works it again")
+        if time.monotonic() - started > TIMEOUT_S:
+            raise AssayError(f"the demo did not finish in {TIMEOUT_S}s",
+                             hint=f"see `{invoked_as()} claims --forge {shlex.quote(str(forge))}`")
+        time.sleep(0.2)  # the demo's reviewer polls the forge like a person refreshing a page
+
+
+def _report_done(directory: Path, forge: Path, claims: Claims, echo: Echo, started: float) -> None:
+    """The board of claims, the time taken and the deploys run, and the commands to look closer with."""
+    from assay import views
+
     good, bad = claims.list_all()
     now = time.time()
     views.render_claims([views.claim_view(c, now) for c in good], [views.invalid_view(b) for b in bad])
@@ -157,7 +171,6 @@ def _play(directory: Path, forge: Path, cache: Path, crash_at: str | None, claim
     echo("look closer:")
     for line in closing_lines(invoked_as(), forge):
         echo(f"  {line}")
-    return 0
 
 
 def closing_lines(run: str, forge: Path) -> list[str]:

@@ -56,6 +56,28 @@ REST = frozenset({"step run"})  # its one argument is the command: every word fr
 
 def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     """(command, its parameters) for a plain call of one of `SPECS`; None for anything else."""
+    found = _command(argv)
+    if found is None:
+        return None
+    name, rest = found
+    positional, options = SPECS[name]
+    read = _arguments(rest, options, positional[0] if name in REST else None)
+    if read is None:
+        return None
+    values, words = read
+    if name in REST:
+        values.setdefault(positional[0], ())
+    elif len(words) != len(positional):
+        return None
+    else:
+        values.update(zip(positional, words, strict=True))
+    if not _from_environment(values, options):
+        return None
+    return name, values
+
+
+def _command(argv: list[str]) -> tuple[str, list[str]] | None:
+    """The command of `SPECS` `argv` names and the words after its name; None for any other."""
     if not argv:
         return None
     name, rest = argv[0], argv[1:]
@@ -67,14 +89,20 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
         return None
     if name not in SPECS:
         return None
-    positional, options = SPECS[name]
+    return name, rest
+
+
+def _arguments(rest: list[str], options: dict[str, Option],
+               rest_param: str | None) -> tuple[dict[str, Any], list[str]] | None:
+    """The options' values and the positional words in `rest`; from the first word on, all of it is `rest_param`'s
+    when the command has one (`REST`). None for a form the full command line must parse."""
     values: dict[str, Any] = {}
     words: list[str] = []
     i = 0
     while i < len(rest):
         arg = rest[i]
-        if name in REST and (arg == "--" or not arg.startswith("-")):
-            values[positional[0]] = tuple(rest[i + (arg == "--"):])
+        if rest_param is not None and (arg == "--" or not arg.startswith("-")):
+            values[rest_param] = tuple(rest[i + (arg == "--"):])
             break
         if arg == "--" or arg == "-" or (arg.startswith("-") and arg[1:2] != "-"):
             return None  # `--`, short options, `-h`: the full command line
@@ -100,12 +128,12 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
                     return None
                 values[dest] = value
         i += 1
-    if name in REST:
-        values.setdefault(positional[0], ())
-    elif len(words) != len(positional):
-        return None
-    else:
-        values.update(zip(positional, words, strict=True))
+    return values, words
+
+
+def _from_environment(values: dict[str, Any], options: dict[str, Option]) -> bool:
+    """Each option not given takes its variable's value, else its default; False if a variable's value does not
+    convert or a required option has neither."""
     for dest, env, kind, default, required in options.values():
         if dest in values:
             continue
@@ -113,13 +141,13 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
         if found:
             value = _convert(found, kind)
             if value is None:
-                return None
+                return False
             values[dest] = value
         elif required:
-            return None
+            return False
         else:
             values[dest] = default
-    return name, values
+    return True
 
 
 def _convert(text: str, kind: object) -> object:

@@ -144,3 +144,36 @@ def test_the_work_branch_is_spelled_once() -> None:
             if any(t.endswith(("assay/", "refs/heads/assay")) or "heads/assay/" in t for t in texts):
                 spelled.append(f"assay.{module}:{getattr(node, 'lineno', 0)}")
     assert [s.partition(":")[0] for s in spelled] == ["assay.core.records"], spelled  # WORK_BRANCH_PREFIX = …
+
+
+# -- small things: CONVENTIONS.md's "functions rarely over 40"; over 60 only with the reason said ------------------
+
+MAX_LINES = 60  # from `def` to its last line, docstring included
+
+
+def _too_long(source: str, module: str) -> list[str]:
+    """`module.function (n lines)` for each function or method of `source` over `MAX_LINES` lines whose docstring
+    has no line with "Long: " (why its length is its clarity)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            said = any("Long: " in line for line in (ast.get_docstring(node) or "").splitlines())
+            if length > MAX_LINES and not said:
+                found.append((node.lineno, f"assay.{module}.{node.name} ({length} lines)"))
+    return [name for _, name in sorted(found)]  # in the order of the file
+
+
+def test_no_function_is_over_60_lines_without_a_reason_in_its_docstring() -> None:
+    found = [f for module, path in layers.modules().items() for f in _too_long(path.read_text("utf-8"), module)]
+    assert found == [], f"split these, or say why their length is their clarity in a docstring line 'Long: …': {found}"
+
+
+def test_a_long_function_is_named_unless_its_docstring_says_why() -> None:
+    body = [f"x{i} = {i}" for i in range(58)]
+    method, function = ("".join(f"{pad}{line}\n" for line in body) for pad in (" " * 8, " " * 4))
+    source = (f'class C:\n    def told(self):\n        """Why.\n\n        Long: a table."""\n{method}{method}'
+              f'    def untold(self):\n        """Short, it says."""\n{method}        return 0\n'
+              f"def fits():\n{function}    return 0\n"
+              f"async def over():\n{function}    x = 1\n    return x\n")
+    assert _too_long(source, "m") == ["assay.m.untold (61 lines)", "assay.m.over (61 lines)"]

@@ -138,34 +138,66 @@ def parse_brief(text: str, path: str, brief_id: str) -> Brief:
 
 def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list[Problem]]:
     """Every problem of one brief file, each with its line; the brief if there were none."""
-    import yaml
-
+    unusable = _unusable_text(text, path)
+    if unusable is not None:
+        return None, [unusable]
     checker = Checker(path, 1)
+    checker.problems += _id_problems(path, brief_id)
+    lines = text.splitlines()
+    front = _front_matter(checker, lines)
+    if front is None:
+        return None, checker.problems
+    root, end = front
+    body = "\n".join(lines[end + 1:]).strip("\n")
+    try:
+        brief = _read_front_matter(checker, root, brief_id, body)
+    except _Unreadable as exc:
+        checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
+        return None, sorted(checker.problems, key=lambda p: p.line or 0)
+    if checker.problems:
+        return None, sorted(checker.problems, key=lambda p: p.line or 0)
+    return brief, []
+
+
+def _unusable_text(text: str, path: str) -> Problem | None:
+    """The one problem that stops the file from being read at all: its size, or a NUL character."""
     size = len(text.encode("utf-8"))
     if size > MAX_BRIEF_BYTES:  # it becomes the prompt, a review's title and a board page: keep them bounded
-        return None, [Problem(path, None, f"the brief is {size:,} bytes; at most {MAX_BRIEF_BYTES:,}",
-                              "move long material into the repository and point to it from the brief")]
+        return Problem(path, None, f"the brief is {size:,} bytes; at most {MAX_BRIEF_BYTES:,}",
+                       "move long material into the repository and point to it from the brief")
+    if "\0" in text:  # its text becomes the agent's arguments and environment, which cannot carry one
+        at = text[:text.index("\0")].count("\n") + 1
+        return Problem(path, at, "the brief holds a NUL character", "remove it: a brief is plain text")
+    return None
+
+
+def _id_problems(path: str, brief_id: str) -> list[Problem]:
+    """The file name's problems as a brief's id: not a safe id, or the one kept for `assay land`."""
+    problems = []
     try:
         validate_brief_id(brief_id)
     except BriefIdInvalid as exc:
-        checker.problems.append(Problem(path, None, f"the file name gives {exc.message}",
-                                        "rename the file to <id>.md with a valid id"))
+        problems.append(Problem(path, None, f"the file name gives {exc.message}",
+                                "rename the file to <id>.md with a valid id"))
     if brief_id == LANDING_CLAIM:
-        checker.problems.append(Problem(path, None, f"the id {brief_id!r} is kept for `assay land`'s claim",
-                                        "rename the file"))
-    if "\0" in text:  # its text becomes the agent's arguments and environment, which cannot carry one
-        at = text[:text.index("\0")].count("\n") + 1
-        return None, [Problem(path, at, "the brief holds a NUL character", "remove it: a brief is plain text")]
-    lines = text.splitlines()
+        problems.append(Problem(path, None, f"the id {brief_id!r} is kept for `assay land`'s claim", "rename the file"))
+    return problems
+
+
+def _front_matter(checker: Checker, lines: list[str]) -> tuple[Any, int] | None:
+    """The front matter's YAML mapping node and the index of its closing `---` line; None (a problem) without."""
+    import yaml
+
+    path = checker.path
     if not lines or lines[0].strip() != "---":
         checker.problems.append(Problem(path, 1, "a brief must start with a '---' line opening its YAML front matter",
                                         "see `assay brief new` for a skeleton"))
-        return None, checker.problems
+        return None
     try:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
         checker.problems.append(Problem(path, 1, "the front matter is never closed by a '---' line"))
-        return None, checker.problems
+        return None
     try:
         root = compose_yaml("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:
@@ -173,37 +205,36 @@ def check_brief(text: str, path: str, brief_id: str) -> tuple[Brief | None, list
         problem = getattr(exc, "problem", None) or "invalid YAML"
         line = mark.line + 2 if mark else None
         checker.problems.append(Problem(path, line, f"front matter is not valid YAML: {problem}"))
-        return None, checker.problems
+        return None
     if not isinstance(root, yaml.MappingNode):
         checker.problems.append(Problem(path, 2, "the front matter must be a mapping of keys such as `title:`"))
-        return None, checker.problems
+        return None
+    return root, end
+
+
+def _read_front_matter(checker: Checker, root: Any, brief_id: str, body: str) -> Brief:
+    """The brief of the front matter `root` and `body`, each field checked (a problem for each that is not so);
+    raises _Unreadable at a value that does not construct."""
     fields = _mapping(checker, root, KEYS, "brief")
-    try:
-        title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
-        if title is not None and len(title) > MAX_TITLE:
-            checker.add(fields["title"], f"`title` is {len(title):,} characters; at most {MAX_TITLE}",
-                        "say the rest in the brief's body")
-            title = None
-        desk = _ident(checker, fields.get("desk"), "desk")
-        priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
-        depends = _ident_list(checker, fields.get("depends_on"), "depends_on")
-        if brief_id in depends:
-            checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
-        labels = _label_list(checker, fields.get("labels"))
-        env = _env_map(checker, fields.get("env"))
-        touches = _touches(checker, fields.get("touches"))
-        verify = _verify_rows(checker, fields.get("verify"))
-        done_when = _verify_rows(checker, fields.get("done_when"), "done_when")
-        tools = _tool_rules(checker, fields.get("tools"))
-    except _Unreadable as exc:
-        checker.add(exc.node, str(exc), "remove the YAML tag or quote the value")
-        return None, sorted(checker.problems, key=lambda p: p.line or 0)
-    body = "\n".join(lines[end + 1:]).strip("\n")
-    if checker.problems:
-        return None, sorted(checker.problems, key=lambda p: p.line or 0)
-    return Brief(id=brief_id, title=title or "", body=body, path=path, desk=desk, priority=priority,
+    title = _string(checker, fields.get("title"), "title", required=True, node_for_missing=root)
+    if title is not None and len(title) > MAX_TITLE:
+        checker.add(fields["title"], f"`title` is {len(title):,} characters; at most {MAX_TITLE}",
+                    "say the rest in the brief's body")
+        title = None
+    desk = _ident(checker, fields.get("desk"), "desk")
+    priority = _int(checker, fields.get("priority"), "priority", 0, 9, DEFAULT_PRIORITY)
+    depends = _ident_list(checker, fields.get("depends_on"), "depends_on")
+    if brief_id in depends:
+        checker.add(fields["depends_on"], f"brief {brief_id!r} depends on itself")
+    labels = _label_list(checker, fields.get("labels"))
+    env = _env_map(checker, fields.get("env"))
+    touches = _touches(checker, fields.get("touches"))
+    verify = _verify_rows(checker, fields.get("verify"))
+    done_when = _verify_rows(checker, fields.get("done_when"), "done_when")
+    tools = _tool_rules(checker, fields.get("tools"))
+    return Brief(id=brief_id, title=title or "", body=body, path=checker.path, desk=desk, priority=priority,
                  depends_on=tuple(depends), labels=tuple(labels), verify=tuple(verify), env=env,
-                 touches=tuple(touches), done_when=tuple(done_when), tools=tools), []
+                 touches=tuple(touches), done_when=tuple(done_when), tools=tools)
 
 
 def _mapping(checker: Checker, node: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:

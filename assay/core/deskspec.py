@@ -95,105 +95,34 @@ def parse_desk(text: str, path: str) -> DeskSpec:
 
 
 def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
-    import yaml
-
+    """The desk `text` (the file at `path`) defines, or None with every problem it has, each with its line."""
     check = Checker(path)
-    problems, bad = check.problems, check.add
     pairs = check.mapping(text, "a desk definition", KEYS, "desk")
     if pairs is None:
-        return None, problems
-    root = check.root
-    nodes = {key.value: value for key, value in pairs}
-    data: dict[str, Any] = {}
-    for key, node in nodes.items():
-        try:
-            data[key] = construct_value(node)
-        except (yaml.YAMLError, ValueError, TypeError) as exc:
-            bad(node, f"cannot read `{key}`: {getattr(exc, 'problem', None) or exc}", "remove the YAML tag")
-    if problems:
-        return None, problems
-
-    def need(key: str, kind: type, check: Any = None, message: str = "") -> Any:
-        if key not in data:
-            return None
-        value = data[key]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (check and not check(value)):
-            bad(nodes[key], message or f"`{key}` must be a {kind.__name__}")
-            return None
-        return value
-
-    name = need("name", str, lambda v: v.strip(), "`name` must be a non-empty string")
-    if "name" not in data:
-        bad(root, "`name:` is required")
-    agent = need("agent", dict, lambda v: isinstance(v.get("command"), list) and v["command"]
-                 and all(isinstance(a, str) and "\0" not in a for a in v["command"]),
-                 "`agent:` must be a mapping with `command:`, a non-empty list of strings (no NUL character)")
-    if "agent" not in data:
-        bad(root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
-    agent_timeout, idle, install, session, route = DEFAULT_AGENT_TIMEOUT_S, DEFAULT_IDLE_S, "", None, "env"
-    protocol, mode = "cli", ""
-    tools: tuple[tuple[str, str, str], ...] = ()
-    if agent:
-        for key in agent:
-            if key not in AGENT_KEYS:
-                bad(nodes["agent"], f"unknown agent key {key!r}", f"allowed: {', '.join(AGENT_KEYS)}")
-        times = []
-        for key, default in (("timeout_s", DEFAULT_AGENT_TIMEOUT_S), ("idle_s", DEFAULT_IDLE_S)):
-            raw = agent.get(key, default)
-            if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
-                bad(nodes["agent"], f"`agent.{key}` must be a whole number above 0 (seconds)")
-                raw = default
-            times.append(raw)
-        agent_timeout, idle = times
-        install = agent.get("install", "")
-        if not isinstance(install, str):
-            bad(nodes["agent"], "`agent.install` must be a string: how to install the agent command")
-            install = ""
-        protocol = agent.get("protocol", "cli")
-        if protocol not in PROTOCOLS:
-            bad(nodes["agent"], f"`agent.protocol` must be one of {', '.join(PROTOCOLS)}", "acp, for an ACP adapter")
-            protocol = "cli"
-        session = _session(agent.get("session"), lambda why, fix="": bad(nodes["agent"], why, fix), protocol == "acp")
-        if session is not None:
-            at = next((k.start_mark.line + 1 for k, _ in nodes["agent"].value if k.value == "session"), 0)
-            session = SessionSpec(session.new, session.resume, session.file, at)
-        mode = agent.get("mode", "")
-        if not isinstance(mode, str) or (mode and protocol != "acp"):
-            bad(nodes["agent"], "`agent.mode` is an ACP session mode (a string), for `protocol: acp` only")
-            mode = ""
-        tools = _tools(agent.get("tools"), lambda why, fix="": bad(nodes["agent"], why, fix))
-        if tools and protocol != "acp":
-            bad(nodes["agent"], "`agent.tools` says how ACP tool calls are journaled: for `protocol: acp` only")
-        route = "env" if protocol == "acp" else _prompt_route(agent, session is not None,
-                                                              lambda why, fix="": bad(nodes["agent"], why, fix))
-    takes = need("takes", dict) or {}
-    labels = takes.get("labels", [])
-    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-        bad(nodes.get("takes"), "`takes.labels` must be a list of labels")
-        labels = []
-    ints = {k: need(k, int, lambda v: v > 0, f"`{k}` must be a whole number above 0")
+        return None, check.problems
+    fields = _read_fields(check, pairs)
+    if check.problems:
+        return None, check.problems
+    name = fields.need("name", str, lambda v: v.strip(), "`name` must be a non-empty string")
+    if "name" not in fields.data:
+        check.add(check.root, "`name:` is required")
+    agent = fields.need("agent", dict, lambda v: isinstance(v.get("command"), list) and v["command"]
+                        and all(isinstance(a, str) and "\0" not in a for a in v["command"]),
+                        "`agent:` must be a mapping with `command:`, a non-empty list of strings (no NUL character)")
+    if "agent" not in fields.data:
+        check.add(check.root, "`agent:` is required", "e.g. agent: {command: [\"claude\", \"-p\", \"{prompt}\"]}")
+    agent_fields = _agent_fields(agent, fields.nodes["agent"], check) if agent else {}
+    labels = _labels(fields)
+    ints = {k: fields.need(k, int, lambda v: v > 0, f"`{k}` must be a whole number above 0")
             for k in ("lease_s", "heartbeat_s", "attempts", "verify_timeout_s")}
-    singleton = need("singleton", bool, message="`singleton` must be true or false")
-    env_allow = need("env_allow", list, lambda v: all(isinstance(x, str) and PATTERN.fullmatch(x) for x in v),
-                     "`env_allow` must be a list of variable names or patterns (e.g. PATH, ANTHROPIC_*)")
-    env = need("env", dict, lambda v: all(isinstance(k, str) and NAME.fullmatch(k) and isinstance(x, str | int)
-                                          and not isinstance(x, bool) and "\0" not in str(x) for k, x in v.items()),
-               "`env` must map variable names to values (strings, no NUL character)") or {}
-    for key in env:
-        if SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
-            bad(nodes["env"], f"`env` may not set {key}: forge credentials and Assay's own variables are not "
-                "the desk's to give", "give an effect's own settings other names")
-    hooks = need("hooks", dict, lambda v: all(k in HOOK_KEYS and isinstance(x, str) and x.strip()
-                                              for k, x in v.items()),
-                 f"`hooks` must map {' and '.join(HOOK_KEYS)} to shell commands") or {}
-    lease = ints["lease_s"] or LEASE_S
-    heartbeat = ints["heartbeat_s"] or default_heartbeat(lease)
-    if heartbeat * 2 > lease:
-        bad(nodes.get("heartbeat_s") or nodes.get("lease_s"),
-            f"`heartbeat_s` ({heartbeat}) must be at most half of `lease_s` ({lease}), "
-            "or a slow renewal loses the claim")
-    if problems or not name or not agent:
-        return None, problems
+    singleton = fields.need("singleton", bool, message="`singleton` must be true or false")
+    env_allow, env = _environment(fields)
+    hooks = fields.need("hooks", dict, lambda v: all(k in HOOK_KEYS and isinstance(x, str) and x.strip()
+                                                     for k, x in v.items()),
+                        f"`hooks` must map {' and '.join(HOOK_KEYS)} to shell commands") or {}
+    lease, heartbeat = _lease(fields, ints["lease_s"], ints["heartbeat_s"])
+    if check.problems or not name or not agent:
+        return None, check.problems
     defaults = DeskSpec(name=name, command=tuple(agent["command"]))
     return DeskSpec(
         name=name, command=tuple(agent["command"]), labels=tuple(labels),
@@ -201,10 +130,116 @@ def check_desk(text: str, path: str) -> tuple[DeskSpec | None, list[Problem]]:
         singleton=bool(singleton), attempts=ints["attempts"] or defaults.attempts,
         env_allow=tuple(env_allow) if env_allow is not None else defaults.env_allow,
         verify_timeout_s=ints["verify_timeout_s"] or defaults.verify_timeout_s,
-        env=tuple(sorted((k, str(v)) for k, v in env.items())), timeout_s=agent_timeout, idle_s=idle, prompt=route,
-        install=install,
-        session=session, before_step=hooks.get("before_step", ""), after_step=hooks.get("after_step", ""),
-        protocol=protocol, mode=mode, tools=tools), []
+        env=tuple(sorted((k, str(v)) for k, v in env.items())),
+        before_step=hooks.get("before_step", ""), after_step=hooks.get("after_step", ""), **agent_fields), []
+
+
+class _Fields:
+    """A desk file's values by key, with their nodes (a problem's line) and the checker that collects problems."""
+
+    def __init__(self, data: dict[str, Any], nodes: dict[str, Any], check: Checker) -> None:
+        self.data, self.nodes, self.check = data, nodes, check
+
+    def need(self, key: str, kind: type, check: Any = None, message: str = "") -> Any:
+        """`key`'s value if it is a `kind` that passes `check`; None if it is not there, or (a problem) not so."""
+        if key not in self.data:
+            return None
+        value = self.data[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (check and not check(value)):
+            self.check.add(self.nodes[key], message or f"`{key}` must be a {kind.__name__}")
+            return None
+        return value
+
+
+def _read_fields(check: Checker, pairs: list[tuple[Any, Any]]) -> _Fields:
+    """The value of every key of the file, a problem for each that does not construct (a YAML tag)."""
+    import yaml
+
+    nodes = {key.value: value for key, value in pairs}
+    data: dict[str, Any] = {}
+    for key, node in nodes.items():
+        try:
+            data[key] = construct_value(node)
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            check.add(node, f"cannot read `{key}`: {getattr(exc, 'problem', None) or exc}", "remove the YAML tag")
+    return _Fields(data, nodes, check)
+
+
+def _agent_fields(agent: dict[str, Any], node: Any, check: Checker) -> dict[str, Any]:
+    """`agent:`'s keys but `command`, checked, as `DeskSpec`'s fields; each problem is at `agent:`'s `node`."""
+
+    def bad(why: str, fix: str = "") -> None:
+        check.add(node, why, fix)
+
+    for key in agent:
+        if key not in AGENT_KEYS:
+            bad(f"unknown agent key {key!r}", f"allowed: {', '.join(AGENT_KEYS)}")
+    times = []
+    for key, default in (("timeout_s", DEFAULT_AGENT_TIMEOUT_S), ("idle_s", DEFAULT_IDLE_S)):
+        raw = agent.get(key, default)
+        if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
+            bad(f"`agent.{key}` must be a whole number above 0 (seconds)")
+            raw = default
+        times.append(raw)
+    install = agent.get("install", "")
+    if not isinstance(install, str):
+        bad("`agent.install` must be a string: how to install the agent command")
+        install = ""
+    protocol = agent.get("protocol", "cli")
+    if protocol not in PROTOCOLS:
+        bad(f"`agent.protocol` must be one of {', '.join(PROTOCOLS)}", "acp, for an ACP adapter")
+        protocol = "cli"
+    session = _session(agent.get("session"), bad, protocol == "acp")
+    if session is not None:
+        at = next((k.start_mark.line + 1 for k, _ in node.value if k.value == "session"), 0)
+        session = SessionSpec(session.new, session.resume, session.file, at)
+    mode = agent.get("mode", "")
+    if not isinstance(mode, str) or (mode and protocol != "acp"):
+        bad("`agent.mode` is an ACP session mode (a string), for `protocol: acp` only")
+        mode = ""
+    tools = _tools(agent.get("tools"), bad)
+    if tools and protocol != "acp":
+        bad("`agent.tools` says how ACP tool calls are journaled: for `protocol: acp` only")
+    route = "env" if protocol == "acp" else _prompt_route(agent, session is not None, bad)
+    return {"timeout_s": times[0], "idle_s": times[1], "install": install, "session": session, "prompt": route,
+            "protocol": protocol, "mode": mode, "tools": tools}
+
+
+def _labels(fields: _Fields) -> list[str]:
+    """`takes.labels`: the labels of the briefs the desk takes (none: any brief not naming another desk)."""
+    takes = fields.need("takes", dict) or {}
+    labels = takes.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        fields.check.add(fields.nodes.get("takes"), "`takes.labels` must be a list of labels")
+        return []
+    return labels
+
+
+def _environment(fields: _Fields) -> tuple[list[str] | None, dict[str, Any]]:
+    """`env_allow` (None when the file gives none) and `env`, which may not set a credential or Assay's own."""
+    env_allow = fields.need("env_allow", list, lambda v: all(isinstance(x, str) and PATTERN.fullmatch(x) for x in v),
+                            "`env_allow` must be a list of variable names or patterns (e.g. PATH, ANTHROPIC_*)")
+    env = fields.need("env", dict, lambda v: all(isinstance(k, str) and NAME.fullmatch(k) and isinstance(x, str | int)
+                                                 and not isinstance(x, bool) and "\0" not in str(x)
+                                                 for k, x in v.items()),
+                      "`env` must map variable names to values (strings, no NUL character)") or {}
+    for key in env:
+        if SECRET_NAMES.match(key) or key.startswith("ASSAY_"):
+            fields.check.add(fields.nodes["env"], f"`env` may not set {key}: forge credentials and Assay's own "
+                             "variables are not the desk's to give", "give an effect's own settings other names")
+    return env_allow, env
+
+
+def _lease(fields: _Fields, lease_s: int | None, heartbeat_s: int | None) -> tuple[int, int]:
+    """The lease and heartbeat, the defaults for those the file leaves out; a heartbeat over half the lease is a
+    problem."""
+    lease = lease_s or LEASE_S
+    heartbeat = heartbeat_s or default_heartbeat(lease)
+    if heartbeat * 2 > lease:
+        fields.check.add(fields.nodes.get("heartbeat_s") or fields.nodes.get("lease_s"),
+                         f"`heartbeat_s` ({heartbeat}) must be at most half of `lease_s` ({lease}), "
+                         "or a slow renewal loses the claim")
+    return lease, heartbeat
 
 
 def _tools(raw: Any, bad: Callable[..., None]) -> tuple[tuple[str, str, str], ...]:

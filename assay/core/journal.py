@@ -197,6 +197,24 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
     if index is not None and not _ends_with(ref, index, end):
         git.ensure_objects({ref: tip})
         index, commits, since = None, list(reversed(git.rev_list(tip))), None  # not this chain's: read it all
+    entries, commit_of, lines = _decode_commits(git, ref, commits, index.last_seq + 1 if index is not None else 1)
+    if index is None and len(commits) >= KEEP_AFTER:
+        index = journalindex.build(git.cache, brief, entries, commit_of, tip, lines)
+        if index is not None:
+            entries, commit_of = [], {}
+    elif index is not None and since and len(commits) >= KEEP_AFTER and \
+            index.append(since, entries, commit_of, tip, lines):
+        entries, commit_of = [], {}
+    if index is None:
+        return IndexedLog(None, JournalLog(entries, commit_of, tip, len(commits)))
+    base = index.view(entries[0].seq - 1, since or tip) if entries else index.view(index.last_seq, tip)
+    return IndexedLog(base, JournalLog(entries, commit_of, tip, len(commits)))
+
+
+def _decode_commits(git: ForgeGit, ref: str, commits: list[str],
+                    first: int) -> tuple[list[JournalEntry], dict[int, str], dict[int, str]]:
+    """The entries `commits` added, in order and numbered on from `first` (RecordInvalid where a seq jumps), with
+    the commit and the line as read of each by seq."""
     texts = git.stream_typed([f"{c}:entries.jsonl" for c in commits])  # decoded as git reads the next
     entries: list[JournalEntry] = []
     commit_of: dict[int, str] = {}
@@ -210,21 +228,10 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
                 lines[entry.seq] = line
     finally:
         texts.close()  # stopped early by a bad entry: its process ends now, not with the exception
-    first = index.last_seq + 1 if index is not None else 1
     for expected, entry in enumerate(entries, start=first):
         if entry.seq != expected:
             raise RecordInvalid(ref, f"journal seq jumps from {expected - 1} to {entry.seq}")
-    if index is None and len(commits) >= KEEP_AFTER:
-        index = journalindex.build(git.cache, brief, entries, commit_of, tip, lines)
-        if index is not None:
-            entries, commit_of = [], {}
-    elif index is not None and since and len(commits) >= KEEP_AFTER and \
-            index.append(since, entries, commit_of, tip, lines):
-        entries, commit_of = [], {}
-    if index is None:
-        return IndexedLog(None, JournalLog(entries, commit_of, tip, len(commits)))
-    base = index.view(entries[0].seq - 1, since or tip) if entries else index.view(index.last_seq, tip)
-    return IndexedLog(base, JournalLog(entries, commit_of, tip, len(commits)))
+    return entries, commit_of, lines
 
 
 def _ends_with(ref: str, index: journalindex.Index, end: GitObject | None) -> bool:

@@ -259,6 +259,9 @@ class Session:
         not this one (an agent's `assay step run` served by its desk), so a repeat can tell if it runs.
         `probe`: for an unsafe step, a shell command that tells whether its effect happened (exit 0) or
         not (exit 1); once the step's writer is proven dead, the next reader runs it to settle the unknown.
+
+        Long: the replay rule read top to bottom, first match wins: an interrupted intent (running, cut off,
+        resumed), this call's slot (replayed, refused), a settled or unknown earlier call, else the step runs.
         """
         validate_step(name, policy)
         if (rides or lazy_result) and policy == "unsafe":

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -142,10 +143,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     assay_bin = str(run.assay_bin) if run.assay_bin is not None else "assay"
-    values = {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
-              "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
-              "mcp_config": mcp_registration(assay_bin),  # `assay mcp` for the agent: Claude Code's --mcp-config
-              **turn_events(assay_bin)}  # how its CLI tells the desk a turn ended: hooks, a notify program
+    values = _placeholders(run, assay_bin)
     steps = _step_server(claims, spec, run, run_id, env)  # sees `env` filled in
     env.update(_context(claims, spec, run, run_id, steps, env))
     # the agent's own variables, by name, for an MCP server its CLI starts with only the names it is given (Codex)
@@ -169,21 +167,7 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
     steps.on_turn = on_turn
     out = _Output(run.brief.id, echo)
     watch = Limits(spec, lambda: (out.lines, steps.touched, saver.transcript.size() if saver else 0), steps.busy)
-
-    def start(argv: list[str], text: str) -> subprocess.Popen[str]:
-        run.prompt_file.write_text(text, encoding="utf-8")  # each start reads what it is handed now, whatever the route
-        try:
-            proc = Isolated(argv, cwd=run.worktree, env=env,
-                            stdin=subprocess.PIPE if spec.prompt == "stdin" else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            preexec_fn=dies_with_parent())  # the agent dies with its desk
-        except OSError as exc:
-            raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
-        if proc.stdin is not None:
-            threading.Thread(target=_feed, args=(proc.stdin, text), daemon=True).start()
-        watch.agent = proc
-        return proc
-
+    start = partial(_start_agent, spec, run, env, watch)
     try:
         proc = heartbeat.agent = start(argv, run.prompt)
         heartbeat.start()  # after the fork: no thread runs while the child is set up
@@ -204,6 +188,33 @@ def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: d
         echo(f"{spec.name}: {run.brief.id} agent stopped at its time limit ({spec.timeout_s}s)")
     return {"exit_code": code, "duration_ms": int((time.monotonic() - started) * 1000), "tail": out.tail,
             "run": run_id, "timed_out": watch.why == "time"}
+
+
+def _placeholders(run: AgentRun, assay_bin: str) -> dict[str, str]:
+    """What the agent's command line may name (`{prompt}`, `{worktree}`, …), but `env_names`, known once its
+    environment is."""
+    return {"prompt": run.prompt, "prompt_file": str(run.prompt_file), "brief": run.brief.id,
+            "title": run.brief.title, "worktree": str(run.worktree), "assay_bin": assay_bin,
+            "mcp_config": mcp_registration(assay_bin),  # `assay mcp` for the agent: Claude Code's --mcp-config
+            **turn_events(assay_bin)}  # how its CLI tells the desk a turn ended: hooks, a notify program
+
+
+def _start_agent(spec: DeskSpec, run: AgentRun, env: dict[str, str], watch: Limits, argv: list[str],
+                 text: str) -> subprocess.Popen[str]:
+    """The agent CLI started, isolated, handed `text` by its route; each start (a resumed run too) reads what it
+    is handed now."""
+    run.prompt_file.write_text(text, encoding="utf-8")  # each start reads what it is handed now, whatever the route
+    try:
+        proc = Isolated(argv, cwd=run.worktree, env=env,
+                        stdin=subprocess.PIPE if spec.prompt == "stdin" else subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                        preexec_fn=dies_with_parent())  # the agent dies with its desk
+    except OSError as exc:
+        raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
+    if proc.stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, text), daemon=True).start()
+    watch.agent = proc
+    return proc
 
 
 def _context(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, steps: StepServer,
@@ -242,7 +253,10 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
     With `agent.session` (where the adapter keeps its transcript), the conversation is checkpointed as each prompt
     returns and at each turn boundary the transcript reaches, and the round's newest checkpoint is written back
     and loaded (`session/load`) by the next run, on any machine; a load the adapter refuses is journaled and the
-    run opens a new session."""
+    run opens a new session.
+
+    Long: the adapter's life in the order it happens (started, watched, prompted turn after turn, torn down
+    in an order that matters: its namespace killed before its commands are stopped), read as one story."""
     from assay.core.lives import life_of
     from assay.desk import acp
 

@@ -89,7 +89,10 @@ class BriefWork:
 
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`, or settle it `done` when its `done_when:`
-        rows pass on main before any agent runs; returns which."""
+        rows pass on main before any agent runs; returns which.
+
+        Long: the desk's durable steps in the order they run (branch, review, agent, push, verify, statuses,
+        supersede, ready), read as one story: their order is the journal's and the crash points'."""
         session, brief = self.session, self.brief
         self._main = main
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
