@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from assay import DISTRIBUTION
+from assay.config import CONFIG_NAME, defaults_dir
 from assay.core.claims import Claims
-from assay.core.config import CONFIG_NAME, defaults_dir
 from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root, run_git
 from assay.core.recordtype import dataclass, field
 from assay.errors import UsageError

@@ -11,8 +11,8 @@ import os
 import signal
 import time
 
+from assay.config import Ports
 from assay.core.claims import Claims
-from assay.core.config import Ports
 from assay.core.envs import scrubbed_env
 from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
 from assay.core.recordtype import dataclass

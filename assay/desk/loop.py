@@ -51,7 +51,7 @@ from assay.errors import (
 from assay.observe.sweep import sweep
 
 if TYPE_CHECKING:
-    from assay.core.config import Ports
+    from assay.config import Ports
 
 Echo = Callable[[str], None]
 REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
@@ -676,7 +676,7 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
              max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print,
              singleton: bool = False) -> DeskReport:
     """Run desk `name` on the forge of `ports` (`singleton`: as if its definition said so)."""
-    from assay.core.config import state_dir_for
+    from assay.config import state_dir_for
     from assay.core.deskspec import load_desk
     from assay.desk.agent import preflight, protect_environment
     from assay.desk.isolation import seal_desk

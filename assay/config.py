@@ -210,8 +210,7 @@ def usable_folder(path: Path, named_by: str) -> Path:
     return path
 
 
-PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the `assay` package, whichever wing
-# this module sits in
+PACKAGE = os.path.dirname(os.path.realpath(__file__))  # the `assay` package
 SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
 
 
