@@ -7,7 +7,7 @@ import os
 
 from assay.core.digests import sha256_hex
 from assay.core.git import is_local_path, local_repo_origin
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import ConfigInvalid, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

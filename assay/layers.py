@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -38,17 +38,17 @@ LAYERS = (
     Layer("config", ("config",), "which forge; `Ports`"),
     Layer("verbs", ("core.steps", "core.custody", "core.retire", "core.signals", "core.landing"),
           "durable steps, custody, retiring, signals, supersession"),
-    Layer("journal", ("core.journal",), "the journal's one writer"),
+    Layer("journal", ("core.journal",), "the journal: one writer, caches, snapshots"),
     Layer("writers", ("core.claims", "core.forge"), "the claim state machine; the review ports (plain, GitHub)"),
     Layer("specs", ("core.deskspec", "core.retired", "core.scan"),
           "desk definitions; the retired index; one read of the forge"),
-    Layer("chains", ("core.chain", "core.briefs", "core.outcomes", "core.journalcache", "core.journalindex",
-                     "core.observations", "core.forgevalues", "core.wip", "core.footprints"),
-          "record chains, briefs, outcomes, caches, snapshots, footprints"),
+    Layer("chains", ("core.records.chain", "core.briefs", "core.outcomes", "core.observations", "core.forgevalues",
+                     "core.wip", "core.footprints"),
+          "record chains, briefs, outcomes, footprints"),
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records' codec; agents' environments"),
     Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "core.pushgroup",
-                     "core.recordtype", "errors", ""),
+                     "core.records.recordtype", "errors", ""),
           "errors, crash points, lives, credentials, caches, digests, records, grouped pushes"),
 )
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.core import custody, landing, recordtype, signals
+from assay.core import custody, landing, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -26,8 +26,8 @@ from assay.core.forge.base import Review, Reviews, note_threads
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
 from assay.core.lives import life_state
-from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
-from assay.core.recordtype import dataclass, field
+from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso, recordtype
+from assay.core.records.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
 from assay.desk.land import rows_on_main
