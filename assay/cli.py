@@ -19,7 +19,7 @@ from assay.errors import AssayError, NoMainBranch
 BRIEF_STATES = ("ready", "needs", "queued", *STATES, "invalid")
 
 if TYPE_CHECKING:
-    from assay.core.config import Ports
+    from assay.config import Ports
 
 _debug = False
 
@@ -53,7 +53,7 @@ def pass_ports(f: Callable[..., Any]) -> Callable[..., Any]:
     naming a brief the forge does not know gets the close ids in its hint."""
     @functools.wraps(f)
     def wrapper(*args: Any, forge: str | None, **kwargs: Any) -> Any:
-        from assay.core.config import Ports
+        from assay.config import Ports
 
         ports = Ports(forge)
         try:
@@ -395,7 +395,7 @@ def step_settle(name: str, verdict: str | None, input_json: str | None, evidence
     happened, 1: it did not). A step settled as happened is not run again; one that did not
     happen runs on its next call. An agent's settle goes to its desk; a person passes --brief.
     """
-    from assay.core.config import Ports
+    from assay.config import Ports
     from assay.desk.effects import settle_step
 
     with Ports(forge) as ports:  # opened only once the input is known good
@@ -453,7 +453,7 @@ def step_turn(event: str | None) -> None:
 def step_value(kind: str, n_bytes: int, forge: str | None, brief: str | None, desk: str | None,
                epoch: int | None, run: str | None) -> None:
     """Print a clock, uuid or random value, recorded: a replayed run gets the same one."""
-    from assay.core.config import Ports
+    from assay.config import Ports
     from assay.desk.effects import context_from, open_context_session, recorded_value
 
     ctx = context_from(brief, desk, epoch, run)
@@ -708,7 +708,7 @@ def land_cmd(brief_ids: tuple[str, ...], lander: str, state_dir: Path | None, po
     a new round instead. Holds the landing claim (`assay.landing`) while it runs. On GitHub, queues them in main's
     merge queue, whose merge groups run the verify rows first."""
     from assay import views
-    from assay.core.config import state_dir_for
+    from assay.config import state_dir_for
     from assay.desk.land import land
 
     done = land(ports.claims, ports.reviews, state_dir_for(ports.git.url, state_dir), lander, brief_ids,

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from assay.config import Ports
 from assay.core.claims import Claims
-from assay.core.config import Ports
 from assay.core.forge.base import Reviews
 from assay.core.git import WorkRepo, init_bare
 from assay.errors import AssayError, NeedsPerson, UsageError

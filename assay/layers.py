@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -27,27 +27,28 @@ LAYERS = (
           "entry; generated docs"),
     Layer("front", ("cli", "lean", "cliexamples", "demo", "project", "views", "jqfilter", "agents"),
           "parse, call, render; demo; scripted agent"),
-    Layer("desk loop", ("desk.loop", "desk.supervisor"), "settle, resume, claim; many desks"),
+    Layer("desk loop", ("desk.loop", "desk.supervisor"), "settle, resume, claim; supervise"),
     Layer("one brief", ("desk.work",), "one brief's durable steps"),
     Layer("desk parts", ("desk.agent", "desk.stepserver", "desk.verify", "desk.queue", "desk.effects",
                          "desk.stepclient", "desk.steprequest", "desk.sessions", "desk.events", "desk.mcpserver",
                          "desk.isolation", "desk.limits", "desk.procs", "desk.land", "desk.acp", "desk.acpserve",
                          "desk.hostbeat"),
-          "agents, steps, verify rows, queue, events, landing"),
+          "agents, steps, verify, queue, events, landing"),
     Layer("observers", ("observe",), "sweep, board, audit: whole-forge reads"),
+    Layer("config", ("config",), "which forge; `Ports`"),
     Layer("verbs", ("core.steps", "core.custody", "core.retire", "core.signals", "core.landing"),
           "durable steps, custody, retiring, signals, supersession"),
-    Layer("journal", ("core.journal", "core.config"), "the journal's one writer; forge resolution and `Ports`"),
+    Layer("journal", ("core.journal",), "the journal: one writer, caches, snapshots"),
     Layer("writers", ("core.claims", "core.forge"), "the claim state machine; the review ports (plain, GitHub)"),
     Layer("specs", ("core.deskspec", "core.retired", "core.scan"),
           "desk definitions; the retired index; one read of the forge"),
-    Layer("chains", ("core.chain", "core.briefs", "core.outcomes", "core.journalcache", "core.journalindex",
-                     "core.observations", "core.forgevalues", "core.wip", "core.footprints"),
-          "record chains, briefs, outcomes, caches, snapshots, footprints"),
+    Layer("chains", ("core.records.chain", "core.briefs", "core.outcomes", "core.observations", "core.forgevalues",
+                     "core.wip", "core.footprints"),
+          "record chains, briefs, outcomes, footprints"),
     Layer("ports", ("core.git", "core.records", "core.envs"),
-          "git runs git; records encode and decode; agents' environments"),
+          "git runs git; records' codec; agents' environments"),
     Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "core.pushgroup",
-                     "core.recordtype", "errors", ""),
+                     "core.records.recordtype", "errors", ""),
           "errors, crash points, lives, credentials, caches, digests, records, grouped pushes"),
 )
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from assay.core.config import Ports
+    from assay.config import Ports
 
 FLAG = "flag"
 # option -> (its parameter, its variable in the environment or "", its kind: FLAG, int, str or the choices, default,
@@ -178,7 +178,7 @@ def run(argv: list[str]) -> int | None:
 
 def _with_ports(forge: str | None, brief: str | None, call: Callable[[Ports], None], jq: str | None = None) -> None:
     """`call` on the forge's ports; with `jq`, its JSON goes through that program, compiled before anything runs."""
-    from assay.core.config import Ports
+    from assay.config import Ports
     from assay.errors import AssayError
     from assay.jqfilter import filtering
 
@@ -291,7 +291,7 @@ def release(ports: Ports, brief: str, desk: str | None, outcome: str, reason: st
 def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe: str | None, forge: str | None,
              brief: str | None, desk: str | None, epoch: int | None, run: str | None, command: tuple[str, ...]) -> int:
     """`assay step run` straight to the forge (no desk serving it): the command's exit code, fresh or recorded."""
-    from assay.core.config import Ports
+    from assay.config import Ports
 
     with Ports(forge) as ports:
         prefetch(ports, brief or os.environ.get("ASSAY_BRIEF"))

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from assay import DISTRIBUTION
+from assay.config import CONFIG_NAME, defaults_dir
 from assay.core.claims import Claims
-from assay.core.config import CONFIG_NAME, defaults_dir
 from assay.core.git import WorkRepo, init_bare, remote_has_ref, repo_root, run_git
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.errors import UsageError
 
 DEFAULT_FOLDERS = ("desks", "sweepers", "board")

@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from assay.core import journalindex  # noqa: E402
+from assay.core.journal import index as journalindex  # noqa: E402
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
 from assay.core.steps import input_sha  # noqa: E402
 

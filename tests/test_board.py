@@ -318,7 +318,7 @@ def test_a_pull_requests_link_is_on_the_forges_own_web_host(monkeypatch: pytest.
 
 def _port(url: str) -> Reviews:
     """The review port the forge at `url` gets (a token set, so a GitHub one is built; nothing is called)."""
-    from assay.core.config import open_reviews
+    from assay.config import open_reviews
     from assay.core.git import ForgeGit
 
     with pytest.MonkeyPatch.context() as mp:

@@ -24,6 +24,7 @@ _DOTTED = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\
 NOT_CODE = {*(f"agent.{key}" for key in AGENT_KEYS),  # keys of desks/<name>.yaml
             "retire.enabled", "retire.after_s",  # keys of sweepers/<name>.yaml
             "github.token"}  # a workflow expression
+FILE_SUFFIXES = ("py", "md", "json", "jsonl", "yaml", "yml", "toml", "git", "log", "html")  # file names: `index.html`
 
 
 def _modules() -> dict[str, ModuleType]:
@@ -99,7 +100,7 @@ def test_the_dotted_names_the_docs_use_exist() -> None:
         for span in _spans(path.read_text(encoding="utf-8")):
             for token in _DOTTED.findall(span):
                 parts = token.removesuffix("()").split(".")
-                if parts[-1] in ("py", "md", "json", "jsonl", "yaml", "yml", "toml", "git", "log") or token in NOT_CODE:
+                if parts[-1] in FILE_SUFFIXES or token in NOT_CODE:
                     continue
                 if parts[0] == "assay":
                     parts = parts[1:]

@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from assay.core import journalcache
 from assay.core.git import ForgeGit
 from assay.core.journal import KEEP_AFTER, JournalLog, read_log
+from assay.core.journal import cache as journalcache
 from assay.core.records import JournalEntry
 from tests.conftest import Forge, assay, git
 from tests.helpers.journals import append
@@ -125,7 +125,7 @@ def test_a_cache_that_cannot_be_written_fails_nothing(forge: Forge, tmp_path: Pa
 
 RACER = """
 import sys
-from assay.core import journalcache
+from assay.core.journal import cache as journalcache
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from assay.core import journalindex
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.journal import KEEP_AFTER, read_indexed, read_log
+from assay.core.journal import index as journalindex
 from assay.core.records import JournalEntry
 from assay.core.steps import input_sha, open_session
 from assay.errors import Fenced

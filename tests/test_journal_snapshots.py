@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from assay.core import journalindex
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.journal import append_as_person, read_indexed, read_log
+from assay.core.journal import index as journalindex
 from assay.core.records import JournalEntry
 from assay.core.steps import Session, open_session
 from tests.conftest import Forge, assay
@@ -298,7 +298,7 @@ def test_a_damaged_local_index_never_reaches_a_snapshot(written: Forge, tmp_path
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The local index is a hint: entries it holds wrongly (a damaged cache) never become part of a snapshot on the
     forge; the writer copies the entries a new snapshot holds from the chain's own commits."""
-    from assay.core.recordtype import replace
+    from assay.core.records.recordtype import replace
 
     for kind in (journalindex.View, journalindex.Snapshot):
         honest = kind.between

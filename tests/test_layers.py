@@ -13,7 +13,7 @@ from tests.conftest import REPO
 def test_every_module_keeps_to_its_row_and_there_is_no_circle() -> None:
     assert layers.violations() == []
     every = layers.modules()
-    assert {"core.git", "core.chain", "desk.loop", "observe.sweep", "cli"} <= set(every)
+    assert {"core.git", "core.records.chain", "desk.loop", "observe.sweep", "cli"} <= set(every)
     assert all(layers.row_of(m) is not None for m in every)
 
 
@@ -22,15 +22,15 @@ def test_an_upward_import_a_circle_and_a_module_in_no_row_are_each_named(tmp_pat
     shutil.copytree(REPO / "assay", package, ignore=shutil.ignore_patterns("__pycache__", "_defaults"))
     git = package / "core" / "git" / "__init__.py"
     git.write_text(git.read_text() + "\n\ndef _late() -> None:\n    from assay.cli import cli  # noqa\n")
-    chain = package / "core" / "chain.py"
+    chain = package / "core" / "records" / "chain.py"
     chain.write_text(chain.read_text() + "\nfrom assay.core import claims  # noqa\n")
     (package / "core" / "stray.py").write_text("from assay.core import git\n")
     found = layers.violations(package)
     assert "assay.core.git (shared) imports assay.cli, a row above it (front)" not in found  # git is in ports
     assert "assay.core.git (ports) imports assay.cli, a row above it (front)" in found
-    assert "assay.core.chain (chains) imports assay.core.claims, a row above it (writers)" in found
+    assert "assay.core.records.chain (chains) imports assay.core.claims, a row above it (writers)" in found
     assert "assay.core.stray is in no row of LAYERS" in found
-    assert any(p.startswith("import circle: ") and "assay.core.chain" in p and "assay.core.claims" in p
+    assert any(p.startswith("import circle: ") and "assay.core.records.chain" in p and "assay.core.claims" in p
                for p in found), found
 
 
@@ -110,9 +110,9 @@ def test_refs_are_written_and_record_commits_prepared_through_chain() -> None:
     under a lease by `ForgeGit.push` in its own loop (a failed grant is taken again; it has no crash point)."""
     found = _writes()
     pushes = {(m, f) for m, f, w in found if w == "push"}
-    assert pushes == {("core.chain", "push"), (BUDGET[0], f"{BUDGET[1]}.wait_s"),
+    assert pushes == {("core.records.chain", "push"), (BUDGET[0], f"{BUDGET[1]}.wait_s"),
                       ("core.git.push", "Pushing.push")}  # ForgeGit.push handing a push to the host's `pushgroup`
-    commits = {(m, f) for m, f, w in found if w == "write_commit"} - {("core.chain", "commit")}
+    commits = {(m, f) for m, f, w in found if w == "write_commit"} - {("core.records.chain", "commit")}
     assert commits - set(NOT_RECORDS) == {(BUDGET[0], f"{BUDGET[1]}._write")}
     assert set(NOT_RECORDS) <= commits, "a place NOT_RECORDS names makes no commit now: drop it"
     assert {(m, f) for m, f, w in found if w == "chain.commit"} >= {("core.retire", "_retire_updates"),
@@ -143,7 +143,7 @@ def test_the_work_branch_is_spelled_once() -> None:
                 texts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
             if any(t.endswith(("assay/", "refs/heads/assay")) or "heads/assay/" in t for t in texts):
                 spelled.append(f"assay.{module}:{getattr(node, 'lineno', 0)}")
-    assert [s.partition(":")[0] for s in spelled] == ["assay.core.records"], spelled  # WORK_BRANCH_PREFIX = …
+    assert [s.partition(":")[0] for s in spelled] == ["assay.core.records.codec"], spelled  # WORK_BRANCH_PREFIX = …
 
 
 # -- small things: CONVENTIONS.md's "functions rarely over 40"; over 60 only with the reason said ------------------

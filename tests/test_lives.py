@@ -10,7 +10,7 @@ from pathlib import Path
 
 from assay.core.claims import holder_life, new_holder
 from assay.core.lives import Life, is_running, life_of, life_state, this_life
-from assay.core.recordtype import replace
+from assay.core.records.recordtype import replace
 from tests.helpers import procs
 
 HOST = os.uname().nodename

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from assay.core.config import defaults_dir
+from assay.config import defaults_dir
 from assay.core.deskspec import parse_desk
 from assay.desk.loop import idle_wait
 from tests.conftest import Forge, assay

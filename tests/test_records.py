@@ -94,7 +94,7 @@ def test_junk_records_raise_record_invalid_naming_the_ref(case: str) -> None:
 
 def test_a_journal_entry_encodes_every_field_it_has_and_nothing_else() -> None:
     """`JournalEntry.encode` writes the set fields, nested data as it is, keys sorted, compact."""
-    from assay.core.recordtype import asdict
+    from assay.core.records.recordtype import asdict
 
     entry = JournalEntry(seq=3, epoch=2, kind="result", at="2026-01-01T00:00:00Z", run="r", step="s", ordinal=0,
                          input_sha="ab", key="k", policy="safe", status="completed", intent=2,

@@ -1,4 +1,4 @@
-"""Record classes (`assay/core/recordtype.py`) behave as `dataclasses` makes them, for what Assay uses."""
+"""Record classes (`assay/core/records/recordtype.py`) behave as `dataclasses` makes them, for what Assay uses."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from assay.core import recordtype
+from assay.core.records import recordtype
 
 
 def _pair(frozen: bool) -> tuple[Any, Any]:
@@ -356,7 +356,7 @@ def _decorated_in_source() -> set[str]:
     for module, path in layers.modules().items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         ours = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module == "assay.core.recordtype" for a in node.names if a.name == "dataclass"}
+                and node.module == "assay.core.records.recordtype" for a in node.names if a.name == "dataclass"}
         visit(tree, f"assay{'.' + module if module else ''}.", ours)
     return named
 

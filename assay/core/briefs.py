@@ -13,7 +13,7 @@ from assay.core import cachefile
 from assay.core.digests import sha256_hex
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
 from assay.core.records import LANDING_CLAIM, MAIN_REF, check_tip, validate_brief_id
-from assay.core.recordtype import asdict, dataclass, field
+from assay.core.records.recordtype import asdict, dataclass, field
 from assay.errors import BriefIdInvalid, BriefInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

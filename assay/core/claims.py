@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from assay.core import cachefile, chain, retired
+from assay.core import cachefile, retired
 from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.git import ForgeGit, GitObject, RefUpdate, committed_at
 from assay.core.lives import BOOT_PREFIX, Life, life_state, this_life
@@ -25,6 +25,7 @@ from assay.core.records import (
     STATES,
     WORK_BRANCH_PREFIX,
     ClaimRecord,
+    chain,
     check_tip,
     claim_ref,
     decode_claim,
@@ -32,7 +33,7 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import (
     AssayError,
     BriefInvalid,

@@ -19,7 +19,7 @@ PUSHES = {
     "footprint": "a desk keeps the footprint of a brief that declared none, from its first diff (claims.py)",
     "renew": "a heartbeat renews a lease, the claim alone (agent.py)",
     "renew-batch": "a host's heartbeat renews every claim its desks hold, in one atomic push (claims.py, hostbeat.py)",
-    "journal": "journal entries, with a renewal of the claim in the same atomic push (journal.py)",
+    "journal": "journal entries, with a renewal of the claim in the same atomic push (journal/writer.py)",
     "wait": "a claim parks on a condition, with its journal entry (custody.py, work.py)",
     "wake": "a waiting claim is woken, with its journal entry (custody.py, desk/loop.py)",
     "block": "a claim is blocked for a person, with its journal entry (custody.py, steps.py)",

@@ -334,10 +334,9 @@ def spawn(claims: Claims, parent: str, key: str, title: str, body: str, labels: 
     """Add child brief `briefs/<id>.md` to main (a compare-and-swap on main, again on what moved it), its id from
     `key` (`child_id`). Returns the id and whether this call wrote it: a child already on main is not written
     again, however many times its parent asks."""
-    from assay.core import chain
     from assay.core.briefs import check_brief
     from assay.core.git import RefUpdate, Signature, TreeEntry
-    from assay.core.records import MAIN_REF
+    from assay.core.records import MAIN_REF, chain
 
     validate_brief_id(parent)
     if not key.strip():

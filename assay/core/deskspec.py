@@ -11,7 +11,7 @@ from assay.core.credentials import SECRET_NAMES
 from assay.core.envs import NAME, PATTERN
 from assay.core.git import ForgeGit
 from assay.core.records import MAIN_REF, check_tip
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import ConfigInvalid
 
 KEYS = ("name", "takes", "agent", "lease_s", "heartbeat_s", "singleton", "attempts", "env_allow", "env",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
 from assay.core.records import FORMAT_VERSION, validate_brief_id
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import RecordInvalid, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a claim may read this module)
@@ -236,7 +236,7 @@ def read(git: ForgeGit, tip: str | None) -> dict[str, Footprint]:
     """The footprints at `tip` (fetched here if the cache lacks it); {} for no ref; RecordInvalid for junk."""
     if not tip:
         return {}
-    from assay.core import chain
+    from assay.core.records import chain
 
     git.ensure_objects({FOOTPRINTS_REF: tip})
     head, blob = git.read_typed([tip, f"{tip}:{FOOTPRINTS}"])
@@ -251,7 +251,7 @@ def read(git: ForgeGit, tip: str | None) -> dict[str, Footprint]:
 def update(git: ForgeGit, tip: str | None, entries: Mapping[str, Footprint], message: str, author: str,
            when: float) -> RefUpdate:
     """The commit moving `refs/assay/footprints` from `tip` to `entries`, written to the cache, not pushed."""
-    from assay.core import chain
+    from assay.core.records import chain
 
     return chain.commit(git, FOOTPRINTS_REF, tip, {FOOTPRINTS: encode(entries)}, message, author, when)
 

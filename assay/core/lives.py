@@ -26,7 +26,7 @@ import select
 import time
 from collections.abc import Mapping
 
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:

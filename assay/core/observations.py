@@ -13,10 +13,9 @@ import json
 import os
 from typing import Any
 
-from assay.core import chain
 from assay.core.git import ZERO, ForgeGit
-from assay.core.records import FORMAT_VERSION, parse_iso, validate_brief_id
-from assay.core.recordtype import asdict, dataclass, field
+from assay.core.records import FORMAT_VERSION, chain, parse_iso, validate_brief_id
+from assay.core.records.recordtype import asdict, dataclass, field
 from assay.errors import RecordInvalid, UsageError
 
 SWEEPER_REF = "refs/assay/sweeper"

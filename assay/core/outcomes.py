@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from assay.core.lives import Life, is_running
 from assay.core.records import JournalEntry
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

@@ -9,11 +9,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from assay.core import chain
 from assay.core.claims import Claims
 from assay.core.git import ZERO, ForgeGit, RefUpdate, TreeEntry, parse_tree
-from assay.core.records import CLAIMS_PREFIX, parse_iso, utc_now_iso, validate_brief_id
-from assay.core.recordtype import dataclass, field
+from assay.core.records import CLAIMS_PREFIX, chain, parse_iso, utc_now_iso, validate_brief_id
+from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import BATCH, INDEX_DIR, KEEP_REF, PREFIXES, RETIRED_REF, Index, RetiredBrief, shard
 from assay.errors import IllegalTransition, NotATree
 

@@ -30,7 +30,7 @@ from assay.core.records import (
     load_record,
     validate_brief_id,
 )
-from assay.core.recordtype import asdict, dataclass, field
+from assay.core.records.recordtype import asdict, dataclass, field
 from assay.errors import AssayError, IllegalTransition, NoSuchBrief, RecordInvalid, UsageError
 
 RETIRED_REF = "refs/assay/retired"

@@ -10,9 +10,7 @@ and judging, never the check: every write compares and swaps.
 
 from __future__ import annotations
 
-from assay.core import chain
 from assay.core.briefs import Brief, Problem, briefs_on_main
-from assay.core.chain import InvalidRecord
 from assay.core.footprints import FOOTPRINTS_REF
 from assay.core.git import ForgeGit
 from assay.core.observations import OBSERVATIONS, SWEEPER_REF, Observations, decode_observations
@@ -24,9 +22,11 @@ from assay.core.records import (
     WORK_BRANCH_REF_PREFIX,
     ReviewRecord,
     brief_of_ref,
+    chain,
     decode_review,
 )
-from assay.core.recordtype import dataclass, field
+from assay.core.records.chain import InvalidRecord
+from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import KEEP_REF, RETIRED_REF, Index
 from assay.errors import NoMainBranch, RecordInvalid
 

@@ -31,7 +31,7 @@ from assay.core.claims import Claims
 from assay.core.forge.base import Reviews, Signal
 from assay.core.journal import append_as_person, read_log, transition_as
 from assay.core.records import JournalEntry
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.errors import Conflict, ForgeDenied, IllegalTransition
 
 ROUND_WAITS = custody.ROUND_WAITS  # waits that a person's signal turns into a new round

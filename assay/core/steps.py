@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
 from assay.core.journal import INLINE_LIMIT, Draft, Journal, JournalLog
-from assay.core.journalindex import counts_call, counts_value, run_event
+from assay.core.journal.index import counts_call, counts_value, run_event
 from assay.core.lives import Life, await_end, life_state, this_life
 from assay.core.outcomes import (
     DESK_STEPS,
@@ -44,7 +44,7 @@ from assay.core.outcomes import (
     verdict_of_exit,
 )
 from assay.core.records import POLICIES, JournalEntry
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import (
     AssayError,
     Cancelled,

@@ -29,7 +29,7 @@ from pathlib import Path
 from assay.core.credentials import scrub
 from assay.core.git import OBJECT_ID, ZERO, ForgeGit, RefUpdate, Signature, WorkRepo
 from assay.core.records import wip_ref
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import AssayError, RecordInvalid
 
 MAX_BYTES = 64 * 1024 * 1024  # changed and untracked files past this make no snapshot (said once per run)

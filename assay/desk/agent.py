@@ -28,7 +28,7 @@ from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.forge.base import Thread
 from assay.core.journal import Journal, JournalLog
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.core.wip import Recorder
 from assay.desk.effects import Hooks, probe_runner
 from assay.desk.hostbeat import Member

@@ -11,11 +11,11 @@ import os
 import signal
 import time
 
+from assay.config import Ports
 from assay.core.claims import Claims
-from assay.core.config import Ports
 from assay.core.envs import scrubbed_env
 from assay.core.outcomes import DESK_STEPS, DID_NOT, HAPPENED, verdict_of_exit
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.core.steps import Session, canonical, input_sha, validate_step
 from assay.desk import procs
 from assay.desk.steprequest import TAIL_BYTES, relay, returned, show, stopped

@@ -19,7 +19,7 @@ from assay.core.claims import Claims
 from assay.core.deskspec import desks_on_main
 from assay.core.forge.base import Reviews
 from assay.core.records import WORK_BRANCH_PREFIX
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.errors import UsageError
 

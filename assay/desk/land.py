@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from assay.core import chain, custody, signals
+from assay.core import custody, signals
 from assay.core.briefs import Brief, VerifyRow
 from assay.core.claims import Claim, Claims, holder_life
 from assay.core.envs import scrubbed_env
@@ -28,8 +28,8 @@ from assay.core.forge.plain import PlainReviews, PreparedMerge
 from assay.core.git import Signature
 from assay.core.journal import append_as_person, read_log
 from assay.core.lives import life_state
-from assay.core.records import LANDING_CLAIM, MAIN_REF, WORK_BRANCH_PREFIX, WORK_BRANCH_REF_PREFIX, JournalEntry
-from assay.core.recordtype import dataclass, field
+from assay.core.records import LANDING_CLAIM, MAIN_REF, WORK_BRANCH_PREFIX, WORK_BRANCH_REF_PREFIX, JournalEntry, chain
+from assay.core.records.recordtype import dataclass, field
 from assay.desk.queue import read_snapshot
 from assay.desk.verify import landed_briefs, run_row
 from assay.errors import (

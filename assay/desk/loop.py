@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.core import custody, landing, recordtype, signals
+from assay.core import custody, landing, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -26,8 +26,8 @@ from assay.core.forge.base import Review, Reviews, note_threads
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
 from assay.core.lives import life_state
-from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso
-from assay.core.recordtype import dataclass, field
+from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso, recordtype
+from assay.core.records.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
 from assay.desk.land import rows_on_main
@@ -51,7 +51,7 @@ from assay.errors import (
 from assay.observe.sweep import sweep
 
 if TYPE_CHECKING:
-    from assay.core.config import Ports
+    from assay.config import Ports
 
 Echo = Callable[[str], None]
 REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
@@ -676,7 +676,7 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
              max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print,
              singleton: bool = False) -> DeskReport:
     """Run desk `name` on the forge of `ports` (`singleton`: as if its definition said so)."""
-    from assay.core.config import state_dir_for
+    from assay.config import state_dir_for
     from assay.core.deskspec import load_desk
     from assay.desk.agent import preflight, protect_environment
     from assay.desk.isolation import seal_desk

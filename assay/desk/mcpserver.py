@@ -22,7 +22,7 @@ import signal
 import socket
 from typing import Any
 
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.desk import procs, steprequest
 from assay.desk.steprequest import Lines
 from assay.errors import error_lines

@@ -11,7 +11,7 @@ from assay.core.briefs import Brief, Problem
 from assay.core.claims import Claim, Claims
 from assay.core.footprints import FOOTPRINTS_REF, Footprint
 from assay.core.records import CLAIMS_PREFIX, LIVE_STATES, TOMBSTONES
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import RETIRED_REF
 from assay.errors import RecordInvalid
 

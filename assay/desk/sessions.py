@@ -41,7 +41,7 @@ from assay.core.credentials import scrub as scrub  # a transcript is scrubbed as
 from assay.core.deskspec import SessionSpec
 from assay.core.forgevalues import problem
 from assay.core.records import JournalEntry
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 
 NAME = "agent-session"  # the `name` of a checkpoint entry holding an agent's transcript
 MAX_BYTES = 32 * 1024 * 1024  # a transcript past this is not checkpointed (a note says so, once)

@@ -275,8 +275,8 @@ class StepServer:
 
     def _wait(self, on: str) -> dict[str, Any]:
         """Park this desk's brief on `on`, at this epoch (`custody.wait`), as its agent asked."""
+        from assay.config import github_target
         from assay.core import custody
-        from assay.core.config import github_target
 
         claims = self.open_claims()
         try:

@@ -83,7 +83,7 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
 def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[subprocess.Popen[bytes]]) -> None:
     """Until every desk has ended: read main and the claims every `poll_s` (one advertisement), and touch the
     `wake` file when they moved. A forge that cannot be read now is read again next time."""
-    from assay.core.config import state_dir_for
+    from assay.config import state_dir_for
     from assay.desk.loop import WAKE
 
     wake = state_dir_for(forge, state_dir) / WAKE

@@ -12,7 +12,6 @@ from typing import Any
 
 from assay.core import retired
 from assay.core.briefs import check_brief
-from assay.core.chain import InvalidRecord
 from assay.core.claims import NEW_EPOCH_ACTIONS, OUTCOMES, TRANSITIONS, Claim, Claims, fold_renewals, renewal_key
 from assay.core.forge.base import VERIFY_CONTEXT, Reviews, verify_status
 from assay.core.git import ForgeGit, committed_at
@@ -29,7 +28,8 @@ from assay.core.records import (
     review_ref,
     validate_brief_id,
 )
-from assay.core.recordtype import asdict, dataclass, field
+from assay.core.records.chain import InvalidRecord
+from assay.core.records.recordtype import asdict, dataclass, field
 from assay.core.scan import scan
 from assay.core.steps import input_sha
 from assay.errors import AssayError, ForgeError, RecordInvalid, UsageError

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay.core import chain, footprints
+from assay.core import footprints
 from assay.core.briefs import Brief
-from assay.core.chain import InvalidRecord
 from assay.core.claims import (
     Claim,
     InvalidClaim,
@@ -46,11 +45,13 @@ from assay.core.records import (
     REVIEWS_PREFIX,
     TOMBSTONES,
     JournalEntry,
+    chain,
     decode_review,
     parse_iso,
     utc_now_iso,
 )
-from assay.core.recordtype import asdict, dataclass, field
+from assay.core.records.chain import InvalidRecord
+from assay.core.records.recordtype import asdict, dataclass, field
 from assay.core.retired import RETIRED_REF, RetiredBrief
 from assay.core.scan import Scan, scan
 from assay.errors import ForgeError, RecordInvalid, UsageError, unknown_message

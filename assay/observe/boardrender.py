@@ -14,8 +14,8 @@ from html import escape
 from string import Template
 from typing import Any
 
+from assay.config import defaults_dir
 from assay.core.claims import Liveness
-from assay.core.config import defaults_dir
 from assay.core.records import human_age, parse_iso
 
 KIND_CLASS = {"intent": "k-intent", "result": "k-result", "outcome_unknown": "k-outcome_unknown",

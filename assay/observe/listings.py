@@ -17,7 +17,7 @@ from assay.core.forge.base import Review, Reviews, Thread
 from assay.core.git import ForgeGit
 from assay.core.journal import read_kept
 from assay.core.records import MAIN_REF, ClaimRecord, JournalEntry, claim_ref
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import RETIRED_REF, tip_of
 from assay.errors import ForgeError, NoMainBranch, RecordInvalid, UsageError
 

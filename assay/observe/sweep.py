@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 
-from assay.core import chain, custody, landing
+from assay.core import custody, landing
 from assay.core.claims import OVERDUE_BEATS, Claim, Claims, forced_reason, holder_life
 from assay.core.crash import crash_point
 from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
@@ -38,12 +38,13 @@ from assay.core.records import (
     WORK_BRANCH_REF_PREFIX,
     JournalEntry,
     ReviewRecord,
+    chain,
     claim_ref,
     journal_ref,
     parse_iso,
     utc_now_iso,
 )
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.core.retire import retire
 from assay.core.retired import RETIRED_REF
 from assay.core.scan import Scan, read_observations, scan

@@ -7,7 +7,7 @@ from typing import Any
 from assay.core.briefs import Checker, Problem, construct_value, main_folder
 from assay.core.git import ForgeGit
 from assay.core.records import MAIN_REF, check_tip
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import ConfigInvalid
 
 # section -> its keys and their kinds (int: a whole number of seconds >= 0; bool: true or false)

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from assay.core.records import JournalEntry, parse_iso
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 
 FATES = ("kept", "died", "failed_verify", "redone", "open")
 WASTED = ("died", "failed_verify", "redone")

@@ -24,9 +24,9 @@ CRASH_TESTS = Path(__file__).resolve().parent
 FRAMES = (".before-push", ".after-push")  # what chain.push adds to its `what`
 # chain.push call sites whose `what` is computed from a claim action (wait, release, force_release …)
 CLAIM_ACTION_PUSHES = frozenset({"core/claims.py:Claims._write", "core/claims.py:Claims._claim_apart",
-                                 "core/journal.py:Journal._flush_once",
-                                 "core/journal.py:_append.attempt"})
-FRAMING = frozenset({"core/chain.py:push"})  # the one crash_point call that is not a literal
+                                 "core/journal/writer.py:Journal._flush_once",
+                                 "core/journal/writer.py:_append.attempt"})
+FRAMING = frozenset({"core/records/chain.py:push"})  # the one crash_point call that is not a literal
 _NAME = re.compile(r"[a-z][a-z-]*")
 
 

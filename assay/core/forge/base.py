@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from assay.core.chain import InvalidRecord
 from assay.core.git import OBJECT_ID, RefUpdate
 from assay.core.records import WORK_BRANCH_PREFIX, ReviewRecord
-from assay.core.recordtype import dataclass
+from assay.core.records.chain import InvalidRecord
+from assay.core.records.recordtype import dataclass
 from assay.errors import UsageError
 
 Clock = Callable[[], float]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core import cachefile
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 
 FORMAT_VERSION = 1
 

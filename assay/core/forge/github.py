@@ -52,7 +52,7 @@ from assay.core.records import (
     brief_id_problem,
     validate_brief_id,
 )
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import (
     AssayError,
     ForgeDenied,

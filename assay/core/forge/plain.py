@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from assay.core import chain, retired
+from assay.core import retired
 from assay.core.forge.base import (
     Checks,
     Clock,
@@ -34,12 +34,13 @@ from assay.core.records import (
     REVIEWS_PREFIX,
     ReviewComment,
     ReviewRecord,
+    chain,
     decode_review,
     review_ref,
     utc_now_iso,
     validate_brief_id,
 )
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import IllegalReviewChange, MergeConflict, NoReview, UsageError
 
 # action -> the states it may start from (None: no review yet)

@@ -17,7 +17,7 @@ from collections.abc import Generator, Iterable, Sequence
 from assay.core.credentials import http_userinfo, remember, strip_credentials, token_for
 from assay.core.digests import sha1_hex, sha256_hex
 from assay.core.git.run import auth_env, default_cache_root, git_env, local_forge_path, rmtree, run_git
-from assay.core.recordtype import NamedTuple
+from assay.core.records.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

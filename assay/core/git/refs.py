@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from assay.core.recordtype import NamedTuple
+from assay.core.records.recordtype import NamedTuple
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from assay.core import cachefile
 from assay.core.digests import sha256_hex
 from assay.core.git.run import forge_env, run_git
-from assay.core.recordtype import NamedTuple
+from assay.core.records.recordtype import NamedTuple
 
 
 class Vetting(NamedTuple):

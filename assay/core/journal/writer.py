@@ -15,12 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from assay.core import chain, journalcache, journalindex, retired
+import assay.core.journal.cache as journalcache  # siblings by full name: `from assay.core.journal` is the package
+import assay.core.journal.index as journalindex
+from assay.core import retired
 from assay.core.claims import Claim, Claims, fence
 from assay.core.crash import crash_point
 from assay.core.git import ForgeGit, GitObject, RefUpdate, TreeEntry
 from assay.core.records import (
     JournalEntry,
+    chain,
     check_tip,
     claim_ref,
     decode_entry,
@@ -29,7 +32,7 @@ from assay.core.records import (
     validate_brief_id,
     wip_ref,
 )
-from assay.core.recordtype import dataclass, field
+from assay.core.records.recordtype import dataclass, field
 from assay.errors import AssayError, Conflict, Fenced, IllegalTransition, IndexDamaged, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

@@ -6,7 +6,7 @@ import json
 import re
 import time
 
-from assay.core.recordtype import MISSING, asdict, dataclass, fields, replace
+from assay.core.records.recordtype import MISSING, asdict, dataclass, fields, replace
 from assay.errors import BriefIdInvalid, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from assay.core.crash import crash_point
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, lock_named, refusal_hint
-from assay.core.records import brief_of_ref, check_tip
-from assay.core.recordtype import dataclass
+from assay.core.records.codec import brief_of_ref, check_tip
+from assay.core.records.recordtype import dataclass
 from assay.errors import Busy, ForgeRefused, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

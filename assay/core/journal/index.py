@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from assay.core.git import OBJECT_ID, ForgeGit, TreeEntry, parse_tree
 from assay.core.records import JournalEntry, decode_entry, journal_ref
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import IndexDamaged, RecordInvalid
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

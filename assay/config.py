@@ -7,7 +7,7 @@ import os
 
 from assay.core.digests import sha256_hex
 from assay.core.git import is_local_path, local_repo_origin
-from assay.core.recordtype import dataclass
+from assay.core.records.recordtype import dataclass
 from assay.errors import ConfigInvalid, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
@@ -210,8 +210,7 @@ def usable_folder(path: Path, named_by: str) -> Path:
     return path
 
 
-PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the `assay` package, whichever wing
-# this module sits in
+PACKAGE = os.path.dirname(os.path.realpath(__file__))  # the `assay` package
 SOURCES = {"workflows": ".github/workflows"}  # shipped defaults kept elsewhere in the source tree
 
 

@@ -16,9 +16,8 @@ import contextlib
 import json
 import os
 
-from assay.core import recordtype
 from assay.core.git import OBJECT_ID
-from assay.core.records import JournalEntry
+from assay.core.records import JournalEntry, recordtype
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
