@@ -205,9 +205,9 @@ def test_a_renewal_and_a_step_run_start_only_the_git_processes_they_need(forge: 
         assert run.code == 0, run.err
         return sorted(_subcommand(args) for _, args in calls(log)[before:])
 
-    assert commands("renew", "alpha", "--desk", "d", "--epoch", "1") == ["cat-file", "for-each-ref", "update-ref"]
+    assert commands("renew", "alpha", "--desk", "d", "--epoch", "1") == ["cat-file", "update-ref", "upload-pack"]
     step[3] = "m"
-    assert commands(*step) == ["cat-file", "for-each-ref", "update-ref"]
+    assert commands(*step) == ["cat-file", "update-ref", "upload-pack"]
     git("--git-dir", str(forge.path), "config", "assay.test", "1")  # the forge's config changed: asked again
     assert "config" in commands("renew", "alpha", "--desk", "d", "--epoch", "1")
     rules = forge.path / "rules.cfg"  # a file the forge's config includes, empty while the answer is kept

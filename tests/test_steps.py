@@ -244,7 +244,7 @@ def test_a_journal_of_thousands_of_entries_is_read_with_one_fetch(forge: Forge, 
     port = ForgeGit(forge.url)
     log = read_log(port, "alpha")
     assert len(log.entries) == 3000  # every intent and result, nothing lost
-    assert seen.count("fetch") == 1 and port.round_trips["ls-remote"] == 1  # one listing (git for-each-ref here)
+    assert seen.count("fetch") == 1 and port.round_trips["ls-remote"] == 1  # one listing (git upload-pack here)
 
 
 def test_a_group_commit_retried_after_a_sibling_append_keeps_its_references(forge: Forge, held: Claims) -> None:

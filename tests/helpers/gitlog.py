@@ -45,9 +45,9 @@ def calls(log: Path) -> list[tuple[int, str]]:
 
 
 def lists_refs(args: str) -> bool:
-    """Whether a logged call asks the forge for its refs: `git ls-remote`, a forge on this machine's own listing
-    (`git --git-dir FORGE for-each-ref`), or the `ls-refs` request sent over HTTP (`git remote-http(s)`)."""
-    return re.match(r"(ls-remote|--git-dir \S+ for-each-ref|remote-https?) ", args) is not None
+    """Whether a logged call asks the forge for its refs: `git ls-remote`, or the `ls-refs` request sent to a
+    forge on this machine (`git upload-pack`) or over HTTP (`git remote-http`, `git remote-https`)."""
+    return re.match(r"(ls-remote|upload-pack --stateless-rpc|remote-https?) ", args) is not None
 
 
 def pushes(log: Path) -> list[tuple[int, str]]:

@@ -3,8 +3,10 @@ for only the refs named; `git ls-remote` where neither will do."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -12,14 +14,15 @@ from collections.abc import Sequence
 from assay.core.credentials import redact
 from assay.core.git.history import History
 from assay.core.git.objects import close_quietly
-from assay.core.git.run import first_error, forge_env, git_timeout, local_forge_path, run_git
+from assay.core.git.run import first_error, git_env, git_timeout, local_forge_path, run_git
 from assay.errors import ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from typing import IO
 
-FOR_EACH_REF_MOST = 256  # refs named on one `for-each-ref` command line; more are asked for by their folders
+PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part (512 at least; 4096 on Linux): a
+# listing's request this size goes to git before the caller goes on
 _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
 
 
@@ -63,8 +66,11 @@ class Listing(History):
         folder = local_forge_path(self.url)
         if folder is None or not refs or not all(_PREFIXABLE.fullmatch(r) and not r.endswith("*") for r in refs):
             return
+        request = _ls_refs_request(refs)
+        if len(request) > PIPE_HOLDS:
+            return  # it could wait on git to read it: listed when asked, under the timeout
         self._drop_prefetch()
-        self._prefetched = (frozenset(refs), self._start_ls_refs(folder, refs))
+        self._prefetched = (frozenset(refs), self._start_ls_refs(folder, request))
         self._batch_process()
 
     def _drop_prefetch(self) -> None:
@@ -73,41 +79,58 @@ class Listing(History):
             self._prefetched = None
             _end(proc)
 
-    def _start_ls_refs(self, folder: str, patterns: Sequence[str]) -> subprocess.Popen[bytes]:
-        """`git for-each-ref` started on the forge's folder for the refs `patterns` name: the listing goes on while
-        the caller does."""
+    def _start_ls_refs(self, folder: str, request: bytes) -> subprocess.Popen[bytes]:
+        """`git upload-pack` started on the forge's folder; a request the pipe holds whole (`PIPE_HOLDS`) is
+        written and its input closed, so the listing goes on while the caller does; a larger one is left for
+        `communicate` to write under the timeout."""
         self.round_trips["ls-remote"] += 1
         try:
-            return subprocess.Popen(["git", "--git-dir", folder, "for-each-ref", "--format=%(objectname) %(refname)",
-                                     *_for_each_ref_patterns(patterns)], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=forge_env())
+            proc = subprocess.Popen(["git", "upload-pack", "--stateless-rpc", folder], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env={**git_env(), "GIT_PROTOCOL": "version=2"})
         except FileNotFoundError:
             raise ForgeError("the git binary was not found", hint="install git and put it on PATH") from None
+        if len(request) > PIPE_HOLDS:
+            return proc
+        assert proc.stdin is not None
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a forge that is no repository answers on stderr, at once
+                os.write(proc.stdin.fileno(), request)  # whole: an empty pipe takes PIPE_BUF bytes at once
+            proc.stdin.close()  # unbuffered above: closing flushes nothing that could meet git gone
+            proc.stdin = None  # written and closed: `communicate` only reads
+        except BaseException:
+            _end(proc)
+            raise
+        return proc
 
     def _ls_refs(self, folder: str, patterns: Sequence[str]) -> dict[str, str]:
-        """`ls-remote` of a forge on this machine: `git for-each-ref` of the refs under the patterns' prefixes, the
-        forge reading those, not all of them. It replaced protocol v2's `ls-refs` spoken to `git upload-pack` by
-        hand: on 26,000 refs, packed, git 2.39, 2 cores (`benchmarks/refs_listing.py`, medians, raw processes)
-        one brief's refs took 1.8 ms where that took 2.0 ms, every ref 42 ms where that took 35 ms (1.2x); loose,
-        both about 0.2 s. A `prefetch` starts it while the command loads its code."""
+        """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
+        each pattern: the forge reads the refs under those prefixes, not all of them.
+
+        Not `git for-each-ref`, which answers the same (tests/test_git.py checks it): on 26,000 refs, packed, git
+        2.39, a loaded 2-core machine (`benchmarks/refs_listing.py`, 30 rounds, medians) a full listing took 46 ms
+        here and 66 ms there (1.44x; minimums 32 and 39 ms), which sorts and formats every ref; one brief's five
+        refs took 4.0 ms here and 2.3 ms there; loose, both about 300 ms. Only this way a listing starts while
+        the command loads its code (`prefetch`) with the same request as over HTTP."""
         pending, self._prefetched = self._prefetched, None
+        request = None
         if pending is not None and pending[0].issuperset(patterns):
             proc = pending[1]  # listed (a superset of these refs) while the caller went on: taken once
         else:
             if pending is not None:
                 _end(pending[1])
-            proc = self._start_ls_refs(folder, patterns)
+            request = _ls_refs_request(patterns)
+            proc = self._start_ls_refs(folder, request)
         try:
-            out, err = proc.communicate(timeout=git_timeout())
+            out, err = proc.communicate(request if proc.stdin is not None else None, timeout=git_timeout())
         except subprocess.TimeoutExpired:
-            raise ForgeError(f"git for-each-ref timed out after {git_timeout():.0f}s") from None
+            raise ForgeError(f"git upload-pack timed out after {git_timeout():.0f}s") from None
         finally:
             if proc.returncode is None:
                 _end(proc)
-        if proc.returncode != 0:  # said as `git ls-remote` says it of a folder that is no repository
-            raise self._unreadable(f"fatal: '{folder}' does not appear to be a git repository".encode()
-                                   if b"not a git repository" in err else err)
-        return _listed(out.decode("utf-8", "replace").splitlines(), patterns)
+        if proc.returncode != 0:
+            raise self._unreadable(err)
+        return _listed(pkt_lines(out), patterns)
 
     def _ls_refs_http(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP with a `ref-prefix` for each pattern, through git's own transport
@@ -184,19 +207,8 @@ def _ls_refs_request(patterns: Sequence[str]) -> bytes:
             + b"0000")
 
 
-def _for_each_ref_patterns(patterns: Sequence[str]) -> list[str]:
-    """What `git for-each-ref` is asked for the refs `patterns` name (full refs, or prefixes ending in `*`): each
-    as a literal prefix it matches up to a slash (a full ref, or a prefix's folder), at most `FOR_EACH_REF_MOST`
-    of them (else their folders): `_listed` keeps what the patterns name."""
-    asked = sorted({p if not p.endswith("*") else p[:p.rfind("/") + 1] for p in patterns})
-    if len(asked) > FOR_EACH_REF_MOST:
-        asked = sorted({p[:p.rfind("/") + 1] for p in asked})
-    return asked
-
-
 def _listed(lines: Sequence[str], patterns: Sequence[str]) -> dict[str, str]:
-    """The refs of a listing (`<id> <ref>` lines) that `patterns` name (a prefix may also match refs beside a full
-    ref)."""
+    """The refs of an `ls-refs` answer that `patterns` name (a prefix may also match refs beside a full ref)."""
     exact = {p for p in patterns if not p.endswith("*")}
     wild = tuple(p.removesuffix("*") for p in patterns if p.endswith("*"))
     refs: dict[str, str] = {}
