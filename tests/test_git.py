@@ -527,9 +527,10 @@ def test_a_big_push_over_http_is_one_exchange_with_receive_pack_under_its_leases
 
 
 def test_listing_a_forge_on_disk_answers_as_for_each_ref_does(tmp_path: Path) -> None:
-    """`ls_remote` of a forge on disk speaks protocol v2 `ls-refs` to `git upload-pack` (faster on a full listing
-    than `git for-each-ref`, see `ForgeGit._ls_refs`): its answers are for-each-ref's, refs packed and loose, a
-    tag unpeeled, a symref as its target's object, an exact ref beside its prefix, a ref that is not there."""
+    """`ls_remote` of a forge on disk speaks protocol v2 `ls-refs` to `git upload-pack` (see `ForgeGit._ls_refs`):
+    its answers are for-each-ref's, refs packed and loose, a tag unpeeled, a symref as its target's object, an
+    exact ref beside its prefix, a ref that is not there; and a ref whose name git refuses, which for-each-ref
+    skips, is listed (junk the sweep reports)."""
     forge = tmp_path / "forge.git"
     env = ["-c", "user.name=t", "-c", "user.email=t@x"]
     run = lambda *a, data=b"": subprocess.run(["git", "--git-dir", str(forge), *a], input=data,  # noqa: E731
@@ -559,3 +560,6 @@ def test_listing_a_forge_on_disk_answers_as_for_each_ref_does(tmp_path: Path) ->
         assert port.ls_remote(*patterns) == for_each_ref(*patterns), patterns
     every = port.ls_remote("refs/*")
     assert every["refs/tags/v1"] == tag and every["refs/assay/alias"] == commit and len(every) == 11
+    (forge / "refs" / "assay" / "claims" / "a..b").write_text(commit + "\n")  # junk a hand or a bug left
+    assert "refs/assay/claims/a..b" not in for_each_ref("refs/assay/claims/*")
+    assert "refs/assay/claims/a..b" in port.ls_remote("refs/assay/claims/*")  # named, so the sweep can say it

@@ -3,6 +3,7 @@ a broken or oversized brief, a bad setting, an unusable cache or state folder; a
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from pathlib import Path
@@ -77,7 +78,10 @@ def test_a_forge_that_accepts_and_never_answers_fails_fast(tmp_path: Path) -> No
         run = assay("claims", "--forge", url, env={"ASSAY_GIT_STALL_S": "2"}, timeout=60)
     finally:
         stop.set()
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes accept(): closed under it, its number could be reused
         listener.close()
+        thread.join(timeout=10)
         for conn in held:
             conn.close()
     assert run.code == 1 and "cannot read forge" in run.err, run.err

@@ -34,13 +34,18 @@ def desk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen()
+    server.settimeout(0.1)  # its thread looks for the end between waits: a socket closed under a blocked accept
+    done = threading.Event()  # leaves the accept on its number, which the next socket of this process may reuse
 
     def serve() -> None:
-        while True:
+        while not done.is_set():
             try:
                 conn, _ = server.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            conn.settimeout(None)
             with conn, conn.makefile("rb") as said:
                 assert json.loads(said.readline())["op"] == "step"
                 for reply in scripts.pop(0):
@@ -52,6 +57,9 @@ def desk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[
     thread.start()
     monkeypatch.setenv("ASSAY_SOCKET", str(path))
     yield scripts
+    done.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
     server.close()
 
 

@@ -107,11 +107,11 @@ class Listing(History):
         """`ls-remote` of a forge on this machine through `git upload-pack` (protocol v2), with a `ref-prefix` for
         each pattern: the forge reads the refs under those prefixes, not all of them.
 
-        Not `git for-each-ref`, which answers the same (tests/test_git.py checks it): on 26,000 refs, packed, git
-        2.39, a loaded 2-core machine (`benchmarks/refs_listing.py`, 30 rounds, medians) a full listing took 46 ms
-        here and 66 ms there (1.44x; minimums 32 and 39 ms), which sorts and formats every ref; one brief's five
-        refs took 4.0 ms here and 2.3 ms there; loose, both about 300 ms. Only this way a listing starts while
-        the command loads its code (`prefetch`) with the same request as over HTTP."""
+        Not `git for-each-ref`, which is about as fast (26,000 refs, packed, git 2.39, a quiet 2-core machine,
+        `benchmarks/refs_listing.py`, raw processes: one brief's refs 1.8 ms there, 2.0 ms here; every ref 42 and
+        35 ms) but skips, with a warning, a ref whose name git refuses (`refs/assay/claims/a..b`): junk the sweep
+        must list (tests/test_forge_junk.py), which `ls-refs` lists as it lists the rest. Only this way a listing
+        starts while the command loads its code (`prefetch`) with the same request as over HTTP."""
         pending, self._prefetched = self._prefetched, None
         request = None
         if pending is not None and pending[0].issuperset(patterns):
