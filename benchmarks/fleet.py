@@ -112,21 +112,30 @@ write t.txt hi
 """
 
 
-def calibrate(tmp: Path) -> Profile:
-    """One real desk pass over a typical brief, every git call logged."""
-    forge, seed = tmp / "calibrate.git", tmp / "seed"
-    seed.mkdir()
+def typical_forge(tmp: Path, briefs: dict[str, str]) -> tuple[Path, Path, dict[str, str]]:
+    """A forge on disk made by `assay init` with `briefs` (file name: text) on main instead of its sample, and the
+    environment of a desk on it whose every git call is logged: (the forge, the log, the environment)."""
+    forge, seed = tmp / "forge.git", tmp / "seed"
+    seed.mkdir(parents=True)
     subprocess.run([sys.executable, "-m", "assay", "init", "--local-forge", str(forge)], cwd=seed, check=True,
                    capture_output=True)
-    for sample in (seed / "briefs").glob("*.md"):  # `init`'s sample brief: the typical one alone is worked
+    for sample in (seed / "briefs").glob("*.md"):  # `init`'s sample brief: only these are worked
         sample.unlink()
-    (seed / "briefs" / "typical.md").write_text(TYPICAL)
+    for name, text in briefs.items():
+        (seed / "briefs" / name).write_text(text)
     git("add", "-A", cwd=seed)
-    git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "typical", cwd=seed)
+    git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "briefs", cwd=seed)
     git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=seed)
     shim, log = logging_git(tmp)
     env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "ASSAY_STATE_DIR": str(tmp / "state"),
            "ASSAY_EFFECTS_LOG": str(tmp / "effects.log"), "ASSAY_CACHE_DIR": str(tmp / "cache")}
+    env.pop("ASSAY_PUSH_WINDOW_S", None)
+    return forge, log, env
+
+
+def calibrate(tmp: Path) -> Profile:
+    """One real desk pass over a typical brief, every git call logged."""
+    forge, log, env = typical_forge(tmp, {"typical.md": TYPICAL})
     desk = [sys.executable, "-m", "assay", "desk", "run", "scripted", "--once", "--forge", str(forge)]
     ran = subprocess.run(desk, env=env, capture_output=True, text=True, timeout=300)
     if ran.returncode != 0 or "review ready" not in ran.stdout:

@@ -20,7 +20,6 @@ The floor for times: one raw `git push` to a small bare repository, measured in 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import subprocess
@@ -32,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.fleet import BURST_GAP_S, TYPICAL, floor_push, git  # noqa: E402
-from tests.helpers.gitlog import calls, logging_git  # noqa: E402
+from benchmarks.fleet import BURST_GAP_S, TYPICAL, floor_push, typical_forge  # noqa: E402
+from tests.helpers.gitlog import calls  # noqa: E402
 
 HEARTBEAT_S = 300.0  # the presets'
 PUSH_S = 0.03  # a push's own time on the forge, in the simulation
@@ -41,22 +40,9 @@ PUSH_S = 0.03  # a push's own time on the forge, in the simulation
 
 def measured(tmp: Path, desks: int, window: str | None) -> tuple[int, int, int, float]:
     """(briefs ready, pushes landed, pushes tried, seconds) of one run: `window` None runs one desk alone."""
-    forge, seed = tmp / "forge.git", tmp / "seed"
-    seed.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "assay", "init", "--local-forge", str(forge)], cwd=seed, check=True,
-                   capture_output=True)
-    for sample in (seed / "briefs").glob("*.md"):
-        sample.unlink()
-    for i in range(desks if window is not None else 1):
-        (seed / "briefs" / f"t{i:02d}.md").write_text(TYPICAL.replace("title: Typical", f"title: T{i}")
-                                                      .replace("t.txt", f"t{i}.txt"))
-    git("add", "-A", cwd=seed)
-    git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "briefs", cwd=seed)
-    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=seed)
-    shim, log = logging_git(tmp)
-    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "ASSAY_STATE_DIR": str(tmp / "state"),
-           "ASSAY_EFFECTS_LOG": str(tmp / "effects.log"), "ASSAY_CACHE_DIR": str(tmp / "cache")}
-    env.pop("ASSAY_PUSH_WINDOW_S", None)
+    forge, log, env = typical_forge(tmp, {f"t{i:02d}.md": TYPICAL.replace("title: Typical", f"title: T{i}")
+                                          .replace("t.txt", f"t{i}.txt")
+                                          for i in range(desks if window is not None else 1)})
     argv = [sys.executable, "-m", "assay", "desk", "run", "scripted", "--once", "--max-briefs", "1",
             "--forge", str(forge)]
     if window is not None:
