@@ -95,6 +95,12 @@ def _read_stat(pid: int) -> _Stat | None:
         return None
 
 
+def is_stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, a debugger): its state in /proc, `T` or `t`."""
+    stat = _read_stat(pid) if pid > 0 else None
+    return stat is not None and stat.state in ("T", "t")
+
+
 @functools.cache
 def _have_proc() -> bool:
     return os.path.isfile(f"{PROC}/self/stat")

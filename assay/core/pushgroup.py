@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from assay.core.crash import crash_point
+from assay.core.lives import is_stopped
 from assay.errors import ForgeError
 
 KEY_ENV = "ASSAY_PUSH_GROUP_TOKEN"
@@ -123,7 +124,8 @@ def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | st
             return None
         if now - looked > 0.2:
             looked = now
-            if _stopped(_leader(folder)):
+            leader = _leader(folder)
+            if leader != os.getpid() and is_stopped(leader):  # a leader that will not answer soon
                 return None
         time.sleep(POLL_S)
 
@@ -236,19 +238,6 @@ def _leader(folder: str) -> int:
             return int(f.read().strip() or 0)
     except (OSError, ValueError):
         return 0
-
-
-def _stopped(pid: int) -> bool:
-    """Whether process `pid` is stopped (SIGSTOP, a debugger): a leader that will not answer soon."""
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            text = stat.read()
-    except OSError:
-        return False
-    fields = text[text.rfind(")") + 1:].split()
-    return bool(fields) and fields[0] in ("T", "t")
 
 
 def _write(path: str, data: dict[str, Any], keep_locked: bool = False) -> int:

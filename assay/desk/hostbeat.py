@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.claims import Claims, holder_life
-from assay.core.lives import life_state
+from assay.core.lives import is_stopped, life_state
 from assay.core.records import validate_brief_id
 from assay.errors import AssayError, Conflict, ForgeRefused
 
@@ -137,16 +137,7 @@ def _beating(member: dict[str, Any]) -> bool:
         return False
     life = holder_life(member["holder"])
     return life is not None and life.host == os.uname().nodename and life_state(life) == "alive" and \
-        not _stopped(life.pid)
-
-
-def _stopped(pid: int) -> bool:
-    """Whether the process is stopped (SIGSTOP, a debugger): its state in /proc, `T` or `t`."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
-    except (OSError, IndexError):
-        return False
+        not is_stopped(life.pid)
 
 
 def _read(path: Path) -> dict[str, Any]:
