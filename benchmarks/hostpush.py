@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,11 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from assay.core import pushgroup  # noqa: E402
 from benchmarks.fleet import BURST_GAP_S, TYPICAL, floor_push, typical_forge  # noqa: E402
 from tests.helpers.gitlog import calls  # noqa: E402
 
 HEARTBEAT_S = 300.0  # the presets'
 PUSH_S = 0.03  # a push's own time on the forge, in the simulation
+LAZY_S = pushgroup.LAZY_S  # the longest an unhurried push waits for one that must go
+ROUNDS_KEPT = pushgroup.ROUNDS_KEPT
 
 
 def measured(tmp: Path, desks: int, window: str | None) -> tuple[int, int, int, float]:
@@ -56,44 +58,72 @@ def measured(tmp: Path, desks: int, window: str | None) -> tuple[int, int, int, 
     return ran.stdout.count("review ready"), sum(1 for code, _ in tried if code == 0), len(tried), seconds
 
 
-def simulate(desks: int, per_brief: int, brief_s: float, window: float, hours: float, seed: int) -> tuple[float, float]:
-    """(forge pushes per busy desk-minute, mean seconds a push waits for its round) of `desks` busy desks."""
+def simulate(desks: int, per_brief: int, brief_s: float, window: float, hours: float, seed: int,
+             lazy: float = LAZY_S) -> tuple[float, float]:
+    """(forge pushes per busy desk-minute, mean seconds a brief's pushes wait for their rounds in all) of `desks`
+    busy desks. A brief's last push (the run's end and the wait) and its release as done once merged (at a random
+    time during the next brief) are unhurried: each may wait as `pushgroup` reckons (twice the host's recent gap
+    between rounds, at most `lazy` seconds); every other push the window."""
     rng = random.Random(seed)
     burst = max(1, per_brief // 3)
     middle = per_brief - 2 * burst
     horizon = hours * 3600
 
-    def plan(start: float) -> list[float]:
-        """When a desk means to push, in one brief that starts at `start` (before grouping delays them)."""
-        head = [start + i * BURST_GAP_S for i in range(burst)]
-        body = sorted(start + rng.uniform(0.1, 0.9) * brief_s for _ in range(middle))
-        tail = [start + brief_s - (burst - i) * BURST_GAP_S for i in range(burst)]
+    def plan(start: float) -> list[tuple[float, float, bool]]:
+        """(when, patience, on the desk's path) of each push a desk means to make in one brief that starts at
+        `start` (before grouping delays them)."""
+        head = [(start + i * BURST_GAP_S, window, True) for i in range(burst)]
+        body = sorted((start + rng.uniform(0.1, 0.9) * brief_s, window, True) for _ in range(middle))
+        tail = [(start + brief_s - (burst - i) * BURST_GAP_S, window if i < burst - 1 else max(window, lazy), True)
+                for i in range(burst)]
         return head + body + tail
 
     queues = {d: plan(-rng.uniform(0, brief_s)) for d in range(desks)}
-    rounds, waits = 0, []
+    releases: list[float] = []  # merged briefs' releases, made by a desk's next pass: nobody waits on them
+    rounds, waited = 0, 0.0
+    briefs = 0
+    history: list[float] = []  # the host's last rounds (pushgroup.ROUNDS_KEPT)
+
+    def patience(at: float, wait: float) -> float:
+        """An unhurried push's wait, as `pushgroup._patience` reckons it from the host's last rounds."""
+        if wait <= window:
+            return window
+        if not history or at - history[-1] > lazy:
+            return window
+        gaps = sorted(b - a for a, b in zip(history, history[1:], strict=False))
+        return max(window, min(lazy, 2 * gaps[len(gaps) // 2])) if gaps else window
+
     while True:
-        due = [(q[0], d) for d, q in queues.items() if q]
-        if not due:
-            break
-        opened, _ = min(due)
+        due = sorted([(q[0][0], q[0][0] + patience(q[0][0], q[0][1]), d) for d, q in queues.items() if q]
+                     + [(at, at + patience(at, lazy), -1) for at in releases])
+        opened = due[0][0]
         if opened > horizon:
             break
-        closes = opened + window
-        takers = [d for at, d in due if at <= closes]
+        closes = due[0][1]
+        for at, deadline, _ in due[1:]:  # a request made before the round pushes brings its deadline in
+            if at > closes:
+                break
+            closes = min(closes, deadline)
         done = closes + PUSH_S
+        takers = [(at, d) for at, _, d in due if at <= closes]
         rounds += 1 if opened >= 0 else 0
-        for d in takers:
-            at = queues[d].pop(0)
-            if at >= 0:
-                waits.append(done - at)
+        history = [*history, closes][-ROUNDS_KEPT:]
+        releases = [at for at in releases if at > closes]
+        for at, d in takers:
+            if d < 0:
+                continue
+            _, _, path = queues[d].pop(0)
             delay = done - at  # the desk's later pushes of this brief move by what this one waited
-            queues[d] = [x + delay for x in queues[d]]
-            if not queues[d]:  # the brief is over: the next starts at once
+            if at >= 0 and path:
+                waited += delay
+            queues[d] = [(x + delay, p, o) for x, p, o in queues[d]]
+            if not queues[d]:  # the brief is over: the next starts at once; a person merges this one meanwhile
+                briefs += at >= 0
+                releases.append(done + rng.uniform(0, brief_s))
                 queues[d] = plan(done)
     busy_minutes = desks * horizon / 60
     beats = horizon / HEARTBEAT_S  # one a host
-    return (rounds + beats) / busy_minutes, statistics.fmean(waits) if waits else 0.0
+    return (rounds + beats) / busy_minutes, waited / max(briefs, 1)
 
 
 def main() -> None:
@@ -116,14 +146,15 @@ def main() -> None:
             print(f"{args.desks} desks on one host, window {w} s: {ready} briefs ready, {landed / ready:.2f} pushes a "
                   f"brief ({tried / ready:.2f} tried; {landed / ready / per_brief:.2f}x alone), {seconds:.1f} s "
                   f"({seconds / alone_s:.1f}x one desk's one brief)")
-    print(f"\nsimulated: {args.desks} busy desks of one host, {per_brief} pushes a brief, one heartbeat push a host "
-          f"every {HEARTBEAT_S:.0f} s")
-    print("brief min  window s  pushes per busy desk-minute  (alone)  mean wait a push s")
+    print(f"\nsimulated: {args.desks} busy desks of one host, {per_brief} pushes a brief and its release once "
+          f"merged, the last and the release unhurried (up to {LAZY_S:g} s), one heartbeat push a host every "
+          f"{HEARTBEAT_S:.0f} s")
+    print("brief min  window s  pushes per busy desk-minute  (alone)  waits a brief s")
     for brief_min in (10, 30):
-        alone = (per_brief + brief_min * 60 / HEARTBEAT_S - 1) / brief_min
+        alone = (per_brief + 1 + brief_min * 60 / HEARTBEAT_S - 1) / brief_min
         for w in (float(x) for x in args.sim_windows.split(",")):
             rate, wait = simulate(args.desks, per_brief, brief_min * 60, w, args.hours, 7)
-            print(f"{brief_min:9d}  {w:8g}  {rate:27.3f}  {alone:7.2f}  {wait:18.2f}")
+            print(f"{brief_min:9d}  {w:8g}  {rate:27.3f}  {alone:7.2f}  {wait:15.1f}")
 
 
 if __name__ == "__main__":

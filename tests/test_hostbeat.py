@@ -70,6 +70,27 @@ def test_a_hosts_desks_renew_their_claims_in_one_push(forge: Forge, tmp_path: Pa
     assert git("--git-dir", str(forge.path), "show", "refs/heads/assay/a:a.txt") == "a\n"
 
 
+def test_a_hosts_desks_push_their_journals_together(forge: Forge, tmp_path: Path) -> None:
+    """Under one supervisor the desks' pushes go through the host's push group (whose key each desk holds out of
+    its environment, as every credential): with a window, one push of the forge carries several desks' journals,
+    and each brief's story is whole."""
+    publish(forge, {"desks/builder.yaml": DESK.replace("heartbeat_s: 1", "heartbeat_s: 5"),
+                    **{f"briefs/{b}.md": brief(b.upper(), ["deploy", f"write {b}.txt {b}"], f"test -f {b}.txt")
+                       for b in BRIEFS}})
+    log = logged_pushes(forge)
+    run = subprocess.run([sys.executable, "-m", "assay", "desk", "run", "builder", "--count", "3", "--once",
+                          "--push-window", "1", "--forge", forge.url], env={**os.environ, **desk_env(tmp_path)},
+                         capture_output=True, text=True, timeout=180)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and out.count("review ready") == 3, out
+    pushes = [set(line.split()) for line in log.read_text().splitlines() if line.strip()]
+    together = [p for p in pushes if sum(r.startswith("refs/assay/journal/") for r in p) >= 2]
+    assert together, f"no push carried two desks' journals: {pushes}"
+    for b in BRIEFS:
+        assert claim_chain(forge.path, b)[-1]["state"] == "waiting"
+        assert invariants(forge.path, b) == [] and audit_failures(forge.url, b) == {}
+
+
 def test_a_stop_reaches_every_desk_of_the_supervisor(forge: Forge, tmp_path: Path) -> None:
     publish(forge, {"desks/builder.yaml": DESK,
                     **{f"briefs/{b}.md": brief(b.upper(), ["sleep 60"], "true") for b in BRIEFS[:2]}})

@@ -12,7 +12,7 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.steps import Session, open_session
 from assay.errors import Fenced, NeedsPerson, OutcomeUnknown, ReplayMismatch, StepFailed
-from tests.conftest import Forge
+from tests.conftest import Forge, git
 from tests.journal_check import claim_chain, entries, invariants, journal_commits
 
 
@@ -206,11 +206,26 @@ def test_a_fenced_desk_writes_nothing(forge: Forge, held: Claims) -> None:
 
 
 def test_runs_that_keep_failing_block_the_brief(forge: Forge, held: Claims) -> None:
-    for run in ("r1", "r2", "r3"):
-        session(held, run).begin_run()  # and never end_run: each one "crashed"
+    """A first run's start rides its first push: one that died before any push (no agent ran: its intent goes
+    first) left nothing to count. Every run after it is counted on the forge before it does anything."""
+    first = session(held, "r1")
+    first.begin_run()  # and never end_run nor a push: it "crashed" early
+    assert first.journal.pending and not journal_ref_tip(forge)
+    current = held.read("alpha")
+    assert current is not None
+    held.expire(current, "its desk died", by="sweeper")
+    assert held.claim("alpha", "d").record.epoch == 2  # its successor: a new epoch
+    for run in ("r2", "r3", "r4"):
+        session(held, run, epoch=2).begin_run()  # and never end_run: each one "crashed"
+        assert journal_ref_tip(forge)  # counted before it did anything
     with pytest.raises(NeedsPerson):
-        session(held, "r4").begin_run()
+        session(held, "r5", epoch=2).begin_run()
     assert claim_chain(forge.path, "alpha")[-1]["state"] == "blocked"
+
+
+def journal_ref_tip(forge: Forge) -> str:
+    return git("--git-dir", str(forge.path), "rev-parse", "--verify", "-q", "refs/assay/journal/alpha",
+               check=False).strip()
 
 
 def test_a_run_that_ends_resets_the_count(held: Claims) -> None:

@@ -26,7 +26,8 @@ def held() -> frozenset[str]:
     return frozenset(v for v in _HELD.values() if len(v) >= 8)
 
 
-def _named(name: str) -> str | None:
+def named(name: str) -> str | None:
+    """The credential in the environment variable `name`, whether still there or taken by `hold`."""
     return os.environ.get(name) or _HELD.get(name) or None
 
 
@@ -97,4 +98,4 @@ def token_for(url: str) -> str | None:
     api = os.environ.get("ASSAY_GITHUB_API", "")
     if host is None or not (host in ("github.com", "www.github.com") or (api and _host(api) == host)):
         return None
-    return _named("GITHUB_TOKEN") or _named("GH_TOKEN")
+    return named("GITHUB_TOKEN") or named("GH_TOKEN")

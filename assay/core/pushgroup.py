@@ -8,8 +8,11 @@ waits, and takes the folder's lock (`flock`, released by the kernel when its hol
 lock answers:
 
 - if its own request was answered meanwhile (`<id>.out`), it reads the answer and goes;
-- else it leads a round: it waits the window (0 s: only requests made while the last round pushed share this
-  one), reads the forge's tips of every ref the waiting requests name, and pushes the requests whose leases match
+- else it leads a round: it waits until the first deadline of the waiting requests (each waits at most the window
+  from when it was made, 0 s: only requests made while the last round pushed share this one; a push that nobody
+  waits on, made `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes
+  with the first push that must go), reads the forge's
+  tips of every ref the waiting requests name, and pushes the requests whose leases match
   (at most one per ref, a later one waits for the next round), as one atomic push. Each requester in that push is
   answered with its outcome; every other one is answered "alone", and pushes itself, as it would without a group.
 
@@ -33,15 +36,19 @@ import json
 import os
 import re
 import secrets
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from assay.core.crash import crash_point
+from assay.core.credentials import named
 from assay.core.lives import is_stopped
 from assay.errors import ForgeError
 
 KEY_ENV = "ASSAY_PUSH_GROUP_TOKEN"
+LAZY_S = 10.0  # the longest an unhurried push waits for one that must go (ASSAY_PUSH_LAZY_S)
+ROUNDS_KEPT = 9  # the host's last rounds whose gaps tell an unhurried push how long to wait
 LOCK_WAIT_S = 10.0  # beyond the window, the longest a requester waits for the folder's lock before it goes alone
 POLL_S = 0.01
 STALE_S = 600.0  # answers, requests and partial files older than this are litter
@@ -58,7 +65,7 @@ Read = Callable[[Sequence[str]], dict[str, str]]  # the forge's tips of these re
 def window() -> float | None:
     """The host's push window in seconds, or None when this process's pushes are not grouped."""
     raw = os.environ.get("ASSAY_PUSH_WINDOW_S", "").strip()
-    if not raw or len(os.environ.get(KEY_ENV, "")) < 32:
+    if not raw or len(named(KEY_ENV) or "") < 32:  # a credential: a desk holds it out of its environment
         return None
     try:
         return max(0.0, min(float(raw), 60.0))
@@ -70,16 +77,56 @@ def new_key() -> str:
     return secrets.token_hex(32)
 
 
-def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read, wait_s: float) -> Results:
+_calm = threading.local()
+
+
+@contextlib.contextmanager
+def unhurried() -> Iterator[None]:
+    """This thread's grouped pushes in this block are ones nobody waits on (a run's last entries and its wait, a
+    merged brief settled): each waits up to `LAZY_S` for a push of the host that must go, and goes with it."""
+    before = getattr(_calm, "on", False)
+    _calm.on = True
+    try:
+        yield
+    finally:
+        _calm.on = before
+
+
+def _patience(folder: str, window_s: float) -> float:
+    """How long this thread's push may wait for others: the window; when it is unhurried, up to twice the host's
+    recent gap between rounds (at most `LAZY_S`), or the window alone if the host made no round lately."""
+    if not getattr(_calm, "on", False):
+        return window_s
+    try:
+        lazy = min(max(float(os.environ.get("ASSAY_PUSH_LAZY_S", "").strip() or LAZY_S), 0.0), 60.0)
+    except ValueError:
+        lazy = LAZY_S
+    rounds = _rounds(folder)
+    if not rounds or time.time() - rounds[-1] > lazy:
+        return window_s  # a quiet host: no push is coming to take this one along
+    gaps = sorted(b - a for a, b in zip(rounds, rounds[1:], strict=False))
+    return max(window_s, min(lazy, 2 * gaps[len(gaps) // 2])) if gaps else window_s
+
+
+def _rounds(folder: str) -> list[float]:
+    """When the host's last rounds pushed (`ROUNDS_KEPT`, oldest first)."""
+    raw = (_read(os.path.join(folder, ".rounds")) or {}).get("at")
+    return sorted(float(t) for t in raw if isinstance(t, (int, float))) if isinstance(raw, list) else []
+
+
+def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read,
+         window_s: float) -> Results:
     """Push `updates` with the host's other desks' requests to the same forge (see the module's text); each ref's
     (status, detail) as `direct` would say it. Raises ForgeError as `direct` does when the outcome is unknown."""
-    key = os.environ.get(KEY_ENV, "").encode()
+    key = (named(KEY_ENV) or "").encode()
     if not updates or not all(_valid(u) for u in updates):
         return direct(updates, atomic)
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    wait_s = _patience(folder, window_s)
     rid = f"{os.getpid()}-{secrets.token_hex(6)}"
     req, out = os.path.join(folder, f"{rid}.req"), os.path.join(folder, f"{rid}.out")
-    body = {"updates": [list(u) for u in updates], "atomic": atomic, "at": time.time()}
+    made = time.time()
+    body = {"updates": [list(u) for u in updates], "atomic": atomic, "at": made, "wait": wait_s}
     held = _write(req, {**body, "mac": _mac(key, body)}, keep_locked=True)
     fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -90,7 +137,7 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who leads: a waiter can see it stopped
             if wait_s:
-                time.sleep(wait_s)  # the window: others' requests gather while this one waits
+                _gather(folder, key, made + wait_s)  # others' requests gather until the first must go
             _lead(folder, rid, key, read, direct)
             got = _read(out) or {}
         answer = got
@@ -105,6 +152,35 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
     finally:
         os.close(fd)
         os.close(held)
+
+
+def _gather(folder: str, key: bytes, due: float) -> None:
+    """Wait until `due` (this request's deadline) or the earliest deadline of another request waiting meanwhile,
+    whichever comes first: a push that must go now is held no longer than its own window."""
+    deadlines: dict[str, float] = {}
+    while True:
+        for name in os.listdir(folder):
+            if name.endswith(".req") and name not in deadlines:
+                deadlines[name] = _deadline(_read(os.path.join(folder, name)), key)
+        left = min(due, *deadlines.values()) - time.time() if deadlines else due - time.time()
+        if left <= 0:
+            return
+        time.sleep(min(left, POLL_S * 2))
+
+
+def _deadline(data: dict[str, Any] | None, key: bytes) -> float:
+    """When a request must be pushed (made + its wait), or never for one that does not verify."""
+    if data is None or not hmac.compare_digest(str(data.get("mac", "")), _mac(key, _body(data))):
+        return float("inf")
+    at, wait = data.get("at"), data.get("wait", 0)
+    if not isinstance(at, (int, float)) or not isinstance(wait, (int, float)):
+        return float("inf")
+    return float(at) + min(max(float(wait), 0.0), 60.0)
+
+
+def _body(data: dict[str, Any]) -> dict[str, Any]:
+    """What a request's key signs."""
+    return {k: data.get(k) for k in ("updates", "atomic", "at", "wait") if k in data}
 
 
 def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | str | None:
@@ -171,6 +247,7 @@ def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None
         mine = together and any(rid == f for f, _ in fits)
         answer = {"results": {u[0]: landed[u[0]] for u in updates}} if mine and landed else {"alone": True}
         _write(os.path.join(folder, f"{rid}.out"), answer)
+    _write(os.path.join(folder, ".rounds"), {"at": [*_rounds(folder), time.time()][-ROUNDS_KEPT:]})
 
 
 def _waiting(folder: str, own: str, key: bytes) -> list[tuple[str, list[Update]]]:
@@ -186,15 +263,16 @@ def _waiting(folder: str, own: str, key: bytes) -> list[tuple[str, list[Update]]
                     os.unlink(path)  # an answer whose requester is gone, a partial file a killed writer left
             continue
         rid = name[:-4]
-        if os.path.exists(path[:-4] + ".out") or (rid != own and not _waited_on(path)):
-            if rid != own and now - _mtime(path) > 1.0:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)  # its requester is gone or went alone
+        if rid != own and not _waited_on(path):  # locked from before it could be seen: its requester is gone or
+            with contextlib.suppress(OSError):   # went alone
+                os.unlink(path)
             continue
+        if os.path.exists(path[:-4] + ".out"):
+            continue  # answered: its requester collects it
         data = _read(path)
         if data is None:
             continue
-        body = {k: data.get(k) for k in ("updates", "atomic", "at")}
+        body = _body(data)
         raw = data.get("updates")
         updates = [tuple(map(str, u)) for u in raw if isinstance(u, list) and len(u) == 3] \
             if isinstance(raw, list) else []

@@ -595,7 +595,10 @@ class Session:
             self.block(reason)
             raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
                               hint="inspect `assay journal`, fix the cause, then release the claim")
-        self.journal.add("note", sync=True, data={"run": "start", "writer": this_life().to_data()})
+        # a first run's start rides its first push (the agent's intent goes first, so no agent runs uncounted); once
+        # a run or another epoch came before, it is on the forge before anything else: a crash loop is counted
+        first = self.journal.last_seq == 0 and self.journal.epoch == 1
+        self.journal.add("note", sync=not first, data={"run": "start", "writer": this_life().to_data()})
 
     def end_run(self, sync: bool = True) -> None:
         """This run finished (sync=False: the note goes with the next push, a claim change say)."""

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.core import custody, landing, signals
+from assay.core import custody, landing, pushgroup, signals
 from assay.core.briefs import Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -439,8 +439,9 @@ class Desk:
         return review is not None and review.record.state == "merged"
 
     def _done(self, brief_id: str, epoch: int, reason: str) -> str:
-        custody.release(self.claims, brief_id, self.spec.name, outcome="done", reason=reason, epoch=epoch,
-                        run=self._run)
+        with pushgroup.unhurried():  # nobody waits on it: it goes with the host's next push that must go
+            custody.release(self.claims, brief_id, self.spec.name, outcome="done", reason=reason, epoch=epoch,
+                            run=self._run)
         self.echo(f"{self.spec.name}: {brief_id} merged -> done")
         return "done"
 

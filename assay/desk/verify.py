@@ -37,9 +37,10 @@ def run_row(row: VerifyRow, cwd: Path, timeout_s: int, env: dict[str, str]) -> d
 
 def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: Path, timeout_s: int,
            env: dict[str, str], landed_on: str = "") -> dict[str, Any]:
-    """Run every row at `head` in `checkout`; journal each row's evidence; return the verdict. With `landed_on` (the
-    main a round woken as main moved merged in), the rows of every brief landed on it run too, each from main's copy
-    (journaled in one note, `landed_rows`): they must hold after this merge as well."""
+    """Run every row at `head` in `checkout`; journal each row's evidence (it rides the next push: the statuses'
+    intent or the review's); return the verdict. With `landed_on` (the main a round woken as main moved merged in),
+    the rows of every brief landed on it run too, each from main's copy (journaled in one note, `landed_rows`): they
+    must hold after this merge as well."""
     clean = git.worktree(checkout, head)
     clean.git("checkout", "-q", "--force", "--detach", head)
     clean.git("clean", "-q", "-ffdx")
@@ -56,7 +57,6 @@ def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: P
             {k: r.get(k) for k in ("brief", "row", "command", "exit_code", "passed", "tail")} for r in rows]}})
         failures += [f"{r['brief']}/{r['row']} (landed on main) exited {r['exit_code']}" for r in rows
                      if not r["passed"]]
-    session.flush()
     return {"passed": not failures, "summary": "; ".join(failures) or "all verify rows passed"}
 
 

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from assay.core import custody, landing, wip
+from assay.core import custody, landing, pushgroup, wip
 from assay.core.briefs import Brief
 from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
@@ -83,6 +83,7 @@ class BriefWork:
         self.assay_bin = assay_command(state_dir)
         self._main = ""  # the main this pass started from
         self._footprint_rode = False  # this brief's learned footprint rode its work's push
+        self._branch_seen: str | None = None  # the work branch's tip as the branch step read it (this run)
         self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
         self._redo: dict[str, str] = {}  # this round's identity in its steps' inputs
         self._threads: tuple[Thread, ...] = ()  # the review threads waiting on an answer, as the last prompt read them
@@ -94,7 +95,7 @@ class BriefWork:
         Long: the desk's durable steps in the order they run (branch, review, agent, push, verify, statuses,
         supersede, ready), read as one story: their order is the journal's and the crash points'."""
         session, brief = self.session, self.brief
-        self._main = main
+        self._main, self._branch_seen = main, None
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
         self.reviews.hold(self._renew, self.spec.lease_s / 2)
         redo, feedback = self._round()
@@ -102,8 +103,8 @@ class BriefWork:
         if brief.done_when and self._already_on_main(main, redo):
             return "done"
         head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent",
-                            rides=True, lazy_result=True)  # the branch moves in the push that carries the intent
-        tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # go on from the branch as it is
+                            rides=True, lazy_result=True)  # the branch moves with its intent, in the agent's intent's
+        tip = self._branch_seen or self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
         if self._round_main:
@@ -124,8 +125,8 @@ class BriefWork:
         while True:  # until the review is marked ready (a thread that lands meanwhile: again)
             while True:
                 mark = {"attempt": attempt, **({"steered": steered} if steered else {}), **redo}
-                agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark,
-                                     policy="idempotent")  # intent on the forge first
+                agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark, policy="idempotent",
+                                     lazy_result=True)  # intent on the forge first; the result rides the push's push
                 parked = self._parked_by_agent()
                 if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
                     session.end_run()
@@ -194,7 +195,8 @@ class BriefWork:
                 session.block(f"{self.spec.attempts} attempts failed: a review thread waits on an answer")
                 return "blocked"
         session.end_run(sync=False)
-        session.wait("review")  # the run's end, the entry and the claim change in one push
+        with pushgroup.unhurried():  # the run's end, the entry and the claim change in one push, which nobody waits on
+            session.wait("review")
         self.echo(f"{self.spec.name}: {brief.id} verified at {head[:10]}; review ready; waiting for merge")
         return "waiting"
 
@@ -347,7 +349,7 @@ class BriefWork:
     def _parked_by_agent(self) -> str:
         """The condition the agent parked its own claim on during its run (`assay wait`), or ""."""
         journal = self.session.journal
-        journal.reload()
+        journal.reload(unless_within_s=1.0)  # read as the agent's run ended
         agents = [e for e in journal.entries if e.kind == "intent" and e.step == "agent"]
         waits = [e for e in journal.entries if e.kind == "wait" and agents and e.seq > agents[-1].seq]
         if not waits:
@@ -411,22 +413,24 @@ class BriefWork:
         """Adopt the work branch if the forge has it; otherwise create it at main (fenced)."""
         tip = self.git.ls_remote(self.branch_ref).get(self.branch_ref)
         if tip:
+            self._branch_seen = tip
             return tip
-        self.session.journal.add("note", sync=True, data={"branch": "created", "at_commit": main},
-                                 refs=[RefUpdate(self.branch_ref, main)])
+        self.session.journal.add("note", sync=False, data={"branch": "created", "at_commit": main},
+                                 refs=[RefUpdate(self.branch_ref, main)])  # with the next push: the agent's intent
+        self._branch_seen = main
         return main
 
     def _open_review(self, head: str, key: str = "") -> str:
-        """Open the draft review. Where reviews are refs, the record rides a journal push with the step's intent
-        (fenced, one push); on GitHub the intent is on the forge before the API call."""
+        """Open the draft review. Where reviews are refs, the record rides the next journal push with the step's
+        intent (fenced: the agent's intent's); on GitHub the intent is on the forge before the API call."""
         branch = WORK_BRANCH_PREFIX + self.brief.id
         if self.reviews.refs_backed:
             for _ in range(3):
                 update = self.reviews.open_update(self.brief.id, branch, self.brief.title, head)
                 if update is None:
                     break  # open already
-                try:
-                    self.session.journal.add("note", sync=True, data={"review": "opened"}, refs=[update])
+                try:  # with the next push (the agent's intent): a review of a branch that has no commit yet
+                    self.session.journal.add("note", sync=False, data={"review": "opened"}, refs=[update])
                     return "draft"
                 except Fenced:
                     raise
@@ -475,7 +479,7 @@ class BriefWork:
         Judged from the journal alone (the `delivered` notes and where they stand), so that a replay decides the
         same: steering taken by a later run still counts as late here."""
         journal = self.session.journal
-        journal.reload()
+        journal.reload(unless_within_s=1.0)  # read for `_unsettled` just before
         ends = [e.seq for e in journal.entries if e.kind == "result" and e.step == "agent"
                 and isinstance((e.data or {}).get("output"), dict) and (e.data or {})["output"].get("run") == run]
         end = ends[-1] if ends else journal.entries[-1].seq

@@ -22,7 +22,7 @@ from tests.helpers import procs
 from tests.helpers.gitlog import calls, logging_git
 
 # One process's push: a commit on `refs/assay/journal/<name>` and one on `refs/assay/claims/<name>`, atomic, each
-# from what the forge has now (or from a wrong tip: "stale"), once the file `go` exists.
+# from what the forge has now (or from a wrong tip: "stale"), once the file `go` exists; "lazy": made unhurried.
 PROGRAM = """
 import os, sys, time
 from pathlib import Path
@@ -41,7 +41,12 @@ for ref in refs:
 print("ready", flush=True)
 while not go.exists():
     time.sleep(0.005)
-done = g.push(updates, atomic=True)
+if mode == "lazy":  # a push nobody waits on
+    from assay.core.pushgroup import unhurried
+    with unhurried():
+        done = g.push(updates, atomic=True)
+else:
+    done = g.push(updates, atomic=True)
 print(" ".join(f"{r.ref}={r.status}:{u.new}" for u, r in zip(updates, done.values())), flush=True)
 """
 
@@ -108,7 +113,7 @@ def test_processes_pushing_at_once_make_one_push_and_a_stale_lease_is_fenced_alo
         result = said(proc)
         assert [s for s, _ in result.values()] == ["ok", "ok"]  # the others landed all the same
         assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
-    assert not [p for p in (tmp_path / "cache").rglob("pushes/*") if p.name != ".lock"]  # nothing left behind
+    assert not [p for p in (tmp_path / "cache").rglob("pushes/*") if p.name not in (".lock", ".rounds")]  # no litter
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -175,3 +180,41 @@ def test_a_paused_round_leader_stalls_no_push(forge: Forge, tmp_path: Path) -> N
     assert [s for s, _ in said(paused).values()] == ["ok", "ok"]  # its window over, it pushed its own
     for name in ("paused", "other"):
         assert git("--git-dir", str(forge.path), "rev-list", "--count", f"refs/assay/claims/{name}").strip() == "1"
+
+
+def test_an_unhurried_push_waits_for_one_that_must_go_and_goes_with_it(forge: Forge, tmp_path: Path) -> None:
+    """A push nobody waits on (a run's last entries), on a host whose rounds came 10 s apart lately, may wait 20 s
+    for company; a push that must go now comes meanwhile: the round goes at once, both in one push of the forge
+    (held the full 20 s, the second would have given up on the lock after 10 s and pushed alone: two)."""
+    folder, log = logging_git(tmp_path)
+    env = group_env(tmp_path, "0", PATH=f"{folder}{os.pathsep}{os.environ['PATH']}", ASSAY_PUSH_LAZY_S="30")
+    warm = start(forge, "warm", tmp_path / "go0", env)  # makes the host's push folder
+    (tmp_path / "go0").touch()
+    said(warm)
+    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    now = time.time()
+    (pushes / ".rounds").write_text(json.dumps({"at": [now - 20, now - 10, now]}))
+    go = tmp_path / "go"
+    lazy = start(forge, "lazy", go, env, mode="lazy")
+    go.touch()
+    await_request(tmp_path / "cache")
+    urgent = start(forge, "urgent", go, env)
+    for proc in (urgent, lazy):
+        result = said(proc)
+        assert [s for s, _ in result.values()] == ["ok", "ok"]
+        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+    writes = [args for code, args in calls(log) if code == 0 and "update-ref --stdin" in args and str(forge.path)
+              in args and "refs/assay/claims/warm" not in args]
+    assert len(writes) == 1 and "refs/assay/claims/lazy" in writes[0] and "refs/assay/claims/urgent" in writes[0], \
+        writes
+
+
+def test_an_unhurried_push_on_a_quiet_host_does_not_wait(forge: Forge, tmp_path: Path) -> None:
+    """No round of the host lately: no push is coming to take it along, so it goes at once (not in 60 s)."""
+    env = group_env(tmp_path, "0", ASSAY_PUSH_LAZY_S="60")
+    go = tmp_path / "go"
+    lazy = start(forge, "lazy", go, env, mode="lazy")
+    begun = time.monotonic()
+    go.touch()
+    assert [s for s, _ in said(lazy).values()] == ["ok", "ok"]
+    assert time.monotonic() - begun < 30

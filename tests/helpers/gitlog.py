@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 # A push to a forge on this machine can be its own ref transaction (`update-ref --stdin`): its log line ends with
-# what it moved, written as a push's refspecs (`<new>:<ref>`, `:<ref>` to delete).
+# what it moved, written as a push's refspecs (`<new>:<ref>`, `:<ref>` to delete). A protocol v2 request to a forge
+# on this machine (`upload-pack --stateless-rpc`): its line ends with what it asked, `ls-refs` or `fetch`.
 SCRIPT = """#!/bin/sh
 case " $* " in
   *" update-ref --stdin "*)
@@ -17,6 +18,14 @@ case " $* " in
     moves=$(printf '%s\\n' "$input" |
             awk '$1 == "update" {{printf " %s:%s", $3, $2}} $1 == "delete" {{printf " :%s", $2}}')
     echo "$code $*$moves" >> "{log}";;
+  *" upload-pack --stateless-rpc "*)
+    request=$(mktemp)
+    cat > "$request"
+    "{real}" "$@" < "$request"
+    code=$?
+    if grep -q "command=ls-refs" "$request"; then what=ls-refs; else what=fetch; fi
+    rm -f "$request"
+    echo "$code $* $what" >> "{log}";;
   *)
     "{real}" "$@"
     code=$?
@@ -46,8 +55,9 @@ def calls(log: Path) -> list[tuple[int, str]]:
 
 def lists_refs(args: str) -> bool:
     """Whether a logged call asks the forge for its refs: `git ls-remote`, or the `ls-refs` request sent to a
-    forge on this machine (`git upload-pack`) or over HTTP (`git remote-http`, `git remote-https`)."""
-    return re.match(r"(ls-remote|upload-pack --stateless-rpc|remote-https?) ", args) is not None
+    forge on this machine (`git upload-pack`; not its object fetches) or over HTTP (`git remote-http`,
+    `git remote-https`)."""
+    return re.match(r"(ls-remote|remote-https?) |upload-pack --stateless-rpc .* ls-refs$", args) is not None
 
 
 def pushes(log: Path) -> list[tuple[int, str]]:

@@ -12,6 +12,7 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -324,8 +325,9 @@ class Journal:
         self.extra_refs: list[RefUpdate] = []
         self.riders: list[RefUpdate] = []  # refs that go along if they can: dropped, not failed, when moved
         self.landed_riders: list[RefUpdate] = []  # the riders the last push carried
-        self._refs_draft: Draft | None = None
+        self._ref_drafts: dict[str, Draft] = {}  # each of `extra_refs`: the entry that moves it
         self._oldest_pending = 0.0
+        self._read_at = -math.inf  # when the forge last told this journal its claim's and journal's tips
 
     @classmethod
     def open(cls, claims: Claims, brief: str, desk: str, epoch: int, run: str,
@@ -351,10 +353,14 @@ class Journal:
 
     # -- reading ------------------------------------------------------------------------
 
-    def reload(self) -> None:
-        """Re-read the claim and the journal (new entries only, when the journal grew)."""
+    def reload(self, unless_within_s: float = 0.0) -> None:
+        """Re-read the claim and the journal (new entries only, when the journal grew); not if this journal read
+        them, or pushed them, within the last `unless_within_s` seconds (one look serves checks made together)."""
+        if unless_within_s and time.monotonic() - self._read_at < unless_within_s:
+            return
         cref, jref = claim_ref(self.brief), journal_ref(self.brief)
         refs = self.git.ls_remote(cref, jref)
+        self._read_at = time.monotonic()
         if cref not in refs:
             raise Fenced(self.brief, self.desk, self.epoch, "the brief has never been claimed")
         self.claim = self.claims.load(cref, refs[cref])
@@ -411,15 +417,18 @@ class Journal:
         """Draft an entry; with sync=True it is on the forge (with everything before it) on return.
 
         `refs` are moved in the same atomic push (a work branch, say), so they are
-        fenced exactly like the entry: a desk that lost its claim moves nothing.
+        fenced exactly like the entry: a desk that lost its claim moves nothing. With sync=False they wait
+        with the entry for the next push (a ref already waiting to move is pushed first).
         `riders` go in that push too, fenced alike, but one that moved meanwhile is
         left out rather than failing the entry (`riders` then lacks it afterwards).
         """
+        if refs and self._ref_drafts.keys() & {u.ref for u in refs}:
+            self.flush()  # one move of a ref a push: the earlier one goes first
         self.riders += riders or []
         draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves)
-        if refs:
-            self.extra_refs += refs
-            self._refs_draft = draft
+        for u in refs or []:
+            self.extra_refs.append(u)
+            self._ref_drafts[u.ref] = draft
         if not self.pending:
             self._oldest_pending = time.monotonic()
         self.pending.append(draft)
@@ -472,15 +481,17 @@ class Journal:
                 crash_point("journal.after-intent", e.step)
 
     def _drop_moved_refs(self, moved: chain.Moved) -> None:
-        """A work branch moved under us: drop the entry that carried it (the rest stays pending) and stop."""
+        """A ref of ours (a work branch, a review) moved under us: drop the entries that moved the refs that moved
+        (the rest, and the other refs, stay pending) and stop."""
         mine = [u.ref for u in self.extra_refs if u.ref in moved.refs]
         if not mine:
             return
-        self.pending = [d for d in self.pending if d is not self._refs_draft]
+        dropped = {id(self._ref_drafts[ref]) for ref in mine}
+        self.pending = [d for d in self.pending if id(d) not in dropped]
         for d in self.pending:
             d.entry = None
-        self.extra_refs.clear()
-        self._refs_draft = None
+        self.extra_refs = [u for u in self.extra_refs if id(self._ref_drafts[u.ref]) not in dropped]
+        self._ref_drafts = {u.ref: self._ref_drafts[u.ref] for u in self.extra_refs}
         raise Conflict(f"{', '.join(mine)} moved under desk {self.desk!r}; nothing was written",
                        hint="another writer pushed to the work branch; inspect it before going on")
 
@@ -561,7 +572,8 @@ class Journal:
         self.pending.clear()
         self.extra_refs.clear()
         self.landed_riders, self.riders = self.riders, []
-        self._refs_draft = None
+        self._ref_drafts.clear()
+        self._read_at = time.monotonic()  # the tips are ours as of this push
 
 
 def entry_view(entry: JournalEntry) -> dict[str, Any]:
