@@ -207,17 +207,20 @@ def test_a_fenced_desk_writes_nothing(forge: Forge, held: Claims) -> None:
 
 def test_runs_that_keep_failing_block_the_brief(forge: Forge, held: Claims) -> None:
     """A first run's start rides its first push: one that died before any push (no agent ran: its intent goes
-    first) left nothing to count. Every run after it is counted on the forge before it does anything."""
+    first) left nothing to count. Every run after it, in this process (a pass that failed early) or another (a
+    restart takes the claim over: a new epoch), is counted on the forge before it does anything."""
     first = session(held, "r1")
     first.begin_run()  # and never end_run nor a push: it "crashed" early
     assert first.journal.pending and not journal_ref_tip(forge)
+    again = session(held, "r2")
+    again.begin_run()  # a pass of the same process at the same epoch: counted at once
+    assert not again.journal.pending and journal_ref_tip(forge)
     current = held.read("alpha")
     assert current is not None
     held.expire(current, "its desk died", by="sweeper")
     assert held.claim("alpha", "d").record.epoch == 2  # its successor: a new epoch
-    for run in ("r2", "r3", "r4"):
+    for run in ("r3", "r4"):
         session(held, run, epoch=2).begin_run()  # and never end_run: each one "crashed"
-        assert journal_ref_tip(forge)  # counted before it did anything
     with pytest.raises(NeedsPerson):
         session(held, "r5", epoch=2).begin_run()
     assert claim_chain(forge.path, "alpha")[-1]["state"] == "blocked"
@@ -272,4 +275,32 @@ def test_a_group_commit_retried_after_a_sibling_append_keeps_its_references(forg
     intent = next(e for e in es if e["kind"] == "intent")
     result = next(e for e in es if e["kind"] == "result")
     assert result["intent"] == intent["seq"]
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_a_ref_a_step_moved_that_moved_under_it_takes_the_steps_result_along(forge: Forge, held: Claims) -> None:
+    """A step whose effect is a ref moved with the next push (the work branch, riding the agent's intent), its result
+    pending too: another writer moves the ref first. The push drops the move and the step's result, never says the
+    step completed; its intent stays open for the next run, which resumes it."""
+    from assay.core.git import ZERO, RefUpdate
+    from assay.errors import Conflict
+
+    s = session(held, "r1")
+    branch = "refs/heads/assay/alpha"
+    main = git("--git-dir", str(forge.path), "rev-parse", "refs/heads/main").strip()
+
+    def create(key: str) -> str:
+        s.journal.add("note", sync=False, data={"branch": "created"}, refs=[RefUpdate(branch, main, ZERO)])
+        return main
+    assert s.step("branch", create, policy="idempotent", rides=True, lazy_result=True) == main
+    git("--git-dir", str(forge.path), "update-ref", branch, main)  # another writer, before the push
+    with pytest.raises(Conflict):
+        s.note("next", sync=True)
+    s.note("after", sync=True)  # what stayed pending goes
+    written = entries(forge.path, "alpha")
+    assert [(e["kind"], e.get("step")) for e in written if e.get("step") == "branch" or "branch" in
+            (e.get("data") or {})] == [("intent", "branch")], written  # open: no note, no result
+    again = session(held, "r2")  # the next run resumes it: the branch is there now, adopted as it is
+    assert again.step("branch", lambda key: main, policy="idempotent", rides=True, lazy_result=True) == main
+    again.note("done", sync=True)
     assert invariants(forge.path, "alpha") == []

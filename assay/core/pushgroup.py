@@ -33,6 +33,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import secrets
@@ -109,9 +110,21 @@ def _patience(folder: str, window_s: float) -> float:
 
 
 def _rounds(folder: str) -> list[float]:
-    """When the host's last rounds pushed (`ROUNDS_KEPT`, oldest first)."""
+    """When the host's last rounds pushed (`ROUNDS_KEPT`, oldest first). Any writer of the cache can write the
+    file: what is not a time is left out (it can only make an unhurried push wait less, or at most `LAZY_S`)."""
     raw = (_read(os.path.join(folder, ".rounds")) or {}).get("at")
-    return sorted(float(t) for t in raw if isinstance(t, (int, float))) if isinstance(raw, list) else []
+    return sorted(t for t in map(_time, raw if isinstance(raw, list) else []) if t is not None)[-ROUNDS_KEPT:]
+
+
+def _time(value: object) -> float | None:
+    """`value` as a time in seconds, if it is a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read,
@@ -137,7 +150,7 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who leads: a waiter can see it stopped
             if wait_s:
-                _gather(folder, key, made + wait_s)  # others' requests gather until the first must go
+                _gather(folder, made + wait_s)  # others' requests gather until the first must go
             _lead(folder, rid, key, read, direct)
             got = _read(out) or {}
         answer = got
@@ -154,28 +167,28 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
         os.close(held)
 
 
-def _gather(folder: str, key: bytes, due: float) -> None:
+def _gather(folder: str, due: float) -> None:
     """Wait until `due` (this request's deadline) or the earliest deadline of another request waiting meanwhile,
-    whichever comes first: a push that must go now is held no longer than its own window."""
+    whichever comes first: a push that must go now is held no longer than its own window. Any request counts,
+    signed by this group or not (another supervisor's desks share the folder's lock): one that is not is never
+    pushed, and can only end the wait early."""
     deadlines: dict[str, float] = {}
     while True:
         for name in os.listdir(folder):
             if name.endswith(".req") and name not in deadlines:
-                deadlines[name] = _deadline(_read(os.path.join(folder, name)), key)
+                deadlines[name] = _deadline(_read(os.path.join(folder, name)))
         left = min(due, *deadlines.values()) - time.time() if deadlines else due - time.time()
         if left <= 0:
             return
         time.sleep(min(left, POLL_S * 2))
 
 
-def _deadline(data: dict[str, Any] | None, key: bytes) -> float:
-    """When a request must be pushed (made + its wait), or never for one that does not verify."""
-    if data is None or not hmac.compare_digest(str(data.get("mac", "")), _mac(key, _body(data))):
-        return float("inf")
-    at, wait = data.get("at"), data.get("wait", 0)
-    if not isinstance(at, (int, float)) or not isinstance(wait, (int, float)):
-        return float("inf")
-    return float(at) + min(max(float(wait), 0.0), 60.0)
+def _deadline(data: dict[str, Any] | None) -> float:
+    """When a request must be pushed (made + its wait, at most 60 s), or never for one that says neither."""
+    at, wait = _time((data or {}).get("at")), _time((data or {}).get("wait", 0))
+    if at is None or wait is None:
+        return math.inf
+    return at + min(max(wait, 0.0), 60.0)
 
 
 def _body(data: dict[str, Any]) -> dict[str, Any]:
@@ -247,7 +260,8 @@ def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None
         mine = together and any(rid == f for f, _ in fits)
         answer = {"results": {u[0]: landed[u[0]] for u in updates}} if mine and landed else {"alone": True}
         _write(os.path.join(folder, f"{rid}.out"), answer)
-    _write(os.path.join(folder, ".rounds"), {"at": [*_rounds(folder), time.time()][-ROUNDS_KEPT:]})
+    with contextlib.suppress(OSError):  # the answers are written: a round no file can record still happened
+        _write(os.path.join(folder, ".rounds"), {"at": [*_rounds(folder), time.time()][-ROUNDS_KEPT:]})
 
 
 def _waiting(folder: str, own: str, key: bytes) -> list[tuple[str, list[Update]]]:
@@ -341,7 +355,7 @@ def _read(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # junk any writer of the cache may leave
         return None
     return data if isinstance(data, dict) else None
 

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
 CALL_MARKERS = frozenset({"intent", "refused"})
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_BEGUN: set[tuple[str, int, str]] = set()  # (brief, epoch, holder) of the runs this process began (`begin_run`)
 DEFAULT_MAX_ATTEMPTS = 3
 STRAY_WAIT_S = 10.0  # how long a recovery waits for a cut-off step's process, whose desk is gone, to end
 
@@ -453,7 +454,11 @@ class Session:
             with _sigterm_as_cancel():
                 if held:  # stopped while the intent was journaled: the effect never began; its end is journaled
                     raise Cancelled(f"stopped by {signal.Signals(held[0]).name}", started=False)
-                output = fn(key)
+                self.journal.acting.append(intent)  # a ref its effect moves, dropped as moved, takes its result along
+                try:
+                    output = fn(key)
+                finally:
+                    self.journal.acting.pop()
         except (KeyboardInterrupt, Cancelled) as stop:
             reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
             try:
@@ -596,8 +601,12 @@ class Session:
             raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
                               hint="inspect `assay journal`, fix the cause, then release the claim")
         # a first run's start rides its first push (the agent's intent goes first, so no agent runs uncounted); once
-        # a run or another epoch came before, it is on the forge before anything else: a crash loop is counted
-        first = self.journal.last_seq == 0 and self.journal.epoch == 1
+        # a run, another epoch or a pass of this process came before, it is on the forge before anything else: a
+        # crash loop is counted (a restarted desk takes its claim over: a new epoch)
+        claim = self.journal.claim
+        begun = (self.journal.brief, self.journal.epoch, claim.record.holder if claim else "")
+        first = self.journal.last_seq == 0 and self.journal.epoch == 1 and begun not in _BEGUN  # not a pass of
+        _BEGUN.add(begun)  # this process that failed before its first push
         self.journal.add("note", sync=not first, data={"run": "start", "writer": this_life().to_data()})
 
     def end_run(self, sync: bool = True) -> None:

@@ -218,3 +218,44 @@ def test_an_unhurried_push_on_a_quiet_host_does_not_wait(forge: Forge, tmp_path:
     go.touch()
     assert [s for s, _ in said(lazy).values()] == ["ok", "ok"]
     assert time.monotonic() - begun < 30
+
+
+def test_junk_in_the_push_folder_harms_no_round(forge: Forge, tmp_path: Path) -> None:
+    """Any writer of the cache can leave files in the folder: a `.rounds` of numbers no float holds, a request
+    nested past any parser's depth. Rounds and unhurried pushes go on as if they were not there."""
+    env = group_env(tmp_path, "0.5", ASSAY_PUSH_LAZY_S="30")
+    warm = start(forge, "warm", tmp_path / "go0", env)
+    (tmp_path / "go0").touch()
+    said(warm)
+    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    (pushes / ".rounds").write_text('{"at": [1' + "0" * 400 + ', "x", null, true, 1e999]}')
+    (pushes / "1-deep.req").write_text("[" * 100000 + "]" * 100000)
+    go = tmp_path / "go"
+    procs_ = [start(forge, "lazy", go, env, mode="lazy"), start(forge, "plain", go, env)]
+    go.touch()
+    for proc in procs_:
+        result = said(proc)
+        assert [s for s, _ in result.values()] == ["ok", "ok"]
+        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+
+
+def test_another_supervisors_push_ends_an_unhurried_wait(forge: Forge, tmp_path: Path) -> None:
+    """Two supervisors' desks share the cache's push folder and its lock, each group with its own key. An
+    unhurried leader of one waits no longer once the other's push that must go is there: it goes, and lets go of
+    the lock (not `LOCK_WAIT_S` later)."""
+    env = group_env(tmp_path, "0", ASSAY_PUSH_LAZY_S="30")
+    warm = start(forge, "warm", tmp_path / "go0", env)
+    (tmp_path / "go0").touch()
+    said(warm)
+    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    now = time.time()
+    (pushes / ".rounds").write_text(json.dumps({"at": [now - 40, now - 20, now]}))  # it may wait 30 s
+    go = tmp_path / "go"
+    lazy = start(forge, "lazy", go, env, mode="lazy")
+    go.touch()
+    await_request(tmp_path / "cache")
+    other = start(forge, "other", go, group_env(tmp_path, "0", ASSAY_PUSH_GROUP_TOKEN="o" * 64))
+    begun = time.monotonic()
+    assert [s for s, _ in said(other).values()] == ["ok", "ok"]
+    assert time.monotonic() - begun < 8  # not the unhurried wait (30 s) nor LOCK_WAIT_S (10 s)
+    assert [s for s, _ in said(lazy).values()] == ["ok", "ok"]

@@ -326,6 +326,8 @@ class Journal:
         self.riders: list[RefUpdate] = []  # refs that go along if they can: dropped, not failed, when moved
         self.landed_riders: list[RefUpdate] = []  # the riders the last push carried
         self._ref_drafts: dict[str, Draft] = {}  # each of `extra_refs`: the entry that moves it
+        self._ref_steps: dict[str, Draft | JournalEntry] = {}  # … and the intent of the step that moved it
+        self.acting: list[Draft | JournalEntry] = []  # the intents of the steps whose effects run now (`steps`)
         self._oldest_pending = 0.0
         self._read_at = -math.inf  # when the forge last told this journal its claim's and journal's tips
 
@@ -359,8 +361,8 @@ class Journal:
         if unless_within_s and time.monotonic() - self._read_at < unless_within_s:
             return
         cref, jref = claim_ref(self.brief), journal_ref(self.brief)
+        asked = time.monotonic()
         refs = self.git.ls_remote(cref, jref)
-        self._read_at = time.monotonic()
         if cref not in refs:
             raise Fenced(self.brief, self.desk, self.epoch, "the brief has never been claimed")
         self.claim = self.claims.load(cref, refs[cref])
@@ -371,6 +373,7 @@ class Journal:
         elif tip != self.tip:
             log = read_log(self.git, self.brief, tip, JournalLog(self.entries, self.commit_of, self.tip))
             self.entries, self.commit_of, self.tip = log.entries, log.commit_of, log.tip
+        self._read_at = asked  # read whole: only now may a check made together skip its own read
 
     def _read_indexed(self, tip: str | None) -> None:
         """Bring `entries` (what came after `base`) up to `tip`: the new commits only, if it follows ours."""
@@ -429,6 +432,8 @@ class Journal:
         for u in refs or []:
             self.extra_refs.append(u)
             self._ref_drafts[u.ref] = draft
+            if self.acting:
+                self._ref_steps[u.ref] = self.acting[-1]
         if not self.pending:
             self._oldest_pending = time.monotonic()
         self.pending.append(draft)
@@ -481,17 +486,21 @@ class Journal:
                 crash_point("journal.after-intent", e.step)
 
     def _drop_moved_refs(self, moved: chain.Moved) -> None:
-        """A ref of ours (a work branch, a review) moved under us: drop the entries that moved the refs that moved
-        (the rest, and the other refs, stay pending) and stop."""
+        """A ref of ours (a work branch, a review) moved under us: drop the entries that moved the refs that moved,
+        and the results of the steps that moved them (their intents stay open: the step did not happen as its
+        result would say), and stop. The rest, and the other refs, stay pending."""
         mine = [u.ref for u in self.extra_refs if u.ref in moved.refs]
         if not mine:
             return
+        steps = {id(self._ref_steps[ref]) for ref in mine if ref in self._ref_steps}
         dropped = {id(self._ref_drafts[ref]) for ref in mine}
+        dropped |= {id(d) for d in self.pending if d.resolves is not None and id(d.resolves) in steps}
         self.pending = [d for d in self.pending if id(d) not in dropped]
         for d in self.pending:
             d.entry = None
         self.extra_refs = [u for u in self.extra_refs if id(self._ref_drafts[u.ref]) not in dropped]
         self._ref_drafts = {u.ref: self._ref_drafts[u.ref] for u in self.extra_refs}
+        self._ref_steps = {u.ref: self._ref_steps[u.ref] for u in self.extra_refs if u.ref in self._ref_steps}
         raise Conflict(f"{', '.join(mine)} moved under desk {self.desk!r}; nothing was written",
                        hint="another writer pushed to the work branch; inspect it before going on")
 
@@ -573,6 +582,7 @@ class Journal:
         self.extra_refs.clear()
         self.landed_riders, self.riders = self.riders, []
         self._ref_drafts.clear()
+        self._ref_steps.clear()
         self._read_at = time.monotonic()  # the tips are ours as of this push
 
 
