@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,12 @@ from assay.core.git import ForgeGit
 from tests.fakegithub import FakeGitHub
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Started in the background by a shell (`cmd &`) or under `nohup`, the tests begin with SIGINT ignored, and every
+# process a test starts would inherit that across exec: a test that hands one Ctrl-C would see it shrugged off.
+# As a terminal starts a command, the test processes and theirs take Ctrl-C.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PINNED = {
     "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.invalid",

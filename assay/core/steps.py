@@ -440,9 +440,8 @@ class Session:
                                      data={"hook": "before_step", "refused": call.name, "evidence": refused})
                     raise HookRefused(call.name, f"it exited {refused.get('exit_code')}: "
                                                  f"{str(refused.get('tail', '')).strip()[-300:]}")
-            small_input = canonical(call.input)
             data: dict[str, Any] = dict(call.writer or this_life().to_data())  # so a repeat can tell if it runs
-            if len(small_input) <= INLINE_LIMIT:
+            if len(canonical(call.input)) <= INLINE_LIMIT:
                 data["input"] = call.input
             if call.probe is not None:
                 data["probe"] = call.probe
@@ -454,11 +453,8 @@ class Session:
             with _sigterm_as_cancel():
                 if held:  # stopped while the intent was journaled: the effect never began; its end is journaled
                     raise Cancelled(f"stopped by {signal.Signals(held[0]).name}", started=False)
-                self.journal.acting.append(intent)  # a ref its effect moves, dropped as moved, takes its result along
-                try:
+                with self.journal.acting_for(intent):  # a ref its effect moves, dropped as moved, takes its result
                     output = fn(key)
-                finally:
-                    self.journal.acting.pop()
         except (KeyboardInterrupt, Cancelled) as stop:
             reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
             try:

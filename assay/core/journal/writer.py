@@ -12,9 +12,10 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import assay.core.journal.cache as journalcache  # siblings by full name: `from assay.core.journal` is the package
 import assay.core.journal.index as journalindex
@@ -399,6 +400,15 @@ class Journal:
         fence(self.claim.record, self.brief, self.desk, self.epoch)
         if self.claim.record.state == "blocked":
             raise Fenced(self.brief, self.desk, self.epoch, "the claim is blocked for a person")
+
+    @contextlib.contextmanager
+    def acting_for(self, intent: Draft | JournalEntry) -> Iterator[None]:
+        """While a step's effect runs: a ref it moves is that step's (`_drop_moved_refs`)."""
+        self.acting.append(intent)
+        try:
+            yield
+        finally:
+            self.acting.pop()
 
     def blob(self, entry: JournalEntry, path: str) -> bytes:
         commit = self.commit_of.get(entry.seq)
