@@ -85,13 +85,8 @@ def simulate(desks: int, per_brief: int, brief_s: float, window: float, hours: f
     history: list[float] = []  # the host's last rounds (pushgroup.ROUNDS_KEPT)
 
     def patience(at: float, wait: float) -> float:
-        """An unhurried push's wait, as `pushgroup._patience` reckons it from the host's last rounds."""
-        if wait <= window:
-            return window
-        if not history or at - history[-1] > lazy:
-            return window
-        gaps = sorted(b - a for a, b in zip(history, history[1:], strict=False))
-        return max(window, min(lazy, 2 * gaps[len(gaps) // 2])) if gaps else window
+        """A push's wait: the window, or an unhurried push's as the push group reckons it."""
+        return window if wait <= window else pushgroup.unhurried_wait(history, at, window, lazy)
 
     while True:
         due = sorted([(q[0][0], q[0][0] + patience(q[0][0], q[0][1]), d) for d, q in queues.items() if q]

@@ -11,8 +11,8 @@ lock answers:
 - else it leads a round: it waits until the first deadline of the waiting requests (each waits at most the window
   from when it was made, 0 s: only requests made while the last round pushed share this one; a push that nobody
   waits on, made `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes
-  with the first push that must go), reads the forge's
-  tips of every ref the waiting requests name, and pushes the requests whose leases match
+  with the first push that must go), reads the forge's tips of every ref the waiting requests name, and pushes the
+  requests whose leases match
   (at most one per ref, a later one waits for the next round), as one atomic push. Each requester in that push is
   answered with its outcome; every other one is answered "alone", and pushes itself, as it would without a group.
 
@@ -84,7 +84,7 @@ _calm = threading.local()
 @contextlib.contextmanager
 def unhurried() -> Iterator[None]:
     """This thread's grouped pushes in this block are ones nobody waits on (a run's last entries and its wait, a
-    merged brief settled): each waits up to `LAZY_S` for a push of the host that must go, and goes with it."""
+    merged brief settled): each waits for a push of the host that must go (`unhurried_wait`), and goes with it."""
     before = getattr(_calm, "on", False)
     _calm.on = True
     try:
@@ -102,11 +102,16 @@ def _patience(folder: str, window_s: float) -> float:
         lazy = min(max(float(os.environ.get("ASSAY_PUSH_LAZY_S", "").strip() or LAZY_S), 0.0), 60.0)
     except ValueError:
         lazy = LAZY_S
-    rounds = _rounds(folder)
-    if not rounds or time.time() - rounds[-1] > lazy:
-        return window_s  # a quiet host: no push is coming to take this one along
+    return unhurried_wait(_rounds(folder), time.time(), window_s, lazy)
+
+
+def unhurried_wait(rounds: Sequence[float], now: float, window_s: float, lazy_s: float) -> float:
+    """An unhurried push's wait, from when the host's last rounds pushed (oldest first): up to twice their median
+    gap, at most `lazy_s`; the window alone on a quiet host (no round within `lazy_s`: no push is coming)."""
+    if not rounds or now - rounds[-1] > lazy_s:
+        return window_s
     gaps = sorted(b - a for a, b in zip(rounds, rounds[1:], strict=False))
-    return max(window_s, min(lazy, 2 * gaps[len(gaps) // 2])) if gaps else window_s
+    return max(window_s, min(lazy_s, 2 * gaps[len(gaps) // 2])) if gaps else window_s
 
 
 def _rounds(folder: str) -> list[float]:

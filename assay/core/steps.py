@@ -597,12 +597,12 @@ class Session:
             raise NeedsPerson(f"brief {self.journal.brief!r} is blocked: {reason}",
                               hint="inspect `assay journal`, fix the cause, then release the claim")
         # a first run's start rides its first push (the agent's intent goes first, so no agent runs uncounted); once
-        # a run, another epoch or a pass of this process came before, it is on the forge before anything else: a
-        # crash loop is counted (a restarted desk takes its claim over: a new epoch)
+        # a run, another epoch or a pass of this process (one that failed before its first push) came before, it is
+        # on the forge before anything else: a crash loop is counted (a restarted desk takes its claim over)
         claim = self.journal.claim
         begun = (self.journal.brief, self.journal.epoch, claim.record.holder if claim else "")
-        first = self.journal.last_seq == 0 and self.journal.epoch == 1 and begun not in _BEGUN  # not a pass of
-        _BEGUN.add(begun)  # this process that failed before its first push
+        first = self.journal.last_seq == 0 and self.journal.epoch == 1 and begun not in _BEGUN
+        _BEGUN.add(begun)
         self.journal.add("note", sync=not first, data={"run": "start", "writer": this_life().to_data()})
 
     def end_run(self, sync: bool = True) -> None:

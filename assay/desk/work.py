@@ -103,7 +103,7 @@ class BriefWork:
         if brief.done_when and self._already_on_main(main, redo):
             return "done"
         head = session.step("branch", lambda key: self._ensure_branch(main), input=redo or None, policy="idempotent",
-                            rides=True, lazy_result=True)  # the branch moves with its intent, in the agent's intent's
+                            rides=True, lazy_result=True)  # the branch moves with its intent, in the agent's push
         tip = self._branch_seen or self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self.git.worktree(self.worktree, tip)
@@ -126,7 +126,7 @@ class BriefWork:
             while True:
                 mark = {"attempt": attempt, **({"steered": steered} if steered else {}), **redo}
                 agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark, policy="idempotent",
-                                     lazy_result=True)  # intent on the forge first; the result rides the push's push
+                                     lazy_result=True)  # intent on the forge first; its result rides the work's push
                 parked = self._parked_by_agent()
                 if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
                     session.end_run()
