@@ -685,7 +685,7 @@ def desk_run(names: tuple[str, ...], count: int, once: bool, max_briefs: int | N
             raise UsageError("--singleton says this is the only process of its desk: not with --count or several "
                              "names", hint="run one desk with --singleton, or drop it")
         sys.exit(run_desks(ports.git.url, names, count, once=once, max_briefs=max_briefs, poll_s=poll_s,
-                           state_dir=state_dir, push_window=push_window, echo=click.echo))
+                           state_dir=state_dir, push_window=push_window, echo=click.echo, entry=main))
     [name] = names
     report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo,
                       singleton=singleton)

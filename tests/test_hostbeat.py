@@ -101,12 +101,34 @@ def test_a_stop_reaches_every_desk_of_the_supervisor(forge: Forge, tmp_path: Pat
     while not all(agent_runs(forge, b) for b in BRIEFS[:2]):  # both desks' agents run
         assert supervisor.poll() is None and time.monotonic() < deadline, supervisor.communicate()[0]
         time.sleep(0.1)
+    desks = forked_desks(supervisor.pid)
+    assert len(desks) == 2, desks  # forked, each named as its command would be, most of its memory shared
+    assert all(title.startswith("assay desk run builder") for title, _ in desks), desks
+    assert all(private < 0.5 * rss for _, (private, rss) in desks), desks  # a started desk: about 17 MB of 28
     supervisor.send_signal(signal.SIGTERM)  # what `systemctl stop` sends the supervisor alone
     out, _ = supervisor.communicate(timeout=60)
     for b in BRIEFS[:2]:
         last = claim_chain(forge.path, b)[-1]
         assert last["state"] == "released" and "SIGTERM" in last["reason"], (last, out)
         assert invariants(forge.path, b) == []
+
+
+def forked_desks(supervisor: int) -> list[tuple[str, tuple[int, int]]]:
+    """The supervisor's children that are desks: each one's command line and (private, resident) memory in kB."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                if not entry.isdigit() or int(stat.read().rsplit(")", 1)[1].split()[1]) != supervisor:
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                title = cmdline.read().replace(b"\0", b" ").decode().strip()
+            with open(f"/proc/{entry}/smaps_rollup") as smaps:
+                sizes = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in smaps) if v.strip()}
+        except (OSError, ValueError):
+            continue
+        found.append((title, (sizes.get("Private_Dirty", 0) + sizes.get("Private_Clean", 0), sizes["Rss"])))
+    return [d for d in found if "desk run" in d[0]]
 
 
 def renewed(forge: Forge, brief_id: str) -> int:

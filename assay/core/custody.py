@@ -237,12 +237,21 @@ class _Nothing(Exception):
     """The journal, as the forge has it, calls for nothing."""
 
 
-def wake_for_steering(claims: Claims, brief: str, by: str, run: str = "") -> Claim | None:
+def wake_for_steering(claims: Claims, brief: str, by: str, run: str = "",
+                      looked: set[str] | None = None) -> Claim | None:
     """A brief waiting on its review (or merge, or checks) whose journal holds steering that no run took is woken
     for a new round, as requested changes wake it: the steering would reach no agent otherwise. The desk calls
     this as a brief begins to wait (steering that landed while its wait was being pushed), `assay steer` after
-    its entry lands. Decided on the journal the wake lands on, once: None when nothing was woken."""
+    its entry lands. Decided on the journal the wake lands on, once: None when nothing was woken. The claim tip
+    it read is added to `looked` once it is decided (not when the forge cut the look short)."""
     current = claims.read(brief)
+    woken = _wake_for_steering(claims, brief, by, run, current)
+    if current is not None and looked is not None:
+        looked.add(current.sha)
+    return woken
+
+
+def _wake_for_steering(claims: Claims, brief: str, by: str, run: str, current: Claim | None) -> Claim | None:
     if current is None or current.record.state != "waiting" or str((current.record.wait or {}).get("on", "")) \
             not in ROUND_WAITS:
         return None

@@ -13,6 +13,7 @@ Two questions, each answered with plain three-way merges (`git merge-tree`) in t
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, Signature
-from assay.core.records import MAIN_REF, WORK_BRANCH_REF_PREFIX, JournalEntry, ReviewRecord
+from assay.core.records import CLAIMS_PREFIX, MAIN_REF, WORK_BRANCH_REF_PREFIX, JournalEntry, ReviewRecord
 from assay.errors import AssayError
 
 _BRIEF_TRAILER = re.compile(r"^Assay-Brief: (\S+)$", re.M)
@@ -56,10 +57,14 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
         return {"verdict": ON_MAIN, "main": main}
     others = sorted((r for r in reviews.list() if isinstance(r, Review) and r.brief != brief
                      and r.state == READY and r.record.head), key=lambda r: r.brief)
+    # every claim in one listing (their records mostly known already), the candidates' heads in one fetch: a
+    # read each would cost the forge ready reviews x briefs made ready
+    waiting = {c.record.brief for c in claims.load_tips(git.ls_remote(CLAIMS_PREFIX + "*"))[0]
+               if c.record.state == "waiting"} if others else set()
+    others = [r for r in others if r.brief in waiting]  # a ready review nobody waits on is no one's work in flight
+    with contextlib.suppress(AssayError):
+        git.ensure_objects({_branch_ref(r): r.record.head for r in others})
     for other in others:
-        current = claims.read(other.brief)
-        if current is None or current.record.state != "waiting":
-            continue  # a ready review nobody waits on is no one's work in flight
         tip = other.record.head
         try:
             git.ensure_objects({_branch_ref(other): tip})

@@ -9,6 +9,7 @@ brief's writes backs the brief off; neither stops the desk from working on every
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +60,8 @@ MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before tr
 IDLE_MAX_S = 120.0  # the longest an idle desk waits between looks at the forge
 WAKE = "wake"  # in the state folder: touched by the host's supervisor when the forge moves (`supervisor.py`)
 WAKE_LOOK_S = 0.2  # how often an idle desk looks at it
+IDLE = "idle"  # in the state folder: a file named by the pid of each desk waiting for the wake file, its time
+# the time its last look at the forge began
 
 
 @dataclass
@@ -95,6 +98,7 @@ class Desk:
         self._first = first  # the scan its start made (the desk file's read): its first sweep's
         self._signals_at: float | None = None  # when this desk last read its reviews' signals (monotonic)
         self._stale_main = ""  # the main whose ready reviews this process last checked
+        self._looked_at = 0.0  # when this desk's last pass began to read the forge (wall clock)
         self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
         self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
@@ -105,11 +109,20 @@ class Desk:
         wake = self.state_dir / WAKE
         since = _mtime(wake)
         deadline = time.monotonic() + wait_s
-        while (left := deadline - time.monotonic()) > 0:
-            time.sleep(min(WAKE_LOOK_S, left))
-            if _mtime(wake) != since:
-                return True
-        return False
+        idle = self.state_dir / IDLE / str(os.getpid())  # the supervisor watches the forge while one is here
+        with contextlib.suppress(OSError):
+            idle.parent.mkdir(parents=True, exist_ok=True)
+            idle.touch()
+            os.utime(idle, (self._looked_at, self._looked_at))  # when its last look began
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(WAKE_LOOK_S, left))
+                if _mtime(wake) != since:
+                    return True
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                idle.unlink()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -121,6 +134,7 @@ class Desk:
         while max_briefs is None or len(report.worked) < max_briefs:
             self._sweep_if_due()
             try:
+                self._looked_at = time.time()  # what the supervisor's wake for an idle desk is judged against
                 snapshot = read_snapshot(self.claims)
                 self._report_findings(snapshot)
                 progressed = self._settle_waiting(snapshot, report)
@@ -346,10 +360,15 @@ class Desk:
         return checks[-1] if checks else {}
 
     def _steered_while_waiting(self, brief_id: str, claim: Claim) -> bool:
-        """Once per waiting claim tip (so a desk that starts looks at each of its own): steering that no run took
-        wakes the brief for a round. It finds a `steer` stopped between its entry and its wake."""
+        """Once per waiting claim tip this process holds, or whose holder on this host is dead (so a desk that
+        starts looks at each its host's dead desks left): steering that no run took wakes the brief for a round. It
+        finds a `steer` stopped between its entry and its wake. A claim held by a desk of another host is left to
+        that desk: every desk of a name looking at each of the name's claims would cost the forge desks x briefs
+        reads."""
         if claim.sha in self._steer_looked or str((claim.record.wait or {}).get("on", "")) not in custody.ROUND_WAITS:
             return False
+        if claim.record.holder != self.holder and not _dead_here(claim.record.holder):
+            return False  # its own desk looks (every desk of a name looking at every claim would grow as their square)
         self._steer_looked.add(claim.sha)
         if custody.wake_for_steering(self.claims, brief_id, self.spec.name, self._run) is None:
             return False
@@ -402,7 +421,8 @@ class Desk:
         (docs/github.md), not at the next look: True when that woke it for a new round. Steering journaled while
         the wait was being pushed (so after the run's last look at the journal) wakes it here, on every forge."""
         try:
-            if custody.wake_for_steering(self.claims, brief_id, self.spec.name, self._run) is not None:
+            if custody.wake_for_steering(self.claims, brief_id, self.spec.name, self._run,
+                                         looked=self._steer_looked) is not None:
                 self.echo(f"{self.spec.name}: {brief_id}: steering came as it began to wait; woken for a new round")
                 return True
             if self.reviews.refs_backed:

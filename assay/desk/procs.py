@@ -241,6 +241,13 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     _report(st_w, f"{code} {int(timed_out)}")
 
 
+def retitle(title: bytes) -> None:
+    """Name this process in `ps` and /proc (`_retitle`): a forked process that runs something of its own."""
+    libc = _libc()
+    if libc is not None:
+        _retitle(libc, title)
+
+
 def _retitle(libc: Any, title: bytes) -> None:
     """Name the keeper in `ps` and /proc (its name and command line): a fork shows its owner's command line,
     and whoever kills the owner by that line must not take the keeper that cleans up after it."""

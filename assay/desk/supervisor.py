@@ -7,35 +7,86 @@ one heartbeat (`hostbeat.py`: one push renews the claim of every desk whose agen
 agent. A stop (Ctrl-C, SIGTERM, SIGHUP) is passed on to every desk, each hands its brief back, and the supervisor
 waits for them all.
 
-Idle desks back off to a look every 2 minutes; the supervisor looks for them all, every `WATCH_S` (one ref
-advertisement of main and the claims, for the host), and when main moved, a claim came or went, or a claim
-changed state (its new commit is not a renewal: a release, a wake, a block), it touches the state folder's `wake`
-file, which an idle desk watches: it looks at once, and a brief put on main starts its agent within about a
-second. Renewals, which busy desks push all the time, wake nobody.
+Idle desks back off to a look every 2 minutes; while one idles, the supervisor looks for them all, every
+`WATCH_S` (one ref advertisement of main and the claims, for the host; none while every desk works), and when main
+moved, a claim came or went, or a claim changed state (its new commit is not a renewal: a release, a wake, a
+block), it touches the state folder's `wake` file, which an idle desk watches: it looks at once, and a brief put on
+main starts its agent within about a second. Renewals, which busy desks push all the time, wake nobody.
 
 Their pushes go together (`core/pushgroup.py`): a push made while another desk's is on its way waits for it and
 goes with the next, one push of the forge for all; `--push-window S` makes each wait up to S seconds for others.
 
 The forge reaches each desk in its environment (`ASSAY_FORGE`), never in its arguments.
+
+A desk is forked from the supervisor once the supervisor has loaded what a desk runs (`Forked`), not started as
+a new interpreter: the desks share those pages with it, so each holds a few MB of its own where a started one
+held about 17, and a host carries ten times the desks in the same memory. Each is named `assay desk run NAME` in
+`ps` and /proc. Where forking is not safe (a thread already running) the desks are started as commands.
 """
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn, Protocol
 
 from assay.core import pushgroup
 from assay.core.git import ForgeGit
-from assay.desk.procs import dies_with_parent
+from assay.desk.procs import dies_with_parent, retitle
 from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
 
 Echo = Callable[[str], None]
 WATCH_S = 1.0  # how often the supervisor reads main and the claims for its idle desks
+# what a desk loads as it runs, loaded once by the supervisor so that every desk forked from it shares it
+DESK_MODULES = ("assay.desk.loop", "assay.desk.work", "assay.desk.agent", "assay.desk.stepserver",
+                "assay.desk.verify", "assay.desk.hostbeat", "assay.desk.sessions", "assay.core.pushgroup",
+                "assay.core.forge.github", "dataclasses", "copy", "yaml")
+
+
+class Child(Protocol):
+    """A desk under the supervisor: a `subprocess.Popen`, or a `Forked` desk."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+
+class Forked:
+    """A desk forked from the supervisor (`fork_desk`), waited for as `subprocess.Popen` waits for a command: its
+    exit code, or minus the signal that ended it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
 
 
 def desk_argv(name: str, *, once: bool, max_briefs: int | None, poll_s: float, state_dir: Path | None) -> list[str]:
@@ -51,24 +102,27 @@ def desk_argv(name: str, *, once: bool, max_briefs: int | None, poll_s: float, s
 
 def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = False, max_briefs: int | None = None,
               poll_s: float = 5.0, state_dir: Path | None = None, push_window: float | None = None,
-              echo: Echo = print) -> int:
+              echo: Echo = print, entry: Callable[[list[str]], object] | None = None) -> int:
     """Run `count` desks of each of `names` until they all end (each `--once`, or stopped); the exit code the
     worst of theirs says (2 a desk could not start, 1 the forge interrupted one, 5 a brief needs a person).
-    Their pushes go together (`core/pushgroup.py`), each waiting up to `push_window` seconds for the others'."""
+    Their pushes go together (`core/pushgroup.py`), each waiting up to `push_window` seconds for the others'.
+    With `entry` (the command line's: it runs `assay ARGS`) the desks are forked from this process."""
     env = {**os.environ, "ASSAY_FORGE": forge}
     if push_window is not None or not env.get("ASSAY_PUSH_WINDOW_S", "").strip():
         env["ASSAY_PUSH_WINDOW_S"] = f"{push_window or 0:g}"
     env[pushgroup.KEY_ENV] = pushgroup.new_key()  # this supervisor's desks' requests, and no one else's
-    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    children: list[tuple[str, Child]] = []
     echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat")
+    forking = entry is not None and can_fork()
     try:
         total = count * len(names)
         for name in names:
             for _ in range(count):
                 argv = desk_argv(name, once=once, max_briefs=max_briefs, poll_s=poll_s, state_dir=state_dir)
                 slot = {"ASSAY_DESK_SLOT": f"{len(children)}/{total}"}  # where it starts among equal briefs
-                children.append((name, subprocess.Popen(argv, env=env | slot, stdin=subprocess.DEVNULL,
-                                                        process_group=0, preexec_fn=dies_with_parent())))
+                children.append((name, fork_desk(argv[3:], env | slot, entry) if entry and forking else
+                                 subprocess.Popen(argv, env=env | slot, stdin=subprocess.DEVNULL, process_group=0,
+                                                  preexec_fn=dies_with_parent())))
         watch(forge, state_dir, WATCH_S, [child for _, child in children])
         codes = [child.wait() for _, child in children]
     except KeyboardInterrupt:
@@ -80,23 +134,99 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
     return worst(codes)
 
 
-def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Until every desk has ended: read main and the claims every `poll_s` (one advertisement), and touch the
-    `wake` file when they moved. A forge that cannot be read now is read again next time."""
-    from assay.config import state_dir_for
-    from assay.desk.loop import WAKE
+def can_fork() -> bool:
+    """Whether desks can be forked from this process: Linux (or any `os.fork`), and no thread but this one (a
+    fork copies one thread; a lock another held would stay held in the desk for ever). Loads what a desk runs
+    first, and freezes it out of the collector's reach, so that the desks' copies of it stay shared pages."""
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return False
+    import importlib
 
-    wake = state_dir_for(forge, state_dir) / WAKE
+    for module in DESK_MODULES:
+        importlib.import_module(module)
+    gc.freeze()
+    return True
+
+
+def fork_desk(args: Sequence[str], env: dict[str, str], entry: Callable[[list[str]], object]) -> Forked:
+    """A desk forked from this process, running `assay ARGS` with `env` as its whole environment, as a desk
+    started as that command would: a process group of its own, dying with this process, reading nothing."""
+    arm = dies_with_parent()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _desk_life(list(args), env, arm, entry)
+    return Forked(pid)
+
+
+def _desk_life(args: list[str], env: dict[str, str], arm: Callable[[], None] | None,
+               entry: Callable[[list[str]], object]) -> NoReturn:
+    """A forked desk's life: what a new `python -m assay ARGS` would be, then its exit (never a return into the
+    supervisor's code)."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        if arm is not None:
+            arm()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.environ.clear()
+        os.environ.update(env)
+        atexit._clear()  # the supervisor's exit work is its own
+        retitle(" ".join(["assay", *args[:3]]).encode())
+        sys.argv = ["assay", *args]
+        entry(args)
+        code = 0
+    except KeyboardInterrupt:  # a stop before the command could take it
+        code = 130
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - whatever ends a desk ends it here, never in the supervisor's frames
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[Child]) -> None:
+    """Until every desk has ended: while a desk idles, read main and the claims every `poll_s` (one
+    advertisement), and touch the `wake` file when they moved since the last look. A forge that cannot be read now
+    is read again next time. While every desk works, the host reads nothing for them; a desk new to idling whose
+    own last look began before the last look here is woken once (what moved between is not in the comparison)."""
+    from assay.config import state_dir_for
+    from assay.desk.loop import IDLE, WAKE
+
+    folder = state_dir_for(forge, state_dir)
+    wake = folder / WAKE
     git = ForgeGit(forge)
     seen: dict[str, str] | None = None
+    seen_at = 0.0  # when the look that read `seen` began
+    judged: set[tuple[int, float]] = set()  # idle desks (pid, its last look) already judged against a look
     try:
         while any(child.poll() is None for child in children):
             try:
-                refs = git.ls_remote("refs/heads/main", "refs/assay/claims/*")
-                if seen is not None and moved(git, seen, refs):
-                    wake.touch()
-                    os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
-                seen = refs
+                waiting = idle_desks(folder / IDLE, children)
+                if waiting:
+                    began = time.time()
+                    refs = git.ls_remote("refs/heads/main", "refs/assay/claims/*")
+                    # a desk new to idling that looked before the last look (or with none to compare) may have
+                    # missed what moved between: it is woken, once
+                    unsure = any(seen is None or looked < seen_at for _, looked in waiting - judged)
+                    if unsure or (seen is not None and moved(git, seen, refs)):
+                        wake.touch()
+                        os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
+                    seen, seen_at = refs, began
+                    judged = waiting
             except Exception as exc:  # noqa: BLE001 - a forge away, a full disk: the desks poll on their own
                 echo_once(f"supervisor: cannot watch the forge for the idle desks now ({exc})")
             deadline = time.monotonic() + poll_s
@@ -104,6 +234,18 @@ def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[
                 time.sleep(min(0.2, poll_s))
     finally:
         git.close()
+
+
+def idle_desks(folder: Path, children: Sequence[Child]) -> set[tuple[int, float]]:
+    """The desks of this supervisor that wait for the wake file now, each with when its last look at the forge
+    began (`loop.IDLE`: a file named by its pid, its time that look's; a desk killed as it waited leaves its file
+    behind, which counts no more once that desk has ended)."""
+    try:
+        found = {entry.name: entry.stat().st_mtime for entry in os.scandir(folder)}
+    except OSError:
+        return set()
+    return {(child.pid, found[str(child.pid)]) for child in children
+            if str(child.pid) in found and child.poll() is None}
 
 
 def moved(git: ForgeGit, seen: dict[str, str], refs: dict[str, str]) -> bool:
@@ -127,7 +269,7 @@ def echo_once(line: str) -> None:
         print(line, file=sys.stderr)
 
 
-def _wait(child: subprocess.Popen[bytes]) -> int:
+def _wait(child: Child) -> int:
     while True:
         try:
             return child.wait()

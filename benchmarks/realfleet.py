@@ -1,0 +1,301 @@
+"""Real desks over HTTP: `assay desk run` processes, in hosts of K desks under their supervisors, working briefs on
+one forge behind `git http-backend` on loopback. What the forge answers them, and what they cost their machine.
+
+    python benchmarks/realfleet.py [--desks 100,500,1000] [--per-host 20] [--push-window 2] [--brief-min 30]
+                                   [--minutes 6] [--ramp-s 60]
+
+For each fleet size N: a forge made by `assay init` holding a desk preset `bench` and briefs enough for the run;
+N / K supervisors (`assay desk run bench --count K --push-window W`), each a host of its own (its own state and
+cache folders, so its own push group), started one after another over the ramp. Every desk is a real desk: it
+claims, journals, runs its agent in its isolation, pushes its work, runs the verify row and marks its review
+ready, as it would on GitHub's side of the network. The agent is a shell script (an agent's own cost is not
+Assay's): it sleeps, runs two safe steps and an unsafe one through `assay step run`, sleeps again and writes a
+file of its own. A brief lasts BRIEF_MIN minutes; the first brief of each desk a random part of that, so the
+fleet's briefs end and begin at a steady rate from the start, as a fleet's that has run for a while. Nobody merges
+the reviews.
+
+Measured after the ramp and a settling minute, for MINUTES: every `git` call a desk makes of the forge, timed by a
+`git` first on PATH (bash, `$EPOCHREALTIME`: no process of its own): pushes and ref listings a busy desk-minute,
+p50/p95 of each, the briefs made ready against those the brief length promises; the machine's CPU (the forge's
+share: the backend's CGI processes and its server), and the memory (PSS) of the desks' processes by kind.
+
+The floor: one raw `git push` of a new commit to a small repository behind the same backend (median of 9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.fleet import Backend, git  # noqa: E402
+
+DESK = """name: bench
+takes:
+  labels: [bench]
+agent:
+  command: [sh, -c, {script}]
+  prompt: env
+lease_s: 1200
+heartbeat_s: 300
+attempts: 3
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ]
+"""
+AGENT = ('set -- $(sed -n "s/^Sleep: //p" "$ASSAY_PROMPT_FILE"); sleep "$1"; '
+         '"$ASSAY_BIN" step run --name lint --policy safe -- true && '
+         '"$ASSAY_BIN" step run --name test --policy safe -- true && '
+         '"$ASSAY_BIN" step run --name deploy --policy unsafe -- true && sleep "$2" && echo done > "$3"')
+BRIEF = """---
+title: B{i}
+priority: {priority}
+labels: [bench]
+verify:
+  - id: check
+    run: "test -f b{i}.txt"
+---
+Sleep: {first:.0f} {second:.0f} b{i}.txt
+"""
+SHIM = """#!/bin/bash
+start=$EPOCHREALTIME
+"{real}" "$@"
+code=$?
+case "$*" in *"{where}"*) echo "$start $EPOCHREALTIME $code $*" >> "{log}";; esac
+exit $code
+"""
+KINDS = {"push": "push", "ls-remote": "listing", "remote-http": "listing", "fetch": "fetch"}  # git's commands
+
+
+def make_forge(root: Path, briefs: int, first_wave: int, brief_s: float, rng: random.Random) -> Path:
+    """The forge, a bare repository in `root`: `assay init`'s, with the preset and `briefs` briefs on main (the
+    first `first_wave` most urgent, each a random part of a brief's length)."""
+    forge, seed = root / "forge.git", root / "seed"
+    seed.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "assay", "init", "--local-forge", str(forge)], cwd=seed, check=True,
+                   capture_output=True)
+    for sample in (seed / "briefs").glob("*.md"):
+        sample.unlink()
+    (seed / "desks" / "bench.yaml").write_text(DESK.format(script='"' + AGENT.replace('"', '\\"') + '"'))
+    for i in range(briefs):
+        length = rng.uniform(0, brief_s) if i < first_wave else brief_s
+        (seed / "briefs" / f"b{i:05d}.md").write_text(
+            BRIEF.format(i=i, priority=1 if i < first_wave else 5, first=length / 2, second=length / 2))
+    git("add", "-A", cwd=seed)
+    git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "briefs", cwd=seed)
+    git("push", "-q", str(forge), "HEAD:refs/heads/main", cwd=seed)
+    shutil.rmtree(seed)
+    return forge
+
+
+@dataclass
+class Host:
+    proc: subprocess.Popen[str]
+    ready: list[float] = field(default_factory=list)  # when each "review ready" line came
+    errors: list[str] = field(default_factory=list)
+
+    def read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if "review ready" in line:
+                self.ready.append(time.time())
+            elif re.search(r"error|Traceback|cannot", line, re.I):
+                self.errors.append(line.strip())
+
+
+def cpu_now() -> tuple[float, float]:
+    """(seconds the machine's cores were busy in all, seconds this process and its reaped children used)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return busy, own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def descendants(pids: list[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def memory(pids: list[int]) -> dict[str, tuple[int, float]]:
+    """Per kind of process: (how many, their PSS in MB)."""
+    kinds: dict[str, tuple[int, float]] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                pss = next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
+        except (OSError, StopIteration, ValueError):
+            continue
+        line = " ".join(argv)
+        kind = ("supervisor" if "--count" in line else "desk" if line.startswith("assay desk run") else
+                "isolation" if "isolation.py" in line or argv[0].endswith("unshare") else
+                "git" if "git" in os.path.basename(argv[0]) else "agent")
+        count, total = kinds.get(kind, (0, 0.0))
+        kinds[kind] = (count + 1, total + pss)
+    return kinds
+
+
+def floor_push(backend: Backend, tmp: Path) -> float:
+    """One raw `git push` of a new commit to a small repository behind the backend (median of 9)."""
+    repo = Path(backend.root) / "floor.git"
+    git("init", "-q", "--bare", str(repo))
+    git("--git-dir", str(repo), "config", "http.receivepack", "true")
+    url = f"http://127.0.0.1:{backend.server_address[1]}/floor.git"
+    work = tmp / "floor-work"
+    git("init", "-q", str(work))
+    times = []
+    for i in range(9):
+        (work / "f.txt").write_text(f"floor {i} {random.random()}")
+        git("add", "-A", cwd=work)
+        git("-c", "user.name=b", "-c", "user.email=b@x", "commit", "-q", "-m", "f", cwd=work)
+        started = time.perf_counter()
+        git("push", "-q", url, f"HEAD:refs/heads/f{i}", cwd=work)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def kind_of(args: str) -> str:
+    return next((KINDS[word] for word in args.split() if word in KINDS), "other")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
+    """Long: one fleet size, from the forge's making to the desks' end, and its report."""
+    brief_s = args.brief_min * 60
+    rng = random.Random(args.seed + n)
+    root = tmp / f"n{n}"
+    (root / "http").mkdir(parents=True)
+    briefs = int(n * (1 + 1.5 * (args.minutes + 3 + args.ramp_s / 60) / args.brief_min)) + 20
+    forge = make_forge(root / "http", briefs, n, brief_s, rng)
+    git("--git-dir", str(forge), "config", "http.receivepack", "true")
+    backend = Backend(root / "http")
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{backend.server_address[1]}/forge.git"
+    shim, log = root / "bin", root / "git.log"
+    shim.mkdir()
+    (shim / "git").write_text(SHIM.format(real=shutil.which("git"), where=f"127.0.0.1:{backend.server_address[1]}",
+                                          log=log))
+    (shim / "git").chmod(0o755)
+    hosts: list[Host] = []
+    count = (n + args.per_host - 1) // args.per_host
+    started = time.time()
+    try:
+        for h in range(count):
+            desks = min(args.per_host, n - h * args.per_host)
+            env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
+                   "ASSAY_STATE_DIR": str(root / "hosts" / f"h{h}" / "state"),
+                   "ASSAY_CACHE_DIR": str(root / "hosts" / f"h{h}" / "cache")}
+            env.pop("ASSAY_PUSH_WINDOW_S", None)
+            argv = [sys.executable, "-m", "assay", "desk", "run", "bench", "--forge", url,
+                    "--push-window", f"{args.push_window:g}"]
+            if desks > 1:
+                argv += ["--count", str(desks)]
+            host = Host(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         text=True, start_new_session=True))
+            threading.Thread(target=host.read, daemon=True).start()
+            hosts.append(host)
+            time.sleep(max(0.0, started + (h + 1) * args.ramp_s / count - time.time()))  # the ramp's pace
+        settle = started + args.ramp_s + 60
+        time.sleep(max(0.0, settle - time.time()))
+        busy0, forge0 = cpu_now()
+        time.sleep(args.minutes * 60)
+        busy1, forge1 = cpu_now()
+        ended = time.time()
+        mem = memory(descendants([h.proc.pid for h in hosts]))
+        gone = [h.proc.returncode for h in hosts if h.proc.poll() is not None]
+    finally:
+        for host in hosts:
+            if host.proc.poll() is None:
+                os.killpg(host.proc.pid, signal.SIGKILL)  # the desks die with their supervisor
+        for host in hosts:
+            host.proc.wait()
+        backend.shutdown()
+    calls = []
+    for line in log.read_text().splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) == 4 and settle <= float(parts[0]) < ended:
+            calls.append((kind_of(parts[3]), float(parts[1]) - float(parts[0]), int(parts[2])))
+    desk_min = n * args.minutes
+    pushes = [d for k, d, c in calls if k == "push" and c == 0]
+    failed = sum(1 for k, _, c in calls if k == "push" and c != 0)
+    listings = [d for k, d, _ in calls if k == "listing"]
+    fetches = [d for k, d, _ in calls if k == "fetch"]
+    ready = sum(1 for h in hosts for t in h.ready if settle <= t < ended)
+    machine = (busy1 - busy0) / (ended - settle - 0) / (os.cpu_count() or 1)
+    forge_cores = (forge1 - forge0) / (ended - settle)
+    print(f"\n{n} real desks in {count} hosts of {args.per_host}, push window {args.push_window:g} s, "
+          f"{args.brief_min:g}-minute briefs, {args.minutes:g} minutes measured")
+    print(f"  pushes: {len(pushes) / desk_min:.3f} a busy desk-minute ({len(pushes)} landed, {failed} refused); "
+          f"p50 {pct(pushes, 0.5) * 1000:.0f} ms, p95 {pct(pushes, 0.95) * 1000:.0f} ms "
+          f"({pct(pushes, 0.95) / floor:.1f}x the floor push)")
+    print(f"  ref listings: {len(listings) / desk_min:.3f} a busy desk-minute; p50 {pct(listings, 0.5) * 1000:.0f} "
+          f"ms, p95 {pct(listings, 0.95) * 1000:.0f} ms; fetches {len(fetches) / desk_min:.3f} a desk-minute, "
+          f"p95 {pct(fetches, 0.95) * 1000:.0f} ms")
+    promised = n * args.minutes / args.brief_min
+    print(f"  briefs ready: {ready} ({ready / promised:.2f}x the {promised:.0f} the brief length promises)")
+    print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it")
+    desks_pss = sum(total for kind, (_, total) in mem.items())
+    print("  memory (PSS): " + ", ".join(f"{kind} {c} x {total / max(c, 1):.1f} MB" for kind, (c, total) in
+                                         sorted(mem.items())) + f"; {desks_pss / n:.1f} MB a desk in all")
+    if gone or any(h.errors for h in hosts):
+        print(f"  hosts ended early: {gone}; errors: {[e for h in hosts for e in h.errors][:5]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--desks", default="100,500,1000", help="the fleet sizes to run")
+    parser.add_argument("--per-host", type=int, default=20)
+    parser.add_argument("--push-window", type=float, default=2.0)
+    parser.add_argument("--brief-min", type=float, default=30.0)
+    parser.add_argument("--minutes", type=float, default=6.0, help="measured, after the ramp and a minute")
+    parser.add_argument("--ramp-s", type=float, default=60.0, help="the hosts start one after another over this")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="assay-bench-realfleet-") as name:
+        tmp = Path(name)
+        (tmp / "floor").mkdir()
+        backend = Backend(tmp / "floor")
+        threading.Thread(target=backend.serve_forever, daemon=True).start()
+        floor = floor_push(backend, tmp)
+        backend.shutdown()
+        print(f"floor: one raw git push over HTTP {floor * 1000:.1f} ms")
+        for n in (int(x) for x in args.desks.split(",")):
+            run(tmp, n, args, floor)
+            shutil.rmtree(tmp / f"n{n}", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
