@@ -244,10 +244,18 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             host.proc.wait()
         backend.shutdown()
     calls = []
+    refused: dict[str, int] = {}  # the kinds of ref that refused pushes named (claims, journal, footprints, ...)
     for line in log.read_text().splitlines():
         parts = line.split(" ", 3)
         if len(parts) == 4 and settle <= float(parts[0]) < ended:
             calls.append((kind_of(parts[3]), float(parts[1]) - float(parts[0]), int(parts[2])))
+            if calls[-1][0] == "push" and calls[-1][2] != 0:
+                named = re.findall(r":refs/(?:assay/|heads/)?([a-z-]+)", parts[3])
+                for kind in set(named):
+                    refused[kind] = refused.get(kind, 0) + 1
+                if set(named) == {"claims"}:  # a claim alone (a race to claim), or several (a host's heartbeat)
+                    alone = "claims alone: one" if len(named) == 1 else "claims alone: several"
+                    refused[alone] = refused.get(alone, 0) + 1
     desk_min = n * args.minutes
     pushes = [d for k, d, c in calls if k == "push" and c == 0]
     failed = sum(1 for k, _, c in calls if k == "push" and c != 0)
@@ -261,6 +269,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     print(f"  pushes: {len(pushes) / desk_min:.3f} a busy desk-minute ({len(pushes)} landed, {failed} refused); "
           f"p50 {pct(pushes, 0.5) * 1000:.0f} ms, p95 {pct(pushes, 0.95) * 1000:.0f} ms "
           f"({pct(pushes, 0.95) / floor:.1f}x the floor push)")
+    print("  refused pushes named: " + (", ".join(f"{k} {v}" for k, v in sorted(refused.items(), key=lambda kv: -kv[1]))
+                                         or "nothing"))
     print(f"  ref listings: {len(listings) / desk_min:.3f} a busy desk-minute; p50 {pct(listings, 0.5) * 1000:.0f} "
           f"ms, p95 {pct(listings, 0.95) * 1000:.0f} ms; fetches {len(fetches) / desk_min:.3f} a desk-minute, "
           f"p95 {pct(fetches, 0.95) * 1000:.0f} ms")

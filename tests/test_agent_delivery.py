@@ -182,6 +182,29 @@ def test_steering_whose_wake_was_cut_off_is_taken_by_the_next_desk_pass(forge: F
     delivered_then_ready(forge, seq)
 
 
+def test_steering_whose_wake_was_cut_off_is_woken_by_the_sweep(forge: Forge, tmp_path: Path) -> None:
+    """The same cut-off `steer`, for a brief whose desk lives on (elsewhere: it looked once, as the brief began to
+    wait): the sweep, which reads every journal that moved, wakes it for a round, once, and the next pass takes it."""
+    publish(forge, {"desks/steady.yaml": desk("steady", ["python", "-m", "assay.agents.scripted"]),
+                    "briefs/job.md": brief("Job", ["steering", "write out.txt hi"], "test -f out.txt")})
+    assert run_desk(forge, "steady", tmp_path).code == 0
+    assert assay("sweep", "--forge", forge.url).code == 0  # the journal as observed before the steering
+    text = "Keep the old flag"
+    cut = assay("steer", "job", text, "--forge", forge.url, env={"ASSAY_CRASH_AT": "steer.after-entry"})
+    assert cut.code == -9 and claim_chain(forge.path, "job")[-1]["state"] == "waiting", cut
+    [seq] = [e["seq"] for e in entries(forge.path, "job") if e["kind"] == "steer"]
+    swept = assay("sweep", "--forge", forge.url)
+    assert swept.code == 0 and "steering no run took: woken for a new round" in swept.out, swept.out + swept.err
+    assert claim_chain(forge.path, "job")[-1]["state"] == "held"
+    [wake] = [e for e in entries(forge.path, "job") if e["kind"] == "wake"]
+    assert isinstance(wake["data"], dict) and wake["data"]["signals"] == [f"steer:{seq}:round"], wake
+    assert assay("sweep", "--forge", forge.url).code == 0
+    assert len([e for e in entries(forge.path, "job") if e["kind"] == "wake"]) == 1  # once
+    again = run_desk(forge, "steady", tmp_path)
+    assert f"steering received: {text}" in again.out and again.code == 0, again.out
+    delivered_then_ready(forge, seq)
+
+
 # a forge hook that steers the brief once, while the desk's push of its wait is in flight: the steering lands
 # after every look the desk made at the journal and before its wait, which then lands on top of it
 STEER_IN_FLIGHT = """#!/bin/sh

@@ -188,5 +188,10 @@ def test_a_hosts_desks_started_together_start_at_their_own_share_of_the_most_urg
         orders.append([b.id for b in _spread(ready)])
     assert [o[0] for o in orders] == ["b0", "b1", "b2", "b3"]  # each desk tries a brief of its own first
     assert all(sorted(o[:4]) == ["b0", "b1", "b2", "b3"] and o[4] == "late" for o in orders)  # urgency first
+    many: list[Any] = [SimpleNamespace(id=f"m{i:02d}", priority=1) for i in range(40)]
+    monkeypatch.setenv("ASSAY_DESK_SLOT", "1/4")
+    starts = {_spread(many)[0].id for _ in range(200)}
+    # anywhere in its own share (m10..m19): the same slot of another host's supervisor starts elsewhere
+    assert starts <= {f"m{i}" for i in range(10, 20)} and len(starts) > 1, starts
     monkeypatch.delenv("ASSAY_DESK_SLOT")
     assert [b.id for b in _spread(ready)] == ["b0", "b1", "b2", "b3", "late"]  # a desk alone: as ever

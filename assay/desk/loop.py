@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -131,10 +132,14 @@ class Desk:
         self.poll_s = poll_s
         idle = 0  # passes in a row that found nothing to do
         again: set[str] = set()  # worked this pass, and woken for a new round as they began to wait
+        passes = 0
         while max_briefs is None or len(report.worked) < max_briefs:
+            # what the supervisor's wake for an idle desk is judged against: before the sweep, whose listing this
+            # pass may read; the first pass reads the listing the desk made as it started (unknown: 0)
+            self._looked_at = time.time() if passes else 0.0
+            passes += 1
             self._sweep_if_due()
             try:
-                self._looked_at = time.time()  # what the supervisor's wake for an idle desk is judged against
                 snapshot = read_snapshot(self.claims)
                 self._report_findings(snapshot)
                 progressed = self._settle_waiting(snapshot, report)
@@ -226,6 +231,12 @@ class Desk:
     def _mine(self, record: ClaimRecord) -> bool:
         return record.desk == self.spec.name
 
+    def _tends(self, record: ClaimRecord) -> bool:
+        """Whether this process looks after a waiting claim between the sweeps (steering no run took, a review
+        main left stale): one it holds, or one whose holder on this host is dead. A claim whose desk lives
+        elsewhere is left to that desk: every desk looking at every claim would cost the forge desks x briefs."""
+        return record.holder == self.holder or _dead_here(record.holder)
+
     def _settle_waiting(self, snapshot: Snapshot, report: DeskReport) -> bool:
         """Waiting briefs of this desk whose condition the forge now shows as met."""
         if not self.reviews.refs_backed and self._signals_due():
@@ -271,12 +282,13 @@ class Desk:
         return settled.woken
 
     def _wake_stale(self, snapshot: Snapshot) -> bool:
-        """Once per main this process sees: ready reviews (any desk's) that no longer merge cleanly into it are
-        woken for a new round, each once per (brief, main) however many desks look (`landing.wake_stale`)."""
+        """Once per main this process sees: ready reviews that no longer merge cleanly into it are woken for a new
+        round, each once per (brief, main) however many desks look (`landing.wake_stale`). Those this process
+        tends (`_tends`); the sweep looks at every one, once a heartbeat for the fleet."""
         if not snapshot.main or snapshot.main == self._stale_main:
             return False
         waiting = [b for b, c in snapshot.claims.items() if c.record.state == "waiting"
-                   and str((c.record.wait or {}).get("on", "")) in ("review", "merge")]
+                   and str((c.record.wait or {}).get("on", "")) in ("review", "merge") and self._tends(c.record)]
         try:
             woken = landing.wake_stale(self.claims, self.reviews, waiting, self.spec.name,
                                        rows=lambda b, main, head, tree: self._rows_on_main(snapshot, b, main, head,
@@ -360,15 +372,12 @@ class Desk:
         return checks[-1] if checks else {}
 
     def _steered_while_waiting(self, brief_id: str, claim: Claim) -> bool:
-        """Once per waiting claim tip this process holds, or whose holder on this host is dead (so a desk that
-        starts looks at each its host's dead desks left): steering that no run took wakes the brief for a round. It
-        finds a `steer` stopped between its entry and its wake. A claim held by a desk of another host is left to
-        that desk: every desk of a name looking at each of the name's claims would cost the forge desks x briefs
-        reads."""
+        """Once per tip of a waiting claim this process tends (`_tends`): steering that no run took wakes the brief
+        for a round. It finds a `steer` stopped between its entry and its wake."""
         if claim.sha in self._steer_looked or str((claim.record.wait or {}).get("on", "")) not in custody.ROUND_WAITS:
             return False
-        if claim.record.holder != self.holder and not _dead_here(claim.record.holder):
-            return False  # its own desk looks (every desk of a name looking at every claim would grow as their square)
+        if not self._tends(claim.record):
+            return False
         self._steer_looked.add(claim.sha)
         if custody.wake_for_steering(self.claims, brief_id, self.spec.name, self._run) is None:
             return False
@@ -720,11 +729,13 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
 def _spread(ready: list[Brief]) -> list[Brief]:
     """The ready briefs in the order this desk tries them: the most urgent first, and among the equally most
     urgent, a desk of a supervisor's N (`ASSAY_DESK_SLOT=i/N`) starts at its own share of them, so a host's desks
-    started together each claim a brief of their own instead of all racing for the first."""
+    started together each claim a brief of their own instead of all racing for the first; where in its share is
+    drawn each pass, so that the desks of several hosts race seldom too."""
     slot = os.environ.get("ASSAY_DESK_SLOT", "")
     index, _, count = slot.partition("/")
     if not ready or not index.isdigit() or not count.isdigit() or int(count) < 2:
         return ready
     top = [b for b in ready if b.priority == ready[0].priority]
-    start = int(index) * len(top) // int(count)
+    # anywhere in its share: the desks of other hosts, which have the same slots, start elsewhere in theirs
+    start = min(len(top) - 1, int((int(index) + random.random()) * len(top) / int(count)))
     return top[start:] + top[:start] + ready[len(top):]

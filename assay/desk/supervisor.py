@@ -27,6 +27,7 @@ held about 17, and a host carries ten times the desks in the same memory. Each i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import signal
@@ -45,6 +46,8 @@ from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
 
 Echo = Callable[[str], None]
 WATCH_S = 1.0  # how often the supervisor reads main and the claims for its idle desks
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LOOKS_KEPT = 16  # the supervisor's last looks that read something new, for desks that begin to idle
 # what a desk loads as it runs, loaded once by the supervisor so that every desk forked from it shares it
 DESK_MODULES = ("assay.desk.loop", "assay.desk.work", "assay.desk.agent", "assay.desk.stepserver",
                 "assay.desk.verify", "assay.desk.hostbeat", "assay.desk.sessions", "assay.core.pushgroup",
@@ -154,14 +157,19 @@ def fork_desk(args: Sequence[str], env: dict[str, str], entry: Callable[[list[st
     arm = dies_with_parent()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        _desk_life(list(args), env, arm, entry)
+    # a stop that comes before the desk has a group of its own waits (it would unwind the supervisor's frames)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _desk_life(list(args), env, arm, entry, held)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return Forked(pid)
 
 
 def _desk_life(args: list[str], env: dict[str, str], arm: Callable[[], None] | None,
-               entry: Callable[[list[str]], object]) -> NoReturn:
+               entry: Callable[[list[str]], object], mask: set[int | signal.Signals]) -> NoReturn:
     """A forked desk's life: what a new `python -m assay ARGS` would be, then its exit (never a return into the
     supervisor's code)."""
     code = 1
@@ -169,6 +177,7 @@ def _desk_life(args: list[str], env: dict[str, str], arm: Callable[[], None] | N
         os.setpgid(0, 0)
         if arm is not None:
             arm()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -179,8 +188,9 @@ def _desk_life(args: list[str], env: dict[str, str], arm: Callable[[], None] | N
         sys.argv = ["assay", *args]
         entry(args)
         code = 0
-    except KeyboardInterrupt:  # a stop before the command could take it
-        code = 130
+    except KeyboardInterrupt as stop:  # a stop before the command could take it: 128 + its signal, as a shell says
+        name = stop.args[0] if stop.args and stop.args[0] in signal.Signals.__members__ else "SIGINT"
+        code = 128 + signal.Signals[name].value
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
         if isinstance(exit_.code, str):
@@ -201,31 +211,28 @@ def _desk_life(args: list[str], env: dict[str, str], arm: Callable[[], None] | N
 def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[Child]) -> None:
     """Until every desk has ended: while a desk idles, read main and the claims every `poll_s` (one
     advertisement), and touch the `wake` file when they moved since the last look. A forge that cannot be read now
-    is read again next time. While every desk works, the host reads nothing for them; a desk new to idling whose
-    own last look began before the last look here is woken once (what moved between is not in the comparison)."""
+    is read again next time. While every desk works, the host reads nothing for them; a desk new to idling is
+    woken when the forge moved since its own last look began (`woken`)."""
     from assay.config import state_dir_for
     from assay.desk.loop import IDLE, WAKE
 
     folder = state_dir_for(forge, state_dir)
     wake = folder / WAKE
     git = ForgeGit(forge)
-    seen: dict[str, str] | None = None
-    seen_at = 0.0  # when the look that read `seen` began
+    # what the looks read: (when the first of a run of looks that read the same refs was answered, those refs)
+    looks: list[tuple[float, dict[str, str]]] = []
     judged: set[tuple[int, float]] = set()  # idle desks (pid, its last look) already judged against a look
     try:
         while any(child.poll() is None for child in children):
             try:
                 waiting = idle_desks(folder / IDLE, children)
                 if waiting:
-                    began = time.time()
                     refs = git.ls_remote("refs/heads/main", "refs/assay/claims/*")
-                    # a desk new to idling that looked before the last look (or with none to compare) may have
-                    # missed what moved between: it is woken, once
-                    unsure = any(seen is None or looked < seen_at for _, looked in waiting - judged)
-                    if unsure or (seen is not None and moved(git, seen, refs)):
+                    if woken(git, looks, refs, [looked for _, looked in waiting - judged]):
                         wake.touch()
                         os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
-                    seen, seen_at = refs, began
+                    if not looks or looks[-1][1] != refs:
+                        looks = [*looks, (time.time(), refs)][-LOOKS_KEPT:]
                     judged = waiting
             except Exception as exc:  # noqa: BLE001 - a forge away, a full disk: the desks poll on their own
                 echo_once(f"supervisor: cannot watch the forge for the idle desks now ({exc})")
@@ -236,6 +243,20 @@ def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[
         git.close()
 
 
+def woken(git: ForgeGit, looks: Sequence[tuple[float, dict[str, str]]], refs: dict[str, str],
+          new: Sequence[float]) -> bool:
+    """Whether the idle desks are to be woken by what a look read (`refs`): it moved since the last look, or since
+    what a desk new to idling saw, judged by the last look answered before that desk's own look began (when the
+    looks kept reach back that far; else it is woken)."""
+    if looks and moved(git, looks[-1][1], refs):
+        return True
+    for looked in new:
+        before = [seen for answered, seen in looks if answered <= looked]
+        if not before or moved(git, before[-1], refs):
+            return True
+    return False
+
+
 def idle_desks(folder: Path, children: Sequence[Child]) -> set[tuple[int, float]]:
     """The desks of this supervisor that wait for the wake file now, each with when its last look at the forge
     began (`loop.IDLE`: a file named by its pid, its time that look's; a desk killed as it waited leaves its file
@@ -244,8 +265,23 @@ def idle_desks(folder: Path, children: Sequence[Child]) -> set[tuple[int, float]
         found = {entry.name: entry.stat().st_mtime for entry in os.scandir(folder)}
     except OSError:
         return set()
+    ours = {str(child.pid) for child in children}
+    for name in found.keys() - ours:  # a desk killed as it waited: its file goes once no process has its pid
+        if name.isdigit() and not _alive(int(name)):
+            with contextlib.suppress(OSError):
+                os.unlink(folder / name)
     return {(child.pid, found[str(child.pid)]) for child in children
             if str(child.pid) in found and child.poll() is None}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's
+    return True
 
 
 def moved(git: ForgeGit, seen: dict[str, str], refs: dict[str, str]) -> bool:

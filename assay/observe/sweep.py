@@ -51,7 +51,7 @@ from assay.core.scan import Scan, read_observations, scan
 from assay.errors import AssayError, Conflict, ForgeError, ForgeRefused, RecordInvalid
 from assay.observe.sweepspec import DEFAULT_NAME, SweepPolicy, load_policy
 
-_SWEEP_ID = os.urandom(4).hex()
+_SWEEP_IDS: dict[int, str] = {}  # pid -> this sweeping process's id (drawn in each process: desks are forked)
 BATCH_JOURNALS = 16  # more moved journals than this are read in one batch
 Progress = Callable[[str], None]
 
@@ -154,6 +154,44 @@ def unresolved_unknowns(git: ForgeGit, state: ForgeState) -> dict[str, list[tupl
             out[brief] = exc
             continue
         out[brief] = [(e.seq, e.step or "") for e in unknown_outcomes(entries)]
+    return out
+
+
+def untaken_steering(git: ForgeGit, state: ForgeState) -> list[str]:
+    """The briefs waiting on a round (their review, a merge, checks) whose journal moved since the last observation
+    and holds steering no run took: a `steer` cut off between its entry and its wake. The desk that holds such a
+    claim looks once as it begins to wait; the sweep looks for the fleet, reading only journals that moved (from
+    the decoded-log cache: local git)."""
+    out = []
+    for brief, claim in sorted(state.claims.items()):
+        tip = state.journals.get(brief)
+        seen = state.base.briefs.get(brief)
+        if tip is None or (seen is not None and seen.journal == tip) or claim.record.state != "waiting" \
+                or str((claim.record.wait or {}).get("on", "")) not in custody.ROUND_WAITS:
+            continue
+        try:
+            log = read_log(git, brief, tip)
+        except RecordInvalid:
+            continue  # junk: reported from unresolved_unknowns
+        if not isinstance(log, RecordInvalid) and custody.pending_steering(log.entries):
+            out.append(brief)
+    return out
+
+
+def _wake_for_steering(claims: Claims, briefs: list[str], by: str) -> list[Finding]:
+    """Each of `briefs` woken for a new round that takes its steering (decided again on the journal the wake
+    lands on: `custody.wake_for_steering`)."""
+    out = []
+    for brief in briefs:
+        try:
+            woken = custody.wake_for_steering(claims, brief, by)
+        except AssayError as exc:  # housekeeping: the next sweep looks again
+            out.append(Finding("steer", brief, f"steering no run took not acted on: {exc.message}",
+                               f"steer:{brief}:failed", "failed"))
+            continue
+        if woken is not None:
+            out.append(Finding("steer", brief, "steering no run took: woken for a new round", f"steer:{brief}",
+                               "woken"))
     return out
 
 
@@ -352,6 +390,7 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
         unread = read_api_reviews(reviews, state)
     progress(f"reading {len(state.journals)} journals")
     unknowns = unresolved_unknowns(git, state)
+    steered = untaken_steering(git, state)
     interrupted = interrupted_effects(git, state)
     by = f"sweeper:{policy.name}"
     if dry_run:
@@ -370,6 +409,8 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
     if reviews is not None and not dry_run and policy.settle_waits:
         progress("looking for ready reviews that main moved under")
         findings += _wake_stale(claims, reviews, state, by)
+    if not dry_run and policy.settle_waits:
+        findings += _wake_for_steering(claims, steered, by)
     findings += _retire(claims, state, policy, now, dry_run, by)
     if unread is not None:
         findings.append(unread)
@@ -458,7 +499,8 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
     """Do what a finding calls for; every write is a CAS, so a concurrent writer makes this a no-op."""
     claim = state.claims[f.brief]
     r = claim.record
-    run = f"{by}:{_SWEEP_ID}"  # this sweeping process: two sweepers' commits are never the same commit
+    # this sweeping process: two sweepers' commits are never the same commit
+    run = f"{by}:{_SWEEP_IDS.setdefault(os.getpid(), os.urandom(4).hex())}"
     try:
         if f.action == "expire":
             return _expire(claims, claim, f.detail, by, run)
