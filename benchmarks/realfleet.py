@@ -164,6 +164,23 @@ def memory(pids: list[int]) -> dict[str, tuple[int, float]]:
     return kinds
 
 
+def available_mb() -> float:
+    with open("/proc/meminfo") as info:
+        return next(int(line.split()[1]) for line in info if line.startswith("MemAvailable:")) / 1024
+
+
+def guard(hosts: list[Host], stop: threading.Event, floor_mb: float = 1024.0) -> None:
+    """Kill every host when the machine's available memory falls under `floor_mb` (before the kernel's OOM killer
+    picks a process of its own), and say so."""
+    while not stop.wait(1.0):
+        if available_mb() < floor_mb:
+            print(f"  memory: under {floor_mb:.0f} MB available; every host stopped", flush=True)
+            for host in hosts:
+                if host.proc.poll() is None:
+                    os.killpg(host.proc.pid, signal.SIGKILL)
+            return
+
+
 def floor_push(backend: Backend, tmp: Path) -> float:
     """One raw `git push` of a new commit to a small repository behind the backend (median of 9)."""
     repo = Path(backend.root) / "floor.git"
@@ -212,6 +229,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     hosts: list[Host] = []
     count = (n + args.per_host - 1) // args.per_host
     started = time.time()
+    stop = threading.Event()
+    threading.Thread(target=guard, args=(hosts, stop), daemon=True).start()
+    lowest = [available_mb()]
     try:
         for h in range(count):
             desks = min(args.per_host, n - h * args.per_host)
@@ -231,12 +251,16 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
         settle = started + args.ramp_s + 60
         time.sleep(max(0.0, settle - time.time()))
         busy0, forge0 = cpu_now()
-        time.sleep(args.minutes * 60)
+        end = time.time() + args.minutes * 60
+        while (left := end - time.time()) > 0:  # the measured minutes; the lowest memory available meanwhile
+            lowest[0] = min(lowest[0], available_mb())
+            time.sleep(min(5.0, left))
         busy1, forge1 = cpu_now()
         ended = time.time()
         mem = memory(descendants([h.proc.pid for h in hosts]))
         gone = [h.proc.returncode for h in hosts if h.proc.poll() is not None]
     finally:
+        stop.set()
         for host in hosts:
             if host.proc.poll() is None:
                 os.killpg(host.proc.pid, signal.SIGKILL)  # the desks die with their supervisor
@@ -279,7 +303,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it")
     desks_pss = sum(total for kind, (_, total) in mem.items())
     print("  memory (PSS): " + ", ".join(f"{kind} {c} x {total / max(c, 1):.1f} MB" for kind, (c, total) in
-                                         sorted(mem.items())) + f"; {desks_pss / n:.1f} MB a desk in all")
+                                         sorted(mem.items())) + f"; {desks_pss / n:.1f} MB a desk in all; "
+          f"the machine's available memory at its lowest {lowest[0] / 1024:.1f} GB")
     if gone or any(h.errors for h in hosts):
         print(f"  hosts ended early: {gone}; errors: {[e for h in hosts for e in h.errors][:5]}")
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from assay.core.claims import Claims, InvalidClaim
@@ -173,3 +177,43 @@ def test_a_synced_view_older_than_a_release_does_not_lose_the_claim(forge: Forge
     claims.read_view()  # sees gamma held
     other.release("gamma", "other")
     assert claims.claim("gamma", "mine").record.epoch == 2
+
+
+
+# a forge hook that, the first time a push moves alpha's and beta's claims together (a host's batch), renews
+# alpha on its own first, as its desk's journal push would while the batch is on its way
+RENEW_IN_FLIGHT = """#!/bin/sh
+lines=$(cat)
+test -e "{mark}" && exit 0
+echo "$lines" | grep -q ' refs/assay/claims/alpha$' || exit 0
+echo "$lines" | grep -q ' refs/assay/claims/beta$' || exit 0
+touch "{mark}"
+env -u GIT_DIR -u GIT_QUARANTINE_PATH -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES \\
+    {python} -m assay renew alpha --desk builder --forge "{forge}" > "{mark}.out" 2>&1
+exit 0
+"""
+
+
+def test_a_hosts_batch_refused_for_a_desks_own_push_leaves_that_claim_out_of_its_next_try(
+        forge: Forge, claims: Claims, tmp_path: Path) -> None:
+    """The host's heartbeat renews in one atomic push; a desk's own push that moved its claim as the batch went
+    has the forge refuse the batch. The next try leaves out claims renewed within `fresh_s` (pushing them again
+    would meet the next move of a busy desk), renews the rest, and a fenced one is still told so."""
+    claims.claim("alpha", "builder")
+    Claims(claims.git, clock=lambda: time.time() - 300).claim("beta", "builder")  # renewed 5 minutes ago
+    claims.claim("gamma", "builder")
+    claims.force_release("gamma", "desk died", by="ops")
+    claims.claim("gamma", "builder")  # epoch 2: the batch's epoch 1 is fenced
+    mark = tmp_path / "renewed"
+    hook = forge.path / "hooks" / "pre-receive"
+    hook.write_text(RENEW_IN_FLIGHT.format(mark=mark, python=sys.executable, forge=forge.url))
+    hook.chmod(0o755)
+    beta_before = len(forge.chain("beta"))
+    out = claims.renew_all([("alpha", "builder", 1, ""), ("beta", "builder", 1, ""), ("gamma", "builder", 1, "")],
+                           fresh_s=60)
+    assert mark.exists(), "the batch never went"
+    alpha = out["alpha"]
+    assert not isinstance(alpha, Exception) and alpha.sha == forge.tip("refs/assay/claims/alpha")
+    assert [c["state"] for c in forge.chain("alpha")] == ["held", "held"]  # the desk's renewal alone
+    assert len(forge.chain("beta")) == beta_before + 1  # renewed by the second try
+    assert isinstance(out["gamma"], Conflict)

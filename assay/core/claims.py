@@ -511,12 +511,15 @@ class Claims:
             validate_lease(lease_s)
         return self._change(brief, "renew", desk=desk, epoch=epoch, lease_s=lease_s, note=progress)
 
-    def renew_all(self, held: Sequence[tuple[str, str, int, str]]) -> dict[str, Claim | AssayError]:
+    def renew_all(self, held: Sequence[tuple[str, str, int, str]],
+                  fresh_s: float = 0.0) -> dict[str, Claim | AssayError]:
         """Renew every claim of `held` ((brief, desk, epoch, progress) each) in one atomic push: a host's heartbeat,
         one push however many claims its desks hold. Each is fenced on its own: one whose tip is no longer its
         desk's at its epoch is left out, with the error that says so, and the rest are pushed (again, if a tip
-        moved meanwhile: every tip is read again). The renewed claim or the error, by brief. A forge that refuses
-        or cannot take the push raises, as a renewal does (nothing was renewed)."""
+        moved meanwhile: every tip is read again; then one renewed within `fresh_s` is left as it is: its desk
+        pushes as the batch goes, and would have the forge refuse the batch again and again). The
+        renewed (or fresh) claim or the error, by brief. A forge that refuses or cannot take the push raises, as
+        a renewal does (nothing was renewed)."""
         out: dict[str, Claim | AssayError] = {}
         pending = {brief: (desk, epoch, progress) for brief, desk, epoch, progress in held}
         for n in range(chain.TRIES):
@@ -530,6 +533,9 @@ class Claims:
                         raise IllegalTransition(brief, "renew", "absent", "nobody holds it")
                     current = self.load(claim_ref(brief), tip)
                     record = transition(current.record, "renew", brief, at=self._now(), desk=desk, epoch=epoch)
+                    if n and fresh_s > 0 and 0 <= self.clock() - self.written([current]).get(current.sha, 0) < fresh_s:
+                        out[brief] = current  # its own push renewed it lately (checked as a renewal: its own)
+                        continue
                     updates[brief] = (record, self.prepare(current, record, "renew", progress=progress))
                 except AssayError as exc:  # fenced, taken away, ended, junk: this claim alone is not renewed
                     out[brief] = exc

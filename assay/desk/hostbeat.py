@@ -5,9 +5,10 @@ forge's state folder (`beats/`), holding its desk, epoch, holder, heartbeat and 
 heartbeat thread writes again each time it comes due (its check-in). When a member comes due, it takes the host's
 lock (`beats/.lock`) and reads the last batch (`beats/.last`): if that batch renewed its claim within half a
 heartbeat, it is done (and sets its next beat by the batch's); else it renews, in one atomic push
-(`Claims.renew_all`, crash points `renew-batch.*`), the claim of every member that checked in lately, and
-writes the batch's outcome for the others to read. So a host's desks renew their claims with one push a
-heartbeat, however many there are.
+(`Claims.renew_all`, crash points `renew-batch.*`), the claim of every member that checked in lately (once a
+member's own push moved its claim under the batch, those renewed within half a heartbeat are left out of the next
+try: busy desks push their journals as the batch goes), and writes the batch's outcome for the others to read.
+So a host's desks renew their claims with one push a heartbeat, however many there are.
 
 Only members whose process life is alive on this host, not stopped, and whose own thread checked in within
 `CHECK_IN` of a heartbeat (not in the future) are renewed: a desk paused (SIGSTOP) or killed is left out, and its
@@ -80,7 +81,7 @@ class Member:
                      if m["brief"] != self.brief and _beating(m)]
             now = time.time()
             try:
-                results = claims.renew_all(held)
+                results = claims.renew_all(held, fresh_s=FRESH * self.heartbeat_s)
             except ForgeRefused:  # one claim's ref refused takes the batch with it: each renews itself
                 return self._alone(claims, progress), now
             outcome = {brief: _said(results.get(brief), epoch) for brief, _, epoch, _ in held}
