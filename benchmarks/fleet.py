@@ -298,6 +298,11 @@ class Backend(http.server.ThreadingHTTPServer):
 
         super().__init__(("127.0.0.1", 0), Handler)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that gave up (its git timed out) is counted by the client; anything else is printed."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
 
 @dataclass
 class Result:
