@@ -185,7 +185,7 @@ class Desk:
                 self.claims.keep(found)
                 return
             # liveness only: pull requests are read by `assay sweep` (one cache per repository, not one per desk)
-            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name, found=found, holder=self.holder)
+            swept = sweep(self.claims, now=self.clock(), desk=self.spec.name, found=found)
         except AssayError as exc:
             self._tell_once(f"finding: the sweep failed: {exc.message}")
             return
@@ -238,14 +238,12 @@ class Desk:
         return record.holder == self.holder or _dead_here(record.holder)
 
     def _settle_waiting(self, snapshot: Snapshot, report: DeskReport) -> bool:
-        """Waiting briefs of this desk whose condition the forge now shows as met: those this process tends
-        (`_tends`); the sweep settles the others (every desk of a name settling every one of the name's waiting
-        briefs each pass grew as desks x briefs, and left a pass's view of the queue seconds old)."""
+        """Waiting briefs of this desk whose condition the forge now shows as met."""
         if not self.reviews.refs_backed and self._signals_due():
             return self._settle_signals(snapshot, report)
         progressed = False
-        waiting = {b: c.record for b, c in sorted(snapshot.claims.items()) if c.record.state == "waiting"
-                   and self._mine(c.record) and self._tends(c.record) and b not in self._resting()}
+        waiting = {b: c.record for b, c in sorted(snapshot.claims.items())
+                   if c.record.state == "waiting" and self._mine(c.record) and b not in self._resting()}
         on_review = [b for b, r in waiting.items() if str((r.wait or {}).get("on", "")) in ("review", "merge")]
         # one read for all of them: on GitHub one list; review refs as the pass's look saw them. A brief left out
         # (a junk review ref) is read alone, so that the finding is about its brief alone

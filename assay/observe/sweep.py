@@ -372,11 +372,11 @@ def record(findings: list[Finding], base: dict[str, Recorded], now: float, read_
 
 def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None = None, dry_run: bool = False,
           progress: Progress = lambda _: None, desk: str | None = None, reviews: Reviews | None = None,
-          found: Scan | None = None, holder: str | None = None) -> SweepReport:
+          found: Scan | None = None) -> SweepReport:
     """One sweep of the forge. `now` is the sweeper's clock (default: this machine's); `desk`, the desk
-    sweeping, if a desk is (it leaves its own met waits to its pass: those `holder`, that desk process, holds);
-    `reviews`, the forge's review port, read where reviews are not refs (pull requests on GitHub); `found`, a scan
-    of the forge just made (of every kind in `SWEPT`), so that the sweep reads no ref list of its own."""
+    sweeping, if a desk is (it leaves its own met waits to its pass); `reviews`, the forge's review port,
+    read where reviews are not refs (pull requests on GitHub); `found`, a scan of the forge just made (of every
+    kind in `SWEPT`), so that the sweep reads no ref list of its own."""
     git = claims.git
     before = dict(git.round_trips)
     api_before = _api_counts(reviews)
@@ -401,8 +401,7 @@ def sweep(claims: Claims, *, policy_name: str = DEFAULT_NAME, now: float | None 
         findings = _observe_and_record(git, state, unknowns, policy, now, by, interrupted)
         crash_point("sweep.after-observe")
     for i, f in enumerate(findings):
-        if f.action and f.kind == "wait" and f.brief in state.claims and state.claims[f.brief].record.desk == desk \
-                and (holder is None or state.claims[f.brief].record.holder == holder):
+        if f.action and f.kind == "wait" and f.brief in state.claims and state.claims[f.brief].record.desk == desk:
             f.action = ""  # the sweeping desk settles its own waits on its pass, as it always does
         if f.action:
             progress(f"{f.action} {f.brief} ({i + 1}/{len(findings)})")
