@@ -120,7 +120,7 @@ def life_of(pid: int) -> Life | None:
     """The life pid has now on this host; None when it has none we can see (gone, a zombie, hidden)."""
     host = os.uname().nodename
     if not _have_proc():
-        return Life(host, pid) if _pid_exists(pid) else None
+        return Life(host, pid) if pid_exists(pid) else None
     stat = _read_stat(pid)
     if stat is None or stat.state in _GONE_STATES:
         return None
@@ -146,10 +146,10 @@ def life_state(life: Life) -> LifeState:
     if life.boot is not None and here is not None and not here.startswith(life.boot):
         return "dead"
     if not _have_proc():
-        return "alive" if _pid_exists(life.pid) else "dead"
+        return "alive" if pid_exists(life.pid) else "dead"
     stat = _read_stat(life.pid)
     if stat is None:  # gone, or hidden from us (/proc mounted with hidepid, another pid namespace)
-        return "unknown" if _pid_exists(life.pid) else "dead"
+        return "unknown" if pid_exists(life.pid) else "dead"
     if stat.state in _GONE_STATES or (life.start is not None and stat.start != life.start):
         return "dead"
     return "alive"
@@ -184,7 +184,8 @@ def await_end(life: Life, timeout_s: float) -> bool:
             os.close(fd)
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process with this pid runs on this host (another user's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -41,6 +41,7 @@ from typing import NoReturn, Protocol
 
 from assay.core import pushgroup
 from assay.core.git import ForgeGit
+from assay.core.lives import pid_exists
 from assay.desk.procs import dies_with_parent, retitle
 from assay.errors import ConfigInvalid, ForgeError, NeedsPerson
 
@@ -267,21 +268,12 @@ def idle_desks(folder: Path, children: Sequence[Child]) -> set[tuple[int, float]
         return set()
     ours = {str(child.pid) for child in children}
     for name in found.keys() - ours:  # a desk killed as it waited: its file goes once no process has its pid
-        if name.isdigit() and not _alive(int(name)):
+        if name.isdigit() and not pid_exists(int(name)):
             with contextlib.suppress(OSError):
                 os.unlink(folder / name)
     return {(child.pid, found[str(child.pid)]) for child in children
             if str(child.pid) in found and child.poll() is None}
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's
-    return True
 
 
 def moved(git: ForgeGit, seen: dict[str, str], refs: dict[str, str]) -> bool:
