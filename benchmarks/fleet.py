@@ -269,6 +269,7 @@ class Backend(http.server.ThreadingHTTPServer):
     """`git http-backend` on loopback, a CGI process per request (as a forge's front end forks one)."""
 
     daemon_threads = True
+    request_queue_size = 1024  # a forge's front end takes every connection; the default 5 drops SYNs (1-s retries)
 
     def __init__(self, root: Path) -> None:
         self.root = root

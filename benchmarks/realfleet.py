@@ -74,7 +74,7 @@ SHIM = """#!/bin/bash
 start=$EPOCHREALTIME
 "{real}" "$@"
 code=$?
-case "$*" in *"{where}"*) echo "$start $EPOCHREALTIME $code $*" >> "{log}";; esac
+echo "$start $EPOCHREALTIME $code $*" >> "{log}"
 exit $code
 """
 KINDS = {"push": "push", "ls-remote": "listing", "remote-http": "listing", "fetch": "fetch"}  # git's commands
@@ -200,6 +200,14 @@ def floor_push(backend: Backend, tmp: Path) -> float:
     return statistics.median(times)
 
 
+def command_of(args: str) -> str:
+    """The git command of a call's arguments (after its global options)."""
+    words = args.split()
+    while words and words[0].startswith("-"):
+        words = words[2:] if words[0] in ("-c", "-C", "--git-dir", "--work-tree") else words[1:]
+    return words[0] if words else "?"
+
+
 def kind_of(args: str) -> str:
     return next((KINDS[word] for word in args.split() if word in KINDS), "other")
 
@@ -223,8 +231,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     url = f"http://127.0.0.1:{backend.server_address[1]}/forge.git"
     shim, log = root / "bin", root / "git.log"
     shim.mkdir()
-    (shim / "git").write_text(SHIM.format(real=shutil.which("git"), where=f"127.0.0.1:{backend.server_address[1]}",
-                                          log=log))
+    where = f"127.0.0.1:{backend.server_address[1]}"
+    (shim / "git").write_text(SHIM.format(real=shutil.which("git"), log=log))
     (shim / "git").chmod(0o755)
     hosts: list[Host] = []
     count = (n + args.per_host - 1) // args.per_host
@@ -269,9 +277,14 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
         backend.shutdown()
     calls = []
     refused: dict[str, int] = {}  # the kinds of ref that refused pushes named (claims, journal, footprints, ...)
+    local: dict[str, int] = {}  # every git process the desks started, by its command
     for line in log.read_text().splitlines():
         parts = line.split(" ", 3)
         if len(parts) == 4 and settle <= float(parts[0]) < ended:
+            command = command_of(parts[3])
+            local[command] = local.get(command, 0) + 1
+            if where not in parts[3]:
+                continue
             calls.append((kind_of(parts[3]), float(parts[1]) - float(parts[0]), int(parts[2])))
             if calls[-1][0] == "push" and calls[-1][2] != 0:
                 named = re.findall(r":refs/(?:assay/|heads/)?([a-z-]+)", parts[3])
@@ -300,6 +313,10 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           f"p95 {pct(fetches, 0.95) * 1000:.0f} ms")
     promised = n * args.minutes / args.brief_min
     print(f"  briefs ready: {ready} ({ready / promised:.2f}x the {promised:.0f} the brief length promises)")
+    spawned = sum(local.values())
+    print(f"  git processes: {spawned / max(ready, 1):.0f} a brief made ready ({spawned / desk_min:.1f} a desk-minute); "
+          "by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
+                                     sorted(local.items(), key=lambda kv: -kv[1])[:12]))
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it")
     desks_pss = sum(total for kind, (_, total) in mem.items())
     print("  memory (PSS): " + ", ".join(f"{kind} {c} x {total / max(c, 1):.1f} MB" for kind, (c, total) in

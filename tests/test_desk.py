@@ -471,3 +471,45 @@ def test_an_agent_that_changes_nothing_gets_no_ready_review(work: Forge, tmp_pat
     assert work.tip("refs/heads/assay/idle") == work.tip("refs/heads/main")  # no commit was made up
     reviews = assay("review", "list", "--forge", work.url, "--json").json()
     assert isinstance(reviews, dict) and [r["state"] for r in reviews["reviews"] if r["brief"] == "idle"] != ["ready"]
+
+
+def test_a_desk_that_loses_a_race_reads_the_claims_again_before_its_next_try(forge: Forge, tmp_path: Path) -> None:
+    """The desk's view of the queue is older than three claims another desk made: its first try is refused, and
+    it then reads the claims again and claims the first brief nobody took, instead of pushing against each of the
+    others (a refused push costs the forge what a landed one does)."""
+    from collections.abc import Sequence
+
+    from assay.core.claims import Claims
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit, PushResult, RefUpdate
+    from assay.desk.loop import Desk
+    from assay.desk.queue import read_snapshot
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    **{f"briefs/b{i}.md": brief(f"B{i}", ["run true"], "true") for i in range(5)}})
+
+    class Racing(ForgeGit):
+        """Another desk takes b0, b1 and b2 just before this port's first push."""
+        pushes = 0
+
+        def push(self, updates: Sequence[RefUpdate], atomic: bool = False) -> dict[str, PushResult]:
+            self.pushes += 1
+            if self.pushes == 1:
+                other = ForgeGit(forge.url)
+                for taken in ("b0", "b1", "b2"):
+                    Claims(other).claim(taken, "builder", holder="another")
+                other.close()
+            return super().push(updates, atomic)
+
+    port = Racing(forge.url)
+    claims = Claims(port)
+    desk = Desk(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"),
+                tmp_path / "state", echo=lambda _: None)
+    claims.view = None  # the snapshot reads it
+    taken, claim = desk._next(read_snapshot(claims), set())
+    assert taken is not None and claim is not None and taken.id == "b3"
+    assert port.pushes == 2  # b0 refused, b3 landed; b1 and b2 never tried
+    assert [forge.claim_json(b)["holder"] for b in ("b0", "b1", "b2")] == ["another"] * 3
+    assert forge.claim_json("b3")["holder"] == desk.holder
+    port.close()

@@ -13,7 +13,6 @@ Two questions, each answered with plain three-way merges (`git merge-tree`) in t
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -62,14 +61,15 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
     waiting = {c.record.brief for c in claims.load_tips(git.ls_remote(CLAIMS_PREFIX + "*"))[0]
                if c.record.state == "waiting"} if others else set()
     others = [r for r in others if r.brief in waiting]  # a ready review nobody waits on is no one's work in flight
-    with contextlib.suppress(AssayError):
+    try:
         git.ensure_objects({_branch_ref(r): r.record.head for r in others})
+    except AssayError:  # a branch gone: fetched one by one, the gone ones left out (nothing to compare with)
+        others = [r for r in others if _fetched(git, _branch_ref(r), r.record.head)]
+    candidates = _may_hold(git, main, head, tree, [r.record.head for r in others])
     for other in others:
         tip = other.record.head
-        try:
-            git.ensure_objects({_branch_ref(other): tip})
-        except AssayError:
-            continue  # its branch is gone: nothing to compare with
+        if tip not in candidates:
+            continue
         if git.is_ancestor(head, tip):
             return {"verdict": SUPERSEDED, "main": main, "by": other.brief, "head": tip}
         theirs, _ = git.merge_conflicts(main, tip)
@@ -81,6 +81,30 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
         if ours is not None and ours == theirs:
             return {"verdict": SUPERSEDED, "main": main, "by": other.brief, "head": tip}
     return {"verdict": READY, "main": main}
+
+
+def _may_hold(git: ForgeGit, main: str, head: str, tree: str | None, tips: Sequence[str]) -> set[str]:
+    """Those of `tips` (ready reviews' heads, in the cache) that may hold every change of `head`, found with a
+    few git processes however many there are, so that the merges judge only them: a tip whose branch shares a
+    commit with head's that main lacks (then the merges decide, as for all of them when head does not merge
+    cleanly into main: `tree` None), and a tip that differs from main in every path that merging head into main
+    changes (a branch that leaves such a path as main has it cannot hold that change: merged after it, head
+    would still change the path)."""
+    if not tips:
+        return set()
+    if tree is None or git.commits_outside([head], main) & git.commits_outside(tips, main):
+        return set(tips)
+    trees = {tip: git.tree_of(tip) for tip in tips}  # through the object batch
+    changed = git.changed_against(git.tree_of(main), [tree, *trees.values()])
+    return {tip for tip, theirs in trees.items() if changed[tree] <= changed[theirs]}
+
+
+def _fetched(git: ForgeGit, ref: str, sha: str) -> bool:
+    try:
+        git.ensure_objects({ref: sha})
+    except AssayError:
+        return False
+    return True
 
 
 def superseded_note(entries: Sequence[JournalEntry]) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from assay.core.forge.base import Review, Reviews, note_threads
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
 from assay.core.lives import life_state
-from assay.core.records import ClaimRecord, decode_entry, journal_ref, parse_iso, recordtype
+from assay.core.records import CLAIMS_PREFIX, ClaimRecord, claim_ref, decode_entry, journal_ref, parse_iso, recordtype
 from assay.core.records.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
 from assay.core.steps import Session, open_session
@@ -509,7 +509,10 @@ class Desk:
         ready = sorted((b for b in snapshot.briefs.values()
                         if self.spec.takes(b) and snapshot.ready(b) and b.id not in skip),
                        key=lambda b: (b.priority, b.id))
+        moved: set[str] = set()  # briefs whose claims moved since the snapshot, as a lost race showed
         for brief in _spread(ready):
+            if brief.id in moved:
+                continue
             behind = snapshot.behind(brief)
             if behind:
                 self._queued(brief.id, behind)
@@ -519,8 +522,9 @@ class Desk:
             except Queued as exc:  # a brief overlapping it was taken since the snapshot: the claim said no
                 self._queued(brief.id, dict.fromkeys(exc.behind, "footprints overlap"))
                 continue
-            except Conflict:
-                continue  # another desk won it: try the next one
+            except Conflict:  # another desk won it: the snapshot is older than its claim, and perhaps others'
+                moved |= self._moved_since(snapshot)
+                continue
             except RecordInvalid as exc:  # junk appeared since the snapshot
                 self._tell_once(f"finding: leaving {brief.id} alone: {exc.message}")
                 continue
@@ -530,6 +534,19 @@ class Desk:
             self.echo(f"{self.spec.name}: claimed {brief.id} (epoch {claim.record.epoch})")
             return brief, claim
         return None, None
+
+    def _moved_since(self, snapshot: Snapshot) -> set[str]:
+        """The briefs whose claims moved (or appeared) since `snapshot`, by one listing of the claims: what a
+        desk that lost a race skips, instead of pushing against each claim taken since it looked. Nothing where
+        the forge cannot be read now (each claim is still its own check)."""
+        try:
+            tips = self.git.ls_remote(CLAIMS_PREFIX + "*")
+        except ForgeError:
+            return set()
+        if self.claims.view is not None:
+            self.claims.view.tips.update(tips)  # a claim's first try trusts the view: now this one
+        seen = {claim_ref(b): c.sha for b, c in snapshot.claims.items()}
+        return {ref.removeprefix(CLAIMS_PREFIX) for ref, sha in tips.items() if seen.get(ref) != sha}
 
     def _queued(self, brief_id: str, behind: dict[str, str]) -> None:
         """Say once per blocker set that a brief waits for the briefs whose footprints overlap its own."""

@@ -4,6 +4,7 @@ never change), ancestry, diffs and merges."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 
 from assay.core.credentials import redact
@@ -12,6 +13,7 @@ from assay.core.git.refs import OBJECT_ID
 from assay.core.git.run import first_error
 from assay.errors import ForgeError
 
+_PAIR = re.compile(r"([0-9a-f]{40}|[0-9a-f]{64}) (?:[0-9a-f]{40}|[0-9a-f]{64})\n")  # a line `changed_against` gave
 WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
 
 
@@ -109,6 +111,35 @@ class History(ObjectCache):
         UTF-8 keeps U+FFFD where its bytes were."""
         out = self._git("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", base, head, "--")
         return [p for p in out.stdout.decode("utf-8", "replace").split("\0") if p]
+
+    def changed_against(self, base: str, others: Sequence[str]) -> dict[str, set[str]]:
+        """For each of the trees `others` (in the cache), every path whose content differs from the tree `base` (a
+        rename as both its paths): one process however many there are. An empty set for one that differs in no
+        path."""
+        wanted = list(dict.fromkeys(o for o in others if o != base))
+        found: dict[str, set[str]] = {o: set() for o in others}
+        if not wanted:
+            return found
+        out = self._git("diff-tree", "--stdin", "-r", "--name-only", "-z", "--no-renames",
+                        input="".join(f"{o} {base}\n" for o in wanted).encode()).stdout.decode("utf-8", "replace")
+        current: set[str] | None = None
+        at = 0
+        while at < len(out):  # each line given comes back first ("<tree> <base>\n"), then its paths, each \0-ended
+            while (line := _PAIR.match(out, at)) and line.group(1) in found:
+                current, at = found[line.group(1)], line.end()
+            end = out.find("\0", at)
+            end = len(out) if end < 0 else end
+            if current is not None and end > at:
+                current.add(out[at:end])
+            at = end + 1
+        return found
+
+    def commits_outside(self, tips: Sequence[str], base: str) -> set[str]:
+        """Every commit reachable from any of `tips` and not from `base` (all in the cache): one process."""
+        if not tips:
+            return set()
+        out = self._git("rev-list", "--stdin", input="".join(f"{t}\n" for t in [*tips, f"^{base}"]).encode())
+        return set(out.stdout.decode().split())
 
     def rev_list(self, tip: str, limit: int | None = None, since: str | None = None) -> list[str]:
         """Commits reachable from `tip` (and not from `since`), newest first (first-parent chain). From the
@@ -245,7 +276,10 @@ class History(ObjectCache):
         return None, list(dict.fromkeys(lines[1:]))
 
     def tree_of(self, commit: str) -> str:
-        """The tree of a commit in the cache."""
+        """The tree of a commit in the cache (read through the object batch: no process of its own)."""
+        found = self.read_typed([commit])[0]
+        if found is not None and found.kind == "commit" and found.data.startswith(b"tree "):
+            return found.data[5:found.data.index(b"\n")].decode()
         return self._git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
 
 
