@@ -273,6 +273,7 @@ class Backend(http.server.ThreadingHTTPServer):
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.served: list[tuple[str, float, float]] = []  # (what, when, seconds): each request the forge answered
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -285,8 +286,12 @@ class Backend(http.server.ThreadingHTTPServer):
                 body = request_body(self)
                 url = urllib.parse.urlsplit(self.path)
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                started = time.time()
                 status, out, payload = http_backend(server.root, self.command, urllib.parse.unquote(url.path),
                                                     url.query, headers, body, "fleet")
+                kind = ("listing" if b"command=ls-refs" in body else "fetch" if "upload-pack" in url.path else
+                        "push" if "receive-pack" in url.path else "advertisement")
+                server.served.append((kind, started, time.time() - started))
                 self.send_response(status)
                 for name, value in out:
                     if name.lower() not in ("content-length", "transfer-encoding"):

@@ -14,10 +14,13 @@ file of its own. A brief lasts BRIEF_MIN minutes; the first brief of each desk a
 fleet's briefs end and begin at a steady rate from the start, as a fleet's that has run for a while. Nobody merges
 the reviews.
 
-Measured after the ramp and a settling minute, for MINUTES: every `git` call a desk makes of the forge, timed by a
-`git` first on PATH (bash, `$EPOCHREALTIME`: no process of its own): pushes and ref listings a busy desk-minute,
-p50/p95 of each, the briefs made ready against those the brief length promises; the machine's CPU (the forge's
-share: the backend's CGI processes and its server), and the memory (PSS) of the desks' processes by kind.
+Measured after the ramp and a settling minute, for MINUTES: every `git` process a desk starts, timed by a `git`
+first on PATH (bash, `$EPOCHREALTIME`: no process of its own), by command; pushes a busy desk-minute, p50/p95, by
+what they wrote and by 10-s span; ref listings a busy desk-minute as the forge answered them (a desk lists from its
+own process: no `git` is started for them); the briefs made ready against those the brief length promises; the
+machine's CPU (the forge's share: the backend's CGI processes and its server), and the memory (PSS) of the desks'
+processes by kind. A fleet starting all at once takes minutes to absorb its first claims: give it a ramp of about
+a minute per 100 desks to measure it working.
 
 The floor: one raw `git push` of a new commit to a small repository behind the same backend (median of 9).
 """
@@ -278,6 +281,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     calls = []
     refused: dict[str, int] = {}  # the kinds of ref that refused pushes named (claims, journal, footprints, ...)
     local: dict[str, int] = {}  # every git process the desks started, by its command
+    by_refs: dict[str, list[float]] = {}  # landed pushes' times by the kinds of ref they wrote
+    spans: dict[int, list[float]] = {}  # landed pushes' times by the 10 s of the measured minutes they began in
     for line in log.read_text().splitlines():
         parts = line.split(" ", 3)
         if len(parts) == 4 and settle <= float(parts[0]) < ended:
@@ -286,8 +291,12 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             if where not in parts[3]:
                 continue
             calls.append((kind_of(parts[3]), float(parts[1]) - float(parts[0]), int(parts[2])))
+            named = re.findall(r":refs/(?:assay/|heads/)?([a-z-]+)", parts[3])
+            if calls[-1][0] == "push" and calls[-1][2] == 0:  # landed: its time by what it wrote, and when
+                group = "+".join(sorted(set(named))) or "?"
+                by_refs.setdefault(group, []).append(calls[-1][1])
+                spans.setdefault(int((float(parts[0]) - settle) // 10), []).append(calls[-1][1])
             if calls[-1][0] == "push" and calls[-1][2] != 0:
-                named = re.findall(r":refs/(?:assay/|heads/)?([a-z-]+)", parts[3])
                 for kind in set(named):
                     refused[kind] = refused.get(kind, 0) + 1
                 if set(named) == {"claims"}:  # a claim alone (a race to claim), or several (a host's heartbeat)
@@ -296,7 +305,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     desk_min = n * args.minutes
     pushes = [d for k, d, c in calls if k == "push" and c == 0]
     failed = sum(1 for k, _, c in calls if k == "push" and c != 0)
-    listings = [d for k, d, _ in calls if k == "listing"]
+    served = [(k, d) for k, at, d in backend.served if settle <= at < ended]  # the forge's side of each request
+    listings = [d for k, d in served if k == "listing"]  # from the desks' processes or through git's transport
+    adverts = sum(1 for k, _ in served if k == "advertisement")
     fetches = [d for k, d, _ in calls if k == "fetch"]
     ready = sum(1 for h in hosts for t in h.ready if settle <= t < ended)
     machine = (busy1 - busy0) / (ended - settle - 0) / (os.cpu_count() or 1)
@@ -306,16 +317,21 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     print(f"  pushes: {len(pushes) / desk_min:.3f} a busy desk-minute ({len(pushes)} landed, {failed} refused); "
           f"p50 {pct(pushes, 0.5) * 1000:.0f} ms, p95 {pct(pushes, 0.95) * 1000:.0f} ms "
           f"({pct(pushes, 0.95) / floor:.1f}x the floor push)")
+    print("  landed pushes by what they wrote (count p50/p95 ms): " + ", ".join(
+        f"{k} {len(v)} {pct(v, 0.5) * 1000:.0f}/{pct(v, 0.95) * 1000:.0f}"
+        for k, v in sorted(by_refs.items(), key=lambda kv: -len(kv[1]))[:8]))
+    print("  push p95 by 10 s span (ms): " + " ".join(f"{pct(spans[k], 0.95) * 1000:.0f}" for k in sorted(spans)))
     print("  refused pushes named: " + (", ".join(f"{k} {v}" for k, v in sorted(refused.items(), key=lambda kv: -kv[1]))
                                          or "nothing"))
-    print(f"  ref listings: {len(listings) / desk_min:.3f} a busy desk-minute; p50 {pct(listings, 0.5) * 1000:.0f} "
-          f"ms, p95 {pct(listings, 0.95) * 1000:.0f} ms; fetches {len(fetches) / desk_min:.3f} a desk-minute, "
-          f"p95 {pct(fetches, 0.95) * 1000:.0f} ms")
+    print(f"  ref listings: {len(listings) / desk_min:.3f} a busy desk-minute, answered by the forge in p50 "
+          f"{pct(listings, 0.5) * 1000:.0f} ms, p95 {pct(listings, 0.95) * 1000:.0f} ms; ref advertisements "
+          f"(a push's, a fetch's, git's transport's) {adverts / desk_min:.3f} a desk-minute; fetches "
+          f"{len(fetches) / desk_min:.3f} a desk-minute, p95 {pct(fetches, 0.95) * 1000:.0f} ms")
     promised = n * args.minutes / args.brief_min
     print(f"  briefs ready: {ready} ({ready / promised:.2f}x the {promised:.0f} the brief length promises)")
     spawned = sum(local.values())
-    print(f"  git processes: {spawned / max(ready, 1):.0f} a brief made ready ({spawned / desk_min:.1f} a desk-minute); "
-          "by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
+    print(f"  git processes: {spawned / max(ready, 1):.0f} a brief made ready ({spawned / desk_min:.1f} a "
+          "desk-minute); by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
                                      sorted(local.items(), key=lambda kv: -kv[1])[:12]))
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it")
     desks_pss = sum(total for kind, (_, total) in mem.items())

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -429,6 +430,16 @@ def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: 
     git("--git-dir", str(bare), "update-ref", "--stdin", input=refs + f"create refs/heads/main {commit}\n")
     monkeypatch.setenv("ASSAY_GITHUB_API", gh.api_url)
     monkeypatch.setenv("GITHUB_TOKEN", gh.token)
+    from assay.core.git.listing import Listing
+
+    through_git: list[Sequence[str]] = []  # listings that started git's transport, a process each
+    transport = Listing._ls_refs_http
+
+    def spied(self: Listing, patterns: Sequence[str]) -> dict[str, str] | None:
+        through_git.append(patterns)
+        return transport(self, patterns)
+
+    monkeypatch.setattr(Listing, "_ls_refs_http", spied)
     port = ForgeGit(gh.git_url("o", "r"), cache_root=tmp_path / "cache")
     try:
         assert port.ls_remote("refs/assay/claims/b007", "refs/heads/*") == {"refs/assay/claims/b007": commit,
@@ -437,13 +448,62 @@ def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: 
         assert service == "git-upload-pack" and b"ref-prefix refs/assay/claims/b007\n" in request
         assert answered < 300, answered  # two refs' lines, where all 301 are some 20,000 bytes
         assert len(port.ls_remote("refs/assay/claims/*")) == 300
+        assert through_git == []  # asked from this process (`smarthttp.py`), the token a header as to git
         gh.git_v0_only = True
         served = len(gh.git_served)
         assert port.ls_remote("refs/assay/claims/b008") == {"refs/assay/claims/b008": commit}
         assert port.ls_remote("refs/assay/claims/b009") == {"refs/assay/claims/b009": commit}
-        assert len(gh.git_served) == served  # git ls-remote: a GET of every ref, and no v2 request after the first
+        # the first was asked in v2 from here, then through git's transport, which learned the forge speaks v0
+        # only: git ls-remote listed it (a GET of every ref), and the next was asked in v2 neither way
+        assert len(gh.git_served) == served + 1 and len(through_git) == 1
     finally:
         port.close()
+
+
+def test_a_listing_over_http_leaves_to_git_what_git_would_send_another_way(tmp_path: Path) -> None:
+    """Refs are listed from Assay's own process only where git would send the very same request: a proxy, a TLS
+    setting (but where the certificate authorities are), another `http.*` setting, a rewritten URL or an older
+    protocol leaves the listing to git; the headers git would send to this forge (a token, as `auth_env` hands it
+    to git) are sent, those for another forge are not, and an empty value forgets the ones before it, as in git."""
+    from assay.core.git.run import auth_env, git_env
+    from assay.core.git.smarthttp import Settings, settings_for
+
+    remote = "https://forge.example/o/r"
+    plain = {k: v for k, v in git_env().items() if not k.startswith(("GIT_SSL_", "GIT_CONFIG_"))}
+
+    def settings(*config: tuple[str, str], env: dict[str, str] | None = None, url: str = remote) -> Settings | None:
+        base = dict(env or plain)
+        n = int(base.get("GIT_CONFIG_COUNT", "0") or 0)
+        for i, (key, value) in enumerate(config):
+            base.update({f"GIT_CONFIG_KEY_{n + i}": key, f"GIT_CONFIG_VALUE_{n + i}": value})
+        base["GIT_CONFIG_COUNT"] = str(n + len(config))
+        return settings_for(url, base, str(tmp_path))
+
+    def headers(*config: tuple[str, str], env: dict[str, str] | None = None) -> dict[str, str] | None:
+        found = settings(*config, env=env)
+        return None if found is None else found.headers
+
+    assert headers() == {}
+    token = headers(env={**auth_env(remote, "sekrit"), **{k: v for k, v in plain.items() if k.startswith("PATH")}})
+    assert token is not None and list(token) == ["Authorization"] and token["Authorization"].startswith("Basic ")
+    assert headers(("http.https://other.example/.extraHeader", "X-A: 1")) == {}
+    assert headers(("http.https://forge.example/o.extraHeader", "X-A: 1")) == {"X-A": "1"}
+    assert headers(("http.https://forge.example/o/rr.extraHeader", "X-A: 1")) == {}  # a path is matched whole
+    assert headers(("http.extraHeader", "X-A: 1"), ("http.extraHeader", "")) == {}
+    assert headers(("http.proxy", "http://proxy.example:3128")) is None
+    assert headers(("http.https://forge.example/.sslVerify", "false")) is None
+    assert headers(("url.https://mirror.example/.insteadOf", "https://forge.example/")) is None
+    assert headers(("protocol.version", "1")) is None
+    assert headers(env={**plain, "HTTPS_PROXY": "http://proxy.example:3128"}) is None
+    assert headers(env={**plain, "GIT_SSL_NO_VERIFY": "1"}) is None
+    authorities = settings(("http.sslCAInfo", "/etc/from-config.pem"), env={**plain, "GIT_SSL_CAPATH": "/etc/certs"})
+    assert authorities is not None and (authorities.cafile, authorities.capath) == ("/etc/from-config.pem",
+                                                                                     "/etc/certs")
+    overridden = settings(("http.sslCAInfo", "/etc/from-config.pem"), env={**plain, "GIT_SSL_CAINFO": "/etc/a.pem"})
+    assert overridden is not None and overridden.cafile == "/etc/a.pem"  # the environment's, as in git
+    loopback = settings(("http.sslVerify", "false"), env={**plain, "GIT_SSL_NO_VERIFY": "1"}, url="http://h/o/r")
+    assert loopback is not None and loopback.headers == {}  # TLS settings do not matter without TLS
+    assert settings_for("ssh://forge.example/o/r", plain, str(tmp_path)) is None
 
 
 def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pack(forge: Forge,

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from assay.core.credentials import redact
 from assay.core.git.history import History
 from assay.core.git.objects import close_quietly
-from assay.core.git.run import first_error, git_env, git_timeout, local_forge_path, run_git
+from assay.core.git.run import first_error, git_env, git_timeout, local_forge_path, run_git, stall_seconds
 from assay.errors import ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from typing import IO
+
+    from assay.core.git.smarthttp import SmartHTTP
 
 PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part (512 at least; 4096 on Linux): a
 # listing's request this size goes to git before the caller goes on
@@ -33,6 +35,8 @@ class Listing(History):
         super().__init__(url, cache_root, token)
         self._speaks_v2 = True  # an HTTP forge, until it says it does not
         self._prefetched: tuple[frozenset[str], subprocess.Popen[bytes]] | None = None  # see `prefetch`
+        self._direct: SmartHTTP | None = None  # listings over HTTP from this process, where git would list so
+        self._direct_looked = False  # whether git's configuration was read for it
 
     def ls_remote(self, *patterns: str) -> dict[str, str]:
         """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip. A forge on this machine
@@ -45,7 +49,9 @@ class Listing(History):
             return self._ls_refs(folder, patterns)
         self._drop_prefetch()  # a listing taken another way: an answer from before it is no answer after it
         if prefixable and self._speaks_v2 and self.remote.lower().startswith(("http://", "https://")):
-            found = self._ls_refs_http(patterns)
+            found = self._ls_refs_direct(patterns)
+            if found is None:
+                found = self._ls_refs_http(patterns)
             if found is not None:
                 return found
         proc = self._git("ls-remote", self.remote, *patterns, check=False)
@@ -132,6 +138,28 @@ class Listing(History):
             raise self._unreadable(err)
         return _listed(pkt_lines(out), patterns)
 
+    def _ls_refs_direct(self, patterns: Sequence[str]) -> dict[str, str] | None:
+        """`ls-remote` of a forge over HTTP from this process (`smarthttp.py`): None where that cannot be done
+        as git would do it, or did not answer whole; then git's transport asks."""
+        from assay.core.git import smarthttp
+
+        if not self._direct_looked:  # git's configuration and environment, read once
+            self._direct_looked = True
+            settings = smarthttp.settings_for(self.remote, self._cache_env(self._env), self.cache)
+            if settings is not None:
+                self._direct = smarthttp.SmartHTTP(self.remote, settings, stall_seconds())
+        if self._direct is None or not self._direct.usable:
+            return None
+        self.round_trips["ls-remote"] += 1
+        answer = self._direct.post(_ls_refs_request(patterns))
+        if answer is None:
+            return None
+        lines = pkt_lines(answer)
+        if not answer.endswith(b"0000") or any(line.startswith("ERR ") for line in lines):
+            self._direct.failures += 1
+            return None
+        return _listed(lines, patterns)
+
     def _ls_refs_http(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP with a `ref-prefix` for each pattern, through git's own transport
         (`git remote-http`'s `stateless-connect`, which git fetch speaks protocol v2 through: the same proxies,
@@ -192,6 +220,8 @@ class Listing(History):
 
     def close(self) -> None:
         self._drop_prefetch()
+        if self._direct:
+            self._direct.close()
         super().close()
 
 

@@ -21,7 +21,7 @@ def git_env() -> dict[str, str]:
     connection, then sends nothing) given up after `ASSAY_GIT_STALL_S` seconds, not the whole git timeout."""
     env = dict(os.environ)
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", "GIT_HTTP_LOW_SPEED_LIMIT": "1",
-                "GIT_HTTP_LOW_SPEED_TIME": str(int(_seconds("ASSAY_GIT_STALL_S", 30)))})
+                "GIT_HTTP_LOW_SPEED_TIME": str(int(stall_seconds()))})
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
     return env
@@ -66,6 +66,11 @@ def _seconds(name: str, default: float) -> float:
 
 def git_timeout() -> float:
     return _seconds("ASSAY_GIT_TIMEOUT", 120)
+
+
+def stall_seconds() -> float:
+    """How long an HTTP forge may send nothing before a read of it is given up (`ASSAY_GIT_STALL_S`)."""
+    return _seconds("ASSAY_GIT_STALL_S", 30)
 
 
 def run_git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, input: bytes | None = None,
