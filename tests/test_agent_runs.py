@@ -244,8 +244,9 @@ def test_a_verify_row_runs_in_its_own_group_and_leaves_nothing_behind(tmp_path: 
 
 
 def test_a_password_in_the_forge_url_is_in_no_argument_list(fake_github: FakeGitHub, tmp_path: Path) -> None:
-    """`--forge https://user:TOKEN@host/...`: git gets the credential as a header from its environment, so no
-    process's argument list shows it (a shim `git` first on PATH records every argv), and the command works."""
+    """`--forge https://user:TOKEN@host/...`: git gets the credential as a header from its environment, and a
+    listing from Assay's own process sends it as that header, so no process's argument list shows it (a shim `git`
+    first on PATH records every argv), and the command works."""
     fake_github.create_repo("o", "r")
     token = fake_github.token
     shim_dir, seen = tmp_path / "shim", tmp_path / "argv.log"
@@ -255,11 +256,13 @@ def test_a_password_in_the_forge_url_is_in_no_argument_list(fake_github: FakeGit
     (shim_dir / "git").chmod(0o755)
     url = fake_github.git_url("o", "r").replace("http://", f"http://x-access-token:{token}@")
     env = {"PATH": f"{shim_dir}{os.pathsep}{os.environ['PATH']}", "ASSAY_FORGE": url}
+    served = len(fake_github.git_served)
     run = assay("claims", "--json", env=env)
     assert run.code == 0, run.err
     logged = seen.read_text()
     read = [line for line in logged.splitlines() if lists_refs(line)]
-    assert read and token not in logged and token not in run.out + run.err, logged  # it read the forge
+    assert read or len(fake_github.git_served) > served  # it read the forge (which takes no request without it)
+    assert token not in logged and token not in run.out + run.err, logged
 
 
 @pytest.mark.parametrize(("crash", "verdict"), [("step.before-execute:deploy", "--did-not"),

@@ -52,7 +52,7 @@ LOOKS_KEPT = 16  # the supervisor's last looks that read something new, for desk
 # what a desk loads as it runs, loaded once by the supervisor so that every desk forked from it shares it
 DESK_MODULES = ("assay.desk.loop", "assay.desk.work", "assay.desk.agent", "assay.desk.stepserver",
                 "assay.desk.verify", "assay.desk.hostbeat", "assay.desk.sessions", "assay.core.pushgroup",
-                "assay.core.forge.github", "dataclasses", "copy", "yaml")
+                "assay.core.forge.github", "assay.core.git.smarthttp", "dataclasses", "copy", "yaml")
 
 
 class Child(Protocol):

@@ -141,13 +141,13 @@ class Listing(History):
     def _ls_refs_direct(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP from this process (`smarthttp.py`): None where that cannot be done
         as git would do it, or did not answer whole; then git's transport asks."""
-        from assay.core.git import smarthttp
+        from assay.core.git.smarthttp import SmartHTTP, settings_for
 
         if not self._direct_looked:  # git's configuration and environment, read once
             self._direct_looked = True
-            settings = smarthttp.settings_for(self.remote, self._cache_env(self._env), self.cache)
+            settings = settings_for(self.remote, self._cache_env(self._env), self.cache)
             if settings is not None:
-                self._direct = smarthttp.SmartHTTP(self.remote, settings, stall_seconds())
+                self._direct = SmartHTTP(self.remote, settings, stall_seconds())
         if self._direct is None or not self._direct.usable:
             return None
         self.round_trips["ls-remote"] += 1
