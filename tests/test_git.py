@@ -504,6 +504,73 @@ def test_a_listing_over_http_leaves_to_git_what_git_would_send_another_way(tmp_p
     loopback = settings(("http.sslVerify", "false"), env={**plain, "GIT_SSL_NO_VERIFY": "1"}, url="http://h/o/r")
     assert loopback is not None and loopback.headers == {}  # TLS settings do not matter without TLS
     assert settings_for("ssh://forge.example/o/r", plain, str(tmp_path)) is None
+    # where git's own matching and this reading disagree, git lists: a wildcard host, another spelling of it
+    assert headers(("http.https://*.example/.extraHeader", "X-A: 1")) is None
+    assert headers(("http.https://FORGE.example/.extraHeader", "X-A: 1")) is None
+    assert headers(("http.https://*.example/.proxy", "http://proxy.example:3128")) is None
+    assert settings(("http.sslCAInfo", "certs/ca.pem")) is None  # relative to where git runs
+    home = settings(("http.sslCAInfo", "~/ca.pem"))
+    assert home is not None and home.cafile == os.path.expanduser("~/ca.pem")
+    assert "sekrit" not in repr(settings(env={**auth_env(remote, "sekrit"), "PATH": plain["PATH"]}))
+
+
+def test_a_listing_over_http_survives_a_dropped_connection_and_gives_up_on_a_silent_forge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection a listing keeps may be closed by the forge meanwhile: the next listing is sent again on a
+    new one, and answers. A forge that accepts a connection and then sends nothing is an error after the stall
+    time, as through git, not a wait for ever."""
+    import http.server
+    import socket
+    import threading
+
+    from assay.core.git.listing import pkt_line
+    from assay.core.git.smarthttp import RESULT
+
+    sha = "a" * 40
+    connections: list[object] = []
+
+    class Forgetful(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            connections.append(self.client_address)
+            super().setup()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = pkt_line(f"{sha} refs/heads/main\n") + b"0000"
+            self.send_response(200)
+            self.send_header("Content-Type", RESULT)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True  # without saying so: the client keeps a connection that is gone
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forgetful)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = ForgeGit(f"http://127.0.0.1:{server.server_address[1]}/o/r.git", cache_root=tmp_path / "cache")
+    try:
+        for _ in range(3):
+            assert port.ls_remote("refs/heads/main") == {"refs/heads/main": sha}
+        assert len(connections) == 3  # each after the first found its kept connection closed, and made another
+    finally:
+        port.close()
+        server.shutdown()
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    monkeypatch.setenv("ASSAY_GIT_STALL_S", "1")
+    port = ForgeGit(f"http://127.0.0.1:{silent.getsockname()[1]}/o/r.git", cache_root=tmp_path / "cache")
+    try:
+        with pytest.raises(ForgeError, match="nothing came for 1s"):
+            port.ls_remote("refs/heads/main")
+    finally:
+        port.close()
+        silent.close()
 
 
 def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pack(forge: Forge,

@@ -89,7 +89,9 @@ def _may_hold(git: ForgeGit, main: str, head: str, tree: str | None, tips: Seque
     commit with head's that main lacks (then the merges decide, as for all of them when head does not merge
     cleanly into main: `tree` None), and a tip that differs from main in every path that merging head into main
     changes (a branch that leaves such a path as main has it cannot hold that change: merged after it, head
-    would still change the path)."""
+    would still change the path). Where main renamed a path since head's branch began, the merges' rename
+    detection may pair paths otherwise and find a tip left out here to hold head; it then counts as not holding
+    it, and the review is marked ready (the safe side: a person sees both)."""
     if not tips:
         return set()
     if tree is None or git.commits_outside([head], main) & git.commits_outside(tips, main):

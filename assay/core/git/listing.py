@@ -155,7 +155,7 @@ class Listing(History):
         if answer is None:
             return None
         lines = pkt_lines(answer)
-        if not answer.endswith(b"0000") or any(line.startswith("ERR ") for line in lines):
+        if not _framed(answer) or any(line.startswith("ERR ") for line in lines):
             self._direct.failures += 1
             return None
         return _listed(lines, patterns)
@@ -235,6 +235,22 @@ def _ls_refs_request(patterns: Sequence[str]) -> bytes:
     prefixes = sorted({p.removesuffix("*") for p in patterns})
     return (pkt_line("command=ls-refs\n") + b"0001" + b"".join(pkt_line(f"ref-prefix {p}\n") for p in prefixes)
             + b"0000")
+
+
+def _framed(answer: bytes) -> bool:
+    """Whether `answer` is whole: pkt-lines up to one flush (`0000`) that ends it, nothing cut or after it."""
+    at = 0
+    while at + 4 <= len(answer):
+        try:
+            size = int(answer[at:at + 4], 16)
+        except ValueError:
+            return False
+        if size == 0:
+            return at + 4 == len(answer)
+        if size < 4:
+            return False
+        at += size
+    return False
 
 
 def _listed(lines: Sequence[str], patterns: Sequence[str]) -> dict[str, str]:

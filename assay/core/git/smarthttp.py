@@ -7,19 +7,23 @@ TLS, protocol or other `http.*` setting and no URL rewriting in git's configurat
 git would add for the forge (`http.<url>.extraHeader`, how Assay hands git a token) are sent as they are. Anything
 unexpected (a connection that fails, an error status, a redirect, an answer that is not a whole v2 listing) is no
 answer: the caller asks git's own transport instead, which also says why a forge cannot be read. After three such
-answers in a row the forge is not asked this way again by this process.
+answers in a row the forge is not asked this way again by this process. A forge that sends nothing for the stall
+time (`ASSAY_GIT_STALL_S`), or has not answered whole within git's timeout, is an error here as through git.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
-import ssl
+import socket
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
 
-from assay.core.git.run import run_git
+from assay.core.credentials import redact
+from assay.core.git.run import git_timeout, run_git
+from assay.errors import ForgeError
 
 _ENVIRONMENT = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
                 "GIT_SSL_", "GIT_PROXY_", "GIT_HTTP_USER_AGENT", "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_CURL_")
@@ -33,7 +37,7 @@ GIVE_UP_AFTER = 3  # failed answers in a row
 class Settings:
     """How git would reach the forge, where this module can do the same."""
 
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # a token among them, perhaps
     cafile: str | None = None
     capath: str | None = None
 
@@ -42,7 +46,10 @@ def settings_for(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
     """How git would send its requests to `remote` (an http(s) URL without credentials), with `env` and the
     configuration seen from `cwd`; None when it would send them some other way than this module does (a proxy, a
     TLS setting but where to find certificate authorities, another `http.*` setting, a rewritten URL, protocol
-    v0 or v1), or the configuration cannot be read. TLS settings do not matter to an `http://` forge."""
+    v0 or v1), or the configuration cannot be read. TLS settings do not matter to an `http://` forge. Which
+    `http.<url>.*` settings apply is git's own answer (`git config --get-urlmatch`); the headers are every
+    `extraHeader` entry in order whose URL is this forge's or a path above it, and where git's answer names one
+    this reading does not have (a wildcard, another spelling of the host), git lists."""
     tls = remote.lower().startswith("https://")
     if not tls and not remote.lower().startswith("http://"):
         return None
@@ -52,40 +59,58 @@ def settings_for(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
             if name in _CERTIFICATES or (not tls and name.startswith("GIT_SSL_")):
                 continue
             return None
-    proc = run_git(["config", "--list", "-z"], cwd=cwd, env=env, check=False)
-    if proc.returncode != 0:
+    listed = run_git(["config", "--list", "-z"], cwd=cwd, env=env, check=False)
+    applying = run_git(["config", "-z", "--get-urlmatch", "http", remote], cwd=cwd, env=env, check=False)
+    if listed.returncode != 0 or applying.returncode not in (0, 1):  # 1: no setting applies
         return None
-    for item in proc.stdout.decode("utf-8", "replace").split("\0"):
-        key, _, value = item.partition("\n")
-        low = key.lower()
-        if low.startswith("url.") and low.endswith(".insteadof"):
-            return None
-        if low == "protocol.version" and value.strip() != "2":
-            return None
-        if not low.startswith("http."):
-            continue
-        scope, _, setting = key[len("http."):].rpartition(".")
-        if scope and remote != scope.rstrip("/") and not remote.startswith(scope.rstrip("/") + "/"):
-            continue  # for another forge
-        setting = setting.lower()
-        if setting.startswith("ssl") and (not tls or setting in _CERTIFICATES):
+    named: set[str] = set()  # the extra headers git's answer shows (the last entry of each key that applies)
+    taken: list[str] = []  # the extra headers this reading takes for the forge, as written
+    for key, value in _entries(applying.stdout):
+        setting = key.lower().removeprefix("http.")
+        if setting == "extraheader":
+            named |= {value} if value else set()  # an empty one: the last forgot the others
+        elif setting.startswith("ssl") and (not tls or setting in _CERTIFICATES):
             if tls:
-                setattr(found, _CERTIFICATES[setting], value)
-            continue
-        if setting != "extraheader":
+                setattr(found, _CERTIFICATES[setting], os.path.expanduser(value))
+        else:
             return None  # a setting of git's transport this module does not apply: git lists
+    for key, value in _entries(listed.stdout):
+        low = key.lower()
+        if (low.startswith("url.") and low.endswith(".insteadof")) or \
+                (low == "protocol.version" and value.strip() != "2"):
+            return None
+        scope, _, setting = key.removeprefix("http.").rpartition(".")
+        if not low.startswith("http.") or setting.lower() != "extraheader" or \
+                (scope and remote != scope.rstrip("/") and not remote.startswith(scope.rstrip("/") + "/")):
+            continue  # not a header, or one for another forge (or none this reading can match: see `named`)
         if not value:
             found.headers.clear()  # git's rule: an empty value forgets the headers before it
+            taken.clear()
             continue
         name, colon, said = value.partition(":")
-        if not colon or not name.strip():
+        if not colon or not name.strip() or any(c in value for c in "\r\n") or name.strip() in found.headers:
             return None
         found.headers[name.strip()] = said.strip()
+        taken.append(value)
+    if named - set(taken) or (taken and not named):  # git's matching and this reading disagree: git lists
+        return None
     if tls:
         for name in ("GIT_SSL_CAINFO", "GIT_SSL_CAPATH"):  # the environment's over the configuration's, as in git
             if env.get(name):
-                setattr(found, _CERTIFICATES[name], env[name])
+                setattr(found, _CERTIFICATES[name], os.path.expanduser(env[name]))
+        if any(path and not os.path.isabs(path) for path in (found.cafile, found.capath)):
+            return None  # relative to wherever git runs: git finds it
     return found
+
+
+def _entries(out: bytes) -> list[tuple[str, str]]:
+    """`git config -z` output: (key, value) pairs, in order."""
+    pairs = []
+    for item in out.decode("utf-8", "replace").split("\0"):
+        if item:
+            key, _, value = item.partition("\n")
+            pairs.append((key, value))
+    return pairs
 
 
 class SmartHTTP:
@@ -94,8 +119,9 @@ class SmartHTTP:
 
     def __init__(self, remote: str, settings: Settings, stall_s: float) -> None:
         parts = urllib.parse.urlsplit(remote)
+        self._remote = remote
         self._https = parts.scheme.lower() == "https"
-        self._host, self._port = parts.hostname or "", parts.port
+        self._host, self._port = parts.hostname or "", parts.port or (443 if self._https else 80)
         self._path = parts.path.rstrip("/") + "/git-upload-pack"
         self._headers = {"Content-Type": "application/x-git-upload-pack-request", "Accept": RESULT,
                          "Git-Protocol": "version=2", "User-Agent": "git/2 (assay)", **settings.headers}
@@ -111,47 +137,85 @@ class SmartHTTP:
         return self.failures < GIVE_UP_AFTER
 
     def post(self, body: bytes) -> bytes | None:
-        """The forge's answer to `body`, or None (see the module)."""
+        """The forge's answer to `body`, or None (see the module). ForgeError when the forge sends nothing for
+        the stall time, or has not answered whole within git's timeout: git's transport would fail as well."""
         if not self._lock.acquire(blocking=False):
-            return self._post(self._connect(), body, keep=False)
+            return self._exchange(None, body)[0]
         try:
-            if self._conn is None or self._pid != os.getpid():
-                self._conn, self._pid = self._connect(), os.getpid()
-            answer = self._post(self._conn, body, keep=True)
-            if answer is None:
-                self._conn = None
+            kept = self._conn if self._pid == os.getpid() else None
+            self._conn = None
+            answer, self._conn = self._exchange(kept, body)
+            self._pid = os.getpid()
             return answer
         finally:
             self._lock.release()
 
-    def _connect(self) -> http.client.HTTPConnection:
-        if self._https:
-            cafile, capath = self._certificates
-            context = ssl.create_default_context(cafile=cafile, capath=capath)
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self._stall_s, context=context)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self._stall_s)
-
-    def _post(self, conn: http.client.HTTPConnection, body: bytes, keep: bool) -> bytes | None:
-        for fresh in (False, True):  # a kept connection the forge closed meanwhile: once more on a new one
+    def _exchange(self, kept: http.client.HTTPConnection | None,
+                  body: bytes) -> tuple[bytes | None, http.client.HTTPConnection | None]:
+        """One request: on `kept` (tried again once on a new connection if the forge had closed it), or on a new
+        connection. The answer, and the connection to keep (None: none)."""
+        conn = kept
+        for reused in (kept is not None, False):
+            try:
+                conn = conn or self._connect()
+            except (OSError, ValueError):  # a certificate file that cannot be read, say: git says why
+                self.failures += 1
+                return None, None
+            late = threading.Event()
+            timer = threading.Timer(git_timeout(), _cut, (conn, late))
+            timer.start()
             try:
                 conn.request("POST", self._path, body, self._headers)
                 response = conn.getresponse()
                 data = response.read()
-            except (OSError, http.client.HTTPException):
+            except Exception as exc:
                 conn.close()
-                if fresh or not keep:
-                    break
-                continue
-            if not keep or response.will_close:
-                conn.close()
+                if late.is_set():
+                    raise ForgeError(f"git ls-remote timed out after {git_timeout():.0f}s") from None
+                if isinstance(exc, TimeoutError):
+                    raise ForgeError(f"cannot read forge {redact(self._remote)}: nothing came for "
+                                     f"{self._stall_s:.0f}s", hint="check the forge URL and its network") from None
+                if reused and isinstance(exc, _DROPPED):
+                    conn = None
+                    continue  # the forge closed the kept connection meanwhile: once more, on a new one
+                if not isinstance(exc, (OSError, ValueError, http.client.HTTPException)):
+                    raise
+                self.failures += 1
+                return None, None
+            finally:
+                timer.cancel()
             ok = response.status == 200 and response.getheader("Content-Type", "").startswith(RESULT)
             self.failures = 0 if ok else self.failures + 1
-            return data if ok else None
-        self.failures += 1
-        return None
+            if response.will_close or not ok:
+                conn.close()
+                conn = None
+            return (data if ok else None), conn
+        return None, None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        """A connection (made on its first request)."""
+        if self._https:
+            import ssl
+
+            cafile, capath = self._certificates
+            context = ssl.create_default_context(cafile=cafile, capath=capath)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._stall_s, context=context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._stall_s)
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+_DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, http.client.RemoteDisconnected)
+
+
+def _cut(conn: http.client.HTTPConnection, late: threading.Event) -> None:
+    """git's timeout passed: end the exchange under way (its read fails at once)."""
+    late.set()
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
