@@ -513,3 +513,65 @@ def test_a_desk_that_loses_a_race_reads_the_claims_again_before_its_next_try(for
     assert [forge.claim_json(b)["holder"] for b in ("b0", "b1", "b2")] == ["another"] * 3
     assert forge.claim_json("b3")["holder"] == desk.holder
     port.close()
+
+
+def test_a_desk_leaves_the_sweep_to_another_desk_of_its_host_that_sweeps_now(forge: Forge, tmp_path: Path) -> None:
+    """Desks of one host (one state folder) whose sweeps fall due together, as on a forge slow to answer, make
+    one sweep, not one each: the others skip it while the lock of the one sweeping is held, and the pass's look
+    reads the forge as before."""
+    import fcntl
+
+    from assay.core.claims import Claims
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import Desk
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/b0.md": brief("B0", ["run true"], "true")})
+    port = ForgeGit(forge.url)
+    claims = Claims(port)
+    claims.claim("b0", "builder", holder="elsewhere")  # a claim for the sweep to observe
+    state = tmp_path / "state"
+    state.mkdir()
+    desk = Desk(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"), state,
+                echo=lambda _: None)
+    fd = os.open(state / "sweep.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another desk of the host sweeps now
+    desk._sweep_if_due()
+    assert forge.tip("refs/assay/sweeper") is None  # no second sweep at once: nothing observed, nothing written
+    os.close(fd)
+    desk._swept_at = None  # due again, and alone now
+    desk._sweep_if_due()
+    assert forge.tip("refs/assay/sweeper") is not None  # its sweep recorded what it observed
+    port.close()
+
+
+def test_a_dead_desks_claim_that_began_to_wait_meanwhile_is_not_taken_over(forge: Forge, tmp_path: Path) -> None:
+    """A desk's look saw a claim of its name held by a process of its host that has ended since: orphaned work,
+    to take over. But that process put the brief to wait before it ended (its review ready): the takeover, judged
+    on a `held` claim, finds it waiting when it writes and leaves it; the brief is not run twice."""
+    from assay.core import custody
+    from assay.core.claims import Claims
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import Desk
+    from assay.desk.queue import read_snapshot
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/b0.md": brief("B0", ["run true"], "true")})
+    ended = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    holder = f"builder/{os.uname().nodename}/{int(ended.stdout)}/gone"  # a process of this host, ended
+    port = ForgeGit(forge.url)
+    claims = Claims(port)
+    claims.claim("b0", "builder", holder=holder)
+    desk = Desk(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"),
+                tmp_path / "state", echo=lambda _: None)
+    snapshot = read_snapshot(claims)
+    assert snapshot.claims["b0"].record.state == "held"  # what the desk's look saw
+    custody.wait(Claims(ForgeGit(forge.url)), "b0", "review", by="builder")  # what its holder did before it ended
+    assert desk._next(snapshot, set()) == (None, None)
+    last = forge.chain("b0")[-1]
+    assert (last["state"], last["epoch"], last["holder"]) == ("waiting", 1, holder)
+    port.close()

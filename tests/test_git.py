@@ -466,7 +466,8 @@ def test_a_listing_over_http_leaves_to_git_what_git_would_send_another_way(tmp_p
     protocol leaves the listing to git; the headers git would send to this forge (a token, as `auth_env` hands it
     to git) are sent, those for another forge are not, and an empty value forgets the ones before it, as in git."""
     from assay.core.git.run import auth_env, git_env
-    from assay.core.git.smarthttp import Settings, settings_for
+    from assay.core.git.smarthttp import Settings
+    from assay.core.git.smarthttp import read_settings as settings_for
 
     remote = "https://forge.example/o/r"
     plain = {k: v for k, v in git_env().items() if not k.startswith(("GIT_SSL_", "GIT_CONFIG_"))}

@@ -40,6 +40,7 @@ from assay.errors import (
     BriefNotFound,
     Busy,
     ClaimLost,
+    Conflict,
     Fenced,
     IllegalTransition,
     NoMainBranch,
@@ -360,11 +361,13 @@ class Claims:
         self._kept = _view(found)
 
     def claim(self, brief: str, desk: str, lease_s: int = DEFAULT_LEASE_S, *, singleton: bool = False,
-              holder: str = "", require_brief: bool = True) -> Claim:
+              holder: str = "", require_brief: bool = True, taking_from: frozenset[str] | None = None) -> Claim:
         """Take `brief` for `desk`; exactly one of any number of racing callers wins.
 
         After `read_view()`, the first attempt trusts the tip it saw: the lease on the push
         is the real check, and a stale view costs one re-read, never a double claim.
+        `taking_from`: the states a takeover was judged from (a desk taking over its dead process's `held` claim);
+        a claim found in another state when it is written (its wait landed meanwhile) is not taken: Conflict.
         """
         validate_brief_id(brief)
         validate_desk(desk)
@@ -389,6 +392,10 @@ class Claims:
             action = "claim"
             if singleton and current and current.record.live and current.record.desk == desk:
                 action = "takeover"
+                if taking_from is not None and current.record.state not in taking_from:
+                    raise Conflict(f"brief {brief!r} is {current.record.state} now, not "
+                                   f"{' or '.join(sorted(taking_from))}: not taken over",
+                                   hint="its holder moved it on before it ended; nothing was written")
                 refuse_living_holder(current.record)
             try:
                 record = transition(current.record if current else None, action, brief, at=self._now(), desk=desk,

@@ -179,6 +179,15 @@ class Desk:
         if self._swept_at is not None and now - self._swept_at < self.spec.heartbeat_s:
             return
         self._swept_at = now
+        with _host_sweep(self.state_dir) as alone:
+            if not alone:  # another desk of this host sweeps now: the fleet's sweep, not to be made twice at once
+                if self._first is not None:
+                    self.claims.keep(self._first)  # the start's read serves this pass's look, as the sweep's would
+                    self._first = None
+                return
+            self._sweep()
+
+    def _sweep(self) -> None:
         try:
             found, self._first = self._first or scan(self.git), None  # every kind: the sweep's, and the queue
             if self._swept_lately(found):
@@ -495,7 +504,7 @@ class Desk:
             if self.spec.singleton or self._orphaned(r.holder):
                 try:
                     taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
-                                              holder=self.holder)
+                                              holder=self.holder, taking_from=frozenset({"held"}))
                 except ClaimLost as exc:  # its holder lives here, paused perhaps: its lease decides, not this desk
                     self._tell_once(f"leaving {brief_id} alone: {exc.message}; {exc.hint}")
                     continue
@@ -695,6 +704,30 @@ def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
         return "stopped by SIGTERM"
     name = str(stop.args[0]) if stop.args else ""
     return f"stopped by {name}" if name.startswith("SIG") else "interrupted (Ctrl-C)"
+
+
+@contextmanager
+def _host_sweep(state_dir: Path) -> Iterator[bool]:
+    """Whether this desk is the only one of its host (its state folder) sweeping now: a lock (`flock`, released by
+    the kernel when its holder dies) held while it sweeps. A forge slow to answer would otherwise see every desk
+    whose sweep fell due meanwhile sweep at once, each reading every claim and racing to record the same
+    observations. Where the lock cannot be made, the desk sweeps as ever."""
+    import fcntl
+
+    try:
+        fd = os.open(state_dir / "sweep.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _mtime(path: Path) -> float:

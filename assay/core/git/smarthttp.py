@@ -18,6 +18,7 @@ import http.client
 import os
 import socket
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -42,7 +43,26 @@ class Settings:
     capath: str | None = None
 
 
+_READ: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, Settings | None]] = {}
+KEEP_S = 60.0  # how long a process trusts its reading of git's configuration for a forge
+
+
 def settings_for(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
+    """`read_settings`, read again at most once a minute for the same forge, folder and environment (a desk makes a
+    port for the forge again and again; each reading is two `git config` processes)."""
+    key = (remote, cwd, frozenset(env.items()))
+    now = time.monotonic()
+    known = _READ.get(key)
+    if known is not None and now - known[0] < KEEP_S:
+        return known[1]
+    found = read_settings(remote, env, cwd)
+    if len(_READ) > 64:
+        _READ.clear()
+    _READ[key] = (now, found)
+    return found
+
+
+def read_settings(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
     """How git would send its requests to `remote` (an http(s) URL without credentials), with `env` and the
     configuration seen from `cwd`; None when it would send them some other way than this module does (a proxy, a
     TLS setting but where to find certificate authorities, another `http.*` setting, a rewritten URL, protocol
