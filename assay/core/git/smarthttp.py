@@ -193,7 +193,7 @@ class SmartHTTP:
                 if late.is_set():
                     raise ForgeError(f"git ls-remote timed out after {git_timeout():.0f}s") from None
                 if isinstance(exc, TimeoutError):
-                    raise ForgeError(f"cannot read forge {redact(self._remote)}: nothing came for "
+                    raise ForgeError(f"cannot read forge {redact(self._remote)}: too slow, nothing came for "
                                      f"{self._stall_s:.0f}s", hint="check the forge URL and its network") from None
                 if reused and isinstance(exc, _DROPPED):
                     conn = None
