@@ -12,13 +12,17 @@ lock answers:
   from when it was made, 0 s: only requests made while the last round pushed share this one; a push that nobody
   waits on, made `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes
   with the first push that must go), reads the forge's tips of every ref the waiting requests name, and pushes the
-  requests whose leases match
-  (at most one per ref, a later one waits for the next round), as one atomic push. Each requester in that push is
-  answered with its outcome; every other one is answered "alone", and pushes itself, as it would without a group.
+  requests whose leases match (at most one per ref, a later one waits for the next round) as one atomic push. A
+  request whose lease the forge no longer matches is answered with those tips, from which its requester settles
+  what its own push would meet (`Refuse`: as a push settles an outcome); it is never pushed. A round the forge
+  refuses because a ref moved between that reading and the push (git names it "stale"; the others failed only
+  with it) answers the requests that name a moved ref with their refusal, and pushes the rest again as one round.
+  Each requester in a round that landed is answered with its outcome; every other one (the round refused for
+  another reason, or not heard) is answered "alone", and pushes itself, as it would without a group.
 
 So 20 desks of a host, each pushing when it must, make one push a round instead of 20, and each claim stays fenced
-on its own: a lease the forge no longer matches is never part of a round, and a round the forge refuses is pushed
-again by no one but each requester, alone. Nothing is lost or made twice: a leader killed mid-round leaves the
+on its own: a lease the forge no longer matches is never part of a round, and one stale request costs the others
+one more round, not a push each. Nothing is lost or made twice: a leader killed mid-round leaves the
 requests, and the next leader takes those whose requester still waits (it holds the lock on its request); the
 lease lets a request that landed before land no more. A requester withdraws its request before it goes alone,
 when the leader holding the folder's lock is stopped (SIGSTOP) or after `window + LOCK_WAIT_S`. Requests that do
@@ -61,6 +65,9 @@ Update = tuple[str, str, str]  # ref, new, expected
 Results = dict[str, tuple[str, str]]  # ref -> (status, detail)
 Direct = Callable[[Sequence[Update], bool], Results]  # push these updates now, alone
 Read = Callable[[Sequence[str]], dict[str, str]]  # the forge's tips of these refs now (absent: no such ref)
+Request = tuple[str, list[Update]]  # id, updates
+Refuse = Callable[[Sequence[Update], bool, dict[str, str]], Results]  # what pushing these updates meets at these tips
+MAX_ROUNDS = 3  # pushes a leader makes of one round's requests, each without the requests a refusal named
 
 
 def window() -> float | None:
@@ -132,7 +139,7 @@ def _time(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read,
+def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, read: Read, refuse: Refuse,
          window_s: float) -> Results:
     """Push `updates` with the host's other desks' requests to the same forge (see the module's text); each ref's
     (status, detail) as `direct` would say it. Raises ForgeError as `direct` does when the outcome is unknown."""
@@ -162,6 +169,9 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
         if answer.get("alone"):
             return _alone(req, out, updates, atomic, direct)
         _done(req, out)
+        if "moved" in answer:  # its lease did not match the forge's tips the leader read: refused, not pushed
+            tips = _tips(answer["moved"], updates)
+            return refuse(updates, atomic, tips) if tips is not None else direct(updates, atomic)
         results = answer.get("results")
         if not isinstance(results, dict):
             raise ForgeError("a grouped push left no readable outcome", hint="run the command again: it re-reads "
@@ -237,39 +247,73 @@ def _done(req: str, out: str) -> None:
 
 
 def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None:
-    """One round: the requests still waited on (this one first, then by age), one per ref, those whose leases the
-    forge matches now pushed as one; every request answered."""
+    """One round: the requests still waited on (this one first, then by age), one per ref; those whose leases the
+    forge matches now pushed as one (`_rounds_of`), the others answered with the tips that refuse them; every
+    request answered."""
     waiting = _waiting(folder, own, key)
-    taken: list[tuple[str, list[Update]]] = []
+    taken: list[Request] = []
     refs: set[str] = set()
-    for rid, updates in waiting:
-        if refs & {u[0] for u in updates}:
+    for request in waiting:
+        if refs & {u[0] for u in request[1]}:
             continue  # one update per ref a push: this request goes in the next round
-        refs |= {u[0] for u in updates}
-        taken.append((rid, updates))
+        refs |= {u[0] for u in request[1]}
+        taken.append(request)
+    answers: dict[str, dict[str, Any]] = {}
     try:  # a lease the forge no longer matches (a claim race lost, a push a dead leader made): not in the round
-        now_at = read(sorted(refs)) if len(taken) > 1 else {}
+        now_at: dict[str, str] | None = read(sorted(refs)) if len(taken) > 1 else None
     except ForgeError:
-        now_at = {}
-    fits = [t for t in taken if all(now_at.get(ref, ZERO) == expected for ref, _, expected in t[1])]
+        now_at = None
+    if now_at is not None:  # its requester settles what its push would meet from these tips (it may fetch)
+        answers = {rid: {"moved": {u[0]: now_at.get(u[0], ZERO) for u in updates}} for rid, updates in taken
+                   if not _matches(updates, now_at)}
     crash_point("push-group.before-push")
-    landed: Results | None = None
-    if len(fits) > 1:
-        try:
-            landed = direct([u for _, updates in fits for u in updates], True)
-        except ForgeError:
-            landed = None
+    if now_at is not None:
+        answers |= _rounds_of([t for t in taken if t[0] not in answers], direct)
     crash_point("push-group.after-push")
-    together = landed is not None and all(status == "ok" for status, _ in landed.values())
-    for rid, updates in taken:
-        mine = together and any(rid == f for f, _ in fits)
-        answer = {"results": {u[0]: landed[u[0]] for u in updates}} if mine and landed else {"alone": True}
-        _write(os.path.join(folder, f"{rid}.out"), answer)
+    for rid, _ in taken:
+        _write(os.path.join(folder, f"{rid}.out"), answers.get(rid) or {"alone": True})
     with contextlib.suppress(OSError):  # the answers are written: a round no file can record still happened
         _write(os.path.join(folder, ".rounds"), {"at": [*_rounds(folder), time.time()][-ROUNDS_KEPT:]})
 
 
-def _waiting(folder: str, own: str, key: bytes) -> list[tuple[str, list[Update]]]:
+def _matches(updates: Sequence[Update], tips: dict[str, str]) -> bool:
+    return all(tips.get(ref, ZERO) == expected for ref, _, expected in updates)
+
+
+def _tips(raw: object, updates: Sequence[Update]) -> dict[str, str] | None:
+    """The forge's tips of `updates`' refs as a "moved" answer gives them, or None if that is not what it holds."""
+    if not isinstance(raw, dict) or set(raw) != {u[0] for u in updates} \
+            or not all(isinstance(sha, str) and _ID.fullmatch(sha) for sha in raw.values()):
+        return None
+    return {str(ref): str(sha) for ref, sha in raw.items()}
+
+
+def _rounds_of(fits: list[Request], direct: Direct) -> dict[str, dict[str, Any]]:
+    """Push `fits` as one atomic round; while the forge refuses it only because refs moved since they were read,
+    answer the requests naming a moved ref with their refusal and push the rest again (`MAX_ROUNDS` in all).
+    The answers of the requests settled; the rest go alone."""
+    answers: dict[str, dict[str, Any]] = {}
+    for _ in range(MAX_ROUNDS):
+        if len(fits) < 2:
+            break
+        try:
+            landed = direct([u for _, updates in fits for u in updates], True)
+        except ForgeError:
+            break
+        if all(status == "ok" for status, _ in landed.values()):
+            answers |= {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates in fits}
+            break
+        moved = {ref for ref, (status, _) in landed.items() if status == "stale"}
+        if not moved or any(status == "ok" for status, _ in landed.values()):
+            break  # refused for another reason (a hook, a lock): each request alone says what it meets
+        for rid, updates in fits:
+            if moved & {u[0] for u in updates}:  # as its own push would have been told: atomic, or one ref
+                answers[rid] = {"results": {u[0]: landed[u[0]] for u in updates}}
+        fits = [t for t in fits if t[0] not in answers]
+    return answers
+
+
+def _waiting(folder: str, own: str, key: bytes) -> list[Request]:
     """The requests whose requester still waits on them (it holds its request's lock), verified, oldest first after
     this process's own; litter removed."""
     found: list[tuple[float, str, list[Update]]] = []

@@ -11,12 +11,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from assay.core.git import ZERO
+from assay.core import pushgroup
+from assay.core.git import ZERO, ForgeGit, RefUpdate
 from tests.conftest import REPO, Forge, git
 from tests.helpers import procs
 from tests.helpers.gitlog import calls, logging_git
@@ -107,13 +110,78 @@ def test_processes_pushing_at_once_make_one_push_and_a_stale_lease_is_fenced_alo
     go2 = tmp_path / "go2"
     fresh = [start(forge, f"d{i}", go2, env) for i in range(2)]
     stale = start(forge, "d2", go2, env, mode="stale")
+    before = len(calls(log))
     go2.touch()
-    assert [s for s, _ in said(stale).values()] == ["stale", "stale"]  # its lease was wrong: fenced, alone
+    assert [s for s, _ in said(stale).values()] == ["stale", "stale"]  # its lease was wrong: fenced, never pushed
     for proc in fresh:
         result = said(proc)
         assert [s for s, _ in result.values()] == ["ok", "ok"]  # the others landed all the same
         assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+    tries = [args for _, args in calls(log)[before:] if "update-ref --stdin" in args and str(forge.path) in args]
+    assert len(tries) == 1 and "refs/assay/claims/d2" not in tries[0], tries  # the two fresh ones' round alone
     assert not [p for p in (tmp_path / "cache").rglob("pushes/*") if p.name not in (".lock", ".rounds")]  # no litter
+
+
+def test_a_round_refused_for_one_moved_ref_lands_the_rest_as_one_round(forge: Forge, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three requests of one round; between the leader's reading of the forge and its push, another writer moves
+    the ref of one of them (plain git). The forge refuses the round: that request is told "stale" (as its own push
+    would be) and the other two are pushed again as one round, landing whole; no request is pushed alone."""
+    for name, value in group_env(tmp_path, "1.0").items():
+        monkeypatch.setenv(name, value)
+    writers = [ForgeGit(forge.url) for _ in range(3)]
+    requests = []
+    for i, g in enumerate(writers):
+        ref = f"refs/assay/claims/r{i}"
+        tree = g.write_object("tree", b"")
+        body = f"tree {tree}\nauthor a <a@x> 1700000000 +0000\ncommitter a <a@x> 1700000000 +0000\n\nr{i}\n"
+        requests.append((ref, g.write_object("commit", body.encode()), ZERO))
+    empty = git("--git-dir", str(forge.path), "hash-object", "-t", "tree", "-w", "--stdin", input="").strip()
+    other = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree", empty,
+                "-m", "another writer's").strip()
+    pushed: list[list[str]] = []
+    lock = threading.Lock()
+
+    def read_then_race(g: ForgeGit) -> Callable[[Sequence[str]], dict[str, str]]:
+        def read(refs: Sequence[str]) -> dict[str, str]:
+            tips = g.ls_remote(*refs)
+            with lock:
+                if not pushed:  # the first round's reading: the ref moves now
+                    git("--git-dir", str(forge.path), "update-ref", "refs/assay/claims/r1", other, "")
+            return tips
+        return read
+
+    def direct(g: ForgeGit) -> Callable[[Sequence[tuple[str, str, str]], bool], dict[str, tuple[str, str]]]:
+        def push(group: Sequence[tuple[str, str, str]], whole: bool) -> dict[str, tuple[str, str]]:
+            with lock:
+                pushed.append(sorted(u[0] for u in group))
+            done = g._push_direct([RefUpdate(*u) for u in group], whole)
+            return {ref: (r.status, r.detail) for ref, r in done.items()}
+        return push
+
+    def refuse(group: Sequence[tuple[str, str, str]], whole: bool, tips: dict[str, str]) -> dict[str, tuple[str, str]]:
+        raise AssertionError("no lease was wrong when read")
+
+    barrier = threading.Barrier(3)
+    outcomes: dict[int, dict[str, tuple[str, str]]] = {}
+
+    def run(i: int) -> None:
+        barrier.wait()
+        outcomes[i] = pushgroup.push(str(tmp_path / "pushes"), [requests[i]], True, direct(writers[i]),
+                                     read_then_race(writers[i]), refuse, 1.0)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert outcomes[1]["refs/assay/claims/r1"][0] == "stale"
+    assert tip(forge, "refs/assay/claims/r1") == other
+    for i in (0, 2):
+        assert outcomes[i] == {f"refs/assay/claims/r{i}": ("ok", outcomes[i][f"refs/assay/claims/r{i}"][1])}
+        assert tip(forge, f"refs/assay/claims/r{i}") == requests[i][1]
+    assert pushed == [[f"refs/assay/claims/r{i}" for i in range(3)], ["refs/assay/claims/r0",
+                                                                       "refs/assay/claims/r2"]], pushed
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

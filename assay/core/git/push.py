@@ -57,11 +57,22 @@ class Pushing(DiskPush):
                     done = self._push_direct([RefUpdate(*u) for u in group], whole)
                     return {ref: (r.status, r.detail) for ref, r in done.items()}
 
+                def refuse(group: Sequence[tuple[str, str, str]], whole: bool,
+                           tips: dict[str, str]) -> dict[str, tuple[str, str]]:
+                    return {ref: (r.status, r.detail) for ref, r in self.refused([RefUpdate(*u) for u in group],
+                                                                                 whole, tips).items()}
+
                 said = pushgroup.push(os.path.join(self.cache, "pushes"),
                                       [(u.ref, u.new, u.expected) for u in updates], atomic, direct,
-                                      lambda refs: self.ls_remote(*refs), wait_s)
+                                      lambda refs: self.ls_remote(*refs), refuse, wait_s)
                 return {u.ref: PushResult(u.ref, *said[u.ref]) for u in updates}  # type: ignore[arg-type]
         return self._push_direct(updates, atomic)
+
+    def refused(self, updates: Sequence[RefUpdate], atomic: bool, tips: dict[str, str]) -> dict[str, PushResult]:
+        """What pushing `updates` meets where the forge's refs are at `tips` and some lease does not match: each
+        ref settled as a push's outcome is (`_settle`: landed, built upon, moved, or not written), nothing pushed."""
+        settled = {u.ref: self._settle(u, tips.get(u.ref, ZERO), None) for u in updates}
+        return _atomic_outcome(updates, settled) if atomic else settled
 
     def _push_direct(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult]:
         """`push`, made by this process alone."""
