@@ -147,24 +147,60 @@ def descendants(pids: list[int]) -> list[int]:
     return found
 
 
+def process_kind(pid: int) -> str | None:
+    """What process `pid` is to the fleet (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    line = " ".join(argv)
+    return ("supervisor" if "--count" in line else "desk" if line.startswith("assay desk run") else
+            "isolation" if "isolation.py" in line or argv[0].endswith("unshare") else
+            "git" if "git" in os.path.basename(argv[0]) else "agent")
+
+
 def memory(pids: list[int]) -> dict[str, tuple[int, float]]:
     """Per kind of process: (how many, their PSS in MB)."""
     kinds: dict[str, tuple[int, float]] = {}
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 pss = next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
         except (OSError, StopIteration, ValueError):
             continue
-        line = " ".join(argv)
-        kind = ("supervisor" if "--count" in line else "desk" if line.startswith("assay desk run") else
-                "isolation" if "isolation.py" in line or argv[0].endswith("unshare") else
-                "git" if "git" in os.path.basename(argv[0]) else "agent")
+        if (kind := process_kind(pid)) is None:
+            continue
         count, total = kinds.get(kind, (0, 0.0))
         kinds[kind] = (count + 1, total + pss)
     return kinds
+
+
+def cpu_times(pids: list[int]) -> dict[int, tuple[str, float, float]]:
+    """Per process: (its kind, the CPU seconds it used itself, those of its children it has reaped)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float, float]] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if (kind := process_kind(pid)) is not None:
+            found[pid] = (kind, (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick)
+    return found
+
+
+def cpu_by_kind(before: dict[int, tuple[str, float, float]], after: dict[int, tuple[str, float, float]],
+                seconds: float) -> dict[str, float]:
+    """Cores each kind of process used between two readings (processes there at both), its own and its reaped
+    children's (`<kind>'s children`: the git and step processes that came and went)."""
+    cores: dict[str, float] = {}
+    for pid, (kind, own, reaped) in after.items():
+        if pid in before:
+            cores[kind] = cores.get(kind, 0.0) + (own - before[pid][1]) / seconds
+            cores[f"{kind}'s children"] = cores.get(f"{kind}'s children", 0.0) + (reaped - before[pid][2]) / seconds
+    return {kind: used for kind, used in cores.items() if used >= 0.005}
 
 
 def available_mb() -> float:
@@ -262,11 +298,13 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
         settle = started + args.ramp_s + 60
         time.sleep(max(0.0, settle - time.time()))
         busy0, forge0 = cpu_now()
+        times0 = cpu_times(descendants([h.proc.pid for h in hosts]))
         end = time.time() + args.minutes * 60
         while (left := end - time.time()) > 0:  # the measured minutes; the lowest memory available meanwhile
             lowest[0] = min(lowest[0], available_mb())
             time.sleep(min(5.0, left))
         busy1, forge1 = cpu_now()
+        by_kind = cpu_by_kind(times0, cpu_times(descendants([h.proc.pid for h in hosts])), args.minutes * 60)
         ended = time.time()
         mem = memory(descendants([h.proc.pid for h in hosts]))
         gone = [h.proc.returncode for h in hosts if h.proc.poll() is not None]
@@ -333,7 +371,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     print(f"  git processes: {spawned / max(ready, 1):.0f} a brief made ready ({spawned / desk_min:.1f} a "
           "desk-minute); by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
                                      sorted(local.items(), key=lambda kv: -kv[1])[:12]))
-    print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it")
+    print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it; by kind (cores): "
+          + ", ".join(f"{kind} {used:.2f}" for kind, used in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     desks_pss = sum(total for kind, (_, total) in mem.items())
     print("  memory (PSS): " + ", ".join(f"{kind} {c} x {total / max(c, 1):.1f} MB" for kind, (c, total) in
                                          sorted(mem.items())) + f"; {desks_pss / n:.1f} MB a desk in all; "

@@ -547,6 +547,60 @@ def test_a_desk_leaves_the_sweep_to_another_desk_of_its_host_that_sweeps_now(for
     port.close()
 
 
+HOLDER = """
+import sys, time
+from pathlib import Path
+from assay.desk.loop import _host_sweep
+with _host_sweep(Path(sys.argv[1])) as alone:
+    print("sweeping" if alone else "skipped", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("fate", ["paused", "killed"])
+def test_a_desk_holding_its_hosts_sweep_paused_or_killed_stops_no_sweep(forge: Forge, tmp_path: Path,
+                                                                        fate: str) -> None:
+    """The desk of the host that sweeps is SIGSTOPped or SIGKILLed mid-sweep, holding the host's sweep lock: the
+    next desk whose sweep falls due sweeps all the same (a stopped holder is seen as such; a dead one's lock the
+    kernel freed), so a paused process never leaves the host's claims unswept."""
+    from assay.core.claims import Claims
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import Desk
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/b0.md": brief("B0", ["run true"], "true")})
+    port = ForgeGit(forge.url)
+    claims = Claims(port)
+    claims.claim("b0", "builder", holder="elsewhere")  # a claim for the sweep to observe
+    state = tmp_path / "state"
+    state.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "sweeping"
+        desk = Desk(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"), state,
+                    echo=lambda _: None)
+        desk._sweep_if_due()
+        assert forge.tip("refs/assay/sweeper") is None  # it sweeps, alive and running: no second sweep at once
+        if fate == "paused":
+            os.kill(holder.pid, signal.SIGSTOP)
+            procs.await_state(holder.pid, "T", deadline_s=10)
+        else:
+            holder.kill()
+            holder.wait(timeout=30)
+        desk._swept_at = None  # due again
+        desk._sweep_if_due()
+        assert forge.tip("refs/assay/sweeper") is not None  # swept beside the paused one, or after the dead one
+    finally:
+        if holder.poll() is None:
+            os.kill(holder.pid, signal.SIGCONT)
+            holder.kill()
+            holder.wait(timeout=30)
+        port.close()
+
+
 def test_a_dead_desks_claim_that_began_to_wait_meanwhile_is_not_taken_over(forge: Forge, tmp_path: Path) -> None:
     """A desk's look saw a claim of its name held by a process of its host that has ended since: orphaned work,
     to take over. But that process put the brief to wait before it ended (its review ready): the takeover, judged

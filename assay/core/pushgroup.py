@@ -25,7 +25,9 @@ on its own: a lease the forge no longer matches is never part of a round, and on
 one more round, not a push each. Nothing is lost or made twice: a leader killed mid-round leaves the
 requests, and the next leader takes those whose requester still waits (it holds the lock on its request); the
 lease lets a request that landed before land no more. A requester withdraws its request before it goes alone,
-when the leader holding the folder's lock is stopped (SIGSTOP) or after `window + LOCK_WAIT_S`. Requests that do
+when the leader holding the folder's lock is stopped (SIGSTOP), or after `window + LOCK_WAIT_S` unless the round
+on its way began within `ROUND_WAIT_S`: a forge slow to take a round gets one push of the host at a time, not
+every requester's on top of it (their looks for an answer come less often the longer it takes). Requests that do
 not verify with the key (another token's desks, an agent writing into the cache) or name a ref or id that is not
 one are ignored.
 """
@@ -55,7 +57,9 @@ KEY_ENV = "ASSAY_PUSH_GROUP_TOKEN"
 LAZY_S = 10.0  # the longest an unhurried push waits for one that must go (ASSAY_PUSH_LAZY_S)
 ROUNDS_KEPT = 9  # the host's last rounds whose gaps tell an unhurried push how long to wait
 LOCK_WAIT_S = 10.0  # beyond the window, the longest a requester waits for the folder's lock before it goes alone
-POLL_S = 0.01
+ROUND_WAIT_S = 180.0  # ... unless a round began this recently: its leader runs, bound by git's timeout (120 s)
+POLL_S = 0.01  # a requester's first looks for its answer; later ones come less often (`_await`)
+POLL_MAX_S = 0.25  # the longest between two looks: one wait in 20 at most, so a slow forge is not polled hot
 STALE_S = 600.0  # answers, requests and partial files older than this are litter
 ZERO = "0" * 40
 _REF = re.compile(r"refs/(?!.*(?:\.\.|//|@\{|\.lock(?:/|$)))[A-Za-z0-9._/+-]{1,240}")
@@ -213,7 +217,8 @@ def _body(data: dict[str, Any]) -> dict[str, Any]:
 
 def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | str | None:
     """This request's answer; "lead" once this process holds the folder's lock with no answer; None to go alone."""
-    deadline = time.monotonic() + wait_s + LOCK_WAIT_S
+    began = time.monotonic()
+    deadline = began + wait_s + LOCK_WAIT_S
     looked = 0.0
     while True:
         try:
@@ -224,14 +229,20 @@ def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | st
         if os.path.exists(out):  # answered by the leader, who still holds the lock for the others
             return _read(out) or "lead"
         now = time.monotonic()
-        if now >= deadline:
+        if now >= deadline and not _round_young(folder):
             return None
         if now - looked > 0.2:
             looked = now
             leader = _leader(folder)
             if leader != os.getpid() and is_stopped(leader):  # a leader that will not answer soon
                 return None
-        time.sleep(POLL_S)
+        time.sleep(min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # an answer a while coming: look less often
+
+
+def _round_young(folder: str) -> bool:
+    """Whether the round leading now began within `ROUND_WAIT_S` (its leader wrote its pid then): a slow forge's
+    round, which its requesters wait for rather than each pushing alone on top of it."""
+    return time.time() - _mtime(os.path.join(folder, ".lock")) < ROUND_WAIT_S
 
 
 def _alone(req: str, out: str, updates: Sequence[Update], atomic: bool, direct: Direct) -> Results:

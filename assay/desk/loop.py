@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 Echo = Callable[[str], None]
 REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before the desk blocks it
+SWEEP_HELD_S = 600.0  # a desk of the host sweeping longer than this stops no other desk's sweep
 MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before trying it again
 IDLE_MAX_S = 120.0  # the longest an idle desk waits between looks at the forge
 WAKE = "wake"  # in the state folder: touched by the host's supervisor when the forge moves (`supervisor.py`)
@@ -709,13 +710,18 @@ def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
 @contextmanager
 def _host_sweep(state_dir: Path) -> Iterator[bool]:
     """Whether this desk is the only one of its host (its state folder) sweeping now: a lock (`flock`, released by
-    the kernel when its holder dies) held while it sweeps. A forge slow to answer would otherwise see every desk
-    whose sweep fell due meanwhile sweep at once, each reading every claim and racing to record the same
-    observations. Where the lock cannot be made, the desk sweeps as ever."""
+    the kernel when its holder dies) held while it sweeps, naming its holder. A forge slow to answer would otherwise
+    see every desk whose sweep fell due meanwhile sweep at once, each reading every claim and racing to record the
+    same observations. A holder that is stopped (SIGSTOP), or has held it past `SWEEP_HELD_S`, stops no sweep: the
+    desk sweeps beside it (sweeps are compare-and-swap writes: two at once cost, never conflict). Where the lock
+    cannot be made, the desk sweeps as ever."""
     import fcntl
 
+    from assay.core.lives import is_stopped
+
+    path = state_dir / "sweep.lock"
     try:
-        fd = os.open(state_dir / "sweep.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         yield True
         return
@@ -723,8 +729,12 @@ def _host_sweep(state_dir: Path) -> Iterator[bool]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            yield False
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            stopped = holder.isdigit() and is_stopped(int(holder))
+            yield stopped or time.time() - _mtime(path) > SWEEP_HELD_S
             return
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who sweeps, and since when (its time)
         yield True
     finally:
         os.close(fd)

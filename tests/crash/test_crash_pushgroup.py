@@ -184,6 +184,48 @@ def test_a_round_refused_for_one_moved_ref_lands_the_rest_as_one_round(forge: Fo
                                                                        "refs/assay/claims/r2"]], pushed
 
 
+SLOW_GIT = """#!/bin/sh
+case " $* " in
+  *"{forge}"*" update-ref --stdin "*)
+    input=$(cat)
+    if mkdir "{marker}" 2>/dev/null; then sleep 12; fi  # the forge's first ref transaction is slow
+    echo "begin $(date +%s.%N) $input" >> "{log}"
+    printf '%s\\n' "$input" | "{real}" "$@"
+    code=$?
+    echo "end $(date +%s.%N)" >> "{log}"
+    exit $code;;
+esac
+exec "{real}" "$@"
+"""
+
+
+def test_a_round_slow_to_land_is_waited_for_not_pushed_over(forge: Forge, tmp_path: Path) -> None:
+    """A round whose push the forge takes 12 s to land (beyond the window and `LOCK_WAIT_S`): a request made
+    meanwhile waits for it, as a live leader's round, and then goes in the next round; it is not pushed alone on
+    top of the slow one (which an overloaded forge would meet from every waiting desk at once)."""
+    import shutil
+
+    folder, log, marker = tmp_path / "slow-bin", tmp_path / "slow.log", tmp_path / "slow-marker"
+    folder.mkdir()
+    (folder / "git").write_text(SLOW_GIT.format(forge=forge.path, marker=marker, log=log, real=shutil.which("git")))
+    (folder / "git").chmod(0o755)
+    env = group_env(tmp_path, "0", PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
+    go = tmp_path / "go"
+    first = start(forge, "first", go, env)
+    go.touch()
+    end = time.monotonic() + 30
+    while not marker.exists():  # its round's push has begun, and is slow
+        assert time.monotonic() < end, "the first push never began"
+        time.sleep(0.01)
+    second = start(forge, "second", go, env)
+    for proc in (first, second):
+        assert [s for s, _ in said(proc).values()] == ["ok", "ok"]
+    text = log.read_text()
+    marks = [line.split()[0] for line in text.splitlines() if line.startswith(("begin ", "end "))]
+    assert marks == ["begin", "end", "begin", "end"], text  # one after the other, never at once
+    assert text.index("claims/first") < text.index("claims/second"), text  # the slow one first: waited for
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_round_leader_killed_strands_no_request(forge: Forge, tmp_path: Path, case: str) -> None:
     [point], = CASES[case]

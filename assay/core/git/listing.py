@@ -210,7 +210,8 @@ class Listing(History):
                 errors.seek(0)
                 raise self._unreadable(errors.read())
         lines = pkt_lines(answer)
-        if not answer.endswith((b"0000", b"00000002")) or any(line.startswith("ERR ") for line in lines):
+        whole = _framed(answer[:-4] if answer.endswith(b"00000002") else answer)  # the helper's response-end
+        if not whole or any(line.startswith("ERR ") for line in lines):
             return None  # cut short, or refused: git ls-remote asks, and says why
         return _listed(lines, patterns)
 

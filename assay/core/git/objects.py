@@ -99,12 +99,12 @@ class ObjectCache:
             run_git(["init", "--bare", "-q", tmp])
             # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
             # process sharing this cache never sees a commit whose tree is still being written.
-            for key, value in (("gc.auto", "0"), ("maintenance.auto", "false"), ("fetch.unpackLimit", "1"),
-                               ("core.logAllRefUpdates", "false"),
-                               ("assay.forge", strip_credentials(self.url))):
-                run_git(["config", key, value], cwd=tmp)
-            for i in range(256):  # the loose-object fan-out, made once rather than checked on every write
-                os.makedirs(os.path.join(tmp, "objects", f"{i:02x}"), exist_ok=True)
+            # Written into the new repository's own file (no one else reads it yet): one write, not a process a key.
+            # A loose object's fan-out folder is made when its first object is written (`_create`).
+            with open(os.path.join(tmp, "config"), "a", encoding="utf-8") as config:
+                config.write("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[fetch]\n\tunpackLimit = 1\n"
+                             "[core]\n\tlogAllRefUpdates = false\n"
+                             f"[assay]\n\tforge = {_config_value(strip_credentials(self.url))}\n")
         except BaseException:
             rmtree(tmp)  # never a half-made cache left behind
             raise
@@ -335,6 +335,12 @@ def _read_answer(out: IO[bytes]) -> GitObject | None:
     if len(data) != int(parts[2]) or out.read(1) != b"\n":
         raise ForgeError("git cat-file stopped answering", hint="run the command again")
     return GitObject(parts[1], data)
+
+
+def _config_value(value: str) -> str:
+    """`value` as a git configuration file holds it: quoted, with git's escapes."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
 
 
 def _create(path: str, folder: str) -> int:

@@ -3,12 +3,13 @@ kept alive between listings. No git process is started, and the forge answers on
 makes two (its capability advertisement first, then the command).
 
 Used only where git itself would send the request the same way: an `http://` or `https://` forge, no proxy, no
-TLS, protocol or other `http.*` setting and no URL rewriting in git's configuration or environment; the headers
-git would add for the forge (`http.<url>.extraHeader`, how Assay hands git a token) are sent as they are. Anything
-unexpected (a connection that fails, an error status, a redirect, an answer that is not a whole v2 listing) is no
-answer: the caller asks git's own transport instead, which also says why a forge cannot be read. After three such
-answers in a row the forge is not asked this way again by this process. A forge that sends nothing for the stall
-time (`ASSAY_GIT_STALL_S`), or has not answered whole within git's timeout, is an error here as through git.
+TLS setting but where certificate authorities are, no protocol or other `http.*` setting and no URL rewriting in
+git's configuration or environment; the headers git would add for the forge (`http.<url>.extraHeader`, how Assay
+hands git a token) are sent as they are. Anything unexpected (a connection that fails, an error status, a
+redirect, an answer that is not a whole v2 listing) is no answer: the caller asks git's own transport instead,
+which also says why a forge cannot be read. After three such answers in a row the forge is not asked this way
+again by this process. A forge that sends nothing for the stall time (`ASSAY_GIT_STALL_S`), or has not answered
+whole within git's timeout, is an error here as through git.
 """
 
 from __future__ import annotations
