@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -557,12 +558,13 @@ with _host_sweep(Path(sys.argv[1])) as alone:
 """
 
 
-@pytest.mark.parametrize("fate", ["paused", "killed"])
+@pytest.mark.parametrize("fate", ["paused", "killed", "stuck"])
 def test_a_desk_holding_its_hosts_sweep_paused_or_killed_stops_no_sweep(forge: Forge, tmp_path: Path,
                                                                         fate: str) -> None:
-    """The desk of the host that sweeps is SIGSTOPped or SIGKILLed mid-sweep, holding the host's sweep lock: the
-    next desk whose sweep falls due sweeps all the same (a stopped holder is seen as such; a dead one's lock the
-    kernel freed), so a paused process never leaves the host's claims unswept."""
+    """The desk of the host that sweeps is SIGSTOPped or SIGKILLed mid-sweep, or stuck in it past
+    `SWEEP_HELD_S`, holding the host's sweep lock: the next desk whose sweep falls due sweeps all the same (a
+    stopped or stuck holder is seen as such; a dead one's lock the kernel freed), so no process of the host leaves
+    its claims unswept."""
     from assay.core.claims import Claims
     from assay.core.deskspec import load_desk
     from assay.core.forge.plain import PlainReviews
@@ -587,9 +589,14 @@ def test_a_desk_holding_its_hosts_sweep_paused_or_killed_stops_no_sweep(forge: F
         if fate == "paused":
             os.kill(holder.pid, signal.SIGSTOP)
             procs.await_state(holder.pid, "T", deadline_s=10)
-        else:
+        elif fate == "killed":
             holder.kill()
             holder.wait(timeout=30)
+        else:  # it runs, and has held the lock longer than any sweep takes
+            from assay.desk.loop import SWEEP_HELD_S
+
+            held = time.time() - SWEEP_HELD_S - 60
+            os.utime(state / "sweep.lock", (held, held))
         desk._swept_at = None  # due again
         desk._sweep_if_due()
         assert forge.tip("refs/assay/sweeper") is not None  # swept beside the paused one, or after the dead one

@@ -13,12 +13,14 @@ lock answers:
   waits on, made `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes
   with the first push that must go), reads the forge's tips of every ref the waiting requests name, and pushes the
   requests whose leases match (at most one per ref, a later one waits for the next round) as one atomic push. A
-  request whose lease the forge no longer matches is answered with those tips, from which its requester settles
-  what its own push would meet (`Refuse`: as a push settles an outcome); it is never pushed. A round the forge
-  refuses because a ref moved between that reading and the push (git names it "stale"; the others failed only
-  with it) answers the requests that name a moved ref with their refusal, and pushes the rest again as one round.
-  Each requester in a round that landed is answered with its outcome; every other one (the round refused for
-  another reason, or not heard) is answered "alone", and pushes itself, as it would without a group.
+  request alone in its round is answered "alone" and pushes itself. A request whose lease the forge no longer
+  matches is answered with those tips, from which its requester settles what its own push would meet (`Refuse`:
+  as a push settles an outcome); it is never pushed. A round the forge refuses because refs moved after that
+  reading (the push, settled by reading them again, calls them stale) answers the requests naming them with
+  their tips read once more (they settle so too: a request a killed leader pushed finds its own commit there),
+  and pushes the rest again as one round, `MAX_ROUNDS` pushes at most. Each requester in a round that landed is
+  answered with its outcome; every other one (the round refused for another reason, not heard, or out of
+  pushes) is answered "alone", and pushes itself, as it would without a group.
 
 So 20 desks of a host, each pushing when it must, make one push a round instead of 20, and each claim stays fenced
 on its own: a lease the forge no longer matches is never part of a round, and one stale request costs the others
@@ -26,10 +28,11 @@ one more round, not a push each. Nothing is lost or made twice: a leader killed 
 requests, and the next leader takes those whose requester still waits (it holds the lock on its request); the
 lease lets a request that landed before land no more. A requester withdraws its request before it goes alone,
 when the leader holding the folder's lock is stopped (SIGSTOP), or after `window + LOCK_WAIT_S` unless the round
-on its way began within `ROUND_WAIT_S`: a forge slow to take a round gets one push of the host at a time, not
-every requester's on top of it (their looks for an answer come less often the longer it takes). Requests that do
-not verify with the key (another token's desks, an agent writing into the cache) or name a ref or id that is not
-one are ignored.
+on its way took a step (began, read, pushed: `_stamp`) within `ROUND_WAIT_S`, and at the latest `ROUND_WAIT_S`
+after that: a forge slow to take a round gets one push of the host at a time, not every requester's on top of it
+(their looks for an answer come less often the longer it takes). Requests that do not verify with the key
+(another token's desks, an agent writing into the cache) or name a ref or id that is not one are ignored, and so
+is an answer that is not one (its requester goes alone).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ KEY_ENV = "ASSAY_PUSH_GROUP_TOKEN"
 LAZY_S = 10.0  # the longest an unhurried push waits for one that must go (ASSAY_PUSH_LAZY_S)
 ROUNDS_KEPT = 9  # the host's last rounds whose gaps tell an unhurried push how long to wait
 LOCK_WAIT_S = 10.0  # beyond the window, the longest a requester waits for the folder's lock before it goes alone
-ROUND_WAIT_S = 180.0  # ... unless a round began this recently: its leader runs, bound by git's timeout (120 s)
+ROUND_WAIT_S = 180.0  # ... unless the round took a step this recently (git's timeout, 120 s, bounds each step)
 POLL_S = 0.01  # a requester's first looks for its answer; later ones come less often (`_await`)
 POLL_MAX_S = 0.25  # the longest between two looks: one wait in 20 at most, so a slow forge is not polled hot
 STALE_S = 600.0  # answers, requests and partial files older than this are litter
@@ -218,7 +221,7 @@ def _body(data: dict[str, Any]) -> dict[str, Any]:
 def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | str | None:
     """This request's answer; "lead" once this process holds the folder's lock with no answer; None to go alone."""
     began = time.monotonic()
-    deadline = began + wait_s + LOCK_WAIT_S
+    deadline, latest = began + wait_s + LOCK_WAIT_S, began + wait_s + LOCK_WAIT_S + ROUND_WAIT_S
     looked = 0.0
     while True:
         try:
@@ -227,9 +230,9 @@ def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | st
         except BlockingIOError:
             pass
         if os.path.exists(out):  # answered by the leader, who still holds the lock for the others
-            return _read(out) or "lead"
+            return _read(out) or None  # junk there (any writer of the cache): alone, never a second leader
         now = time.monotonic()
-        if now >= deadline and not _round_young(folder):
+        if now >= latest or (now >= deadline and not _round_young(folder)):
             return None
         if now - looked > 0.2:
             looked = now
@@ -240,9 +243,15 @@ def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | st
 
 
 def _round_young(folder: str) -> bool:
-    """Whether the round leading now began within `ROUND_WAIT_S` (its leader wrote its pid then): a slow forge's
-    round, which its requesters wait for rather than each pushing alone on top of it."""
-    return time.time() - _mtime(os.path.join(folder, ".lock")) < ROUND_WAIT_S
+    """Whether the round leading now took its last step (began, read the forge, pushed) within `ROUND_WAIT_S`
+    (`_stamp`): a slow forge's round, which its requesters wait for rather than each pushing alone on top of it."""
+    return 0 <= time.time() - _mtime(os.path.join(folder, ".lock")) < ROUND_WAIT_S
+
+
+def _stamp(folder: str) -> None:
+    """Mark the round leading now as making progress (the folder lock's time)."""
+    with contextlib.suppress(OSError):
+        os.utime(os.path.join(folder, ".lock"))
 
 
 def _alone(req: str, out: str, updates: Sequence[Update], atomic: bool, direct: Direct) -> Results:
@@ -270,6 +279,7 @@ def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None
         refs |= {u[0] for u in request[1]}
         taken.append(request)
     answers: dict[str, dict[str, Any]] = {}
+    _stamp(folder)
     try:  # a lease the forge no longer matches (a claim race lost, a push a dead leader made): not in the round
         now_at: dict[str, str] | None = read(sorted(refs)) if len(taken) > 1 else None
     except ForgeError:
@@ -279,7 +289,7 @@ def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None
                    if not _matches(updates, now_at)}
     crash_point("push-group.before-push")
     if now_at is not None:
-        answers |= _rounds_of([t for t in taken if t[0] not in answers], direct)
+        answers |= _rounds_of(folder, [t for t in taken if t[0] not in answers], direct, read)
     crash_point("push-group.after-push")
     for rid, _ in taken:
         _write(os.path.join(folder, f"{rid}.out"), answers.get(rid) or {"alone": True})
@@ -299,14 +309,16 @@ def _tips(raw: object, updates: Sequence[Update]) -> dict[str, str] | None:
     return {str(ref): str(sha) for ref, sha in raw.items()}
 
 
-def _rounds_of(fits: list[Request], direct: Direct) -> dict[str, dict[str, Any]]:
-    """Push `fits` as one atomic round; while the forge refuses it only because refs moved since they were read,
-    answer the requests naming a moved ref with their refusal and push the rest again (`MAX_ROUNDS` in all).
-    The answers of the requests settled; the rest go alone."""
+def _rounds_of(folder: str, fits: list[Request], direct: Direct, read: Read) -> dict[str, dict[str, Any]]:
+    """Push `fits` as one atomic round; while the forge refuses it only because refs moved since they were read
+    (settled "stale" when read again after it), answer the requests naming a moved ref with the forge's tips of
+    their refs read now (each settles its refusal, or finds its own commit landed) and push the rest again
+    (`MAX_ROUNDS` pushes in all). The answers of the requests settled; the rest go alone."""
     answers: dict[str, dict[str, Any]] = {}
     for _ in range(MAX_ROUNDS):
         if len(fits) < 2:
             break
+        _stamp(folder)
         try:
             landed = direct([u for _, updates in fits for u in updates], True)
         except ForgeError:
@@ -317,9 +329,12 @@ def _rounds_of(fits: list[Request], direct: Direct) -> dict[str, dict[str, Any]]
         moved = {ref for ref, (status, _) in landed.items() if status == "stale"}
         if not moved or any(status == "ok" for status, _ in landed.values()):
             break  # refused for another reason (a hook, a lock): each request alone says what it meets
-        for rid, updates in fits:
-            if moved & {u[0] for u in updates}:  # as its own push would have been told: atomic, or one ref
-                answers[rid] = {"results": {u[0]: landed[u[0]] for u in updates}}
+        named = [(rid, updates) for rid, updates in fits if moved & {u[0] for u in updates}]
+        try:
+            tips = read(sorted({u[0] for _, updates in named for u in updates}))
+        except ForgeError:
+            break
+        answers |= {rid: {"moved": {u[0]: tips.get(u[0], ZERO) for u in updates}} for rid, updates in named}
         fits = [t for t in fits if t[0] not in answers]
     return answers
 

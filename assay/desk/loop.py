@@ -733,8 +733,9 @@ def _host_sweep(state_dir: Path) -> Iterator[bool]:
             stopped = holder.isdigit() and is_stopped(int(holder))
             yield stopped or time.time() - _mtime(path) > SWEEP_HELD_S
             return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who sweeps, and since when (its time)
+        with contextlib.suppress(OSError):  # who sweeps, and since when (its time); a full disk: said by none
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield True
     finally:
         os.close(fd)

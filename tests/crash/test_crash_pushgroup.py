@@ -126,7 +126,8 @@ def test_a_round_refused_for_one_moved_ref_lands_the_rest_as_one_round(forge: Fo
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Three requests of one round; between the leader's reading of the forge and its push, another writer moves
     the ref of one of them (plain git). The forge refuses the round: that request is told "stale" (as its own push
-    would be) and the other two are pushed again as one round, landing whole; no request is pushed alone."""
+    would be, from the forge's tips read after it) and the other two are pushed again as one round, landing whole;
+    no request is pushed alone."""
     for name, value in group_env(tmp_path, "1.0").items():
         monkeypatch.setenv(name, value)
     writers = [ForgeGit(forge.url) for _ in range(3)]
@@ -159,8 +160,13 @@ def test_a_round_refused_for_one_moved_ref_lands_the_rest_as_one_round(forge: Fo
             return {ref: (r.status, r.detail) for ref, r in done.items()}
         return push
 
-    def refuse(group: Sequence[tuple[str, str, str]], whole: bool, tips: dict[str, str]) -> dict[str, tuple[str, str]]:
-        raise AssertionError("no lease was wrong when read")
+    def refuse(g: ForgeGit) -> Callable[[Sequence[tuple[str, str, str]], bool, dict[str, str]],
+                                        dict[str, tuple[str, str]]]:
+        def settle(group: Sequence[tuple[str, str, str]], whole: bool,
+                   tips: dict[str, str]) -> dict[str, tuple[str, str]]:
+            return {ref: (r.status, r.detail) for ref, r in g.refused([RefUpdate(*u) for u in group], whole,
+                                                                      tips).items()}
+        return settle
 
     barrier = threading.Barrier(3)
     outcomes: dict[int, dict[str, tuple[str, str]]] = {}
@@ -168,7 +174,7 @@ def test_a_round_refused_for_one_moved_ref_lands_the_rest_as_one_round(forge: Fo
     def run(i: int) -> None:
         barrier.wait()
         outcomes[i] = pushgroup.push(str(tmp_path / "pushes"), [requests[i]], True, direct(writers[i]),
-                                     read_then_race(writers[i]), refuse, 1.0)
+                                     read_then_race(writers[i]), refuse(writers[i]), 1.0)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
     for t in threads:
@@ -188,8 +194,8 @@ SLOW_GIT = """#!/bin/sh
 case " $* " in
   *"{forge}"*" update-ref --stdin "*)
     input=$(cat)
-    if mkdir "{marker}" 2>/dev/null; then sleep 12; fi  # the forge's first ref transaction is slow
     echo "begin $(date +%s.%N) $input" >> "{log}"
+    if mkdir "{marker}" 2>/dev/null; then sleep 16; fi  # the forge's first ref transaction is slow
     printf '%s\\n' "$input" | "{real}" "$@"
     code=$?
     echo "end $(date +%s.%N)" >> "{log}"
@@ -200,7 +206,7 @@ exec "{real}" "$@"
 
 
 def test_a_round_slow_to_land_is_waited_for_not_pushed_over(forge: Forge, tmp_path: Path) -> None:
-    """A round whose push the forge takes 12 s to land (beyond the window and `LOCK_WAIT_S`): a request made
+    """A round whose push the forge takes 16 s to land (beyond the window and `LOCK_WAIT_S`): a request made
     meanwhile waits for it, as a live leader's round, and then goes in the next round; it is not pushed alone on
     top of the slow one (which an overloaded forge would meet from every waiting desk at once)."""
     import shutil

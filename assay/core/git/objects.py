@@ -102,7 +102,7 @@ class ObjectCache:
             # Written into the new repository's own file (no one else reads it yet): one write, not a process a key.
             # A loose object's fan-out folder is made when its first object is written (`_create`).
             with open(os.path.join(tmp, "config"), "a", encoding="utf-8") as config:
-                config.write("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[fetch]\n\tunpackLimit = 1\n"
+                config.write("\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[fetch]\n\tunpackLimit = 1\n"
                              "[core]\n\tlogAllRefUpdates = false\n"
                              f"[assay]\n\tforge = {_config_value(strip_credentials(self.url))}\n")
         except BaseException:
