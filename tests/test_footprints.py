@@ -160,3 +160,37 @@ def test_six_briefs_writing_one_file_run_one_at_a_time_and_the_fleet_works_on(fo
     after = {b: state_of(forge, b) for b in (f"s{i}" for i in range(6))}
     assert after["s0"] == "done" and after["s1"] == "waiting" and [s for s in after.values() if s] == ["done",
                                                                                                       "waiting"]
+
+
+def test_a_learned_footprint_meeting_a_ref_that_keeps_moving_gives_up_after_a_few_spaced_pushes(
+        forge: Forge, claims: Claims, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every claim of the fleet moves the one footprints ref; a desk keeping its brief's learned footprint, that
+    loses each race for it (another writer moves the ref between each read and each push, with plain git), pushes
+    `LEARN_TRIES` times and says Busy, rather than 30 pushes on top of an overloaded forge."""
+    from assay.core.claims import LEARN_TRIES
+    from assay.core.footprints import FOOTPRINTS_REF
+    from assay.errors import Busy
+
+    forge.add_brief("x", "---\ntitle: X\n---\nB.\n")
+    forge.add_brief("y", "---\ntitle: Y\n---\nB.\n")
+    claims.claim("y", "d2")
+    assert claims.learn_footprint("y", "d2", 1, ["docs/y.md"])  # a footprints ref to move
+    claims.claim("x", "d1")
+    listed = claims.git.ls_remote
+
+    def read_then_move(*refs: str) -> dict[str, str]:
+        tips = listed(*refs)
+        if FOOTPRINTS_REF in refs:  # another claim moves the ref now
+            tip = git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+            moved = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree",
+                        f"{tip}^{{tree}}", "-p", tip, "-m", "another claim").strip()
+            git("--git-dir", str(forge.path), "update-ref", FOOTPRINTS_REF, moved, tip)
+        return tips
+
+    monkeypatch.setattr(claims.git, "ls_remote", read_then_move)
+    pushed = claims.git.round_trips["push"]
+    with pytest.raises(Busy):
+        claims.learn_footprint("x", "d1", 1, ["src/x.py"])
+    assert claims.git.round_trips["push"] - pushed == LEARN_TRIES
+    kept = json.loads(git("--git-dir", str(forge.path), "show", f"{FOOTPRINTS_REF}:footprints.json"))
+    assert "x" not in kept["briefs"]  # nothing written by the pushes that lost

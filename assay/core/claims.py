@@ -78,6 +78,7 @@ OUTCOMES = ("released", "done", "abandoned")
 HOLDER_ACTIONS = frozenset({"renew", "wait", "wake", "block", "release"})
 NEW_EPOCH_ACTIONS = frozenset({"claim", "takeover"})
 DEFAULT_LEASE_S = 600
+LEARN_TRIES = 6  # pushes of a learned footprint while other claims keep moving the footprints ref
 MAX_LEASE_S = 7 * 24 * 3600
 
 
@@ -480,8 +481,9 @@ class Claims:
 
     def learn_footprint(self, brief: str, desk: str, epoch: int, paths: Sequence[str]) -> bool:
         """`footprint_update`, pushed alone by the desk holding the brief at `epoch` (Fenced otherwise), re-read and
-        applied again if the ref moved; False if nothing needed writing. Held from then on: briefs that overlap it
-        are queued behind it while it is live."""
+        applied again if the ref moved (`LEARN_TRIES` times, spaced out; then Busy: its desk says it was not kept,
+        and the check at landing stands); False if nothing needed writing. Held from then on: briefs that overlap
+        it are queued behind it while it is live."""
 
         def attempt(_: int) -> bool:
             refs = self.git.ls_remote(FOOTPRINTS_REF, claim_ref(brief))
@@ -498,7 +500,9 @@ class Claims:
                 self.view.footprints = update.new
             return True
 
-        return chain.retrying(attempt, f"keeping the footprint of {brief!r}")
+        # the fleet's one footprints ref, which every learner moves: a few tries spaced out, not a storm of them
+        return chain.retrying(attempt, f"keeping the footprint of {brief!r}", tries=LEARN_TRIES, base_s=0.25,
+                              cap_s=4.0)
 
     def _state_at(self, ref: str, sha: str | None) -> str | None:
         """The state of the claim at `sha` (None for no claim; `invalid` for junk, which holds its footprint until a

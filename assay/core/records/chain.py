@@ -144,18 +144,20 @@ def locked_why(detail: str) -> str:
             else f"a write refused because the lock file {lock} exists ({detail})")
 
 
-def back_off(attempt: int) -> None:
+def back_off(attempt: int, base_s: float = 0.01, cap_s: float = BACKOFF_CAP_S) -> None:
     """Sleep a random while, longer after each try, so that among racing writers someone wins each round."""
     if attempt:
         import random  # here: a write that meets no race never needs it
 
-        time.sleep(random.uniform(0, min(0.01 * 2 ** attempt, BACKOFF_CAP_S)))
+        time.sleep(random.uniform(0, min(base_s * 2 ** attempt, cap_s)))
 
 
-def retrying(attempt: Callable[[int], T], what: str, tries: int = TRIES) -> T:
-    """Run `attempt(n)` until it does not raise `Moved` (it re-reads each time); `Busy` after `tries`."""
+def retrying(attempt: Callable[[int], T], what: str, tries: int = TRIES, base_s: float = 0.01,
+             cap_s: float = BACKOFF_CAP_S) -> T:
+    """Run `attempt(n)` until it does not raise `Moved` (it re-reads each time); `Busy` after `tries`. A write
+    nobody waits on gives racing writers room: a longer `base_s` and `cap_s` between its tries."""
     for n in range(tries):
-        back_off(n)
+        back_off(n, base_s, cap_s)
         try:
             return attempt(n)
         except Moved:
