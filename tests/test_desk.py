@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +17,10 @@ from tests.conftest import Forge, assay, audit_failures, git
 from tests.helpers import procs
 from tests.helpers.desks import DESK, brief, desk_env, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
+
+if TYPE_CHECKING:
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import Desk
 
 
 def test_a_brief_goes_from_ready_to_merged_and_done(work: Forge, tmp_path: Path) -> None:
@@ -516,12 +521,9 @@ def test_a_desk_that_loses_a_race_reads_the_claims_again_before_its_next_try(for
     port.close()
 
 
-def test_a_desk_leaves_the_sweep_to_another_desk_of_its_host_that_sweeps_now(forge: Forge, tmp_path: Path) -> None:
-    """Desks of one host (one state folder) whose sweeps fall due together, as on a forge slow to answer, make
-    one sweep, not one each: the others skip it while the lock of the one sweeping is held, and the pass's look
-    reads the forge as before."""
-    import fcntl
-
+def sweeping_desk(forge: Forge, tmp_path: Path) -> tuple[ForgeGit, Desk, Path]:
+    """A desk whose sweep is due, a claim on the forge for it to observe, and its state folder: (its forge port,
+    the desk, the folder)."""
     from assay.core.claims import Claims
     from assay.core.deskspec import load_desk
     from assay.core.forge.plain import PlainReviews
@@ -537,6 +539,16 @@ def test_a_desk_leaves_the_sweep_to_another_desk_of_its_host_that_sweeps_now(for
     state.mkdir()
     desk = Desk(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"), state,
                 echo=lambda _: None)
+    return port, desk, state
+
+
+def test_a_desk_leaves_the_sweep_to_another_desk_of_its_host_that_sweeps_now(forge: Forge, tmp_path: Path) -> None:
+    """Desks of one host (one state folder) whose sweeps fall due together, as on a forge slow to answer, make
+    one sweep, not one each: the others skip it while the lock of the one sweeping is held, and the pass's look
+    reads the forge as before."""
+    import fcntl
+
+    port, desk, state = sweeping_desk(forge, tmp_path)
     fd = os.open(state / "sweep.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another desk of the host sweeps now
     desk._sweep_if_due()
@@ -565,25 +577,11 @@ def test_a_desk_holding_its_hosts_sweep_paused_or_killed_stops_no_sweep(forge: F
     `SWEEP_HELD_S`, holding the host's sweep lock: the next desk whose sweep falls due sweeps all the same (a
     stopped or stuck holder is seen as such; a dead one's lock the kernel freed), so no process of the host leaves
     its claims unswept."""
-    from assay.core.claims import Claims
-    from assay.core.deskspec import load_desk
-    from assay.core.forge.plain import PlainReviews
-    from assay.core.git import ForgeGit
-    from assay.desk.loop import Desk
-
-    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
-                    "briefs/b0.md": brief("B0", ["run true"], "true")})
-    port = ForgeGit(forge.url)
-    claims = Claims(port)
-    claims.claim("b0", "builder", holder="elsewhere")  # a claim for the sweep to observe
-    state = tmp_path / "state"
-    state.mkdir()
+    port, desk, state = sweeping_desk(forge, tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "sweeping"
-        desk = Desk(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"), state,
-                    echo=lambda _: None)
         desk._sweep_if_due()
         assert forge.tip("refs/assay/sweeper") is None  # it sweeps, alive and running: no second sweep at once
         if fate == "paused":
