@@ -5,9 +5,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.desk.stepserver import StepServer
+from assay.desk.stepserver import LITTER_AGE_S, StepServer, clear_dead_sockets
 from tests.conftest import Forge, assay, audit_failures
 from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
@@ -191,12 +193,44 @@ def test_a_desk_that_dies_mid_step_takes_the_command_down_with_it(forge: Forge, 
     assert [e["kind"] for e in entries(forge.path, "alpha")] == ["intent", "outcome_unknown", "refused"]
 
 
+def test_a_killed_desks_socket_folder_is_cleared_and_a_live_ones_kept(forge: Forge, tmp_path: Path) -> None:
+    """A SIGKILLed desk runs no clean-up: its socket's folder stays behind in the temporary folder. The next step
+    server of this user clears it once nothing is bound to it and it is a minute old; a live desk's (bound, even
+    when its desk is paused) and one just made stay."""
+    parent = Path(tempfile.mkdtemp(prefix="t-"))  # short: socket paths have ~100 characters
+    desks: list[subprocess.Popen[str]] = []
+    try:
+        env = {**os.environ, "TMPDIR": str(parent)}
+        desks += [subprocess.Popen([sys.executable, "-c", DESK_PROGRAM, forge.url, str(tmp_path / f"c{i}")],
+                                  stdout=subprocess.PIPE, text=True, env=env) for i in range(2)]
+        dead, live = (Path(d.stdout.readline().strip()) for d in desks if d.stdout is not None)
+        desks[0].kill()
+        desks[0].wait()
+        os.kill(desks[1].pid, signal.SIGSTOP)  # paused: its socket is still bound
+        other = parent / "assay-otherxyz"
+        other.mkdir()
+        (other / "s").write_text("not a socket")
+        assert dead.parent.exists() and clear_dead_sockets(parent) == 0  # just made: maybe a server starting
+        later = time.time() + LITTER_AGE_S + 1
+        assert clear_dead_sockets(parent, now=later) == 1
+        assert not dead.parent.exists() and live.exists() and (other / "s").exists()
+        os.kill(desks[1].pid, signal.SIGCONT)
+        desks[1].kill()
+        desks[1].wait()
+        assert clear_dead_sockets(parent, now=later) == 1 and sorted(os.listdir(parent)) == ["assay-otherxyz"]
+    finally:
+        for desk in desks:
+            desk.kill()
+            desk.wait()
+        shutil.rmtree(parent)
+
+
 DESK_PROGRAM = """
 import sys, time
 from pathlib import Path
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.desk.stepserver import StepServer
+from assay.desk.stepserver import LITTER_AGE_S, StepServer, clear_dead_sockets
 server = StepServer(lambda: Claims(ForgeGit(sys.argv[1], Path(sys.argv[2]))), "alpha", "d", 1, "r1")
 server.start()
 print(server.path, flush=True)

@@ -38,6 +38,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import struct
 import tempfile
 import threading
@@ -60,6 +61,50 @@ if TYPE_CHECKING:
 
 CANCEL_GRACE_S = 10.0  # how long a cancelled client has to stop its command and say so
 GONE_GRACE_S = 2.0  # how long a client that hung up has to end before its step is left to the next reader
+
+
+SOCKET_PREFIX = "assay-"  # short: a socket path has ~100 characters
+LITTER_AGE_S = 60.0  # a socket file this old that nothing listens on was left by a desk that died
+_swept = threading.Event()
+
+
+def socket_dir() -> Path:
+    """A new private folder for a step server's socket. The first in a process also clears the folders that desks
+    killed before they could stop serving left (`clear_dead_sockets`): a SIGKILL runs no clean-up."""
+    if not _swept.is_set():
+        _swept.set()
+        clear_dead_sockets(Path(tempfile.gettempdir()))
+    return Path(tempfile.mkdtemp(prefix=SOCKET_PREFIX))
+
+
+def clear_dead_sockets(parent: Path, now: float | None = None) -> int:
+    """Remove this user's step-server folders in `parent` that hold only a socket nothing is bound to (the
+    kernel's `/proc/net/unix` lists every bound one), made more than `LITTER_AGE_S` ago (a folder being made has
+    no socket yet, or a fresh one). Returns how many; none where `/proc/net/unix` cannot be read."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+            bound = {cols[7] for cols in (line.split(None, 7) for line in table.read().splitlines()[1:])
+                     if len(cols) == 8}
+    except OSError:
+        return 0
+    now, uid, cleared = time.time() if now is None else now, os.getuid(), 0
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(SOCKET_PREFIX) and len(n) == len(SOCKET_PREFIX) + 8]
+    except OSError:
+        return 0
+    for name in names:
+        folder = parent / name
+        sock = folder / "s"
+        try:
+            if (folder.lstat().st_uid != uid or os.listdir(folder) != ["s"] or str(sock) in bound
+                    or not stat.S_ISSOCK((info := sock.lstat()).st_mode) or now - info.st_mtime < LITTER_AGE_S):
+                continue
+            sock.unlink()
+            folder.rmdir()
+            cleared += 1
+        except OSError:
+            continue  # gone meanwhile, or not ours to clear
+    return cleared
 
 
 class ClientGone(BaseException):
@@ -92,7 +137,7 @@ class StepServer:
         # told when the agent's CLI says a turn ended (its hooks); returns text for the model, if the hook can hand it
         self.on_turn: Callable[[str], str] | None = None
         self.threads: dict[str, Thread] = {}  # the review threads this run was prompted with, by id
-        self._dir = Path(tempfile.mkdtemp(prefix="assay-"))  # short: a socket path has ~100 characters
+        self._dir = socket_dir()
         self.path = self._dir / "s"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.path))
