@@ -156,7 +156,7 @@ def process_kind(pid: int) -> str | None:
         return None
     line = " ".join(argv)
     return ("supervisor" if "--count" in line else "desk" if line.startswith("assay desk run") else
-            "isolation" if "isolation.py" in line or argv[0].endswith("unshare") else
+            "isolation" if "nsinit.py" in line or argv[0].endswith("unshare") else
             "git" if "git" in os.path.basename(argv[0]) else "agent")
 
 

@@ -124,7 +124,7 @@ def test_brief_lint_cli_prints_file_and_line_and_exits_2(tmp_path: Path) -> None
 
 
 def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_miss(forge: Forge) -> None:
-    from assay.core.briefs import PARSED, briefs_on_main
+    from assay.core.briefs import _SEEN, PARSED, briefs_on_main
     from assay.core.git import ForgeGit
 
     forge.add_brief("bad", "---\ntitle: [x\n---\n")
@@ -135,15 +135,23 @@ def test_briefs_parsed_once_are_read_back_alike_and_a_damaged_cache_is_only_a_mi
     cold = briefs_on_main(port, main)
     parsed = Path(port.cache) / PARSED
     assert parsed.exists()
+    kept = parsed.read_text()
+    parsed.unlink()  # an unchanged main, in the same process: what it parsed last, no file read or written
+    assert briefs_on_main(port, main) == cold and not parsed.exists()
+    parsed.write_text(kept)
+    _SEEN.clear()  # as a new process: from the cache's file
     assert briefs_on_main(port, main) == cold  # warm: from the cache, the same briefs and problems
+    _SEEN.clear()
     cached = json.loads(parsed.read_text())
     key = next(k for k in cached if k.endswith(":deps.md"))
     cached[key]["brief"]["title"] = "read from the cache"
     parsed.write_text(json.dumps(cached))
     assert next(b.title for b in briefs_on_main(port, main)[0] if b.id == "deps") == "read from the cache"
     parsed.write_text('{"junk": 1, "' + next(iter(json.loads(parsed.read_text()))) + '": {"brief": {"id": 3}}}')
+    _SEEN.clear()
     assert briefs_on_main(port, main) == cold
     parsed.write_text("not json")
+    _SEEN.clear()
     assert briefs_on_main(port, main) == cold
     forge.add_brief("deps", "---\ntitle: Deps, renamed\n---\n")
     main = port.ls_remote("refs/heads/main")["refs/heads/main"]

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from assay.core.claims import DECODED, Claim, Claims, InvalidClaim
+from assay.core.claims import _TIPS_SEEN, DECODED, Claim, Claims, InvalidClaim
 from assay.core.git import ForgeGit
 from assay.core.records import CLAIMS_PREFIX
 from tests.conftest import Forge, git
@@ -24,6 +24,11 @@ def fresh_listing(forge: Forge, tmp_path: Path, name: str) -> tuple[list[Claim],
         return Claims(port).list_all()
     finally:
         port.close()
+
+
+def new_process() -> None:
+    """Forget what this process read (`_TIPS_SEEN`): its next listing goes to the cache's file, as a new one's."""
+    _TIPS_SEEN.clear()
 
 
 def cached(claims: Claims) -> dict[str, Any]:
@@ -53,8 +58,21 @@ def test_a_tip_in_the_cache_is_not_read_again(claims: Claims) -> None:
     data = cached(claims)
     data["claims"][alpha.sha][4] = "someone/else/1/beef"  # the holder
     (Path(claims.git.cache) / DECODED).write_text(json.dumps(data))
+    (listed,), _ = claims.list_all()  # this process read it already: from its memory
+    assert listed == alpha
+    new_process()
     (listed,), _ = claims.list_all()
     assert listed.sha == alpha.sha and listed.record.holder == "someone/else/1/beef"
+
+
+def test_a_listing_that_finds_no_claim_moved_reads_no_file(claims: Claims) -> None:
+    claims.claim("alpha", "d1")
+    first = claims.list_all()
+    (Path(claims.git.cache) / DECODED).unlink()
+    assert claims.list_all() == first and not (Path(claims.git.cache) / DECODED).exists()
+    claims.claim("beta", "d1")  # one moved: the file is read and written again, whole
+    assert [c.record.brief for c in claims.list_all()[0]] == ["alpha", "beta"]
+    assert len(cached(claims)["claims"]) == 2
 
 
 def test_a_moved_tip_is_read_afresh_and_the_old_entry_dropped(claims: Claims, forge: Forge, tmp_path: Path) -> None:
@@ -94,6 +112,7 @@ def test_a_damaged_or_foreign_cache_is_only_a_miss(claims: Claims, forge: Forge,
     ]
     for text in damaged:
         path.write_text(text)
+        new_process()
         assert claims.list_all() == expected, text
         assert cached(claims) == good, text  # written again whole, from what was read
 

@@ -543,36 +543,51 @@ def main_folder(git: ForgeGit, main: str, folder: str) -> tuple[list[TreeEntry],
 def briefs_on_main(git: ForgeGit, main: str) -> tuple[list[Brief], list[Problem]]:
     """Every brief on the forge's `main` at commit `main` (one cat-file batch), with its problems.
 
-    A brief already parsed (same blob, same file name) is taken from the cache's `PARSED` file:
+    A brief already parsed (same blob, same file name) is taken from what this process parsed last (`_SEEN`: a
+    desk's pass over an unchanged main parses nothing and reads no file), else from the cache's `PARSED` file:
     a pass over 10,000 unchanged briefs parses none of them.
     """
+    seen = _SEEN.get(git.cache)
+    if seen is not None and seen[0] == main:
+        return list(seen[1]), list(seen[2])
     git.ensure_objects({MAIN_REF: main})
     tree, problems = main_folder(git, main, BRIEFS_DIR)
     files = sorted(e for e in tree if e.name.endswith(".md") and e.name.lower() != "readme.md")
-    cache_path = os.path.join(git.cache, PARSED)
-    known = _load_parsed(cache_path)
-    raw: dict[str, dict[str, Any]] = {}
-    results: dict[str, tuple[Brief | None, list[Problem]]] = {}
-    for key in (f"{e.sha}:{e.name}" for e in files):
-        if key in known:
-            try:
-                results[key], raw[key] = _from_parsed(known[key]), known[key]
-            except (TypeError, KeyError, ValueError):
-                pass  # written by another version, or damaged: parsed again below
-    todo = [e for e in files if f"{e.sha}:{e.name}" not in results]
-    for entry, data in zip(todo, git.read_objects([e.sha for e in todo]), strict=True):
-        key = f"{entry.sha}:{entry.name}"
-        raw[key] = _parse_file(entry.name, data)
-        results[key] = _from_parsed(raw[key])
-    if todo or len(raw) != len(known):
-        cachefile.save(cache_path, raw)  # only what main has now: the file never outgrows the folder
+    keys = [f"{e.sha}:{e.name}" for e in files]
+    before = seen[3] if seen is not None else {}
+    results = {key: before[key] for key in keys if key in before}
+    raw: dict[str, dict[str, Any]] | None = None  # the cache file's items, once it must be read
+    if len(results) < len(keys):
+        cache_path = os.path.join(git.cache, PARSED)
+        known = _load_parsed(cache_path)
+        raw = {}
+        for key in keys:
+            if key in known:
+                try:
+                    results[key], raw[key] = _from_parsed(known[key]), known[key]
+                except (TypeError, KeyError, ValueError):
+                    pass  # written by another version, or damaged: parsed again below
+        todo = [e for e, key in zip(files, keys, strict=True) if key not in results]
+        for entry, data in zip(todo, git.read_objects([e.sha for e in todo]), strict=True):
+            key = f"{entry.sha}:{entry.name}"
+            raw[key] = _parse_file(entry.name, data)
+            results[key] = _from_parsed(raw[key])
+        if todo or len(raw) != len(known) or len(keys) != len(known):
+            cachefile.save(cache_path, {**raw, **{k: _to_parsed(*results[k]) for k in keys if k not in raw}})
     briefs: list[Brief] = []
-    for entry in files:
-        brief, found = results[f"{entry.sha}:{entry.name}"]
+    for key in keys:
+        brief, found = results[key]
         problems += found
         if brief:
             briefs.append(brief)
-    return briefs, problems + check_links(briefs)
+    problems += check_links(briefs)
+    _SEEN[git.cache] = (main, tuple(briefs), tuple(problems), results)
+    return briefs, problems
+
+
+# per forge cache, what this process read last: main, its briefs and problems, and each file's (by blob:name);
+# briefs and problems are frozen, so every pass can share them
+_SEEN: dict[str, tuple[str, tuple[Brief, ...], tuple[Problem, ...], dict[str, tuple[Brief | None, list[Problem]]]]] = {}
 
 
 PARSED = "briefs-parsed.v5.json"  # in the forge's cache: blob:name -> the brief, or its problems
@@ -621,8 +636,11 @@ def _parse_file(name: str, data: bytes | None) -> dict[str, Any]:
         text = (data or b"").decode("utf-8")
     except UnicodeDecodeError:
         return {"problems": [asdict(Problem(path, None, "the file is not UTF-8 text"))]}
-    brief, found = check_brief(text, path, name.removesuffix(".md"))
-    return {"brief": asdict(brief) if brief else None, "problems": [asdict(p) for p in found]}
+    return _to_parsed(*check_brief(text, path, name.removesuffix(".md")))
+
+
+def _to_parsed(brief: Brief | None, problems: list[Problem]) -> dict[str, Any]:
+    return {"brief": asdict(brief) if brief else None, "problems": [asdict(p) for p in problems]}
 
 
 def _from_parsed(item: dict[str, Any]) -> tuple[Brief | None, list[Problem]]:

@@ -274,6 +274,10 @@ class Claims:
         entry never goes stale); the others are read with one fetch and one cat-file batch.
         Listings and choosing use this; every write still reads its tip and compares-and-swaps.
         """
+        seen = _TIPS_SEEN.get(self.git.cache, {})
+        if all((ref, sha) in seen for ref, sha in tips.items()):  # a pass that found no claim moved: no file read
+            _TIPS_SEEN[self.git.cache] = now = {(ref, sha): seen[(ref, sha)] for ref, sha in tips.items()}
+            return sorted(now.values(), key=lambda c: c.record.brief), []
         path = os.path.join(self.git.cache, DECODED)
         known = cachefile.load(path)
         remembered = known.get("claims") if known.get("v") == FORMAT_VERSION else None
@@ -291,6 +295,8 @@ class Claims:
         claims = sorted([*hits, *fresh], key=lambda c: c.record.brief) if hits and fresh else hits or fresh
         if fresh or len(hits) != len(memo):  # only the tips seen now: the file never outgrows the forge
             cachefile.save(path, {"v": FORMAT_VERSION, "claims": {c.sha: _remember(c.record) for c in claims}})
+        if not bad:  # junk is read, and reported, afresh each time
+            _TIPS_SEEN[self.git.cache] = {(CLAIMS_PREFIX + c.record.brief, c.sha): c for c in claims}
         return claims, bad
 
     def progress(self, claims: Sequence[Claim]) -> dict[str, str]:
@@ -674,6 +680,8 @@ class Claims:
 
 
 _HOLDING = frozenset({*LIVE_STATES, "invalid"})  # claim states whose briefs' footprints keep others queued
+# per forge cache, the claims this process read last, by (ref, tip): a claim record at a commit never changes
+_TIPS_SEEN: dict[str, dict[tuple[str, str], Claim]] = {}
 DECODED = "claims-decoded.v1.json"  # in the forge's cache: claim commit id -> its record, as _remember lists it
 _TYPES = (str, str, int, str, str, int, str, str, str)  # the types _remember lists, `wait` apart
 

@@ -7,7 +7,7 @@ authorization header. So the agent is started under `unshare --user --map-curren
 and the desk's step socket stay as they are, and its user stays the desk's user. The kernel translates the pids
 `SO_PEERCRED` names into the desk's namespace, so the step server still knows each caller.
 
-The namespace's first process is a small init (this file, run by the desk's Python), not the agent: the
+The namespace's first process is a small init (`nsinit.py`, run by the desk's Python), not the agent: the
 kernel drops a signal to a namespace's first process that has no handler for it, so the init passes SIGTERM,
 SIGINT and the like on to the agent, reaps what is orphaned, and ends as the agent ends (exit 128+N for a death
 by signal N). When it ends the kernel kills every process left in the namespace, sessions of their own included;
@@ -49,7 +49,8 @@ def _try() -> tuple[tuple[str, ...], str | None]:
     found = shutil.which("unshare")  # by the desk's PATH: an agent's environment may name none
     if found is None:
         return (), "`unshare` (util-linux) is not installed"
-    prefix = (found, *UNSHARE, sys.executable, "-I", os.path.abspath(__file__))  # a script: no import path needed
+    init = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.py")  # a script: no import path needed
+    prefix = (found, *UNSHARE, sys.executable, "-I", "-S", init)
     # the probe proves what the agent relies on: it is the init's child in a pid namespace with a /proc of its own
     check = f'test "$$" = 2 && test ! -e /proc/{os.getpid()}' if os.getpid() > 99 else 'test "$$" = 2'
     try:
@@ -157,35 +158,3 @@ def seal(secrets: Iterable[str]) -> None:
                     mem.write(cleaned)
     except (OSError, ValueError, IndexError):
         pass  # no /proc here (not Linux): no other process reads it that way either
-
-
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-
-
-def init(argv: Sequence[str]) -> int:
-    """The first process of the agent's namespace: start the agent, pass signals on to it, reap orphans, and
-    return as the agent ends (its exit code, or 128+N for a death by signal N)."""
-    # a signal that comes while the agent starts (the desk's whole group stopped at once) waits for its handler
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-    try:
-        agent = os.posix_spawnp(argv[0], list(argv), os.environ, setsigmask=held,
-                                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, *FORWARDED))
-    except OSError as exc:
-        print(f"cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
-        return 127 if isinstance(exc, FileNotFoundError) else 126
-
-    def forward(received: int, _: object) -> None:
-        with contextlib.suppress(ProcessLookupError):  # the agent reaped already: nothing left to tell
-            os.kill(agent, received)
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
-    signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    while True:
-        pid, status = os.wait()  # any child: the orphans this namespace leaves come to its first process
-        if pid == agent:
-            code = os.waitstatus_to_exitcode(status)
-            return code if code >= 0 else 128 - code
-
-
-if __name__ == "__main__":
-    sys.exit(init(sys.argv[1:]))
