@@ -18,7 +18,7 @@ import pytest
 
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.desk.stepserver import LITTER_AGE_S, StepServer, clear_dead_sockets
+from assay.desk.stepserver import LITTER_AGE_S, StepServer, _refused, clear_dead_sockets
 from tests.conftest import Forge, assay, audit_failures
 from tests.helpers.desks import brief, publish, run_desk
 from tests.journal_check import claim_chain, entries, invariants
@@ -206,7 +206,8 @@ def test_a_killed_desks_socket_folder_is_cleared_and_a_live_ones_kept(forge: For
         dead, live = (Path(d.stdout.readline().strip()) for d in desks if d.stdout is not None)
         desks[0].kill()
         desks[0].wait()
-        os.kill(desks[1].pid, signal.SIGSTOP)  # paused: its socket is still bound
+        os.kill(desks[1].pid, signal.SIGSTOP)  # paused: its socket is still bound, and takes a connection
+        assert _refused(dead) and not _refused(live)  # the proof for a socket the kernel's table does not list
         other = parent / "assay-otherxyz"
         other.mkdir()
         (other / "s").write_text("not a socket")
@@ -230,7 +231,7 @@ import sys, time
 from pathlib import Path
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.desk.stepserver import LITTER_AGE_S, StepServer, clear_dead_sockets
+from assay.desk.stepserver import LITTER_AGE_S, StepServer, _refused, clear_dead_sockets
 server = StepServer(lambda: Claims(ForgeGit(sys.argv[1], Path(sys.argv[2]))), "alpha", "d", 1, "r1")
 server.start()
 print(server.path, flush=True)

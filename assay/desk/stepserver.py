@@ -78,9 +78,11 @@ def socket_dir() -> Path:
 
 
 def clear_dead_sockets(parent: Path, now: float | None = None) -> int:
-    """Remove this user's step-server folders in `parent` that hold only a socket nothing is bound to (the
-    kernel's `/proc/net/unix` lists every bound one), made more than `LITTER_AGE_S` ago (a folder being made has
-    no socket yet, or a fresh one). Returns how many; none where `/proc/net/unix` cannot be read."""
+    """Remove this user's step-server folders in `parent` that hold only a socket nobody listens on, made more
+    than `LITTER_AGE_S` ago (a folder being made has no socket yet, or a fresh one). The kernel's `/proc/net/unix`
+    (bound sockets, of this network namespace) passes over the live ones at once; a connection refused at the path
+    is the proof for each of the others (a paused server's still queues it). Returns how many; none where
+    `/proc/net/unix` cannot be read."""
     try:
         with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
             bound = {cols[7] for cols in (line.split(None, 7) for line in table.read().splitlines()[1:])
@@ -96,8 +98,10 @@ def clear_dead_sockets(parent: Path, now: float | None = None) -> int:
         folder = parent / name
         sock = folder / "s"
         try:
-            if (folder.lstat().st_uid != uid or os.listdir(folder) != ["s"] or str(sock) in bound
-                    or not stat.S_ISSOCK((info := sock.lstat()).st_mode) or now - info.st_mtime < LITTER_AGE_S):
+            held = folder.lstat()
+            if (held.st_uid != uid or not stat.S_ISDIR(held.st_mode) or os.listdir(folder) != ["s"]
+                    or str(sock) in bound or not stat.S_ISSOCK((info := sock.lstat()).st_mode)
+                    or now - info.st_mtime < LITTER_AGE_S or not _refused(sock)):
                 continue
             sock.unlink()
             folder.rmdir()
@@ -105,6 +109,21 @@ def clear_dead_sockets(parent: Path, now: float | None = None) -> int:
         except OSError:
             continue  # gone meanwhile, or not ours to clear
     return cleared
+
+
+def _refused(path: Path) -> bool:
+    """Whether a connection to the socket at `path` is refused: nothing listens there."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False  # a full backlog (a live server), or gone meanwhile
+    finally:
+        probe.close()
+    return False
 
 
 class ClientGone(BaseException):
