@@ -117,6 +117,38 @@ def test_a_short_chain_is_read_through_the_batch_and_a_long_one_by_rev_list(port
         fresh.close()
 
 
+def test_a_commit_beside_a_chain_is_known_not_on_it_without_a_process(port: ForgeGit) -> None:
+    """A push that lost to another writer's: its commit and theirs share a parent. Walking theirs down to that
+    parent through commits of one parent each proves ours is not in their history (no `merge-base`); a merge on
+    the way, or a chain longer than a walk, is git's to answer, and the answers are git's either way."""
+    from assay.core.git import WALK_AT_MOST
+
+    base = new_commit(port, "base")
+    ours, theirs = new_commit(port, "ours", [base]), new_commit(port, "theirs", [base])
+    built = new_commit(port, "built", [theirs])
+    merged = new_commit(port, "merged", [built, ours])  # ours, as a second parent
+    far = [theirs]
+    for i in range(WALK_AT_MOST + 2):
+        far.append(new_commit(port, f"far{i}", far[-1:]))
+    fresh = ForgeGit(port.url, cache_root=Path(port.cache).parent)
+    ran: list[str] = []
+    run = fresh._git
+
+    def counted(*args: str, **kwargs: Any) -> Any:
+        ran.append(args[0])
+        return run(*args, **kwargs)
+
+    fresh._git = counted  # type: ignore[method-assign]
+    try:
+        assert not fresh.is_ancestor(ours, built) and not fresh.is_ancestor(ours, theirs)
+        assert not fresh.is_ancestor(built, base) and "merge-base" not in ran
+        assert fresh.is_ancestor(ours, merged) and ran.count("merge-base") == 1  # through a second parent: git's
+        assert not fresh.is_ancestor(ours, far[-1]) and ran.count("merge-base") == 2  # too far to walk: git's
+        assert fresh.is_ancestor(base, far[-1])
+    finally:
+        fresh.close()
+
+
 def new_commit(port: ForgeGit, text: str, parents: list[str] | None = None) -> str:
     tree = port.write_tree([TreeEntry("f", port.write_blob(text.encode()))])
     return port.write_commit(tree, parents or [], text, Signature("t", "t@x"), when=0)

@@ -23,6 +23,7 @@ class History(ObjectCache):
     def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
         super().__init__(url, cache_root, token)
         self._parents: dict[str, str | None] = {}  # first-parent links read (None: a root); a commit absent: unknown
+        self._lone: set[str] = set()  # commits read whole that have one parent (or none): `_not_below` walks them
 
     def ensure_objects(self, refs: dict[str, str], force: bool = False, whole: bool = True) -> None:
         """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most (two in a
@@ -92,7 +93,27 @@ class History(ObjectCache):
             if sha == older:
                 return True
             sha = self._parents.get(sha)
+        if self._not_below(older, newer):  # nor does a no on a chain without merges (a push lost to another's)
+            return False
         return self._git("merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+    def _not_below(self, older: str, newer: str) -> bool:
+        """Whether the walk from `newer` proves `older` is not in its history: it reached `older`'s one parent, or a
+        root, through commits of one parent each, none of them `older`. Then the history of `newer` is those
+        commits and the history of that parent (or nothing), where `older`, that parent's child, cannot be."""
+        found = self.read_typed([older])[0] if OBJECT_ID.fullmatch(older) else None
+        if found is None or found.kind != "commit":
+            return False
+        parents = _parents_of(found.data)
+        below = parents[0] if len(parents) == 1 else None
+        sha: str | None = newer
+        while sha is not None:
+            if sha == older or sha not in self._lone:
+                return False
+            if sha == below:
+                return True
+            sha = self._parents.get(sha, older)  # not walked: unknown, so no proof
+        return True  # a root, through commits of one parent each
 
     def merge_base(self, a: str, b: str) -> str | None:
         """The best common ancestor of two commits in the cache, or None if they share no history."""
@@ -205,8 +226,11 @@ class History(ObjectCache):
                 if child is not None:  # a parent the cache lacks (a shallow read stopped there): git says what
                     del self._parents[child]  # its child's history is, not a link to nothing
                 return  # not a commit here: rev-list says what it says
-            parent = _first_parent(found.data)
+            parents = _parents_of(found.data)
+            parent = parents[0] if parents else None
             self._parents[sha] = parent
+            if len(parents) <= 1:
+                self._lone.add(sha)
             child, sha = sha, parent
 
     def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:
@@ -283,9 +307,7 @@ class History(ObjectCache):
         return self._git("rev-parse", f"{commit}^{{tree}}").stdout.decode().strip()
 
 
-def _first_parent(commit: bytes) -> str | None:
-    """The first parent of a raw commit object, or None for a root."""
-    for line in commit.partition(b"\n\n")[0].split(b"\n"):
-        if line.startswith(b"parent "):
-            return line[7:].decode("ascii", "replace")
-    return None
+def _parents_of(commit: bytes) -> list[str]:
+    """The parents of a raw commit object, first first (none for a root)."""
+    return [line[7:].decode("ascii", "replace") for line in commit.partition(b"\n\n")[0].split(b"\n")
+            if line.startswith(b"parent ")]
