@@ -201,6 +201,30 @@ def test_junk_reviews_are_listed_as_invalid(forge: Forge, reviews: PlainReviews,
     assert forge.tip("refs/assay/reviews/beta") == before
 
 
+def test_a_pass_over_unchanged_reviews_reads_none_of_them_again(forge: Forge, reviews: PlainReviews,
+                                                                  branch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a desk's pass reads of its waiting briefs' reviews: a review whose tip did not move is what was read
+    before (a record at a commit never changes); a moved one, and junk, are read again."""
+    from assay.core.records import chain as chains
+
+    first = opened(reviews, branch, ready=False)
+    push_junk(forge, "beta", b"not json")
+    read: list[list[str]] = []
+    real = chains.read_tips
+
+    def counted(git: ForgeGit, tips: dict[str, str], *args: object) -> object:
+        read.append(sorted(tips))
+        return real(git, tips, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chains, "read_tips", counted)
+    assert reviews.peek_many(["alpha", "beta"]) == {"alpha": first}
+    assert reviews.peek_many(["alpha", "beta"]) == {"alpha": first}
+    assert read == [[REF, "refs/assay/reviews/beta"], ["refs/assay/reviews/beta"]]
+    ready = reviews.mark_ready("alpha", branch)
+    assert reviews.peek_many(["alpha"]) == {"alpha": ready} and read[-1] == [REF]
+    assert reviews.peek_many(["beta"]) == {}  # what is not asked for is not answered
+
+
 # -- the record ---------------------------------------------------------------------------
 
 GOOD = ReviewRecord(brief="alpha", branch="assay/alpha", title="T", state="ready", opened_at="x", at="y",

@@ -147,6 +147,8 @@ class PlainReviews:
     def __init__(self, git: ForgeGit, clock: Clock = time.time) -> None:
         self.git = git
         self.clock = clock
+        self._peeked: dict[tuple[str, str], Review] = {}  # what `peek_many` read last, by (ref, tip): a desk's
+        # pass looks at the reviews of its waiting briefs each time, most of them unchanged
 
     # -- reading --------------------------------------------------------------------
 
@@ -165,9 +167,12 @@ class PlainReviews:
         if not refs:
             return {}
         found = tips if tips is not None else self.git.ls_remote(*sorted(refs))  # one read for all of them
-        good, _ = chain.read_tips(self.git, {r: sha for r, sha in found.items() if r in refs}, REVIEWS_PREFIX,
-                                  "review.json", decode_review)
-        return {record.brief: Review(record, sha) for record, sha in good}
+        wanted = {r: sha for r, sha in found.items() if r in refs}
+        known = {key: self._peeked[key] for key in wanted.items() if key in self._peeked}
+        good, _ = chain.read_tips(self.git, {r: sha for r, sha in wanted.items() if (r, sha) not in known},
+                                  REVIEWS_PREFIX, "review.json", decode_review)  # a record at a commit never changes
+        self._peeked = known | {(review_ref(record.brief), sha): Review(record, sha) for record, sha in good}
+        return {review.record.brief: review for review in self._peeked.values()}
 
     def kept(self, brief: str) -> Review | None:
         """The review, or the review as it was when its brief was retired (read-only)."""
