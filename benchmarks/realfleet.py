@@ -338,7 +338,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
                 for kind in set(named):
                     refused[kind] = refused.get(kind, 0) + 1
                 if set(named) == {"claims"}:  # a claim alone (a race to claim), or several (a host's heartbeat)
-                    alone = "claims alone: one" if len(named) == 1 else "claims alone: several"
+                    new = re.search(r"--force-with-lease=refs/assay/claims/\S+:0{40}(?:\s|$)", parts[3])
+                    alone = ("claims alone: several" if len(named) > 1 else
+                             "claims alone: one, to create" if new else "claims alone: one, to update")
                     refused[alone] = refused.get(alone, 0) + 1
     desk_min = n * args.minutes
     pushes = [d for k, d, c in calls if k == "push" and c == 0]

@@ -492,6 +492,40 @@ def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: 
         port.close()
 
 
+def test_gits_http_settings_are_read_again_when_a_config_file_changes(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A desk makes ports for its forge again and again: git's settings are read once (two `git config` processes)
+    and again only when one of the files git reads them from changed, or after `KEEP_S`."""
+    from assay.core.git import smarthttp
+    from assay.core.git.run import git_env
+    from assay.core.git.run import run_git as real
+
+    cache, home = tmp_path / "cache", tmp_path / "home"
+    home.mkdir()
+    git("init", "-q", "--bare", str(cache))
+    env = {**{k: v for k, v in git_env().items() if not k.startswith(("GIT_SSL_", "GIT_CONFIG"))},
+           "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    runs: list[list[str]] = []
+
+    def counted(args: list[str], **kwargs: Any) -> Any:
+        runs.append(args)
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(smarthttp, "run_git", counted)
+    remote = "http://127.0.0.1:1/forge.git"
+    first = smarthttp.settings_for(remote, env, str(cache))
+    assert first is not None and first.headers == {} and len(runs) == 2
+    assert smarthttp.settings_for(remote, env, str(cache)) is first and len(runs) == 2  # nothing changed: kept
+    (home / ".gitconfig").write_text("[http]\n\tproxy = http://proxy.example:3128\n")
+    assert smarthttp.settings_for(remote, env, str(cache)) is None and len(runs) == 4  # this user's file: read again
+    (home / ".gitconfig").unlink()
+    git("--git-dir", str(cache), "config", "http.extraHeader", "X-A: 1")
+    again = smarthttp.settings_for(remote, env, str(cache))
+    assert again is not None and again.headers == {"X-A": "1"} and len(runs) == 6  # the repository's: again
+    monkeypatch.setattr(smarthttp, "KEEP_S", 0.0)
+    assert smarthttp.settings_for(remote, env, str(cache)) == again and len(runs) == 8  # and after KEEP_S
+
+
 def test_a_listing_over_http_leaves_to_git_what_git_would_send_another_way(tmp_path: Path) -> None:
     """Refs are listed from Assay's own process only where git would send the very same request: a proxy, a TLS
     setting (but where the certificate authorities are), another `http.*` setting, a rewritten URL or an older

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from assay.core.credentials import redact
 from assay.core.git.run import git_timeout, run_git
+from assay.core.git.vetting import file_stamps
 from assay.errors import ForgeError
 
 _ENVIRONMENT = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
@@ -44,23 +45,41 @@ class Settings:
     capath: str | None = None
 
 
-_READ: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, Settings | None]] = {}
-KEEP_S = 60.0  # how long a process trusts its reading of git's configuration for a forge
+_READ: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, list[object], Settings | None]] = {}
+KEEP_S = 600.0  # the longest a process trusts its reading of git's configuration whose files did not change (a file
+# they include, or the system file of a git installed elsewhere, may have)
 
 
 def settings_for(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
-    """`read_settings`, read again at most once a minute for the same forge, folder and environment (a desk makes a
-    port for the forge again and again; each reading is two `git config` processes)."""
+    """`read_settings`, read again for the same forge, folder and environment when one of git's configuration files
+    changed (`config_files`), and at least every `KEEP_S` (a desk makes a port for the forge again and again; each
+    reading is two `git config` processes, a look at the files a few `stat` calls)."""
     key = (remote, cwd, frozenset(env.items()))
     now = time.monotonic()
+    stamps = file_stamps(config_files(env, cwd))  # before reading: a file changed meanwhile is read again next time
     known = _READ.get(key)
-    if known is not None and now - known[0] < KEEP_S:
-        return known[1]
+    if known is not None and now - known[0] < KEEP_S and known[1] == stamps:
+        return known[2]
     found = read_settings(remote, env, cwd)
     if len(_READ) > 64:
         _READ.clear()
-    _READ[key] = (now, found)
+    _READ[key] = (now, stamps, found)
     return found
+
+
+def config_files(env: dict[str, str], cwd: str) -> list[str]:
+    """The configuration files git reads from `cwd` (a bare repository: the cache) with `env`, but for those they
+    include: the repository's, this user's (or `GIT_CONFIG_GLOBAL`'s) and this machine's (or `GIT_CONFIG_SYSTEM`'s,
+    unless `GIT_CONFIG_NOSYSTEM`). Settings in the environment are part of `env`."""
+    home = env.get("HOME", "/")
+    named = env.get("GIT_CONFIG_GLOBAL")
+    paths = [os.path.join(cwd, "config"), os.path.join(cwd, ".git", "config")]
+    paths += [named] if named else [os.path.join(home, ".gitconfig"),
+                                    os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+                                                 "git", "config")]
+    if env.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
+        paths.append(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    return paths
 
 
 def read_settings(remote: str, env: dict[str, str], cwd: str) -> Settings | None:

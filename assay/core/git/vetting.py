@@ -56,20 +56,20 @@ def forge_vetting(folder: str, cache: str) -> Vetting:
     forge's cache for the next process."""
     seen = _vetting_key(folder)
     known = _VETTING.get(folder)
-    if known is not None and known[0] == [*seen, *_stamps(known[1])]:
+    if known is not None and known[0] == [*seen, *file_stamps(known[1])]:
         return known[2]
     kept_at = os.path.join(cache, VETTING_FILE)
     kept = cachefile.load(kept_at)
     also, vets, sync = kept.get("also"), kept.get("vets"), kept.get("sync")
     if isinstance(also, list) and all(isinstance(a, str) for a in also) and isinstance(vets, bool) \
             and isinstance(sync, bool):
-        stamps = [*seen, *_stamps(also)]  # lists of strings and numbers: as the file gives them back
+        stamps = [*seen, *file_stamps(also)]  # lists of strings and numbers: as the file gives them back
         if kept.get("stamps") == stamps:
             _VETTING[folder] = (stamps, also, Vetting(vets, sync))
             return Vetting(vets, sync)
     started = time.time_ns()
     answer, also, settled = _read_vetting(folder)
-    after = _stamps(also)  # stamped after the reading: one written as git read it may be newer than what it read
+    after = file_stamps(also)  # stamped after the reading: one written as git read it may be newer than what it read
     before = {os.path.abspath(st[0]) for st in seen if isinstance(st, list)}  # these were stamped before it
     racy = any(isinstance(st, list) and st[2] >= started - RACY_NS and os.path.abspath(st[0]) not in before
                for st in after)
@@ -96,10 +96,10 @@ def _vetting_key(folder: str) -> list[object]:
         paths.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
     if os.path.isdir(hooks):  # a hook made executable in place: its own stamp changes
         paths += sorted(os.path.join(hooks, name) for name in os.listdir(hooks))
-    return [sha256_hex(json.dumps(given).encode()), *_stamps(paths)]
+    return [sha256_hex(json.dumps(given).encode()), *file_stamps(paths)]
 
 
-def _stamps(paths: Sequence[str]) -> list[object]:
+def file_stamps(paths: Sequence[str]) -> list[object]:
     """Each file's identity and last change (None for one that is not there)."""
     stamps: list[object] = []
     for path in paths:
