@@ -495,7 +495,7 @@ def test_a_forge_over_http_is_asked_for_only_the_refs_a_read_names(fake_github: 
 def test_gits_http_settings_are_read_again_when_a_config_file_changes(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A desk makes ports for its forge again and again: git's settings are read once (two `git config` processes)
-    and again only when one of the files git reads them from changed, or after `KEEP_S`."""
+    and again only when one of the files git reads them from changed (one they include too), or after `KEEP_S`."""
     from assay.core.git import smarthttp
     from assay.core.git.run import git_env
     from assay.core.git.run import run_git as real
@@ -522,8 +522,13 @@ def test_gits_http_settings_are_read_again_when_a_config_file_changes(tmp_path: 
     git("--git-dir", str(cache), "config", "http.extraHeader", "X-A: 1")
     again = smarthttp.settings_for(remote, env, str(cache))
     assert again is not None and again.headers == {"X-A": "1"} and len(runs) == 6  # the repository's: again
+    git("--git-dir", str(cache), "config", "include.path", str(home / "more.gitconfig"))  # absent as yet
+    assert smarthttp.settings_for(remote, env, str(cache)) == again and len(runs) == 8
+    assert smarthttp.settings_for(remote, env, str(cache)) == again and len(runs) == 8
+    (home / "more.gitconfig").write_text("[http]\n\tproxy = http://proxy.example:3128\n")
+    assert smarthttp.settings_for(remote, env, str(cache)) is None and len(runs) == 10  # a file it includes: again
     monkeypatch.setattr(smarthttp, "KEEP_S", 0.0)
-    assert smarthttp.settings_for(remote, env, str(cache)) == again and len(runs) == 8  # and after KEEP_S
+    assert smarthttp.settings_for(remote, env, str(cache)) is None and len(runs) == 12  # and after KEEP_S
 
 
 def test_a_listing_over_http_leaves_to_git_what_git_would_send_another_way(tmp_path: Path) -> None:

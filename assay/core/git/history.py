@@ -23,7 +23,8 @@ class History(ObjectCache):
     def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
         super().__init__(url, cache_root, token)
         self._parents: dict[str, str | None] = {}  # first-parent links read (None: a root); a commit absent: unknown
-        self._lone: set[str] = set()  # commits read whole that have one parent (or none): `_not_below` walks them
+        # commits read whole that have one parent (None: none) -> it, as their objects say: `_not_below` walks them
+        self._lone: dict[str, str | None] = {}
 
     def ensure_objects(self, refs: dict[str, str], force: bool = False, whole: bool = True) -> None:
         """Make the tips `refs` (ref -> sha) and their history present in the cache: one fetch at most (two in a
@@ -99,7 +100,8 @@ class History(ObjectCache):
 
     def _not_below(self, older: str, newer: str) -> bool:
         """Whether the walk from `newer` proves `older` is not in its history: it reached `older`'s one parent, or a
-        root, through commits of one parent each, none of them `older`. Then the history of `newer` is those
+        root, through commits of one parent each (as their objects say, never a link a shallow cache cut), none of
+        them `older`. Then the history of `newer` is those
         commits and the history of that parent (or nothing), where `older`, that parent's child, cannot be."""
         found = self.read_typed([older])[0] if OBJECT_ID.fullmatch(older) else None
         if found is None or found.kind != "commit":
@@ -108,11 +110,11 @@ class History(ObjectCache):
         below = parents[0] if len(parents) == 1 else None
         sha: str | None = newer
         while sha is not None:
-            if sha == older or sha not in self._lone:
+            if sha == older or sha not in self._lone:  # not read whole: unknown, so no proof
                 return False
             if sha == below:
                 return True
-            sha = self._parents.get(sha, older)  # not walked: unknown, so no proof
+            sha = self._lone[sha]
         return True  # a root, through commits of one parent each
 
     def merge_base(self, a: str, b: str) -> str | None:
@@ -230,7 +232,7 @@ class History(ObjectCache):
             parent = parents[0] if parents else None
             self._parents[sha] = parent
             if len(parents) <= 1:
-                self._lone.add(sha)
+                self._lone[sha] = parent
             child, sha = sha, parent
 
     def chains(self, tips: Sequence[str]) -> dict[str, list[str]]:

@@ -45,25 +45,28 @@ class Settings:
     capath: str | None = None
 
 
-_READ: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, list[object], Settings | None]] = {}
-KEEP_S = 600.0  # the longest a process trusts its reading of git's configuration whose files did not change (a file
-# they include, or the system file of a git installed elsewhere, may have)
+_READ: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, list[str], list[object], Settings | None]] = {}
+KEEP_S = 600.0  # the longest a process trusts its reading of git's configuration whose files did not change (one
+# made since where git would read it but did not: the system file of a git installed elsewhere than /usr)
 
 
 def settings_for(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
-    """`read_settings`, read again for the same forge, folder and environment when one of git's configuration files
-    changed (`config_files`), and at least every `KEEP_S` (a desk makes a port for the forge again and again; each
-    reading is two `git config` processes, a look at the files a few `stat` calls)."""
+    """`read_settings`, read again for the same forge, folder and environment when one of the files git read them
+    from changed (`config_files`, the files git named as it listed, and those they include), and at least every
+    `KEEP_S` (a desk makes a port for the forge again and again; each reading is two `git config` processes, a
+    look at the files a few `stat` calls)."""
     key = (remote, cwd, frozenset(env.items()))
     now = time.monotonic()
-    stamps = file_stamps(config_files(env, cwd))  # before reading: a file changed meanwhile is read again next time
     known = _READ.get(key)
-    if known is not None and now - known[0] < KEEP_S and known[1] == stamps:
-        return known[2]
-    found = read_settings(remote, env, cwd)
+    if known is not None and now - known[0] < KEEP_S and known[2] == file_stamps(known[1]):
+        return known[3]
+    paths = config_files(env, cwd)
+    before = file_stamps(paths)  # before reading: a file changed meanwhile is read again next time
+    found, named = _read_settings(remote, env, cwd)
+    more = sorted(named - set(paths))
     if len(_READ) > 64:
         _READ.clear()
-    _READ[key] = (now, stamps, found)
+    _READ[key] = (now, [*paths, *more], [*before, *file_stamps(more)], found)
     return found
 
 
@@ -90,22 +93,46 @@ def read_settings(remote: str, env: dict[str, str], cwd: str) -> Settings | None
     `http.<url>.*` settings apply is git's own answer (`git config --get-urlmatch`); the headers are every
     `extraHeader` entry in order whose URL is this forge's or a path above it, and where git's answer names one
     this reading does not have (a wildcard, another spelling of the host), git lists."""
+    return _read_settings(remote, env, cwd)[0]
+
+
+def _read_settings(remote: str, env: dict[str, str], cwd: str) -> tuple[Settings | None, set[str]]:
+    """`read_settings`, and the files git named as it listed the configuration, with those they include."""
+    files: set[str] = set()
     tls = remote.lower().startswith("https://")
     if not tls and not remote.lower().startswith("http://"):
-        return None
-    found = Settings()
+        return None, files
     for name, value in env.items():
         if value and name.startswith(_ENVIRONMENT):
             if name in _CERTIFICATES or (not tls and name.startswith("GIT_SSL_")):
                 continue
-            return None
-    listed = run_git(["config", "--list", "-z"], cwd=cwd, env=env, check=False)
+            return None, files
+    listed = run_git(["config", "--list", "--show-origin", "-z"], cwd=cwd, env=env, check=False)
     applying = run_git(["config", "-z", "--get-urlmatch", "http", remote], cwd=cwd, env=env, check=False)
     if listed.returncode != 0 or applying.returncode not in (0, 1):  # 1: no setting applies
-        return None
+        return None, files
+    entries: list[tuple[str, str]] = []
+    fields = listed.stdout.decode("utf-8", "replace").split("\0")
+    for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = entry.partition("\n")
+        entries.append((key, value))
+        if origin.startswith("file:"):  # not the command line or the environment's (part of `env`)
+            source = os.path.join(cwd, origin.removeprefix("file:"))
+            files.add(source)
+            low = key.lower()
+            if low == "include.path" or (low.startswith("includeif.") and low.endswith(".path")):
+                files.add(os.path.join(os.path.dirname(source), os.path.expanduser(value)))  # even while absent
+    return _settings(remote, env, tls, entries, applying.stdout), files
+
+
+def _settings(remote: str, env: dict[str, str], tls: bool, listed: list[tuple[str, str]],
+              applying: bytes) -> Settings | None:
+    """What git's configuration (`listed`, every entry in order; `applying`, git's own `--get-urlmatch` answer)
+    says of how it would reach `remote`: None where this module cannot do the same."""
+    found = Settings()
     named: set[str] = set()  # the extra headers git's answer shows (the last entry of each key that applies)
     taken: list[str] = []  # the extra headers this reading takes for the forge, as written
-    for key, value in _entries(applying.stdout):
+    for key, value in _entries(applying):
         setting = key.lower().removeprefix("http.")
         if setting == "extraheader":
             named |= {value} if value else set()  # an empty one: the last forgot the others
@@ -114,7 +141,7 @@ def read_settings(remote: str, env: dict[str, str], cwd: str) -> Settings | None
                 setattr(found, _CERTIFICATES[setting], os.path.expanduser(value))
         else:
             return None  # a setting of git's transport this module does not apply: git lists
-    for key, value in _entries(listed.stdout):
+    for key, value in listed:
         low = key.lower()
         if (low.startswith("url.") and low.endswith(".insteadof")) or \
                 (low == "protocol.version" and value.strip() != "2"):
