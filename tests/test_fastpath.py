@@ -211,10 +211,12 @@ def test_a_killed_desks_socket_folder_is_cleared_and_a_live_ones_kept(forge: For
         other = parent / "assay-otherxyz"
         other.mkdir()
         (other / "s").write_text("not a socket")
+        empty = parent / "assay-emptyxyz"  # a desk killed before it bound its socket (or as it cleared one)
+        empty.mkdir()
         assert dead.parent.exists() and clear_dead_sockets(parent) == 0  # just made: maybe a server starting
         later = time.time() + LITTER_AGE_S + 1
-        assert clear_dead_sockets(parent, now=later) == 1
-        assert not dead.parent.exists() and live.exists() and (other / "s").exists()
+        assert clear_dead_sockets(parent, now=later) == 2
+        assert not dead.parent.exists() and not empty.exists() and live.exists() and (other / "s").exists()
         os.kill(desks[1].pid, signal.SIGCONT)
         desks[1].kill()
         desks[1].wait()

@@ -79,10 +79,10 @@ def socket_dir() -> Path:
 
 def clear_dead_sockets(parent: Path, now: float | None = None) -> int:
     """Remove this user's step-server folders in `parent` that hold only a socket nobody listens on, made more
-    than `LITTER_AGE_S` ago (a folder being made has no socket yet, or a fresh one). The kernel's `/proc/net/unix`
-    (bound sockets, of this network namespace) passes over the live ones at once; a connection refused at the path
-    is the proof for each of the others (a paused server's still queues it). Returns how many; none where
-    `/proc/net/unix` cannot be read."""
+    than `LITTER_AGE_S` ago (a folder being made has no socket yet, or a fresh one), or nothing at all for as
+    long. The kernel's `/proc/net/unix` (bound sockets, of this network namespace) passes over the live ones at
+    once; a connection refused at the path is the proof for each of the others (a paused server's still queues
+    it). Returns how many; none where `/proc/net/unix` cannot be read."""
     try:
         with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
             bound = {cols[7] for cols in (line.split(None, 7) for line in table.read().splitlines()[1:])
@@ -99,8 +99,14 @@ def clear_dead_sockets(parent: Path, now: float | None = None) -> int:
         sock = folder / "s"
         try:
             held = folder.lstat()
-            if (held.st_uid != uid or not stat.S_ISDIR(held.st_mode) or os.listdir(folder) != ["s"]
-                    or str(sock) in bound or not stat.S_ISSOCK((info := sock.lstat()).st_mode)
+            if held.st_uid != uid or not stat.S_ISDIR(held.st_mode):
+                continue
+            inside = os.listdir(folder)
+            if not inside and now - held.st_mtime >= LITTER_AGE_S:  # a desk killed before it bound, or as it cleared
+                folder.rmdir()
+                cleared += 1
+                continue
+            if (inside != ["s"] or str(sock) in bound or not stat.S_ISSOCK((info := sock.lstat()).st_mode)
                     or now - info.st_mtime < LITTER_AGE_S or not _refused(sock)):
                 continue
             sock.unlink()

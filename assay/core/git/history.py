@@ -101,8 +101,8 @@ class History(ObjectCache):
     def _not_below(self, older: str, newer: str) -> bool:
         """Whether the walk from `newer` proves `older` is not in its history: it reached `older`'s one parent, or a
         root, through commits of one parent each (as their objects say, never a link a shallow cache cut), none of
-        them `older`. Then the history of `newer` is those
-        commits and the history of that parent (or nothing), where `older`, that parent's child, cannot be."""
+        them `older`. Then the history of `newer` is those commits and the history of that parent (or nothing),
+        where `older`, that parent's child, cannot be."""
         found = self.read_typed([older])[0] if OBJECT_ID.fullmatch(older) else None
         if found is None or found.kind != "commit":
             return False

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from assay.core.credentials import redact
 from assay.core.git.run import git_timeout, run_git
-from assay.core.git.vetting import file_stamps
+from assay.core.git.vetting import config_files, file_stamps
 from assay.errors import ForgeError
 
 _ENVIRONMENT = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
@@ -68,21 +68,6 @@ def settings_for(remote: str, env: dict[str, str], cwd: str) -> Settings | None:
         _READ.clear()
     _READ[key] = (now, [*paths, *more], [*before, *file_stamps(more)], found)
     return found
-
-
-def config_files(env: dict[str, str], cwd: str) -> list[str]:
-    """The configuration files git reads from `cwd` (a bare repository: the cache) with `env`, but for those they
-    include: the repository's, this user's (or `GIT_CONFIG_GLOBAL`'s) and this machine's (or `GIT_CONFIG_SYSTEM`'s,
-    unless `GIT_CONFIG_NOSYSTEM`). Settings in the environment are part of `env`."""
-    home = env.get("HOME", "/")
-    named = env.get("GIT_CONFIG_GLOBAL")
-    paths = [os.path.join(cwd, "config"), os.path.join(cwd, ".git", "config")]
-    paths += [named] if named else [os.path.join(home, ".gitconfig"),
-                                    os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
-                                                 "git", "config")]
-    if env.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
-        paths.append(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
-    return paths
 
 
 def read_settings(remote: str, env: dict[str, str], cwd: str) -> Settings | None:

@@ -86,17 +86,26 @@ def _vetting_key(folder: str) -> list[object]:
     `GIT_CONFIG_SYSTEM` name), of the forge's hooks and of its worktrees folder, and a digest of the `GIT_CONFIG*`
     variables (never their values: one may carry a token)."""
     given = sorted((name, value) for name, value in os.environ.items() if name.startswith("GIT_CONFIG"))
-    home = os.environ.get("HOME", "/")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     hooks = os.path.join(folder, "hooks")
-    paths = [os.path.join(folder, "config"), hooks, os.path.join(folder, "worktrees")]
-    named = os.environ.get("GIT_CONFIG_GLOBAL")
-    paths += [named] if named else [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
-    if os.environ.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
-        paths.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    paths = [*config_files(dict(os.environ), folder), hooks, os.path.join(folder, "worktrees")]
     if os.path.isdir(hooks):  # a hook made executable in place: its own stamp changes
         paths += sorted(os.path.join(hooks, name) for name in os.listdir(hooks))
     return [sha256_hex(json.dumps(given).encode()), *file_stamps(paths)]
+
+
+def config_files(env: dict[str, str], folder: str) -> list[str]:
+    """The configuration files git reads in the bare repository `folder` with `env`, but for those they include:
+    the repository's, this user's (or `GIT_CONFIG_GLOBAL`'s) and this machine's (or `GIT_CONFIG_SYSTEM`'s, unless
+    `GIT_CONFIG_NOSYSTEM`)."""
+    home = env.get("HOME", "/")
+    named = env.get("GIT_CONFIG_GLOBAL")
+    paths = [os.path.join(folder, "config")]
+    paths += [named] if named else [os.path.join(home, ".gitconfig"),
+                                    os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+                                                 "git", "config")]
+    if env.get("GIT_CONFIG_NOSYSTEM", "").lower() not in ("1", "true", "yes", "on"):
+        paths.append(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    return paths
 
 
 def file_stamps(paths: Sequence[str]) -> list[object]:
