@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks import compiled  # noqa: E402
 
 ZERO = "0" * 40
 
@@ -181,6 +182,7 @@ def uncontended(forge: Path, tmp: Path, n: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    compiled()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--procs", type=int, default=50)
     ap.add_argument("--briefs", type=int, default=200, help="briefs raced for in each round")

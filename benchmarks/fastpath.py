@@ -19,7 +19,6 @@ step under a desk <= 2.5x the raw two-ref push).
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import compiled  # noqa: E402
 from benchmarks.claims import git, make_forge  # noqa: E402
 
 ZERO = "0" * 40
@@ -56,8 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
     opts = ap.parse_args()
-    # byte-compiled first, as an install is: no process pays for compiling a source newer than its .pyc
-    compileall.compile_dir(str(ROOT / "assay"), quiet=1)
+    compiled()
     from assay.core.claims import Claims
     from assay.core.git import ForgeGit
     from assay.desk.stepserver import StepServer

@@ -61,6 +61,7 @@ from assay.core.deskspec import parse_desk  # noqa: E402
 from assay.core.git import ForgeGit, RefUpdate, Signature, TreeEntry, local_forge_path  # noqa: E402
 from assay.core.scan import PREFIXES, QUEUE, SINGLES  # noqa: E402
 from assay.desk import loop  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
 from tests.helpers.gitlog import calls, is_push, lists_refs, logging_git  # noqa: E402
 
@@ -443,6 +444,7 @@ def floor_push(tmp: Path) -> float:
 
 
 def main() -> None:
+    compiled()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--brief-min", type=float, default=30.0, help="a brief's length, claim to review waiting")
     parser.add_argument("--desks", default="100,300,1000,2000,4000", help="the fleet sizes to ramp through")

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from assay.core.forge.budget import Limits  # noqa: E402
 from assay.core.forge.github import GitHubReviews, GitHubTarget  # noqa: E402
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 from tests.fakegithub import FakeGitHub  # noqa: E402
 from tests.fakegithub.state import Pull  # noqa: E402
 
@@ -137,6 +138,7 @@ def add_briefs(gh: FakeGitHub, n: int, waiting: int, held: int) -> None:
 
 
 def main() -> None:
+    compiled()
     ap = argparse.ArgumentParser()
     ap.add_argument("--briefs", type=int, default=1000)
     ap.add_argument("--waiting", type=int, default=100)

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assay.core import pushgroup  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 from benchmarks.fleet import BURST_GAP_S, TYPICAL, floor_push, typical_forge  # noqa: E402
 from tests.helpers.gitlog import calls  # noqa: E402
 
@@ -122,6 +123,7 @@ def simulate(desks: int, per_brief: int, brief_s: float, window: float, hours: f
 
 
 def main() -> None:
+    compiled()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--desks", type=int, default=20)
     parser.add_argument("--windows", default="0,2", help="push windows to run for real (seconds)")

@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import compiled  # noqa: E402
 from benchmarks.claims import fresh_commits, git, make_forge  # noqa: E402
 
 ZERO = "0" * 40
@@ -98,6 +99,7 @@ class Dbos:
 
 
 def main() -> None:
+    compiled()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--safe", type=int, default=1000, help="safe steps in each round")
     ap.add_argument("--rounds", type=int, default=5, help="timed rounds of safe steps (after one warm-up round)")

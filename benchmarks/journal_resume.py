@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from assay.core.journal import index as journalindex  # noqa: E402
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
 from assay.core.steps import input_sha  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 
 AT = "2026-01-01T00:00:00Z"
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"
@@ -186,6 +187,7 @@ def main() -> None:
     ap.add_argument("--tail", type=int, default=0, help="entries after the last snapshot boundary (0 to 999)")
     opts = ap.parse_args()
     opts.entries += opts.tail
+    compiled()
     with tempfile.TemporaryDirectory(prefix="assay-resume-") as tmp_name:
         tmp = Path(tmp_name)
         forge = tmp / "forge.git"

@@ -15,12 +15,13 @@ fleet's briefs end and begin at a steady rate from the start, as a fleet's that 
 the reviews.
 
 Measured after the ramp and a settling minute, for MINUTES: every `git` process a desk starts, timed by a `git`
-first on PATH (bash, `$EPOCHREALTIME`: no process of its own), by command; pushes a busy desk-minute, p50/p95, by
-what they wrote and by 10-s span; ref listings a busy desk-minute as the forge answered them (a desk lists from its
-own process: no `git` is started for them); the briefs made ready against those the brief length promises; the
-machine's CPU (the forge's share: the backend's CGI processes and its server), and the memory (PSS) of the desks'
-processes by kind. A fleet starting all at once takes minutes to absorb its first claims: give it a ramp of about
-a minute per 100 desks to measure it working.
+first on PATH (bash, `$EPOCHREALTIME`; a push's answer kept in a file, for the report), by command; pushes a
+busy desk-minute, p50/p95, by what they wrote and by 10-s span; how many desks' journals a landed push carried;
+what git said of each refused claim creation, and for which briefs; ref listings a busy desk-minute as the forge
+answered them (a desk lists from its own process: no `git` is started for them); the briefs made ready against
+those the brief length promises; the machine's CPU (the forge's share: the backend's CGI processes and its
+server), and the memory (PSS) of the desks' processes by kind. A fleet starting all at once takes minutes to
+absorb its first claims: give it a ramp of about a minute per 100 desks to measure it working.
 
 The floor: one raw `git push` of a new commit to a small repository behind the same backend (median of 9).
 """
@@ -46,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import compiled  # noqa: E402
 from benchmarks.fleet import Backend, git  # noqa: E402
 
 DESK = """name: bench
@@ -75,8 +77,19 @@ Sleep: {first:.0f} {second:.0f} b{i}.txt
 """
 SHIM = """#!/bin/bash
 start=$EPOCHREALTIME
-"{real}" "$@"
-code=$?
+if [[ " $* " == *" push "* ]]; then  # what git said of a refused push, and which desk of which host pushed
+  said="{log}.$$"
+  "{real}" "$@" >"$said.out" 2>"$said"
+  code=$?
+  cat "$said.out"
+  cat "$said" >&2
+  [ $code -ne 0 ] && echo "$start ${{ASSAY_DESK_SLOT:-?}} ${{ASSAY_STATE_DIR##*/hosts/}} $(cat "$said.out" "$said" | \
+    tr '\\n\\t' '  ')" >> "{log}.said"
+  rm -f "$said" "$said.out"
+else
+  "{real}" "$@"
+  code=$?
+fi
 echo "$start $EPOCHREALTIME $code $*" >> "{log}"
 exit $code
 """
@@ -256,6 +269,37 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
+def refusals(path: Path) -> dict[str, tuple[str, str]]:
+    """The shim's record of refused pushes: when each began -> (the desk that pushed, as host/slot; git's reason)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        start, slot, host, text = (line.split(" ", 3) + ["", "", ""])[:4]
+        reason = re.search(r"\[(?:remote )?rejected\] \(([^)]*)\)|(fatal: .*|error: RPC .*)", text)
+        out[start] = (f"{host.split('/')[0]}/{slot.split('/')[0]}",
+                      (reason.group(1) or reason.group(2) or "?")[:60] if reason else "?")
+    return out
+
+
+def named_claim(args: str) -> str:
+    found = re.search(r":refs/assay/claims/(\S+)", args)
+    return found.group(1) if found else "?"
+
+
+def races(creations: list[tuple[str, str, str]]) -> str:
+    """What the refused claim creations were: git's reasons, how many briefs they were for, and how often one desk
+    was refused twice for one brief."""
+    reasons: dict[str, int] = {}
+    per_brief: dict[str, list[str]] = {}
+    for brief, desk, reason in creations:
+        reasons[reason] = reasons.get(reason, 0) + 1
+        per_brief.setdefault(brief, []).append(desk)
+    again = sum(len(desks) - len(set(desks)) for desks in per_brief.values())
+    most = max(len(d) for d in per_brief.values())
+    return (f"refused claim creations: {len(creations)} for {len(per_brief)} briefs (at most {most} for one; "
+            f"{again} by a desk refused for it before); git said: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+
+
 def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     """Long: one fleet size, from the forge's making to the desks' end, and its report."""
     brief_s = args.brief_min * 60
@@ -318,8 +362,11 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
         backend.shutdown()
     calls = []
     refused: dict[str, int] = {}  # the kinds of ref that refused pushes named (claims, journal, footprints, ...)
+    said = refusals(Path(f"{log}.said"))
+    creations: list[tuple[str, str, str]] = []  # refused claim creations: (brief, desk, what git said)
     local: dict[str, int] = {}  # every git process the desks started, by its command
     by_refs: dict[str, list[float]] = {}  # landed pushes' times by the kinds of ref they wrote
+    carried: list[int] = []  # the journals each landed push wrote: the desks whose pushes it carried
     spans: dict[int, list[float]] = {}  # landed pushes' times by the 10 s of the measured minutes they began in
     for line in log.read_text().splitlines():
         parts = line.split(" ", 3)
@@ -333,6 +380,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             if calls[-1][0] == "push" and calls[-1][2] == 0:  # landed: its time by what it wrote, and when
                 group = "+".join(sorted(set(named))) or "?"
                 by_refs.setdefault(group, []).append(calls[-1][1])
+                carried.append(parts[3].count(":refs/assay/journal/"))
                 spans.setdefault(int((float(parts[0]) - settle) // 10), []).append(calls[-1][1])
             if calls[-1][0] == "push" and calls[-1][2] != 0:
                 for kind in set(named):
@@ -342,6 +390,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
                     alone = ("claims alone: several" if len(named) > 1 else
                              "claims alone: one, to create" if new else "claims alone: one, to update")
                     refused[alone] = refused.get(alone, 0) + 1
+                    if new and parts[0] in said:
+                        creations.append((named_claim(parts[3]), *said[parts[0]]))
     desk_min = n * args.minutes
     pushes = [d for k, d, c in calls if k == "push" and c == 0]
     failed = sum(1 for k, _, c in calls if k == "push" and c != 0)
@@ -357,12 +407,16 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     print(f"  pushes: {len(pushes) / desk_min:.3f} a busy desk-minute ({len(pushes)} landed, {failed} refused); "
           f"p50 {pct(pushes, 0.5) * 1000:.0f} ms, p95 {pct(pushes, 0.95) * 1000:.0f} ms "
           f"({pct(pushes, 0.95) / floor:.1f}x the floor push)")
+    print(f"  journals a landed push wrote: {statistics.mean(carried or [0]):.2f} on average; by count: "
+          + ", ".join(f"{k}: {carried.count(k)}" for k in sorted(set(carried))))
     print("  landed pushes by what they wrote (count p50/p95 ms): " + ", ".join(
         f"{k} {len(v)} {pct(v, 0.5) * 1000:.0f}/{pct(v, 0.95) * 1000:.0f}"
         for k, v in sorted(by_refs.items(), key=lambda kv: -len(kv[1]))[:8]))
     print("  push p95 by 10 s span (ms): " + " ".join(f"{pct(spans[k], 0.95) * 1000:.0f}" for k in sorted(spans)))
     print("  refused pushes named: " + (", ".join(f"{k} {v}" for k, v in sorted(refused.items(), key=lambda kv: -kv[1]))
                                          or "nothing"))
+    if creations:
+        print("  " + races(creations))
     print(f"  ref listings: {len(listings) / desk_min:.3f} a busy desk-minute, answered by the forge in p50 "
           f"{pct(listings, 0.5) * 1000:.0f} ms, p95 {pct(listings, 0.95) * 1000:.0f} ms; ref advertisements "
           f"(a push's, a fetch's, git's transport's) {adverts / desk_min:.3f} a desk-minute; fetches "
@@ -384,6 +438,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
 
 
 def main() -> None:
+    compiled()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--desks", default="100,500,1000", help="the fleet sizes to run")
     parser.add_argument("--per-host", type=int, default=20)

@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import compiled  # noqa: E402
 from benchmarks.fleet import Backend  # noqa: E402  (`git http-backend` on loopback)
 
 ZERO = "0" * 40
@@ -131,6 +132,7 @@ def show(label: str, v: list[float]) -> None:
 
 
 def main() -> None:
+    compiled()
     ap = argparse.ArgumentParser()
     ap.add_argument("--briefs", type=int, default=10000)
     ap.add_argument("--small", type=int, default=100)

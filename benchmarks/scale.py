@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assay.core.records import ClaimRecord  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 
 AT = "2026-01-01T00:00:00Z"
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"
@@ -60,6 +61,7 @@ def timed(args: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
+    compiled()
     ap = argparse.ArgumentParser()
     ap.add_argument("--large", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=5)

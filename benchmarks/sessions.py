@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from assay.core.journal import Journal  # noqa: E402
 from assay.core.records import JournalEntry  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 from benchmarks.claims import git, make_forge, new_commit  # noqa: E402
 from tests.agentmodels import clis  # noqa: E402
 from tests.agentmodels.anthropic import AnthropicServer  # noqa: E402
@@ -67,6 +68,7 @@ def blob_of(journal: Journal, entry: JournalEntry) -> bytes:
 
 
 def main() -> None:
+    compiled()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--output-lines", type=int, default=40)

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
+from benchmarks import compiled  # noqa: E402
 
 AT = "2026-01-01T00:00:00Z"
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"
@@ -77,6 +78,7 @@ def spread(values: list[float]) -> str:
 
 
 def main() -> None:
+    compiled()
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--rounds", type=int, default=5)
