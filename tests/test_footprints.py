@@ -194,3 +194,36 @@ def test_a_learned_footprint_meeting_a_ref_that_keeps_moving_gives_up_after_a_fe
     assert claims.git.round_trips["push"] - pushed == LEARN_TRIES
     kept = json.loads(git("--git-dir", str(forge.path), "show", f"{FOOTPRINTS_REF}:footprints.json"))
     assert "x" not in kept["briefs"]  # nothing written by the pushes that lost
+
+
+def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_the_footprints(
+        forge: Forge, claims: Claims, tmp_path: Path) -> None:
+    """A footprint is declared on main, or learned under a claim: a brief never claimed that declares none has none,
+    so its claim does not read the fleet's one footprints ref (which every first round moves: each host's cache would
+    fetch each move) and leaves it where it was. A brief claimed before is checked against what it learned then."""
+    from assay.core.footprints import FOOTPRINTS_REF
+    from assay.core.git import ForgeGit
+
+    for brief in ("x", "y"):
+        forge.add_brief(brief, f"---\ntitle: {brief}\n---\nB.\n")
+    another = ForgeGit(forge.url, cache_root=tmp_path / "another-host")
+    try:
+        other = Claims(another)
+        other.claim("y", "d2")
+        assert other.learn_footprint("y", "d2", 1, ["docs/y.md"])  # moved by another host
+        other.release("y", "d2", epoch=1)
+    finally:
+        another.close()
+    tip = git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+
+    def here(sha: str) -> bool:
+        return subprocess.run(["git", "--git-dir", claims.git.cache, "cat-file", "-e", sha],
+                              capture_output=True).returncode == 0
+
+    assert claims.claim("x", "d1").record.epoch == 1
+    assert not here(tip)  # not fetched: not read
+    assert git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip() == tip
+    assert claims.claim("y", "d1").record.epoch == 2  # claimed before: its learned footprint read, and kept
+    assert here(tip)
+    message = git("--git-dir", str(forge.path), "log", "-1", "--format=%B", "refs/assay/claims/y")
+    assert "Footprint (diff): docs/y.md" in message

@@ -411,9 +411,11 @@ class Claims:
                 if trust_view:
                     raise chain.Moved([ref]) from None  # the synced view may be older than a release: look again
                 raise
-            if (touches or prints) and action != "takeover":  # a footprint of its own, or perhaps one learned from
-                # its diff; a takeover goes on with work already in flight (its footprint was judged when it was
-                # claimed, or learned since): never queued behind briefs it already ran beside
+            if (touches or (prints and current)) and action != "takeover":  # a footprint of its own, or perhaps
+                # one learned from its diff under a claim before (a brief never claimed has learned none: the
+                # fleet's footprints ref, which moves with every first round, is not read for it); a takeover goes
+                # on with work already in flight (its footprint was judged when it was claimed, or learned since):
+                # never queued behind briefs it already ran beside
                 return self._claim_apart(current, record, action, touches, prints, trust_view)
             return self._write(current, record, action)  # Moved: re-read; a live claim there means we lost
 
