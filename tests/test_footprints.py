@@ -227,3 +227,63 @@ def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_
     assert here(tip)
     message = git("--git-dir", str(forge.path), "log", "-1", "--format=%B", "refs/assay/claims/y")
     assert "Footprint (diff): docs/y.md" in message
+
+
+def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
+        forge: Forge, claims: Claims, tmp_path: Path) -> None:
+    """A desk's look (`read_snapshot(lazy_footprints=True)`) fetches the footprints ref only when a brief it weighs
+    declares a footprint or was claimed before; junk there then reads as none, and is a problem it reports."""
+    from assay.core.footprints import FOOTPRINTS_REF
+    from assay.core.git import ForgeGit
+    from assay.desk.queue import read_snapshot
+
+    for brief in ("x", "y"):
+        forge.add_brief(brief, f"---\ntitle: {brief}\n---\nB.\n")
+    forge.add_brief("d", "---\ntitle: D\ntouches: ['docs/']\n---\nB.\n")
+    another = ForgeGit(forge.url, cache_root=tmp_path / "another-host")
+    try:
+        other = Claims(another)
+        other.claim("y", "d2")
+        assert other.learn_footprint("y", "d2", 1, ["docs/y.md"])  # y is live, and learned docs/y.md
+    finally:
+        another.close()
+    tip = git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+
+    def here(sha: str) -> bool:
+        return subprocess.run(["git", "--git-dir", claims.git.cache, "cat-file", "-e", sha],
+                              capture_output=True).returncode == 0
+
+    look = read_snapshot(claims, lazy_footprints=True)
+    assert look.behind(look.briefs["x"]) == {} and not here(tip)  # never claimed, declares none: not read
+    assert set(look.behind(look.briefs["d"])) == {"y"} and here(tip)  # declared: queued behind y's learned one
+    assert set(read_snapshot(claims).footprints) == {"y"}  # a listing's read: whole, at once
+
+    junk = git("--git-dir", str(forge.path), "hash-object", "-w", "--stdin", input="junk").strip()
+    tree = git("--git-dir", str(forge.path), "mktree", input=f"100644 blob {junk}\tfootprints.json\n").strip()
+    commit = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree", tree,
+                 "-p", tip, "-m", "junk").strip()
+    git("--git-dir", str(forge.path), "update-ref", FOOTPRINTS_REF, commit, tip)
+    assert [p for p in read_snapshot(claims).problems if p.path == FOOTPRINTS_REF]  # a listing: at once
+    look = read_snapshot(claims, lazy_footprints=True)
+    assert look.behind(look.briefs["x"]) == {} and not [p for p in look.problems if p.path == FOOTPRINTS_REF]
+    assert look.behind(look.briefs["d"]) == {}  # junk reads as none (the claim refuses a declared brief, saying why)
+    assert [p for p in look.problems if p.path == FOOTPRINTS_REF]  # … and is a problem the desk reports:
+
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.desk.loop import Desk
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/d.md": "---\ntitle: D\nlabels: [work]\ntouches: ['docs/']\n---\nB.\n"})
+    for brief in ("x", "y"):  # the declared brief alone is this desk's to weigh
+        git("rm", "-q", f"briefs/{brief}.md", cwd=forge.seed)
+    git("commit", "-q", "-m", "only d", cwd=forge.seed)
+    git("push", "-q", forge.url, "HEAD:refs/heads/main", cwd=forge.seed)
+    said: list[str] = []
+    desk = Desk(claims.git, claims, PlainReviews(claims.git), load_desk(claims.git, claims.read_view().main,
+                                                                           "builder"), tmp_path / "state",
+                echo=said.append)
+    desk.run(once=True)
+    assert f"builder: finding: {FOOTPRINTS_REF}: " in "\n".join(said), said  # told, once it was read
+    assert not git("--git-dir", str(forge.path), "rev-parse", "-q", "--verify", "refs/assay/claims/d",
+                   check=False).strip()  # and the declared brief left alone

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assay.core import custody, landing, pushgroup, signals
-from assay.core.briefs import Brief
+from assay.core.briefs import BRIEFS_DIR, Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
 from assay.core.deskspec import DeskSpec
@@ -141,12 +141,13 @@ class Desk:
             passes += 1
             self._sweep_if_due()
             try:
-                snapshot = read_snapshot(self.claims)
+                snapshot = read_snapshot(self.claims, lazy_footprints=True)
                 self._report_findings(snapshot)
                 progressed = self._settle_waiting(snapshot, report)
                 progressed = self._wake_stale(snapshot) or progressed
                 skip = self._resting() | (set(report.worked) - again if once else set())
                 brief, claim = self._next(snapshot, skip)
+                self._report_findings(snapshot)  # again: the choice may have read the footprints, and junk there
             except ForgeError as exc:
                 if once:
                     raise
@@ -222,8 +223,9 @@ class Desk:
 
     def _report_findings(self, snapshot: Snapshot) -> None:
         """Broken briefs and junk claim records are skipped, never silently."""
-        for problem in snapshot.problems:
-            self._tell_once(f"skipping a brief on main: {problem}")
+        for problem in snapshot.problems:  # a brief's, or a record the briefs are weighed by (junk footprints)
+            self._tell_once(f"skipping a brief on main: {problem}" if problem.path.split("/")[0] == BRIEFS_DIR
+                            else f"finding: {problem}")
         for brief_id, exc in sorted(snapshot.invalid.items()):
             self._tell_once(f"finding: leaving {brief_id} alone: {exc.message}")
 

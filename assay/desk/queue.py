@@ -6,6 +6,8 @@ compare-and-swap that fails if the forge moved since.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from assay.core import footprints
 from assay.core.briefs import Brief, Problem
 from assay.core.claims import Claim, Claims
@@ -14,6 +16,10 @@ from assay.core.records import CLAIMS_PREFIX, LIVE_STATES, TOMBSTONES
 from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import RETIRED_REF
 from assay.errors import RecordInvalid
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from assay.core.git import ForgeGit
 
 
 @dataclass
@@ -27,7 +33,7 @@ class Snapshot:
     invalid: dict[str, RecordInvalid] = field(default_factory=dict)  # brief -> why its claim record is junk
     retired: frozenset[str] = frozenset()  # done briefs whose refs are folded into refs/assay/retired
     reviews: dict[str, str] = field(default_factory=dict)  # review ref -> tip, where reviews are refs
-    footprints: dict[str, Footprint] = field(default_factory=dict)  # refs/assay/footprints: briefs taken with one
+    footprints: Mapping[str, Footprint] = field(default_factory=dict)  # refs/assay/footprints: briefs taken with one
 
     def state(self, brief: str) -> str | None:
         claim = self.claims.get(brief)
@@ -42,17 +48,23 @@ class Snapshot:
         return all(self.state(dep) == "done" for dep in brief.depends_on)
 
     def behind(self, brief: Brief) -> dict[str, str]:
-        """The live briefs whose footprints overlap this brief's: it is queued behind them (`footprints.py`)."""
+        """The live briefs whose footprints overlap this brief's: it is queued behind them (`footprints.py`). A brief
+        that declares none and was never claimed has none (a footprint is learned under a claim): the footprints
+        are not read for it."""
+        if not brief.touches and brief.id not in self.claims and brief.id not in self.invalid:
+            return {}
         return footprints.queued_behind(brief.id, {b.id: b.touches for b in self.briefs.values()}, self.footprints,
                                         lambda other: self.state(other) in LIVE_STATES)
 
 
-def read_snapshot(claims: Claims) -> Snapshot:
+def read_snapshot(claims: Claims, lazy_footprints: bool = False) -> Snapshot:
     """One scan of the claims, main and the retired index (`scan.py`), one fetch, one cat-file batch for the
-    claims, one for main's briefs, one for the retired index."""
+    claims, one for main's briefs, one for the retired index. `lazy_footprints`: the footprints ref is read (and
+    fetched) only when a look needs it (`LazyFootprints`), as a desk choosing work does: the ref moves with every
+    first round of the fleet, so reading it each pass would fetch at every host for each of those moves."""
     view = claims.read_view()
     found = view.scan
-    found.fetch("main", "retired", "footprints")  # one fetch: the footprints ride with main
+    found.fetch("main", "retired", *(() if lazy_footprints else ("footprints",)))  # one fetch: footprints with main
     briefs, problems = found.briefs()
     good, bad = claims.load_tips(view.tips)
     invalid = {b.ref.removeprefix(CLAIMS_PREFIX): RecordInvalid(b.ref, b.problem) for b in [*found.junk, *bad]}
@@ -60,9 +72,36 @@ def read_snapshot(claims: Claims) -> Snapshot:
         retired = found.retired().names()
     except RecordInvalid as exc:  # a junk index hides nothing that is live: its briefs show as unclaimed
         retired, problems = frozenset(), [*problems, Problem(RETIRED_REF, None, exc.problem, "")]
-    try:
-        prints = footprints.read(claims.git, view.footprints)
-    except RecordInvalid as exc:  # junk there: briefs with a footprint are refused by the claim, which says why
-        prints, problems = {}, [*problems, Problem(FOOTPRINTS_REF, None, exc.problem, "")]
-    return Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, problems, invalid,
-                    retired, dict(found.tips["reviews"]), prints)
+    snapshot = Snapshot(view.main, {b.id: b for b in briefs}, {c.record.brief: c for c in good}, list(problems),
+                        invalid, retired, dict(found.tips["reviews"]))
+    snapshot.footprints = LazyFootprints(claims.git, view.footprints, snapshot.problems)
+    if not lazy_footprints:
+        len(snapshot.footprints)  # read now: a junk ref is among the problems before anyone lists them
+    return snapshot
+
+
+class LazyFootprints(Mapping[str, Footprint]):
+    """The footprints at `tip`, read (and fetched) when first asked. Junk there reads as none and is added to
+    `problems` (briefs with a footprint are refused by the claim, which says why)."""
+
+    def __init__(self, git: ForgeGit, tip: str | None, problems: list[Problem]) -> None:
+        self._git, self._tip, self._problems = git, tip, problems
+        self._read: dict[str, Footprint] | None = None
+
+    def _entries(self) -> dict[str, Footprint]:
+        if self._read is None:
+            try:
+                self._read = footprints.read(self._git, self._tip)
+            except RecordInvalid as exc:
+                self._read = {}
+                self._problems.append(Problem(FOOTPRINTS_REF, None, exc.problem, ""))
+        return self._read
+
+    def __getitem__(self, brief: str) -> Footprint:
+        return self._entries()[brief]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries())
+
+    def __len__(self) -> int:
+        return len(self._entries())
