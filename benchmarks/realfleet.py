@@ -80,7 +80,7 @@ start=$EPOCHREALTIME
 if [[ " $* " == *" push "* ]]; then  # what git said of a refused push, and which desk of which host pushed
   said="{log}.$$"
   "{real}" "$@" >"$said.out" 2>"$said"
-  code=$?
+  code=$? end=$EPOCHREALTIME  # git's own time: not the handing on of its answer below
   cat "$said.out"
   cat "$said" >&2
   [ $code -ne 0 ] && echo "$start ${{ASSAY_DESK_SLOT:-?}} ${{ASSAY_STATE_DIR##*/hosts/}} $(cat "$said.out" "$said" | \
@@ -88,9 +88,9 @@ if [[ " $* " == *" push "* ]]; then  # what git said of a refused push, and whic
   rm -f "$said" "$said.out"
 else
   "{real}" "$@"
-  code=$?
+  code=$? end=$EPOCHREALTIME
 fi
-echo "$start $EPOCHREALTIME $code $*" >> "{log}"
+echo "$start $end $code $*" >> "{log}"
 exit $code
 """
 KINDS = {"push": "push", "ls-remote": "listing", "remote-http": "listing", "fetch": "fetch"}  # git's commands
