@@ -202,23 +202,13 @@ def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_
     so its claim does not read the fleet's one footprints ref (which every first round moves: each host's cache would
     fetch each move) and leaves it where it was. A brief claimed before is checked against what it learned then."""
     from assay.core.footprints import FOOTPRINTS_REF
-    from assay.core.git import ForgeGit
 
     for brief in ("x", "y"):
         forge.add_brief(brief, f"---\ntitle: {brief}\n---\nB.\n")
-    another = ForgeGit(forge.url, cache_root=tmp_path / "another-host")
-    try:
-        other = Claims(another)
-        other.claim("y", "d2")
-        assert other.learn_footprint("y", "d2", 1, ["docs/y.md"])  # moved by another host
-        other.release("y", "d2", epoch=1)
-    finally:
-        another.close()
-    tip = git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+    tip = _learned_at_another_host(forge, tmp_path, "y", release=True)
 
     def here(sha: str) -> bool:
-        return subprocess.run(["git", "--git-dir", claims.git.cache, "cat-file", "-e", sha],
-                              capture_output=True).returncode == 0
+        return _cached(claims, sha)
 
     assert claims.claim("x", "d1").record.epoch == 1
     assert not here(tip)  # not fetched: not read
@@ -234,24 +224,15 @@ def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
     """A desk's look (`read_snapshot(lazy_footprints=True)`) fetches the footprints ref only when a brief it weighs
     declares a footprint or was claimed before; junk there then reads as none, and is a problem it reports."""
     from assay.core.footprints import FOOTPRINTS_REF
-    from assay.core.git import ForgeGit
     from assay.desk.queue import read_snapshot
 
     for brief in ("x", "y"):
         forge.add_brief(brief, f"---\ntitle: {brief}\n---\nB.\n")
     forge.add_brief("d", "---\ntitle: D\ntouches: ['docs/']\n---\nB.\n")
-    another = ForgeGit(forge.url, cache_root=tmp_path / "another-host")
-    try:
-        other = Claims(another)
-        other.claim("y", "d2")
-        assert other.learn_footprint("y", "d2", 1, ["docs/y.md"])  # y is live, and learned docs/y.md
-    finally:
-        another.close()
-    tip = git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+    tip = _learned_at_another_host(forge, tmp_path, "y", release=False)  # y is live, and learned docs/y.md
 
     def here(sha: str) -> bool:
-        return subprocess.run(["git", "--git-dir", claims.git.cache, "cat-file", "-e", sha],
-                              capture_output=True).returncode == 0
+        return _cached(claims, sha)
 
     look = read_snapshot(claims, lazy_footprints=True)
     assert look.behind(look.briefs["x"]) == {} and not here(tip)  # never claimed, declares none: not read
@@ -287,3 +268,27 @@ def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
     assert f"builder: finding: {FOOTPRINTS_REF}: " in "\n".join(said), said  # told, once it was read
     assert not git("--git-dir", str(forge.path), "rev-parse", "-q", "--verify", "refs/assay/claims/d",
                    check=False).strip()  # and the declared brief left alone
+
+
+def _learned_at_another_host(forge: Forge, tmp_path: Path, brief: str, release: bool) -> str:
+    """Another host (a cache of its own) claims `brief` and keeps the footprint docs/<brief>.md learned from its
+    diff, moving the fleet's footprints ref (then releases it, if `release`); the ref's tip."""
+    from assay.core.footprints import FOOTPRINTS_REF
+    from assay.core.git import ForgeGit
+
+    another = ForgeGit(forge.url, cache_root=tmp_path / "another-host")
+    try:
+        other = Claims(another)
+        other.claim(brief, "d2")
+        assert other.learn_footprint(brief, "d2", 1, [f"docs/{brief}.md"])
+        if release:
+            other.release(brief, "d2", epoch=1)
+    finally:
+        another.close()
+    return git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+
+
+def _cached(claims: Claims, sha: str) -> bool:
+    """Whether `sha` is in the claimer's cache (fetched: read, or about to be)."""
+    return subprocess.run(["git", "--git-dir", claims.git.cache, "cat-file", "-e", sha],
+                          capture_output=True).returncode == 0
