@@ -207,14 +207,11 @@ def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_
         forge.add_brief(brief, f"---\ntitle: {brief}\n---\nB.\n")
     tip = _learned_at_another_host(forge, tmp_path, "y", release=True)
 
-    def here(sha: str) -> bool:
-        return _cached(claims, sha)
-
     assert claims.claim("x", "d1").record.epoch == 1
-    assert not here(tip)  # not fetched: not read
+    assert not _cached(claims, tip)  # not fetched: not read
     assert git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip() == tip
     assert claims.claim("y", "d1").record.epoch == 2  # claimed before: its learned footprint read, and kept
-    assert here(tip)
+    assert _cached(claims, tip)
     message = git("--git-dir", str(forge.path), "log", "-1", "--format=%B", "refs/assay/claims/y")
     assert "Footprint (diff): docs/y.md" in message
 
@@ -231,12 +228,9 @@ def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
     forge.add_brief("d", "---\ntitle: D\ntouches: ['docs/']\n---\nB.\n")
     tip = _learned_at_another_host(forge, tmp_path, "y", release=False)  # y is live, and learned docs/y.md
 
-    def here(sha: str) -> bool:
-        return _cached(claims, sha)
-
     look = read_snapshot(claims, lazy_footprints=True)
-    assert look.behind(look.briefs["x"]) == {} and not here(tip)  # never claimed, declares none: not read
-    assert set(look.behind(look.briefs["d"])) == {"y"} and here(tip)  # declared: queued behind y's learned one
+    assert look.behind(look.briefs["x"]) == {} and not _cached(claims, tip)  # never claimed, declares none: not read
+    assert set(look.behind(look.briefs["d"])) == {"y"} and _cached(claims, tip)  # declared: behind y's learned one
     assert set(read_snapshot(claims).footprints) == {"y"}  # a listing's read: whole, at once
 
     junk = git("--git-dir", str(forge.path), "hash-object", "-w", "--stdin", input="junk").strip()
