@@ -17,6 +17,14 @@ from tests.conftest import Forge, assay, git
 from tests.helpers.desks import DESK, desk_env, publish, run_desk
 
 
+@pytest.fixture(autouse=True)
+def _nothing_read_before() -> None:
+    """This process's memory of learned footprints read (by commit: another test's may be the same) starts empty."""
+    from assay.core import footprints
+
+    footprints._READ.clear()
+
+
 @pytest.mark.parametrize(("a", "b", "overlaps"), [
     ("src/app.py", "src/app.py", True),
     ("src/app.py", "src/*.py", True),
@@ -111,13 +119,17 @@ def test_a_released_brief_keeps_its_learned_footprint_and_a_takeover_is_never_qu
     assert claims.learn_footprint("x", "d1", 1, ["src/app.py"])
     claims.release("x", "d1", epoch=1)
     claims.claim("b", "d2")
+    learned_x = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/learned/x:footprints.json"))
+    assert learned_x == {"v": 1, "briefs": {"x": {"touches": ["src/app.py"], "source": "diff", "epoch": 1}}}
     kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/footprints:footprints.json"))
-    assert kept["briefs"]["x"]["touches"] == ["src/app.py"] and "b" in kept["briefs"]
+    assert set(kept["briefs"]) == {"b"}  # a first round's footprint is on its brief's own ref, not the shared one
     with pytest.raises(Queued) as info:
         claims.claim("x", "d1")
     assert info.value.behind == ["b"]
     claims.release("b", "d2", epoch=1)
-    claims.claim("x", "d1")  # taken again, under its learned footprint
+    claims.claim("x", "d1")  # taken again, under its learned footprint, copied to the shared ref with its claim
+    kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/footprints:footprints.json"))
+    assert kept["briefs"]["x"] == {"touches": ["src/app.py"], "source": "diff", "epoch": 2}
     forge.add_brief("c", "---\ntitle: C\ntouches: [src/app.py]\n---\nB.\n")
     with pytest.raises(Queued):
         claims.claim("c", "d3")
@@ -162,45 +174,62 @@ def test_six_briefs_writing_one_file_run_one_at_a_time_and_the_fleet_works_on(fo
                                                                                                       "waiting"]
 
 
-def test_a_learned_footprint_meeting_a_ref_that_keeps_moving_gives_up_after_a_few_spaced_pushes(
+def test_a_learned_footprint_is_kept_on_its_briefs_own_ref_whatever_the_fleet_moves_meanwhile(
         forge: Forge, claims: Claims, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every claim of the fleet moves the one footprints ref; a desk keeping its brief's learned footprint, that
-    loses each race for it (another writer moves the ref between each read and each push, with plain git), pushes
-    `LEARN_TRIES` times and says Busy, rather than 30 pushes on top of an overloaded forge."""
+    """A footprint learned from a diff goes to `refs/assay/learned/<brief>`, which only its brief's holder writes:
+    other claims moving the shared footprints ref between its read and its push (with plain git, here) cost it
+    nothing, one push. A writer that moves that very ref each time (junk, say) meets `LEARN_TRIES` spaced pushes
+    and Busy, rather than 30 pushes on top of an overloaded forge; junk found there is replaced, not built on."""
     from assay.core.claims import LEARN_TRIES
     from assay.core.footprints import FOOTPRINTS_REF
     from assay.errors import Busy
 
     forge.add_brief("x", "---\ntitle: X\n---\nB.\n")
     forge.add_brief("y", "---\ntitle: Y\n---\nB.\n")
-    claims.claim("y", "d2")
-    assert claims.learn_footprint("y", "d2", 1, ["docs/y.md"])  # a footprints ref to move
+    forge.add_brief("d", "---\ntitle: D\ntouches: [lib/]\n---\nB.\n")
+    claims.claim("d", "d3")  # a shared footprints ref to move
     claims.claim("x", "d1")
+    claims.claim("y", "d2")
     listed = claims.git.ls_remote
+    moving = [FOOTPRINTS_REF]
 
     def read_then_move(*refs: str) -> dict[str, str]:
         tips = listed(*refs)
-        if FOOTPRINTS_REF in refs:  # another claim moves the ref now
-            tip = git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
-            moved = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree",
-                        f"{tip}^{{tree}}", "-p", tip, "-m", "another claim").strip()
-            git("--git-dir", str(forge.path), "update-ref", FOOTPRINTS_REF, moved, tip)
+        ref = moving[0]
+        tip = git("--git-dir", str(forge.path), "rev-parse", "-q", "--verify", ref, check=False).strip()
+        tree = f"{tip}^{{tree}}" if tip else git("--git-dir", str(forge.path), "mktree", input="").strip()
+        moved = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree",
+                    tree, *(["-p", tip] if tip else []), "-m", "another writer").strip()
+        git("--git-dir", str(forge.path), "update-ref", ref, moved, *([tip] if tip else []))
         return tips
 
     monkeypatch.setattr(claims.git, "ls_remote", read_then_move)
     pushed = claims.git.round_trips["push"]
+    assert claims.learn_footprint("x", "d1", 1, ["src/x.py"])
+    assert claims.git.round_trips["push"] - pushed == 1  # the shared ref moved meanwhile: no matter
+    kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/learned/x:footprints.json"))
+    assert kept["briefs"] == {"x": {"touches": ["src/x.py"], "source": "diff", "epoch": 1}}
+
+    moving[0] = "refs/assay/learned/y"
+    pushed = claims.git.round_trips["push"]
     with pytest.raises(Busy):
-        claims.learn_footprint("x", "d1", 1, ["src/x.py"])
+        claims.learn_footprint("y", "d2", 1, ["src/y.py"])
     assert claims.git.round_trips["push"] - pushed == LEARN_TRIES
-    kept = json.loads(git("--git-dir", str(forge.path), "show", f"{FOOTPRINTS_REF}:footprints.json"))
-    assert "x" not in kept["briefs"]  # nothing written by the pushes that lost
+    shown = git("--git-dir", str(forge.path), "ls-tree", "refs/assay/learned/y")
+    assert shown == ""  # the junk writer's empty commits: nothing written by the pushes that lost
+    monkeypatch.setattr(claims.git, "ls_remote", listed)
+    assert claims.learn_footprint("y", "d2", 1, ["src/y.py"])  # the junk left standing is replaced
+    kept = json.loads(git("--git-dir", str(forge.path), "show", "refs/assay/learned/y:footprints.json"))
+    assert kept["briefs"] == {"y": {"touches": ["src/y.py"], "source": "diff", "epoch": 1}}
+    parents = git("--git-dir", str(forge.path), "log", "-1", "--format=%P", "refs/assay/learned/y").strip()
+    assert parents == ""  # not built on the junk
 
 
 def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_the_footprints(
         forge: Forge, claims: Claims, tmp_path: Path) -> None:
     """A footprint is declared on main, or learned under a claim: a brief never claimed that declares none has none,
-    so its claim does not read the fleet's one footprints ref (which every first round moves: each host's cache would
-    fetch each move) and leaves it where it was. A brief claimed before is checked against what it learned then."""
+    so its claim reads no footprint (each host's cache would fetch each one the fleet writes) and writes none. A
+    brief claimed before is checked against what it learned then."""
     from assay.core.footprints import FOOTPRINTS_REF
 
     for brief in ("x", "y"):
@@ -209,7 +238,7 @@ def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_
 
     assert claims.claim("x", "d1").record.epoch == 1
     assert not _cached(claims, tip)  # not fetched: not read
-    assert git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip() == tip
+    assert not git("--git-dir", str(forge.path), "rev-parse", "-q", "--verify", FOOTPRINTS_REF, check=False).strip()
     assert claims.claim("y", "d1").record.epoch == 2  # claimed before: its learned footprint read, and kept
     assert _cached(claims, tip)
     message = git("--git-dir", str(forge.path), "log", "-1", "--format=%B", "refs/assay/claims/y")
@@ -218,9 +247,9 @@ def test_a_brief_never_claimed_that_declares_nothing_is_claimed_without_reading_
 
 def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
         forge: Forge, claims: Claims, tmp_path: Path) -> None:
-    """A desk's look (`read_snapshot(lazy_footprints=True)`) fetches the footprints ref only when a brief it weighs
+    """A desk's look (`read_snapshot(lazy_footprints=True)`) fetches the footprints only when a brief it weighs
     declares a footprint or was claimed before; junk there then reads as none, and is a problem it reports."""
-    from assay.core.footprints import FOOTPRINTS_REF
+    from assay.core.footprints import FOOTPRINTS_REF, learned_ref
     from assay.desk.queue import read_snapshot
 
     for brief in ("x", "y"):
@@ -233,16 +262,16 @@ def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
     assert set(look.behind(look.briefs["d"])) == {"y"} and _cached(claims, tip)  # declared: behind y's learned one
     assert set(read_snapshot(claims).footprints) == {"y"}  # a listing's read: whole, at once
 
-    junk = git("--git-dir", str(forge.path), "hash-object", "-w", "--stdin", input="junk").strip()
-    tree = git("--git-dir", str(forge.path), "mktree", input=f"100644 blob {junk}\tfootprints.json\n").strip()
-    commit = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree", tree,
-                 "-p", tip, "-m", "junk").strip()
-    git("--git-dir", str(forge.path), "update-ref", FOOTPRINTS_REF, commit, tip)
+    _plant_junk(forge, FOOTPRINTS_REF)
     assert [p for p in read_snapshot(claims).problems if p.path == FOOTPRINTS_REF]  # a listing: at once
     look = read_snapshot(claims, lazy_footprints=True)
     assert look.behind(look.briefs["x"]) == {} and not [p for p in look.problems if p.path == FOOTPRINTS_REF]
-    assert look.behind(look.briefs["d"]) == {}  # junk reads as none (the claim refuses a declared brief, saying why)
+    assert set(look.behind(look.briefs["d"])) == {"y"}  # junk there reads as none; y's own ref still counts
     assert [p for p in look.problems if p.path == FOOTPRINTS_REF]  # … and is a problem the desk reports:
+    _plant_junk(forge, learned_ref("y"))
+    look = read_snapshot(claims, lazy_footprints=True)
+    assert look.behind(look.briefs["d"]) == {}  # junk reads as none (the claim refuses a declared brief, saying why)
+    assert [p for p in look.problems if p.path == learned_ref("y")]
 
     from assay.core.deskspec import load_desk
     from assay.core.forge.plain import PlainReviews
@@ -264,10 +293,19 @@ def test_a_desks_look_reads_the_footprints_only_for_a_brief_that_could_have_one(
                    check=False).strip()  # and the declared brief left alone
 
 
+def _plant_junk(forge: Forge, ref: str) -> None:
+    """A commit whose footprints.json is not JSON, at `ref`, with plain git."""
+    junk = git("--git-dir", str(forge.path), "hash-object", "-w", "--stdin", input="junk").strip()
+    tree = git("--git-dir", str(forge.path), "mktree", input=f"100644 blob {junk}\tfootprints.json\n").strip()
+    commit = git("--git-dir", str(forge.path), "-c", "user.name=o", "-c", "user.email=o@x", "commit-tree", tree,
+                 "-m", "junk").strip()
+    git("--git-dir", str(forge.path), "update-ref", ref, commit)
+
+
 def _learned_at_another_host(forge: Forge, tmp_path: Path, brief: str, release: bool) -> str:
     """Another host (a cache of its own) claims `brief` and keeps the footprint docs/<brief>.md learned from its
-    diff, moving the fleet's footprints ref (then releases it, if `release`); the ref's tip."""
-    from assay.core.footprints import FOOTPRINTS_REF
+    diff, on the brief's own ref (then releases it, if `release`); the ref's tip."""
+    from assay.core.footprints import learned_ref
     from assay.core.git import ForgeGit
 
     another = ForgeGit(forge.url, cache_root=tmp_path / "another-host")
@@ -279,7 +317,7 @@ def _learned_at_another_host(forge: Forge, tmp_path: Path, brief: str, release: 
             other.release(brief, "d2", epoch=1)
     finally:
         another.close()
-    return git("--git-dir", str(forge.path), "rev-parse", FOOTPRINTS_REF).strip()
+    return git("--git-dir", str(forge.path), "rev-parse", learned_ref(brief)).strip()
 
 
 def _cached(claims: Claims, sha: str) -> bool:

@@ -23,12 +23,14 @@ PERSON = "ana"
 
 def brief_refs(brief: str) -> list[str]:
     return [f"refs/assay/claims/{brief}", f"refs/assay/journal/{brief}", f"refs/assay/reviews/{brief}",
-            f"refs/heads/assay/{brief}"]
+            f"refs/heads/assay/{brief}", f"refs/assay/learned/{brief}"]
 
 
 def finish(forge: Forge, claims: Claims, brief: str) -> None:
-    """Claim `brief`, journal a step, push a work branch, open and merge its review, release it done."""
+    """Claim `brief`, keep a footprint learned from its diff, journal a step, push a work branch, open and merge its
+    review, release it done."""
     claims.claim(brief, "d")
+    assert claims.learn_footprint(brief, "d", 1, [f"{brief}.txt"])
     env = {"ASSAY_FORGE": forge.url, "ASSAY_BRIEF": brief, "ASSAY_DESK": "d", "ASSAY_EPOCH": "1",
            "ASSAY_RUN": "r1"}
     done = assay("step", "run", "--name", "build", "--policy", "safe", "--", "true", env=env)

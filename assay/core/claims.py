@@ -14,17 +14,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from assay.core import cachefile, retired
-from assay.core.footprints import FOOTPRINTS_REF
+from assay.core.footprints import FOOTPRINTS_REF, learned_ref
 from assay.core.git import ForgeGit, GitObject, RefUpdate, committed_at
 from assay.core.lives import BOOT_PREFIX, Life, life_state, this_life
 from assay.core.records import (
     CLAIMS_PREFIX,
     FORMAT_VERSION,
+    LEARNED_PREFIX,
     LIVE_STATES,
     MAIN_REF,
     STATES,
     WORK_BRANCH_PREFIX,
     ClaimRecord,
+    brief_of_ref,
     chain,
     check_tip,
     claim_ref,
@@ -33,7 +35,7 @@ from assay.core.records import (
     utc_now_iso,
     validate_brief_id,
 )
-from assay.core.records.recordtype import dataclass
+from assay.core.records.recordtype import dataclass, field
 from assay.errors import (
     AssayError,
     BriefInvalid,
@@ -78,7 +80,7 @@ OUTCOMES = ("released", "done", "abandoned")
 HOLDER_ACTIONS = frozenset({"renew", "wait", "wake", "block", "release"})
 NEW_EPOCH_ACTIONS = frozenset({"claim", "takeover"})
 DEFAULT_LEASE_S = 600
-LEARN_TRIES = 6  # pushes of a learned footprint while other claims keep moving the footprints ref
+LEARN_TRIES = 6  # pushes of a learned footprint alone, while its claim moves with its journal (or junk is replaced)
 MAX_LEASE_S = 7 * 24 * 3600
 
 
@@ -236,10 +238,12 @@ class ForgeView:
     retired: str | None  # the tip of refs/assay/retired
     scan: Scan  # the read it came from (junk claim refs set aside there)
     footprints: str | None = None  # the tip of refs/assay/footprints
+    learned: dict[str, str] = field(default_factory=dict)  # refs/assay/learned/<brief> -> tip
 
 
 def _view(found: Scan) -> ForgeView:
-    return ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found, found.tip("footprints"))
+    return ForgeView(dict(found.tips["claims"]), found.main, found.tip("retired"), found, found.tip("footprints"),
+                     dict(found.tips["learned"]))
 
 
 class Claims:
@@ -387,11 +391,12 @@ class Claims:
             if trust_view:
                 assert self.view is not None
                 tip, main, retired_tip = self.view.tips.get(ref), self.view.main, self.view.retired
-                prints = self.view.footprints
+                prints, learned = self.view.footprints, self.view.learned
             else:
-                refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF, FOOTPRINTS_REF)
+                refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF, FOOTPRINTS_REF, LEARNED_PREFIX + "*")
                 tip, main, retired_tip = refs.get(ref), refs.get(MAIN_REF), refs.get(retired.RETIRED_REF)
                 prints = refs.get(FOOTPRINTS_REF)
+                learned = {r: sha for r, sha in refs.items() if r.startswith(LEARNED_PREFIX) and _names_brief(r)}
             if not tip:  # never claimed, or done and retired (its claim ref is gone, its record is in the index)
                 retired.refuse_if_retired(self.git, retired_tip, brief, "claim")
             touches = self._require_brief(brief, main) if require_brief else ()
@@ -411,40 +416,49 @@ class Claims:
                 if trust_view:
                     raise chain.Moved([ref]) from None  # the synced view may be older than a release: look again
                 raise
-            if (touches or (prints and current)) and action != "takeover":  # a footprint of its own, or perhaps
-                # one learned from its diff under a claim before (a brief never claimed has learned none: the
-                # fleet's footprints ref, which moves with every first round, is not read for it); a takeover goes
-                # on with work already in flight (its footprint was judged when it was claimed, or learned since):
-                # never queued behind briefs it already ran beside
-                return self._claim_apart(current, record, action, touches, prints, trust_view)
+            if (touches or (current and (prints or learned_ref(brief) in learned))) and action != "takeover":
+                # a footprint of its own, or perhaps one learned from its diff under a claim before (a brief never
+                # claimed has learned none: the footprints are not read for it); a takeover goes on with work
+                # already in flight (its footprint was judged when it was claimed, or learned since): never queued
+                # behind briefs it already ran beside
+                return self._claim_apart(current, record, action, touches, prints, learned, trust_view)
             return self._write(current, record, action)  # Moved: re-read; a live claim there means we lost
 
         return chain.retrying(attempt, f"claiming {brief!r}")
 
     def _claim_apart(self, current: Claim | None, record: ClaimRecord, action: str, declared: tuple[str, ...],
-                     prints: str | None, trust_view: bool) -> Claim:
-        """Claim a brief that has a footprint, only if it overlaps no live claim's footprint: the claim commit and
-        the footprints commit that adds it go in one atomic push, each with a lease, so of desks racing to take
-        overlapping briefs one wins and the others find it when they read again. `Queued` if one overlaps."""
+                     prints: str | None, learned: Mapping[str, str], trust_view: bool) -> Claim:
+        """Claim a brief that has a footprint, only if it overlaps no live claim's footprint (the shared ref's, and
+        those learned on their briefs' refs, `learned`: ref -> tip): the claim commit and the shared footprints
+        commit that adds it go in one atomic push, each with a lease, so of desks racing to take overlapping
+        briefs one wins and the others find it when they read again. `Queued` if one overlaps. A learned
+        footprint that lands meanwhile is after the fact, as its work was: the claim is as one made before it."""
         from assay.core import footprints
 
         brief = record.brief
         try:
-            entries = footprints.read(self.git, prints)
+            shared = footprints.read(self.git, prints)
         except RecordInvalid:
             if declared:
                 raise
             return self._write(current, record, action)  # junk there: an undeclared brief is taken as ever
-        own = entries.get(brief)
+        own = shared.get(brief)
+        if own is None and not declared and learned_ref(brief) in learned:
+            own = footprints.read_learned(self.git, {learned_ref(brief): learned[learned_ref(brief)]})[0].get(brief)
         touches = declared or (own.touches if own else ())
         if not touches:
             return self._write(current, record, action)
-        near = {other: pairs for other, known in entries.items()
-                if other != brief and (pairs := footprints.overlap(touches, known.touches))}
+        done = self._known_done()  # final: their footprints hold nothing back, and need not be read
+        others = {ref: sha for ref, sha in learned.items()
+                  if (b := ref.removeprefix(LEARNED_PREFIX)) != brief and b not in shared and b not in done}
+        known = [*shared.items(), *footprints.read_learned(self.git, others)[0].items()]  # junk there: learned none
+        near = {other: pairs for other, entry in known
+                if other != brief and (pairs := footprints.overlap(touches, entry.touches))}
         assert self.view is not None or not trust_view
-        tips = self.view.tips if trust_view and self.view else \
-            (self.git.ls_remote(*(claim_ref(o) for o in near)) if near else {})
-        states = {other: self._state_at(claim_ref(other), tips.get(claim_ref(other))) for other in near}
+        wanted = [claim_ref(o) for o in sorted(near)]
+        tips = self.view.tips if trust_view and self.view else self.git.ls_remote(
+            *(wanted if len(wanted) <= 64 else [CLAIMS_PREFIX + "*"])) if wanted else {}
+        states = self._states({o: tips.get(claim_ref(o)) for o in near})
         behind = {other: footprints.described(pairs) for other, pairs in near.items() if states[other] in _HOLDING}
         if behind:
             if trust_view:
@@ -455,12 +469,13 @@ class Claims:
         # its footprint for when it is taken again
         gone = {other for other in near if states[other] in (None, "done", "abandoned")}
         if trust_view and self.view is not None:  # listed with the footprints' tip, in the same advertisement
-            gone |= {other for other in entries if other != brief and claim_ref(other) not in self.view.tips}
-        kept = {other: known for other, known in entries.items() if other not in gone}
+            gone |= {other for other in shared if other != brief and claim_ref(other) not in self.view.tips}
+        kept = {other: known for other, known in shared.items() if other not in gone}
         kept[brief] = footprints.Footprint(tuple(touches), source, record.epoch)
         said = ", ".join(touches[:8]) + (f" and {len(touches) - 8} more" if len(touches) > 8 else "")
         update = self.prepare(current, record, action, footnote=f"Footprint ({source}): {said}; apart from every "
-                              f"live footprint at {FOOTPRINTS_REF} {(prints or 'absent')[:12]}")
+                              f"live footprint at {FOOTPRINTS_REF} {(prints or 'absent')[:12]} and "
+                              f"{len(learned)} learned ones")
         moved = footprints.update(self.git, prints, kept, f"assay: {action} {brief} with its footprint "
                                   f"(epoch {record.epoch}, desk {record.desk})", record.desk or "assay", self.clock())
         chain.push(self.git, [update, moved], action.replace("_", "-"))
@@ -471,21 +486,19 @@ class Claims:
 
     def footprint_update(self, brief: str, desk: str, epoch: int, paths: Sequence[str],
                          tip: str | None) -> RefUpdate | None:
-        """For a brief that declares no `touches:`: the commit moving `refs/assay/footprints` from `tip` to hold the
-        footprint its first round's diff shows (the files it changed), not pushed; None if it has one already or
-        changed nothing. It rides the journal push of that round's work (`Journal.add(riders=…)`): fenced by its
-        claim, and left out if another claim moved the ref meanwhile (then `learn_footprint` writes it)."""
+        """For a brief that declares no `touches:`: the commit setting `refs/assay/learned/<brief>` (now at `tip`)
+        to the footprint its first round's diff shows (the files it changed), not pushed; None if it holds one
+        already or the round changed nothing (junk there is replaced). It rides the journal push of that round's
+        work (`Journal.add(riders=…)`), fenced by its claim (left out if the ref moved meanwhile: then
+        `learn_footprint` writes it)."""
         from assay.core import footprints
 
         touches = footprints.learned(paths)
         if not touches:
             return None
-        entries = footprints.read(self.git, tip)
-        if brief in entries:
+        if tip and footprints.read_learned(self.git, {learned_ref(brief): tip})[0]:
             return None
-        return footprints.update(self.git, tip, {**entries, brief: footprints.Footprint(touches, "diff", epoch)},
-                                 f"assay: footprint of {brief} from its diff (epoch {epoch}, desk {desk})", desk,
-                                 self.clock())
+        return footprints.learned_update(self.git, brief, tip, touches, epoch, desk, self.clock())
 
     def learn_footprint(self, brief: str, desk: str, epoch: int, paths: Sequence[str]) -> bool:
         """`footprint_update`, pushed alone by the desk holding the brief at `epoch` (Fenced otherwise), re-read and
@@ -494,9 +507,9 @@ class Claims:
         it are queued behind it while it is live."""
 
         def attempt(_: int) -> bool:
-            refs = self.git.ls_remote(FOOTPRINTS_REF, claim_ref(brief))
+            refs = self.git.ls_remote(learned_ref(brief), claim_ref(brief))
             claimed = refs.get(claim_ref(brief))
-            update = self.footprint_update(brief, desk, epoch, paths, refs.get(FOOTPRINTS_REF))
+            update = self.footprint_update(brief, desk, epoch, paths, refs.get(learned_ref(brief)))
             if update is None:
                 return False
             current = self.load(claim_ref(brief), claimed) if claimed else None
@@ -505,12 +518,31 @@ class Claims:
             _record, renewal = self.transition_update(current, "renew", desk=desk, epoch=epoch)  # fenced in the push
             chain.push(self.git, [update, renewal], "footprint")
             if self.view is not None:
-                self.view.footprints = update.new
+                self.view.learned[update.ref] = update.new
             return True
 
-        # the fleet's one footprints ref, which every learner moves: a few tries spaced out, not a storm of them
         return chain.retrying(attempt, f"keeping the footprint of {brief!r}", tries=LEARN_TRIES, base_s=0.25,
                               cap_s=4.0)
+
+    def _known_done(self) -> set[str]:
+        """The briefs whose claims this process last listed as `done` (final: true of any later tip, or none)."""
+        return {c.record.brief for c in _TIPS_SEEN.get(self.git.cache, {}).values() if c.record.state == "done"}
+
+    def _states(self, tips: Mapping[str, str | None]) -> dict[str, str | None]:
+        """`_state_at` of many briefs' claims (brief -> tip): those the last listing read are known; the others
+        are read together (one fetch, one cat-file batch)."""
+        seen = _TIPS_SEEN.get(self.git.cache, {})
+        found: dict[str, str | None] = {}
+        todo: dict[str, str] = {}
+        for brief, sha in tips.items():
+            hit = seen.get((claim_ref(brief), sha)) if sha else None
+            if hit is not None or not sha:
+                found[brief] = hit.record.state if hit else None
+            else:
+                todo[claim_ref(brief)] = sha
+        good, _bad = chain.read_tips(self.git, todo, CLAIMS_PREFIX, "claim.json", decode_claim)
+        found.update({record.brief: record.state for record, _sha in good})
+        return {brief: found.get(brief, "invalid") for brief in tips}  # junk holds its footprint, as `_state_at`
 
     def _state_at(self, ref: str, sha: str | None) -> str | None:
         """The state of the claim at `sha` (None for no claim; `invalid` for junk, which holds its footprint until a
@@ -679,6 +711,15 @@ class Claims:
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())
+
+
+def _names_brief(ref: str) -> bool:
+    """Whether a learned footprint's ref names a brief (one that does not is junk: it holds no footprint)."""
+    try:
+        brief_of_ref(ref, LEARNED_PREFIX)
+        return True
+    except RecordInvalid:
+        return False
 
 
 _HOLDING = frozenset({*LIVE_STATES, "invalid"})  # claim states whose briefs' footprints keep others queued

@@ -7,6 +7,12 @@ of desks racing to take briefs whose footprints overlap, one push wins and the o
 there and leave their brief queued behind it. A footprint blocks while its brief's claim is live (held, waiting
 on review, or blocked); entries of briefs no longer live are dropped by the next claim that meets them.
 
+A footprint learned from a first diff is kept on a ref of its brief's own, `refs/assay/learned/<brief>` (the
+same file, one entry), written by the desk holding the brief with its work's push: after the fact (the work
+ran before it was learned), it needs no compare-and-swap with other claims, and a ref only its holder writes
+never turns that push away. A claim reads both; taking the brief again copies its learned footprint to the
+shared ref, as a declared one is.
+
 A glob covers what it matches and everything beneath (a name may be a folder: `src` is `src/**`); `**` is any
 number of folders. Overlap errs towards "yes": two globs overlap unless no path can match both.
 """
@@ -18,7 +24,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
-from assay.core.records import FORMAT_VERSION, validate_brief_id
+from assay.core.records import FORMAT_VERSION, LEARNED_PREFIX, validate_brief_id
 from assay.core.records.recordtype import dataclass
 from assay.errors import RecordInvalid, UsageError
 
@@ -230,6 +236,63 @@ def _footprint(item: Any) -> Footprint:
     if source not in SOURCES or not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
         raise ValueError(f"source must be one of {', '.join(SOURCES)} and epoch a whole number >= 1")
     return Footprint(tuple(touches), source, epoch)
+
+
+def learned_ref(brief: str) -> str:
+    return LEARNED_PREFIX + brief
+
+
+def decode_learned(data: bytes | None, ref: str) -> dict[str, Footprint]:
+    """A learned footprint's file: `decode`, holding exactly one entry, for the ref's brief, from a diff."""
+    from assay.core.records import brief_of_ref
+
+    entries = decode(data, ref)
+    brief = brief_of_ref(ref, LEARNED_PREFIX)
+    if set(entries) != {brief} or entries[brief].source != "diff":
+        raise RecordInvalid(ref, f"{FOOTPRINTS} must hold one entry, for {brief!r}, learned from its diff "
+                                 f"(source \"diff\"); remove the ref (`git push <forge> :{ref}`): its brief's next "
+                                 "round learns it again")
+    return entries
+
+
+_READ: dict[tuple[str, str], Footprint] = {}  # (ref, commit) -> the footprint there: a commit never changes
+_READ_MOST = 50_000
+
+
+def read_learned(git: ForgeGit, tips: Mapping[str, str]) -> tuple[dict[str, Footprint], list[tuple[str, str]]]:
+    """The learned footprints at `tips` (ref -> sha under `refs/assay/learned/`): those read before by this
+    process from memory, the others with one fetch and one cat-file batch; and the junk among them as (ref,
+    problem), which holds no footprint."""
+    from assay.core.records import chain
+
+    out = {ref.removeprefix(LEARNED_PREFIX): _READ[(ref, sha)] for ref, sha in tips.items() if (ref, sha) in _READ}
+    todo = {ref: sha for ref, sha in tips.items() if (ref, sha) not in _READ}
+    if not todo:
+        return out, []
+    good, bad = chain.read_tips(git, todo, LEARNED_PREFIX, FOOTPRINTS, decode_learned)
+    if len(_READ) + len(good) > _READ_MOST:
+        _READ.clear()
+    for entries, sha in good:
+        for brief, found in entries.items():
+            _READ[(learned_ref(brief), sha)] = out[brief] = found
+    return out, [(j.ref, j.problem) for j in bad]
+
+
+def merged(shared: Mapping[str, Footprint], learned: Mapping[str, Footprint]) -> dict[str, Footprint]:
+    """Every known footprint: the shared ref's (what a brief was taken with), else the one learned on its ref."""
+    return {**learned, **shared}
+
+
+def learned_update(git: ForgeGit, brief: str, tip: str | None, touches: tuple[str, ...], epoch: int, desk: str,
+                   when: float) -> RefUpdate:
+    """The commit setting `refs/assay/learned/<brief>` (from `tip`: junk there is replaced, not built on), written
+    to the cache, not pushed."""
+    from assay.core.git import ZERO, RefUpdate
+    from assay.core.records import chain
+
+    made = chain.commit(git, learned_ref(brief), None, {FOOTPRINTS: encode({brief: Footprint(touches, "diff", epoch)})},
+                        f"assay: footprint of {brief} from its diff (epoch {epoch}, desk {desk})", desk, when)
+    return RefUpdate(made.ref, made.new, tip or ZERO)
 
 
 def read(git: ForgeGit, tip: str | None) -> dict[str, Footprint]:

@@ -1,7 +1,8 @@
 """Retired briefs: the refs of finished work folded into one index, so they no longer cost every push.
 
 Every push and every listing advertises every ref of the forge, so a forge that kept
-the refs of each finished brief (claim, journal, review, work branch, worktree snapshot) would slow
+the refs of each finished brief (claim, journal, review, work branch, worktree snapshot, learned
+footprint) would slow
 down with every brief ever done. Retiring a `done` brief records the tips of those refs
 in `refs/assay/retired` (one small JSON file per brief) and deletes them, in one atomic
 push under leases on every ref it touches. Their objects stay reachable from
@@ -21,6 +22,7 @@ from assay.core.git import ForgeGit, parse_tree
 from assay.core.records import (
     CLAIMS_PREFIX,
     JOURNAL_PREFIX,
+    LEARNED_PREFIX,
     MAIN_REF,
     REVIEWS_PREFIX,
     WIP_PREFIX,
@@ -35,7 +37,8 @@ from assay.errors import AssayError, IllegalTransition, NoSuchBrief, RecordInval
 
 RETIRED_REF = "refs/assay/retired"
 KEEP_REF = "refs/assay/retired-keep"
-PREFIXES = (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, WORK_BRANCH_REF_PREFIX, WIP_PREFIX)  # the refs a brief has
+PREFIXES = (CLAIMS_PREFIX, JOURNAL_PREFIX, REVIEWS_PREFIX, WORK_BRANCH_REF_PREFIX, WIP_PREFIX,  # the refs a brief has
+            LEARNED_PREFIX)
 BATCH = 500  # briefs per push: keeps the argument list and the keep commit's parents bounded
 INDEX_DIR = "briefs"
 _FIELDS: dict[str, type | tuple[type, ...]] = {

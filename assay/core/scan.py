@@ -1,7 +1,7 @@
 """One read of the whole forge: one ls-remote, one fetch, then local cat-file batches.
 
 The sweep, the board, the audit and the desk's queue all start from a `Scan`: the refs
-Assay keeps, sorted by kind (claims, journals, reviews, work branches, and the single refs
+Assay keeps, sorted by kind (claims, journals, reviews, work branches, learned footprints, and the single refs
 main, the sweeper's observations, the retired index and its keep), with the refs under an
 Assay prefix that name no brief set aside as junk. `fetch` brings the tips a reader needs
 in one fetch; the decoders below read them from the cache. A scan is a hint for choosing
@@ -17,6 +17,7 @@ from assay.core.observations import OBSERVATIONS, SWEEPER_REF, Observations, dec
 from assay.core.records import (
     CLAIMS_PREFIX,
     JOURNAL_PREFIX,
+    LEARNED_PREFIX,
     MAIN_REF,
     REVIEWS_PREFIX,
     WORK_BRANCH_REF_PREFIX,
@@ -31,11 +32,11 @@ from assay.core.retired import KEEP_REF, RETIRED_REF, Index
 from assay.errors import NoMainBranch, RecordInvalid
 
 PREFIXES = {"claims": CLAIMS_PREFIX, "journals": JOURNAL_PREFIX, "reviews": REVIEWS_PREFIX,
-            "branches": WORK_BRANCH_REF_PREFIX}
+            "branches": WORK_BRANCH_REF_PREFIX, "learned": LEARNED_PREFIX}
 SINGLES = {"main": MAIN_REF, "sweeper": SWEEPER_REF, "retired": RETIRED_REF, "keep": KEEP_REF,
            "footprints": FOOTPRINTS_REF}
 WHOLE = (*PREFIXES, *SINGLES)  # every kind: the board, the sweep, the audit of every brief
-QUEUE = ("claims", "reviews", "main", "retired", "footprints")  # what a desk chooses work from and settles
+QUEUE = ("claims", "reviews", "main", "retired", "footprints", "learned")  # what a desk chooses work from and settles
 
 
 @dataclass

@@ -24,7 +24,7 @@ from assay.core.crash import crash_point
 from assay.core.credentials import strip_credentials
 from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
-from assay.core.footprints import FOOTPRINTS_REF
+from assay.core.footprints import learned_ref
 from assay.core.forge.base import Reviews, Thread, answer_text
 from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
@@ -82,7 +82,7 @@ class BriefWork:
         self.state = state_dir / "desks" / spec.name  # the desk's own folder: `{state}` in its `env:`
         self.assay_bin = assay_command(state_dir)
         self._main = ""  # the main this pass started from
-        self._footprint_rode = False  # this brief's learned footprint rode its work's push
+        self._footprint_rode = False  # its learned footprint rode its work's push, or was kept before
         self._branch_seen: str | None = None  # the work branch's tip as the branch step read it (this run)
         self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
         self._redo: dict[str, str] = {}  # this round's identity in its steps' inputs
@@ -594,7 +594,7 @@ class BriefWork:
     def _push(self) -> str:
         """Commit what the agent left and push the branch, atomically with a journal entry (fenced)."""
         repo = self.git.worktree(self.worktree, "HEAD")
-        found = self.git.ls_remote(self.branch_ref, FOOTPRINTS_REF)
+        found = self.git.ls_remote(self.branch_ref, learned_ref(self.brief.id))
         tip = found.get(self.branch_ref)
         if tip:
             self.git.ensure_objects({self.branch_ref: tip})
@@ -612,11 +612,12 @@ class BriefWork:
                            hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
                                 "desk again")
         if tip != head:
-            rider = self._footprint_rider(head, found.get(FOOTPRINTS_REF))
+            rider = self._footprint_rider(head, found.get(learned_ref(self.brief.id)))
             journal = self.session.journal
             journal.add("note", sync=True, data={"pushed": head}, refs=[RefUpdate(self.branch_ref, head, tip or ZERO)],
                         riders=[rider] if rider else [])
-            self._footprint_rode = rider is not None and rider in journal.landed_riders
+            kept = rider is None and learned_ref(self.brief.id) in found  # held already (junk there makes a rider)
+            self._footprint_rode = kept or (rider is not None and rider in journal.landed_riders)
         return head
 
     def _footprint_rider(self, head: str, prints: str | None) -> RefUpdate | None:

@@ -84,7 +84,7 @@ class ForgeRead:
     review_link: Callable[[Review], str | None] = field(default=lambda _: None)  # the review port's `link`
     progress: dict[str, str] = field(default_factory=dict)  # brief -> what its tip's renewal says of the agent
     junk: list[InvalidRecord] = field(default_factory=list)  # refs under Assay's prefixes that name no brief
-    footprints: dict[str, Footprint] = field(default_factory=dict)  # refs/assay/footprints
+    footprints: dict[str, Footprint] = field(default_factory=dict)  # refs/assay/footprints, and those learned
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class ForgeRead:
 def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     """One ls-remote and one fetch for every ref the board shows; the rest are local reads of the cache."""
     found = scan(git)
-    found.fetch("claims", "journals", "main", "sweeper", "retired", "keep", "footprints",
+    found.fetch("claims", "journals", "main", "sweeper", "retired", "keep", "footprints", "learned",
                 *["reviews"] * reviews.refs_backed)
     problems = [f"{j.ref}: {j.problem}" for j in found.junk]
     briefs, brief_problems = found.briefs()
@@ -117,6 +117,9 @@ def read_forge(git: ForgeGit, reviews: Reviews) -> ForgeRead:
     except RecordInvalid as exc:
         prints = {}
         problems.append(f"{FOOTPRINTS_REF}: {exc.problem}")
+    learned, bad = footprints.read_learned(git, found.tips["learned"])
+    problems += [f"{ref}: {problem}" for ref, problem in bad]
+    prints = footprints.merged(prints, learned)
     return ForgeRead(found.main, {b.id: b for b in briefs}, problems, chains, journals,
                      _reviews(git, reviews, tips["reviews"], problems), found.by_brief("branches"), retired,
                      seen.observations, seen.tip, [d.name for d in desks], {d.name: d.heartbeat_s for d in desks},

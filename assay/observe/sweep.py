@@ -101,7 +101,7 @@ class ForgeState:
 # -- reading ------------------------------------------------------------------------------------
 
 
-SWEPT = ("claims", "reviews", "journals", "branches", "main", "sweeper")  # the kinds of ref a sweep reads
+SWEPT = ("claims", "reviews", "journals", "branches", "learned", "main", "sweeper")  # the kinds of ref a sweep reads
 
 
 def read_forge(claims: Claims, found: Scan | None = None) -> ForgeState:

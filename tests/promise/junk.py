@@ -99,7 +99,8 @@ def blob(forge: Path, body: bytes) -> str:
 
 
 # the junk of each ref kind: (name, what goes at the ref); `record` is the file the ref kind's commits hold
-REF_KINDS = {"claims": "claim.json", "journal": "entries.jsonl", "reviews": "review.json"}
+REF_KINDS = {"claims": "claim.json", "journal": "entries.jsonl", "reviews": "review.json",
+             "learned": "footprints.json"}
 BODIES: tuple[bytes, ...] = (b"", b"{", b"[]\n", b"null\n", b'{"v": 2}\n', b"\xff\xfe\n",
                              b'{"v": 1, "state": "held", "epoch": "1"}\n', b'{"v": 1}\n' * 5000)
 
@@ -119,8 +120,8 @@ def plant_ref(forge: Path, ref: str, rng: random.Random, record: str) -> str:
 
 
 def plant_every_ref_kind(forge: Path, rng: random.Random, briefs: list[str]) -> list[str]:
-    """Junk in claims, journal and reviews of `briefs` (junk briefs, some on main), in the sweeper ref, and in a
-    work branch; returns what was planted."""
+    """Junk in claims, journal, reviews and learned footprints of `briefs` (junk briefs, some on main), in the
+    sweeper ref, and in a work branch; returns what was planted."""
     said = []
     for b in briefs:
         for kind, record in REF_KINDS.items():

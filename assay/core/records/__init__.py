@@ -9,6 +9,7 @@ from assay.core.records.codec import (
     FORMAT_VERSION,
     JOURNAL_PREFIX,
     LANDING_CLAIM,
+    LEARNED_PREFIX,
     LIVE_STATES,
     MAIN_REF,
     POLICIES,
@@ -43,9 +44,9 @@ from assay.core.records.codec import (
 
 __all__ = [
     "CLAIMS_PREFIX", "ClaimRecord", "FORMAT_VERSION", "JOURNAL_PREFIX", "JournalEntry", "LANDING_CLAIM",
-    "LIVE_STATES", "MAIN_REF", "POLICIES", "REVIEWS_PREFIX", "ReviewComment", "ReviewRecord", "STATES",
-    "TOMBSTONES", "WIP_PREFIX", "WORK_BRANCH_PREFIX", "WORK_BRANCH_REF_PREFIX", "brief_id_problem", "brief_of_ref",
-    "check_tip", "claim_ref", "condition_problem", "decode_claim", "decode_entry", "decode_review", "human_age",
-    "iso_seconds", "journal_ref", "load_record", "parse_iso", "review_ref", "utc_now_iso", "validate_brief_id",
-    "wip_ref",
+    "LEARNED_PREFIX", "LIVE_STATES", "MAIN_REF", "POLICIES", "REVIEWS_PREFIX", "ReviewComment", "ReviewRecord",
+    "STATES", "TOMBSTONES", "WIP_PREFIX", "WORK_BRANCH_PREFIX", "WORK_BRANCH_REF_PREFIX", "brief_id_problem",
+    "brief_of_ref", "check_tip", "claim_ref", "condition_problem", "decode_claim", "decode_entry", "decode_review",
+    "human_age", "iso_seconds", "journal_ref", "load_record", "parse_iso", "review_ref", "utc_now_iso",
+    "validate_brief_id", "wip_ref",
 ]

@@ -19,6 +19,7 @@ CLAIMS_PREFIX = "refs/assay/claims/"
 JOURNAL_PREFIX = "refs/assay/journal/"
 REVIEWS_PREFIX = "refs/assay/reviews/"
 WIP_PREFIX = "refs/assay/wip/"  # a brief's worktree as its agent-session checkpoints recorded it (`wip.py`)
+LEARNED_PREFIX = "refs/assay/learned/"  # the footprint a brief's first diff showed (`footprints.py`)
 MAIN_REF = "refs/heads/main"
 WORK_BRANCH_PREFIX = "assay/"  # a brief's work branch is assay/<brief>: a pull request's head on GitHub
 WORK_BRANCH_REF_PREFIX = "refs/heads/" + WORK_BRANCH_PREFIX  # the work branch as a ref
