@@ -158,6 +158,23 @@ def test_retire_older_than_leaves_recent_ones(forge: Forge, finished: dict[str, 
     assert code == 2 and "not an age" in err, err
 
 
+def test_a_learned_footprint_an_older_retire_left_goes_with_the_next_retirement(
+        forge: Forge, claims: Claims, finished: dict[str, dict[str, str]]) -> None:
+    """An older Assay retired briefs without their learned footprints (it knew no such ref): the next retirement
+    deletes those of retired briefs, under a lease each, and leaves a live brief's and an unknown brief's alone."""
+    assert run(forge, "retire", "alpha")[0] == 0
+    learned = "refs/assay/learned/alpha"
+    assert learned not in all_refs(forge)
+    git("--git-dir", str(forge.path), "update-ref", learned, finished["alpha"][learned])  # as an older retire left it
+    assert claims.learn_footprint("gamma", "d", 1, ["gamma.txt"])  # held: stays
+    git("--git-dir", str(forge.path), "update-ref", "refs/assay/learned/nosuch", finished["alpha"][learned])
+    code, out, err = run(forge, "retire", "--json")
+    assert code == 0 and json.loads(out)["retired"] == ["beta"], err
+    refs = all_refs(forge)
+    assert learned not in refs and "refs/assay/learned/beta" not in refs
+    assert "refs/assay/learned/gamma" in refs and "refs/assay/learned/nosuch" in refs  # not retired: not touched
+
+
 def test_concurrent_retirers_and_a_writer_lose_nothing(forge: Forge, claims: Claims, tmp_path: Path) -> None:
     """Three retirers and a person steering a done brief, all at once: every done brief is retired once, and
     the steering either landed before (then the index has the journal tip with it) or was refused."""

@@ -7,14 +7,22 @@ brief's refs, every ref under a lease; see `retired.py` for the format and why.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from assay.core.claims import Claims
 from assay.core.git import ZERO, ForgeGit, RefUpdate, TreeEntry, parse_tree
-from assay.core.records import CLAIMS_PREFIX, chain, parse_iso, utc_now_iso, validate_brief_id
+from assay.core.records import (
+    CLAIMS_PREFIX,
+    LEARNED_PREFIX,
+    brief_of_ref,
+    chain,
+    parse_iso,
+    utc_now_iso,
+    validate_brief_id,
+)
 from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import BATCH, INDEX_DIR, KEEP_REF, PREFIXES, RETIRED_REF, Index, RetiredBrief, shard
-from assay.errors import IllegalTransition, NotATree
+from assay.errors import IllegalTransition, NotATree, RecordInvalid
 
 
 @dataclass
@@ -64,6 +72,7 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
         if dry_run:
             result.retired = chosen
             return result
+        orphans = _orphans(refs, index)
         retired_tip, keep_tip = refs.get(RETIRED_REF), refs.get(KEEP_REF)
         # the keep commit names every tip as a parent: git needs them in the cache to push it
         git.ensure_objects({p + b: refs[p + b] for b in chosen for p in PREFIXES if p + b in refs})
@@ -73,6 +82,7 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
                                     done_at=done[b].record.at, retired_at=utc_now_iso(now), by=by,
                                     refs={p + b: refs[p + b] for p in PREFIXES if p + b in refs}) for b in batch]
             updates = _retire_updates(git, records, retired_tip, keep_tip, by, now)
+            updates += [RefUpdate(ref, ZERO, sha) for ref, sha in sorted(orphans.items())] if start == 0 else []
             chain.push(git, updates, "retire")
             retired_tip, keep_tip = updates[0].new, updates[1].new
             result.retired += batch
@@ -83,6 +93,20 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
     if result.retired and not dry_run:
         result.packed = git.pack_forge_refs() is not None
     return result
+
+
+def _orphans(refs: Mapping[str, str], index: Index) -> dict[str, str]:
+    """Learned footprints of briefs retired already (an older Assay's retire leaves them), deleted with the next
+    retirement under a lease each: a retired brief is never taken again, so they hold nothing back."""
+    out = {}
+    for ref, sha in refs.items():
+        if ref.startswith(LEARNED_PREFIX) and CLAIMS_PREFIX + ref.removeprefix(LEARNED_PREFIX) not in refs:
+            try:
+                if index.get(brief_of_ref(ref, LEARNED_PREFIX)) is not None:
+                    out[ref] = sha
+            except RecordInvalid:
+                continue  # a ref that names no brief: junk, reported by the readers
+    return out
 
 
 def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str | None, keep_tip: str | None,
