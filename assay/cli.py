@@ -237,7 +237,7 @@ def retire(briefs: tuple[str, ...], older_than: str, dry_run: bool, ports: Ports
 
     done = retire_done(ports.claims, briefs, older_than_s=parse_age(older_than), by=_person(), dry_run=dry_run)
     view = {"retired": done.retired, "kept": done.kept, "pushes": done.pushes, "packed_refs": done.packed,
-            "dry_run": dry_run}
+            "cleared": done.cleared, "dry_run": dry_run}
     views.print_json(view) if as_json else views.render_retirement(view)
 
 

@@ -515,6 +515,9 @@ def render_retirement(view: dict[str, Any]) -> None:
     console.print(_styled(f"{verb} {len(briefs)} done brief{'s' if len(briefs) != 1 else ''}: {shown}", "green"))
     if view["kept"]:
         console.print(_styled(f"left {len(view['kept'])} done briefs that are not old enough", "dim"))
+    if view["cleared"]:
+        deleted = "would delete" if view["dry_run"] else "deleted"
+        console.print(_styled(f"{deleted} {len(view['cleared'])} learned footprints of briefs retired before", "dim"))
     if view["packed_refs"]:
         console.print(_styled("packed the forge's refs", "dim"))
 

@@ -92,7 +92,7 @@ def test_retire_folds_refs_and_keeps_history_readable(forge: Forge, finished: di
     code, out, err = run(forge, "retire", "--json")
     assert code == 0, err
     assert json.loads(out) == {"retired": ["alpha", "beta"], "kept": {}, "pushes": 1, "packed_refs": True,
-                               "dry_run": False}
+                               "cleared": [], "dry_run": False}
     refs = all_refs(forge)
     assert not [r for b in finished for r in brief_refs(b) if r in refs]
     assert "refs/assay/claims/gamma" in refs and RETIRED_REF in refs and KEEP_REF in refs
@@ -168,8 +168,11 @@ def test_a_learned_footprint_an_older_retire_left_goes_with_the_next_retirement(
     git("--git-dir", str(forge.path), "update-ref", learned, finished["alpha"][learned])  # as an older retire left it
     assert claims.learn_footprint("gamma", "d", 1, ["gamma.txt"])  # held: stays
     git("--git-dir", str(forge.path), "update-ref", "refs/assay/learned/nosuch", finished["alpha"][learned])
+    code, out, err = run(forge, "retire", "--dry-run")
+    assert code == 0 and "would delete 1 learned footprints of briefs retired before" in out, (out, err)
+    assert learned in all_refs(forge)
     code, out, err = run(forge, "retire", "--json")
-    assert code == 0 and json.loads(out)["retired"] == ["beta"], err
+    assert code == 0 and json.loads(out)["retired"] == ["beta"] and json.loads(out)["cleared"] == [learned], err
     refs = all_refs(forge)
     assert learned not in refs and "refs/assay/learned/beta" not in refs
     assert "refs/assay/learned/gamma" in refs and "refs/assay/learned/nosuch" in refs  # not retired: not touched

@@ -33,6 +33,7 @@ class Retirement:
     kept: dict[str, str] = field(default_factory=dict)  # done briefs left alone, and why
     pushes: int = 0
     packed: bool = False
+    cleared: list[str] = field(default_factory=list)  # learned footprints an older retire left, deleted with them
 
 
 def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 0.0, by: str = "assay",
@@ -50,7 +51,8 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
 
     def attempt(_: int) -> Retirement:
         nonlocal result
-        result = Retirement(retired=list(result.retired), pushes=result.pushes)  # what landed before stays said
+        result = Retirement(retired=list(result.retired), pushes=result.pushes,  # what landed before stays said
+                            cleared=list(result.cleared))
         refs = git.ls_remote(*(p + "*" for p in PREFIXES), RETIRED_REF, KEEP_REF)
         tips = {r: s for r, s in refs.items() if r.startswith(CLAIMS_PREFIX)}
         good, _bad = claims.load_tips(tips)
@@ -69,10 +71,10 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
                 result.kept[brief] = f"done at {claim.record.at}, not yet {older_than_s:.0f}s ago"
                 continue
             chosen.append(brief)
+        orphans = _orphans(refs, index) if chosen else {}  # they go with a retirement's push
         if dry_run:
-            result.retired = chosen
+            result.retired, result.cleared = chosen, sorted(orphans)
             return result
-        orphans = _orphans(refs, index)
         retired_tip, keep_tip = refs.get(RETIRED_REF), refs.get(KEEP_REF)
         # the keep commit names every tip as a parent: git needs them in the cache to push it
         git.ensure_objects({p + b: refs[p + b] for b in chosen for p in PREFIXES if p + b in refs})
@@ -85,6 +87,7 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
             updates += [RefUpdate(ref, ZERO, sha) for ref, sha in sorted(orphans.items())] if start == 0 else []
             chain.push(git, updates, "retire")
             retired_tip, keep_tip = updates[0].new, updates[1].new
+            result.cleared += sorted(orphans) if start == 0 else []
             result.retired += batch
             result.pushes += 1
         return result

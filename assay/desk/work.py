@@ -612,25 +612,26 @@ class BriefWork:
                            hint=f"merge {self.branch_ref} into the worktree at {self.worktree}, then run the "
                                 "desk again")
         if tip != head:
-            rider = self._footprint_rider(head, found.get(learned_ref(self.brief.id)))
+            rider, needless = self._footprint_rider(head, found.get(learned_ref(self.brief.id)))
             journal = self.session.journal
             journal.add("note", sync=True, data={"pushed": head}, refs=[RefUpdate(self.branch_ref, head, tip or ZERO)],
                         riders=[rider] if rider else [])
-            kept = rider is None and learned_ref(self.brief.id) in found  # held already (junk there makes a rider)
-            self._footprint_rode = kept or (rider is not None and rider in journal.landed_riders)
+            self._footprint_rode = needless or (rider is not None and rider in journal.landed_riders)
         return head
 
-    def _footprint_rider(self, head: str, prints: str | None) -> RefUpdate | None:
+    def _footprint_rider(self, head: str, prints: str | None) -> tuple[RefUpdate | None, bool]:
         """The footprint of a brief that declares none, from what its work changes against main, to ride the push
-        of that work (None if it has one, or cannot be read now: `_learn_footprint` tries after the push)."""
+        of that work; and whether none is needed (it holds one already, or the work changes nothing). Neither when
+        it cannot be read now: `_learn_footprint` tries after the push."""
         if self.brief.touches:
-            return None
+            return None, True
         try:
             base = self.git.merge_base(self._main, head) or self._main
-            return self.session.journal.claims.footprint_update(self.brief.id, self.spec.name, self.epoch,
-                                                                self._changed(base, head), prints)
+            rider = self.session.journal.claims.footprint_update(self.brief.id, self.spec.name, self.epoch,
+                                                                 self._changed(base, head), prints)
+            return rider, rider is None
         except AssayError:
-            return None
+            return None, False
 
     def _changed(self, base: str, head: str) -> list[str]:
         return self.git.changed_paths(base, head)
