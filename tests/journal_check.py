@@ -65,7 +65,26 @@ def invariants(forge: Path, brief: str) -> list[str]:
     epochs_seen = {c["epoch"] for c in chain}
     problems += [f"entry {e['seq']} has epoch {e['epoch']} that no claim had"
                  for e in es if e["epoch"] not in epochs_seen]
-    return problems
+    return problems + learned_problems(forge, brief, chain)
+
+
+def learned_problems(forge: Path, brief: str, chain: list[dict[str, Any]]) -> list[str]:
+    """A footprint learned from the brief's diff (`refs/assay/learned/<brief>`, when it holds one) was written by
+    the desk that held the brief at the epoch it names: a fenced desk writes none."""
+    ref = f"refs/assay/learned/{brief}"
+    tip = _git(forge, "for-each-ref", "--format=%(objectname)", ref).strip()
+    if not tip:
+        return []
+    shown = subprocess.run(["git", "--git-dir", str(forge), "show", f"{tip}:footprints.json"], capture_output=True,
+                           text=True)
+    try:
+        entry = json.loads(shown.stdout)["briefs"][brief]
+    except (ValueError, KeyError, TypeError):
+        return []  # junk planted there: the readers report it, and the brief's next round replaces it
+    author = _git(forge, "log", "-1", "--format=%an", tip).strip()
+    held = {(c["epoch"], c["desk"]) for c in chain if c["state"] == "held"}
+    return [] if (entry["epoch"], author) in held else \
+        [f"{ref} names epoch {entry['epoch']}, written by {author!r}, which never held the brief then"]
 
 
 def _commit_entries(forge: Path, sha: str) -> list[dict[str, Any]]:

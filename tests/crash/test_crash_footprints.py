@@ -73,3 +73,12 @@ def test_the_footprint_rides_the_push_of_the_work_it_comes_from(work: Forge, tmp
     assert not shared.strip()  # the fleet's shared ref is not moved by a first round
     journal = git("--git-dir", str(work.path), "log", "--format=%ct %s", "refs/assay/journal/ship")
     assert journal  # the journal moved; the footprints commit came with one of its pushes, not after
+    assert invariants(work.path, "ship") == []
+    forged = tmp_path / "forged"  # the check reads the forge with plain git: a footprint no holder wrote fails it
+    git("init", "-q", str(forged))
+    (forged / "footprints.json").write_text(
+        '{"briefs":{"ship":{"epoch":7,"source":"diff","touches":["ship.txt"]}},"v":1}\n')
+    git("add", "-A", cwd=forged)
+    git("-c", "user.name=builder", "-c", "user.email=b@x", "commit", "-q", "-m", "forged", cwd=forged)
+    git("push", "-q", "-f", work.url, "HEAD:refs/assay/learned/ship", cwd=forged)
+    assert [p for p in invariants(work.path, "ship") if "refs/assay/learned/ship names epoch 7" in p]
