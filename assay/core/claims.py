@@ -26,7 +26,7 @@ from assay.core.records import (
     STATES,
     WORK_BRANCH_PREFIX,
     ClaimRecord,
-    brief_of_ref,
+    brief_id_problem,
     chain,
     check_tip,
     claim_ref,
@@ -396,7 +396,8 @@ class Claims:
                 refs = self.git.ls_remote(ref, MAIN_REF, retired.RETIRED_REF, FOOTPRINTS_REF, LEARNED_PREFIX + "*")
                 tip, main, retired_tip = refs.get(ref), refs.get(MAIN_REF), refs.get(retired.RETIRED_REF)
                 prints = refs.get(FOOTPRINTS_REF)
-                learned = {r: sha for r, sha in refs.items() if r.startswith(LEARNED_PREFIX) and _names_brief(r)}
+                learned = {r: sha for r, sha in refs.items()  # a ref that names no brief is junk: no footprint
+                           if r.startswith(LEARNED_PREFIX) and brief_id_problem(r.removeprefix(LEARNED_PREFIX)) is None}
             if not tip:  # never claimed, or done and retired (its claim ref is gone, its record is in the index)
                 retired.refuse_if_retired(self.git, retired_tip, brief, "claim")
             touches = self._require_brief(brief, main) if require_brief else ()
@@ -711,15 +712,6 @@ class Claims:
 
     def _now(self) -> str:
         return utc_now_iso(self.clock())
-
-
-def _names_brief(ref: str) -> bool:
-    """Whether a learned footprint's ref names a brief (one that does not is junk: it holds no footprint)."""
-    try:
-        brief_of_ref(ref, LEARNED_PREFIX)
-        return True
-    except RecordInvalid:
-        return False
 
 
 _HOLDING = frozenset({*LIVE_STATES, "invalid"})  # claim states whose briefs' footprints keep others queued

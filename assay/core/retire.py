@@ -14,7 +14,7 @@ from assay.core.git import ZERO, ForgeGit, RefUpdate, TreeEntry, parse_tree
 from assay.core.records import (
     CLAIMS_PREFIX,
     LEARNED_PREFIX,
-    brief_of_ref,
+    brief_id_problem,
     chain,
     parse_iso,
     utc_now_iso,
@@ -22,7 +22,7 @@ from assay.core.records import (
 )
 from assay.core.records.recordtype import dataclass, field
 from assay.core.retired import BATCH, INDEX_DIR, KEEP_REF, PREFIXES, RETIRED_REF, Index, RetiredBrief, shard
-from assay.errors import IllegalTransition, NotATree, RecordInvalid
+from assay.errors import IllegalTransition, NotATree
 
 
 @dataclass
@@ -101,15 +101,9 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
 def _orphans(refs: Mapping[str, str], index: Index) -> dict[str, str]:
     """Learned footprints of briefs retired already (an older Assay's retire leaves them), deleted with the next
     retirement under a lease each: a retired brief is never taken again, so they hold nothing back."""
-    out = {}
-    for ref, sha in refs.items():
-        if ref.startswith(LEARNED_PREFIX) and CLAIMS_PREFIX + ref.removeprefix(LEARNED_PREFIX) not in refs:
-            try:
-                if index.get(brief_of_ref(ref, LEARNED_PREFIX)) is not None:
-                    out[ref] = sha
-            except RecordInvalid:
-                continue  # a ref that names no brief: junk, reported by the readers
-    return out
+    briefs = {ref: ref.removeprefix(LEARNED_PREFIX) for ref in refs if ref.startswith(LEARNED_PREFIX)}
+    return {ref: refs[ref] for ref, brief in briefs.items()  # a ref that names no brief: junk, the readers report it
+            if brief_id_problem(brief) is None and CLAIMS_PREFIX + brief not in refs and index.get(brief) is not None}
 
 
 def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str | None, keep_tip: str | None,
