@@ -71,7 +71,9 @@ def test_superseded_judges_many_ready_reviews_with_a_few_processes(forge: Forge,
 
     alpha = branch(forge, work, "alpha", {"alpha.txt": "alpha\n"})  # a change of its own
     port.started.clear()
+    listed = port.round_trips["ls-remote"]
     assert landing.superseded(port, reviews, claims, "alpha", alpha)["verdict"] == "ready"
+    assert port.round_trips["ls-remote"] - listed == 1  # main, the claims and the reviews in one listing (was 3)
     assert port.started["merge-tree"] == 1, port.started  # its own merge into main; none against the four others
     assert sum(port.started.values()) <= 8, port.started  # it was 14 with these four: two merges and more each
 

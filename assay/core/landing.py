@@ -21,7 +21,14 @@ from assay.core import signals
 from assay.core.claims import Claims
 from assay.core.forge.base import Review, Reviews
 from assay.core.git import ForgeGit, Signature
-from assay.core.records import CLAIMS_PREFIX, MAIN_REF, WORK_BRANCH_REF_PREFIX, JournalEntry, ReviewRecord
+from assay.core.records import (
+    CLAIMS_PREFIX,
+    MAIN_REF,
+    REVIEWS_PREFIX,
+    WORK_BRANCH_REF_PREFIX,
+    JournalEntry,
+    ReviewRecord,
+)
 from assay.errors import AssayError
 
 _BRIEF_TRAILER = re.compile(r"^Assay-Brief: (\S+)$", re.M)
@@ -45,7 +52,11 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
     has it now: `{"verdict": "ready", "main": sha}`; `{"verdict": "on-main", "main": sha}` when merging it into
     main changes nothing; `{"verdict": "superseded", "main": sha, "by": other brief, "head": its head}` when
     another ready review (its brief waiting on it) already holds every change of this one."""
-    main = git.ls_remote(MAIN_REF).get(MAIN_REF, "")
+    # main, every claim and (where reviews are refs) every review in one listing: the claims' records mostly
+    # known already, the candidates' heads read in one fetch; a read each would cost the forge ready reviews x
+    # briefs made ready
+    listed = git.ls_remote(MAIN_REF, CLAIMS_PREFIX + "*", *([REVIEWS_PREFIX + "*"] if reviews.refs_backed else []))
+    main = listed.get(MAIN_REF, "")
     if not main:
         return {"verdict": READY, "main": ""}
     git.ensure_objects({MAIN_REF: main, WORK_BRANCH_REF_PREFIX + brief: head})
@@ -54,12 +65,10 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
     tree, _ = git.merge_conflicts(main, head)
     if tree is not None and tree == git.tree_of(main):
         return {"verdict": ON_MAIN, "main": main}
-    others = sorted((r for r in reviews.list() if isinstance(r, Review) and r.brief != brief
-                     and r.state == READY and r.record.head), key=lambda r: r.brief)
-    # every claim in one listing (their records mostly known already), the candidates' heads in one fetch: a
-    # read each would cost the forge ready reviews x briefs made ready
-    waiting = {c.record.brief for c in claims.load_tips(git.ls_remote(CLAIMS_PREFIX + "*"))[0]
-               if c.record.state == "waiting"} if others else set()
+    others = sorted((r for r in reviews.list(listed if reviews.refs_backed else None) if isinstance(r, Review)
+                     and r.brief != brief and r.state == READY and r.record.head), key=lambda r: r.brief)
+    claimed = {ref: sha for ref, sha in listed.items() if ref.startswith(CLAIMS_PREFIX)}
+    waiting = {c.record.brief for c in claims.load_tips(claimed)[0] if c.record.state == "waiting"} if others else set()
     others = [r for r in others if r.brief in waiting]  # a ready review nobody waits on is no one's work in flight
     try:
         git.ensure_objects({_branch_ref(r): r.record.head for r in others})

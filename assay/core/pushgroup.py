@@ -193,13 +193,18 @@ def _gather(folder: str, due: float) -> None:
     """Wait until `due` (this request's deadline) or the earliest deadline of another request waiting meanwhile,
     whichever comes first: a push that must go now is held no longer than its own window. Any request counts,
     signed by this group or not (another supervisor's desks share the folder's lock): one that is not is never
-    pushed, and can only end the wait early."""
+    pushed, and can only end the wait early. A request already answered is waiting no more: the last round's,
+    whose requesters have not yet collected their answers, would otherwise end this wait at once (their deadlines
+    are past), and each request made while a round pushed would go in a round of its own right after it."""
     deadlines: dict[str, float] = {}
     while True:
-        for name in os.listdir(folder):
-            if name.endswith(".req") and name not in deadlines:
+        names = os.listdir(folder)
+        answered = {name[:-4] for name in names if name.endswith(".out")}
+        waiting = [name for name in names if name.endswith(".req") and name[:-4] not in answered]
+        for name in waiting:
+            if name not in deadlines:
                 deadlines[name] = _deadline(_read(os.path.join(folder, name)))
-        left = min(due, *deadlines.values()) - time.time() if deadlines else due - time.time()
+        left = min(due, *(deadlines[name] for name in waiting)) - time.time()
         if left <= 0:
             return
         time.sleep(min(left, POLL_S * 2))

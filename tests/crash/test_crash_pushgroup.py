@@ -375,3 +375,33 @@ def test_another_supervisors_push_ends_an_unhurried_wait(forge: Forge, tmp_path:
     assert [s for s, _ in said(other).values()] == ["ok", "ok"]
     assert time.monotonic() - begun < 8  # not the unhurried wait (30 s) nor LOCK_WAIT_S (10 s)
     assert [s for s, _ in said(lazy).values()] == ["ok", "ok"]
+
+
+def test_an_answered_request_not_yet_collected_ends_no_later_rounds_wait(forge: Forge, tmp_path: Path) -> None:
+    """The last round's requests stay in the folder until their requesters collect their answers, their deadlines
+    past. A request made meanwhile leads the next round: it still waits its window for company (it took their
+    deadlines for its own and pushed alone at once, then the next request alone too: a push each)."""
+    folder, log = logging_git(tmp_path)
+    env = group_env(tmp_path, "5", PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
+    warm = start(forge, "warm", tmp_path / "go0", env)  # makes the host's push folder
+    (tmp_path / "go0").touch()
+    said(warm)
+    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    (pushes / "1-answered.req").write_text(json.dumps({"updates": [], "at": time.time() - 100, "wait": 0}))
+    (pushes / "1-answered.out").write_text(json.dumps({"alone": True}))
+    go = tmp_path / "go"
+    first = start(forge, "first", go, env)
+    go.touch()
+    end = time.monotonic() + 30
+    while len(list(pushes.glob("*.req"))) < 2:  # the first's request is there, beside the answered one
+        assert time.monotonic() < end, "no push request appeared"
+        time.sleep(0.01)
+    second = start(forge, "second", go, env)
+    for proc in (first, second):
+        result = said(proc)
+        assert [s for s, _ in result.values()] == ["ok", "ok"]
+        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+    writes = [args for code, args in calls(log) if code == 0 and "update-ref --stdin" in args and str(forge.path)
+              in args and "refs/assay/claims/warm" not in args]
+    assert len(writes) == 1 and "refs/assay/claims/first" in writes[0] and "refs/assay/claims/second" in writes[0], \
+        writes

@@ -212,7 +212,10 @@ class Reviews(Protocol):
         """The review, or the review as it was when its brief was retired (read-only)."""
         ...
 
-    def list(self) -> builtins.list[Review | InvalidReview]: ...
+    def list(self, tips: Mapping[str, str] | None = None) -> builtins.list[Review | InvalidReview]:
+        """Every review (junk listed as invalid). `tips`: the review refs' tips as a listing just read them, where
+        reviews are refs (no read of the refs then)."""
+        ...
 
     def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
         """While a call waits (a rate limit), call `keepalive` (a claim's renewal, which raises when the claim is

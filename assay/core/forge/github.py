@@ -357,7 +357,7 @@ class GitHubReviews:
     def kept(self, brief: str) -> Review | None:
         return self.get(brief)  # pull requests outlive retirement
 
-    def list(self) -> builtins.list[Review | InvalidReview]:
+    def list(self, tips: Mapping[str, str] | None = None) -> builtins.list[Review | InvalidReview]:
         pulls = self._get("list", f"{self._path}/pulls", {"state": "all", "per_page": 100})
         out: builtins.list[Review | InvalidReview] = []
         seen: set[str] = set()

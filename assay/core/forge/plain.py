@@ -185,10 +185,12 @@ class PlainReviews:
     def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
         """Reviews on a plain forge are refs: their writes never wait."""
 
-    def list(self) -> builtins.list[Review | InvalidReview]:
-        """Every review tip on the forge, by ref (junk listed as invalid): one ls-remote, one fetch, one cat-file."""
-        good, bad = chain.read_tips(self.git, self.git.ls_remote(REVIEWS_PREFIX + "*"), REVIEWS_PREFIX,
-                                    "review.json", decode_review)
+    def list(self, tips: Mapping[str, str] | None = None) -> builtins.list[Review | InvalidReview]:
+        """Every review tip on the forge, by ref (junk listed as invalid): one ls-remote (none given `tips`), one
+        fetch, one cat-file."""
+        listed = {r: s for r, s in tips.items() if r.startswith(REVIEWS_PREFIX)} if tips is not None else \
+            self.git.ls_remote(REVIEWS_PREFIX + "*")
+        good, bad = chain.read_tips(self.git, listed, REVIEWS_PREFIX, "review.json", decode_review)
         found: builtins.list[Review | InvalidReview] = [Review(record, sha) for record, sha in good]
         return sorted([*found, *bad], key=lambda r: r.ref if isinstance(r, InvalidReview) else review_ref(r.brief))
 
