@@ -530,3 +530,23 @@ def test_aider_exiting_0_on_a_refused_key_leaves_the_brief_unburned(tmp_path: Pa
     assert not [e for e in entries(forge, "ship") if e["kind"] == "verify"], detail
     last = claim_chain(forge, "ship")[-1]
     assert last["state"] == "released" and "AuthenticationError" in str(last["reason"]), last
+
+
+def test_a_run_handed_no_steering_reads_nothing_to_note_its_delivery() -> None:
+    """Every agent run that ends notes the steering it took as delivered; a run handed none (most) makes no port of
+    its own and reads no journal for it (it did: a listing and a `git cat-file` process every run)."""
+    from types import SimpleNamespace
+
+    from assay.desk.agent import Steering
+
+    class NoPort:
+        def spare(self) -> None:
+            raise AssertionError("a port was made to note no steering")
+
+    said: list[str] = []
+    run = SimpleNamespace(steering=(), brief=SimpleNamespace(id="b"))
+    steering = Steering(NoPort(), SimpleNamespace(name="d"), run, "run", said.append)  # type: ignore[arg-type]
+    steering.delivered([])
+    assert steering.told == set() and said == []
+    with pytest.raises(AssertionError, match="a port was made"):
+        steering.delivered([3])  # handed some: its note is journaled, through a port of its own

@@ -312,7 +312,8 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
             reason = agent.prompt(text)
             steering.delivered(handed)
             _checkpoint(saver, spec, run, echo, size, "".join(agent.chunks[said:]))
-            told = steering.news() if reason == "end_turn" and not watch.why and not heartbeat.fenced else []
+            told = steering.news(steering.claims) if reason == "end_turn" and not watch.why and not heartbeat.fenced \
+                else []  # read on the desk's own port: this thread's, its agent waiting on it
             if not told:
                 break
             steering.told |= {seq for seq, _ in told}
@@ -401,7 +402,8 @@ def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values
             steering.confirm(saver.transcript)  # what hooks handed over counts once the conversation holds it
         if watch.why or heartbeat.fenced:
             return code
-        told, heartbeat.steered = heartbeat.steered or (steering.news() if code == 0 else []), []
+        # read on the desk's own port: the agent has ended, and this thread is the one that uses it
+        told, heartbeat.steered = heartbeat.steered or (steering.news(steering.claims) if code == 0 else []), []
         if not told:
             return code
         if saver is not None:
@@ -710,7 +712,9 @@ class Steering:
 
     def delivered(self, seqs: Sequence[int]) -> None:
         """Journal that a run took a prompt holding this steering (each once); said, not raised, if it cannot be:
-        the steering is then handed again, never lost."""
+        the steering is then handed again, never lost. None handed: nothing is read (a run without steering)."""
+        if not seqs:
+            return
         claims = self.claims.spare()
         try:
             journal = self._journal(claims)
