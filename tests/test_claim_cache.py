@@ -136,3 +136,26 @@ def test_a_kept_view_serves_the_next_read_once(claims: Claims, forge: Forge, tmp
     other.git.close()
     assert claims.read_view() is kept and CLAIMS_PREFIX + "alpha" not in kept.tips  # read before the claim
     assert claims.read_view().tips[CLAIMS_PREFIX + "alpha"] == taken.sha  # the next read is the forge's
+
+
+def test_reading_some_claims_forgets_none_of_the_others(claims: Claims, forge: Forge, tmp_path: Path) -> None:
+    """A reading of a few claims (the supersede check's, of the briefs with ready reviews) keeps what is known of
+    the rest: the next reading of every claim takes them from memory, and equals a fresh one."""
+    claims.claim("alpha", "d1")
+    claims.claim("beta", "d2")
+    tips = claims.git.ls_remote(CLAIMS_PREFIX + "*")
+    claims.load_tips(tips)
+    elsewhere = Claims(ForgeGit(forge.url, cache_root=tmp_path / "elsewhere"))
+    elsewhere.release("beta", "d2", reason="done")  # moved by another host
+    elsewhere.git.close()
+    beta = CLAIMS_PREFIX + "beta"
+    moved = claims.git.ls_remote(beta)
+    [read], _ = claims.load_tips(moved, every=False)
+    assert read.record.state == "released"
+    assert set(cached(claims)["claims"]) == {tips[CLAIMS_PREFIX + "alpha"], tips[beta], moved[beta]}
+    for forget in (False, True):  # from this process's memory, then from the cache's file
+        if forget:
+            new_process()
+        listing = claims.list_all()
+        assert listing == fresh_listing(forge, tmp_path, f"fresh{forget}")
+        assert [c.record.state for c in listing[0]] == ["held", "released"]

@@ -77,6 +77,13 @@ def test_superseded_judges_many_ready_reviews_with_a_few_processes(forge: Forge,
     assert port.started["merge-tree"] == 1, port.started  # its own merge into main; none against the four others
     assert sum(port.started.values()) <= 8, port.started  # it was 14 with these four: two merges and more each
 
+    elsewhere = ForgeGit(forge.url, tmp_path / "elsewhere")  # another host's desk takes a brief: a claim moved
+    Claims(elsewhere).claim("hello", "other")
+    elsewhere.close()
+    port.started.clear()
+    assert landing.superseded(port, reviews, claims, "alpha", alpha)["verdict"] == "ready"
+    assert port.started["fetch"] == 0, port.started  # only the ready reviews' claims are read (every moved one was)
+
     copy = branch(forge, work, "hello", {"epsilon.txt": "epsilon\n"})  # epsilon's very change, made apart
     found = landing.superseded(port, reviews, claims, "hello", copy)
     assert (found["verdict"], found["by"], found["head"]) == ("superseded", "epsilon", heads["epsilon"])

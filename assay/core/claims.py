@@ -271,16 +271,20 @@ class Claims:
         """The claim record in commit `sha` of `ref` (fetched if the cache lacks it); RecordInvalid for junk."""
         return Claim(chain.read_one(self.git, ref, sha, CLAIMS_PREFIX, "claim.json", decode_claim), sha)
 
-    def load_tips(self, tips: dict[str, str]) -> tuple[list[Claim], list[InvalidClaim]]:
+    def load_tips(self, tips: dict[str, str], every: bool = True) -> tuple[list[Claim], list[InvalidClaim]]:
         """The claims at `tips` (ref -> sha), and the junk among them, in ref order.
 
         A tip read before is taken from the cache's `DECODED` file (commit id -> record, so an
         entry never goes stale); the others are read with one fetch and one cat-file batch.
         Listings and choosing use this; every write still reads its tip and compares-and-swaps.
+        `every`: `tips` are every claim on the forge, so what is remembered of others is forgotten (else the
+        claims read are remembered beside it).
         """
         seen = _TIPS_SEEN.get(self.git.cache, {})
         if all((ref, sha) in seen for ref, sha in tips.items()):  # a pass that found no claim moved: no file read
-            _TIPS_SEEN[self.git.cache] = now = {(ref, sha): seen[(ref, sha)] for ref, sha in tips.items()}
+            now = {(ref, sha): seen[(ref, sha)] for ref, sha in tips.items()}
+            if every:
+                _TIPS_SEEN[self.git.cache] = now
             return sorted(now.values(), key=lambda c: c.record.brief), []
         path = os.path.join(self.git.cache, DECODED)
         known = cachefile.load(path)
@@ -297,10 +301,14 @@ class Claims:
         good, bad = chain.read_tips(self.git, todo, CLAIMS_PREFIX, "claim.json", decode_claim)
         fresh = [Claim(record, sha) for record, sha in good]
         claims = sorted([*hits, *fresh], key=lambda c: c.record.brief) if hits and fresh else hits or fresh
-        if fresh or len(hits) != len(memo):  # only the tips seen now: the file never outgrows the forge
+        if every and (fresh or len(hits) != len(memo)):  # only the tips seen now: the file never outgrows the forge
             cachefile.save(path, {"v": FORMAT_VERSION, "claims": {c.sha: _remember(c.record) for c in claims}})
+        elif fresh:
+            kept = {**memo, **{c.sha: _remember(c.record) for c in fresh}}  # beside the rest, forgotten at the next
+            cachefile.save(path, {"v": FORMAT_VERSION, "claims": kept})  # reading of every claim
         if not bad:  # junk is read, and reported, afresh each time
-            _TIPS_SEEN[self.git.cache] = {(CLAIMS_PREFIX + c.record.brief, c.sha): c for c in claims}
+            read = {(CLAIMS_PREFIX + c.record.brief, c.sha): c for c in claims}
+            _TIPS_SEEN[self.git.cache] = read if every else {**seen, **read}
         return claims, bad
 
     def progress(self, claims: Sequence[Claim]) -> dict[str, str]:

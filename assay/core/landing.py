@@ -67,8 +67,10 @@ def superseded(git: ForgeGit, reviews: Reviews, claims: Claims, brief: str, head
         return {"verdict": ON_MAIN, "main": main}
     others = sorted((r for r in reviews.list(listed if reviews.refs_backed else None) if isinstance(r, Review)
                      and r.brief != brief and r.state == READY and r.record.head), key=lambda r: r.brief)
-    claimed = {ref: sha for ref, sha in listed.items() if ref.startswith(CLAIMS_PREFIX)}
-    waiting = {c.record.brief for c in claims.load_tips(claimed)[0] if c.record.state == "waiting"} if others else set()
+    # the claims of those briefs alone: a waiting claim seldom moves (no renewals), so they are mostly known; all
+    # of them would be a fetch of every claim renewed since the last look, at every review made ready
+    claimed = {ref: listed[ref] for ref in (CLAIMS_PREFIX + r.brief for r in others) if ref in listed}
+    waiting = {c.record.brief for c in claims.load_tips(claimed, every=False)[0] if c.record.state == "waiting"}
     others = [r for r in others if r.brief in waiting]  # a ready review nobody waits on is no one's work in flight
     try:
         git.ensure_objects({_branch_ref(r): r.record.head for r in others})
