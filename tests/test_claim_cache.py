@@ -159,3 +159,4 @@ def test_reading_some_claims_forgets_none_of_the_others(claims: Claims, forge: F
         listing = claims.list_all()
         assert listing == fresh_listing(forge, tmp_path, f"fresh{forget}")
         assert [c.record.state for c in listing[0]] == ["held", "released"]
+    assert set(cached(claims)["claims"]) == {tips[CLAIMS_PREFIX + "alpha"], moved[beta]}  # only what is there now

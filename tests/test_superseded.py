@@ -94,3 +94,10 @@ def test_superseded_judges_many_ready_reviews_with_a_few_processes(forge: Forge,
     # delta's branch is inside gamma's, which shares its commits: judged by the merges, as before
     found = landing.superseded(port, reviews, claims, "delta", heads["delta"])
     assert (found["verdict"], found["by"]) == ("superseded", "gamma")
+
+    # epsilon's claim waits no more (released on another host since this port last read it): its ready review
+    # stands for nobody's work in flight, and the copy of its change is made ready
+    again = ForgeGit(forge.url, tmp_path / "elsewhere")
+    Claims(again).release("epsilon", "builder", reason="taken back")
+    again.close()
+    assert landing.superseded(port, reviews, claims, "hello", copy)["verdict"] == "ready"

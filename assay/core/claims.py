@@ -534,7 +534,8 @@ class Claims:
                               cap_s=4.0)
 
     def _known_done(self) -> set[str]:
-        """The briefs whose claims this process last listed as `done` (final: true of any later tip, or none)."""
+        """The briefs whose claims this process read as `done` (final: true of any later tip, or none): at its last
+        listing of every claim, and since."""
         return {c.record.brief for c in _TIPS_SEEN.get(self.git.cache, {}).values() if c.record.state == "done"}
 
     def _states(self, tips: Mapping[str, str | None]) -> dict[str, str | None]:

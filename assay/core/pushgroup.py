@@ -193,9 +193,10 @@ def _gather(folder: str, due: float) -> None:
     """Wait until `due` (this request's deadline) or the earliest deadline of another request waiting meanwhile,
     whichever comes first: a push that must go now is held no longer than its own window. Any request counts,
     signed by this group or not (another supervisor's desks share the folder's lock): one that is not is never
-    pushed, and can only end the wait early. A request already answered is waiting no more: the last round's,
-    whose requesters have not yet collected their answers, would otherwise end this wait at once (their deadlines
-    are past), and each request made while a round pushed would go in a round of its own right after it."""
+    pushed, and can only end the wait early. A request already answered, or whose requester is gone, is waiting
+    no more: the last round's, whose requesters have not yet collected their answers, would otherwise end this wait
+    at once (their deadlines are past), and each request made while a round pushed would go in a round of its own
+    right after it."""
     deadlines: dict[str, float] = {}
     while True:
         names = os.listdir(folder)
@@ -203,8 +204,9 @@ def _gather(folder: str, due: float) -> None:
         waiting = [name for name in names if name.endswith(".req") and name[:-4] not in answered]
         for name in waiting:
             if name not in deadlines:
-                deadlines[name] = _deadline(_read(os.path.join(folder, name)))
-        left = min(due, *(deadlines[name] for name in waiting)) - time.time()
+                path = os.path.join(folder, name)
+                deadlines[name] = _deadline(_read(path)) if _waited_on(path) else math.inf
+        left = min([due, *(deadlines[name] for name in waiting)]) - time.time()
         if left <= 0:
             return
         time.sleep(min(left, POLL_S * 2))

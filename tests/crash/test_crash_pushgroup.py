@@ -389,14 +389,14 @@ def test_an_answered_request_not_yet_collected_ends_no_later_rounds_wait(forge: 
     [pushes] = list((tmp_path / "cache").rglob("pushes"))
     (pushes / "1-answered.req").write_text(json.dumps({"updates": [], "at": time.time() - 100, "wait": 0}))
     (pushes / "1-answered.out").write_text(json.dumps({"alone": True}))
-    go = tmp_path / "go"
-    first = start(forge, "first", go, env)
+    go, later = tmp_path / "go", tmp_path / "later"
+    first, second = start(forge, "first", go, env), start(forge, "second", later, env)  # both ready to push
     go.touch()
     end = time.monotonic() + 30
     while len(list(pushes.glob("*.req"))) < 2:  # the first's request is there, beside the answered one
         assert time.monotonic() < end, "no push request appeared"
         time.sleep(0.01)
-    second = start(forge, "second", go, env)
+    later.touch()
     for proc in (first, second):
         result = said(proc)
         assert [s for s, _ in result.values()] == ["ok", "ok"]
