@@ -84,6 +84,26 @@ def tip(forge: Forge, ref: str) -> str:
     return git("--git-dir", str(forge.path), "rev-parse", "--verify", "-q", ref, check=False).strip() or ZERO
 
 
+def warmed(forge: Forge, tmp_path: Path, env: dict[str, str]) -> Path:
+    """The host's push folder, made by one push that went before (`warm`'s)."""
+    warm = start(forge, "warm", tmp_path / "go0", env)
+    (tmp_path / "go0").touch()
+    said(warm)
+    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    return pushes
+
+
+def landed_in_one_write(forge: Forge, log: Path, procs: dict[str, subprocess.Popen[str]]) -> None:
+    """Each process's push landed whole, and all of them in one write of the forge (after `warm`'s)."""
+    for proc in procs.values():
+        result = said(proc)
+        assert [s for s, _ in result.values()] == ["ok", "ok"]
+        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
+    writes = [args for code, args in calls(log) if code == 0 and "update-ref --stdin" in args and str(forge.path)
+              in args and "refs/assay/claims/warm" not in args]
+    assert len(writes) == 1 and all(f"refs/assay/claims/{name}" in writes[0] for name in procs), writes
+
+
 def group_env(tmp_path: Path, window: str, **extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "ASSAY_PUSH_WINDOW_S": window,
            "ASSAY_PUSH_GROUP_TOKEN": "k" * 64, "ASSAY_CACHE_DIR": str(tmp_path / "cache"), **extra}
@@ -304,10 +324,7 @@ def test_an_unhurried_push_waits_for_one_that_must_go_and_goes_with_it(forge: Fo
     (held the full 20 s, the second would have given up on the lock after 10 s and pushed alone: two)."""
     folder, log = logging_git(tmp_path)
     env = group_env(tmp_path, "0", PATH=f"{folder}{os.pathsep}{os.environ['PATH']}", ASSAY_PUSH_LAZY_S="30")
-    warm = start(forge, "warm", tmp_path / "go0", env)  # makes the host's push folder
-    (tmp_path / "go0").touch()
-    said(warm)
-    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    pushes = warmed(forge, tmp_path, env)
     now = time.time()
     (pushes / ".rounds").write_text(json.dumps({"at": [now - 20, now - 10, now]}))
     go = tmp_path / "go"
@@ -315,14 +332,7 @@ def test_an_unhurried_push_waits_for_one_that_must_go_and_goes_with_it(forge: Fo
     go.touch()
     await_request(tmp_path / "cache")
     urgent = start(forge, "urgent", go, env)
-    for proc in (urgent, lazy):
-        result = said(proc)
-        assert [s for s, _ in result.values()] == ["ok", "ok"]
-        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
-    writes = [args for code, args in calls(log) if code == 0 and "update-ref --stdin" in args and str(forge.path)
-              in args and "refs/assay/claims/warm" not in args]
-    assert len(writes) == 1 and "refs/assay/claims/lazy" in writes[0] and "refs/assay/claims/urgent" in writes[0], \
-        writes
+    landed_in_one_write(forge, log, {"urgent": urgent, "lazy": lazy})
 
 
 def test_an_unhurried_push_on_a_quiet_host_does_not_wait(forge: Forge, tmp_path: Path) -> None:
@@ -340,10 +350,7 @@ def test_junk_in_the_push_folder_harms_no_round(forge: Forge, tmp_path: Path) ->
     """Any writer of the cache can leave files in the folder: a `.rounds` of numbers no float holds, a request
     nested past any parser's depth. Rounds and unhurried pushes go on as if they were not there."""
     env = group_env(tmp_path, "0.5", ASSAY_PUSH_LAZY_S="30")
-    warm = start(forge, "warm", tmp_path / "go0", env)
-    (tmp_path / "go0").touch()
-    said(warm)
-    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    pushes = warmed(forge, tmp_path, env)
     (pushes / ".rounds").write_text('{"at": [1' + "0" * 400 + ', "x", null, true, 1e999]}')
     (pushes / "1-deep.req").write_text("[" * 100000 + "]" * 100000)
     go = tmp_path / "go"
@@ -360,10 +367,7 @@ def test_another_supervisors_push_ends_an_unhurried_wait(forge: Forge, tmp_path:
     unhurried leader of one waits no longer once the other's push that must go is there: it goes, and lets go of
     the lock (not `LOCK_WAIT_S` later)."""
     env = group_env(tmp_path, "0", ASSAY_PUSH_LAZY_S="30")
-    warm = start(forge, "warm", tmp_path / "go0", env)
-    (tmp_path / "go0").touch()
-    said(warm)
-    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    pushes = warmed(forge, tmp_path, env)
     now = time.time()
     (pushes / ".rounds").write_text(json.dumps({"at": [now - 40, now - 20, now]}))  # it may wait 30 s
     go = tmp_path / "go"
@@ -383,10 +387,7 @@ def test_an_answered_request_not_yet_collected_ends_no_later_rounds_wait(forge: 
     deadlines for its own and pushed alone at once, then the next request alone too: a push each)."""
     folder, log = logging_git(tmp_path)
     env = group_env(tmp_path, "5", PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
-    warm = start(forge, "warm", tmp_path / "go0", env)  # makes the host's push folder
-    (tmp_path / "go0").touch()
-    said(warm)
-    [pushes] = list((tmp_path / "cache").rglob("pushes"))
+    pushes = warmed(forge, tmp_path, env)
     (pushes / "1-answered.req").write_text(json.dumps({"updates": [], "at": time.time() - 100, "wait": 0}))
     (pushes / "1-answered.out").write_text(json.dumps({"alone": True}))
     go, later = tmp_path / "go", tmp_path / "later"
@@ -397,11 +398,4 @@ def test_an_answered_request_not_yet_collected_ends_no_later_rounds_wait(forge: 
         assert time.monotonic() < end, "no push request appeared"
         time.sleep(0.01)
     later.touch()
-    for proc in (first, second):
-        result = said(proc)
-        assert [s for s, _ in result.values()] == ["ok", "ok"]
-        assert all(tip(forge, ref) == new for ref, (_, new) in result.items())
-    writes = [args for code, args in calls(log) if code == 0 and "update-ref --stdin" in args and str(forge.path)
-              in args and "refs/assay/claims/warm" not in args]
-    assert len(writes) == 1 and "refs/assay/claims/first" in writes[0] and "refs/assay/claims/second" in writes[0], \
-        writes
+    landed_in_one_write(forge, log, {"first": first, "second": second})
