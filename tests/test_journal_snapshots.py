@@ -18,6 +18,7 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit
 from assay.core.journal import append_as_person, read_indexed, read_log
 from assay.core.journal import index as journalindex
+from assay.core.journal.writer import first_depth
 from assay.core.records import JournalEntry
 from assay.core.steps import Session, open_session
 from tests.conftest import Forge, assay
@@ -314,3 +315,29 @@ def test_a_damaged_local_index_never_reaches_a_snapshot(written: Forge, tmp_path
         writer.note(f"across the boundary {i}", sync=True)  # 24, 25, 26: seq 25 lands, with a snapshot of 1..24
     assert snapshot_problems(written.path, "alpha", EVERY) == []
     assert git("--git-dir", str(written.path), "grep", "-c", "tock", REF, check=False) == ""
+
+
+def test_a_cold_reader_of_a_tip_that_made_its_snapshot_fetches_once(forge: Forge, held: Claims,
+                                                                     tmp_path: Path) -> None:
+    """A writer crossing the interval makes the snapshot in that commit, so the tip's parent is the snapshot's own
+    tip: the first fetch of a cold reader (the tip and the few commits below it) is all it fetches (it fetched the
+    tip, then its parent). Where more commits follow the snapshot, a second fetch goes down to its tip, as before."""
+    s = session(held, "r1")
+    s.note("one entry, one commit", sync=True)
+    while s.journal.last_seq % EVERY:
+        s.note("one entry, one commit", sync=True)
+    assert git("--git-dir", str(forge.path), "rev-parse", f"{REF}:snapshot") != \
+        git("--git-dir", str(forge.path), "rev-parse", "-q", "--verify", f"{REF}~1:snapshot", check=False)
+    whole = read_log(fresh_port(forge, tmp_path, "whole"), "alpha").entries
+    for more, fetches in ((0, 1), (first_depth(), 2)):  # here (an interval of 5) the tip and its parent first
+        for _ in range(more):
+            s.note("after the snapshot", sync=True)
+            whole = read_log(fresh_port(forge, tmp_path, f"whole{more}"), "alpha").entries
+        port = fresh_port(forge, tmp_path, f"cold{more}")
+        try:
+            read = read_indexed(port, "alpha")
+            assert port.round_trips["fetch"] == fetches, port.round_trips
+            assert isinstance(read.base, journalindex.Snapshot) and port.shallow_commits()
+            assert [read.base.entry(q) for q in range(1, read.base.last_seq + 1)] + read.tail.entries == whole
+        finally:
+            port.close()

@@ -245,14 +245,25 @@ def _ends_with(ref: str, index: journalindex.Index, end: GitObject | None) -> bo
     return bool(lines) and decode_entry(lines[-1], ref) == decode_entry(index.last_body(), ref)
 
 
+FIRST_DEPTH = 16  # commits a cold reader fetches first: the tip and the few below it, which hold the snapshot's tip
+# where the tip made the snapshot (a writer crossing the interval) or a few commits followed it; a few small commits
+# more are little beside the snapshot's segments, a second fetch (a process and a round trip) is much. At most a
+# tenth of the interval (tests cross it every few entries): never most of the chain below the snapshot
+
+
+def first_depth() -> int:
+    return max(2, min(FIRST_DEPTH, journalindex.snapshot_every() // 10))
+
+
 def _from_snapshot(git: ForgeGit, brief: str, tip: str) -> IndexedLog | None:
     """The journal from the snapshot its tip carries (`journalindex.Snapshot`) and the commits after the snapshot's
-    own tip, fetched alone when the cache lacks them (`fetch_shallow`: the tip first, for the snapshot and its last
-    seq, then down to the snapshot's tip); None, and nothing decided, when the tip carries none that checks out."""
+    own tip, fetched alone when the cache lacks them (`fetch_shallow`: the tip and `first_depth()` - 1 commits below
+    it first, for the snapshot and its last seq, then down to the snapshot's tip if that is further); None, and
+    nothing decided, when the tip carries none that checks out."""
     ref = journal_ref(brief)
     fetched = not git.read_typed([tip])[0]
     if fetched:
-        git.fetch_shallow({ref: tip}, 1)
+        git.fetch_shallow({ref: tip}, first_depth())
     tree = journalindex.snapshot_of(git, tip)
     snapshot = journalindex.open_snapshot(git, brief, tree.sha) if tree else None
     if snapshot is None:
@@ -263,8 +274,9 @@ def _from_snapshot(git: ForgeGit, brief: str, tip: str) -> IndexedLog | None:
         return None  # a junk tip: the chain's reader says what is wrong with it
     if last <= snapshot.last_seq:
         return None
-    if fetched or not git.read_typed([snapshot.tip])[0]:  # each commit after the snapshot's tip adds an entry
-        git.fetch_shallow({ref: tip}, last - snapshot.last_seq + 1)
+    depth = last - snapshot.last_seq + 1  # each commit after the snapshot's tip adds an entry: at most this many
+    if (fetched and depth > first_depth()) or not git.read_typed([snapshot.tip])[0]:
+        git.fetch_shallow({ref: tip}, depth)
     if not git.is_ancestor(snapshot.tip, tip):
         return None
     end = git.read_typed([f"{snapshot.tip}:entries.jsonl"])[0]
