@@ -48,8 +48,8 @@ LAYERS = (
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records' codec; agents' environments"),
     Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "core.pushgroup",
-                     "core.records.recordtype", "errors", ""),
-          "errors, crash points, lives, credentials, caches, digests, records, grouped pushes"),
+                     "core.listgroup", "core.records.recordtype", "errors", ""),
+          "errors, crash points, lives, credentials, caches, digests, records, host groups"),
 )
 
 

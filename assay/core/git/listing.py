@@ -42,16 +42,18 @@ class Listing(History):
         """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip. A forge on this machine
         or over HTTP is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git
         ls-remote` asks for every ref, however few the patterns name, and matches them here. The first listing
-        whose refs a `prefetch` named takes that answer instead."""
+        whose refs a `prefetch` named takes that answer instead. Over HTTP, a desk under a supervisor lists with the
+        host's other desks (`listgroup.py`): one listing of the host at a time."""
         folder = local_forge_path(self.url)
         prefixable = bool(patterns) and all(_PREFIXABLE.fullmatch(p) for p in patterns)
         if folder is not None and prefixable:
             return self._ls_refs(folder, patterns)
         self._drop_prefetch()  # a listing taken another way: an answer from before it is no answer after it
         if prefixable and self._speaks_v2 and self.remote.lower().startswith(("http://", "https://")):
-            found = self._ls_refs_direct(patterns)
-            if found is None:
-                found = self._ls_refs_http(patterns)
+            from assay.core import listgroup
+
+            found = listgroup.listing(os.path.join(self.cache, "listings"), patterns, self._ls_refs_over_http,
+                                      git_timeout())
             if found is not None:
                 return found
         proc = self._git("ls-remote", self.remote, *patterns, check=False)
@@ -137,6 +139,13 @@ class Listing(History):
         if proc.returncode != 0:
             raise self._unreadable(err)
         return _listed(pkt_lines(out), patterns)
+
+    def _ls_refs_over_http(self, patterns: Sequence[str]) -> dict[str, str] | None:
+        """`ls-remote` of a forge over HTTP by prefix, from this process or through git's transport; None where
+        neither does it (`git ls-remote` then asks). Under a supervisor it lists for the host's other desks too
+        (`listgroup.py`)."""
+        found = self._ls_refs_direct(patterns)
+        return self._ls_refs_http(patterns) if found is None and self._speaks_v2 else found
 
     def _ls_refs_direct(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP from this process (`smarthttp.py`): None where that cannot be done
