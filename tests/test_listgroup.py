@@ -60,7 +60,8 @@ def host(tmp_path: Path) -> Path:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), pushgroup.KEY_ENV: "k" * 64}
+    """The host's key, and every listing on its way counting as slow (each request made meanwhile waits for it)."""
+    return {**os.environ, "PYTHONPATH": str(REPO), pushgroup.KEY_ENV: "k" * 64, "ASSAY_LISTING_QUEUE_S": "0"}
 
 
 def start(host: Path, patterns: str, mode: str = "plain", wait_s: float = 60) -> subprocess.Popen[str]:
@@ -118,6 +119,20 @@ def test_listings_asked_while_one_is_on_its_way_go_as_one_that_begins_after_them
     assert listed[1][1] == "refs/assay/claims/* refs/assay/claims/x refs/assay/reviews/x refs/heads/main"
     assert listed[1][0] in {p.pid for p in others}
     assert list((host / "listings").glob("*.req")) == [] and list((host / "listings").glob("*.out")) == []
+
+
+def test_a_request_made_while_a_young_listing_is_on_its_way_lists_alone_at_once(host: Path) -> None:
+    """A forge that answers briskly is listed as without a group: B, asking while A's listing is younger than the
+    queue threshold, lists at once beside it rather than after it."""
+    leader = start(host, "refs/heads/main", "hold")
+    until(lambda: len(calls(host)) == 1, "the leader did not begin its listing")
+    brisk = subprocess.Popen([sys.executable, "-c", PROGRAM, str(host / "listings"), "refs/assay/claims/x",
+                              str(host), "plain"], env={**env(), "ASSAY_LISTING_QUEUE_S": "60"}, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert answer(brisk) == {"refs/assay/claims/x": A}  # while A still holds the lock
+    assert [pid for pid, _ in calls(host)] == [leader.pid, brisk.pid]
+    (host / "go").touch()
+    assert answer(leader) == {"refs/heads/main": A}
 
 
 def test_without_the_hosts_key_each_listing_is_its_own(host: Path) -> None:

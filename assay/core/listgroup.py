@@ -1,4 +1,4 @@
-"""The ref listings of one host's desks from one forge over HTTP, made together: one listing on its way at a time.
+"""The ref listings of one host's desks from one forge over HTTP, made together where the forge is slow to answer.
 
 Desks under one supervisor hold the push group's key (`ASSAY_PUSH_GROUP_TOKEN`, see `pushgroup.py`). A desk's
 listing of a forge over HTTP then goes through the folder `listings/` of the forge's cache: it writes its request
@@ -9,9 +9,12 @@ with every request's prefixes, each requester answered with the refs its own pat
 own returned. A listing so begins after every request it answers was made, so each desk reads the forge as fresh
 as it would alone, and a request made while a listing is on its way waits for it and goes in the next.
 
-So a host makes one listing of the forge at a time, however many of its desks ask: on a quiet host a listing goes
-at once, as alone (nobody else waits); on a forge slow to answer, the host's requests gather behind the listing on
-its way and go as one, so an overloaded forge meets one listing a host, not one a desk.
+A forge that answers briskly is listed as without a group: a request made while a listing has been on its way for
+less than `QUEUE_AFTER_S` lists alone at once: waiting behind it would only make this listing later (at 300 desks
+in hosts of 20 a listing seldom overlaps another of its host: the forge's listings were as many with every request
+waiting as with none).
+Once a listing takes longer, the forge is slow: the host's requests gather behind it and go as one, one listing of
+the host at a time, so an overloaded forge meets one listing a host, not one a desk.
 
 A listing the forge refuses or cannot give is answered with its error, which each requester raises as its own (its
 own listing would have begun no earlier). A requester lists alone when the leader does not list this way (`direct`
@@ -43,6 +46,7 @@ from assay.errors import ForgeError
 POLL_S = 0.002  # a requester's first looks for its answer; later ones come less often (`_await`)
 POLL_MAX_S = 0.05  # the longest between two looks
 LOOK_S = 0.2  # how often a waiting requester checks that the leader is not stopped
+QUEUE_AFTER_S = 0.5  # a listing on its way this long means a slow forge: requests wait for it (ASSAY_LISTING_QUEUE_S)
 PATTERN = re.compile(r"refs/[A-Za-z0-9._/+@-]{0,240}\*?")  # an exact ref, or a prefix ending in `*`
 
 Listed = dict[str, str]  # ref -> object id
@@ -53,6 +57,14 @@ def key() -> bytes | None:
     """The host's key, when this process's listings are grouped (it runs under a supervisor)."""
     held = named(KEY_ENV) or ""
     return held.encode() if len(held) >= 32 else None
+
+
+def queue_after() -> float:
+    """How long a listing must have been on its way for a request to wait for it rather than list alone."""
+    try:
+        return min(max(float(os.environ.get("ASSAY_LISTING_QUEUE_S", "").strip() or QUEUE_AFTER_S), 0.0), 60.0)
+    except ValueError:
+        return QUEUE_AFTER_S
 
 
 def listing(folder: str, patterns: Sequence[str], direct: Direct, wait_s: float) -> Listed | None:
@@ -90,11 +102,13 @@ def listing(folder: str, patterns: Sequence[str], direct: Direct, wait_s: float)
 def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
            wait_s: float) -> dict[str, Any] | str | None:
     """This request's answer, verified; "lead" once this process holds the folder's lock with no answer; None to
-    list alone: the lock's holder is stopped, no listing began within `wait_s` (counted from the request, or from
+    list alone: the listing on its way is young (`queue_after`: the forge answers briskly), the lock's holder is
+    stopped, no listing began within `wait_s` (counted from the request, or from
     the last listing's start: a slow forge's listing is waited for, not listed over), or an answer there does not
     verify."""
     out = os.path.join(folder, f"{rid}.out")
     began, looked = time.time(), time.monotonic()
+    first = True
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -109,6 +123,9 @@ def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
         if os.path.exists(out):  # answered by the leader, who may still hold the lock
             return _answer(out, rid, asked, secret)
         now = time.time()
+        if first and now - _mtime(os.path.join(folder, ".lock")) < queue_after():
+            return None  # the forge answers briskly: waiting for the listing on its way would only add to this one
+        first = False
         if now - max(began, _mtime(os.path.join(folder, ".lock"))) > wait_s:
             return None
         if time.monotonic() - looked > LOOK_S:

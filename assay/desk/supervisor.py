@@ -15,8 +15,9 @@ main starts its agent within about a second. Renewals, which busy desks push all
 
 Their pushes go together (`core/pushgroup.py`): a push made while another desk's is on its way waits for it and
 goes with the next, one push of the forge for all; `--push-window S` makes each wait up to S seconds for others.
-Their listings of a forge over HTTP go together too (`core/listgroup.py`): one listing of the host at a time, a
-listing asked for while another is on its way going with the next, as fresh as each desk's own.
+Their listings of a forge over HTTP go together where the forge is slow (`core/listgroup.py`): a listing asked
+for while another has been on its way a while goes with the next, one listing of the host at a time, each as fresh
+as a desk's own.
 
 The forge reaches each desk in its environment (`ASSAY_FORGE`), never in its arguments.
 
