@@ -40,7 +40,7 @@ from typing import Any
 
 from assay.core.credentials import named
 from assay.core.lives import is_stopped
-from assay.core.pushgroup import KEY_ENV, STALE_S, _leader, _mac, _mtime, _read, _stamp, _waited_on, _write
+from assay.core.pushgroup import KEY_ENV, _leader, _mac, _mtime, _read, _stamp, _waited_on, _write, requests_in
 from assay.errors import ForgeError
 
 POLL_S = 0.002  # a requester's first looks for its answer; later ones come less often (`_await`)
@@ -187,15 +187,7 @@ def _waiting(folder: str, own: str, secret: bytes) -> list[tuple[str, list[str]]
     """The other requests whose requester still waits on them (it holds its request's lock), not yet answered, and
     verified; litter removed."""
     found: list[tuple[str, list[str]]] = []
-    now = time.time()
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if not name.endswith(".req"):
-            if name != ".lock" and now - _mtime(path) > STALE_S:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)  # an answer whose requester is gone, a partial file a killed writer left
-            continue
-        rid = name[:-4]
+    for rid, path in requests_in(folder):
         if rid == own or os.path.exists(path[:-4] + ".out"):
             continue
         if not _waited_on(path):

@@ -351,14 +351,7 @@ def _waiting(folder: str, own: str, key: bytes) -> list[Request]:
     this process's own; litter removed."""
     found: list[tuple[float, str, list[Update]]] = []
     now = time.time()
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if not name.endswith(".req"):
-            if name != ".lock" and now - _mtime(path) > STALE_S:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)  # an answer whose requester is gone, a partial file a killed writer left
-            continue
-        rid = name[:-4]
+    for rid, path in requests_in(folder):
         if rid != own and not _waited_on(path):  # locked from before it could be seen: its requester is gone or
             with contextlib.suppress(OSError):   # went alone
                 os.unlink(path)
@@ -380,6 +373,19 @@ def _waiting(folder: str, own: str, key: bytes) -> list[Request]:
         found.append((float(at) if isinstance(at, (int, float)) else now, rid, updates))  # type: ignore[arg-type]
     found.sort(key=lambda f: (f[1] != own, f[0]))
     return [(rid, updates) for _, rid, updates in found]
+
+
+def requests_in(folder: str) -> Iterator[tuple[str, str]]:
+    """Each request in a host's folder (its id, its path); litter removed on the way: answers and partial files
+    older than `STALE_S` (their requesters are gone, or their writers were killed)."""
+    now = time.time()
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if name.endswith(".req"):
+            yield name[:-4], path
+        elif name != ".lock" and now - _mtime(path) > STALE_S:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _valid(u: Sequence[str]) -> bool:
