@@ -7,14 +7,14 @@ folder's lock (`flock`, released by the kernel when its holder dies). Whoever ho
 its own request answered meanwhile (`<id>.out`) and goes, or lists for every request waited on then: one `ls-refs`
 with every request's prefixes, each requester answered with the refs its own patterns name (signed), the leader's
 own returned. A listing so begins after every request it answers was made, so each desk reads the forge as fresh
-as it would alone, and a request made while a listing is on its way waits for it and goes in the next.
+as it would alone.
 
 A forge that answers briskly is listed as without a group: a request made while a listing has been on its way for
-less than `QUEUE_AFTER_S` lists alone at once: waiting behind it would only make this listing later (at 300 desks
-in hosts of 20 a listing seldom overlaps another of its host: the forge's listings were as many with every request
-waiting as with none).
-Once a listing takes longer, the forge is slow: the host's requests gather behind it and go as one, one listing of
-the host at a time, so an overloaded forge meets one listing a host, not one a desk.
+less than `QUEUE_AFTER_S` lists alone at once, since waiting behind it would only make this listing later (at 300
+desks in hosts of 20 a listing seldom overlaps another of its host: the forge's listings were as many with every
+request waiting as with none). Once a listing takes longer, the forge is slow: the requests made meanwhile wait
+for it and go as one in the next, one listing of the host at a time, so an overloaded forge meets one listing a
+host, not one a desk.
 
 A listing the forge refuses or cannot give is answered with its error, which each requester raises as its own (its
 own listing would have begun no earlier). A requester lists alone when the leader does not list this way (`direct`
@@ -44,7 +44,8 @@ from assay.core.pushgroup import KEY_ENV, _leader, _mac, _mtime, _read, _stamp, 
 from assay.errors import ForgeError
 
 POLL_S = 0.002  # a requester's first looks for its answer; later ones come less often (`_await`)
-POLL_MAX_S = 0.05  # the longest between two looks
+POLL_MAX_S = 0.25  # the longest between two looks: one wait in 20 at most, so an overloaded forge's waits are
+# not polled hot (1,000 desks polling every 50 ms while listings took 4 s spent a core on it)
 LOOK_S = 0.2  # how often a waiting requester checks that the leader is not stopped
 QUEUE_AFTER_S = 0.5  # a listing on its way this long means a slow forge: requests wait for it (ASSAY_LISTING_QUEUE_S)
 PATTERN = re.compile(r"refs/[A-Za-z0-9._/+@-]{0,240}\*?")  # an exact ref, or a prefix ending in `*`
@@ -103,9 +104,8 @@ def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
            wait_s: float) -> dict[str, Any] | str | None:
     """This request's answer, verified; "lead" once this process holds the folder's lock with no answer; None to
     list alone: the listing on its way is young (`queue_after`: the forge answers briskly), the lock's holder is
-    stopped, no listing began within `wait_s` (counted from the request, or from
-    the last listing's start: a slow forge's listing is waited for, not listed over), or an answer there does not
-    verify."""
+    stopped, `wait_s` passed since the request was made and since the last listing began (a slow forge's listing
+    is waited for, not listed over), or an answer there does not verify."""
     out = os.path.join(folder, f"{rid}.out")
     began, looked = time.time(), time.monotonic()
     first = True

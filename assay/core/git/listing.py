@@ -43,7 +43,7 @@ class Listing(History):
         or over HTTP is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git
         ls-remote` asks for every ref, however few the patterns name, and matches them here. The first listing
         whose refs a `prefetch` named takes that answer instead. Over HTTP, a desk under a supervisor lists with the
-        host's other desks (`listgroup.py`): one listing of the host at a time."""
+        host's other desks where the forge is slow (`listgroup.py`)."""
         folder = local_forge_path(self.url)
         prefixable = bool(patterns) and all(_PREFIXABLE.fullmatch(p) for p in patterns)
         if folder is not None and prefixable:
