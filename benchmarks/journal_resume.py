@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from assay.core.journal import index as journalindex  # noqa: E402
+from assay.core.journal.keys import Keys  # noqa: E402
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
 from assay.core.steps import input_sha  # noqa: E402
 from benchmarks import compiled  # noqa: E402
@@ -138,6 +139,8 @@ def build_with_snapshots(path: Path, every: list[JournalEntry]) -> None:
             counts[1] = counts[1] + 1 if event == "start" else 0 if event == "end" else counts[1]
         blob = git(path, "hash-object", "-w", "--stdin", input="".join(e.encode() + "\n" for e in before).encode())
         files.append(f"100644 blob {blob}\t{journalindex.segment_name(done + 1, upto)}\n")
+        keys = git(path, "hash-object", "-w", "--stdin", input=Keys.of(before).encode())
+        files.append(f"100644 blob {keys}\t{journalindex.keys_name(done + 1, upto)}\n")
         segments.append((done + 1, upto))
         summary = journalindex.Summary("big", state["tip"], upto, tuple(segments), tuple(sorted(opened)), *counts)
         head = git(path, "hash-object", "-w", "--stdin", input=summary.encode())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import subprocess
 from collections import Counter, defaultdict
@@ -176,7 +178,40 @@ def _snapshot_disagrees(forge: Path, brief: str, tree: str, es: list[dict[str, A
                 kept[int(seq)] = sha
     if kept != blobs:
         problems.append("its blob commits are not those of the entries naming blobs")
+    for a, b in summary["segments"]:
+        if f"{a}-{b}.keys" in names:
+            problems += _filter_lacks(_git(forge, "show", f"{tree}:{a}-{b}.keys"), es[a - 1:b], f"{a}-{b}")
     return problems
+
+
+def _filter_lacks(text: str, segment: list[dict[str, Any]], name: str) -> list[str]:
+    """A segment's filter of lookup keys (docs/snapshots.md) that says absent for a key one of its entries has."""
+    try:
+        raw = json.loads(text)
+        bits, k, m = base64.b64decode(raw["bits"]), raw["k"], raw["m"]
+        assert raw["v"] == 1 and m == len(bits) * 8 > 0
+    except (ValueError, KeyError, TypeError, AssertionError):
+        return [f"the filter of segment {name} does not read"]
+
+    def holds(key: str) -> bool:
+        digest = hashlib.blake2b(key.encode(), digest_size=16).digest()
+        h1, h2 = int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big") | 1
+        return all(bits[n // 8] >> (n % 8) & 1 for n in ((h1 + i * h2) % m for i in range(k)))
+
+    def key(*parts: object) -> str:
+        return json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+
+    for e in segment:
+        keys = [key("run", e.get("run", ""))]
+        if e["kind"] in ("intent", "refused", "outcome_unknown") and e.get("step") is not None:
+            keys.append(key("call", e["step"], e.get("input_sha") or ""))
+        if e.get("intent") is not None:
+            keys.append(key("intent", e["intent"]))
+        if e["kind"] == "nondeterminism":
+            keys.append(key("nondeterminism"))
+        if not all(holds(key) for key in keys):
+            return [f"the filter of segment {name} lacks a key of entry {e['seq']}"]
+    return []
 
 
 def checkpoint_text(forge: Path, checkpoint: dict[str, Any], brief: str = "ship") -> str:

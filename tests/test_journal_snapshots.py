@@ -8,6 +8,8 @@ Snapshots are made every `ASSAY_SNAPSHOT_EVERY` = 5 entries here; each journal i
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 from assay.core.claims import Claims
 from assay.core.git import ForgeGit
-from assay.core.journal import append_as_person, read_indexed, read_log
+from assay.core.journal import append_as_person, keys, read_indexed, read_log
 from assay.core.journal import index as journalindex
 from assay.core.journal.writer import first_depth
 from assay.core.records import JournalEntry
@@ -176,6 +178,7 @@ def segment_of(forge: Forge, seq: int) -> str:
 
 JUNK = ["summary garbage", "unknown version", "other brief", "segment missing", "segment short", "wrong line",
         "tip elsewhere", "not a tree"]
+FOUND_WHEN_READ = {"segment short"}  # a segment with a filter of its keys, not the last: read when a lookup needs it
 
 
 def plant(forge: Forge, junk: str) -> None:
@@ -228,9 +231,18 @@ def test_a_damaged_or_planted_snapshot_is_read_past_with_the_same_result(written
                                                                          tmp_path: Path, junk: str) -> None:
     plant(written, junk)
     whole, cold, base = read_both(written, tmp_path, junk)
-    assert cold == whole and base is None or not isinstance(base, journalindex.Snapshot)
+    assert cold == whole
+    # a segment is checked when a lookup first needs it: one found junk then is read from the chain, and marked in
+    # the cache, so that the next reader there takes the chain at once
+    assert not isinstance(base, journalindex.Snapshot) or junk in FOUND_WHEN_READ
+    if junk in FOUND_WHEN_READ:
+        port = ForgeGit(written.url, tmp_path / f"cache-{junk}")  # read_both's cold reader's cache
+        try:
+            assert not isinstance(read_indexed(port, "alpha").base, journalindex.Snapshot)
+        finally:
+            port.close()
     s = session(Claims(fresh_port(written, tmp_path, f"{junk}-session")), "r3", indexed=True)
-    assert not isinstance(s.journal.base, journalindex.Snapshot)
+    assert not isinstance(s.journal.base, journalindex.Snapshot) or junk in FOUND_WHEN_READ
     assert s.step("tick", lambda k: -1, input=4) == 4  # replayed, from the chain
     s.journal.git.close()
     assert snapshot_problems(written.path, "alpha") != []  # the checker sees the junk for what it is
@@ -341,3 +353,60 @@ def test_a_cold_reader_of_a_tip_that_made_its_snapshot_fetches_once(forge: Forge
             assert [read.base.entry(q) for q in range(1, read.base.last_seq + 1)] + read.tail.entries == whole
         finally:
             port.close()
+
+
+def test_a_cold_reader_reads_only_the_segments_its_lookups_need(written: Forge, tmp_path: Path) -> None:
+    """Each segment carries a filter of its entries' lookup keys: a lookup reads the segments that may hold what it
+    asks for (and the snapshot's last, which is checked against the chain), and finds there what the chain holds."""
+    reader = fresh_port(written, tmp_path, "whole")
+    whole = read_log(reader, "alpha").entries
+    reader.close()
+    names = git("--git-dir", str(written.path), "ls-tree", "--name-only", f"{REF}:snapshot").split()
+    assert sorted(n for n in names if n.endswith(".keys")) == sorted(n.replace(".jsonl", ".keys")
+                                                                    for n in names if n.endswith(".jsonl"))
+    ids = {n: git("--git-dir", str(written.path), "rev-parse", f"{REF}:snapshot/{n}") for n in names}
+    port = fresh_port(written, tmp_path, "lazy")
+    try:
+        view = read_indexed(port, "alpha").base
+        assert isinstance(view, journalindex.Snapshot)
+        kept = Path(port.cache) / journalindex.SEGMENTS
+        last = segment_of(written, 19)
+        assert {p.name for p in kept.iterdir()} == {ids[last]}  # the last, checked against the chain
+        build = next(e for e in whole if e.kind == "intent" and e.step == "build")
+        assert view.calls_of(build.identity) == [build]
+        assert ids[segment_of(written, build.seq)] in {p.name for p in kept.iterdir()}
+        assert view.calls_of(("never-run", "")) == [] and view.run_counts("no-such-run") == ({}, 0)
+        assert len(list(kept.iterdir())) <= 3  # the filters said the others hold neither (a false hit is rare)
+    finally:
+        port.close()
+
+
+def test_a_filter_never_misses_a_key_it_holds_and_seldom_claims_one_it_does_not() -> None:
+    entries = [JournalEntry(seq=i + 1, epoch=1, kind="intent", at="2026-01-01T00:00:00Z", run=f"r{i % 7}",
+                            step=f"step-{i}", input_sha=f"{i:064x}", intent=None) for i in range(1000)]
+    made = keys.Keys.of(entries)
+    again = keys.Keys.decode(made.encode())
+    assert again is not None and again.bits == made.bits
+    assert all(again.may_hold(k) for e in entries for k in keys.keys_of(e))
+    false = sum(again.may_hold(keys.call_key((f"other-{i}", ""))) for i in range(10_000))
+    assert false < 300  # about 1 in 100
+    for junk in (b"", b"{}", b'{"bits":"!!","k":7,"m":8,"v":1}', made.encode().replace(b'"v":1', b'"v":2'),
+                 made.encode().replace(b'"k":7', b'"k":0')):
+        assert keys.Keys.decode(junk) is None  # its segment is then read for every lookup
+
+
+def test_the_checker_finds_a_filter_that_lacks_a_key(written: Forge) -> None:
+    gd = ["--git-dir", str(written.path)]
+    tip = written.tip(REF)
+    snap = git(*gd, "rev-parse", f"{tip}:snapshot")
+    rows = git(*gd, "ls-tree", snap).splitlines()
+    name = next(r.split("\t")[1] for r in rows if r.endswith(".keys"))
+    raw = json.loads(git(*gd, "show", f"{snap}:{name}"))
+    raw["bits"] = base64.b64encode(bytes(len(base64.b64decode(raw["bits"])))).decode()  # says absent for every key
+    empty = git(*gd, "hash-object", "-w", "--stdin", input=json.dumps(raw).encode())
+    new = git(*gd, "mktree", input="".join(f"100644 blob {empty}\t{name}\n" if r.endswith(f"\t{name}") else f"{r}\n"
+                                           for r in rows).encode())
+    tree = git(*gd, "mktree", input=f"100644 blob {git(*gd, 'rev-parse', f'{tip}:entries.jsonl')}\tentries.jsonl\n"
+                                    f"040000 tree {new}\tsnapshot\n".encode())
+    git(*gd, "update-ref", REF, git(*gd, "commit-tree", tree, "-p", str(tip), "-m", "planted"), str(tip))
+    assert any("lacks a key" in p for p in snapshot_problems(written.path, "alpha"))

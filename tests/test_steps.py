@@ -304,3 +304,48 @@ def test_a_ref_a_step_moved_that_moved_under_it_takes_the_steps_result_along(for
     assert again.step("branch", lambda key: main, policy="idempotent", rides=True, lazy_result=True) == main
     again.note("done", sync=True)
     assert invariants(forge.path, "alpha") == []
+
+
+def test_a_run_that_ends_ends_what_a_cut_off_epoch_began_and_nobody_called_again(forge: Forge, held: Claims) -> None:
+    """A desk cut off inside an idempotent step, whose successor's run went another way (steering came, say),
+    leaves no intent open once that run ends: the step is ended as a stopped one is, and runs again if called."""
+    first = session(held, "r1")
+    with pytest.raises(Crash):
+        first.step("agent", crashing, input={"attempt": 3}, policy="idempotent")
+    with pytest.raises(Crash):
+        first.step("deploy", crashing, policy="unsafe")
+    current = held.read("alpha")
+    assert current is not None
+    held.expire(current, "its desk died", by="sweeper")
+    assert held.claim("alpha", "d").record.epoch == 2
+    second = session(held, "r2", epoch=2)
+    second.recover(wait_s=0)  # the unsafe one: outcome unknown
+    second.step("agent", lambda k: "steered", input={"attempt": 2, "steered": 1}, policy="idempotent")
+    with pytest.raises(Crash):
+        second.step("check", crashing)  # this epoch's own open intent: not ended by its own run's end
+    second.end_run()
+    cancelled = [e for e in entries(forge.path, "alpha") if e["kind"] == "result" and e.get("status") == "cancelled"]
+    assert [(e["step"], e["epoch"]) for e in cancelled] == [("agent", 2)]
+    assert [p for p in invariants(forge.path, "alpha") if "(check)" not in p] == []  # nothing else left open
+    calls, fn = counter()
+    third = session(held, "r3", epoch=2)
+    assert third.step("agent", fn, input={"attempt": 3}, policy="idempotent") == {"n": 1}  # called again: it runs
+    third.flush()
+    first_key = next(e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["epoch"] == 1
+                     and e["step"] == "agent")
+    assert calls == [first_key]  # with the key it began with, as a resumed step: its effect is not made twice
+    assert all("(check)" in p for p in invariants(forge.path, "alpha"))
+
+
+def test_a_run_that_ends_leaves_a_resumed_step_whose_result_it_holds_back(forge: Forge, held: Claims) -> None:
+    with pytest.raises(Crash):
+        session(held, "r1").step("agent", crashing, input={"attempt": 1}, policy="idempotent")
+    current = held.read("alpha")
+    assert current is not None
+    held.expire(current, "its desk died", by="sweeper")
+    held.claim("alpha", "d")
+    second = session(held, "r2", epoch=2)
+    second.step("agent", lambda k: "done", input={"attempt": 1}, policy="idempotent", lazy_result=True)
+    second.end_run()  # the resumed step's result is still held back when the run ends
+    assert invariants(forge.path, "alpha") == []
+    assert [e.get("status") for e in entries(forge.path, "alpha") if e["kind"] == "result"] == ["completed"]

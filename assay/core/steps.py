@@ -301,6 +301,8 @@ class Session:
                 self._mark(call, "replay", resolution.seq)
                 replayed = self._replay(call, resolution)  # what `fn` returned then, read back as JSON
                 return replayed
+            if resolution.kind == "result" and str((resolution.data or {}).get("reason", "")).startswith(CUT_OFF):
+                return self._execute(call, fn, None, rides, lazy_result, key=slot.key)  # its key, as a resume's
             if resolution.kind == "outcome_unknown":
                 if not self._refused(slot):
                     return self._refuse(call, slot)
@@ -423,7 +425,7 @@ class Session:
         raise OutcomeUnknown(call.name)
 
     def _execute(self, call: Call, fn: Callable[[str], T], resume: JournalEntry | None, rides: bool = False,
-                 lazy_result: bool = False) -> T:
+                 lazy_result: bool = False, key: str | None = None) -> T:
         durable_first = call.policy != "safe"
         ids = self._ids(call)
         held: list[int] = []  # stops that came while the intent was journaled
@@ -432,7 +434,7 @@ class Session:
             intent: Draft | JournalEntry = resume
             key = resume.key or ""
         else:
-            key = f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
+            key = key or f"{self.journal.brief}/{self.journal.epoch}/{call.name}/{call.sha[:12]}/{call.ordinal}"
             if self.hooks is not None:  # a gate, before anything is journaled: a crash in it leaves no intent
                 refused = self.hooks.before(call.name, call.policy, call.input, key)
                 if refused is not None:
@@ -606,7 +608,20 @@ class Session:
         self.journal.add("note", sync=not first, data={"run": "start", "writer": this_life().to_data()})
 
     def end_run(self, sync: bool = True) -> None:
-        """This run finished (sync=False: the note goes with the next push, a claim change say)."""
+        """This run finished (sync=False: the note goes with the next push, a claim change say). A safe or
+        idempotent step an earlier epoch's run began and nobody ended (its desk was cut off, and this run went
+        another way: steering came, say) is ended first, as a stopped one is: `cancelled`, so that a later call
+        runs it again, as its policy says. Its writer can never journal its end (fenced); one still running is left
+        open, as is an unsafe one (`recover` gives those their outcome)."""
+        ending = {d.resolves.seq for d in self.journal.pending if isinstance(d.resolves, JournalEntry)}
+        for seq in sorted(set(self._unresolved()) - ending):  # a result this run holds back ends its intent
+            intent = self._entry(seq)
+            if intent is None or intent.policy not in ("safe", "idempotent") or intent.epoch >= self.journal.epoch \
+                    or still_running(intent):
+                continue
+            self.journal.add("result", sync=False, resolves=intent, step=intent.step, input_sha=intent.input_sha,
+                             ordinal=intent.ordinal, key=intent.key, policy=intent.policy, status="cancelled",
+                             data={"reason": f"{CUT_OFF} {intent.epoch}; no later run called it again"})
         self.journal.add("note", sync=sync, data={"run": "end"})
 
     def stop_run(self, reason: str) -> None:
@@ -615,6 +630,9 @@ class Session:
             self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
         except AssayError:
             self.journal.pending.clear()
+
+
+CUT_OFF = "cut off at epoch"  # how `end_run` ends an earlier epoch's step nobody called again: its key is kept
 
 
 def _runs_elsewhere_here(start: JournalEntry) -> bool:

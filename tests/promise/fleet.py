@@ -55,6 +55,9 @@ wait
 """
 
 
+SNAPSHOT_EVERY = 6  # journal snapshots every few entries: the judge checks each one a faulted run leaves
+
+
 def base_env() -> dict[str, str]:
     """The test's environment without any ASSAY_* of the caller, with git pinned."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_") and not k.startswith("PROMISE_")}
@@ -99,6 +102,7 @@ class Setup:
                 "ASSAY_CACHE_DIR": str(self.root / "cache" / (desk or "person")),
                 "ASSAY_STATE_DIR": str(self.root / "state" / (desk or "person")),
                 "ASSAY_PERSON": "promise-person",
+                "ASSAY_SNAPSHOT_EVERY": str(SNAPSHOT_EVERY),
                 **({"GITHUB_TOKEN": self.secret, "ASSAY_TOKEN": self.secret} if desk else {})}
 
     def publish(self, files: dict[str, str]) -> None:

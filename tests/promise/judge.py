@@ -235,8 +235,8 @@ def tracebacks(ev: Evidence, read_jsonl: Any) -> list[Break]:
 
 def journal_shape(ev: Evidence, journals: dict[str, list[dict[str, Any]]]) -> list[Break]:
     """seq without gaps, one holder per epoch, each intent resolved once (a blocked brief may leave a safe or
-    idempotent step open for a person's release)."""
-    from .reader import invariants
+    idempotent step open for a person's release); every journal snapshot agrees with the entries it summarizes."""
+    from .reader import invariants, snapshot_problems
 
     out = []
     for b, journal in journals.items():
@@ -252,4 +252,5 @@ def journal_shape(ev: Evidence, journals: dict[str, list[dict[str, Any]]]) -> li
             if o and (last.get("state") in ("blocked", "held") and policy.get(int(o[1])) != "unsafe"):
                 continue
             out.append(Break("journal", f"{b}: {p} (claim {last.get('state')} at epoch {last.get('epoch')})"))
+        out += [Break("journal", f"{b}: {p}") for p in snapshot_problems(ev.setup.forge, b)]
     return out

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.journal_check import claim_chain, entries, invariants
+from tests.journal_check import claim_chain, entries, invariants, snapshot_problems
 
-__all__ = ["claim_chain", "entries", "invariants", "refs", "safe_entries", "objects_holding", "briefs_on_main",
-           "claim_tips", "review_chain"]
+__all__ = ["claim_chain", "entries", "invariants", "snapshot_problems", "refs", "safe_entries", "objects_holding",
+           "briefs_on_main", "claim_tips", "review_chain"]
 
 
 def _git(forge: Path, *args: str, check: bool = True) -> str:

@@ -21,6 +21,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 
 from assay.core.git import OBJECT_ID, ForgeGit, TreeEntry, parse_tree
+from assay.core.journal.keys import CALLS as _CALLS
+from assay.core.journal.keys import NONDET_KEY, Keys, call_key, intent_key, run_key
 from assay.core.records import JournalEntry, decode_entry, journal_ref
 from assay.core.records.recordtype import dataclass
 from assay.errors import IndexDamaged, RecordInvalid
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
 
 FOLDER = "journal-index.v2"  # in the forge's cache: <brief>.sqlite per brief (v2: a block ends a run streak)
 VERSION = "1"
-_CALLS = ("intent", "refused", "outcome_unknown")  # the entries a step identity is looked up by
 _TIMEOUT_S = 2.0  # an appender waits this long for another one; then it keeps its entries in memory
 
 _SCHEMA = """
@@ -380,6 +381,10 @@ def commits_name(first: int, last: int) -> str:
     return f"{first}-{last}.commits"
 
 
+def keys_name(first: int, last: int) -> str:
+    return f"{first}-{last}.keys"
+
+
 def decode_summary(data: bytes | None, brief: str) -> Summary | None:
     """A summary this Assay can use, or None (junk, another version, another brief, segments that do not tile
     1..last_seq)."""
@@ -455,7 +460,8 @@ def snapshot_tree(git: ForgeGit, brief: str, parent: str | None, first: int, las
             if commit is None:
                 return carried
             commits.append(f"{entry.seq} {commit}\n")
-    files = [*kept, TreeEntry(segment_name(start + 1, first - 1), git.write_blob("".join(lines).encode("utf-8")))]
+    files = [*kept, TreeEntry(segment_name(start + 1, first - 1), git.write_blob("".join(lines).encode("utf-8"))),
+             TreeEntry(keys_name(start + 1, first - 1), git.write_blob(Keys.of(e for e, _ in got).encode()))]
     if commits:
         files.append(TreeEntry(commits_name(start + 1, first - 1), git.write_blob("".join(commits).encode())))
     summary = Summary(brief, parent, first - 1, (*(prev.segments if prev else ()), (start + 1, first - 1)),
@@ -480,27 +486,35 @@ def _summary_at(git: ForgeGit, brief: str, tree: str) -> tuple[Summary, list[Tre
 
 def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
     """The snapshot in tree `tree` (its objects in the cache), or None if it does not check out: a summary of
-    another version or junk, a segment missing or of the wrong length, a first or last line of the wrong seq."""
+    another version or junk, a segment missing or of the wrong length, a first or last line of the wrong seq, or a
+    segment found junk by an earlier reader. A segment with a filter of its keys (`keys.py`) is read when a lookup
+    needs it, and checked then (`Snapshot._segment`)."""
     found = _summary_at(git, brief, tree)
     if found is None:
         return None
     summary, files = found
     by_name = {e.name: e.sha for e in files}
-    names = [segment_name(a, b) for a, b in summary.segments]
-    extra = [commits_name(a, b) for a, b in summary.segments if commits_name(a, b) in by_name]
-    segments = _segments(git, [by_name[n] for n in names])
-    blobs = git.read_typed([by_name[n] for n in extra])
-    if segments is None or any(b is None or b.kind != "blob" for b in blobs):
+    ids = [by_name[segment_name(a, b)] for a, b in summary.segments]
+    folder = os.path.join(git.cache, SEGMENTS)
+    if any(os.path.exists(os.path.join(folder, junk_name(sha, a, b)))
+           for sha, (a, b) in zip(ids, summary.segments, strict=True)):
+        return None  # a reader found junk in it: the chain is read instead
+    extra = [by_name[commits_name(a, b)] for a, b in summary.segments if commits_name(a, b) in by_name]
+    keyed = [(a, b) for a, b in summary.segments if keys_name(a, b) in by_name]
+    small = git.read_typed([*extra, *(by_name[keys_name(a, b)] for a, b in keyed)])
+    blobs, filters = small[:len(extra)], dict(zip(keyed, small[len(extra):], strict=True))
+    if any(b is None or b.kind != "blob" for b in blobs):
         return None
-    snapshot = Snapshot(brief, summary, segments)
-    ids = [by_name[n] for n in names]
-    for (a, b), data in zip(summary.segments, segments, strict=True):
-        if isinstance(data, bytes) and (data.count(b"\n") != b - a + 1 or not data.endswith(b"\n")):
-            return None  # read from git now (a kept one was checked so when it was kept)
+    keys = [Keys.decode(found_keys.data if (found_keys := filters.get(s)) and found_keys.kind == "blob" else None)
+            for s in summary.segments]
+    segments = _segments(git, ids, [k is None for k in keys])
+    if segments is None:
+        return None
+    snapshot = Snapshot(brief, summary, segments, keys, ids, git)
     try:
-        for (a, b), data in zip(summary.segments, segments, strict=True):  # each segment's ends are where it says
-            snapshot._decode(data[:data.find(b"\n")], a)
-            snapshot._decode(data[data.rfind(b"\n", 0, len(data) - 1) + 1:-1], b)
+        for at, data in enumerate(segments):
+            if data is not None and not snapshot.checks(at, data):
+                return None
         for blob in blobs:
             for line in (blob.data if blob else b"").decode("ascii").splitlines():
                 seq, commit = line.split(" ")
@@ -511,17 +525,23 @@ def open_snapshot(git: ForgeGit, brief: str, tree: str) -> Snapshot | None:
         return None
     for sha, data in zip(ids, segments, strict=True):
         if isinstance(data, bytes):  # read from git and checked: kept for the next reader
-            _keep(os.path.join(git.cache, SEGMENTS), sha, data)
+            _keep(folder, sha, data)
     return snapshot
 
 
 SEGMENTS = "journal-segments.v1"  # in the forge's cache: each segment's text by its blob id, read without inflating
 
 
-def _segments(git: ForgeGit, ids: list[str]) -> list[bytes] | None:
+def junk_name(sha: str, first: int, last: int) -> str:
+    """Beside the kept segments: a reader found blob `sha` junk as entries first..last, so snapshots naming it so
+    are not used."""
+    return f"{sha}.{first}-{last}.junk"
+
+
+def _segments(git: ForgeGit, ids: list[str], needed: list[bool]) -> list[bytes | None] | None:
     """The segments' texts: kept in the forge's cache (a file per blob id, written whole or not at all, mapped, not
-    read: a lookup touches what it scans), else read through git and kept. Only a hint: a line is checked as it is
-    decoded, as git's would be."""
+    read: a lookup touches what it scans), else, where `needed`, read through git (None for the others: read when
+    a lookup needs them). Only a hint: a line is checked as it is decoded, as git's would be."""
     import mmap
 
     folder = os.path.join(git.cache, SEGMENTS)
@@ -529,12 +549,12 @@ def _segments(git: ForgeGit, ids: list[str]) -> list[bytes] | None:
     for sha in ids:
         with contextlib.suppress(OSError, ValueError), open(os.path.join(folder, sha), "rb") as kept:
             found[sha] = mmap.mmap(kept.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[assignment]
-    missing = [sha for sha in ids if sha not in found]
+    missing = [sha for sha, need in zip(ids, needed, strict=True) if need and sha not in found]
     for sha, blob in zip(missing, git.read_typed(missing), strict=True):
         if blob is None or blob.kind != "blob":
             return None
         found[sha] = blob.data
-    return [found[sha] for sha in ids]
+    return [found.get(sha) for sha in ids]
 
 
 def _keep(folder: str, name: str, data: bytes) -> None:
@@ -556,18 +576,90 @@ def _keep(folder: str, name: str, data: bytes) -> None:
 
 class Snapshot:
     """A `View` of the journal's first `last_seq` entries from a snapshot: the summary answers for totals and open
-    intents, and a lookup decodes only the lines holding what it asks for (found by their canonical text)."""
+    intents, and a lookup decodes only the lines holding what it asks for (found by their canonical text), in the
+    segments whose filters say they may hold it; a segment not read yet is read then, through `git`."""
 
-    def __init__(self, brief: str, summary: Summary, segments: list[bytes]) -> None:
+    def __init__(self, brief: str, summary: Summary, segments: list[bytes | None], keys: list[Keys | None],
+                 ids: list[str], git: ForgeGit) -> None:
         self.brief = brief
         self.summary = summary
         self.tip = summary.tip
         self.bound = summary.last_seq
         self.commits: dict[int, str] = {}  # the commit of each entry naming a blob
-        self._segments = [(a, data) for (a, _), data in zip(summary.segments, segments, strict=True)]
+        self._spans = summary.segments
+        self._data = list(segments)
+        self._keys = keys
+        self._ids = ids
+        self._git = git
         self._firsts = [a for a, _ in summary.segments]
         self._lines: dict[int, list[bytes]] = {}
         self._nondets: list[JournalEntry] | None = None
+        # a segment's entries and their commits as the chain holds them, for one found junk (`_from_chain`)
+        self.chain: Callable[[int, int], tuple[list[JournalEntry], dict[int, str]]] | None = None
+
+    def checks(self, at: int, data: bytes) -> bool:
+        """Whether segment `at`'s text has its length (a kept one was checked so when it was kept) and ends in
+        lines of its first and last seqs (IndexDamaged where one is junk)."""
+        first, last = self._spans[at]
+        if isinstance(data, bytes) and (data.count(b"\n") != last - first + 1 or not data.endswith(b"\n")):
+            return False
+        self._decode(data[:data.find(b"\n")], first, at)
+        self._decode(data[data.rfind(b"\n", 0, len(data) - 1) + 1:-1], last, at)
+        return True
+
+    def _segment(self, at: int) -> bytes:
+        """Segment `at`'s text, read now if it was not: kept for the next reader if every line decodes, of its seq;
+        else its entries are read from the chain (`chain`), and the segment marked as junk in the cache, so that
+        the next reader reads the chain at once."""
+        data = self._data[at]
+        if data is None:
+            blob = self._git.read_typed([self._ids[at]])[0]
+            if blob is None:  # not in the cache: no word on the segment, which is not marked
+                data = self._from_chain(at, mark=False)
+            elif blob.kind == "blob" and self._whole(at, blob.data):
+                data = blob.data
+                _keep(os.path.join(self._git.cache, SEGMENTS), self._ids[at], data)
+            else:
+                data = self._from_chain(at)
+            self._data[at] = data
+        return data
+
+    def _whole(self, at: int, data: bytes) -> bool:
+        first, last = self._spans[at]
+        lines = data.split(b"\n")
+        if len(lines) != last - first + 2 or lines[-1]:
+            return False
+        ref = journal_ref(self.brief)
+        try:
+            return all(decode_entry(line.decode("utf-8"), ref).seq == seq for seq, line in enumerate(lines[:-1], first))
+        except (RecordInvalid, UnicodeDecodeError):
+            return False
+
+    def _from_chain(self, at: int, mark: bool = True) -> bytes:
+        if mark:
+            self._mark(at)
+        if self.chain is None:
+            raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} holds junk in entries "
+                               f"{self._spans[at][0]}..{self._spans[at][1]}",
+                               hint="run the command again: the journal is read from its chain")
+        first, last = self._spans[at]
+        entries, commits = self.chain(first, last)
+        for seq in range(first, last + 1):
+            self.commits.pop(seq, None)
+        self.commits.update(commits)
+        return b"".join(e.encode().encode("utf-8") + b"\n" for e in entries)
+
+    def _mark(self, at: int) -> None:
+        """Segment `at` holds junk: the cache's copy is dropped (git's is read next), or, read from git, its id
+        marked so that no reader takes a snapshot holding it."""
+        folder = os.path.join(self._git.cache, SEGMENTS)
+        with contextlib.suppress(OSError):
+            if self._data[at] is not None and not isinstance(self._data[at], bytes):
+                os.unlink(os.path.join(folder, self._ids[at]))
+            else:
+                os.makedirs(folder, exist_ok=True)
+                with open(os.path.join(folder, junk_name(self._ids[at], *self._spans[at])), "w"):
+                    pass
 
     @property
     def last_seq(self) -> int:
@@ -578,19 +670,22 @@ class Snapshot:
 
         step, sha = identity
         needle = sha.encode() if sha else b'"step":' + json.dumps(step, ensure_ascii=False).encode()
-        return [e for e in self._hits(needle) if e.kind in _CALLS and e.step is not None and e.identity == identity]
+        return [e for e in self._hits(needle, call_key(identity))
+                if e.kind in _CALLS and e.step is not None and e.identity == identity]
 
     def resolution(self, intent: int) -> JournalEntry | None:
-        found = [e for e in self._hits(b'"intent":%d' % intent)
+        found = [e for e in self._hits(b'"intent":%d' % intent, intent_key(intent))
                  if e.intent == intent and e.kind in ("result", "outcome_unknown")]
         return found[-1] if found else None
 
     def refused(self, intent: int) -> bool:
-        return any(e.intent == intent and e.kind == "refused" for e in self._hits(b'"intent":%d' % intent))
+        return any(e.intent == intent and e.kind == "refused"
+                   for e in self._hits(b'"intent":%d' % intent, intent_key(intent)))
 
     def nondet(self, number: int) -> JournalEntry | None:
         if self._nondets is None:
-            self._nondets = [e for e in self._hits(b'"kind":"nondeterminism"') if e.kind == "nondeterminism"]
+            self._nondets = [e for e in self._hits(b'"kind":"nondeterminism"', NONDET_KEY)
+                             if e.kind == "nondeterminism"]
         return self._nondets[number] if 0 <= number < len(self._nondets) else None
 
     def totals(self) -> tuple[int, int]:
@@ -601,7 +696,7 @@ class Snapshot:
 
         calls: dict[tuple[str, str], int] = {}
         values = 0
-        for e in self._hits(b'"run":' + json.dumps(run, ensure_ascii=False).encode()):
+        for e in self._hits(b'"run":' + json.dumps(run, ensure_ascii=False).encode(), run_key(run)):
             if e.run != run:
                 continue
             if counts_call(e):
@@ -619,10 +714,9 @@ class Snapshot:
         import bisect
 
         at = bisect.bisect_right(self._firsts, seq) - 1
-        first, data = self._segments[at]
         if at not in self._lines:
-            self._lines[at] = data[:].split(b"\n")
-        return self._decode(self._lines[at][seq - first], seq)
+            self._lines[at] = self._segment(at)[:].split(b"\n")
+        return self._decode(self._lines[at][seq - self._firsts[at]], seq, at)
 
     def commit_of(self, seq: int) -> str | None:
         return self.tip if seq == self.bound else self.commits.get(seq)
@@ -635,25 +729,33 @@ class Snapshot:
                 out.append((entry, self.commit_of(seq)))
         return out
 
-    def _hits(self, needle: bytes) -> Iterator[JournalEntry]:
-        """The entries whose line holds `needle`, in seq order (a line is decoded once however often it does)."""
-        for first, data in self._segments:
+    def _hits(self, needle: bytes, key: str) -> Iterator[JournalEntry]:
+        """The entries whose line holds `needle`, in seq order (a line is decoded once however often it does), in
+        the segments that may hold `key` (each entry a lookup keeps has it among its `keys.keys_of`)."""
+        for at, first in enumerate(self._firsts):
+            found = self._keys[at]
+            if found is not None and not found.may_hold(key):
+                continue
+            data = self._segment(at)
             seq, counted = first, 0
-            at = data.find(needle)
-            while at != -1:
-                start = data.rfind(b"\n", 0, at) + 1
-                end = data.find(b"\n", at)
+            where = data.find(needle)
+            while where != -1:
+                start = data.rfind(b"\n", 0, where) + 1
+                end = data.find(b"\n", where)
                 seq, counted = seq + data[counted:start].count(b"\n"), start
-                yield self._decode(data[start:end], seq)
-                at = data.find(needle, end)
+                yield self._decode(data[start:end], seq, at)
+                where = data.find(needle, end)
 
-    def _decode(self, line: bytes, seq: int) -> JournalEntry:
+    def _decode(self, line: bytes, seq: int, at: int) -> JournalEntry:
+        """The entry on `line` of segment `at`: junk there stops the reader (IndexDamaged), the segment marked so
+        that the next reads the chain (a segment read when a lookup needed it was checked whole then)."""
         try:
             entry = decode_entry(line.decode("utf-8"), journal_ref(self.brief))
+            if entry.seq == seq:
+                return entry
+            what = f"entry {entry.seq} where {seq} goes"
         except (RecordInvalid, UnicodeDecodeError) as exc:
-            raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} holds junk at seq {seq}: {exc}",
-                               hint="run the command again: the journal is read from its chain") from None
-        if entry.seq != seq:
-            raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} has entry {entry.seq} where {seq} goes",
-                               hint="run the command again: the journal is read from its chain")
-        return entry
+            what = f"junk at seq {seq}: {exc}"
+        self._mark(at)
+        raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} has {what}",
+                           hint="run the command again: the journal is read from its chain")

@@ -13,6 +13,7 @@ commit); anything passed `sync=True` is on the forge before `add` returns.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -216,6 +217,15 @@ def read_indexed(git: ForgeGit, brief: str, tip: str | None = None) -> IndexedLo
     return IndexedLog(base, JournalLog(entries, commit_of, tip, len(commits)))
 
 
+def _chain_span(git: ForgeGit, ref: str, tip: str, first: int, last: int) -> tuple[list[JournalEntry], dict[int, str]]:
+    """Entries first..last of the chain up to `tip`, and the commit that added each: what a snapshot's segment
+    found junk holds (the chain below the snapshot's tip fetched, and decoded)."""
+    git.ensure_objects({ref: tip})
+    commits = list(reversed(git.rev_list(tip)))
+    entries, commit_of, _ = _decode_commits(git, ref, commits, 1)
+    return entries[first - 1:last], {seq: commit_of[seq] for seq in range(first, last + 1) if seq in commit_of}
+
+
 def _decode_commits(git: ForgeGit, ref: str, commits: list[str],
                     first: int) -> tuple[list[JournalEntry], dict[int, str], dict[int, str]]:
     """The entries `commits` added, in order and numbered on from `first` (RecordInvalid where a seq jumps), with
@@ -286,6 +296,7 @@ def _from_snapshot(git: ForgeGit, brief: str, tip: str) -> IndexedLog | None:
             return None  # not this chain's snapshot
     except (RecordInvalid, IndexDamaged, IndexError):
         return None
+    snapshot.chain = functools.partial(_chain_span, git, ref, snapshot.tip)
     commits = list(reversed(git.rev_list(tip, since=snapshot.tip)))
     texts = git.stream_typed([f"{c}:entries.jsonl" for c in commits])
     entries: list[JournalEntry] = []
