@@ -477,7 +477,7 @@ def render_review(v: dict[str, Any]) -> None:
     unsaved = v.get("unsaved")
     if unsaved:
         count = "files that cannot be read" if unsaved["files"] is None else f"{unsaved['files']} files"
-        console.print(f"[yellow]unsaved work at checkpoint seq {unsaved['seq']}: {count}[/] differ from the head "
+        console.print(f"[yellow]unsaved work at journal entry {unsaved['seq']}: {count}[/] differ from the head "
                       f"(worktree snapshot {unsaved['commit'][:10]}, refs/assay/wip/{v['brief']})")
     if v["verify"]:
         passed = sum(1 for r in v["verify"] if r["passed"])

@@ -4,6 +4,7 @@ show` shows it, the work branch never holds it, and retiring the brief deletes i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from assay.core import wip
 from assay.core.git import ForgeGit
 from assay.core.records import JournalEntry
+from assay.core.records.codec import decode_entry
 from assay.core.retired import entry_path
 from assay.desk import sessions
 from assay.errors import RecordInvalid
@@ -83,12 +85,12 @@ def test_a_successor_elsewhere_has_the_files_the_dead_desk_had_not_pushed(forge:
     shown = assay("review", "show", "talk", "--json", "--forge", forge.url).json()
     assert isinstance(shown, dict) and shown["unsaved"] == {"seq": saved["seq"], "commit": snapshot, "files": 3}
     text = assay("review", "show", "talk", "--forge", forge.url)
-    assert f"unsaved work at checkpoint seq {saved['seq']}: 3 files" in text.out, text.out + text.err
+    assert f"unsaved work at journal entry {saved['seq']}: 3 files" in text.out, text.out + text.err
 
     second = tmp_path / "second"  # another machine: another HOME, worktree path and cache
     run = run_desk(forge, "talker", second, HOME=str(second / "home"), ASSAY_CACHE_DIR=str(second / "cache"))
     assert run.code == 0 and "took over talk" in run.out and "review ready" in run.out, run.out + run.err
-    assert f"worktree restored as checkpoint seq {saved['seq']} saved it" in run.out
+    assert f"worktree restored as journal entry {saved['seq']} saved it" in run.out
     assert "talk attempt 1 failed" not in run.out  # the restored file passed verify at once
     branch = "refs/heads/assay/talk"
     assert _show(forge, f"{branch}:turn-1.txt") == "talk turn 1\n"  # written by the dead desk's agent only
@@ -150,7 +152,7 @@ def test_a_fork_at_a_checkpoint_has_that_checkpoints_files_and_none_written_late
     publish(forge, {})
     run = run_desk(forge, "talker", tmp_path / "elsewhere", HOME=str(tmp_path / "home-2"))
     assert run.code == 0 and "review ready" in run.out, run.out + run.err
-    assert "worktree restored as checkpoint seq 1 saved it" in run.out
+    assert "worktree restored as journal entry 1 saved it" in run.out
     branch = "refs/heads/assay/early"
     assert _show(forge, f"{branch}:turn-1.txt") == "talk turn 1\n"
     assert _show(forge, f"{branch}:turn-2.txt") == "early turn 2\n"  # its own second turn, not talk's
@@ -227,3 +229,169 @@ def test_a_snapshot_that_failed_to_restore_is_not_tried_again() -> None:
     assert sessions.latest([saved, failed], lambda e: b"t") == sessions.Saved(1, "a", b"t")  # the conversation stays
     assert "as last pushed" in sessions.resumed_note(sessions.Saved(1, "a", b"t"), "/w")
     assert sessions.WORKTREE_SAID["restored"] in sessions.resumed_note(sessions.Saved(1, "a", b"t"), "/w", "restored")
+    assert sessions.newest_files([saved]) == sessions.Files(1, 1, snapshot)
+    assert sessions.newest_files([saved, failed]) is None
+    later = entry(3, "result", {"output": {"exit_code": 0}, "worktree": "cd" * 20})
+    assert sessions.newest_files([saved, failed, later]) == sessions.Files(3, 1, "cd" * 20)
+    assert sessions.newest_files([saved, later, entry(4, "note", {"worktree": "failed", "of": 3})]) == \
+        sessions.Files(1, 1, snapshot)  # an older snapshot, when the newer one failed to restore
+
+
+def _await_result(forge: Forge, brief: str, step: str, desk: subprocess.Popen[str]) -> dict[str, Any]:
+    """The first result of `step` on the forge (bounded)."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = [e for e in entries(forge.path, brief) if e["kind"] == "result" and e.get("step") == step]
+        if found:
+            return found[0]
+        assert desk.poll() is None and time.monotonic() < deadline, f"no result of {step} was journaled"
+        time.sleep(0.05)
+
+
+def _killed_after_make(forge: Forge, tmp_path: Path, made: Path, checkpoint: bool) -> tuple[dict[str, Any], int]:
+    """A desk whose agent runs step `make` (it writes made.txt, uncommitted) after its conversation's checkpoint,
+    killed once the step's result is on the forge: (that result, the newest checkpoint's seq before it or 0)."""
+    first = tmp_path / "first"
+    env = {**os.environ, **desk_env(first, HOME=str(first / "home"), ASSAY_CACHE_DIR=str(first / "cache"),
+                                    SESSION_AGENT_HANG="1", SESSION_AGENT_MAKE=str(made))}
+    if not checkpoint:
+        Path(f"{made}.go").write_text("")
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "talker", "--once", "--forge", forge.url],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    try:
+        saved = _await_snapshot(forge, "talk", desk)["seq"] if checkpoint else 0
+        Path(f"{made}.go").write_text("")
+        result = _await_result(forge, "talk", "make", desk)
+    finally:
+        desk.send_signal(signal.SIGKILL)
+        desk.wait()
+    assert made.read_text() == "ran\n"
+    assert max([0, *(e["seq"] for e in _checkpoints(forge, "talk"))]) == saved < result["seq"]  # none after it
+    snapshot = str(result["data"]["worktree"])  # the files as the step left them ride its result
+    assert forge.tip("refs/assay/wip/talk") == snapshot and _show(forge, f"{snapshot}:made.txt") == "made\n"
+    return result, saved
+
+
+@pytest.mark.parametrize("session", [True, False], ids=["resumed", "fresh"])
+def test_a_successor_has_the_files_of_a_step_its_agent_is_replayed(forge: Forge, tmp_path: Path,
+                                                                     session: bool) -> None:
+    """The dead desk's agent ran step `make` after its conversation's last checkpoint (or, without sessions, at
+    all): the successor elsewhere restores the files as the step left them, from the snapshot its result carries,
+    before its agent calls `make` again and is handed the recorded result, not run again: made.txt is there, and
+    the step ran once."""
+    desk = QUICK if session else QUICK.replace('"{prompt_file}"]', '"{prompt_file}", --new, one]').replace(
+        '  session:\n    new: [--new, "{session}"]\n    resume: [--resume, "{session}"]\n'
+        '    file: "{home}/t/{cwd_slug}/{session}.jsonl"\n', "")
+    assert ("session:" in desk) == session
+    publish(forge, {"desks/talker.yaml": desk,
+                    "briefs/talk.md": BRIEF.format(check="grep -q made made.txt && grep -q 'saw' seen.txt")})
+    made = tmp_path / "made.log"
+    result, checkpoint = _killed_after_make(forge, tmp_path, made, session)
+    second = tmp_path / "second"  # another machine: another HOME, worktree path and cache
+    run = run_desk(forge, "talker", second, HOME=str(second / "home"), ASSAY_CACHE_DIR=str(second / "cache"),
+                   SESSION_AGENT_MAKE=str(made))
+    assert run.code == 0 and "took over talk" in run.out and "review ready" in run.out, run.out + run.err
+    assert f"worktree restored as journal entry {result['seq']} saved it" in run.out, run.out
+    assert made.read_text() == "ran\n"  # replayed: the successor's call did not run the command
+    assert "talk attempt 1 failed" not in run.out, run.out  # made.txt passed verify at once
+    replays = [e for e in entries(forge.path, "talk")
+               if e["kind"] == "note" and (e.get("data") or {}).get("call") == "replay"]
+    assert [r["data"]["of"] for r in replays] == [result["seq"]]
+    branch = "refs/heads/assay/talk"
+    assert _show(forge, f"{branch}:made.txt") == "made\n"
+    told = _show(forge, f"{branch}:prompt.txt").replace("\n", " ")
+    if session:
+        assert f"journal entry {checkpoint}" in told and sessions.WORKTREE_SAID["later"] in told
+    else:
+        assert sessions.files_note(sessions.Files(result["seq"], 1, "")).replace("\n", " ") in told
+    assert invariants(forge.path, "talk") == [] and audit_failures(forge.url, "talk") == {}
+
+
+def test_a_push_carrying_step_results_carries_the_files_they_left(forge: Forge, tmp_path: Path) -> None:
+    """With a run's worktree recorded, the push that carries a step's result carries a snapshot of the files then
+    (the wip ref moves in it), named by the last result it carries: a safe step's result still waits for the next
+    push, and a checkpoint's snapshot taken meanwhile is older than the one it lands with."""
+    from assay.core.claims import Claims
+    from assay.core.journal import Journal
+    from assay.core.steps import open_session
+
+    claims = Claims(ForgeGit(forge.url, tmp_path / "cache"))
+    try:
+        claims.claim("alpha", "d")
+        main = str(forge.tip("refs/heads/main"))
+        claims.git.ensure_objects({"refs/heads/main": main})
+        tree = tmp_path / "wt"
+        claims.git.worktree(tree, main)
+        session = open_session(claims, "alpha", "d", 1, run="r")
+        recorder = session.journal.recorder = wip.Recorder("alpha", tree, [], lambda text: None, "d")
+
+        def write(name: str) -> Any:
+            return lambda key: (tree / name).write_text(f"{name}\n") and {"exit_code": 0}
+
+        session.step("edit", write("one.txt"), input={"path": "one.txt"}, policy="safe")
+        assert not [e for e in entries(forge.path, "alpha") if e["kind"] == "result"]  # a safe result waits
+        (tree / "two.txt").write_text("two.txt\n")  # the agent's own edit, then its turn's checkpoint
+        other = Journal.open(claims.spare(), "alpha", "d", 1, "r", indexed=True)
+        with recorder.recording(other.git) as (files, refs):
+            other.add("checkpoint", data={"name": "agent-session", **files}, refs=refs)
+        saved = str(files["worktree"])
+        (tree / "three.txt").write_text("three.txt\n")
+        session.step("check", write("four.txt"), input=None, policy="unsafe")  # its intent's push takes the edit's
+        results = {e["step"]: e for e in entries(forge.path, "alpha") if e["kind"] == "result"}
+        after_edit, after_check = (str(results[s]["data"]["worktree"]) for s in ("edit", "check"))
+        checkpoint = next(e["seq"] for e in entries(forge.path, "alpha") if e["kind"] == "checkpoint")
+        assert results["edit"]["seq"] > checkpoint  # landed after the checkpoint: it must name newer files
+        for snapshot, holds in ((saved, ["one.txt", "two.txt"]), (after_edit, ["one.txt", "three.txt", "two.txt"]),
+                                (after_check, ["four.txt", "one.txt", "three.txt", "two.txt"])):
+            assert [f for f in _files(forge, snapshot) if f.endswith(".txt")] == holds
+        assert git("--git-dir", str(forge.path), "merge-base", "--is-ancestor", saved, after_edit) == ""
+        assert forge.tip("refs/assay/wip/alpha") == after_check
+        newest = sessions.newest_files([decode_entry(json.dumps(e), "j") for e in entries(forge.path, "alpha")])
+        assert newest is not None and newest.commit == after_check
+        assert invariants(forge.path, "alpha") == []
+        other.git.close()
+    finally:
+        claims.git.close()
+
+
+def test_a_restore_keeps_a_merge_of_main_under_way(forge: Forge, tmp_path: Path) -> None:
+    """A woken round merges main into its worktree without committing (the round's push commits it); a snapshot
+    taken after it, restored into a worktree where the same merge is under way, leaves it under way: the next
+    commit is a merge of main, with the snapshot's files."""
+    port = ForgeGit(forge.url, tmp_path / "cache")
+    try:
+        base = str(forge.tip("refs/heads/main"))
+        port.ensure_objects({"refs/heads/main": base})
+        first = port.worktree(tmp_path / "first", base)
+        (forge.seed / "upstream.txt").write_text("main moved\n")
+        publish(forge, {})
+        main = str(forge.tip("refs/heads/main"))
+        port.ensure_objects({"refs/heads/main": main})
+        merge = ["-c", "user.name=a", "-c", "user.email=a@a", "merge", "--no-ff", "--no-commit", main]
+        first.git(*merge)
+        (tmp_path / "first" / "work.txt").write_text("the agent's\n")
+        snap = wip.take(port, tmp_path / "first", [])
+        assert snap is not None
+        second = port.worktree(tmp_path / "second", base)  # another machine: the round merges main first too
+        second.git(*merge)
+        assert wip.restore(port, tmp_path / "second", "alpha", snap.commit)
+        assert (tmp_path / "second" / "work.txt").read_text() == "the agent's\n"
+        assert second.commit_all("round", author=None)
+        parents = second.git("log", "-1", "--format=%P").stdout.decode().split()
+        assert parents == [base, main]
+        assert (tmp_path / "second" / "upstream.txt").read_text() == "main moved\n"
+        said = port.read_typed([snap.commit])[0]
+        assert said is not None and f"Merging: {main}\n".encode() in said.data  # what the restore compared
+
+        first.git("merge", "--abort")  # the agent gave the merge up: a snapshot without it
+        (tmp_path / "first" / "work.txt").write_text("the agent's\n")
+        aborted = wip.take(port, tmp_path / "first", [])
+        assert aborted is not None
+        third = port.worktree(tmp_path / "third", base)
+        third.git(*merge)  # the next round's merge, under way when that snapshot is restored
+        assert wip.restore(port, tmp_path / "third", "alpha", aborted.commit)
+        assert not (tmp_path / "third" / "upstream.txt").exists()  # the snapshot's files: no merge in them
+        assert third.commit_all("round", author=None)
+        assert third.git("log", "-1", "--format=%P").stdout.decode().split() == [base]  # so no merge is claimed
+    finally:
+        port.close()

@@ -503,8 +503,8 @@ class Session:
             if len(text) > INLINE_LIMIT:
                 blobs["output"] = text.encode("utf-8")
                 data = {}
-        self.journal.add("result", sync=sync, resolves=intent, blobs=blobs, **ids, key=key,
-                         policy=call.policy, status=status, data=data or None)
+        self.journal.add("result", sync=sync, resolves=intent, blobs=blobs, **ids, key=key, policy=call.policy,
+                         status=status, data=data or None, files=True)  # the files its effect left ride its push
 
     def _replay(self, call: Call, result: JournalEntry) -> Any:
         data = result.data or {}

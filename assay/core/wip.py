@@ -9,8 +9,11 @@ file that differs from HEAD is scrubbed of the forge credentials the desk knows,
 (`credentials.scrub`). Changes (changed and untracked files) over `MAX_BYTES` make no snapshot: that checkpoint
 holds the conversation alone, and the desk says so once.
 
-The ref moves only in the journal push of the checkpoint entry that names the snapshot (`"worktree": <commit>`),
-fenced like it (`Recorder.recording`), in a fork's first push, and is deleted when the brief is retired.
+Each journal push carrying results of steps the agent ran through its desk records one too, named by the last of
+them (`Journal.recorder`): a successor that replays a result instead of running the step again has its files.
+The ref moves only in the journal push of the checkpoint or result entry that names the snapshot (`"worktree":
+<commit>`), fenced like it (`Recorder.recording`), in a fork's first push, and is deleted when the brief is
+retired.
 The work branch never holds a snapshot: `restore` makes a worktree's files a snapshot's and its HEAD the
 snapshot's first parent, so what is committed next has the agent's HEAD as its parent.
 """
@@ -45,23 +48,33 @@ class Snapshot:
 
 
 def _parents_and_tree(git: ForgeGit, commit: str, where: str) -> tuple[str, list[str]]:
+    tree, parents, _ = _read_commit(git, commit, where)
+    return tree, parents
+
+
+def _read_commit(git: ForgeGit, commit: str, where: str) -> tuple[str, list[str], str]:
+    """A snapshot's tree, parents, and the merge under way it was taken in (its `Merging:` line, "" for none)."""
     found = git.read_typed([commit])[0]
     if found is None or found.kind != "commit":
         raise RecordInvalid(where, f"snapshot {commit[:10]} is not a commit in the forge's objects")
-    head = found.data.partition(b"\n\n")[0].decode("ascii", "replace").splitlines()
+    header, _, message = found.data.partition(b"\n\n")
+    head = header.decode("ascii", "replace").splitlines()
     tree = next((line[5:] for line in head if line.startswith("tree ")), "")
-    return tree, [line[7:] for line in head if line.startswith("parent ")]
+    merging = next((line[9:].strip() for line in message.decode("utf-8", "replace").splitlines()
+                    if line.startswith("Merging: ")), "")
+    return tree, [line[7:] for line in head if line.startswith("parent ")], merging
 
 
 @dataclass(frozen=True)
 class Worktree:
-    """A worktree as read for a snapshot: its tree (written to the cache), its HEAD, and how many files (and bytes
-    of them) differ from HEAD."""
+    """A worktree as read for a snapshot: its tree (written to the cache), its HEAD, how many files (and bytes
+    of them) differ from HEAD, and the commit a merge under way merges ("" for none)."""
 
     tree: str
     head: str
     files: int
     bytes: int
+    merging: str = ""
 
 
 def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = MAX_BYTES) -> Worktree | None:
@@ -98,17 +111,23 @@ def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = M
             if fixed:
                 repo.git("update-index", "-z", "--index-info", index=index, input=fixed)
         tree = repo.git("write-tree", index=index).stdout.decode().strip()
-    return Worktree(tree, head, len(changed), size)
+    try:  # beside the index: the worktree's own git folder
+        merging = Path(real).with_name("MERGE_HEAD").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        merging = ""
+    return Worktree(tree, head, len(changed), size, merging if OBJECT_ID.fullmatch(merging) else "")
 
 
 def commit(git: ForgeGit, found: Worktree, previous: str = "", who: str = "assay") -> Snapshot:
     """`found` as a snapshot commit in the cache (not pushed), on `previous` (the brief's last snapshot, "" for
     none); `previous` itself when it holds the same files on the same HEAD."""
     if previous:
-        before, parents = _parents_and_tree(git, previous, "the previous snapshot")
-        if before == found.tree and parents[:1] == [found.head]:
+        before, parents, merging = _read_commit(git, previous, "the previous snapshot")
+        if before == found.tree and parents[:1] == [found.head] and merging == found.merging:
             return Snapshot(previous, found.files, found.bytes)
     message = f"assay: worktree of a checkpoint\n\n{found.files} files differ from {found.head}\n"
+    if found.merging:
+        message += f"Merging: {found.merging}\n"  # a merge under way, kept by a restore in the same merge
     sha = git.write_commit(found.tree, [found.head, *([previous] if previous else [])], message, Signature.of(who),
                            time.time())
     return Snapshot(sha, found.files, found.bytes)
@@ -133,9 +152,9 @@ def _changed(repo: WorkRepo, index: str) -> list[tuple[str, str, bytes]]:
 
 
 class Recorder:
-    """One agent run's snapshots of its worktree, one per checkpoint: `recording` takes one and gives what the
-    checkpoint's journal push carries. Never fails a checkpoint: a snapshot that cannot be taken is said, and
-    the checkpoint holds the conversation alone."""
+    """One agent run's snapshots of its worktree, one per checkpoint or step result: `recording` takes one and
+    gives what the entry's journal push carries. Never fails the entry: a snapshot that cannot be taken is said,
+    and the entry is journaled without one."""
 
     def __init__(self, brief: str, worktree: Path, secrets: Sequence[bytes], echo: Callable[[str], None],
                  who: str, limit: int = MAX_BYTES) -> None:
@@ -166,15 +185,15 @@ class Recorder:
                         git.ensure_objects({self.ref: self.tip})
                 self.taken = snap = commit(git, found, self.tip or "", self.who) if found is not None else None
                 if snap is None:
-                    self._say("over", f"the worktree's changes are over {self.limit} bytes: checkpoints hold the "
-                                      "conversation without the worktree")
+                    self._say("over", f"the worktree's changes are over {self.limit} bytes: checkpoints and step "
+                                      "results go without the worktree")
                 else:
                     data = {"worktree": snap.commit}
                     refs = [RefUpdate(self.ref, snap.commit, self.tip or ZERO)] if snap.commit != self.tip else []
             except (AssayError, OSError) as exc:
                 self.tip = None
-                self._say("failed", f"the worktree could not be recorded, checkpoints hold the conversation alone: "
-                                    f"{getattr(exc, 'message', None) or exc}")
+                self._say("failed", f"the worktree could not be recorded, checkpoints and step results go without "
+                                    f"it: {getattr(exc, 'message', None) or exc}")
             try:
                 yield data, refs
             except BaseException:
@@ -196,11 +215,12 @@ def fetch(git: ForgeGit, brief: str, commit: str) -> tuple[str, list[str]]:
 
 def restore(git: ForgeGit, worktree: Path, brief: str, commit: str) -> bool:
     """Make the worktree hold snapshot `commit`: its files the snapshot's (files not in it removed, ignored ones
-    kept), HEAD its first parent. True if restored; False if the worktree's HEAD is past that parent already (the
-    branch was pushed after the snapshot, which it holds), when it is left as it is. Raises if the snapshot
-    cannot be fetched or the worktree moved elsewhere."""
+    kept), HEAD its first parent, a merge under way still under way. True if restored; False if the worktree's
+    HEAD is past that parent already (the branch was pushed after the snapshot, which it holds), when it is left
+    as it is. Raises if the snapshot cannot be fetched or the worktree moved elsewhere."""
     ref = wip_ref(brief)
-    _, parents = fetch(git, brief, commit)
+    fetch(git, brief, commit)
+    _, parents, merged = _read_commit(git, commit, ref)
     if not parents:
         raise RecordInvalid(ref, f"snapshot {commit[:10]} has no parent")
     repo = WorkRepo(worktree)
@@ -209,7 +229,30 @@ def restore(git: ForgeGit, worktree: Path, brief: str, commit: str) -> bool:
         if git.is_ancestor(parent, head):
             return False
         raise RecordInvalid(ref, f"snapshot {commit[:10]} is not on the worktree's history (HEAD {head[:10]})")
+    merge = _merge_notes(repo)
     repo.git("read-tree", "--reset", "-u", commit)  # HEAD stays where it is until the files are the snapshot's
     repo.git("clean", "-fdq")
     repo.git("reset", "-q", parent)
+    if merged and merge.get("MERGE_HEAD", b"").decode("ascii", "replace").strip() == merged:
+        # the snapshot was taken in the merge under way here (a woken round's of main, not committed): its files hold
+        # that merge, and the reset dropped only git's notes of it, put back so that the next commit is that merge
+        for name, text in merge.items():
+            Path(_git_path(repo, name)).write_bytes(text)
     return True
+
+
+MERGE_NOTES = ("MERGE_HEAD", "MERGE_MODE", "MERGE_MSG")  # what git keeps of a merge under way (`--no-ff` in the mode)
+
+
+def _git_path(repo: WorkRepo, name: str) -> str:
+    return repo.git("rev-parse", "--path-format=absolute", "--git-path", name).stdout.decode().strip()
+
+
+def _merge_notes(repo: WorkRepo) -> dict[str, bytes]:
+    found = {}
+    for name in MERGE_NOTES:
+        try:
+            found[name] = Path(_git_path(repo, name)).read_bytes()
+        except OSError:
+            pass
+    return found

@@ -128,23 +128,25 @@ def run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo) -> dict
     """
     own = desk_values(spec.env, run.state, os.environ) if run.state is not None else dict(spec.env)
     env = agent_env(spec.env_allow, {}, extra={**own, **dict(run.brief.env)})
+    files = Recorder(run.brief.id, run.worktree, known_secrets(dict(os.environ), claims.git.url),
+                     lambda text: echo(f"{spec.name}: {run.brief.id}: {text}"), spec.name)
     if spec.protocol == "acp":
-        return _run_acp(claims, spec, run, echo, env)
-    saver = Saver(claims, spec, run, env, echo, run.checkpoint) if spec.session else None
-    result = _run_agent(claims, spec, run, echo, env, saver)
+        return _run_acp(claims, spec, run, echo, env, files)
+    saver = Saver(claims, spec, run, env, echo, run.checkpoint, files) if spec.session else None
+    result = _run_agent(claims, spec, run, echo, env, saver, files)
     if saver is not None and saver.resumed is not None and not saver.grew():
         saver.failed(f"the resumed agent exited {result['exit_code']} without adding to the conversation")
-        result = _run_agent(claims, spec, run, echo, env, Saver(claims, spec, run, env, echo, None))
+        result = _run_agent(claims, spec, run, echo, env, Saver(claims, spec, run, env, echo, None, files), files)
     return result
 
 
 def _run_agent(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str],
-               saver: Saver | None) -> dict[str, Any]:
+               saver: Saver | None, files: Recorder) -> dict[str, Any]:
     run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     assay_bin = str(run.assay_bin) if run.assay_bin is not None else "assay"
     values = _placeholders(run, assay_bin)
-    steps = _step_server(claims, spec, run, run_id, env)  # sees `env` filled in
+    steps = _step_server(claims, spec, run, run_id, env, files)  # sees `env` filled in
     env.update(_context(claims, spec, run, run_id, steps, env))
     # the agent's own variables, by name, for an MCP server its CLI starts with only the names it is given (Codex)
     values["env_names"] = json.dumps(sorted(env))
@@ -231,21 +233,23 @@ def _context(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, steps: 
     return context
 
 
-def _step_server(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, env: dict[str, str]) -> StepServer:
-    """The desk's side of the agent's steps for this run: its hooks, the brief as the agent may ask for it, and the
-    review threads its prompt lists."""
+def _step_server(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, env: dict[str, str],
+                 files: Recorder) -> StepServer:
+    """The desk's side of the agent's steps for this run: its hooks, the brief as the agent may ask for it, the
+    review threads its prompt lists, and its worktree (`files`), a snapshot of which each step's result carries."""
     hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
         else None
     about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),
              "depends_on": list(run.brief.depends_on), "verify": [{"id": r.id, "run": r.run} for r in run.brief.verify],
              "epoch": run.epoch, "attempt": run.attempt}
     steps = StepServer(claims.spare, run.brief.id, spec.name, run.epoch, run_id, run.known,
-                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about)
+                       probe_runner=probe_runner(run.worktree, env), hooks=hooks, about=about, recorder=files)
     steps.threads = {t.id: t for t in run.threads}
     return steps
 
 
-def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str]) -> dict[str, Any]:
+def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dict[str, str],
+             files: Recorder) -> dict[str, Any]:
     """An ACP adapter (`desk/acp.py`), isolated like any agent: the brief's prompt as its first turn, steering
     journaled meanwhile as the next turns, each tool call journaled as a step of this run. Ended as a unit (its
     PID namespace) when the turns are done, at its time limit, or when the claim is lost.
@@ -260,11 +264,11 @@ def _run_acp(claims: Claims, spec: DeskSpec, run: AgentRun, echo: Echo, env: dic
     from assay.core.lives import life_of
     from assay.desk import acp
 
-    saver = Saver(claims, spec, run, env, echo, run.checkpoint) if spec.session else None
+    saver = Saver(claims, spec, run, env, echo, run.checkpoint, files) if spec.session else None
     run_id = saver.run_id if saver is not None else uuid.uuid4().hex[:12]
     run.prompt_file.parent.mkdir(parents=True, exist_ok=True)
     run.prompt_file.write_text(run.prompt, encoding="utf-8")
-    steps = _step_server(claims, spec, run, run_id, env)
+    steps = _step_server(claims, spec, run, run_id, env, files)
     env.update(_context(claims, spec, run, run_id, steps, env))
     argv = agent_argv(spec, {"worktree": str(run.worktree), "brief": run.brief.id, "title": run.brief.title,
                              "prompt_file": str(run.prompt_file)})
@@ -739,13 +743,12 @@ class Saver:
     """One agent run's session: the arguments that start or resume it, and its checkpoints in the journal."""
 
     def __init__(self, claims: Claims, spec: DeskSpec, run: AgentRun, env: dict[str, str], echo: Echo,
-                 resume: Saved | None) -> None:
+                 resume: Saved | None, worktree: Recorder) -> None:
         assert spec.session is not None
         self.claims, self.spec, self.run, self.echo = claims, spec, run, echo
         self.run_id = uuid.uuid4().hex[:12]
-        self.secrets = known_secrets(dict(os.environ), claims.git.url)
-        self.worktree = Recorder(run.brief.id, run.worktree, self.secrets,
-                                 lambda text: echo(f"{spec.name}: {run.brief.id}: {text}"), spec.name)
+        self.secrets = worktree.secrets
+        self.worktree = worktree  # the run's: its steps' results record it too, one chain of snapshots
         self.resumed: Saved | None = None
         self.env = env
         self._lock = threading.Lock()  # the heartbeat's thread and the desk's both save (an ACP turn's end)

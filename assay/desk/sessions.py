@@ -17,9 +17,11 @@ is journaled as a note `{"checkpoint": "failed", "of": <seq>, "why"}`, and the r
 checkpoint is never tried again.
 
 Each checkpoint also records the worktree at the moment its transcript was read (`core/wip.py`): the entry names
-the snapshot (`"worktree": <commit>`). The run that resumes it restores that snapshot first; one that cannot be
-fetched or restored is journaled as `{"worktree": "failed", "of": <seq>, "why"}`, and the run goes on with the
-branch as pushed. `resumed_note` tells the agent which it got.
+the snapshot (`"worktree": <commit>`), as does the result of each step the agent ran through the desk. The run
+that resumes it restores the newest snapshot of the round first (`newest_files`: a later step's result would be
+replayed, not run again, so its files must be there); one that cannot be fetched or restored is journaled as
+`{"worktree": "failed", "of": <seq>, "why"}`, and the run goes on with the branch as pushed. `resumed_note` tells
+the agent which it got.
 
 A restored transcript is moved to this run's paths (`moved`): the worktree the CLI recorded for the session (the
 `cwd` of its lines), that path's `cwd_slug`, and the folder the transcript was filed under (HOME, found before
@@ -131,9 +133,43 @@ def latest(entries: Sequence[JournalEntry], read_blob: Callable[[JournalEntry], 
     return None
 
 
+@dataclass(frozen=True)
+class Files:
+    """A worktree snapshot in the journal (`core/wip.py`): the seq and epoch of the entry naming it (a checkpoint,
+    or the result of a step whose effect left the files so), and the commit."""
+
+    seq: int
+    epoch: int
+    commit: str
+
+
+def newest_files(entries: Sequence[JournalEntry]) -> Files | None:
+    """The newest worktree snapshot among `entries` (a round's) that no note marks failed: an `agent-session`
+    checkpoint's, or a step result's (taken as the step ended, so later than a checkpoint before it)."""
+    notes = [e.data or {} for e in entries if e.kind == "note"]
+    lost = {d.get("of") for d in notes if d.get("worktree") == "failed"}
+    for e in reversed(entries):
+        data = e.data or {}
+        named = data.get("worktree")
+        if e.kind in ("checkpoint", "result") and isinstance(named, str) and named and e.seq not in lost \
+                and (e.kind == "result" or data.get("name") == NAME):
+            return Files(e.seq, e.epoch, named)
+    return None
+
+
+def files_note(files: Files) -> str:
+    """What an agent starting afresh is told when the worktree was restored from an earlier run's snapshot."""
+    return ("## Worktree\n\n"
+            f"The worktree was restored as an earlier run of this brief left it at journal entry {files.seq}, as its "
+            "last recorded command ended: changes made after that are not here. Check the files before repeating "
+            "work.\n\n")
+
+
 WORKTREE_SAID = {
     "restored": "The worktree is as it was when this conversation was saved: its files, and the commits made by "
                 "then, pushed or not.",
+    "later": "The worktree is as a command recorded after this conversation was saved left it: it holds the "
+             "changes of the commands that ran since, which this conversation may not show.",
     "newer": "The worktree is the work branch as pushed after this conversation was saved: it holds the files of "
              "that moment, and maybe later changes.",
     "": "The worktree is the work branch as last pushed: files changed after that push are not here.",
@@ -142,8 +178,9 @@ WORKTREE_SAID = {
 
 def resumed_note(saved: Saved, where: Path | str, worktree: str = "") -> str:
     """What a resumed agent is told first: where its conversation comes from, where it works now (`where`), and
-    what its worktree holds: `worktree` is "restored" (the checkpoint's snapshot), "newer" (the branch as pushed
-    after it) or "" (the branch as pushed: no snapshot, or one that could not be restored)."""
+    what its worktree holds: `worktree` is "restored" (the checkpoint's snapshot), "later" (a step result's after
+    it), "newer" (the branch as pushed after it) or "" (the branch as pushed: no snapshot, or one that could not be
+    restored)."""
     check = "" if worktree == "restored" else " Check the files before relying on what this conversation says " \
                                                "about them."
     return ("## Resumed conversation\n\n"

@@ -58,6 +58,7 @@ from assay.errors import AssayError, Cancelled, UsageError
 if TYPE_CHECKING:
     from assay.core.forge.base import Thread
     from assay.core.steps import ProbeRunner, StepHooks
+    from assay.core.wip import Recorder
 
 CANCEL_GRACE_S = 10.0  # how long a cancelled client has to stop its command and say so
 GONE_GRACE_S = 2.0  # how long a client that hung up has to end before its step is left to the next reader
@@ -150,8 +151,10 @@ class StepServer:
 
     def __init__(self, claims: Callable[[], Claims], brief: str, desk: str, epoch: int, run: str,
                  known: JournalLog | None = None, probe_runner: ProbeRunner | None = None,
-                 hooks: StepHooks | None = None, about: dict[str, Any] | None = None) -> None:
+                 hooks: StepHooks | None = None, about: dict[str, Any] | None = None,
+                 recorder: Recorder | None = None) -> None:
         self.open_claims, self.known = claims, known
+        self.recorder = recorder  # the run's worktree: each result of a step that may change it carries a snapshot
         self.about = about or {"id": brief}  # the brief as this run was given it (the `brief` op)
         # steering journaled after this seq is news to the agent (earlier steering is in its prompt)
         self.prompted = known.entries[-1].seq if known and known.entries else 0
@@ -532,6 +535,7 @@ class StepServer:
                                          call_notes=True, known=self.known)  # notes: a reopened one counts
             self._session.probe_runner = self.probe_runner
             self._session.hooks = self.hooks
+            self._session.journal.recorder = self.recorder
         return self._session
 
 

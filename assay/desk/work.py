@@ -68,6 +68,9 @@ THREADS_OPEN = "threads"  # the ready step's result when a review thread waits o
 _EPOCH_TRAILER = re.compile(r"^Assay-Epoch: ([0-9]+)$", re.M)
 
 
+RESTORE_TRIES = 3  # worktree snapshots a run tries, newest first, before it works on the branch as pushed
+
+
 class BriefWork:
     """The step pipeline of one brief at one epoch. Receives its ports and the session holding the claim."""
 
@@ -77,6 +80,7 @@ class BriefWork:
         self.session, self.brief, self.epoch = session, brief, epoch
         self.branch_ref = WORK_BRANCH_REF_PREFIX + brief.id
         self.worktree = state_dir / "worktrees" / spec.name / brief.id
+        self._made_worktree = False  # whether this run made the worktree new: no earlier run's files are here
         self.checkout = state_dir / "verify" / spec.name / brief.id
         self.prompts = state_dir / "prompts"
         self.state = state_dir / "desks" / spec.name  # the desk's own folder: `{state}` in its `env:`
@@ -106,6 +110,7 @@ class BriefWork:
                             rides=True, lazy_result=True)  # the branch moves with its intent, in the agent's push
         tip = self._branch_seen or self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # as it is
         self.git.ensure_objects({self.branch_ref: tip})
+        self._made_worktree = not (self.worktree / ".git").exists()  # no earlier run's files on this machine
         self.git.worktree(self.worktree, tip)
         if self._round_main:
             self._catch_up(self._round_main)
@@ -554,14 +559,13 @@ class BriefWork:
     def _agent(self, attempt: int, feedback: str, key: str) -> dict[str, Any]:
         prompt, steering = self._prompt(feedback)  # built after the intent's push: the journal as fresh as it gets
         prompt_file = self.prompts / f"{self.brief.id}-{self.epoch}-{attempt}.md"
-        saved = None
+        saved, journal = None, self.session.journal
         if self.spec.session is not None:  # the round's conversation so far, wherever it was saved
-            journal = self.session.journal
             journal.reload()
             saved = sessions.latest(round_entries(journal.entries),
                                     lambda e: journal.blob(e, str((e.data or {}).get("checkpoint_blob"))))
-            if saved is not None:
-                prompt = sessions.resumed_note(saved, self.worktree, self._restore(saved)) + prompt
+        prompt = self._files_note(saved) + prompt
+        self._made_worktree = False  # restored once: later attempts work on this run's own files
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
                        self.assay_bin, saved, steering, self.state, self._threads, key)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
@@ -572,23 +576,40 @@ class BriefWork:
             self.session.journal.reload()
         return result
 
-    def _restore(self, saved: sessions.Saved) -> str:
-        """Put the checkpoint's worktree snapshot in place before the agent starts: "restored"; "newer" when the
-        worktree is past it already (the branch was pushed after it); "" when it has none or it cannot be restored,
-        which is journaled (never tried again) and the run goes on with the branch as pushed."""
-        if not saved.worktree:
-            return ""
+    def _files_note(self, saved: sessions.Saved | None) -> str:
+        """Put the files as the newest snapshot of the round has them (a resumed conversation's, or a later step's,
+        whose result would be replayed, not run again) in place, and say so: for a fresh conversation, only into a
+        worktree made new (this machine keeps no files of an earlier run's: its own are newer than any snapshot).
+        One that cannot be restored is journaled as such, and the one before it is tried."""
+        for _ in range(RESTORE_TRIES):
+            files = sessions.newest_files(round_entries(self.session.journal.entries))  # less those that failed
+            if files is None or (saved is not None and files.seq < saved.seq):
+                break  # none, or older than the conversation (its own failed to restore)
+            if saved is None and (not self._made_worktree or files.epoch >= self.epoch):
+                return ""
+            state = self._restore(files)
+            if state:
+                if saved is not None:
+                    return sessions.resumed_note(saved, self.worktree,
+                                                 "later" if state == "restored" and files.seq > saved.seq else state)
+                return sessions.files_note(files) if state == "restored" else ""
+        return sessions.resumed_note(saved, self.worktree, "") if saved is not None else ""
+
+    def _restore(self, files: sessions.Files) -> str:
+        """Put a worktree snapshot in place before the agent starts: "restored"; "newer" when the worktree is past
+        it already (the branch was pushed after it); "" when it cannot be restored, which is journaled (never tried
+        again)."""
         try:
-            restored = wip.restore(self.git, self.worktree, self.brief.id, saved.worktree)
+            restored = wip.restore(self.git, self.worktree, self.brief.id, files.commit)
         except (AssayError, OSError) as exc:
             why = str(getattr(exc, "message", "") or exc)
-            self.echo(f"{self.spec.name}: {self.brief.id}: the worktree of checkpoint seq {saved.seq} could not be "
+            self.echo(f"{self.spec.name}: {self.brief.id}: the worktree of journal entry {files.seq} could not be "
                       f"restored ({why}); the agent works on the branch as pushed")
-            self.session.journal.add("note", sync=True, data={"worktree": "failed", "of": saved.seq, "why": why})
+            self.session.journal.add("note", sync=True, data={"worktree": "failed", "of": files.seq, "why": why})
             return ""
         if restored:
-            self.echo(f"{self.spec.name}: {self.brief.id}: worktree restored as checkpoint seq {saved.seq} saved it "
-                      f"({saved.worktree[:10]})")
+            self.echo(f"{self.spec.name}: {self.brief.id}: worktree restored as journal entry {files.seq} saved it "
+                      f"({files.commit[:10]})")
         return "restored" if restored else "newer"
 
     def _push(self) -> str:

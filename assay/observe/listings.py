@@ -165,9 +165,9 @@ def note_place(on: str | None) -> tuple[str, int]:
 
 
 def _unsaved(git: ForgeGit, brief: str, entries: list[JournalEntry], head: str) -> dict[str, Any] | None:
-    """The newest worktree snapshot of the brief's checkpoints (`core/wip.py`) if its files differ from the review's
-    head: `{seq, commit, files}` (files: how many differ), or None."""
-    saved = [e for e in entries if e.kind == "checkpoint" and (e.data or {}).get("worktree")]
+    """The newest worktree snapshot of the brief (`core/wip.py`: a checkpoint's, or a step result's) if its files
+    differ from the review's head: `{seq, commit, files}` (files: how many differ), or None."""
+    saved = [e for e in entries if e.kind in ("checkpoint", "result") and (e.data or {}).get("worktree")]
     if not saved or not head:
         return None
     commit = str((saved[-1].data or {})["worktree"])

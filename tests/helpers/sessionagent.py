@@ -11,7 +11,9 @@ first run's last act is a person's `assay steer` of that text (steering that arr
 hook does, unless `SESSION_AGENT_QUIET` is set) and waits for that path to exist before it exits.
 Each run also writes, uncommitted, `turn-<n>.txt` ("<brief> turn <n>", n the turn it adds) and, with
 `SESSION_AGENT_SECRET` set, `notes.txt` holding that value; with `SESSION_AGENT_HANG` set, a fresh run then
-waits to be killed (a desk that dies mid-run).
+waits to be killed (a desk that dies mid-run). With `SESSION_AGENT_MAKE` set to a path, each run then runs one
+unsafe step, `make`, whose command writes `made.txt` in the worktree and appends a line to that path (a fresh run
+first says its turn ended and waits for `<path>.go`, so that a checkpoint before the step can be awaited).
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ def main() -> int:
     with transcript.open("a") as out:  # the turn is recorded once its files are written, as a CLI records a tool's
         out.write(json.dumps({"message": {"role": "user", "content": [
             {"type": "text", "text": f"attempt {os.environ.get('ASSAY_ATTEMPT')}"}]}}) + "\n")
+    made = os.environ.get("SESSION_AGENT_MAKE")
+    if made:
+        if mode == "--new":
+            subprocess.run([os.environ["ASSAY_BIN"], "step", "turn", "Stop"], check=True)
+            deadline = time.monotonic() + 120
+            while not Path(f"{made}.go").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)  # held by the test until the checkpoint is on the forge
+        subprocess.run([os.environ["ASSAY_BIN"], "step", "run", "--name", "make", "--policy", "unsafe", "--",
+                        "sh", "-c", f"echo made > made.txt && echo ran >> {made}"], check=True)
     if mode == "--new" and os.environ.get("SESSION_AGENT_HANG"):
         print("waiting to be killed", flush=True)
         time.sleep(600)

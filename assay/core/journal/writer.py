@@ -42,6 +42,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from typing import Any
 
+    from assay.core.wip import Recorder
+
 INLINE_LIMIT = 4096  # larger outputs go to blobs/ of the entry's commit
 MAX_PENDING = 256  # a group commit carries at most this many entries …
 MAX_PENDING_S = 2.0  # … and waits at most this long for more
@@ -57,6 +59,7 @@ class Draft:
     blobs: dict[str, bytes] = field(default_factory=dict)
     resolves: Draft | JournalEntry | None = None
     entry: JournalEntry | None = None
+    files: bool = False  # a step's result whose effect may have changed the worktree (`Journal.recorder`)
 
     @property
     def seq(self) -> int:
@@ -354,6 +357,10 @@ class Journal:
         self.acting: list[Draft | JournalEntry] = []  # the intents of the steps whose effects run now (`steps`)
         self._oldest_pending = 0.0
         self._read_at = -math.inf  # when the forge last told this journal its claim's and journal's tips
+        # an agent run's worktree (`core/wip.py`): a push carrying results of steps that ran here carries a snapshot
+        # of the files then, named by the last of them, so that no result is on the forge without the files its
+        # effect left (a successor replays it, not running it again, on the files it restores)
+        self.recorder: Recorder | None = None
 
     @classmethod
     def open(cls, claims: Claims, brief: str, desk: str, epoch: int, run: str,
@@ -449,7 +456,7 @@ class Journal:
 
     def add(self, kind: str, *, sync: bool = True, blobs: dict[str, bytes] | None = None,
             resolves: Draft | JournalEntry | None = None, refs: list[RefUpdate] | None = None,
-            riders: list[RefUpdate] | None = None, **fields: Any) -> Draft:
+            riders: list[RefUpdate] | None = None, files: bool = False, **fields: Any) -> Draft:
         """Draft an entry; with sync=True it is on the forge (with everything before it) on return.
 
         `refs` are moved in the same atomic push (a work branch, say), so they are
@@ -461,7 +468,8 @@ class Journal:
         if refs and self._ref_drafts.keys() & {u.ref for u in refs}:
             self.flush()  # one move of a ref a push: the earlier one goes first
         self.riders += riders or []
-        draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves)
+        draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves,
+                      files=files)
         for u in refs or []:
             self.extra_refs.append(u)
             self._ref_drafts[u.ref] = draft
@@ -479,6 +487,24 @@ class Journal:
         transition rides along) in the same atomic push: an append is a heartbeat and a fencing check."""
         if not self.pending:
             return
+        named = [d for d in self.pending if d.files]
+        if self.recorder is None or not named:
+            self._flush(action, args)
+            return
+        for draft in named:  # a name a failed push gave it goes: only this push's snapshot is named
+            kept = {k: v for k, v in (draft.fields.pop("data", None) or {}).items() if k != "worktree"}
+            if kept:
+                draft.fields["data"] = kept
+        with self.recorder.recording(self.git) as (files, refs):  # one snapshot, one move of the ref, at a time
+            if files:
+                named[-1].fields["data"] = {**(named[-1].fields.get("data") or {}), **files}
+            self.riders += refs  # the ref is this run's alone: a rider, so that the entries never fail with it
+            self._flush(action, args)
+            lost = bool(refs) and refs[0] not in self.landed_riders
+        if lost:  # moved by another writer: read again next time (the entry names a snapshot a restore will not find,
+            self.recorder.tip = None  # which it journals as failed, and takes the one before)
+
+    def _flush(self, action: str, args: dict[str, Any]) -> None:
         try:
             chain.retrying(lambda n: self._flush_once(n, action, args), f"appending to the journal of {self.brief!r}")
         except BaseException:
