@@ -349,3 +349,63 @@ def test_a_run_that_ends_leaves_a_resumed_step_whose_result_it_holds_back(forge:
     second.end_run()  # the resumed step's result is still held back when the run ends
     assert invariants(forge.path, "alpha") == []
     assert [e.get("status") for e in entries(forge.path, "alpha") if e["kind"] == "result"] == ["completed"]
+
+
+def test_a_step_stopped_or_settled_as_not_done_runs_again_under_its_first_key(forge: Forge, held: Claims) -> None:
+    """An idempotent step stopped mid-effect (SIGTERM: its effect may have begun) and an unsafe one settled as not
+    having happened run again in the next epoch under the keys their effects began with, as a resumed step does:
+    an effect that dedupes by its key is never made twice."""
+    from assay.errors import Cancelled
+
+    def stopped(key: str) -> Any:
+        raise Cancelled("cancelled")
+
+    first = session(held, "r1")
+    with pytest.raises(Cancelled):
+        first.step("publish", stopped, input={"v": 1}, policy="idempotent")
+    with pytest.raises(Crash):
+        first.step("deploy", crashing, input={"v": 1}, policy="unsafe")
+    current = held.read("alpha")
+    assert current is not None
+    held.expire(current, "its desk died", by="sweeper")
+    assert held.claim("alpha", "d").record.epoch == 2
+    second = open_session(held, "alpha", "d", 2, run="r2")
+    second.settle("deploy", "did-not", by="person:p", evidence={"said": "nothing was deployed"})
+    calls, fn = counter()
+    third = session(held, "r3", epoch=2)
+    assert third.step("publish", fn, input={"v": 1}, policy="idempotent") == {"n": 1}
+    assert third.step("deploy", fn, input={"v": 1}, policy="unsafe") == {"n": 2}
+    began = {e["step"]: e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["epoch"] == 1}
+    assert calls == [began["publish"], began["deploy"]]
+    assert invariants(forge.path, "alpha") == []
+
+
+def test_a_call_settled_by_its_probe_keeps_its_key_and_no_other_call_takes_it(forge: Forge, held: Claims) -> None:
+    """r1 deploys twice (the same input): the first completes, the second is cut off, its writer dead. In r2 the
+    first call finds that cut-off intent, whose probe says it did not happen, and runs; the second call (that very
+    intent's) runs again under its key. No two runs share a key."""
+    import subprocess
+
+    from assay.core.lives import life_of
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    writer = life_of(sleeper.pid)
+    sleeper.kill()
+    sleeper.wait()
+    assert writer is not None
+    first = session(held, "r1")
+    first.step("deploy", lambda k: "one", input={"v": 1}, policy="unsafe", probe="false")
+    with pytest.raises(Crash):
+        first.step("deploy", crashing, input={"v": 1}, policy="unsafe", probe="false", writer=writer.to_data())
+    current = held.read("alpha")
+    assert current is not None
+    held.expire(current, "its desk died", by="sweeper")
+    held.claim("alpha", "d")
+    second = session(held, "r2", epoch=2)
+    second.probe_runner = lambda probe, key: {"command": probe, "exit_code": 1, "tail": ""}
+    calls, fn = counter()
+    second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false")
+    second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false")
+    began = [e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["epoch"] == 1]
+    assert len(calls) == len(set(calls)) == 2 and calls[1] == began[1], (calls, began)
+    assert invariants(forge.path, "alpha") == []

@@ -288,10 +288,12 @@ class Session:
                     self._mark(call, "replay", verdict.seq)
                     replayed: T = self._replay(call, verdict)
                     return replayed
-                return self._execute(call, fn, None)  # its probe found it did not happen: this call runs it
+                # its probe found it did not happen: this call runs it, under its key if it is that very call
+                return self._execute(call, fn, None, key=interrupted.key if interrupted.ordinal == call.ordinal
+                                     else None)
             self._mark(call, "resume", interrupted.seq)
             return self._execute(call, fn, interrupted, rides, lazy_result)
-        slot = self._slot(call)
+        slot, again = self._slot(call), None
         if slot is not None and slot.kind == "intent":
             self._check_policy(slot, call)
             resolution = self._resolution(slot)
@@ -303,6 +305,10 @@ class Session:
                 return replayed
             if resolution.kind == "result" and str((resolution.data or {}).get("reason", "")).startswith(CUT_OFF):
                 return self._execute(call, fn, None, rides, lazy_result, key=slot.key)  # its key, as a resume's
+            if resolution.kind == "result" and resolution.status == "cancelled":
+                # stopped (its effect may have begun) or settled as not having happened: if it runs again below, it
+                # runs under the key its effect began with, so that an effect keyed by it is never made twice
+                again = slot.key
             if resolution.kind == "outcome_unknown":
                 if not self._refused(slot):
                     return self._refuse(call, slot)
@@ -324,7 +330,7 @@ class Session:
         unknown = self._unrefused_unknown(identity)
         if unknown is not None:
             return self._refuse(call, unknown)
-        return self._execute(call, fn, None, rides, lazy_result)
+        return self._execute(call, fn, None, rides, lazy_result, key=again)
 
     def _running(self, intent: JournalEntry) -> Refused:
         """A call of a step whose writer runs now: refused, and the refusal journaled, with what will happen."""
