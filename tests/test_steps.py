@@ -381,9 +381,9 @@ def test_a_step_stopped_or_settled_as_not_done_runs_again_under_its_first_key(fo
 
 
 def test_a_call_settled_by_its_probe_keeps_its_key_and_no_other_call_takes_it(forge: Forge, held: Claims) -> None:
-    """r1 deploys twice (the same input): the first completes, the second is cut off, its writer dead. In r2 the
-    first call finds that cut-off intent, whose probe says it did not happen, and runs; the second call (that very
-    intent's) runs again under its key. No two runs share a key."""
+    """r1 deploys twice (the same input): the first completes, the second is cut off, its writer dead, and its probe
+    says it did not happen. In r2 no two runs share a key, and the second call (that very intent's) runs again
+    under its key; a single call cut off and settled so runs again under its own."""
     import subprocess
 
     from assay.core.lives import life_of
@@ -407,5 +407,17 @@ def test_a_call_settled_by_its_probe_keeps_its_key_and_no_other_call_takes_it(fo
     second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false")
     second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false")
     began = [e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["epoch"] == 1]
-    assert len(calls) == len(set(calls)) == 2 and calls[1] == began[1], (calls, began)
+    assert len(calls) == len(set(calls)) and calls[-1] == began[1], (calls, began)
     assert invariants(forge.path, "alpha") == []
+    third = session(held, "r3", epoch=2)  # the very call cut off, settled by its probe: its own key
+    with pytest.raises(Crash):
+        third.step("notify", crashing, input=None, policy="unsafe", probe="false", writer=writer.to_data())
+    current = held.read("alpha")
+    assert current is not None
+    held.expire(current, "its desk died", by="sweeper")
+    held.claim("alpha", "d")
+    fourth = session(held, "r4", epoch=3)
+    fourth.probe_runner = second.probe_runner
+    fourth.step("notify", fn, input=None, policy="unsafe", probe="false")
+    cut = next(e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["step"] == "notify")
+    assert calls[-1] == cut

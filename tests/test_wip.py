@@ -395,3 +395,78 @@ def test_a_restore_keeps_a_merge_of_main_under_way(forge: Forge, tmp_path: Path)
         assert third.git("log", "-1", "--format=%P").stdout.decode().split() == [base]  # so no merge is claimed
     finally:
         port.close()
+
+
+def test_a_result_whose_push_failed_names_no_snapshot_that_did_not_land(forge: Forge, tmp_path: Path) -> None:
+    """A push carrying a step's result fails after its snapshot was taken; when it is pushed again without one (the
+    worktree's changes went over the limit), the entry names none, not the one that never reached the forge."""
+    from assay.core.claims import Claims
+    from assay.core.steps import open_session
+    from assay.errors import AssayError
+
+    claims = Claims(ForgeGit(forge.url, tmp_path / "cache"))
+    try:
+        claims.claim("alpha", "d")
+        main = str(forge.tip("refs/heads/main"))
+        claims.git.ensure_objects({"refs/heads/main": main})
+        tree = tmp_path / "wt"
+        claims.git.worktree(tree, main)
+        session = open_session(claims, "alpha", "d", 1, run="r")
+        recorder = session.journal.recorder = wip.Recorder("alpha", tree, [], lambda text: None, "d")
+        session.step("first", lambda key: (tree / "one.txt").write_text("1\n"), input=None, policy="unsafe")
+        session.step("second", lambda key: (tree / "two.txt").write_text("2\n"), input=None, policy="safe")
+        away = forge.path.with_name("away.git")
+        forge.path.rename(away)  # the forge cannot be reached: the push of the pending result fails
+        with pytest.raises(AssayError):
+            session.journal.flush()
+        away.rename(forge.path)
+        recorder.limit = 0  # and now the worktree's changes are over the limit: no snapshot at all
+        session.journal.flush()
+        second = next(e for e in entries(forge.path, "alpha") if e["kind"] == "result" and e["step"] == "second")
+        assert "worktree" not in (second.get("data") or {}), second
+        assert invariants(forge.path, "alpha") == []
+    finally:
+        claims.git.close()
+
+
+def test_a_snapshot_that_fails_to_restore_gives_way_to_the_one_before_and_the_agent_is_told() -> None:
+    """`BriefWork._files_note` tries the newest snapshot first; one that fails (journaled as failed) gives way to
+    the one before, and the agent is told a newer one could not be restored; a conversation's own is the oldest
+    tried, and a fresh conversation is given an earlier epoch's only in a worktree made new."""
+    from types import SimpleNamespace
+
+    from assay.desk.work import BriefWork
+
+    def entry(seq: int, kind: str, data: dict[str, object], epoch: int = 1) -> JournalEntry:
+        return JournalEntry(seq=seq, epoch=epoch, kind=kind, at="2030-01-01T00:00:00Z", data=data)
+
+    def desk(entries: list[JournalEntry], broken: set[int], made: bool = True, epoch: int = 2) -> Any:
+        journal = SimpleNamespace(entries=entries)
+        tried: list[int] = []
+
+        def restore(files: sessions.Files) -> str:
+            tried.append(files.seq)
+            if files.seq in broken:
+                journal.entries = [*journal.entries, entry(99 + len(tried), "note",
+                                                           {"worktree": "failed", "of": files.seq})]
+                return ""
+            return "restored"
+        return SimpleNamespace(session=SimpleNamespace(journal=journal), _restore=restore, worktree="/w",
+                               _made_worktree=made, epoch=epoch, tried=tried)
+
+    saved = sessions.Saved(2, "s", b"t", "", "a" * 40)
+    round_ = [entry(2, "checkpoint", {"name": sessions.NAME, "session": "s", "worktree": "a" * 40}),
+              entry(5, "result", {"output": 1, "worktree": "b" * 40}),
+              entry(7, "result", {"output": 2, "worktree": "c" * 40})]
+    stub = desk(list(round_), broken={7})
+    said = BriefWork._files_note(stub, saved)
+    assert stub.tried == [7, 5] and sessions.WORKTREE_SAID["later"] in said and sessions.OLDER_SAID in said
+    stub = desk(list(round_), broken={7, 5, 2})
+    said = BriefWork._files_note(stub, saved)
+    assert stub.tried == [7, 5, 2] and sessions.WORKTREE_SAID[""] in said  # none could be: the branch as pushed
+    stub = desk(list(round_), broken={7})
+    said = BriefWork._files_note(stub, None)
+    assert stub.tried == [7, 5] and said == sessions.files_note(sessions.Files(5, 1, "b" * 40), older=True)
+    for made, epoch in ((False, 2), (True, 1)):  # this machine's own files, or this epoch's own snapshot
+        stub = desk(list(round_), broken=set(), made=made, epoch=epoch)
+        assert BriefWork._files_note(stub, None) == "" and stub.tried == []

@@ -20,8 +20,8 @@ Each checkpoint also records the worktree at the moment its transcript was read 
 the snapshot (`"worktree": <commit>`), as does the result of each step the agent ran through the desk. The run
 that resumes it restores the newest snapshot of the round first (`newest_files`: a later step's result would be
 replayed, not run again, so its files must be there); one that cannot be fetched or restored is journaled as
-`{"worktree": "failed", "of": <seq>, "why"}`, and the run goes on with the branch as pushed. `resumed_note` tells
-the agent which it got.
+`{"worktree": "failed", "of": <seq>, "why"}`, and the one before it is tried (the run goes on with the branch as
+pushed when none can be). `resumed_note` tells the agent which it got.
 
 A restored transcript is moved to this run's paths (`moved`): the worktree the CLI recorded for the session (the
 `cwd` of its lines), that path's `cwd_slug`, and the folder the transcript was filed under (HOME, found before
@@ -157,12 +157,18 @@ def newest_files(entries: Sequence[JournalEntry]) -> Files | None:
     return None
 
 
-def files_note(files: Files) -> str:
-    """What an agent starting afresh is told when the worktree was restored from an earlier run's snapshot."""
+def files_note(files: Files, older: bool = False) -> str:
+    """What an agent starting afresh is told when the worktree was restored from an earlier run's snapshot (`older`:
+    a newer one could not be restored)."""
+    which = "as its last recorded command ended" if not older else \
+        "an older snapshot, as a newer one could not be restored"
     return ("## Worktree\n\n"
-            f"The worktree was restored as an earlier run of this brief left it at journal entry {files.seq}, as its "
-            "last recorded command ended: changes made after that are not here. Check the files before repeating "
-            "work.\n\n")
+            f"The worktree was restored as an earlier run of this brief left it at journal entry {files.seq} "
+            f"({which}): changes made after that are not here. Check the files before repeating work.\n\n")
+
+
+OLDER_SAID = " A newer snapshot of the worktree could not be restored: commands recorded after this one may have " \
+             "changed files that are not here."
 
 
 WORKTREE_SAID = {
@@ -176,17 +182,17 @@ WORKTREE_SAID = {
 }
 
 
-def resumed_note(saved: Saved, where: Path | str, worktree: str = "") -> str:
+def resumed_note(saved: Saved, where: Path | str, worktree: str = "", older: bool = False) -> str:
     """What a resumed agent is told first: where its conversation comes from, where it works now (`where`), and
     what its worktree holds: `worktree` is "restored" (the checkpoint's snapshot), "later" (a step result's after
     it), "newer" (the branch as pushed after it) or "" (the branch as pushed: no snapshot, or one that could not be
     restored)."""
-    check = "" if worktree == "restored" else " Check the files before relying on what this conversation says " \
-                                               "about them."
+    check = "" if worktree == "restored" and not older else " Check the files before relying on what this " \
+                                                             "conversation says about them."
     return ("## Resumed conversation\n\n"
             f"This conversation was saved by an earlier run of this brief (journal entry {saved.seq}) and is resumed "
             f"here, maybe on another machine. This run works in `{where}`: a path of the earlier run's worktree or "
-            f"HOME means this run's. {WORKTREE_SAID[worktree]}{check}\n\n")
+            f"HOME means this run's. {WORKTREE_SAID[worktree]}{OLDER_SAID if older else ''}{check}\n\n")
 
 
 def recorded_cwd(data: bytes) -> str:

@@ -581,7 +581,7 @@ class BriefWork:
         whose result would be replayed, not run again) in place, and say so: for a fresh conversation, only into a
         worktree made new (this machine keeps no files of an earlier run's: its own are newer than any snapshot).
         One that cannot be restored is journaled as such, and the one before it is tried."""
-        for _ in range(RESTORE_TRIES):
+        for tried in range(RESTORE_TRIES):
             files = sessions.newest_files(round_entries(self.session.journal.entries))  # less those that failed
             if files is None or (saved is not None and files.seq < saved.seq):
                 break  # none, or older than the conversation (its own failed to restore)
@@ -590,9 +590,9 @@ class BriefWork:
             state = self._restore(files)
             if state:
                 if saved is not None:
-                    return sessions.resumed_note(saved, self.worktree,
-                                                 "later" if state == "restored" and files.seq > saved.seq else state)
-                return sessions.files_note(files) if state == "restored" else ""
+                    return sessions.resumed_note(saved, self.worktree, "later" if state == "restored" and
+                                                 files.seq > saved.seq else state, older=tried > 0)
+                return sessions.files_note(files, older=tried > 0) if state == "restored" else ""
         return sessions.resumed_note(saved, self.worktree, "") if saved is not None else ""
 
     def _restore(self, files: sessions.Files) -> str:
@@ -604,7 +604,7 @@ class BriefWork:
         except (AssayError, OSError) as exc:
             why = str(getattr(exc, "message", "") or exc)
             self.echo(f"{self.spec.name}: {self.brief.id}: the worktree of journal entry {files.seq} could not be "
-                      f"restored ({why}); the agent works on the branch as pushed")
+                      f"restored ({why}); an older snapshot is tried, else the agent works on the branch as pushed")
             self.session.journal.add("note", sync=True, data={"worktree": "failed", "of": files.seq, "why": why})
             return ""
         if restored:
