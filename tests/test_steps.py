@@ -382,8 +382,9 @@ def test_a_step_stopped_or_settled_as_not_done_runs_again_under_its_first_key(fo
 
 def test_a_call_settled_by_its_probe_keeps_its_key_and_no_other_call_takes_it(forge: Forge, held: Claims) -> None:
     """r1 deploys twice (the same input): the first completes, the second is cut off, its writer dead, and its probe
-    says it did not happen. In r2 no two runs share a key, and the second call (that very intent's) runs again
-    under its key; a single call cut off and settled so runs again under its own."""
+    says it did not happen. In r2 the first call replays the first's result (not taking the cut-off intent, and
+    not deploying again); the second runs again under its key; a single call cut off and settled so runs again
+    under its own."""
     import subprocess
 
     from assay.core.lives import life_of
@@ -404,10 +405,10 @@ def test_a_call_settled_by_its_probe_keeps_its_key_and_no_other_call_takes_it(fo
     second = session(held, "r2", epoch=2)
     second.probe_runner = lambda probe, key: {"command": probe, "exit_code": 1, "tail": ""}
     calls, fn = counter()
-    second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false")
+    assert second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false") == "one"  # replayed: its own
     second.step("deploy", fn, input={"v": 1}, policy="unsafe", probe="false")
     began = [e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["epoch"] == 1]
-    assert len(calls) == len(set(calls)) and calls[-1] == began[1], (calls, began)
+    assert calls == [began[1]], (calls, began)  # only the call that did not happen ran, under its key
     assert invariants(forge.path, "alpha") == []
     third = session(held, "r3", epoch=2)  # the very call cut off, settled by its probe: its own key
     with pytest.raises(Crash):
@@ -421,3 +422,37 @@ def test_a_call_settled_by_its_probe_keeps_its_key_and_no_other_call_takes_it(fo
     fourth.step("notify", fn, input=None, policy="unsafe", probe="false")
     cut = next(e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["step"] == "notify")
     assert calls[-1] == cut
+
+
+def _stopped_before_start(key: str) -> Any:
+    from assay.errors import Cancelled
+
+    raise Cancelled("stopped", started=False)
+
+
+@pytest.mark.parametrize("policy", ["unsafe", "idempotent"])
+def test_a_retry_in_the_same_run_meets_its_own_cut_off_intent_not_an_older_runs_end(forge: Forge, held: Claims,
+                                                                                    policy: str) -> None:
+    """r1's first call was stopped before its effect began and its second completed. r2's first call runs again
+    and is cut off; r2's retry (the next ordinal, whose slot r1 completed) meets that intent of its own run:
+    refused as unknown (unsafe) or resumed (idempotent), never handed r1's result."""
+    from assay.errors import Cancelled
+
+    first = session(held, "r1")
+    with pytest.raises(Cancelled):
+        first.step("deploy", _stopped_before_start, input={"v": 1}, policy=policy)
+    assert first.step("deploy", lambda k: "r1-second", input={"v": 1}, policy=policy) == "r1-second"
+    second = session(held, "r2")
+    with pytest.raises(Crash):
+        second.step("deploy", crashing, input={"v": 1}, policy=policy)
+    calls, fn = counter()
+    if policy == "unsafe":
+        with pytest.raises(OutcomeUnknown):
+            second.step("deploy", fn, input={"v": 1}, policy=policy)
+        assert calls == []
+    else:
+        assert second.step("deploy", fn, input={"v": 1}, policy=policy) == {"n": 1}
+        cut = [e["key"] for e in entries(forge.path, "alpha") if e["kind"] == "intent" and e["run"] == "r2"]
+        assert calls == cut[:1]  # resumed under its intent's key
+        second.end_run()
+        assert invariants(forge.path, "alpha") == []

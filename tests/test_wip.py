@@ -307,23 +307,31 @@ def test_a_successor_has_the_files_of_a_step_its_agent_is_replayed(forge: Forge,
     assert invariants(forge.path, "talk") == [] and audit_failures(forge.url, "talk") == {}
 
 
+def _recorded(forge: Forge, tmp_path: Path) -> tuple[Any, Any, wip.Recorder, Path]:
+    """alpha claimed, a worktree of main, and a session whose journal records it: (claims, session, recorder,
+    worktree)."""
+    from assay.core.claims import Claims
+    from assay.core.steps import open_session
+
+    claims = Claims(ForgeGit(forge.url, tmp_path / "cache"))
+    claims.claim("alpha", "d")
+    main = str(forge.tip("refs/heads/main"))
+    claims.git.ensure_objects({"refs/heads/main": main})
+    tree = tmp_path / "wt"
+    claims.git.worktree(tree, main)
+    session = open_session(claims, "alpha", "d", 1, run="r")
+    recorder = session.journal.recorder = wip.Recorder("alpha", tree, [], lambda text: None, "d")
+    return claims, session, recorder, tree
+
+
 def test_a_push_carrying_step_results_carries_the_files_they_left(forge: Forge, tmp_path: Path) -> None:
     """With a run's worktree recorded, the push that carries a step's result carries a snapshot of the files then
     (the wip ref moves in it), named by the last result it carries: a safe step's result still waits for the next
     push, and a checkpoint's snapshot taken meanwhile is older than the one it lands with."""
-    from assay.core.claims import Claims
     from assay.core.journal import Journal
-    from assay.core.steps import open_session
 
-    claims = Claims(ForgeGit(forge.url, tmp_path / "cache"))
+    claims, session, recorder, tree = _recorded(forge, tmp_path)
     try:
-        claims.claim("alpha", "d")
-        main = str(forge.tip("refs/heads/main"))
-        claims.git.ensure_objects({"refs/heads/main": main})
-        tree = tmp_path / "wt"
-        claims.git.worktree(tree, main)
-        session = open_session(claims, "alpha", "d", 1, run="r")
-        recorder = session.journal.recorder = wip.Recorder("alpha", tree, [], lambda text: None, "d")
 
         def write(name: str) -> Any:
             return lambda key: (tree / name).write_text(f"{name}\n") and {"exit_code": 0}
@@ -400,19 +408,10 @@ def test_a_restore_keeps_a_merge_of_main_under_way(forge: Forge, tmp_path: Path)
 def test_a_result_whose_push_failed_names_no_snapshot_that_did_not_land(forge: Forge, tmp_path: Path) -> None:
     """A push carrying a step's result fails after its snapshot was taken; when it is pushed again without one (the
     worktree's changes went over the limit), the entry names none, not the one that never reached the forge."""
-    from assay.core.claims import Claims
-    from assay.core.steps import open_session
     from assay.errors import AssayError
 
-    claims = Claims(ForgeGit(forge.url, tmp_path / "cache"))
+    claims, session, recorder, tree = _recorded(forge, tmp_path)
     try:
-        claims.claim("alpha", "d")
-        main = str(forge.tip("refs/heads/main"))
-        claims.git.ensure_objects({"refs/heads/main": main})
-        tree = tmp_path / "wt"
-        claims.git.worktree(tree, main)
-        session = open_session(claims, "alpha", "d", 1, run="r")
-        recorder = session.journal.recorder = wip.Recorder("alpha", tree, [], lambda text: None, "d")
         session.step("first", lambda key: (tree / "one.txt").write_text("1\n"), input=None, policy="unsafe")
         session.step("second", lambda key: (tree / "two.txt").write_text("2\n"), input=None, policy="safe")
         away = forge.path.with_name("away.git")

@@ -12,7 +12,9 @@ recorded call:
 | unsafe     | recorded result returned  | `outcome_unknown`; never re-run automatically    |
 
 A call whose identity matches an interrupted intent is a repeat of it, in
-whatever run it comes. After `outcome_unknown` the first repeat is refused
+whatever run it comes, unless the intent is an earlier run's later call and
+this call's own (k-th) recorded call ended: that is replayed.
+After `outcome_unknown` the first repeat is refused
 (exit 4) and the refusal journaled; a second, deliberate call goes through.
 """
 
@@ -207,6 +209,12 @@ class Session:
                 return e
         return None
 
+    def _ended(self, call: Call) -> bool:
+        """Whether this call's own slot (an earlier run's intent at its identity and ordinal) completed or failed."""
+        slot = self._slot(call)
+        resolution = self._resolution(slot) if slot is not None and slot.kind == "intent" else None
+        return resolution is not None and resolution.kind == "result" and resolution.status in ("completed", "failed")
+
     def _refused(self, intent: JournalEntry) -> bool:
         self._index()
         return intent.seq in self._refusals or (self._base is not None and self._base.refused(intent.seq))
@@ -262,7 +270,8 @@ class Session:
         not (exit 1); once the step's writer is proven dead, the next reader runs it to settle the unknown.
 
         Long: the replay rule read top to bottom, first match wins: an interrupted intent (running, cut off,
-        resumed), this call's slot (replayed, refused), a settled or unknown earlier call, else the step runs.
+        resumed; not an earlier run's later call's when this call's own slot ended), this call's slot (replayed,
+        refused), a settled or unknown earlier call, else the step runs.
         """
         validate_step(name, policy)
         if (rides or lazy_result) and policy == "unsafe":
@@ -273,6 +282,9 @@ class Session:
         call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer, probe)
         self._calls[identity] = call.ordinal + 1
         interrupted = self._interrupted(identity)
+        if interrupted is not None and (interrupted.ordinal or 0) > call.ordinal \
+                and interrupted.run != self.journal.run and (reuse or policy != "safe") and self._ended(call):
+            interrupted = None  # an earlier run's later call of it was cut off: this one replays its own end below
         if interrupted is not None and still_running(interrupted) \
                 and (interrupted.epoch == self.journal.epoch or interrupted.policy == "unsafe"):
             # an earlier epoch's safe or idempotent step is fenced, whatever its process still does: resumed here
