@@ -20,6 +20,7 @@ snapshot's first parent, so what is committed next has the agent's HEAD as its p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -229,7 +230,8 @@ def restore(git: ForgeGit, worktree: Path, brief: str, commit: str) -> bool:
         if git.is_ancestor(parent, head):
             return False
         raise RecordInvalid(ref, f"snapshot {commit[:10]} is not on the worktree's history (HEAD {head[:10]})")
-    merge = _merge_notes(repo)
+    folder = Path(repo.git("rev-parse", "--absolute-git-dir").stdout.decode().strip())  # the worktree's own
+    merge = _merge_notes(folder)
     repo.git("read-tree", "--reset", "-u", commit)  # HEAD stays where it is until the files are the snapshot's
     repo.git("clean", "-fdq")
     repo.git("reset", "-q", parent)
@@ -237,22 +239,17 @@ def restore(git: ForgeGit, worktree: Path, brief: str, commit: str) -> bool:
         # the snapshot was taken in the merge under way here (a woken round's of main, not committed): its files hold
         # that merge, and the reset dropped only git's notes of it, put back so that the next commit is that merge
         for name, text in merge.items():
-            Path(_git_path(repo, name)).write_bytes(text)
+            (folder / name).write_bytes(text)
     return True
 
 
 MERGE_NOTES = ("MERGE_HEAD", "MERGE_MODE", "MERGE_MSG")  # what git keeps of a merge under way (`--no-ff` in the mode)
 
 
-def _git_path(repo: WorkRepo, name: str) -> str:
-    return repo.git("rev-parse", "--path-format=absolute", "--git-path", name).stdout.decode().strip()
-
-
-def _merge_notes(repo: WorkRepo) -> dict[str, bytes]:
+def _merge_notes(folder: Path) -> dict[str, bytes]:
+    """Git's notes of a merge under way in a worktree's git folder, by name (none: empty)."""
     found = {}
     for name in MERGE_NOTES:
-        try:
-            found[name] = Path(_git_path(repo, name)).read_bytes()
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            found[name] = (folder / name).read_bytes()
     return found

@@ -236,7 +236,7 @@ def _context(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, steps: 
 def _step_server(claims: Claims, spec: DeskSpec, run: AgentRun, run_id: str, env: dict[str, str],
                  files: Recorder) -> StepServer:
     """The desk's side of the agent's steps for this run: its hooks, the brief as the agent may ask for it, the
-    review threads its prompt lists, and its worktree (`files`), a snapshot of which each step's result carries."""
+    review threads its prompt lists, and its worktree (`files`), a snapshot of which each push of results carries."""
     hooks = Hooks(spec.before_step, spec.after_step, run.worktree, env) if spec.before_step or spec.after_step \
         else None
     about = {"id": run.brief.id, "title": run.brief.title, "body": run.brief.body, "labels": list(run.brief.labels),

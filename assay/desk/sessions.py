@@ -17,7 +17,7 @@ is journaled as a note `{"checkpoint": "failed", "of": <seq>, "why"}`, and the r
 checkpoint is never tried again.
 
 Each checkpoint also records the worktree at the moment its transcript was read (`core/wip.py`): the entry names
-the snapshot (`"worktree": <commit>`), as does the result of each step the agent ran through the desk. The run
+the snapshot (`"worktree": <commit>`), as does the last result of each push of the agent's steps. The run
 that resumes it restores the newest snapshot of the round first (`newest_files`: a later step's result would be
 replayed, not run again, so its files must be there); one that cannot be fetched or restored is journaled as
 `{"worktree": "failed", "of": <seq>, "why"}`, and the one before it is tried (the run goes on with the branch as
@@ -145,7 +145,7 @@ class Files:
 
 def newest_files(entries: Sequence[JournalEntry]) -> Files | None:
     """The newest worktree snapshot among `entries` (a round's) that no note marks failed: an `agent-session`
-    checkpoint's, or a step result's (taken as the step ended, so later than a checkpoint before it)."""
+    checkpoint's, or a step result's (taken at the push that carried it, so later than a checkpoint before it)."""
     notes = [e.data or {} for e in entries if e.kind == "note"]
     lost = {d.get("of") for d in notes if d.get("worktree") == "failed"}
     for e in reversed(entries):
