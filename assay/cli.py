@@ -667,9 +667,12 @@ def desk_list(limit: int | None, ports: Ports, as_json: bool) -> None:
 @click.option("--push-window", type=click.FloatRange(0, 60), help="With several desks: seconds a push waits for "
               "the other desks' pushes to go with it, one push of the forge for all [default: ASSAY_PUSH_WINDOW_S, "
               "else 0: only pushes made at once go together].")
+@click.option("--threads", is_flag=True, help="Run the desks as threads of one host process the supervisor starts, not "
+              "processes of their own: one interpreter for the host, about 3 MB a desk instead of 14.")
 @pass_ports
 def desk_run(names: tuple[str, ...], count: int, once: bool, max_briefs: int | None, poll_s: float,
-             state_dir: Path | None, singleton: bool, push_window: float | None, ports: Ports) -> None:
+             state_dir: Path | None, singleton: bool, push_window: float | None, threads: bool,
+             ports: Ports) -> None:
     """Run desk NAME (desks/NAME.yaml on main) until stopped, or once; with several names or `--count`, many
     desks on this host under one supervisor.
 
@@ -680,12 +683,13 @@ def desk_run(names: tuple[str, ...], count: int, once: bool, max_briefs: int | N
     from assay.desk.supervisor import run_desks
     from assay.errors import UsageError
 
-    if len(names) > 1 or count > 1:
+    if len(names) > 1 or count > 1 or threads:
         if singleton:
-            raise UsageError("--singleton says this is the only process of its desk: not with --count or several "
-                             "names", hint="run one desk with --singleton, or drop it")
+            raise UsageError("--singleton says this is the only process of its desk: not with --count, --threads or "
+                             "several names", hint="run one desk with --singleton, or drop it")
         sys.exit(run_desks(ports.git.url, names, count, once=once, max_briefs=max_briefs, poll_s=poll_s,
-                           state_dir=state_dir, push_window=push_window, echo=click.echo, entry=main))
+                           state_dir=state_dir, push_window=push_window, echo=click.echo, entry=main,
+                           threads=(lambda desk: lean.guarded(desk, lambda: _debug)) if threads else None))
     [name] = names
     report = run_desk(ports, name, state_dir, once=once, max_briefs=max_briefs, poll_s=poll_s, echo=click.echo,
                       singleton=singleton)

@@ -30,7 +30,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "desk list": ("assay desk list", "assay desk list --json"),
     "desk run": ("assay desk run claude", "assay desk run scripted --once --max-briefs 1",
                  "assay desk run claude --once --singleton", "assay desk run claude codex --count 10",
-                 "assay desk run claude --count 20 --push-window 10"),
+                 "assay desk run claude --count 20 --push-window 10", "assay desk run claude --count 20 --threads"),
     "init": ("assay init --local-forge ../forge.git", "assay init --github --assay-from OWNER/REPO@COMMIT"),
     "land": ("assay land    # every ready review, one at a time", "assay land fix-login fix-auth --json"),
     "journal": ("assay journal fix-login", "assay journal fix-login --json | jq '.entries[-1]'"),

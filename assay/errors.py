@@ -59,6 +59,17 @@ class Busy(ForgeError):
     """Other writers kept moving a ref: nothing more was written; running again is safe."""
 
 
+class Throttled(ForgeError):
+    """GitHub's limits ask a longer wait than the caller may make.
+
+    Nothing was written (the limit: GitHub's own, or the fleet's budget of its writes). A desk ends its run as
+    paused, not dead (no attempt spent), and tries again after the wait."""
+
+    def __init__(self, message: str, hint: str = "", wait_s: float = 0.0) -> None:
+        super().__init__(message, hint)
+        self.wait_s = wait_s
+
+
 class ForgeRefused(ForgeError):
     """The forge refused a write no other writer explains (a hook, a stale lock)."""
 

@@ -27,7 +27,7 @@ LAYERS = (
           "entry; generated docs"),
     Layer("front", ("cli", "lean", "cliexamples", "demo", "project", "views", "jqfilter", "agents"),
           "parse, call, render; demo; scripted agent"),
-    Layer("desk loop", ("desk.loop", "desk.supervisor"), "settle, resume, claim; supervise"),
+    Layer("desk loop", ("desk.loop", "desk.supervisor", "desk.hosted"), "settle, resume, claim; supervise"),
     Layer("one brief", ("desk.work",), "one brief's durable steps"),
     Layer("desk parts", ("desk.agent", "desk.stepserver", "desk.verify", "desk.queue", "desk.effects",
                          "desk.stepclient", "desk.steprequest", "desk.sessions", "desk.events", "desk.mcpserver",
@@ -47,8 +47,8 @@ LAYERS = (
           "record chains, briefs, outcomes, footprints"),
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records' codec; agents' environments"),
-    Layer("shared", ("core.lives", "core.credentials", "core.cachefile", "core.crash", "core.digests", "core.pushgroup",
-                     "core.listgroup", "core.records.recordtype", "errors", ""),
+    Layer("shared", ("core.lives", "core.stops", "core.credentials", "core.cachefile", "core.crash", "core.digests",
+                     "core.pushgroup", "core.listgroup", "core.records.recordtype", "errors", ""),
           "errors, crash points, lives, credentials, caches, digests, records, host groups"),
 )
 

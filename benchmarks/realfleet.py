@@ -2,11 +2,12 @@
 one forge behind `git http-backend` on loopback. What the forge answers them, and what they cost their machine.
 
     python benchmarks/realfleet.py [--desks 100,500,1000] [--per-host 20] [--push-window 2] [--brief-min 30]
-                                   [--minutes 6] [--ramp-s 60]
+                                   [--minutes 6] [--ramp-s 60] [--threads]
 
 For each fleet size N: a forge made by `assay init` holding a desk preset `bench` and briefs enough for the run;
 N / K supervisors (`assay desk run bench --count K --push-window W`), each a host of its own (its own state and
-cache folders, so its own push group), started one after another over the ramp. Every desk is a real desk: it
+cache folders, so its own push group), started one after another over the ramp (`--threads`: each host's desks are
+threads of its supervisor, `--count K --threads`). Every desk is a real desk: it
 claims, journals, runs its agent in its isolation, pushes its work, runs the verify row and marks its review
 ready, as it would on GitHub's side of the network. The agent is a shell script (an agent's own cost is not
 Assay's): it sleeps, runs two safe steps and an unsafe one through `assay step run`, sleeps again and writes a
@@ -333,7 +334,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             argv = [sys.executable, "-m", "assay", "desk", "run", "bench", "--forge", url,
                     "--push-window", f"{args.push_window:g}"]
             if desks > 1:
-                argv += ["--count", str(desks)]
+                argv += ["--count", str(desks), *(["--threads"] if args.threads else [])]
             host = Host(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          text=True, start_new_session=True))
             threading.Thread(target=host.read, daemon=True).start()
@@ -402,7 +403,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     ready = sum(1 for h in hosts for t in h.ready if settle <= t < ended)
     machine = (busy1 - busy0) / (ended - settle - 0) / (os.cpu_count() or 1)
     forge_cores = (forge1 - forge0) / (ended - settle)
-    print(f"\n{n} real desks in {count} hosts of {args.per_host}, push window {args.push_window:g} s, "
+    print(f"\n{n} real desks in {count} hosts of {args.per_host}{' (threads)' if args.threads else ''}, "
+          f"push window {args.push_window:g} s, "
           f"{args.brief_min:g}-minute briefs, {args.minutes:g} minutes measured")
     print(f"  pushes: {len(pushes) / desk_min:.3f} a busy desk-minute ({len(pushes)} landed, {failed} refused); "
           f"p50 {pct(pushes, 0.5) * 1000:.0f} ms, p95 {pct(pushes, 0.95) * 1000:.0f} ms "
@@ -447,6 +449,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=6.0, help="measured, after the ramp and a minute")
     parser.add_argument("--ramp-s", type=float, default=60.0, help="the hosts start one after another over this")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--threads", action="store_true", help="each host's desks are threads of its supervisor")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="assay-bench-realfleet-") as name:
         tmp = Path(name)

@@ -14,7 +14,7 @@ from assay.core.forge.budget import BUDGET_REF, ForgeBudget, Limits
 from assay.core.forge.etags import token_identity
 from assay.core.forge.github import GitHubReviews, GitHubTarget
 from assay.core.git import ForgeGit
-from assay.errors import ForgeError
+from assay.errors import ForgeError, Throttled
 from tests.conftest import Forge
 from tests.fakegithub import FakeGitHub, Fault
 from tests.helpers.github import NAME, OWNER, World, github_repo, github_reviews
@@ -150,7 +150,7 @@ def test_a_secondary_limit_without_retry_after_backs_off_and_is_no_permission_pr
     reviews.hold(lambda: None, 50)  # a wait past the bound: an error, and no ForgeDenied
     with pytest.raises(ForgeError) as raised:
         reviews.label("alpha", "ready", "builder")
-    assert type(raised.value) is ForgeError and "rate limit" in raised.value.message
+    assert type(raised.value) is Throttled and "rate limit" in raised.value.message and raised.value.wait_s >= 50
 
 
 def test_labels_are_written_once_per_change_of_the_set(fake: tuple[FakeGitHub, World, Clock]) -> None:

@@ -149,6 +149,24 @@ def test_desks_work_briefs_into_pull_requests_on_github(forge: Forge, tmp_path: 
         assert {v["brief"]: v["passed"] for v in views} == {"alpha": True, "beta": True}
 
 
+def test_a_wait_githubs_limits_ask_for_pauses_the_run_and_spends_no_attempt(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """A secondary limit asking for an hour, longer than a desk may wait holding its claim: the run ends paused,
+    not dead, so a desk allowed one attempt works the brief to its review on its next run, not blocks it."""
+    publish(forge, {"desks/builder.yaml": DESK + "attempts: 1\n",
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    url = github_repo(fake_github, forge.seed)
+    env = {"ASSAY_FORGE": url, "ASSAY_GITHUB_API": fake_github.api_url, "GITHUB_TOKEN": fake_github.token,
+           "ASSAY_STATE_DIR": str(tmp_path / "state"), "ASSAY_CACHE_DIR": str(tmp_path / "cache")}
+    fake_github.faults.arm("POST", r"/statuses/", Fault.SECONDARY_RATE_LIMIT, retry_after=3600)
+    paused = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert paused.code == ForgeError.code and "gh paused: GitHub's rate limit stops" in paused.out, paused.out
+    again = assay("desk", "run", "builder", "--once", env=env, timeout=180)
+    assert again.code == 0 and "review ready" in again.out, again.out + again.err
+    [pull] = fake_github.pulls(OWNER, NAME)
+    assert [s.context for s in fake_github.statuses(OWNER, NAME, pull.head_sha)] == ["assay/verify"]
+
+
 @pytest.mark.parametrize("point", ["step.after-execute:review", "step.after-execute:statuses",
                                    "step.before-execute:ready", "step.after-execute:ready"])
 def test_a_desk_killed_between_a_github_write_and_its_result_resumes_without_duplicates(

@@ -12,38 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
-from tests.journal_check import claim_chain, entries, invariants
-
-DESK = """name: builder
-takes:
-  labels: [work]
-agent:
-  command: [python, -m, assay.agents.scripted]
-lease_s: 20
-heartbeat_s: 1
-attempts: 1
-env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
-"""
-BRIEFS = ("a", "b", "c")
-
-
-def logged_pushes(forge: Forge) -> Path:
-    """A post-receive hook that writes one line per push: the refs it moved."""
-    log = forge.path / "pushes.log"
-    hook = forge.path / "hooks" / "post-receive"
-    hook.write_text(f'#!/bin/sh\nrefs=""\nwhile read old new ref; do refs="$refs $ref"; done\necho "$refs" >> {log}\n')
-    hook.chmod(0o755)
-    return log
-
-
-def heartbeats(log: Path) -> list[set[str]]:
-    """The pushes that moved claim refs and nothing else: renewals."""
-    pushes = [set(line.split()) for line in log.read_text().splitlines() if line.strip()]
-    return [p for p in pushes if p and all(r.startswith("refs/assay/claims/") for r in p)]
+from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, heartbeats, logged_pushes
+from tests.journal_check import claim_chain, invariants
 
 
 def test_a_hosts_desks_renew_their_claims_in_one_push(forge: Forge, tmp_path: Path) -> None:
@@ -137,20 +109,6 @@ def renewed(forge: Forge, brief_id: str) -> int:
     return sum(1 for s in subjects if s.startswith(f"assay: renew {brief_id} "))
 
 
-def agent_runs(forge: Forge, brief_id: str) -> bool:
-    try:
-        return any(e.get("step") == "agent" and e["kind"] == "intent" for e in entries(forge.path, brief_id))
-    except subprocess.CalledProcessError:
-        return False
-
-
-def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None:
-    try:
-        return claim_chain(forge.path, brief_id)
-    except subprocess.CalledProcessError:
-        return None
-
-
 def test_an_idle_desk_is_woken_when_work_lands_on_main(forge: Forge, tmp_path: Path) -> None:
     """Desks polling once a minute: a brief put on main is claimed long before that, because the supervisor reads
     main and the claims every second for its desks and wakes them when either moves."""
@@ -174,24 +132,18 @@ def test_an_idle_desk_is_woken_when_work_lands_on_main(forge: Forge, tmp_path: P
     assert "supervisor: 2 desk(s) of builder" in out, out
 
 
-def test_a_hosts_desks_started_together_start_at_their_own_share_of_the_most_urgent_briefs(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hosts_desks_started_together_start_at_their_own_share_of_the_most_urgent_briefs() -> None:
     from types import SimpleNamespace
 
     from assay.desk.loop import _spread
 
     ready: list[Any] = [SimpleNamespace(id=f"b{i}", priority=1) for i in range(4)] + [SimpleNamespace(id="late",
                                                                                                       priority=2)]
-    orders = []
-    for slot in ("0/4", "1/4", "2/4", "3/4"):
-        monkeypatch.setenv("ASSAY_DESK_SLOT", slot)
-        orders.append([b.id for b in _spread(ready)])
+    orders = [[b.id for b in _spread(ready, slot)] for slot in ("0/4", "1/4", "2/4", "3/4")]
     assert [o[0] for o in orders] == ["b0", "b1", "b2", "b3"]  # each desk tries a brief of its own first
     assert all(sorted(o[:4]) == ["b0", "b1", "b2", "b3"] and o[4] == "late" for o in orders)  # urgency first
     many: list[Any] = [SimpleNamespace(id=f"m{i:02d}", priority=1) for i in range(40)]
-    monkeypatch.setenv("ASSAY_DESK_SLOT", "1/4")
-    starts = {_spread(many)[0].id for _ in range(200)}
+    starts = {_spread(many, "1/4")[0].id for _ in range(200)}
     # anywhere in its own share (m10..m19): the same slot of another host's supervisor starts elsewhere
     assert starts <= {f"m{i}" for i in range(10, 20)} and len(starts) > 1, starts
-    monkeypatch.delenv("ASSAY_DESK_SLOT")
-    assert [b.id for b in _spread(ready)] == ["b0", "b1", "b2", "b3", "late"]  # a desk alone: as ever
+    assert [b.id for b in _spread(ready, "")] == ["b0", "b1", "b2", "b3", "late"]  # a desk alone: as ever

@@ -3,7 +3,7 @@ verify, done_when, tools)."""
 
 from __future__ import annotations
 
-import functools
+import _thread
 import json
 import os
 import re
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from assay.core import cachefile
 from assay.core.digests import sha256_hex
 from assay.core.git import ForgeGit, TreeEntry, parse_tree
+from assay.core.lives import own_tag
 from assay.core.records import LANDING_CLAIM, MAIN_REF, check_tip, validate_brief_id
 from assay.core.records.recordtype import asdict, dataclass, field
 from assay.errors import BriefIdInvalid, BriefInvalid
@@ -260,12 +261,17 @@ class _Unreadable(Exception):
         self.node = node
 
 
-@functools.cache
-def _constructor() -> Any:
-    """One safe constructor for every value (making one per value cost more than parsing)."""
-    import yaml
+_LOADERS = _thread._local()  # a thread's own constructor: it keeps what it builds as it builds it
 
-    return yaml.SafeLoader(" ")
+
+def _constructor() -> Any:
+    """One safe constructor for every value a thread reads (making one per value cost more than parsing)."""
+    loader = getattr(_LOADERS, "loader", None)
+    if loader is None:
+        import yaml
+
+        loader = _LOADERS.loader = yaml.SafeLoader(" ")
+    return loader
 
 
 def construct_value(node: Any) -> Any:
@@ -622,7 +628,7 @@ def remember_clean(cache: str, brief_id: str, data: bytes, touches: Sequence[str
     path = _checked_path(cache, brief_id, data)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        part = f"{path}.{os.getpid()}.part"
+        part = f"{path}.{own_tag()}.part"
         with open(part, "w", encoding="utf-8") as f:  # its name is the answer; its text, the footprint
             f.write(json.dumps(list(touches)) if touches else "")
         os.replace(part, path)

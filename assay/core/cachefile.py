@@ -11,6 +11,8 @@ import contextlib
 import json
 import os
 
+from assay.core.lives import own_tag
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from typing import Any
@@ -28,7 +30,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def save(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Replace `path` with `data`, whole or not at all: the last of racing writers wins, each one complete."""
-    tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
+    tmp = f"{os.fspath(path)}.{own_tag()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as out:
             out.write(json.dumps(data, separators=(",", ":")))

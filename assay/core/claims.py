@@ -121,7 +121,7 @@ def refuse_living_holder(record: ClaimRecord) -> None:
     singleton's word that it is the only process of its desk): a `held` claim whose holder runs on this host, even
     paused (SIGSTOP), raises ClaimLost. Its lease ends it, by the sweeper, if it never comes back."""
     life = holder_life(record.holder)
-    if record.state != "held" or life is None or life.pid == os.getpid() or life_state(life) != "alive":
+    if record.state != "held" or life is None or life.pid == this_life().pid or life_state(life) != "alive":
         return
     raise ClaimLost(record.brief, record.state, record.desk, record.holder, record.epoch,
                     f", by a process still running here (pid {life.pid}, perhaps paused)",

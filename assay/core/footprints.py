@@ -265,8 +265,9 @@ def read_learned(git: ForgeGit, tips: Mapping[str, str]) -> tuple[dict[str, Foot
     problem), which holds no footprint."""
     from assay.core.records import chain
 
-    out = {ref.removeprefix(LEARNED_PREFIX): _READ[(ref, sha)] for ref, sha in tips.items() if (ref, sha) in _READ}
-    todo = {ref: sha for ref, sha in tips.items() if (ref, sha) not in _READ}
+    known = {ref: _READ.get((ref, sha)) for ref, sha in tips.items()}  # (one look each: another thread may clear)
+    out = {ref.removeprefix(LEARNED_PREFIX): found for ref, found in known.items() if found is not None}
+    todo = {ref: sha for ref, sha in tips.items() if known[ref] is None}
     if not todo:
         return out, []
     good, bad = chain.read_tips(git, todo, LEARNED_PREFIX, FOOTPRINTS, decode_learned)

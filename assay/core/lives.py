@@ -19,17 +19,19 @@ of `/proc/<pid>/stat` (clock ticks since boot) and the boot id is
 
 from __future__ import annotations
 
+import _thread
 import functools
 import os
 import re
 import select
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from assay.core.records.recordtype import dataclass
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
+    from threading import Thread
     from typing import Any, Literal, TypeGuard
 
     LifeState = Literal["alive", "dead", "unknown"]
@@ -128,14 +130,63 @@ def life_of(pid: int) -> Life | None:
 
 
 _mine: Life | None = None
+_hosted: dict[int, Life] = {}  # thread -> the life of the desk it works for, where desks are threads (`hosted`)
 
 
 def this_life() -> Life:
-    """This process's life, computed once per process (a forked child computes its own)."""
+    """This process's life, computed once per process (a forked child computes its own); in a desk that is a
+    thread of a host's process (`desk/hosted.py`), and in the threads it starts (`thread`), that desk's: its
+    thread's life (Linux gives a thread an id from the pids' space and a `/proc/<id>/stat` of its own), which
+    ends when the desk does, whatever the process does."""
+    if _hosted:
+        hosted = _hosted.get(_thread.get_ident())
+        if hosted is not None:
+            return hosted
     global _mine
     if _mine is None or _mine.pid != os.getpid():
         _mine = life_of(os.getpid()) or Life(os.uname().nodename, os.getpid())
     return _mine
+
+
+def host_here() -> Life | None:
+    """Make the calling thread a desk's own (its life, `this_life`'s answer in it and in the threads it starts),
+    until `unhost`: its own thread's. None where the system shows none (no /proc), or the thread is the process's
+    main one: then nothing changes."""
+    tid = _thread.get_native_id()
+    life = life_of(tid) if tid != os.getpid() else None
+    if life is not None and life.start is None:  # (no /proc: a thread's id alone could name a later one)
+        life = None
+    if life is not None:
+        _hosted[_thread.get_ident()] = life
+    return life
+
+
+def unhost() -> None:
+    _hosted.pop(_thread.get_ident(), None)
+
+
+def own_tag() -> str:
+    """A part of a temporary file's name that no other thread here uses now (its pid, and its thread's id: the
+    desks of a host may be threads of one process)."""
+    return f"{os.getpid()}.{_thread.get_native_id()}"
+
+
+def thread(target: Callable[..., object], *args: object) -> Thread:
+    """A daemon thread running `target(*args)` for the desk whose thread starts it: `this_life` in it is that
+    desk's (the step server's threads journal as their desk, as they do in a desk that is a process)."""
+    import threading
+
+    life = _hosted.get(_thread.get_ident())
+    if life is None:
+        return threading.Thread(target=target, args=args, daemon=True)
+
+    def run() -> None:
+        _hosted[_thread.get_ident()] = life
+        try:
+            target(*args)
+        finally:
+            _hosted.pop(_thread.get_ident(), None)
+    return threading.Thread(target=run, daemon=True)
 
 
 def life_state(life: Life) -> LifeState:
@@ -169,13 +220,16 @@ def await_end(life: Life, timeout_s: float) -> bool:
         fd: int | None = os.pidfd_open(life.pid)
     except (OSError, AttributeError):
         fd = None
+    poller = select.poll()  # (not select: a host of many desks numbers its descriptors past 1,023)
+    if fd is not None:
+        poller.register(fd, select.POLLIN)
     try:
         while is_running(life):
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             if fd is not None:
-                select.select([fd], [], [], left)
+                poller.poll(max(1, int(left * 1000)))
             else:
                 time.sleep(min(0.05, left))
         return True

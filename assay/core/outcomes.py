@@ -9,10 +9,9 @@ who settled it: the agent, a person, or the step's own outcome probe.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 
-from assay.core.lives import Life, is_running
+from assay.core.lives import Life, is_running, this_life
 from assay.core.records import JournalEntry
 from assay.core.records.recordtype import dataclass
 from assay.errors import UsageError
@@ -179,8 +178,8 @@ def still_running(intent: JournalEntry) -> bool:
     is not; nor is one on another host, where there is no evidence either way.
     """
     life = Life.from_data(intent.data or {})
-    if life is None or life.pid == os.getpid():
-        return False  # our own pid: this process is past its earlier intent, or that was an earlier life
+    if life is None or life.pid == this_life().pid:
+        return False  # our own pid: this process (this desk) is past its earlier intent, or that was an earlier life
     return is_running(life)
 
 

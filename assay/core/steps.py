@@ -27,6 +27,7 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from assay.core import stops
 from assay.core.crash import crash_point
 from assay.core.digests import sha256_hex
 from assay.core.journal import INLINE_LIMIT, Draft, Journal, JournalLog
@@ -657,14 +658,19 @@ def _runs_elsewhere_here(start: JournalEntry) -> bool:
     """The run a `start` note begins is another process's on this host, provably still running."""
     writer = (start.data or {}).get("writer")
     life = Life.from_data(writer) if isinstance(writer, dict) else None
-    return life is not None and life.pid != os.getpid() and life_state(life) == "alive"
+    return life is not None and life.pid != this_life().pid and life_state(life) == "alive"
 
 
 @contextmanager
 def _stops_held(held: list[int]) -> Iterator[None]:
     """Hold Ctrl-C, SIGTERM and SIGHUP (each one not ignored) while a step's intent is journaled, noting them in
     `held`: the step raises the stop once its end can be journaled. (A stop raised inside the intent's push would
-    leave it on the forge unended, the claim handed back.)"""
+    leave it on the forge unended, the claim handed back.) A desk that is a thread holds what its host hands it."""
+    if stops.hosted():
+        with stops.holding(held):
+            yield
+        return
+
     def hold(signum: int, frame: FrameType | None) -> None:
         held.append(signum)
 
@@ -686,7 +692,13 @@ def _stops_held(held: list[int]) -> Iterator[None]:
 
 @contextmanager
 def _sigterm_as_cancel() -> Iterator[None]:
-    """Turn SIGTERM into Cancelled while a step runs, so its end is recorded."""
+    """Turn SIGTERM into Cancelled while a step runs, so its end is recorded (in a desk that is a thread, the
+    SIGTERM its host hands it)."""
+    if stops.hosted():
+        with stops.cancelling():
+            yield
+        return
+
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Cancelled()
 

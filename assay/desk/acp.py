@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from assay.core import lives, stops
 from assay.core.credentials import redact
 from assay.desk.acpserve import ANSWERED, Served, ServeError
 from assay.errors import AssayError, Cancelled, Refused
@@ -120,7 +121,7 @@ class Connection:
         self._waiting: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self.closed = threading.Event()
         self.trace = os.environ.get("ASSAY_ACP_TRACE", "")
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader = lives.thread(self._read)
         self._reader.start()
 
     def send(self, message: dict[str, Any]) -> None:
@@ -148,6 +149,7 @@ class Connection:
             self._waiting[ident] = box
         self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
         while not box[0].wait(0.2):
+            stops.check()  # a desk that is a thread: its host's stop
             if self.closed.is_set() or not alive():
                 raise AcpError(f"the agent's adapter went away during {method}")
         answer = box[1][0]
@@ -182,7 +184,7 @@ class Connection:
         if not isinstance(message, dict):
             return
         if "method" in message and "id" in message:
-            threading.Thread(target=self._serve, args=(message,), daemon=True).start()
+            lives.thread(self._serve, message).start()
         elif "method" in message:
             self.on_notice(str(message["method"]), message.get("params") or {})
         elif "id" in message:
@@ -374,7 +376,7 @@ class AcpAgent:
                              **call.result}}
         # journaled off the reader thread: a permitted call that runs now holds the step server, and its own end
         # comes through this thread
-        threading.Thread(target=self._observe, args=(data,), daemon=True).start()
+        lives.thread(self._observe, data).start()
 
     def _observe(self, data: dict[str, Any]) -> None:
         try:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from assay.core import lives
 from assay.core.credentials import redact
 from assay.desk.isolation import Isolated
 from assay.desk.procs import dies_with_parent
@@ -71,7 +72,7 @@ class Terminal:
             self.code = 127
             self.done.set()
             return
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        lives.thread(self._read, self.proc).start()
 
     def _read(self, proc: Isolated) -> None:
         stream: Any = proc.stdout  # bytes: the process was started without text mode
@@ -248,7 +249,7 @@ class Served:
 
         text = shell_text(command, [str(a) for a in args])
         if self.inside("execute", text):
-            threading.Thread(target=effect, args=("",), daemon=True).start()
+            lives.thread(effect, "").start()
             return ANSWERED
         given = {"command": redact(text), **({"within": self.scope} if self.scope else {})}
         result, ran = self.step("shell", self.policy("execute", text), given, effect)

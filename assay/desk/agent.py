@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from assay.core import lives, stops
 from assay.core.briefs import Brief
 from assay.core.claims import Claims, new_holder
 from assay.core.crash import crash_point
@@ -72,7 +73,7 @@ def assay_command(state_dir: Path) -> Path:
     path = folder / "assay"
     text = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m assay \"$@\"\n"
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        partial = folder / f".assay.{os.getpid()}"
+        partial = folder / f".assay.{lives.own_tag()}"
         partial.write_text(text, encoding="utf-8")
         partial.chmod(0o755)
         partial.replace(path)  # whole or not at all: another desk may be running it
@@ -214,7 +215,7 @@ def _start_agent(spec: DeskSpec, run: AgentRun, env: dict[str, str], watch: Limi
     except OSError as exc:
         raise AgentCannotStart(spec.name, argv[0], exc.strerror or str(exc), spec.install) from None
     if proc.stdin is not None:
-        threading.Thread(target=_feed, args=(proc.stdin, text), daemon=True).start()
+        lives.thread(_feed, proc.stdin, text).start()
     watch.agent = proc
     return proc
 
@@ -396,7 +397,7 @@ def _converse(proc: subprocess.Popen[str], run: AgentRun, spec: DeskSpec, values
     delivered once a run that was handed it took it: it exited 0, or its conversation grew."""
     handed, size = list(run.steering), saver.transcript.restored_size if saver is not None else 0
     while True:
-        code = proc.wait()
+        code = stops.wait_process(proc)
         out.finish()
         if saver is not None:
             saver.last()
@@ -456,7 +457,7 @@ class _Output:
 
     def start(self, proc: subprocess.Popen[str], stream: Any = None) -> None:
         """Read `proc`'s output (or `stream`: an ACP adapter's stderr, in bytes) on a thread of its own."""
-        self._thread = threading.Thread(target=self._read, args=(proc, stream), daemon=True)
+        self._thread = lives.thread(self._read, proc, stream)
         self._thread.start()
 
     def _read(self, proc: subprocess.Popen[str], stream: Any = None) -> None:
@@ -523,7 +524,7 @@ class Heartbeat:
         if self.member is not None:
             with contextlib.suppress(OSError):
                 self.member.check_in()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
+        self._thread = lives.thread(self._beat)
         self._thread.start()
 
     def stop(self) -> None:

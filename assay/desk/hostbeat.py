@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.claims import Claims, holder_life
-from assay.core.lives import is_stopped, life_state
+from assay.core.lives import is_stopped, life_state, own_tag
 from assay.core.records import validate_brief_id
 from assay.errors import AssayError, Conflict, ForgeRefused
 
@@ -52,7 +52,7 @@ class Member:
         self.folder.mkdir(parents=True, exist_ok=True)
         data = {"brief": self.brief, "desk": self.desk, "epoch": self.epoch, "holder": self.holder,
                 "heartbeat_s": self.heartbeat_s, "progress": progress, "at": time.time()}
-        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        partial = self.path.with_name(f".{self.path.name}.{own_tag()}")
         partial.write_text(json.dumps(data), encoding="utf-8")
         partial.replace(self.path)
 
@@ -150,7 +150,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial = path.with_name(f".{path.name}.{own_tag()}")
     partial.write_text(json.dumps(data), encoding="utf-8")
     partial.replace(path)
 

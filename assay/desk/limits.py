@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from assay.core import lives
 from assay.core.deskspec import DeskSpec
 from assay.errors import AgentCannotStart, AgentCannotWork
 
@@ -95,7 +96,7 @@ class Limits:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread = lives.thread(self._watch)
         self._thread.start()
 
     def stop(self) -> None:

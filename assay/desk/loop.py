@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from assay.core import custody, landing, pushgroup, signals
+from assay.core import custody, landing, pushgroup, signals, stops
 from assay.core.briefs import BRIEFS_DIR, Brief
 from assay.core.claims import Claim, Claims, holder_life, new_holder
 from assay.core.credentials import redact
@@ -27,7 +27,7 @@ from assay.core.envs import agent_env
 from assay.core.forge.base import Review, Reviews, note_threads
 from assay.core.git import ForgeGit
 from assay.core.journal import read_log
-from assay.core.lives import life_state
+from assay.core.lives import life_state, this_life
 from assay.core.records import CLAIMS_PREFIX, ClaimRecord, claim_ref, decode_entry, journal_ref, parse_iso, recordtype
 from assay.core.records.recordtype import dataclass, field
 from assay.core.scan import Scan, scan
@@ -49,6 +49,7 @@ from assay.errors import (
     NoReview,
     Queued,
     RecordInvalid,
+    Throttled,
 )
 from assay.observe.sweep import sweep
 
@@ -85,8 +86,10 @@ class Desk:
     """One desk process. Receives its ports; owns no state that the forge does not have."""
 
     def __init__(self, git: ForgeGit, claims: Claims, reviews: Reviews, spec: DeskSpec, state_dir: Path,
-                 echo: Echo = print, clock: Callable[[], float] = time.time, first: Scan | None = None) -> None:
+                 echo: Echo = print, clock: Callable[[], float] = time.time, first: Scan | None = None,
+                 slot: str = "") -> None:
         self.git, self.claims, self.reviews, self.spec = git, claims, reviews, spec
+        self.slot = slot  # "i/N": this desk is its supervisor's i-th of N (`_spread`)
         self.state_dir = state_dir
         self.echo = echo
         self.clock = clock
@@ -111,14 +114,14 @@ class Desk:
         wake = self.state_dir / WAKE
         since = _mtime(wake)
         deadline = time.monotonic() + wait_s
-        idle = self.state_dir / IDLE / str(os.getpid())  # the supervisor watches the forge while one is here
+        idle = self.state_dir / IDLE / str(this_life().pid)  # the supervisor watches the forge while one is here
         with contextlib.suppress(OSError):
             idle.parent.mkdir(parents=True, exist_ok=True)
             idle.touch()
             os.utime(idle, (self._looked_at, self._looked_at))  # when its last look began
         try:
             while (left := deadline - time.monotonic()) > 0:
-                time.sleep(min(WAKE_LOOK_S, left))
+                stops.sleep(min(WAKE_LOOK_S, left))
                 if _mtime(wake) != since:
                     return True
             return False
@@ -139,6 +142,7 @@ class Desk:
             # pass may read; the first pass reads the listing the desk made as it started (unknown: 0)
             self._looked_at = time.time() if passes else 0.0
             passes += 1
+            stops.check()  # a desk that is a thread: a stop its host handed it ends it here, between passes
             self._sweep_if_due()
             try:
                 snapshot = read_snapshot(self.claims, lazy_footprints=True)
@@ -153,7 +157,7 @@ class Desk:
                     raise
                 what = "refused a write" if isinstance(exc, ForgeRefused) else "cannot be read now"
                 self.echo(f"{self.spec.name}: the forge {what} ({exc.message}); trying again")
-                time.sleep(poll_s)  # a long-running desk outlives a forge outage
+                stops.sleep(poll_s)  # a long-running desk outlives a forge outage
                 continue
             if brief is not None and claim is not None:
                 idle = 0
@@ -229,11 +233,12 @@ class Desk:
         for brief_id, exc in sorted(snapshot.invalid.items()):
             self._tell_once(f"finding: leaving {brief_id} alone: {exc.message}")
 
-    def _rest(self, brief_id: str) -> int:
-        """Leave `brief_id` alone for a while (longer each time in a row); returns how many times in a row."""
+    def _rest(self, brief_id: str, at_least_s: float = 0.0) -> int:
+        """Leave `brief_id` alone for a while (longer each time in a row, and `at_least_s`); returns how many times
+        in a row."""
         trouble = self._trouble.setdefault(brief_id, [0, 0.0])
         trouble[0] += 1
-        trouble[1] = time.monotonic() + min(self.poll_s * 2 ** trouble[0], MAX_REST_S)
+        trouble[1] = time.monotonic() + max(min(self.poll_s * 2 ** trouble[0], MAX_REST_S), at_least_s)
         return int(trouble[0])
 
     def _resting(self) -> set[str]:
@@ -505,6 +510,7 @@ class Desk:
             if r.holder == self.holder:
                 return snapshot.briefs[brief_id], claim  # woken, or left over from this process
             if self.spec.singleton or self._orphaned(r.holder):
+                stops.check()  # (a stop never comes after a claim it could have spared)
                 try:
                     taken = self.claims.claim(brief_id, self.spec.name, self.spec.lease_s, singleton=True,
                                               holder=self.holder, taking_from=frozenset({"held"}))
@@ -522,13 +528,14 @@ class Desk:
                         if self.spec.takes(b) and snapshot.ready(b) and b.id not in skip),
                        key=lambda b: (b.priority, b.id))
         moved: set[str] = set()  # briefs whose claims moved since the snapshot, as a lost race showed
-        for brief in _spread(ready):
+        for brief in _spread(ready, self.slot):
             if brief.id in moved:
                 continue
             behind = snapshot.behind(brief)
             if behind:
                 self._queued(brief.id, behind)
                 continue
+            stops.check()
             try:
                 claim = self.claims.claim(brief.id, self.spec.name, self.spec.lease_s, holder=self.holder)
             except Queued as exc:  # a brief overlapping it was taken since the snapshot: the claim said no
@@ -583,6 +590,7 @@ class Desk:
         session: Session | None = None
         try:
             with _stops_first():
+                stops.check()  # a desk that is a thread: a stop handed to it as it claimed hands the brief back
                 session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
                 if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
                     return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
@@ -617,6 +625,12 @@ class Desk:
         except Conflict as exc:
             self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
             return "lost"
+        except Throttled as exc:  # a wait GitHub's limits ask for is no failed attempt: paused, tried after it
+            if session is not None:
+                session.stop_run(f"paused: {exc.message}")
+            self._rest(brief.id, exc.wait_s)
+            self.echo(f"{self.spec.name}: {brief.id} paused: {exc.message}; trying again then")
+            return "interrupted"
         except ForgeError as exc:  # the journal knows how far it got; the next pass resumes from there
             self._rest(brief.id)
             self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
@@ -760,19 +774,21 @@ def _dead_here(holder: str) -> bool:
     life = holder_life(holder)
     if life is None:
         return False
-    if life.pid == os.getpid() and life.start is None and life.host == os.uname().nodename:
+    if life.pid == this_life().pid and life.start is None and life.host == os.uname().nodename:
         return True
     return life_state(life) == "dead"
 
 
 def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = False,
              max_briefs: int | None = None, poll_s: float = 5.0, echo: Echo = print,
-             singleton: bool = False) -> DeskReport:
-    """Run desk `name` on the forge of `ports` (`singleton`: as if its definition said so)."""
+             singleton: bool = False, slot: str | None = None, sealed: bool = False) -> DeskReport:
+    """Run desk `name` on the forge of `ports` (`singleton`: as if its definition said so), the `slot`-th desk of
+    its supervisor (`ASSAY_DESK_SLOT` by default; `_spread`). `sealed`: the process's credentials were sealed
+    already (a desk that is a thread: its host sealed them before any desk began)."""
     from assay.config import state_dir_for
     from assay.core.deskspec import load_desk
+    from assay.desk import isolation
     from assay.desk.agent import preflight, protect_environment
-    from assay.desk.isolation import seal_desk
 
     first = scan(ports.git)  # one read for the desk's file, its first sweep and its first look
     spec = load_desk(ports.git, first.main, name)
@@ -781,20 +797,20 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
     preflight(spec)  # before anything is claimed: an agent that cannot start is exit 2, the forge untouched
     protect_environment()  # its agent runs as the same user: it may not read this process's token
     desk = Desk(ports.git, ports.claims, ports.reviews, spec, state_dir_for(ports.git.url, state_dir), echo,
-                first=first)
-    unisolated = seal_desk()  # the token is read (the ports above): out of this process's environment and /proc
+                first=first, slot=os.environ.get("ASSAY_DESK_SLOT", "") if slot is None else slot)
+    # the token is read (the ports above): out of this process's environment and /proc
+    unisolated = isolation.warning() if sealed else isolation.seal_desk()
     echo(f"{name}: desk started on {redact(ports.git.url)} ({'one pass' if once else f'polling every {poll_s:g}s'})")
     if unisolated:
         echo(f"{name}: {unisolated}")
     return desk.run(once=once, max_briefs=max_briefs, poll_s=poll_s)
 
 
-def _spread(ready: list[Brief]) -> list[Brief]:
+def _spread(ready: list[Brief], slot: str) -> list[Brief]:
     """The ready briefs in the order this desk tries them: the most urgent first, and among the equally most
-    urgent, a desk of a supervisor's N (`ASSAY_DESK_SLOT=i/N`) starts at its own share of them, so a host's desks
+    urgent, a desk of a supervisor's N (`slot`: "i/N") starts at its own share of them, so a host's desks
     started together each claim a brief of their own instead of all racing for the first; where in its share is
     drawn each pass, so that the desks of several hosts race seldom too."""
-    slot = os.environ.get("ASSAY_DESK_SLOT", "")
     index, _, count = slot.partition("/")
     if not ready or not index.isdigit() or not count.isdigit() or int(count) < 2:
         return ready

@@ -26,9 +26,10 @@ of its own, so a kill aimed at its owner (by pid, group or command line) does no
 from __future__ import annotations
 
 import os
-import select
 import signal
 import time
+
+from assay.core import stops
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the step client's start-up)
 if TYPE_CHECKING:
@@ -140,11 +141,7 @@ def start(argv: list[str], cwd: str | os.PathLike[str] | None = None, env: dict[
     out_r, out_w = os.pipe()
     ctl_r, ctl_w = os.pipe()
     st_r, st_w = os.pipe()
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # a threaded owner: the keeper only makes os calls
-        pid = os.fork()
+    pid = os.fork()  # (a threaded owner is safe: the keeper makes only os calls)
     if pid == 0:  # the keeper: never returns
         code = 1
         try:
@@ -181,6 +178,9 @@ def run(argv: list[str], cwd: str | os.PathLike[str] | None = None, env: dict[st
 
 
 def _read(fd: int) -> bytes:
+    if stops.hosted():  # a desk that is a thread: its host's stop, as it waits
+        while not stops.readable([fd], stops.TICK_S):
+            stops.check()
     while True:
         try:
             return os.read(fd, 65536)
@@ -227,7 +227,7 @@ def _keep(argv: list[str], cwd: str | os.PathLike[str] | None, env: dict[str, st
     for sig in (*_QUIT, signal.SIGCHLD):
         signal.signal(sig, _noop)
     signal.set_wakeup_fd(wake_w)  # each signal's number arrives on wake_r: select wakes for children and quits
-    if select.select([ctl_r], [], [], 0)[0]:  # the owner died or asked for a stop before the command started
+    if stops.readable([ctl_r], 0):  # the owner died or asked for a stop before the command started
         _report(st_w, "S")  # then it is not started at all (a pipe read has no race with the owner's death)
         return
     child, failed = _spawn(argv, cwd, env, stdin, out_w)
@@ -328,10 +328,7 @@ def _watch(child: int, ctl_r: int, wake_r: int, wait_all: bool, timeout_s: float
         waits = [t - now for t in (deadline, hard_stop) if t is not None]
         if killing:
             waits.append(0.1)  # a dying process wakes this by SIGCHLD; this covers one its parent reaps
-        try:
-            ready, _, _ = select.select(watched, [], [], max(0.0, min(waits)) if waits else None)
-        except InterruptedError:
-            continue
+        ready = stops.readable(watched, max(0.0, min(waits)) if waits else None)  # (a host's fds pass 1,023)
         if wake_r in ready and any(sig in _QUIT for sig in os.read(wake_r, 256)):
             killing = True
         if ctl_r in ready:

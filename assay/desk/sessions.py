@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +41,7 @@ from assay.core.credentials import SECRET_NAMES, held, secrets_in
 from assay.core.credentials import scrub as scrub  # a transcript is scrubbed as a worktree snapshot is
 from assay.core.deskspec import SessionSpec
 from assay.core.forgevalues import problem
+from assay.core.lives import own_tag
 from assay.core.records import JournalEntry
 from assay.core.records.recordtype import dataclass
 
@@ -82,7 +82,7 @@ def desk_values(env: Iterable[tuple[str, str]], state: Path, environ: Mapping[st
                     continue
             except OSError:
                 continue  # the user has none: the CLI goes without
-            partial = target.with_name(f".{file}.{os.getpid()}")
+            partial = target.with_name(f".{file}.{own_tag()}")
             partial.write_bytes(data)
             partial.chmod(0o600)
             partial.replace(target)
@@ -376,7 +376,7 @@ class Transcript:
         assert self.path is not None
         data = moved(data, self.origin(data))
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        partial = self.path.with_name(f".{self.path.name}.{own_tag()}")
         partial.write_bytes(data)
         partial.replace(self.path)
         self._saved = hashlib.sha256(data).hexdigest()

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assay.core import lives
 from assay.core.claims import Claims
 from assay.core.journal import MAX_PENDING_S, JournalLog
 from assay.core.lives import Life, await_end, life_of, life_state
@@ -191,7 +192,7 @@ class StepServer:
 
     def start(self) -> None:
         for target in (self._accept, self._flusher):
-            thread = threading.Thread(target=target, daemon=True)
+            thread = lives.thread(target)
             thread.start()
             self._threads.append(thread)
 
@@ -271,7 +272,7 @@ class StepServer:
             except OSError:
                 return  # closed by stop()
             self.touched = time.monotonic()  # a sign of the agent's work, for its idle limit
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread = lives.thread(self._serve, conn)
             self._serving = [t for t in self._serving if t.is_alive()] + [thread]
             thread.start()
 

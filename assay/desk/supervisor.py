@@ -2,12 +2,15 @@
 
 Each desk is a process of its own (`assay desk run NAME`, its isolation, its stop and its claims as ever), in a
 process group of its own (a terminal's Ctrl-C reaches the supervisor alone, which passes one stop on to each), and
-dies with the supervisor: a host that dies lets all its desks' claims expire together. The desks of a host share
+dies with the supervisor: a host that dies lets all its desks' claims expire together. With `--threads` the desks
+are threads of one such process instead (`hosted.py`), which the supervisor passes its stop on to, and which
+passes it on to each of its desks. The desks of a host share
 one heartbeat (`hostbeat.py`: one push renews the claim of every desk whose agent runs), and an idle desk runs no
 agent. A stop (Ctrl-C, SIGTERM, SIGHUP) is passed on to every desk, each hands its brief back, and the supervisor
 waits for them all.
 
-Idle desks back off to a look every 2 minutes; while one idles, the supervisor looks for them all, every
+Idle desks back off to a look every 2 minutes; while one idles, the supervisor (with `--threads`, the host process)
+looks for them all, every
 `WATCH_S` (one ref advertisement of main and the claims, for the host; none while every desk works), and when main
 moved, a claim came or went, or a claim changed state (its new commit is not a renewal: a release, a wake, a
 block), it touches the state folder's `wake` file, which an idle desk watches: it looks at once, and a brief put on
@@ -111,19 +114,42 @@ def desk_argv(name: str, *, once: bool, max_briefs: int | None, poll_s: float, s
 
 def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = False, max_briefs: int | None = None,
               poll_s: float = 5.0, state_dir: Path | None = None, push_window: float | None = None,
-              echo: Echo = print, entry: Callable[[list[str]], object] | None = None) -> int:
+              echo: Echo = print, entry: Callable[[list[str]], object] | None = None,
+              threads: Callable[[Callable[[], int]], int] | None = None) -> int:
     """Run `count` desks of each of `names` until they all end (each `--once`, or stopped); the exit code the
     worst of theirs says (2 a desk could not start, 1 the forge interrupted one, 5 a brief needs a person).
     Their pushes go together (`core/pushgroup.py`), each waiting up to `push_window` seconds for the others'.
-    With `entry` (the command line's: it runs `assay ARGS`) the desks are forked from this process."""
+    With `entry` (the command line's: it runs `assay ARGS`) the desks are forked from this process; with `threads`
+    (the command line's guard: it runs a desk, saying its error as the command line would), they are threads of it
+    (`hosted.py`)."""
     env = {**os.environ, "ASSAY_FORGE": forge}
     if push_window is not None or not env.get("ASSAY_PUSH_WINDOW_S", "").strip():
         env["ASSAY_PUSH_WINDOW_S"] = f"{push_window or 0:g}"
     env[pushgroup.KEY_ENV] = pushgroup.new_key()  # this supervisor's desks' requests, and no one else's
-    children: list[tuple[str, Child]] = []
-    echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat")
+    echo(f"supervisor: {count} desk(s) of {', '.join(names)} on this host, one heartbeat"
+         + (", in one process" if threads is not None else ""))
     forking = entry is not None and can_fork()
-    try:
+    children: list[tuple[str, Child]] = []
+    if threads is not None:
+        def host() -> int:
+            return host_desks(forge, list(names), count, once=once, max_briefs=max_briefs, poll_s=poll_s,
+                              state_dir=state_dir, echo=echo, guard=threads)
+
+        if not forking:  # (this process hosts them: a terminal's Ctrl-C reaches their agents and git too)
+            os.environ.update(env)
+            return host()
+        # one host process, a group of its own as a forked desk is: a terminal's stop reaches this one alone
+        def hosting(_: list[str]) -> NoReturn:
+            sys.exit(host())
+
+        args = ["desk", "run", *names, "--threads"]
+        code = until_all_end(children, lambda: children.append(("host", fork_desk(args, env, hosting))))
+        if code and children[0][1].wait() < 0:  # killed (the kernel's OOM killer, say): its desks with it
+            echo(f"supervisor: the desks' host process was killed by "
+                 f"{signal.Signals(-children[0][1].wait()).name}; its claims are taken over by the next desk here")
+        return code
+
+    def begin() -> None:
         total = count * len(names)
         for name in names:
             for _ in range(count):
@@ -132,13 +158,43 @@ def run_desks(forge: str, names: Sequence[str], count: int, *, once: bool = Fals
                 children.append((name, fork_desk(argv[3:], env | slot, entry) if entry and forking else
                                  subprocess.Popen(argv, env=env | slot, stdin=subprocess.DEVNULL, process_group=0,
                                                   preexec_fn=dies_with_parent())))
-        watch(forge, state_dir, WATCH_S, [child for _, child in children])
+    return until_all_end(children, begin, (forge, state_dir))
+
+
+def host_desks(forge: str, names: list[str], count: int, *, once: bool, max_briefs: int | None, poll_s: float,
+               state_dir: Path | None, echo: Echo, guard: Callable[[Callable[[], int]], int]) -> int:
+    """`count` desks of each of `names` as threads of this process (`hosted.py`), supervised as forked desks are:
+    watched for while they idle, each handed a stop; the exit code the worst of theirs says."""
+    from assay.desk import hosted
+
+    children: list[tuple[str, Child]] = []
+    return until_all_end(children, lambda: hosted.start_desks(
+        forge, names, count, once=once, max_briefs=max_briefs, poll_s=poll_s, state_dir=state_dir, echo=echo,
+        guard=guard, started=lambda name, desk: children.append((name, desk))), (forge, state_dir))
+
+
+def until_all_end(children: list[tuple[str, Child]], begin: Callable[[], object],
+                  watching: tuple[str, Path | None] | None = None) -> int:
+    """`begin` (which puts each child it starts in `children`), then wait until every child has ended, watching the
+    forge for them while one idles (`watching`: the forge and the state folder); the worst of their exit codes. A
+    stop (Ctrl-C, SIGTERM, SIGHUP) is passed on to every child as SIGTERM, each hands its brief back, and the stop
+    goes on once they all have ended."""
+    try:
+        begin()
+        if watching is not None:
+            watch(*watching, WATCH_S, [child for _, child in children])
         codes = [child.wait() for _, child in children]
     except KeyboardInterrupt:
-        for _, child in children:  # each hands its brief back, as it would alone
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        codes = [_wait(child) for _, child in children]
+        told = 0
+        while told < len(children):  # each hands its brief back, as it would alone
+            try:
+                if children[told][1].poll() is None:
+                    children[told][1].send_signal(signal.SIGTERM)
+                told += 1
+            except KeyboardInterrupt:  # a second stop (`systemctl stop` signals host and supervisor): go on
+                continue
+        for _, child in children:
+            _wait(child)
         raise
     return worst(codes)
 

@@ -21,7 +21,7 @@ from assay.core.deskspec import PERSON_HEARTBEAT_S, desks_on_main
 from assay.core.forge.base import Reviews
 from assay.core.git import PACK_REFS_AT, ForgeGit
 from assay.core.journal import read_log, read_logs, transition_as
-from assay.core.lives import Life, life_state
+from assay.core.lives import Life, life_state, this_life
 from assay.core.observations import (
     SWEEPER_REF,
     BriefSeen,
@@ -226,7 +226,7 @@ def _dead_here(holder: str) -> bool:
 def _stray(e: JournalEntry) -> Life | None:
     """The writer of an open intent, if it still runs on this host."""
     life = Life.from_data(e.data or {})
-    return life if life is not None and life.pid != os.getpid() and life_state(life) == "alive" else None
+    return life if life is not None and life.pid != this_life().pid and life_state(life) == "alive" else None
 
 
 # -- judging ------------------------------------------------------------------------------------
@@ -500,7 +500,7 @@ def _act(claims: Claims, state: ForgeState, f: Finding, by: str) -> str:
     claim = state.claims[f.brief]
     r = claim.record
     # this sweeping process: two sweepers' commits are never the same commit
-    run = f"{by}:{_SWEEP_IDS.setdefault(os.getpid(), os.urandom(4).hex())}"
+    run = f"{by}:{_SWEEP_IDS.setdefault(this_life().pid, os.urandom(4).hex())}"
     try:
         if f.action == "expire":
             return _expire(claims, claim, f.detail, by, run)

@@ -37,10 +37,11 @@ def boot_id() -> str:
     return BOOT_ID.read_text().strip()
 
 
-def await_state(pid: int, wanted: str, deadline_s: float = 60) -> None:
-    """Poll /proc until `pid` is in one of the states in `wanted` (one letter each; bounded)."""
+def await_state(pid: int, wanted: str, deadline_s: float = 60, gone_ok: bool = False) -> None:
+    """Poll /proc until `pid` is in one of the states in `wanted` (one letter each; bounded); with `gone_ok`, or
+    gone."""
     deadline = time.monotonic() + deadline_s
-    while (now := state(pid)) is None or now not in wanted:
+    while ((now := state(pid)) is None and not gone_ok) or (now is not None and now not in wanted):
         assert time.monotonic() < deadline, f"pid {pid} never reached state {wanted} (now {state(pid)})"
         time.sleep(0.01)
 

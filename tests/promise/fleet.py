@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import secrets
 import signal
 import subprocess
@@ -142,11 +143,15 @@ class Commands:
 
 
 class PromiseFleet:
-    """One running process per desk, each the leader of its own process group; every life logged to a file."""
+    """One running process per desk, each the leader of its own process group; every life logged to a file. One
+    desk of the three, the seed's (`threaded`), is a thread of its supervisor's process (`--threads`): its process
+    is that supervisor, killed, paused and stopped as a desk's is."""
 
     def __init__(self, setup: Setup) -> None:
         self.setup, self.url, self.logs = setup, str(setup.forge), setup.logs
+        self.threaded = random.Random(setup.seed).choice(DESKS)  # its own draw: the trial's schedule is as ever
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.paused: dict[str, list[int]] = {}  # the process groups of each desk paused now
         self.lives: Counter[str] = Counter()
         self.unexpected: list[str] = []  # desks that ended without being told to
 
@@ -154,7 +159,8 @@ class PromiseFleet:
         self.lives[name] += 1
         with (self.logs / f"{name}-{self.lives[name]}.log").open("wb") as log:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "assay", "desk", "run", name, "--poll", "0.3", "--forge", self.url],
+                [sys.executable, "-m", "assay", "desk", "run", name, "--poll", "0.3", "--forge", self.url,
+                 *(["--threads"] if name == self.threaded else [])],
                 env=self.setup.env(name, self.lives[name]), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
 
@@ -166,8 +172,9 @@ class PromiseFleet:
                 self.start(name)
 
     def holding(self, tips: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-        """The claims each desk's running life holds in `tips` (its pid is in the holder)."""
-        pids = {proc.pid: name for name, proc in self.procs.items()}
+        """The claims each desk's running life holds in `tips` (its pid, or a thread's of its process, is in the
+        holder)."""
+        pids = {pid: name for name, proc in self.procs.items() for pid in lives_in(proc.pid)}
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for b, r in tips.items():
             parts = str(r.get("holder", "")).split("/")
@@ -175,10 +182,18 @@ class PromiseFleet:
                 out.setdefault(pids[int(parts[2])], {})[b] = r
         return out
 
+    def groups(self, name: str) -> list[int]:
+        """The process groups the desk is: its process's, and for the threaded desk that of the host process it is
+        a thread of (a group of its own, as a forked desk's is)."""
+        pid = self.procs[name].pid
+        return [pid, *(hosts_of(pid) if name == self.threaded else [])]
+
     def kill(self, name: str) -> bool:
         """SIGKILL the desk's whole group; whether the desk died of it (else it had ended on its own)."""
         proc = self.procs[name]
-        os.killpg(proc.pid, signal.SIGKILL)
+        for group in self.groups(name):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         return proc.wait(timeout=30) == -signal.SIGKILL
 
     def kill_alone(self, name: str) -> bool:
@@ -189,18 +204,26 @@ class PromiseFleet:
 
     def stop(self, name: str) -> None:
         """SIGSTOP the desk's whole group; returns once /proc shows the desk stopped (or in D, stopping)."""
-        os.killpg(self.procs[name].pid, signal.SIGSTOP)
-        procs.await_state(self.procs[name].pid, "TD", deadline_s=60)
+        self.paused[name] = self.groups(name)
+        for group in self.paused[name]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGSTOP)
+        for group in self.paused[name]:
+            procs.await_state(group, "TDZ", deadline_s=60, gone_ok=True)
 
     def cont(self, name: str) -> None:
-        os.killpg(self.procs[name].pid, signal.SIGCONT)
+        for group in self.paused.pop(name, None) or self.groups(name):  # (the groups it paused)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGCONT)
 
     def shutdown(self) -> None:
         """End every desk (woken first, in case one is paused), its whole group."""
-        for proc in self.procs.values():
-            for sig in (signal.SIGCONT, signal.SIGTERM):
+        for name, proc in self.procs.items():
+            for group in self.groups(name):  # (a host paused with its supervisor could not take the stop)
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, sig)
+                    os.killpg(group, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
         for proc in self.procs.values():
             try:
                 proc.wait(timeout=15)
@@ -210,6 +233,34 @@ class PromiseFleet:
 
 
 # -- processes, from /proc ------------------------------------------------------------------------------------
+
+
+def lives_in(pid: int) -> set[int]:
+    """A desk process's pid, and the threads' of the host process it runs its desks in (a desk that is a thread
+    names its thread's in its claims)."""
+    found = {pid}
+    for host in hosts_of(pid):
+        with contextlib.suppress(OSError):
+            found |= {int(t) for t in os.listdir(f"/proc/{host}/task")}
+    return found
+
+
+def hosts_of(pid: int) -> list[int]:
+    """The children of `pid` that host desks as threads (`assay desk run ... --threads`, forked: each the leader
+    of a group of its own)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as kids:
+                for kid in kids.read().split():
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        with open(f"/proc/{kid}/stat") as stat:
+                            fields = stat.read().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+                        with open(f"/proc/{kid}/cmdline", "rb") as cmdline:
+                            named = b"desk run" in cmdline.read().replace(b"\0", b" ")
+                        if named and int(fields[1]) == pid and int(fields[2]) == int(kid):
+                            found.append(int(kid))
+    return found
 
 
 def processes() -> dict[int, tuple[int, str]]:

@@ -120,6 +120,7 @@ class Trial:
         for line in plant(self.setup, self.rng, self.real):
             self.tell(f"planted {line}")
         try:
+            self.tell(f"{self.fleet.threaded} is a thread of its supervisor's process")
             for d in fl.DESKS:
                 self.fleet.start(d)
             for _ in range(self.n_faults):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
+from assay.core import stops
 from assay.core.forge.base import (
     ANSWER,
     VERIFY_CONTEXT,
@@ -60,6 +61,7 @@ from assay.errors import (
     IllegalReviewChange,
     MergeConflict,
     NoReview,
+    Throttled,
     UsageError,
 )
 
@@ -132,7 +134,7 @@ class GitHubReviews:
     """
 
     def __init__(self, target: GitHubTarget, token: str, echo: Echo | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = stops.sleep,
                  cache_dir: Path | None = None, budget: ForgeBudget | None = None) -> None:
         from github import Auth, Github
 
@@ -180,10 +182,10 @@ class GitHubReviews:
                 if wait is not None:
                     limited += 1
                     if waited + wait > self._max_wait_s:  # one bound for all the waits of one call
-                        raise ForgeError(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s"
-                                         + (f", after {waited:.0f}s of waiting" if waited else ""),
-                                         hint="run again later; `assay` spends API calls only on state "
-                                              "changes") from None
+                        raise Throttled(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s"
+                                        + (f", after {waited:.0f}s of waiting" if waited else ""),
+                                        hint="run again later; `assay` spends API calls only on state changes",
+                                        wait_s=wait) from None
                     self.echo(f"GitHub's {_limit_kind(exc)} stops {doing(op)}: waiting {wait:.0f}s as GitHub asks")
                     waited += wait
                     self._wait(wait)
@@ -219,9 +221,10 @@ class GitHubReviews:
             if wait <= 0:
                 break
             if waited + wait > self._max_wait_s:
-                raise ForgeError(f"the fleet's GitHub write budget stops {doing(op)}: room again in {wait:.0f}s",
-                                 hint="run again later, or spread the desks over more tokens (GitHub App "
-                                      "installations): GitHub limits each to 80 writes a minute, 500 an hour")
+                raise Throttled(f"the fleet's GitHub write budget stops {doing(op)}: room again in {wait:.0f}s",
+                                hint="run again later, or spread the desks over more tokens (GitHub App "
+                                     "installations): GitHub limits each to 80 writes a minute, 500 an hour",
+                                wait_s=wait)
             self.echo(f"the fleet's GitHub write budget stops {doing(op)}: waiting {wait:.0f}s")
             waited += wait
             self._wait(wait)

@@ -1,0 +1,157 @@
+"""Stops of desks that are threads of one process (`desk/hosted.py`).
+
+A signal reaches a process's main thread only. A desk that is a process raises its stop (Ctrl-C, SIGTERM,
+SIGHUP) from its signal handler; a desk that is a thread of a host process is handed it by the host's main thread
+(`stop`: it took the signal) and raises it itself, at its next wait of its own (`check`: its idle wait, its agent's
+run, a command's end, each looking every `TICK_S`; a wait on the forge, a git process or a push waiting for its
+group, is not cut short), as the same exception:
+KeyboardInterrupt named by the signal (Ctrl-C's unnamed), or Cancelled for SIGTERM while a step's effect runs
+(`cancelling`, as `steps._sigterm_as_cancel` makes it). A stop is never raised inside a write (it is raised where
+the desk waits), and one that comes while a step's intent is journaled is handed to that step (`holding`), which
+ends it unbegun. In any other thread (a desk that is a process, the threads a desk starts) these are no-ops.
+"""
+
+from __future__ import annotations
+
+import _thread
+import select
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the step client's start-up)
+if TYPE_CHECKING:
+    import subprocess
+
+TICK_S = 0.25  # the longest a desk that is a thread waits without looking for its stop
+
+
+class _Desk:
+    __slots__ = ("pending", "holds", "cancelling")
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []  # stops handed to the desk, not raised yet
+        self.holds: list[list[int]] = []  # the steps' `held` lists, innermost last
+        self.cancelling = 0
+
+
+_desks: dict[int, _Desk] = {}  # thread -> its desk's stops, for each thread that is a desk
+
+
+def host() -> None:
+    """The calling thread is a desk: stops are handed to it (`stop`) and raised in it (`check`)."""
+    _desks[_thread.get_ident()] = _Desk()
+
+
+def unhost() -> None:
+    _desks.pop(_thread.get_ident(), None)
+
+
+def hosted() -> bool:
+    """Whether the calling thread is a desk that is a thread (its stops come from `stop`, not a signal)."""
+    return _thread.get_ident() in _desks
+
+
+def stop(ident: int, sig: int) -> None:
+    """Hand stop `sig` to the desk that is thread `ident` (from the thread that took the signal)."""
+    desk = _desks.get(ident)
+    if desk is not None:
+        desk.pending.append(sig)
+
+
+def check() -> None:
+    """Raise the stop handed to the calling desk, if one was and no step's intent is being journaled."""
+    desk = _desks.get(_thread.get_ident())
+    if desk is None or not desk.pending or desk.holds:
+        return
+    sig = desk.pending[0]
+    desk.pending.clear()
+    if sig == signal.SIGTERM and desk.cancelling:
+        from assay.errors import Cancelled
+
+        raise Cancelled()
+    raise KeyboardInterrupt(*(() if sig == signal.SIGINT else (signal.Signals(sig).name,)))
+
+
+def sleep(seconds: float) -> None:
+    """`time.sleep`, in a desk that is a thread looking for its stop as it sleeps."""
+    if not hosted():
+        time.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        check()
+        time.sleep(min(TICK_S, left))
+    check()
+
+
+def wait_process(proc: subprocess.Popen[str]) -> int:
+    """`proc.wait()`, in a desk that is a thread looking for its stop as it waits: woken by the process's end
+    (a pidfd) or every `TICK_S` (`Popen.wait` with a timeout would look every 50 ms: a host's desks, each
+    waiting for its agent, would keep its interpreter busy)."""
+    if not hosted():
+        return proc.wait()
+    import os
+
+    try:
+        fd: int | None = os.pidfd_open(proc.pid)
+    except (OSError, AttributeError):  # gone already (reaped), or no pidfd here: look every tick
+        fd = None
+    try:
+        while (code := proc.poll()) is None:
+            check()
+            if fd is not None:
+                readable([fd], TICK_S)
+            else:
+                time.sleep(TICK_S)
+        return code
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def readable(fds: list[int], timeout_s: float | None) -> list[int]:
+    """The descriptors of `fds` ready to read (or at their end) within `timeout_s` (None: no limit); `poll`, not
+    `select`: a host of many desks numbers its descriptors past `select`'s 1,023. (It imports nothing: a keeper
+    forked from a threaded desk calls it.)"""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+    while True:
+        try:
+            return [fd for fd, _ in poller.poll(None if timeout_s is None else max(0, int(timeout_s * 1000)))]
+        except InterruptedError:  # (a signal the handler did not raise on: wait again, as select's callers did)
+            continue
+
+
+@contextmanager
+def holding(held: list[int]) -> Iterator[None]:
+    """While a step's intent is journaled: a stop handed to this desk waits, and is put in `held` after (the step
+    ends unbegun)."""
+    desk = _desks.get(_thread.get_ident())
+    if desk is None:
+        yield
+        return
+    desk.holds.append(held)
+    try:
+        yield
+    finally:
+        desk.holds.pop()
+        if not desk.holds and desk.pending:
+            held.extend(desk.pending[:1])
+            desk.pending.clear()
+
+
+@contextmanager
+def cancelling() -> Iterator[None]:
+    """While a step's effect runs: SIGTERM is raised as Cancelled (its end is journaled)."""
+    desk = _desks.get(_thread.get_ident())
+    if desk is None:
+        yield
+        return
+    desk.cancelling += 1
+    try:
+        yield
+    finally:
+        desk.cancelling -= 1

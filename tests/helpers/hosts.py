@@ -1,0 +1,50 @@
+"""What the tests of a host's many desks share: a desk, its briefs, and what the forge's side logs of them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.conftest import Forge
+from tests.journal_check import claim_chain, entries
+
+DESK = """name: builder
+takes:
+  labels: [work]
+agent:
+  command: [python, -m, assay.agents.scripted]
+lease_s: 20
+heartbeat_s: 1
+attempts: 1
+env_allow: [PATH, HOME, LANG, LC_ALL, TZ, ASSAY_EFFECTS_LOG]
+"""
+BRIEFS = ("a", "b", "c")
+
+
+def logged_pushes(forge: Forge) -> Path:
+    """A post-receive hook that writes one line per push: the refs it moved."""
+    log = forge.path / "pushes.log"
+    hook = forge.path / "hooks" / "post-receive"
+    hook.write_text(f'#!/bin/sh\nrefs=""\nwhile read old new ref; do refs="$refs $ref"; done\necho "$refs" >> {log}\n')
+    hook.chmod(0o755)
+    return log
+
+
+def heartbeats(log: Path) -> list[set[str]]:
+    """The pushes that moved claim refs and nothing else: renewals."""
+    pushes = [set(line.split()) for line in log.read_text().splitlines() if line.strip()]
+    return [p for p in pushes if p and all(r.startswith("refs/assay/claims/") for r in p)]
+
+
+def agent_runs(forge: Forge, brief_id: str) -> bool:
+    try:
+        return any(e.get("step") == "agent" and e["kind"] == "intent" for e in entries(forge.path, brief_id))
+    except subprocess.CalledProcessError:
+        return False
+
+
+def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None:
+    try:
+        return claim_chain(forge.path, brief_id)
+    except subprocess.CalledProcessError:
+        return None
