@@ -62,8 +62,8 @@ class Busy(ForgeError):
 class Throttled(ForgeError):
     """GitHub's limits ask a longer wait than the caller may make.
 
-    Nothing was written (the limit: GitHub's own, or the fleet's budget of its writes). A desk ends its run as
-    paused, not dead (no attempt spent), and tries again after the wait."""
+    The call wrote nothing (the limit: GitHub's own, or the fleet's budget of its writes). A desk ends its run as
+    paused, not dead (no attempt spent), hands the claim back, and tries again after the wait."""
 
     def __init__(self, message: str, hint: str = "", wait_s: float = 0.0) -> None:
         super().__init__(message, hint)

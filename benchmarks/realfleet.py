@@ -369,8 +369,14 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     by_refs: dict[str, list[float]] = {}  # landed pushes' times by the kinds of ref they wrote
     carried: list[int] = []  # the journals each landed push wrote: the desks whose pushes it carried
     spans: dict[int, list[float]] = {}  # landed pushes' times by the 10 s of the measured minutes they began in
-    for line in log.read_text().splitlines():
+    garbled = 0  # lines two git processes' appends interleaved (a long push's line is over PIPE_BUF)
+    for line in log.read_text(errors="replace").splitlines():
         parts = line.split(" ", 3)
+        try:
+            [float(part) for part in parts[:3]]
+        except ValueError:
+            garbled += 1
+            continue
         if len(parts) == 4 and settle <= float(parts[0]) < ended:
             command = command_of(parts[3])
             local[command] = local.get(command, 0) + 1
@@ -428,7 +434,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     spawned = sum(local.values())
     print(f"  git processes: {spawned / max(ready, 1):.0f} a brief made ready ({spawned / desk_min:.1f} a "
           "desk-minute); by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
-                                     sorted(local.items(), key=lambda kv: -kv[1])[:12]))
+                                     sorted(local.items(), key=lambda kv: -kv[1])[:12])
+          + (f"; {garbled} lines of the git log garbled (appends interleaved), left out" if garbled else ""))
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it; by kind (cores): "
           + ", ".join(f"{kind} {used:.2f}" for kind, used in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     desks_pss = sum(total for kind, (_, total) in mem.items())

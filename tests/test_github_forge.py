@@ -161,6 +161,10 @@ def test_a_wait_githubs_limits_ask_for_pauses_the_run_and_spends_no_attempt(
     fake_github.faults.arm("POST", r"/statuses/", Fault.SECONDARY_RATE_LIMIT, retry_after=3600)
     paused = assay("desk", "run", "builder", "--once", env=env, timeout=180)
     assert paused.code == ForgeError.code and "gh paused: GitHub's rate limit stops" in paused.out, paused.out
+    claims = assay("claims", "--json", env=env).json()
+    assert isinstance(claims, dict), claims
+    [claim] = claims["claims"]  # handed back (nothing renews it while the brief rests), not left to expire
+    assert claim["state"] == "released", claim
     again = assay("desk", "run", "builder", "--once", env=env, timeout=180)
     assert again.code == 0 and "review ready" in again.out, again.out + again.err
     [pull] = fake_github.pulls(OWNER, NAME)

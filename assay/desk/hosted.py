@@ -38,6 +38,7 @@ from pathlib import Path
 from assay.core import lives, stops
 
 Echo = Callable[[str], None]
+MAX_OPEN = 65536  # the open files a host of desks asks for at most (its commands inherit the limit)
 Guard = Callable[[Callable[[], int]], int]  # runs a desk: its exit code, its error said as the command line says it
 
 
@@ -145,12 +146,13 @@ def start_desks(forge: str, names: list[str], count: int, *, once: bool, max_bri
 
 
 def _open_files_enough() -> None:
-    """The host's desks share one process's limit of open files: as many as it may have (its hard limit), where
-    the soft one is lower (often 1,024: a desk at work holds tens of pipes, sockets and pidfds)."""
+    """The host's desks share one process's limit of open files: raised to its hard limit (at most `MAX_OPEN`, a
+    limit many systems give by default) where the soft one is lower (often 1,024: a desk at work holds tens of
+    pipes, sockets and pidfds)."""
     import resource
 
     with contextlib.suppress(ValueError, OSError):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20),
-                                                        hard))
+        wanted = MAX_OPEN if hard == resource.RLIM_INFINITY else min(hard, MAX_OPEN)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))

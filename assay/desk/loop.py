@@ -234,11 +234,11 @@ class Desk:
             self._tell_once(f"finding: leaving {brief_id} alone: {exc.message}")
 
     def _rest(self, brief_id: str, at_least_s: float = 0.0) -> int:
-        """Leave `brief_id` alone for a while (longer each time in a row, and `at_least_s`); returns how many times
-        in a row."""
+        """Leave `brief_id` alone for a while (longer each time in a row, and `at_least_s`, up to an hour and the
+        clocks' slack: a wait GitHub asks for); returns how many times in a row."""
         trouble = self._trouble.setdefault(brief_id, [0, 0.0])
         trouble[0] += 1
-        trouble[1] = time.monotonic() + max(min(self.poll_s * 2 ** trouble[0], MAX_REST_S), at_least_s)
+        trouble[1] = time.monotonic() + max(min(self.poll_s * 2 ** trouble[0], MAX_REST_S), min(at_least_s, 3720.0))
         return int(trouble[0])
 
     def _resting(self) -> set[str]:
@@ -588,6 +588,8 @@ class Desk:
     def work(self, snapshot: Snapshot, brief: Brief, claim: Claim) -> str:
         epoch = claim.record.epoch
         session: Session | None = None
+        begun = False  # the run was counted (`begin_run`): only a counted run is ended early (a stop before it
+        # would end the runs in a row that died before it, and spare a brief its block)
         try:
             with _stops_first():
                 stops.check()  # a desk that is a thread: a stop handed to it as it claimed hands the brief back
@@ -595,6 +597,7 @@ class Desk:
                 if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
                     return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
                 session.begin_run()
+                begun = True
                 outcome = self._work(session, snapshot, brief, epoch)
             self._trouble.pop(brief.id, None)
             self._refusals.pop(brief.id, None)
@@ -602,7 +605,7 @@ class Desk:
         except RecordInvalid as exc:  # junk on the forge: a finding; the desk works on the rest meanwhile
             self._rest(brief.id)
             self.echo(f"{self.spec.name}: finding: {brief.id} paused: {exc.message}")
-            if session is not None:
+            if session is not None and begun:
                 session.stop_run(f"paused: {exc.message}")
             return "paused"
         except ForgeRefused as exc:
@@ -625,12 +628,8 @@ class Desk:
         except Conflict as exc:
             self.echo(f"{self.spec.name}: lost {brief.id}: {exc.message}")
             return "lost"
-        except Throttled as exc:  # a wait GitHub's limits ask for is no failed attempt: paused, tried after it
-            if session is not None:
-                session.stop_run(f"paused: {exc.message}")
-            self._rest(brief.id, exc.wait_s)
-            self.echo(f"{self.spec.name}: {brief.id} paused: {exc.message}; trying again then")
-            return "interrupted"
+        except Throttled as exc:  # a wait GitHub's limits ask for is no failed attempt
+            return self._throttled(brief.id, epoch, session if begun else None, exc)
         except ForgeError as exc:  # the journal knows how far it got; the next pass resumes from there
             self._rest(brief.id)
             self.echo(f"{self.spec.name}: {brief.id} interrupted by the forge: {exc.message}")
@@ -638,6 +637,21 @@ class Desk:
         except (KeyboardInterrupt, Cancelled) as stop:  # Ctrl-C, SIGTERM, SIGHUP: hand the brief back now rather
             self._hand_back(brief.id, epoch, session, _stopped_by(stop))  # than leave it held until its lease ends
             raise
+
+    def _throttled(self, brief_id: str, epoch: int, session: Session | None, exc: Throttled) -> str:
+        """GitHub's limits ask for a longer wait than the desk may hold its claim: the run (`session`, if counted)
+        ends paused, not dead, the claim is handed back (nothing would renew it while the brief rests), and the
+        brief is tried again after the wait."""
+        why = f"paused: {exc.message}"
+        if session is not None:
+            session.stop_run(why)
+        self._rest(brief_id, exc.wait_s)
+        try:
+            custody.release(self.claims, brief_id, self.spec.name, reason=why, epoch=epoch, run=self._run)
+        except AssayError as again:  # its lease ends it
+            why += f" (still held: {again.message})"
+        self.echo(f"{self.spec.name}: {brief_id} {why}; trying again then")
+        return "interrupted"
 
     def _hand_back(self, brief_id: str, epoch: int, session: Session | None, how: str) -> None:
         why = f"desk {self.spec.name} was {how}"

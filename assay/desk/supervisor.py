@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from assay.core import pushgroup
 from assay.core.git import ForgeGit
@@ -185,18 +185,36 @@ def until_all_end(children: list[tuple[str, Child]], begin: Callable[[], object]
             watch(*watching, WATCH_S, [child for _, child in children])
         codes = [child.wait() for _, child in children]
     except KeyboardInterrupt:
-        told = 0
-        while told < len(children):  # each hands its brief back, as it would alone
-            try:
-                if children[told][1].poll() is None:
-                    children[told][1].send_signal(signal.SIGTERM)
-                told += 1
-            except KeyboardInterrupt:  # a second stop (`systemctl stop` signals host and supervisor): go on
-                continue
-        for _, child in children:
-            _wait(child)
+        kept = _stops_taken()  # a second stop (`systemctl stop` signals the host and its supervisor) changes nothing
+        try:
+            told = 0
+            while told < len(children):  # each hands its brief back, as it would alone
+                try:
+                    if children[told][1].poll() is None:
+                        children[told][1].send_signal(signal.SIGTERM)
+                    told += 1
+                except KeyboardInterrupt:  # (one that came before its handler was replaced)
+                    continue
+            for _, child in children:
+                _wait(child)
+        finally:
+            for sig, handler in kept.items():
+                signal.signal(sig, handler)
         raise
     return worst(codes)
+
+
+def _stops_taken() -> dict[signal.Signals, Any]:
+    """Stops that come from now on are taken and dropped (their handlers replaced); the handlers they had."""
+    kept: dict[signal.Signals, Any] = {}
+    with contextlib.suppress(ValueError):  # (not the main thread: its signals are another's)
+        for sig in STOPS:
+            kept[sig] = signal.signal(sig, _dropped)
+    return kept
+
+
+def _dropped(signum: int, frame: object) -> None:
+    """A stop that comes while one is being passed on: that one does what it asks."""
 
 
 def can_fork() -> bool:
