@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
-from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, heartbeats, logged_pushes
+from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, desk_children, heartbeats, logged_pushes
 from tests.journal_check import claim_chain, invariants
 
 
@@ -88,19 +88,14 @@ def test_a_stop_reaches_every_desk_of_the_supervisor(forge: Forge, tmp_path: Pat
 def forked_desks(supervisor: int) -> list[tuple[str, tuple[int, int]]]:
     """The supervisor's children that are desks: each one's command line and (private, resident) memory in kB."""
     found = []
-    for entry in os.listdir("/proc"):
+    for pid, title in desk_children(supervisor):
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                if not entry.isdigit() or int(stat.read().rsplit(")", 1)[1].split()[1]) != supervisor:
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                title = cmdline.read().replace(b"\0", b" ").decode().strip()
-            with open(f"/proc/{entry}/smaps_rollup") as smaps:
+            with open(f"/proc/{pid}/smaps_rollup") as smaps:
                 sizes = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in smaps) if v.strip()}
         except (OSError, ValueError):
             continue
         found.append((title, (sizes.get("Private_Dirty", 0) + sizes.get("Private_Clean", 0), sizes["Rss"])))
-    return [d for d in found if "desk run" in d[0]]
+    return found
 
 
 def renewed(forge: Forge, brief_id: str) -> int:

@@ -18,7 +18,7 @@ from assay.core.claims import holder_life
 from assay.errors import Cancelled
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
-from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, heartbeats, logged_pushes
+from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, desk_children, heartbeats, logged_pushes
 from tests.journal_check import claim_chain, entries, invariants
 
 
@@ -108,18 +108,7 @@ def test_a_terminals_ctrl_c_reaches_every_desk_that_is_a_thread_and_strands_noth
 
 def hosts(supervisor: int) -> list[int]:
     """The supervisor's children that host desks."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                if not entry.isdigit() or int(stat.read().rsplit(")", 1)[1].split()[1]) != supervisor:
-                    continue
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if b"desk run" in cmdline.read().replace(b"\0", b" "):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
+    return [pid for pid, _ in desk_children(supervisor)]
 
 
 def test_a_host_killed_with_its_desks_leaves_nothing_running_and_its_claims_are_taken_over_at_once(

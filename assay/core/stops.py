@@ -118,12 +118,8 @@ def readable(fds: list[int], timeout_s: float | None) -> list[int]:
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN | select.POLLPRI)
-    while True:
-        try:
-            return [fd for fd, _ in poller.poll(None if timeout_s is None else min(max(0, int(timeout_s * 1000)),
-                                                                                     2 ** 31 - 1))]
-        except InterruptedError:  # (a signal the handler did not raise on: wait again, as select's callers did)
-            continue
+    # (a signal is retried by `poll` itself, PEP 475, unless its handler raises)
+    return [fd for fd, _ in poller.poll(None if timeout_s is None else min(max(0, int(timeout_s * 1000)), 2 ** 31 - 1))]
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -48,3 +49,20 @@ def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None
         return claim_chain(forge.path, brief_id)
     except subprocess.CalledProcessError:
         return None
+
+
+def desk_children(supervisor: int) -> list[tuple[int, str]]:
+    """The supervisor's children that run desks (forked desks, or a host of desk threads): pid and command line."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                if not entry.isdigit() or int(stat.read().rsplit(")", 1)[1].split()[1]) != supervisor:
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                title = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError):
+            continue
+        if "desk run" in title:
+            found.append((int(entry), title))
+    return found
