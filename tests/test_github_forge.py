@@ -5,8 +5,13 @@ requests with claims and journals pushed over git's smart HTTP, the token nowher
 from __future__ import annotations
 
 import json
+import os
+import queue
 import signal
 import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,6 +176,39 @@ def test_a_wait_githubs_limits_ask_for_pauses_the_run_and_spends_no_attempt(
     assert [s.context for s in fake_github.statuses(OWNER, NAME, pull.head_sha)] == ["assay/verify"]
 
 
+def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """A limit asking an hour stops a running desk's look at its waiting brief's pull request: the desk says so
+    and waits, rather than asking GitHub again at every poll (each ask spent while limited, which GitHub answers
+    by banning the token for longer)."""
+    publish(forge, {"desks/builder.yaml": DESK, "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    env = {**os.environ, "ASSAY_FORGE": github_repo(fake_github, forge.seed), "ASSAY_GITHUB_API": fake_github.api_url,
+           "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
+           "ASSAY_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+    assert assay("desk", "run", "builder", "--once", env=env, timeout=180).code == 0  # it waits on its review
+    armed = fake_github.faults.arm("GET", r"/pulls", Fault.SECONDARY_RATE_LIMIT, times=10_000, retry_after=3600)
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--poll", "0.1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def heard() -> None:
+        for line in desk.stdout or ():
+            lines.put(line)
+
+    threading.Thread(target=heard, daemon=True).start()
+    try:
+        said, deadline = "", time.monotonic() + 120
+        while "looking again in 3600s" not in said:
+            said = lines.get(timeout=max(0.0, deadline - time.monotonic()))  # queue.Empty: it never said so
+        fired = armed.fired
+        assert fired >= 1 and "rate limit" in said, said
+        time.sleep(3)  # a span with no ask: polling every 0.1 s, it asked again at every pass (about 20 times)
+        assert armed.fired == fired and desk.poll() is None
+    finally:
+        os.killpg(desk.pid, signal.SIGKILL)
+        desk.wait()
+
+
 @pytest.mark.parametrize("point", ["step.after-execute:review", "step.after-execute:statuses",
                                    "step.before-execute:ready", "step.after-execute:ready"])
 def test_a_desk_killed_between_a_github_write_and_its_result_resumes_without_duplicates(
@@ -292,6 +330,19 @@ def test_a_rate_limit_waited_out_renews_the_claim_and_a_lost_claim_stops_the_wri
     with pytest.raises(ForgeError, match="resets in 40s, after 80s of waiting"):
         reviews.open("beta", "assay/beta", "Beta", head)
     assert sum(slept) == 80 and [p for p in gh.pulls(OWNER, NAME) if p.head == "assay/beta"] == []
+
+
+def test_a_desk_waiting_out_a_limit_renews_its_claim_at_its_own_heartbeat(fake: tuple[FakeGitHub, World]) -> None:
+    """A desk beating every 5 s renews every 5 s while it waits (every 30 s, the sweep called it overdue: three
+    heartbeats missed, a false alarm while it was alive and waiting as GitHub asked)."""
+    gh, w = fake
+    slept: list[float] = []
+    reviews = github_reviews(gh, slept=slept)
+    renewals: list[int] = []
+    reviews.hold(lambda: renewals.append(1), 400, every_s=5)
+    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=12)
+    reviews.open("alpha", "assay/alpha", "Alpha", w.push_branch("alpha"))
+    assert slept == [5, 5, 2] and len(renewals) == 4 and len(gh.pulls(OWNER, NAME)) == 1
 
 
 def test_a_read_the_token_may_not_make_names_the_permission_to_add(fake: tuple[FakeGitHub, World]) -> None:

@@ -10,13 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from assay.core import wip
-from assay.core.git import ForgeGit
+from assay.core.git import ForgeGit, WorkRepo
 from assay.core.records import JournalEntry
 from assay.core.records.codec import decode_entry
 from assay.core.retired import entry_path
@@ -214,6 +215,77 @@ def test_a_snapshot_holds_the_worktree_scrubbed_and_is_skipped_over_its_limit(fo
             with recorder.recording(port) as (data, refs):
                 assert data == {} and refs == []
         assert len(said) == 1 and "over 10 bytes" in said[0], said
+    finally:
+        port.close()
+
+
+def test_a_read_of_a_worktree_nothing_changed_in_hashes_nothing_again(forge: Forge, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read again with nothing changed (each file older than the racy window): the same tree from two git
+    processes (five before); a file grown, one of the same size with new times, a new file, a commit, or a file
+    changed inside the window: read whole, and the tree says so."""
+    port = ForgeGit(forge.url, tmp_path / "cache")
+    try:
+        main = str(forge.tip("refs/heads/main"))
+        port.ensure_objects({"refs/heads/main": main})
+        tree = tmp_path / "wt"
+        repo = port.worktree(tree, main)
+        (tree / "a.txt").write_text("one\n")
+        calls: list[str] = []
+        run = WorkRepo.git
+
+        before_add: list[Callable[[], object]] = []  # what the agent writes while a read runs, before its `add`
+
+        def counted(self: WorkRepo, *args: str, **kw: Any) -> Any:
+            calls.append(args[0])
+            if args[0] == "add" and before_add:
+                before_add.pop()()
+            return run(self, *args, **kw)
+
+        monkeypatch.setattr(WorkRepo, "git", counted)
+        monkeypatch.setattr(wip, "now_ns", lambda: time.time_ns() + 10 * wip.RACY_NS)  # every write is old
+        seen = wip.Seen()
+
+        def read() -> tuple[wip.Worktree, list[str]]:
+            del calls[:]
+            found = wip.read(port, tree, [], seen=seen)
+            assert found is not None
+            return found, list(calls)
+
+        first, made = read()
+        assert made == ["rev-parse", "status", "add", "diff-index", "write-tree"]
+        again, made = read()
+        assert again == first and made == ["rev-parse", "status"]
+        (tree / "a.txt").write_text("one, two\n")
+        grown, made = read()
+        assert grown.tree != first.tree and "write-tree" in made
+        (tree / "a.txt").write_text("ONE, TWO\n")  # the same size: its times tell
+        os.utime(tree / "a.txt", ns=(1, 1))
+        same_size, made = read()
+        assert same_size.tree not in (first.tree, grown.tree) and "write-tree" in made
+        assert read()[1] == ["rev-parse", "status"]
+        (tree / "b.txt").write_text("new\n")
+        assert read()[0].files == 2
+        repo.commit_all("the agent commits")
+        committed, made = read()
+        assert committed.head == repo.head() and committed.files == 0 and "write-tree" in made
+        (tree / "a.txt").write_text("changed once more\n")
+        before_add.append(lambda: (tree / "swap.tmp").write_text("written as the read ran\n"))
+        mid, made = read()
+        assert mid.files == 2 and "write-tree" in made  # the tree holds what `add` found
+        (tree / "swap.tmp").unlink()  # gone again: the account is as before, the tree is not
+        after, made = read()
+        assert after.tree != mid.tree and after.files == 1 and "write-tree" in made
+        git("init", "-q", str(tree / "nested"))  # a repository in the worktree: its commits leave its folder's times
+        git("-c", "user.name=a", "-c", "user.email=a@x", "commit", "-q", "--allow-empty", "-m", "one",
+            cwd=tree / "nested")
+        read()
+        git("-c", "user.name=a", "-c", "user.email=a@x", "commit", "-q", "--allow-empty", "-m", "two",
+            cwd=tree / "nested")
+        assert "write-tree" in read()[1]
+        monkeypatch.setattr(wip, "now_ns", time.time_ns)  # a file written just now may change unseen: read whole
+        (tree / "c.txt").write_text("fresh\n")
+        assert "write-tree" in read()[1] and "write-tree" in read()[1]
     finally:
         port.close()
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -78,25 +79,70 @@ class Worktree:
     merging: str = ""
 
 
-def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = MAX_BYTES) -> Worktree | None:
+RACY_NS = 2_500_000_000  # a file changed this close before a read began may change after it, unseen in its times
+# (file systems keep times as coarse as 2 s)
+now_ns = time.time_ns  # the clock file times are on
+
+
+class Seen:
+    """What the last `read` of one worktree saw, so that the next read, finding git's account of the worktree and
+    the times of every file it lists unchanged, answers the same tree without hashing anything again (an agent's
+    step results pushed one after another, nothing written between them: two git processes, not five). Kept
+    only when the tree holds nothing the account did not list (a file written after `status`, before `add`)."""
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] = ()
+        self.found: Worktree | None = None
+
+    def same(self, key: tuple[object, ...]) -> Worktree | None:
+        return self.found if self.found is not None and key == self.key else None
+
+
+def _times(worktree: Path, status: list[bytes], began_ns: int) -> tuple[tuple[object, ...], int, bool]:
+    """For each file `status` lists, its identity and times (None for one gone); the bytes of the regular ones;
+    and whether its times cannot tell a later change: one changed too close to `began_ns` (git's racy entries),
+    or a folder (a repository in the worktree: a commit in it leaves the folder's times as they were)."""
+    out: list[object] = []
+    size, racy = 0, False
+    for record in status:
+        if len(record) <= 3:
+            continue
+        try:
+            st = os.lstat(worktree / os.fsdecode(record[3:]))
+        except OSError:
+            out.append(None)
+            continue
+        racy = racy or max(st.st_mtime_ns, st.st_ctime_ns) >= began_ns - RACY_NS or stat.S_ISDIR(st.st_mode)
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        size += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return tuple(out), size, racy
+
+
+def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = MAX_BYTES,
+         seen: Seen | None = None) -> Worktree | None:
     """The worktree's files that are not ignored, as a tree in the cache, each one that differs from HEAD
-    scrubbed of `secrets`; None when the changes are over `limit` bytes (nothing of them is hashed then)."""
+    scrubbed of `secrets`; None when the changes are over `limit` bytes (nothing of them is hashed then). `seen`:
+    the last read of this worktree, answered again when nothing it read has changed (and then updated)."""
     repo = WorkRepo(worktree)
-    head = repo.head()
+    began = now_ns()
+    real, head = repo.git("rev-parse", "--path-format=absolute", "--git-path", "index", "HEAD").stdout.decode() \
+        .splitlines()
     with tempfile.TemporaryDirectory(prefix="assay-wip-") as folder:
         index = os.path.join(folder, "index")
-        real = repo.git("rev-parse", "--path-format=absolute", "--git-path", "index").stdout.decode().strip()
         try:
-            shutil.copyfile(real, index)  # its stat data spares hashing the files that did not change
+            at = os.stat(real)
+            shutil.copy2(real, index)  # its stat data spares hashing the files that did not change (its time too:
+            # git reads an entry as old as the index itself as racy, and compares its contents)
+            marks: tuple[int, ...] = (at.st_ino, at.st_size, at.st_mtime_ns, at.st_ctime_ns)
         except FileNotFoundError:
-            pass
+            marks = ()
         status = repo.git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
                           index=index).stdout.split(b"\0")
-        size = 0
-        for record in status:
-            file = worktree / os.fsdecode(record[3:]) if len(record) > 3 else None
-            if file is not None and file.is_file() and not file.is_symlink():
-                size += file.stat().st_size
+        times, size, racy = _times(worktree, status, began)
+        key = (head, marks, b"\0".join(status), tuple(secrets), limit, times, began if racy else 0)
+        again = seen.same(key) if seen is not None else None
+        if again is not None:
+            return Worktree(again.tree, again.head, again.files, again.bytes, _merging(real))
         if size > limit:
             return None
         repo.git("add", "-A", index=index)
@@ -112,11 +158,21 @@ def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = M
             if fixed:
                 repo.git("update-index", "-z", "--index-info", index=index, input=fixed)
         tree = repo.git("write-tree", index=index).stdout.decode().strip()
-    try:  # beside the index: the worktree's own git folder
-        merging = Path(real).with_name("MERGE_HEAD").read_text(encoding="ascii").strip()
+    found = Worktree(tree, head, len(changed), size, _merging(real))
+    listed = {r[3:] for r in status if len(r) > 3}
+    if seen is not None:  # kept only if it holds no change the status did not list (one made after it, then undone)
+        kept = all(path in listed and mode != "160000" for mode, _, path in changed)
+        seen.key, seen.found = (key, found) if kept else ((), None)
+    return found
+
+
+def _merging(index: str) -> str:
+    """The commit a merge under way merges, from beside the index (the worktree's own git folder), or ""."""
+    try:
+        merging = Path(index).with_name("MERGE_HEAD").read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
-        merging = ""
-    return Worktree(tree, head, len(changed), size, merging if OBJECT_ID.fullmatch(merging) else "")
+        return ""
+    return merging if OBJECT_ID.fullmatch(merging) else ""
 
 
 def commit(git: ForgeGit, found: Worktree, previous: str = "", who: str = "assay") -> Snapshot:
@@ -165,6 +221,7 @@ class Recorder:
         self.said: set[str] = set()  # what was said once already
         self.taken: Snapshot | None = None  # the last snapshot taken (for measuring)
         self._lock = threading.Lock()  # one checkpoint at a time: each snapshot is on the one before
+        self._seen = Seen()  # the last read, answered again while nothing changed
 
     def _say(self, key: str, text: str) -> None:
         if key not in self.said:
@@ -179,7 +236,7 @@ class Recorder:
             data: dict[str, str] = {}
             refs: list[RefUpdate] = []
             try:
-                found = read(git, self.worktree, self.secrets, self.limit)  # first: as the transcript was read
+                found = read(git, self.worktree, self.secrets, self.limit, self._seen)  # as the transcript was read
                 if self.tip is None and found is not None:
                     self.tip = git.ls_remote(self.ref).get(self.ref, "")
                     if self.tip:

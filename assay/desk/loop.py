@@ -61,6 +61,7 @@ REFUSALS = 3  # passes in a row that the forge refuses a brief's writes before t
 SWEEP_HELD_S = 600.0  # a desk of the host sweeping longer than this stops no other desk's sweep
 MAX_REST_S = 300.0  # the longest a desk leaves a troubled brief alone before trying it again
 IDLE_MAX_S = 120.0  # the longest an idle desk waits between looks at the forge
+MAX_THROTTLED_S = 3720.0  # the longest a desk waits before it looks again when GitHub's limits ask for a wait
 WAKE = "wake"  # in the state folder: touched by the host's supervisor when the forge moves (`supervisor.py`)
 WAKE_LOOK_S = 0.2  # how often an idle desk looks at it
 IDLE = "idle"  # in the state folder: a file named by the pid of each desk waiting for the wake file, its time
@@ -152,6 +153,13 @@ class Desk:
                 skip = self._resting() | (set(report.worked) - again if once else set())
                 brief, claim = self._next(snapshot, skip)
                 self._report_findings(snapshot)  # again: the choice may have read the footprints, and junk there
+            except Throttled as exc:  # GitHub's limits (or the fleet's budget) ask for a wait: no call before it
+                if once:
+                    raise
+                wait = max(poll_s, min(exc.wait_s, MAX_THROTTLED_S))
+                self.echo(f"{self.spec.name}: {exc.message}; looking again in {wait:.0f}s")
+                stops.sleep(wait)
+                continue
             except ForgeError as exc:
                 if once:
                     raise
@@ -238,7 +246,8 @@ class Desk:
         clocks' slack: a wait GitHub asks for); returns how many times in a row."""
         trouble = self._trouble.setdefault(brief_id, [0, 0.0])
         trouble[0] += 1
-        trouble[1] = time.monotonic() + max(min(self.poll_s * 2 ** trouble[0], MAX_REST_S), min(at_least_s, 3720.0))
+        trouble[1] = time.monotonic() + max(min(self.poll_s * 2 ** trouble[0], MAX_REST_S),
+                                            min(at_least_s, MAX_THROTTLED_S))
         return int(trouble[0])
 
     def _resting(self) -> set[str]:

@@ -101,7 +101,7 @@ class BriefWork:
         session, brief = self.session, self.brief
         self._main, self._branch_seen = main, None
         # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
-        self.reviews.hold(self._renew, self.spec.lease_s / 2)
+        self.reviews.hold(self._renew, self.spec.lease_s / 2, self.spec.heartbeat_s)
         redo, feedback = self._round()
         self._redo = redo
         if brief.done_when and self._already_on_main(main, redo):

@@ -53,6 +53,19 @@ class GitHubFleet(Fleet):
         threads = sum(len(self.github.review_comments(OWNER, NAME, p[0])) for p in pulls)
         return super().fingerprint() + repr((pulls, groups, threads))
 
+    def pending(self, states: dict[str, str]) -> list[str]:
+        """Also, with the checks on, briefs waiting on a ready pull request outside the merge queue: the reviewer
+        queues it (`assay land`, which GitHub's write budget may have held back), or its desk wakes it (a group
+        that failed, or a thread that waits)."""
+        out = super().pending(states)
+        if not self.checks:
+            return out
+        with self.github.lock:
+            queued = {e.pull for e in self.github.repo(OWNER, NAME).queue}
+        return sorted({*out, *(p.head.removeprefix("assay/") for p in self.github.pulls(OWNER, NAME)
+                               if p.state == "open" and not p.draft and p.number not in queued
+                               and states.get(p.head.removeprefix("assay/")) == "waiting")})
+
     def review(self) -> None:
         """Checks on: a review note on the first ready pull request of every third `solo` brief, `assay land` of
         the ready ones not in the queue yet (it queues them), then CI on the merge groups. A pull request whose
@@ -73,7 +86,9 @@ class GitHubFleet(Fleet):
         waiting = self.unanswered()
         landing = sorted(b for b, number in ready.items() if b not in waiting and number not in queued)
         if landing:
-            self.assay("land", "--as", REVIEWER, *landing)
+            landed = self.assay("land", "--as", REVIEWER, *landing)
+            with (self.root / "reviewer.log").open("a") as log:  # what it said (a write budget's wait, a refusal)
+                log.write(f"land {' '.join(landing)}: exit {landed.returncode}\n{landed.stdout}{landed.stderr}")
         self.play_ci()
 
     def unanswered(self) -> set[str]:

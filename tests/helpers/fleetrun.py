@@ -191,7 +191,9 @@ class Fleet:
                               timeout=timeout)
 
     def run(self, timeout_s: float = 600, quiet_s: float = 6.0) -> Outcome:
-        """Desks and the reviewer until the forge stands still for `quiet_s` with no claim held."""
+        """Desks and the reviewer until the forge stands still for `quiet_s` with no claim held and nothing
+        `pending`: a stand-still may be a wait (an idle desk looks once a heartbeat; GitHub's write budget may ask
+        a writer for most of a minute), not the end."""
         self.seed()
         started = time.monotonic()
         logs = [(self.root / f"d{d}.log").open("w") for d in range(self.ndesks)]
@@ -203,10 +205,11 @@ class Fleet:
             while time.monotonic() - started < timeout_s:
                 self.review()
                 refs = self.fingerprint()
-                held = any(s == "held" for s in self._states().values())
+                states = self._states()
+                held = any(s == "held" for s in states.values())
                 if refs != last:
                     last, still = refs, time.monotonic()
-                elif not held and time.monotonic() - still > quiet_s:
+                elif not held and time.monotonic() - still > quiet_s and not self.pending(states):
                     break
                 time.sleep(0.3)
         finally:
@@ -220,6 +223,10 @@ class Fleet:
             for log in logs:
                 log.close()
         return self.judge(time.monotonic() - started)
+
+    def pending(self, states: dict[str, str]) -> list[str]:
+        """Briefs the fleet still owes an act: waiting on a review that merged (its desk settles it done)."""
+        return sorted(b for b in self.merged_commits() if states.get(b) == "waiting")
 
     def review(self) -> None:
         """Land every ready review (or, checks off, merge each one as it is). With the checks on, the reviewer first

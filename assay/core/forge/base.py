@@ -217,10 +217,11 @@ class Reviews(Protocol):
         reviews are refs (no read of the refs then)."""
         ...
 
-    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float, every_s: float = 30.0) -> None:
         """While a call waits (a rate limit), call `keepalive` (a claim's renewal, which raises when the claim is
-        lost) at least every half minute and once before writing, and wait no longer than `max_wait_s` in all.
-        A forge whose calls never wait ignores it."""
+        lost) every `every_s` (a desk's heartbeat: the sweep calls a claim not renewed for three overdue) and
+        once before writing, and wait no longer than `max_wait_s` in all. A forge whose calls never wait ignores
+        it."""
         ...
 
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:

@@ -74,7 +74,7 @@ Echo = Callable[[str], None]
 GITHUB_API = "https://api.github.com"
 STATE_LABELS = ("assay:draft", "assay:ready", "assay:merged", "assay:closed")  # no "/": a label is a path part
 MAX_WAIT_S = 900.0  # the longest a rate limit is waited out before the command gives up
-KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim this often
+KEEPALIVE_EVERY_S = 30.0  # a desk waiting out a rate limit renews its claim this often at least
 TRIES = 4
 _SLUG = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _STATUS_EPOCH = re.compile(r"; epoch (\d+)$")  # how a verify status names the epoch that posted it
@@ -158,6 +158,7 @@ class GitHubReviews:
         self._keepalive: Callable[[], None] | None = None
         self.budget = budget  # the fleet's content-creating requests for this token, shared through the forge
         self._max_wait_s = MAX_WAIT_S
+        self._keepalive_every_s = KEEPALIVE_EVERY_S
         self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
 
     # -- the calls, counted and retried ---------------------------------------------------------
@@ -230,8 +231,9 @@ class GitHubReviews:
             self._wait(wait)
         return waited
 
-    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float, every_s: float = KEEPALIVE_EVERY_S) -> None:
         self._keepalive, self._max_wait_s = keepalive, min(MAX_WAIT_S, max_wait_s)
+        self._keepalive_every_s = max(0.5, min(every_s, KEEPALIVE_EVERY_S))
 
     def _wait(self, seconds: float) -> None:
         """Wait out a rate limit in slices, renewing the claim between them and once more at the end: a desk
@@ -240,8 +242,8 @@ class GitHubReviews:
         while left > 0:
             if self._keepalive is not None:
                 self._keepalive()
-            self.sleep(min(left, KEEPALIVE_EVERY_S))
-            left -= KEEPALIVE_EVERY_S
+            self.sleep(min(left, self._keepalive_every_s))
+            left -= self._keepalive_every_s
         if self._keepalive is not None:
             self._keepalive()
 

@@ -182,7 +182,7 @@ class PlainReviews:
             return None
         return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
 
-    def hold(self, keepalive: Callable[[], None], max_wait_s: float) -> None:
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float, every_s: float = 30.0) -> None:
         """Reviews on a plain forge are refs: their writes never wait."""
 
     def list(self, tips: Mapping[str, str] | None = None) -> builtins.list[Review | InvalidReview]:

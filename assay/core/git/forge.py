@@ -4,6 +4,7 @@ disk push, the push), with the worktrees of its desks on top."""
 from __future__ import annotations
 
 import os
+import time
 
 from assay.core.git.push import Pushing
 from assay.core.git.run import rmtree, run_git
@@ -12,6 +13,9 @@ from assay.core.git.workrepo import WorkRepo
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from pathlib import Path
+
+PRUNE_EVERY_S = 600.0  # a cache's worktrees' records of folders gone are pruned at most this often
+_pruned: dict[str, float] = {}  # cache -> when this process last pruned them (monotonic)
 
 
 class ForgeGit(Pushing):
@@ -30,9 +34,17 @@ class ForgeGit(Pushing):
                 self._rehome(path, commit)
             return WorkRepo(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._git("worktree", "prune")
-        self._git("worktree", "add", "--detach", "--force", str(path), commit)
+        self._prune()
+        self._git("worktree", "add", "--detach", "--force", str(path), commit)  # --force: over a folder gone
         return WorkRepo(path)
+
+    def _prune(self) -> None:
+        """Forget the worktrees whose folders are gone (a git process), at most once every `PRUNE_EVERY_S` in a
+        process: `add --force` takes a path whose folder is gone anyway, so this only keeps the records few."""
+        now, key = time.monotonic(), str(self.cache)
+        if now - _pruned.get(key, -PRUNE_EVERY_S) >= PRUNE_EVERY_S:
+            _pruned[key] = now
+            self._git("worktree", "prune")
 
     def _owns(self, path: Path) -> bool:
         """Whether the worktree at `path` is one of this cache's (its `.git` file points into the cache)."""
@@ -56,7 +68,7 @@ class ForgeGit(Pushing):
             self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(path), "HEAD", check=False)
         spare = path.parent / f".{path.name}.rehome"
         rmtree(spare)
-        self._git("worktree", "prune")
+        self._prune()
         self._git("worktree", "add", "--no-checkout", "--detach", "--force", str(spare), start)
         (path / ".git").unlink()
         os.replace(spare / ".git", path / ".git")
