@@ -14,7 +14,15 @@ from typing import Any
 
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
-from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, desk_children, heartbeats, logged_pushes
+from tests.helpers.hosts import (
+    BRIEFS,
+    DESK,
+    agent_runs,
+    desk_children,
+    heartbeats,
+    late_brief_taken,
+    logged_pushes,
+)
 from tests.journal_check import claim_chain, invariants
 
 
@@ -116,11 +124,7 @@ def test_an_idle_desk_is_woken_when_work_lands_on_main(forge: Forge, tmp_path: P
         while not git("--git-dir", str(forge.path), "for-each-ref", "refs/assay/sweeper").strip():
             assert supervisor.poll() is None and time.monotonic() < deadline  # the desks' first pass swept
             time.sleep(0.1)
-        publish(forge, {"briefs/late.md": brief("Late", ["write late.txt late"], "test -f late.txt")})
-        published = time.monotonic()
-        while chain_or_none(forge, "late") is None:
-            assert supervisor.poll() is None and time.monotonic() - published < 30, "not woken: still idle"
-            time.sleep(0.1)
+        late_brief_taken(forge, supervisor)
     finally:
         os.killpg(supervisor.pid, signal.SIGTERM)
         out, _ = supervisor.communicate(timeout=60)

@@ -18,7 +18,15 @@ from assay.core.claims import holder_life
 from assay.errors import Cancelled
 from tests.conftest import Forge, audit_failures, git
 from tests.helpers.desks import brief, desk_env, publish
-from tests.helpers.hosts import BRIEFS, DESK, agent_runs, chain_or_none, desk_children, heartbeats, logged_pushes
+from tests.helpers.hosts import (
+    BRIEFS,
+    DESK,
+    agent_runs,
+    desk_children,
+    heartbeats,
+    late_brief_taken,
+    logged_pushes,
+)
 from tests.journal_check import claim_chain, entries, invariants
 
 
@@ -152,11 +160,7 @@ def test_an_idle_desk_that_is_a_thread_is_woken_when_work_lands_on_main(forge: F
         while not any(p.parent.name == "idle" for p in idle.rglob("*")):  # the desks wait, each by its own name
             assert supervisor.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
-        publish(forge, {"briefs/late.md": brief("Late", ["write late.txt late"], "test -f late.txt")})
-        published = time.monotonic()
-        while chain_or_none(forge, "late") is None:
-            assert supervisor.poll() is None and time.monotonic() - published < 30, "not woken: still idle"
-            time.sleep(0.1)
+        late_brief_taken(forge, supervisor)
     finally:
         supervisor.send_signal(signal.SIGTERM)
         out, _ = supervisor.communicate(timeout=60)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from tests.conftest import Forge
+from tests.helpers.desks import brief, publish
 from tests.journal_check import claim_chain, entries
 
 DESK = """name: builder
@@ -49,6 +51,15 @@ def chain_or_none(forge: Forge, brief_id: str) -> list[dict[str, object]] | None
         return claim_chain(forge.path, brief_id)
     except subprocess.CalledProcessError:
         return None
+
+
+def late_brief_taken(forge: Forge, supervisor: subprocess.Popen[str], within_s: float = 30) -> None:
+    """A brief published while the supervisor's desks idle is claimed within `within_s` (its wake, not a poll)."""
+    publish(forge, {"briefs/late.md": brief("Late", ["write late.txt late"], "test -f late.txt")})
+    published = time.monotonic()
+    while chain_or_none(forge, "late") is None:
+        assert supervisor.poll() is None and time.monotonic() - published < within_s, "not woken: still idle"
+        time.sleep(0.1)
 
 
 def desk_children(supervisor: int) -> list[tuple[int, str]]:
