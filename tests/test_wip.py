@@ -221,9 +221,10 @@ def test_a_snapshot_holds_the_worktree_scrubbed_and_is_skipped_over_its_limit(fo
 
 def test_a_read_of_a_worktree_nothing_changed_in_hashes_nothing_again(forge: Forge, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Read again with nothing changed (each file older than the racy window): the same tree from two git
-    processes (five before); a file grown, one of the same size with new times, a new file, a commit, or a file
-    changed inside the window: read whole, and the tree says so."""
+    """Read again with nothing changed (each file older than the racy window): the same tree from one git
+    process, its status (a whole read is four); a file grown, one of the same size with new times, a new file, a
+    commit, a file written as the read ran, a repository in the worktree, or a file changed inside the window:
+    read whole, and the tree says so."""
     port = ForgeGit(forge.url, tmp_path / "cache")
     try:
         main = str(forge.tip("refs/heads/main"))
@@ -253,9 +254,9 @@ def test_a_read_of_a_worktree_nothing_changed_in_hashes_nothing_again(forge: For
             return found, list(calls)
 
         first, made = read()
-        assert made == ["rev-parse", "status", "add", "diff-index", "write-tree"]
+        assert made == ["status", "add", "diff-index", "write-tree"]
         again, made = read()
-        assert again == first and made == ["rev-parse", "status"]
+        assert again == first and made == ["status"]
         (tree / "a.txt").write_text("one, two\n")
         grown, made = read()
         assert grown.tree != first.tree and "write-tree" in made
@@ -263,7 +264,7 @@ def test_a_read_of_a_worktree_nothing_changed_in_hashes_nothing_again(forge: For
         os.utime(tree / "a.txt", ns=(1, 1))
         same_size, made = read()
         assert same_size.tree not in (first.tree, grown.tree) and "write-tree" in made
-        assert read()[1] == ["rev-parse", "status"]
+        assert read()[1] == ["status"]
         (tree / "b.txt").write_text("new\n")
         assert read()[0].files == 2
         repo.commit_all("the agent commits")
@@ -541,3 +542,33 @@ def test_a_snapshot_that_fails_to_restore_gives_way_to_the_one_before_and_the_ag
     for made, epoch in ((False, 2), (True, 1)):  # this machine's own files, or this epoch's own snapshot
         stub = desk(list(round_), broken=set(), made=made, epoch=epoch)
         assert BriefWork._files_note(stub, None) == "" and stub.tried == []
+
+
+def test_a_worktrees_git_folder_head_and_merge_are_read_as_git_reads_them(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout's `.git` folder, a worktree's `.git` file (named from another folder, relatively): the git folder,
+    HEAD and a merge under way, read without git, are what git says of them."""
+    who = ["-c", "user.name=a", "-c", "user.email=a@x"]
+    main = tmp_path / "main"
+    git("init", "-q", "--initial-branch=main", str(main))
+    git(*who, "commit", "-q", "--allow-empty", "-m", "one", cwd=main)
+    repo = WorkRepo(main)
+    assert repo.git_dir() == git("rev-parse", "--absolute-git-dir", cwd=main).strip()
+    assert repo.head() == git("rev-parse", "HEAD", cwd=main).strip()  # a branch's tip: asked of git
+    git("worktree", "add", "-q", "--detach", str(tmp_path / "wt"), "HEAD", cwd=main)
+    (main / "f.txt").write_text("main\n")
+    git("add", "f.txt", cwd=main)
+    git(*who, "commit", "-q", "-m", "two", cwd=main)
+    monkeypatch.chdir(tmp_path)
+    wt = WorkRepo(Path("wt"))
+    assert wt.git_dir() == git("rev-parse", "--absolute-git-dir", cwd=tmp_path / "wt").strip() != repo.git_dir()
+    assert wt.head() == git("rev-parse", "HEAD", cwd=tmp_path / "wt").strip() and not wt.merging()
+    git(*who, "merge", "-q", "--no-ff", "--no-commit", "main", cwd=tmp_path / "wt")
+    assert wt.merging() and not repo.merging()
+    (tmp_path / "deep" / "er").mkdir(parents=True)  # a `.git` naming its folder relatively, reached through a link
+    os.symlink(tmp_path / "deep" / "er", tmp_path / "link")
+    wt2 = tmp_path / "link" / "wt2"
+    git("worktree", "add", "-q", "--detach", str(wt2), "HEAD", cwd=main)
+    real = git("rev-parse", "--absolute-git-dir", cwd=wt2).strip()
+    (wt2 / ".git").write_text(f"gitdir: {os.path.relpath(real, tmp_path / 'deep' / 'er' / 'wt2')}\n")
+    assert WorkRepo(wt2).git_dir() == git("rev-parse", "--absolute-git-dir", cwd=wt2).strip() == real

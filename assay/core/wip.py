@@ -87,7 +87,7 @@ now_ns = time.time_ns  # the clock file times are on
 class Seen:
     """What the last `read` of one worktree saw, so that the next read, finding git's account of the worktree and
     the times of every file it lists unchanged, answers the same tree without hashing anything again (an agent's
-    step results pushed one after another, nothing written between them: two git processes, not five). Kept
+    step results pushed one after another, nothing written between them: one git process, not five). Kept
     only when the tree holds nothing the account did not list (a file written after `status`, before `add`)."""
 
     def __init__(self) -> None:
@@ -125,8 +125,7 @@ def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = M
     the last read of this worktree, answered again when nothing it read has changed (and then updated)."""
     repo = WorkRepo(worktree)
     began = now_ns()
-    real, head = repo.git("rev-parse", "--path-format=absolute", "--git-path", "index", "HEAD").stdout.decode() \
-        .splitlines()
+    real, head = os.path.join(repo.git_dir(), "index"), repo.head()
     with tempfile.TemporaryDirectory(prefix="assay-wip-") as folder:
         index = os.path.join(folder, "index")
         try:
@@ -287,7 +286,7 @@ def restore(git: ForgeGit, worktree: Path, brief: str, commit: str) -> bool:
         if git.is_ancestor(parent, head):
             return False
         raise RecordInvalid(ref, f"snapshot {commit[:10]} is not on the worktree's history (HEAD {head[:10]})")
-    folder = Path(repo.git("rev-parse", "--absolute-git-dir").stdout.decode().strip())  # the worktree's own
+    folder = Path(repo.git_dir())  # the worktree's own
     merge = _merge_notes(folder)
     repo.git("read-tree", "--reset", "-u", commit)  # HEAD stays where it is until the files are the snapshot's
     repo.git("clean", "-fdq")

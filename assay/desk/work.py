@@ -254,7 +254,7 @@ class BriefWork:
         commits it, with its epoch's trailer), leaving conflict markers for the agent to resolve. Done once: not
         when the worktree has it already, or a merge of it is under way."""
         repo = self.git.worktree(self.worktree, "HEAD")
-        if repo.git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0:
+        if repo.merging():
             return
         self.git.ensure_objects({"refs/heads/main": main})
         if self.git.is_ancestor(main, repo.head()):

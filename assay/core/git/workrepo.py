@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from assay.core.credentials import redact
 from assay.core.git.objects import Signature
-from assay.core.git.refs import ZERO, parse_porcelain
+from assay.core.git.refs import OBJECT_ID, ZERO, parse_porcelain
 from assay.core.git.run import first_error, git_env, run_git
 from assay.errors import ForgeError
 
@@ -22,6 +22,28 @@ class WorkRepo:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._git_dir = ""
+
+    def git_dir(self) -> str:
+        """Its own git folder (HEAD, the index, MERGE_HEAD), found from its `.git` as git finds it: that folder, or
+        a file naming it (a worktree's); asked of git when `.git` is neither."""
+        if not self._git_dir:
+            dot = os.path.join(os.path.realpath(self.path), ".git")
+            try:
+                with open(dot, encoding="utf-8") as f:
+                    line = f.read().rstrip("\r\n")
+            except IsADirectoryError:
+                line = f"gitdir: {dot}"
+            except (OSError, UnicodeDecodeError):
+                line = ""
+            # a relative name is taken from the worktree's real folder, each link resolved, as git takes it
+            self._git_dir = os.path.realpath(os.path.join(os.path.dirname(dot), line[8:])) \
+                if line.startswith("gitdir: ") else self.git("rev-parse", "--absolute-git-dir").stdout.decode().strip()
+        return self._git_dir
+
+    def merging(self) -> bool:
+        """Whether a merge is under way: MERGE_HEAD beside HEAD."""
+        return os.path.isfile(os.path.join(self.git_dir(), "MERGE_HEAD"))
 
     @classmethod
     def init(cls, path: Path) -> WorkRepo:
@@ -43,7 +65,7 @@ class WorkRepo:
         """Stage `paths` and commit; False when there was nothing to commit. A merge under way is committed (a merge
         commit) even when its result is HEAD's tree: its other parent is what it records."""
         self.git("add", "-A", "--", *paths)
-        merging = self.git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0
+        merging = self.merging()
         if not merging and self.git("diff", "--cached", "--quiet", check=False).returncode == 0:
             return False
         ident = ["-c", "user.name=assay", "-c", "user.email=assay@assay.invalid"]
@@ -55,7 +77,14 @@ class WorkRepo:
         return True
 
     def head(self) -> str:
-        return self.git("rev-parse", "HEAD").stdout.decode().strip()
+        """HEAD's commit: read from the git folder when HEAD is detached (a desk's worktree: no git process), else
+        asked of git (a branch's tip, which may be packed)."""
+        try:
+            with open(os.path.join(self.git_dir(), "HEAD"), encoding="ascii") as f:
+                text = f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        return text if OBJECT_ID.fullmatch(text) else self.git("rev-parse", "HEAD").stdout.decode().strip()
 
     def messages_since(self, base: str) -> list[str]:
         """The messages of the commits on HEAD that `base` lacks, newest first."""
