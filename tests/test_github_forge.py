@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.errors import Fenced, ForgeDenied, ForgeError
+from assay.errors import Fenced, ForgeDenied, ForgeError, Throttled
 from tests.conftest import Forge, assay
 from tests.fakegithub import FakeGitHub, Fault
 from tests.helpers.desks import brief, publish
@@ -294,7 +294,9 @@ def test_graphqls_rate_limit_is_waited_out_not_called_a_permission_problem(fake:
         reviews.mark_ready("alpha", head)
     assert "GitHub's rate limit stops marking the pull request ready: it resets in" in raised.value.message
     assert "permissions" not in raised.value.hint and not slept
-    assert reviews.mark_ready("alpha", head).record.state == "ready"  # once the limit is back
+    with pytest.raises(Throttled):  # asked again by the same command before the hour: refused unasked
+        reviews.mark_ready("alpha", head)
+    assert github_reviews(gh).mark_ready("alpha", head).record.state == "ready"  # a later one, the limit back
 
 
 def test_a_rate_limit_waited_out_renews_the_claim_and_a_lost_claim_stops_the_write(
@@ -321,10 +323,16 @@ def test_a_rate_limit_waited_out_renews_the_claim_and_a_lost_claim_stops_the_wri
         reviews.open("beta", "assay/beta", "Beta", head)
     assert [p for p in gh.pulls(OWNER, NAME) if p.head == "assay/beta"] == []
     reviews.hold(lambda: None, 60)  # a wait longer than the bound is an error, not a sleep past the lease
-    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=70)
+    armed = gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, times=2, retry_after=70)
     with pytest.raises(ForgeError, match="resets in 70s"):
         reviews.open("beta", "assay/beta", "Beta", head)
+    made = sum(reviews.calls.values())
+    with pytest.raises(Throttled, match=r"resets in (69|70)s"):  # nor asked again before then: no request at all
+        reviews.peek("alpha")
+    assert armed.fired == 1 and sum(reviews.calls.values()) == made
+    reviews = github_reviews(gh, slept=slept)  # a new command, its own count of the waits
     reviews.hold(lambda: None, 100)  # and the waits of one call add up to the bound at most (not one per try)
+    armed.remaining = 0
     gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, times=3, retry_after=40)
     del slept[:]
     with pytest.raises(ForgeError, match="resets in 40s, after 80s of waiting"):

@@ -159,6 +159,7 @@ class GitHubReviews:
         self.budget = budget  # the fleet's content-creating requests for this token, shared through the forge
         self._max_wait_s = MAX_WAIT_S
         self._keepalive_every_s = KEEPALIVE_EVERY_S
+        self._limited_until = 0.0  # GitHub's limit asked for no call before this (by `clock`): none is made
         self.not_modified: Counter[str] = Counter()  # the 304s among them (no quota)
 
     # -- the calls, counted and retried ---------------------------------------------------------
@@ -173,6 +174,10 @@ class GitHubReviews:
 
         last, waited, limited = "", 0.0, 0
         for attempt in range(TRIES):
+            left = self._limited_until - self.clock()
+            if left > 0:  # a wait GitHub asked for and a call of this port gave up: asking again only bans longer
+                raise Throttled(f"GitHub's rate limit stops {doing(op)}: it resets in {left:.0f}s",
+                                hint="run again later; `assay` spends API calls only on state changes", wait_s=left)
             if write:
                 waited = self._spend(op, waited)
             self.calls[op] += 1
@@ -183,6 +188,7 @@ class GitHubReviews:
                 if wait is not None:
                     limited += 1
                     if waited + wait > self._max_wait_s:  # one bound for all the waits of one call
+                        self._limited_until = self.clock() + wait
                         raise Throttled(f"GitHub's rate limit stops {doing(op)}: it resets in {wait:.0f}s"
                                         + (f", after {waited:.0f}s of waiting" if waited else ""),
                                         hint="run again later; `assay` spends API calls only on state changes",
