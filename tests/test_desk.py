@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -634,3 +634,36 @@ def test_a_dead_desks_claim_that_began_to_wait_meanwhile_is_not_taken_over(forge
     last = forge.chain("b0")[-1]
     assert (last["state"], last["epoch"], last["holder"]) == ("waiting", 1, holder)
     port.close()
+
+
+def test_a_desk_that_fails_unexpectedly_hands_its_brief_back_at_once(forge: Forge, tmp_path: Path) -> None:
+    """An error no part of the desk expected (a full disk, a bug) in a brief's run ends the desk as a stop does:
+    the run ended and the claim handed back with the error named, so the next desk resumes the brief now; its
+    holder's life goes on (a desk that is a thread of a host), and its lease (120 s) would have held it."""
+    from assay.core.claims import Claims
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import Desk
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/b0.md": brief("B0", ["write b0.txt hi"], "test -f b0.txt")})
+
+    class Failing(Desk):
+        def _work(self, *args: Any) -> str:
+            raise OSError(28, f"No space left on device\n{token}")
+
+    token = "ghp_" + "x" * 36  # an error's words are masked before they reach the forge
+    port = ForgeGit(forge.url)
+    claims = Claims(port)
+    desk = Failing(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"),
+                   tmp_path / "state", echo=lambda _: None)
+    with pytest.raises(OSError, match="No space left"):
+        desk.run(once=True)
+    port.close()
+    last = forge.chain("b0")[-1]
+    assert last["state"] == "released" and last["holder"] == desk.holder, last
+    assert "OSError: [Errno 28] No space left on device" in str(last["reason"]), last
+    assert token not in json.dumps(forge.chain("b0")) and "\n" not in str(last["reason"])
+    again = run_desk(forge, "builder", tmp_path)  # another desk, at once: no lease to wait out
+    assert again.code == 0 and "review ready" in again.out, again.out + again.err

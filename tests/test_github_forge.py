@@ -209,6 +209,39 @@ def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
         desk.wait()
 
 
+def test_a_desk_whose_run_githubs_limit_paused_claims_no_other_brief_before_the_wait_is_over(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The limits are the token's: a desk whose run paused on one claims none of its other ready briefs meanwhile
+    (each would pause at its first call to GitHub and hand its claim back: a claim and a journal for nothing)."""
+    publish(forge, {"desks/builder.yaml": DESK, "briefs/gh1.md": brief("Gh1", ["write a.txt hi"], "test -f a.txt"),
+                    "briefs/gh2.md": brief("Gh2", ["write b.txt hi"], "test -f b.txt")})
+    env = {**os.environ, "ASSAY_FORGE": github_repo(fake_github, forge.seed), "ASSAY_GITHUB_API": fake_github.api_url,
+           "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
+           "ASSAY_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+    fake_github.faults.arm("POST", r"/statuses/", Fault.SECONDARY_RATE_LIMIT, retry_after=3600)
+    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--poll", "0.1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def heard() -> None:
+        for line in desk.stdout or ():
+            lines.put(line)
+
+    threading.Thread(target=heard, daemon=True).start()
+    try:
+        said, deadline = [""], time.monotonic() + 120
+        while "looking again in" not in said[-1]:  # the old desk went on to the next brief and never said so
+            said.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))  # queue.Empty: it never did
+        assert any("paused: GitHub's rate limit" in line for line in said), said
+        claims = assay("claims", "--json", env=env).json()
+        assert isinstance(claims, dict), claims
+        assert [(c["brief"], c["state"]) for c in claims["claims"]] == [("gh1", "released")], claims
+        assert desk.poll() is None
+    finally:
+        os.killpg(desk.pid, signal.SIGKILL)
+        desk.wait()
+
+
 @pytest.mark.parametrize("point", ["step.after-execute:review", "step.after-execute:statuses",
                                    "step.before-execute:ready", "step.after-execute:ready"])
 def test_a_desk_killed_between_a_github_write_and_its_result_resumes_without_duplicates(

@@ -107,6 +107,7 @@ class Desk:
         self._looked_at = 0.0  # when this desk's last pass began to read the forge (wall clock)
         self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
         self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
+        self._paused: tuple[float, Throttled] | None = None  # GitHub's limits paused a run: until when (monotonic)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     def _woken(self, wait_s: float) -> bool:
@@ -151,6 +152,7 @@ class Desk:
                 progressed = self._settle_waiting(snapshot, report)
                 progressed = self._wake_stale(snapshot) or progressed
                 skip = self._resting() | (set(report.worked) - again if once else set())
+                self._still_paused()  # a run GitHub's limits paused: no brief claimed before the wait is over
                 brief, claim = self._next(snapshot, skip)
                 self._report_findings(snapshot)  # again: the choice may have read the footprints, and junk there
             except Throttled as exc:  # GitHub's limits (or the fleet's budget) ask for a wait: no call before it
@@ -182,6 +184,19 @@ class Desk:
             woken = not progressed and self._woken(idle_wait(poll_s, idle, self.spec.heartbeat_s))
             idle = 0 if progressed or woken else idle + 1
         return report
+
+    def _still_paused(self) -> None:
+        """Raise `Throttled` while the wait GitHub's limits asked of a paused run lasts: the limits are the token's,
+        so the next brief's run would pause at its first call to GitHub and hand its claim back, a claim and a
+        journal written for nothing."""
+        if self._paused is None:
+            return
+        until, exc = self._paused
+        left = until - time.monotonic()
+        if left <= 0:
+            self._paused = None
+            return
+        raise Throttled(exc.message, exc.hint, wait_s=left)
 
     def _sweep_if_due(self) -> None:
         """Sweep the forge when the desk starts and then once a heartbeat, so that recovery needs nothing
@@ -646,6 +661,11 @@ class Desk:
         except (KeyboardInterrupt, Cancelled) as stop:  # Ctrl-C, SIGTERM, SIGHUP: hand the brief back now rather
             self._hand_back(brief.id, epoch, session, _stopped_by(stop))  # than leave it held until its lease ends
             raise
+        except AssayError:  # said by the command that ends with it (a claim fenced, junk): the claim is its own
+            raise
+        except Exception as fault:  # a fault of the desk's own (a full disk, a bug) ends it as a stop does: the
+            self._hand_back(brief.id, epoch, session, f"ended by {_fault(fault)}")  # brief handed back at once,
+            raise  # not held until its lease ends (a desk of another host would wait for it)
 
     def _throttled(self, brief_id: str, epoch: int, session: Session | None, exc: Throttled) -> str:
         """GitHub's limits ask for a longer wait than the desk may hold its claim: the run (`session`, if counted)
@@ -655,6 +675,7 @@ class Desk:
         if session is not None:
             session.stop_run(why)
         self._rest(brief_id, exc.wait_s)
+        self._paused = (time.monotonic() + min(exc.wait_s, MAX_THROTTLED_S), exc)
         try:
             custody.release(self.claims, brief_id, self.spec.name, reason=why, epoch=epoch, run=self._run)
         except AssayError as again:  # its lease ends it
@@ -735,6 +756,12 @@ def _stops_first() -> Iterator[None]:
                 raise cause from None
             cause = cause.__context__
         raise
+
+
+def _fault(fault: Exception) -> str:
+    """An unexpected error, named for a release's reason (on the forge: masked, one line, short)."""
+    said = " ".join(str(fault).split())
+    return redact(f"{type(fault).__name__}: {said}" if said else type(fault).__name__)[:200]
 
 
 def _stopped_by(stop: KeyboardInterrupt | Cancelled) -> str:
