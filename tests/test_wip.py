@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -572,3 +573,40 @@ def test_a_worktrees_git_folder_head_and_merge_are_read_as_git_reads_them(tmp_pa
     real = git("rev-parse", "--absolute-git-dir", cwd=wt2).strip()
     (wt2 / ".git").write_text(f"gitdir: {os.path.relpath(real, tmp_path / 'deep' / 'er' / 'wt2')}\n")
     assert WorkRepo(wt2).git_dir() == git("rev-parse", "--absolute-git-dir", cwd=wt2).strip() == real
+
+
+def test_a_reader_killed_mid_read_leaves_its_index_copy_only_in_the_worktrees_git_folder(forge: Forge,
+                                                                                          tmp_path: Path) -> None:
+    """The index a read copies is kept beside the worktree's own, not in the temporary folder: a reader killed
+    while git reads it (a desk SIGKILLed) leaves it where it goes with the worktree, and no read leaves it when
+    it ends."""
+    port = ForgeGit(forge.url, tmp_path / "cache")
+    try:
+        main = str(forge.tip("refs/heads/main"))
+        port.ensure_objects({"refs/heads/main": main})
+        tree = tmp_path / "wt"
+        port.worktree(tree, main)
+        (tree / "a.txt").write_text("one\n")
+        shims, scratch = tmp_path / "shims", tmp_path / "tmp"
+        shims.mkdir()
+        scratch.mkdir()
+        real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout
+        (shims / "git").write_text(f'#!/bin/sh\ncase " $* " in *" status "*) kill -9 $PPID;; esac\n'
+                                   f'exec {real.strip()} "$@"\n')
+        (shims / "git").chmod(0o755)
+        reader = ("import sys; from pathlib import Path; from assay.core import wip; from assay.core.git import "
+                  "ForgeGit; wip.read(ForgeGit(sys.argv[1], sys.argv[2]), Path(sys.argv[3]), [])")
+        killed = subprocess.run([sys.executable, "-c", reader, forge.url, str(tmp_path / "cache"), str(tree)],
+                                env={**os.environ, "PATH": f"{shims}:{os.environ['PATH']}", "TMPDIR": str(scratch)},
+                                capture_output=True, text=True)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert list(scratch.iterdir()) == []
+        folder = Path(WorkRepo(tree).git_dir())
+        [left] = folder.glob("assay-index.*")
+        assert wip.read(port, tree, []) is not None  # a read that ends leaves nothing of its own
+        assert list(folder.glob("assay-index.*")) == [left]
+        shutil.rmtree(tree)  # the brief's work over: its worktree removed, and git's record of it pruned
+        git("--git-dir", str(port.cache), "worktree", "prune")
+        assert not folder.exists()  # and what the killed one left went with it
+    finally:
+        port.close()

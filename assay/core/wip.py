@@ -24,7 +24,6 @@ import contextlib
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from assay.core.credentials import scrub
 from assay.core.git import OBJECT_ID, ZERO, ForgeGit, RefUpdate, Signature, WorkRepo
+from assay.core.lives import own_tag
 from assay.core.records import wip_ref
 from assay.core.records.recordtype import dataclass
 from assay.errors import AssayError, RecordInvalid
@@ -126,8 +126,11 @@ def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = M
     repo = WorkRepo(worktree)
     began = now_ns()
     real, head = os.path.join(repo.git_dir(), "index"), repo.head()
-    with tempfile.TemporaryDirectory(prefix="assay-wip-") as folder:
-        index = os.path.join(folder, "index")
+    # the copy of the index beside it, not in /tmp: one a desk killed while it read leaves goes with the worktree
+    index = os.path.join(os.path.dirname(real), f"assay-index.{own_tag()}")
+    with contextlib.suppress(OSError):
+        os.unlink(f"{index}.lock")  # a lock git left there as it was killed, in a life whose ids this one took again
+    try:
         try:
             at = os.stat(real)
             shutil.copy2(real, index)  # its stat data spares hashing the files that did not change (its time too:
@@ -157,6 +160,10 @@ def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = M
             if fixed:
                 repo.git("update-index", "-z", "--index-info", index=index, input=fixed)
         tree = repo.git("write-tree", index=index).stdout.decode().strip()
+    finally:
+        for leftover in (index, f"{index}.lock"):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
     found = Worktree(tree, head, len(changed), size, _merging(real))
     listed = {r[3:] for r in status if len(r) > 3}
     if seen is not None:  # kept only if it holds no change the status did not list (one made after it, then undone)
