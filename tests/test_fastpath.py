@@ -109,6 +109,22 @@ def test_a_recorded_value_is_on_the_forge_before_it_is_printed(served: tuple[Ste
     assert [e["data"]["value"] for e in entries(forge.path, "alpha") if e["kind"] == "nondeterminism"] == [out.strip()]
 
 
+def test_a_safe_steps_entries_left_pending_reach_the_forge_with_no_call_after_them(
+        served: tuple[StepServer, dict[str, str]], forge: Forge) -> None:
+    """Safe steps are group-committed: the last one's entries wait for company, and the desk's flusher, asleep
+    while nothing is served, pushes them within `MAX_PENDING_S` of the request that left them."""
+    from assay.core.journal.writer import MAX_PENDING_S
+
+    _, env = served
+    step = client(env, "step", "run", "--name", "lint", "--policy", "safe", "--", "true")
+    assert step.wait(timeout=60) == 0
+    answered, deadline = time.monotonic(), time.monotonic() + 30
+    while not [e for e in entries(forge.path, "alpha") if e["kind"] == "result" and e.get("step") == "lint"]:
+        assert time.monotonic() < deadline, "the result never reached the forge"
+        time.sleep(0.05)  # the forge has no event to await: looked at with plain git
+    assert time.monotonic() - answered < MAX_PENDING_S + 5
+
+
 def test_both_paths_read_a_step_command_line_alike(served: tuple[StepServer, dict[str, str]], forge: Forge,
                                                    tmp_path: Path) -> None:
     _, env = served

@@ -295,6 +295,47 @@ def test_a_desk_thread_waiting_for_its_agent_takes_its_stop_and_one_handed_befor
     assert desk.wait() == 128 + signal.SIGTERM and desk.pid not in (0, os.getpid())
 
 
+def test_a_desk_thread_waiting_is_woken_by_its_stop_not_by_a_clock() -> None:
+    """A desk that is a thread sleeps, waits for its agent or for a command's output without looking every so
+    often (a host's thousand desks each looking four times a second kept its interpreter busy): a stop that comes
+    while it waits (its thread seen blocked in `poll` by the kernel) wakes it at once, not at its next look
+    (`TICK_S`, 30 s)."""
+    from assay.desk import procs
+
+    assert stops.TICK_S >= 30  # no look within the test's time: only the pipe can end the waits at once
+
+    def stopped_in(wait: Callable[[], object]) -> Callable[[int], float]:
+        def body(ident: int) -> float:
+            tid = threading.get_native_id()
+
+            def stop_once_it_waits() -> None:
+                deadline = time.monotonic() + 10
+                while "poll" not in Path(f"/proc/self/task/{tid}/wchan").read_text() and time.monotonic() < deadline:
+                    time.sleep(0.01)  # a look at the kernel's account of the thread: no event says it waits
+                stops.stop(ident, signal.SIGTERM)
+
+            threading.Thread(target=stop_once_it_waits).start()
+            began = time.monotonic()
+            try:
+                wait()
+            except KeyboardInterrupt:
+                return time.monotonic() - began
+            return -1.0
+        return body
+
+    agent = subprocess.Popen(["sleep", "60"], text=True)
+    group = procs.start(["sleep", "60"])
+    try:
+        for wait in (lambda: stops.sleep(60), lambda: stops.wait_process(agent), lambda: procs._read(group.output)):
+            took = in_desk(stopped_in(wait))
+            assert 0 <= took < 10, took
+    finally:
+        agent.kill()
+        agent.wait()
+        group.kill()
+        group.close_output()
+
+
 def test_a_second_stop_while_the_first_is_passed_on_still_reaches_every_desk() -> None:
     from assay.desk.supervisor import until_all_end
 

@@ -3,8 +3,9 @@
 A signal reaches a process's main thread only. A desk that is a process raises its stop (Ctrl-C, SIGTERM,
 SIGHUP) from its signal handler; a desk that is a thread of a host process is handed it by the host's main thread
 (`stop`: it took the signal) and raises it itself, at its next wait of its own (`check`: its idle wait, its agent's
-run, a command's end, each looking every `TICK_S`; a wait on the forge, a git process or a push waiting for its
-group, is not cut short), as the same exception:
+run, a command's end, each woken by the stop itself: each desk has a pipe the stop writes a byte to, which its
+waits watch beside what they wait for; a wait on the forge, a git process or a push waiting for its group, is not
+cut short), as the same exception:
 KeyboardInterrupt named by the signal (Ctrl-C's unnamed), or Cancelled for SIGTERM while a step's effect runs
 (`cancelling`, as `steps._sigterm_as_cancel` makes it). A stop is never raised inside a write (it is raised where
 the desk waits), and one that comes while a step's intent is journaled is handed to that step (`holding`), which
@@ -14,6 +15,7 @@ ends it unbegun. In any other thread (a desk that is a process, the threads a de
 from __future__ import annotations
 
 import _thread
+import os
 import select
 import signal
 import time
@@ -24,19 +26,22 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (the ste
 if TYPE_CHECKING:
     import subprocess
 
-TICK_S = 0.25  # the longest a desk that is a thread waits without looking for its stop
+TICK_S = 30.0  # the longest a desk that is a thread waits without looking for its stop (its pipe wakes it first)
 
 
 class _Desk:
-    __slots__ = ("pending", "holds", "cancelling")
+    __slots__ = ("pending", "holds", "cancelling", "wake")
 
     def __init__(self) -> None:
         self.pending: list[int] = []  # stops handed to the desk, not raised yet
         self.holds: list[list[int]] = []  # the steps' `held` lists, innermost last
         self.cancelling = 0
+        self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # a byte each stop: its waits wake at once, not by looking
 
 
 _desks: dict[int, _Desk] = {}  # thread -> its desk's stops, for each thread that is a desk
+_pipes = _thread.RLock()  # held while a stop writes to a desk's pipe and while a desk's pipe closes: a byte never
+# goes to a descriptor its number was given again (reentrant: the thread that hands stops on takes signals)
 
 
 def host() -> None:
@@ -45,7 +50,24 @@ def host() -> None:
 
 
 def unhost() -> None:
-    _desks.pop(_thread.get_ident(), None)
+    with _pipes:
+        desk = _desks.pop(_thread.get_ident(), None)
+        if desk is not None:
+            for fd in desk.wake:
+                os.close(fd)
+
+
+def waker() -> int | None:
+    """The descriptor the calling desk's stops make readable (None in any thread that is not a desk): a wait that
+    watches it beside what it waits for ends when a stop comes, then `check` raises it."""
+    desk = _desks.get(_thread.get_ident())
+    if desk is None:
+        return None
+    try:  # drained before the caller's `check`: a stop after it leaves its byte, and the wait ends at once
+        os.read(desk.wake[0], 4096)
+    except OSError:  # (BlockingIOError: nothing there)
+        pass
+    return desk.wake[0]
 
 
 def hosted() -> bool:
@@ -55,9 +77,14 @@ def hosted() -> bool:
 
 def stop(ident: int, sig: int) -> None:
     """Hand stop `sig` to the desk that is thread `ident` (from the thread that took the signal)."""
-    desk = _desks.get(ident)
-    if desk is not None:
-        desk.pending.append(sig)
+    with _pipes:
+        desk = _desks.get(ident)
+        if desk is not None:
+            desk.pending.append(sig)
+            try:
+                os.write(desk.wake[1], b"!")
+            except OSError:  # (BlockingIOError: a full pipe wakes its desk as well)
+                pass
 
 
 def check() -> None:
@@ -81,30 +108,32 @@ def sleep(seconds: float) -> None:
         return
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
+        wake = waker()
         check()
-        time.sleep(min(TICK_S, left))
+        if wake is None:
+            time.sleep(left)
+            break
+        readable([wake], min(TICK_S, left))
     check()
 
 
 def wait_process(proc: subprocess.Popen[str]) -> int:
-    """`proc.wait()`, in a desk that is a thread looking for its stop as it waits: woken by the process's end
-    (a pidfd) or every `TICK_S` (`Popen.wait` with a timeout would look every 50 ms: a host's desks, each
-    waiting for its agent, would keep its interpreter busy)."""
+    """`proc.wait()`, in a desk that is a thread looking for its stop as it waits: woken by the process's end (a
+    pidfd) or a stop (its pipe), never by a clock (`Popen.wait` with a timeout would look every 50 ms, and a look
+    every quarter second did as much: a host's desks, each waiting for its agent, kept its interpreter busy)."""
     if not hosted():
         return proc.wait()
-    import os
-
     try:
         fd: int | None = os.pidfd_open(proc.pid)
     except (OSError, AttributeError):  # gone already (reaped), or no pidfd here: look every tick
         fd = None
     try:
         while (code := proc.poll()) is None:
+            wake = waker()
             check()
-            if fd is not None:
-                readable([fd], TICK_S)
-            else:
-                time.sleep(TICK_S)
+            watched = [f for f in (fd, wake) if f is not None]
+            # no pidfd: the process's end is seen at the next look, a quarter second on (a stop at once)
+            readable(watched, TICK_S if fd is not None else 0.25)
         return code
     finally:
         if fd is not None:

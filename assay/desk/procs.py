@@ -179,8 +179,11 @@ def run(argv: list[str], cwd: str | os.PathLike[str] | None = None, env: dict[st
 
 def _read(fd: int) -> bytes:
     if stops.hosted():  # a desk that is a thread: its host's stop, as it waits
-        while not stops.readable([fd], stops.TICK_S):
+        while True:
+            wake = stops.waker()
             stops.check()
+            if fd in stops.readable([fd] if wake is None else [fd, wake], stops.TICK_S):
+                break
     while True:
         try:
             return os.read(fd, 65536)

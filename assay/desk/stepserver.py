@@ -173,6 +173,7 @@ class StepServer:
         self._listener.listen(16)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._served = threading.Event()  # a request was answered since the flusher last looked: entries may wait
         self._session: Session | None = None
         self._claims: Claims | None = None
         self._threads: list[threading.Thread] = []
@@ -202,6 +203,7 @@ class StepServer:
         redo). Returns what happened to steps in flight, a line each."""
         told: list[str] = []
         self._stop.set()
+        self._served.set()  # the flusher, waiting for a request, sees the stop
         self._close(self._listener)
         self._listener.close()
         inflight = self._inflight
@@ -277,9 +279,14 @@ class StepServer:
             thread.start()
 
     def _flusher(self) -> None:
-        """Safe steps are group-committed; push them within MAX_PENDING_S even if no call follows."""
-        while not self._stop.wait(MAX_PENDING_S / 2):
+        """Safe steps are group-committed; push them within MAX_PENDING_S even if no call follows. Between the
+        agent's requests it sleeps (only a request leaves entries pending), not looking every second."""
+        while True:
+            self._served.wait()
+            if self._stop.wait(MAX_PENDING_S / 2):
+                return
             with self._lock:
+                self._served.clear()  # a request answered from here on sets it again
                 if self._session is not None and self._session.journal.pending:
                     try:
                         self._session.flush()
@@ -300,6 +307,7 @@ class StepServer:
         finally:
             with self._conns_lock:
                 self._open_conns.discard(conn)
+            self._served.set()  # what it asked for may have left entries pending: the flusher looks
 
     def _reply(self, conn: socket.socket, stream: Any) -> dict[str, Any] | None:
         life = _peer_life(conn)  # at once: a client that dies while it queues can name no writer later

@@ -419,6 +419,12 @@ class Journal:
         self.entries, self.commit_of = read.tail.entries, read.tail.commit_of
 
     @property
+    def read_at(self) -> float:
+        """When (monotonic) the forge last told this journal its tips: a whole read, or a push of its own landing
+        (which the forge took on the journal's tip as this journal knew it)."""
+        return self._read_at
+
+    @property
     def last_seq(self) -> int:
         """The seq of the last entry on the forge, as far as this journal has read and written."""
         if self.entries:
