@@ -41,6 +41,7 @@ import http.server
 import math
 import os
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -275,6 +276,7 @@ class Backend(http.server.ThreadingHTTPServer):
     def __init__(self, root: Path) -> None:
         self.root = root
         self.served: list[tuple[str, float, float]] = []  # (what, when, seconds): each request the forge answered
+        self.listed: list[tuple[float, str]] = []  # (when, the ref prefixes asked for): each listing the forge answered
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -293,6 +295,9 @@ class Backend(http.server.ThreadingHTTPServer):
                 kind = ("listing" if b"command=ls-refs" in body else "fetch" if "upload-pack" in url.path else
                         "push" if "receive-pack" in url.path else "advertisement")
                 server.served.append((kind, started, time.time() - started))
+                if kind == "listing":
+                    asked = sorted(p.decode(errors="replace") for p in re.findall(rb"ref-prefix (\S+)\n", body))
+                    server.listed.append((started, " ".join(asked) or "everything"))
                 self.send_response(status)
                 for name, value in out:
                     if name.lower() not in ("content-length", "transfer-encoding"):

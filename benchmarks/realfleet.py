@@ -22,7 +22,10 @@ what git said of each refused claim creation, and for which briefs; ref listings
 answered them (a desk lists from its own process: no `git` is started for them); the briefs made ready against
 those the brief length promises; the machine's CPU (the forge's share: the backend's CGI processes and its
 server), and the memory (PSS) of the desks' processes by kind. A fleet starting all at once takes minutes to
-absorb its first claims: give it a ramp of about a minute per 100 desks to measure it working.
+absorb its first claims: give it a ramp of about a minute per 100 desks to measure it working. The agent is
+silent while it sleeps: the preset gives it an hour before it is ended as idle. With `--acct` (root, and Debian's
+`acct` for `accton`), the kernel's process accounting is on for the measured minutes: the CPU of every process
+that ended meanwhile, by its command's name (short-lived ones too, which no reading of /proc sees).
 
 The floor: one raw `git push` of a new commit to a small repository behind the same backend (median of 9).
 """
@@ -57,6 +60,7 @@ takes:
 agent:
   command: [sh, -c, {script}]
   prompt: env
+  idle_s: 3600
 lease_s: 1200
 heartbeat_s: 300
 attempts: 3
@@ -190,10 +194,11 @@ def memory(pids: list[int]) -> dict[str, tuple[int, float]]:
     return kinds
 
 
-def cpu_times(pids: list[int]) -> dict[int, tuple[str, float, float]]:
-    """Per process: (its kind, the CPU seconds it used itself, those of its children it has reaped)."""
+def cpu_times(pids: list[int]) -> dict[tuple[int, int], tuple[str, float, float]]:
+    """Per process (its id and its start): (its kind, the CPU seconds it used itself, those of its children it has
+    reaped)."""
     tick = os.sysconf("SC_CLK_TCK")
-    found: dict[int, tuple[str, float, float]] = {}
+    found: dict[tuple[int, int], tuple[str, float, float]] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as stat:
@@ -201,20 +206,40 @@ def cpu_times(pids: list[int]) -> dict[int, tuple[str, float, float]]:
         except OSError:
             continue
         if (kind := process_kind(pid)) is not None:
-            found[pid] = (kind, (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick)
+            found[(pid, int(fields[19]))] = (kind, (int(fields[11]) + int(fields[12])) / tick,
+                                              (int(fields[13]) + int(fields[14])) / tick)
     return found
 
 
-def cpu_by_kind(before: dict[int, tuple[str, float, float]], after: dict[int, tuple[str, float, float]],
+def cpu_by_kind(before: dict[tuple[int, int], tuple[str, float, float]],
+                after: dict[tuple[int, int], tuple[str, float, float]],
                 seconds: float) -> dict[str, float]:
     """Cores each kind of process used between two readings (processes there at both), its own and its reaped
     children's (`<kind>'s children`: the git and step processes that came and went)."""
     cores: dict[str, float] = {}
     for pid, (kind, own, reaped) in after.items():
-        if pid in before:
+        if pid in before:  # the same process: its id and its start (ids come round again within minutes here)
             cores[kind] = cores.get(kind, 0.0) + (own - before[pid][1]) / seconds
             cores[f"{kind}'s children"] = cores.get(f"{kind}'s children", 0.0) + (reaped - before[pid][2]) / seconds
     return {kind: used for kind, used in cores.items() if used >= 0.005}
+
+
+def accounted(path: Path) -> list[tuple[str, tuple[int, float]]]:
+    """The kernel's accounting file (struct acct_v3, 64 bytes a process): per command name, how many processes
+    ended and their CPU seconds, most first."""
+    import struct
+
+    def comp(value: int) -> int:  # comp_t: a 13-bit mantissa, a base-8 exponent above it
+        return (value & 0x1FFF) << (3 * (value >> 13))
+
+    found: dict[str, tuple[int, float]] = {}
+    data = path.read_bytes() if path.exists() else b""
+    for at in range(0, len(data) - 63, 64):
+        utime, stime = struct.unpack_from("<HH", data, at + 32)
+        name = data[at + 48:at + 64].split(b"\0", 1)[0].decode(errors="replace")
+        count, cpu = found.get(name, (0, 0.0))
+        found[name] = (count + 1, cpu + (comp(utime) + comp(stime)) / 100)  # in AHZ ticks (100 a second)
+    return sorted(found.items(), key=lambda kv: -kv[1][1])
 
 
 def available_mb() -> float:
@@ -313,7 +338,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     backend = Backend(root / "http")
     threading.Thread(target=backend.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{backend.server_address[1]}/forge.git"
-    shim, log = root / "bin", root / "git.log"
+    shim, log, acct = root / "bin", root / "git.log", root / "pacct"
     shim.mkdir()
     where = f"127.0.0.1:{backend.server_address[1]}"
     (shim / "git").write_text(SHIM.format(real=shutil.which("git"), log=log))
@@ -342,6 +367,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             time.sleep(max(0.0, started + (h + 1) * args.ramp_s / count - time.time()))  # the ramp's pace
         settle = started + args.ramp_s + 60
         time.sleep(max(0.0, settle - time.time()))
+        if args.acct:
+            acct.touch()
+            subprocess.run(["accton", str(acct)], check=True, capture_output=True)
         busy0, forge0 = cpu_now()
         times0 = cpu_times(descendants([h.proc.pid for h in hosts]))
         end = time.time() + args.minutes * 60
@@ -349,6 +377,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             lowest[0] = min(lowest[0], available_mb())
             time.sleep(min(5.0, left))
         busy1, forge1 = cpu_now()
+        if args.acct:
+            subprocess.run(["accton", "off"], check=False, capture_output=True)
         by_kind = cpu_by_kind(times0, cpu_times(descendants([h.proc.pid for h in hosts])), args.minutes * 60)
         ended = time.time()
         mem = memory(descendants([h.proc.pid for h in hosts]))
@@ -429,6 +459,13 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           f"{pct(listings, 0.5) * 1000:.0f} ms, p95 {pct(listings, 0.95) * 1000:.0f} ms; ref advertisements "
           f"(a push's, a fetch's, git's transport's) {adverts / desk_min:.3f} a desk-minute; fetches "
           f"{len(fetches) / desk_min:.3f} a desk-minute, p95 {pct(fetches, 0.95) * 1000:.0f} ms")
+    asked: dict[str, int] = {}  # listings by the refs they asked for, a brief's name left out
+    for at, prefixes in backend.listed:
+        if settle <= at < ended:
+            shape = re.sub(r"b\d{5}", "<brief>", prefixes)
+            asked[shape] = asked.get(shape, 0) + 1
+    print("  listings by what they asked for (a desk-minute): " + "; ".join(
+        f"{k} {v / desk_min:.3f}" for k, v in sorted(asked.items(), key=lambda kv: -kv[1])[:10]))
     promised = n * args.minutes / args.brief_min
     print(f"  briefs ready: {ready} ({ready / promised:.2f}x the {promised:.0f} the brief length promises)")
     spawned = sum(local.values())
@@ -438,6 +475,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           + (f"; {garbled} lines of the git log garbled (appends interleaved), left out" if garbled else ""))
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it; by kind (cores): "
           + ", ".join(f"{kind} {used:.2f}" for kind, used in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    if args.acct:
+        print("  processes that ended while measured, by command (count, cores): " + ", ".join(
+            f"{name} {count} {cpu / (ended - settle):.2f}" for name, (count, cpu) in accounted(acct)[:12]))
     desks_pss = sum(total for kind, (_, total) in mem.items())
     print("  memory (PSS): " + ", ".join(f"{kind} {c} x {total / max(c, 1):.1f} MB" for kind, (c, total) in
                                          sorted(mem.items())) + f"; {desks_pss / n:.1f} MB a desk in all; "
@@ -457,6 +497,8 @@ def main() -> None:
     parser.add_argument("--ramp-s", type=float, default=60.0, help="the hosts start one after another over this")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--threads", action="store_true", help="each host's desks are threads of its supervisor")
+    parser.add_argument("--acct", action="store_true", help="the CPU of every process that ended while measured, "
+                        "by command (process accounting: root, and `accton`)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="assay-bench-realfleet-") as name:
         tmp = Path(name)
