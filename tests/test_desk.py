@@ -667,3 +667,33 @@ def test_a_desk_that_fails_unexpectedly_hands_its_brief_back_at_once(forge: Forg
     assert token not in json.dumps(forge.chain("b0")) and "\n" not in str(last["reason"])
     again = run_desk(forge, "builder", tmp_path)  # another desk, at once: no lease to wait out
     assert again.code == 0 and "review ready" in again.out, again.out + again.err
+
+
+def test_an_error_raised_as_a_stop_was_handled_gives_way_to_the_stop(forge: Forge, tmp_path: Path) -> None:
+    """An unexpected error raised while a stop was being handled (a pipe the same signal broke) is the stop's doing:
+    the brief is handed back as stopped, and the stop, not the error, ends the desk."""
+    from assay.core.claims import Claims
+    from assay.core.deskspec import load_desk
+    from assay.core.forge.plain import PlainReviews
+    from assay.core.git import ForgeGit
+    from assay.desk.loop import Desk
+
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1),
+                    "briefs/b0.md": brief("B0", ["write b0.txt hi"], "test -f b0.txt")})
+
+    class Stopped(Desk):
+        def _work(self, *args: Any) -> str:
+            try:
+                raise KeyboardInterrupt("SIGTERM")
+            except KeyboardInterrupt:
+                raise BrokenPipeError(32, "Broken pipe") from None  # (the context stays: what was being handled)
+
+    port = ForgeGit(forge.url)
+    claims = Claims(port)
+    desk = Stopped(port, claims, PlainReviews(port), load_desk(port, claims.read_view().main, "builder"),
+                   tmp_path / "state", echo=lambda _: None)
+    with pytest.raises(KeyboardInterrupt):
+        desk.run(once=True)
+    port.close()
+    last = forge.chain("b0")[-1]
+    assert last["state"] == "released" and "stopped by SIGTERM" in str(last["reason"]), last

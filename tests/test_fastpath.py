@@ -125,6 +125,22 @@ def test_a_safe_steps_entries_left_pending_reach_the_forge_with_no_call_after_th
     assert time.monotonic() - answered < MAX_PENDING_S + 5
 
 
+def test_an_entry_left_pending_by_no_request_reaches_the_forge_too(served: tuple[StepServer, dict[str, str]],
+                                                                   forge: Forge) -> None:
+    """What the journal leaves pending wakes the flusher, whoever added it: an ACP agent's tool calls and their
+    notes are journaled by the desk itself, with no request on the socket."""
+    from assay.core.journal.writer import MAX_PENDING_S
+
+    server, _ = served
+    with server._lock:
+        server._open().journal.add("note", sync=False, data={"observed": "a tool call"})
+    left, deadline = time.monotonic(), time.monotonic() + 30
+    while not [e for e in entries(forge.path, "alpha") if (e.get("data") or {}).get("observed") == "a tool call"]:
+        assert time.monotonic() < deadline, "the note never reached the forge"
+        time.sleep(0.05)  # the forge has no event to await: looked at with plain git
+    assert time.monotonic() - left < MAX_PENDING_S + 5
+
+
 def test_both_paths_read_a_step_command_line_alike(served: tuple[StepServer, dict[str, str]], forge: Forge,
                                                    tmp_path: Path) -> None:
     _, env = served

@@ -336,6 +336,24 @@ def test_a_desk_thread_waiting_is_woken_by_its_stop_not_by_a_clock() -> None:
         group.close_output()
 
 
+def test_a_desk_thread_that_cannot_begin_ends_and_is_not_waited_for_ever(monkeypatch: Any) -> None:
+    """A desk thread whose start fails (no descriptor left for its stop's pipe) ends with 1, said, and its host's
+    `start` returns: the host goes on with its other desks."""
+    import errno
+
+    from assay.desk.hosted import DeskThread
+
+    def no_descriptors() -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(stops, "host", no_descriptors)
+    desk = DeskThread("starved", lambda: 0, lambda call: call())
+    finished = threading.Thread(target=desk.start)
+    finished.start()
+    finished.join(30)
+    assert not finished.is_alive() and desk.wait() == 1
+
+
 def test_a_second_stop_while_the_first_is_passed_on_still_reaches_every_desk() -> None:
     from assay.desk.supervisor import until_all_end
 

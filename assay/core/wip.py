@@ -128,8 +128,9 @@ def read(git: ForgeGit, worktree: Path, secrets: Sequence[bytes], limit: int = M
     real, head = os.path.join(repo.git_dir(), "index"), repo.head()
     # the copy of the index beside it, not in /tmp: one a desk killed while it read leaves goes with the worktree
     index = os.path.join(os.path.dirname(real), f"assay-index.{own_tag()}")
-    with contextlib.suppress(OSError):
-        os.unlink(f"{index}.lock")  # a lock git left there as it was killed, in a life whose ids this one took again
+    for leftover in (index, f"{index}.lock"):  # what a reader killed mid-read left, in a life whose ids this one
+        with contextlib.suppress(OSError):  # took again: never read as this read's index, nor a lock in its way
+            os.unlink(leftover)
     try:
         try:
             at = os.stat(real)

@@ -61,21 +61,22 @@ class DeskThread:
         self._begun.wait()
 
     def _life(self) -> None:
-        life = lives.host_here()
-        with self._lock:
-            self.pid, self._ident = (life or lives.this_life()).pid, _thread.get_ident()
-            stops.host()
-            for sig in self._early:
-                stops.stop(self._ident, sig)
-        self._begun.set()
         code = 1
         try:
+            life = lives.host_here()
+            with self._lock:
+                self.pid, self._ident = (life or lives.this_life()).pid, _thread.get_ident()
+                stops.host()  # (may fail: no descriptor left for its pipe; the desk then ends, said)
+                for sig in self._early:
+                    stops.stop(self._ident, sig)
+            self._begun.set()
             code = self._guard(self._body if life is not None else _lifeless)
         except BaseException:  # noqa: BLE001 - a desk's end is its own: the supervisor and the other desks go on
             import traceback
 
             traceback.print_exc()
         finally:
+            self._begun.set()  # a desk that could not begin is over, not begun for ever
             stops.unhost()
             lives.unhost()
             self.returncode = code

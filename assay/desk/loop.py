@@ -664,8 +664,13 @@ class Desk:
         except AssayError:  # said by the command that ends with it (a claim fenced, junk): the claim is its own
             raise
         except Exception as fault:  # a fault of the desk's own (a full disk, a bug) ends it as a stop does: the
-            self._hand_back(brief.id, epoch, session, f"ended by {_fault(fault)}")  # brief handed back at once,
-            raise  # not held until its lease ends (a desk of another host would wait for it)
+            # brief handed back at once, not held until its lease ends (a desk of another host would wait for it)
+            stopping = _stop_within(fault)  # raised as a stop was handled (a pipe the same signal broke): the stop
+            self._hand_back(brief.id, epoch, session,
+                            _stopped_by(stopping) if stopping else f"ended by {_fault(fault)}")
+            if stopping is not None:
+                raise stopping from None
+            raise
 
     def _throttled(self, brief_id: str, epoch: int, session: Session | None, exc: Throttled) -> str:
         """GitHub's limits ask for a longer wait than the desk may hold its claim: the run (`session`, if counted)
@@ -750,12 +755,20 @@ def _stops_first() -> Iterator[None]:
     try:
         yield
     except AssayError as exc:
-        cause: BaseException | None = exc
-        while cause is not None:
-            if isinstance(cause, (KeyboardInterrupt, Cancelled)):
-                raise cause from None
-            cause = cause.__context__
+        stop = _stop_within(exc)
+        if stop is not None:
+            raise stop from None
         raise
+
+
+def _stop_within(exc: BaseException) -> KeyboardInterrupt | Cancelled | None:
+    """The stop `exc` was raised while handling, if any (its context, or theirs)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, (KeyboardInterrupt, Cancelled)):
+            return cause
+        cause = cause.__context__
+    return None
 
 
 def _fault(fault: Exception) -> str:

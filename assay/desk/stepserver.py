@@ -173,7 +173,7 @@ class StepServer:
         self._listener.listen(16)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._served = threading.Event()  # a request was answered since the flusher last looked: entries may wait
+        self._left = threading.Event()  # an entry was left pending since the flusher last looked (`on_pending`)
         self._session: Session | None = None
         self._claims: Claims | None = None
         self._threads: list[threading.Thread] = []
@@ -203,7 +203,7 @@ class StepServer:
         redo). Returns what happened to steps in flight, a line each."""
         told: list[str] = []
         self._stop.set()
-        self._served.set()  # the flusher, waiting for a request, sees the stop
+        self._left.set()  # the flusher, waiting for an entry, sees the stop
         self._close(self._listener)
         self._listener.close()
         inflight = self._inflight
@@ -279,14 +279,15 @@ class StepServer:
             thread.start()
 
     def _flusher(self) -> None:
-        """Safe steps are group-committed; push them within MAX_PENDING_S even if no call follows. Between the
-        agent's requests it sleeps (only a request leaves entries pending), not looking every second."""
+        """Safe steps are group-committed; push them within MAX_PENDING_S even if no call follows. It sleeps until
+        the journal leaves an entry pending (its `on_pending`: a step, a tool call, a note), not looking every
+        second."""
         while True:
-            self._served.wait()
+            self._left.wait()
             if self._stop.wait(MAX_PENDING_S / 2):
                 return
             with self._lock:
-                self._served.clear()  # a request answered from here on sets it again
+                self._left.clear()  # an entry left from here on sets it again
                 if self._session is not None and self._session.journal.pending:
                     try:
                         self._session.flush()
@@ -307,7 +308,6 @@ class StepServer:
         finally:
             with self._conns_lock:
                 self._open_conns.discard(conn)
-            self._served.set()  # what it asked for may have left entries pending: the flusher looks
 
     def _reply(self, conn: socket.socket, stream: Any) -> dict[str, Any] | None:
         life = _peer_life(conn)  # at once: a client that dies while it queues can name no writer later
@@ -545,6 +545,7 @@ class StepServer:
             self._session.probe_runner = self.probe_runner
             self._session.hooks = self.hooks
             self._session.journal.recorder = self.recorder
+            self._session.journal.on_pending = self._left.set
         return self._session
 
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import re
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -89,7 +87,6 @@ class BriefWork:
         self.assay_bin = assay_command(state_dir)
         self._main = ""  # the main this pass started from
         self._footprint_rode = False  # its learned footprint rode its work's push, or was kept before
-        self._agent_ended = math.inf  # when (monotonic) this process's last agent run ended
         self._branch_seen: str | None = None  # the work branch's tip as the branch step read it (this run)
         self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
         self._redo: dict[str, str] = {}  # this round's identity in its steps' inputs
@@ -470,12 +467,7 @@ class BriefWork:
     def _unsettled(self) -> str:
         """Why the review may not be marked ready yet: the round's unsafe steps with no known outcome ("" if none).
 
-        The journal is read again first where the round holds such a step: a person may have settled it meanwhile.
-        Where it holds none and the journal was read (or took a push of this desk's) since the agent's run ended,
-        nothing would change that: the agent's steps are in it, and a person's settle only settles."""
-        journal = self.session.journal
-        if journal.read_at > self._agent_ended and not unsettled_unsafe(round_entries(journal.entries)):
-            return ""
+        The journal is read again first: a person may have settled a step meanwhile."""
         self.session.journal.reload()
         stuck = unsettled_unsafe(round_entries(self.session.journal.entries))
         if not stuck:
@@ -577,7 +569,6 @@ class BriefWork:
         run = AgentRun(self.brief, self.epoch, attempt, prompt, self.worktree, prompt_file, self.session.journal.log(),
                        self.assay_bin, saved, steering, self.state, self._threads, key)
         result = run_agent(self.session.journal.claims, self.spec, run, self.echo)
-        self._agent_ended = time.monotonic()
         # the agent's steps moved the journal, and the heartbeat the claim: read their tips (one ref advertisement)
         # rather than push the result on stale leases, be rejected and push again. A lost claim or an absent
         # forge is the result's push to find, as before

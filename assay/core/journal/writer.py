@@ -361,6 +361,7 @@ class Journal:
         # of the files then, named by the last of them, so that no result is on the forge without the files its
         # effect left (a successor replays it, not running it again, on the files it restores)
         self.recorder: Recorder | None = None
+        self.on_pending: Callable[[], object] | None = None  # told each time an entry is left pending (a flusher)
 
     @classmethod
     def open(cls, claims: Claims, brief: str, desk: str, epoch: int, run: str,
@@ -417,12 +418,6 @@ class Journal:
         read = read_indexed(self.git, self.brief, tip)
         self.base, self.tip = read.base, read.tail.tip
         self.entries, self.commit_of = read.tail.entries, read.tail.commit_of
-
-    @property
-    def read_at(self) -> float:
-        """When (monotonic) the forge last told this journal its tips: a whole read, or a push of its own landing
-        (which the forge took on the journal's tip as this journal knew it)."""
-        return self._read_at
 
     @property
     def last_seq(self) -> int:
@@ -486,6 +481,8 @@ class Journal:
         self.pending.append(draft)
         if sync or len(self.pending) >= MAX_PENDING or time.monotonic() - self._oldest_pending > MAX_PENDING_S:
             self.flush()
+        elif self.on_pending is not None:
+            self.on_pending()
         return draft
 
     def flush(self, action: str = "renew", **args: Any) -> None:
