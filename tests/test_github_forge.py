@@ -176,17 +176,14 @@ def test_a_wait_githubs_limits_ask_for_pauses_the_run_and_spends_no_attempt(
     assert [s.context for s in fake_github.statuses(OWNER, NAME, pull.head_sha)] == ["assay/verify"]
 
 
-def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
-        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
-    """A limit asking an hour stops a running desk's look at its waiting brief's pull request: the desk says so
-    and waits, rather than asking GitHub again at every poll (each ask spent while limited, which GitHub answers
-    by banning the token for longer)."""
-    publish(forge, {"desks/builder.yaml": DESK, "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
-    env = {**os.environ, "ASSAY_FORGE": github_repo(fake_github, forge.seed), "ASSAY_GITHUB_API": fake_github.api_url,
-           "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
-           "ASSAY_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
-    assert assay("desk", "run", "builder", "--once", env=env, timeout=180).code == 0  # it waits on its review
-    armed = fake_github.faults.arm("GET", r"/pulls", Fault.SECONDARY_RATE_LIMIT, times=10_000, retry_after=3600)
+def running_env(forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "ASSAY_FORGE": github_repo(fake_github, forge.seed), "ASSAY_GITHUB_API": fake_github.api_url,
+            "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
+            "ASSAY_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+
+
+def running_desk(env: dict[str, str]) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """`assay desk run builder --poll 0.1` in a session of its own, and the lines it says, as it says them."""
     desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--poll", "0.1"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()
@@ -196,6 +193,19 @@ def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
             lines.put(line)
 
     threading.Thread(target=heard, daemon=True).start()
+    return desk, lines
+
+
+def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """A limit asking an hour stops a running desk's look at its waiting brief's pull request: the desk says so
+    and waits, rather than asking GitHub again at every poll (each ask spent while limited, which GitHub answers
+    by banning the token for longer)."""
+    publish(forge, {"desks/builder.yaml": DESK, "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt")})
+    env = running_env(forge, fake_github, tmp_path)
+    assert assay("desk", "run", "builder", "--once", env=env, timeout=180).code == 0  # it waits on its review
+    armed = fake_github.faults.arm("GET", r"/pulls", Fault.SECONDARY_RATE_LIMIT, times=10_000, retry_after=3600)
+    desk, lines = running_desk(env)
     try:
         said, deadline = "", time.monotonic() + 120
         while "looking again in 3600s" not in said:
@@ -215,19 +225,9 @@ def test_a_desk_whose_run_githubs_limit_paused_claims_no_other_brief_before_the_
     (each would pause at its first call to GitHub and hand its claim back: a claim and a journal for nothing)."""
     publish(forge, {"desks/builder.yaml": DESK, "briefs/gh1.md": brief("Gh1", ["write a.txt hi"], "test -f a.txt"),
                     "briefs/gh2.md": brief("Gh2", ["write b.txt hi"], "test -f b.txt")})
-    env = {**os.environ, "ASSAY_FORGE": github_repo(fake_github, forge.seed), "ASSAY_GITHUB_API": fake_github.api_url,
-           "GITHUB_TOKEN": fake_github.token, "ASSAY_STATE_DIR": str(tmp_path / "state"),
-           "ASSAY_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+    env = running_env(forge, fake_github, tmp_path)
     fake_github.faults.arm("POST", r"/statuses/", Fault.SECONDARY_RATE_LIMIT, retry_after=3600)
-    desk = subprocess.Popen([sys.executable, "-m", "assay", "desk", "run", "builder", "--poll", "0.1"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def heard() -> None:
-        for line in desk.stdout or ():
-            lines.put(line)
-
-    threading.Thread(target=heard, daemon=True).start()
+    desk, lines = running_desk(env)
     try:
         said, deadline = [""], time.monotonic() + 120
         while "looking again in" not in said[-1]:  # the old desk went on to the next brief and never said so

@@ -663,14 +663,19 @@ class Desk:
             raise
         except AssayError:  # said by the command that ends with it (a claim fenced, junk): the claim is its own
             raise
-        except Exception as fault:  # a fault of the desk's own (a full disk, a bug) ends it as a stop does: the
-            # brief handed back at once, not held until its lease ends (a desk of another host would wait for it)
-            stopping = _stop_within(fault)  # raised as a stop was handled (a pipe the same signal broke): the stop
-            self._hand_back(brief.id, epoch, session,
-                            _stopped_by(stopping) if stopping else f"ended by {_fault(fault)}")
-            if stopping is not None:
+        except Exception as fault:  # a fault of the desk's own (a full disk, a bug) ends it as a stop does
+            if (stopping := self._faulted(brief.id, epoch, session, fault)) is not None:
                 raise stopping from None
             raise
+
+    def _faulted(self, brief_id: str, epoch: int, session: Session | None,
+                 fault: Exception) -> KeyboardInterrupt | Cancelled | None:
+        """An unexpected error ends the desk as a stop does: the brief handed back at once, not held until its
+        lease ends (a desk of another host would wait for it). The stop it was raised while handling (a pipe the
+        same signal broke), if any: that stop ends the desk, not the error."""
+        stopping = _stop_within(fault)
+        self._hand_back(brief_id, epoch, session, _stopped_by(stopping) if stopping else f"ended by {_fault(fault)}")
+        return stopping
 
     def _throttled(self, brief_id: str, epoch: int, session: Session | None, exc: Throttled) -> str:
         """GitHub's limits ask for a longer wait than the desk may hold its claim: the run (`session`, if counted)
