@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from assay.core import lives, stops
 from assay.core.claims import holder_life
 from assay.errors import Cancelled
@@ -336,7 +338,7 @@ def test_a_desk_thread_waiting_is_woken_by_its_stop_not_by_a_clock() -> None:
         group.close_output()
 
 
-def test_a_desk_thread_that_cannot_begin_ends_and_is_not_waited_for_ever(monkeypatch: Any) -> None:
+def test_a_desk_thread_that_cannot_begin_ends_and_is_not_waited_for_ever(monkeypatch: pytest.MonkeyPatch) -> None:
     """A desk thread whose start fails (no descriptor left for its stop's pipe) ends with 1, said, and its host's
     `start` returns: the host goes on with its other desks."""
     import errno

@@ -110,10 +110,7 @@ def sleep(seconds: float) -> None:
     while (left := deadline - time.monotonic()) > 0:
         wake = waker()
         check()
-        if wake is None:
-            time.sleep(left)
-            break
-        readable([wake], min(TICK_S, left))
+        readable([] if wake is None else [wake], min(TICK_S, left))
     check()
 
 
@@ -125,7 +122,7 @@ def wait_process(proc: subprocess.Popen[str]) -> int:
         return proc.wait()
     try:
         fd: int | None = os.pidfd_open(proc.pid)
-    except (OSError, AttributeError):  # gone already (reaped), or no pidfd here: look every tick
+    except (OSError, AttributeError):  # gone already (reaped), or no pidfd here: look every quarter second
         fd = None
     try:
         while (code := proc.poll()) is None:
