@@ -10,15 +10,17 @@ times, interleaved on both briefs:
 
 - resume: a run resumed after a crash: `assay step run --policy safe --name done -- true`
           in a new run (`ASSAY_RUN`) for a step completed in the warm-up, so the process
-          reads the journal, finds the recorded result and returns it without running it;
+          reads the journal, finds the recorded result and returns it without running it (it
+          journals the call, one push);
 - step:   `assay step run --policy safe --name sN -- true`, a new step: the process reads
           the journal, runs `true` and appends its intent and result.
 
 Both go straight to the forge (no desk), as a new process each.
 
 Prints min/median/max of each and the big/fresh ratio of the medians (target <= 1.5). Before the rounds,
-`--cold` times the first step of a new machine (an empty cache), interleaved with its floor, a plain `git fetch`
-of what it reads into an empty repository:
+`--cold` times the first step of a new machine (an empty cache), a resume as above (in a new run each round),
+interleaved with its floor, a plain `git fetch` of what it reads (the claim and the journal) into an empty
+repository:
 
 - `big` carries a journal snapshot every 1000 entries (`journalindex.SNAPSHOT_EVERY`), as Assay writes them: a
   cold resume reads the tip's snapshot and the commits after its tip; its floor is the same two plain fetches
@@ -168,12 +170,13 @@ def timed(args: list[str], env: dict[str, str]) -> float:
 def fetch_floor(forge: Path, into: Path, brief: str, *depths: int) -> float:
     """What a new reader pays at least: a plain `git fetch` of what it reads of `brief`'s journal into an empty bare
     repository: the whole chain, or (with `depths`) one shallow fetch of the tip each, as the reader of a snapshot
-    makes them."""
+    makes them; the first also takes the claim's tip (it reads the claim too)."""
     subprocess.run(["git", "init", "-q", "--bare", str(into)], check=True)
     started = time.perf_counter()
-    for depth in depths or (0,):
+    for n, depth in enumerate(depths or (0,)):
+        claim = [f"refs/assay/claims/{brief}:refs/floor-claim"] if n == 0 else []
         subprocess.run(["git", "--git-dir", str(into), "fetch", "-q", "--no-tags", *([f"--depth={depth}"] if depth
-                        else []), str(forge), f"refs/assay/journal/{brief}:refs/floor"], check=True)
+                        else []), str(forge), f"refs/assay/journal/{brief}:refs/floor", *claim], check=True)
     return time.perf_counter() - started
 
 
@@ -217,11 +220,14 @@ def main() -> None:
         cold: dict[str, list[float]] = {"big": [], "big-floor": [], "plain": [], "plain-floor": []}
         covered = (opts.entries // EVERY) * EVERY - 1  # the newest snapshot's last entry: one entry a commit
         depths: tuple[int, ...] = (1, opts.entries - covered + 1) if covered > 0 else ()
+        for brief in ("big", "plain") if opts.cold else ():  # the step each cold round resumes, completed
+            timed(step("done"), {**envs["big"], "ASSAY_BRIEF": brief, "ASSAY_CACHE_DIR": str(tmp / f"cache-{brief}")})
         for i in range(opts.cold):  # a new machine's first step: an empty cache, against fetching what it reads
-            if depths:  # each round's step adds entries: the floor reads down to the snapshot's tip as it is now
+            if depths:  # each round's replay adds an entry: the floor reads down to the snapshot's tip as it is now
                 depths = (1, tail_depth(forge, "big"))
             for brief, floor_depths in (("big", depths), ("plain", ())):
-                cold_env = {**envs["big"], "ASSAY_BRIEF": brief, "ASSAY_CACHE_DIR": str(tmp / f"cache-{brief}-{i}")}
+                cold_env = {**envs["big"], "ASSAY_BRIEF": brief, "ASSAY_CACHE_DIR": str(tmp / f"cache-{brief}-{i}"),
+                            "ASSAY_RUN": f"cold-{i}"}  # a run resumed on a new machine: the result is replayed
                 cold[brief].append(timed(step("done"), cold_env))
                 cold[f"{brief}-floor"].append(fetch_floor(forge, tmp / f"floor-{brief}-{i}.git", brief,
                                                           *floor_depths))

@@ -410,3 +410,50 @@ def test_the_checker_finds_a_filter_that_lacks_a_key(written: Forge) -> None:
                                     f"040000 tree {new}\tsnapshot\n".encode())
     git(*gd, "update-ref", REF, git(*gd, "commit-tree", tree, "-p", str(tip), "-m", "planted"), str(tip))
     assert any("lacks a key" in p for p in snapshot_problems(written.path, "alpha"))
+
+
+def test_a_new_machines_first_step_fetches_its_claim_with_the_journal_once(forge: Forge, held: Claims,
+                                                                            tmp_path: Path) -> None:
+    """A session opened on a cache that holds neither the claim nor the journal fetches both in one shallow fetch
+    (a round trip, not two), reads the claim from its tip even where the claim's chain goes deeper than that fetch,
+    and a reader of the claim's custody still gets the whole chain."""
+    s = session(held, "r1")
+    while len(git("--git-dir", str(forge.path), "rev-list", "refs/assay/claims/alpha").split()) <= first_depth() + 2:
+        s.note("each push renews the claim", sync=True)
+    while s.journal.last_seq % EVERY:  # the tip made its snapshot: the journal needs no second fetch
+        s.note("one entry, one commit", sync=True)
+    custody = [c.sha for c in held.history("alpha") if not hasattr(c, "problem")]
+    port = fresh_port(forge, tmp_path, "new-machine")
+    try:
+        cold = open_session(Claims(port), "alpha", "d", 1, run="r2", indexed=True)
+        assert port.round_trips["fetch"] == 1, port.round_trips
+        assert cold.journal.claim is not None and cold.journal.claim.sha == forge.tip("refs/assay/claims/alpha")
+        assert isinstance(cold.journal.base, journalindex.Snapshot)
+        cold.note("the new machine's step", sync=True)  # a push on top of a claim chain the cache holds cut short
+        assert [c.sha for c in Claims(port).history("alpha")][:len(custody)] == custody
+        assert invariants(forge.path, "alpha") == []
+    finally:
+        port.close()
+
+
+def test_making_one_chain_whole_leaves_the_other_cut_chains_of_the_cache_cut(forge: Forge, held: Claims,
+                                                                          tmp_path: Path) -> None:
+    """Git unshallows every commit a cache holds shallow when asked for an "infinite" depth: a reader making one
+    journal whole would fetch every other journal's chain below its snapshot too (a 100,000-commit one with it)."""
+    held.claim("beta", "d")
+    for brief in ("alpha", "beta"):
+        s = open_session(held, brief, "d", 1, run="r1")
+        for i in range(3 * EVERY + 2):
+            s.note(f"{brief} {i}", sync=True)
+    port = fresh_port(forge, tmp_path, "both")
+    try:
+        for brief in ("alpha", "beta"):
+            assert isinstance(read_indexed(port, brief).base, journalindex.Snapshot)
+        beta_cut = port.shallow_commits() & set(git("--git-dir", str(forge.path), "rev-list",
+                                                    "refs/assay/journal/beta").split())
+        assert beta_cut
+        assert len(read_log(port, "alpha").entries) == 3 * EVERY + 2
+        assert beta_cut <= port.shallow_commits()  # beta's chain still stops where it did
+        assert not port.shallow_commits() & set(git("--git-dir", str(forge.path), "rev-list", REF).split())
+    finally:
+        port.close()

@@ -14,6 +14,9 @@ from assay.core.git.run import first_error
 from assay.errors import ForgeError
 
 _PAIR = re.compile(r"([0-9a-f]{40}|[0-9a-f]{64}) (?:[0-9a-f]{40}|[0-9a-f]{64})\n")  # a line `changed_against` gave
+# a depth no chain reaches, one below git's "infinite" (2^31 - 1), at which the forge unshallows every commit the
+# cache holds shallow (a journal's 100,000 commits below its snapshot, to make a claim's chain whole)
+WHOLE_DEPTH = 2**31 - 2
 WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
 
 
@@ -40,7 +43,7 @@ class History(ObjectCache):
         if missing:
             self._fetch(missing)
         if whole and (shallow := self.shallow_commits()) and self._cut(list(refs.values()), shallow):
-            self._fetch(refs, "--depth=2147483647")  # git's --unshallow: the cache is whole again
+            self._fetch(refs, f"--depth={WHOLE_DEPTH}")  # these tips' histories whole; other cut chains stay cut
             self._parents.clear()  # links learned while it was cut (a shallow commit as a root) are stale
 
     def fetch_shallow(self, refs: dict[str, str], depth: int) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -268,6 +269,18 @@ def first_depth() -> int:
     return max(2, min(FIRST_DEPTH, journalindex.snapshot_every() // 10))
 
 
+def fetch_first(git: ForgeGit, brief: str, claim_tip: str, tip: str | None) -> None:
+    """A first read of a brief on a cache that holds neither its claim's tip nor its journal's, nor an index of the
+    journal: one fetch of both, shallow as `_from_snapshot` fetches the journal (a new machine's step pays one round
+    trip where it paid two). A claim whose chain is deeper than that is made whole by its own reader
+    (`ensure_objects`), as after any shallow fetch; anything else is left to the readers, which fetch what they lack."""
+    if tip is None or os.path.exists(journalindex.path_for(git.cache, brief)):
+        return
+    if any(git.read_typed([claim_tip, tip])):
+        return
+    git.fetch_shallow({claim_ref(brief): claim_tip, journal_ref(brief): tip}, first_depth())
+
+
 def _from_snapshot(git: ForgeGit, brief: str, tip: str) -> IndexedLog | None:
     """The journal from the snapshot its tip carries (`journalindex.Snapshot`) and the commits after the snapshot's
     own tip, fetched alone when the cache lacks them (`fetch_shallow`: the tip and `first_depth()` - 1 commits below
@@ -397,6 +410,8 @@ class Journal:
         refs = self.git.ls_remote(cref, jref)
         if cref not in refs:
             raise Fenced(self.brief, self.desk, self.epoch, "the brief has never been claimed")
+        if self._indexed and self.tip is None and self.base is None:
+            fetch_first(self.git, self.brief, refs[cref], refs.get(jref))
         self.claim = self.claims.load(cref, refs[cref])
         self._check_holder()
         tip = refs.get(jref)

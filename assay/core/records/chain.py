@@ -80,9 +80,11 @@ def read_tips(git: ForgeGit, tips: Mapping[str, str], prefix: str, name: str,
 
 
 def read_one(git: ForgeGit, ref: str, sha: str, prefix: str, name: str, decode: Callable[[bytes | None, str], R]) -> R:
-    """The record `name` at commit `sha` of `ref`; RecordInvalid for junk."""
+    """The record `name` at commit `sha` of `ref`; RecordInvalid for junk. The tip is all it reads: a cache that holds
+    the chain cut short below it (one shallow fetch with a journal's, `journal.writer.fetch_first`) is left so, for a
+    reader of the chain's history to make whole (`ensure_objects`)."""
     brief_of_ref(ref, prefix)
-    git.ensure_objects({ref: sha})
+    git.ensure_objects({ref: sha}, whole=False)
     tip, blob = git.read_typed([sha, f"{sha}:{name}"])
     return decode_tip(ref, sha, tip, blob, decode)
 
