@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from assay.core.credentials import redact
 from assay.core.git.objects import ObjectCache
 from assay.core.git.refs import OBJECT_ID
-from assay.core.git.run import first_error
+from assay.core.git.run import first_error, git_timeout
 from assay.errors import ForgeError
 
 _PAIR = re.compile(r"([0-9a-f]{40}|[0-9a-f]{64}) (?:[0-9a-f]{40}|[0-9a-f]{64})\n")  # a line `changed_against` gave
@@ -39,9 +39,10 @@ class History(ObjectCache):
         `whole=False`: the tips alone will do (the caller reads only commits it knows are there, as after a
         journal snapshot), so a shallow cache is not made whole.
         """
-        missing = dict(refs) if force else self._missing(refs)
-        if missing:
-            self._fetch(missing)
+        if force:
+            self._fetch(refs)
+        elif missing := self._missing(refs):
+            self._fetch_missing(missing)
         if whole and (shallow := self.shallow_commits()) and self._cut(list(refs.values()), shallow):
             self._fetch(refs, f"--depth={WHOLE_DEPTH}")  # these tips' histories whole; other cut chains stay cut
             self._parents.clear()  # links learned while it was cut (a shallow commit as a root) are stale
@@ -69,24 +70,43 @@ class History(ObjectCache):
                          input="".join(f"{t}\n" for t in present).encode())
         return any(sha in shallow for sha in proc.stdout.decode().split())
 
+    def _fetch_missing(self, refs: dict[str, str]) -> None:
+        """Fetch tips the cache lacks; over HTTP, under a supervisor, with the host's other desks (`fetchgroup.py`):
+        what another desk of the host fetched meanwhile is not fetched again."""
+        if not self.remote.lower().startswith(("http://", "https://")):
+            self._fetch(refs)
+            return
+        from assay.core import fetchgroup
+
+        fetchgroup.fetch(os.path.join(self.cache, "fetches"), sorted(refs.items()), self._lacking, self._fetch_pairs,
+                         git_timeout())
+
     def _fetch(self, refs: dict[str, str], *extra: str) -> None:
+        self._fetch_pairs(list(refs.items()), *extra)
+
+    def _fetch_pairs(self, wants: Sequence[tuple[str, str]], *extra: str) -> None:
+        """One fetch of the tips `wants` (ref, object id) by their ids; by their refs where the forge refuses."""
         args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q", *extra,
                 "--stdin", self.remote]
-        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in set(refs.values())).encode())
+        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in {s for _, s in wants}).encode())
         if by_id.returncode == 0:
             return
-        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in refs).encode())
+        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in {r for r, _ in wants}).encode())
         if proc.returncode != 0:
             raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {first_error(proc.stderr)}")
 
     def _missing(self, refs: dict[str, str]) -> dict[str, str]:
-        """The refs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
+        """The refs whose tips the cache lacks."""
+        return dict(self._lacking(list(refs.items())))
+
+    def _lacking(self, wants: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (ref, tip) pairs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
         objects = f"{self.cache}/objects/"
-        unsure = {ref: sha for ref, sha in refs.items() if not os.path.exists(f"{objects}{sha[:2]}/{sha[2:]}")}
+        unsure = [(ref, sha) for ref, sha in wants if not os.path.exists(f"{objects}{sha[:2]}/{sha[2:]}")]
         if not unsure:
-            return {}
-        found = self.read_typed(list(unsure.values()))
-        return {ref: sha for (ref, sha), obj in zip(unsure.items(), found, strict=True) if obj is None}
+            return []
+        found = self.read_typed([sha for _, sha in unsure])
+        return [want for want, obj in zip(unsure, found, strict=True) if obj is None]
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether `older` is `newer` or in its history (both must be in the cache)."""
