@@ -166,9 +166,10 @@ def test_a_killed_leader_strands_no_request(host: Path) -> None:
     assert requests(host) == [] and not (host / "fetches" / fetchgroup.CURRENT).exists()
 
 
-def test_the_forges_refusal_reaches_each_requester_as_its_own(host: Path) -> None:
-    """The group's fetch is refused: each requester then fetches alone what it still lacks and says the forge's
-    error itself (nothing said for it by another)."""
+def test_the_forges_refusal_of_the_groups_fetch_reaches_every_requester_in_it(host: Path) -> None:
+    """The group's fetch is refused: each requester it fetched for says the forge's error, and none asks the forge
+    again alone (a forge in trouble meets one failing fetch, not one a desk); a mark of an error that the host's key
+    did not sign is not taken: its requester fetches alone."""
     leader = start(host, f"refs/heads/main={A}", "hold")
     until(lambda: len(calls(host)) == 1, "the leader did not begin its fetch")
     others = [start(host, f"refs/assay/claims/x={B}"), start(host, f"refs/assay/claims/y={C}")]
@@ -176,8 +177,18 @@ def test_the_forges_refusal_reaches_each_requester_as_its_own(host: Path) -> Non
     (host / "fail").touch()
     (host / "go").touch()
     assert [said(p) for p in (leader, *others)] == ["error: the forge said no"] * 3
-    asked = sorted(a for _, a in calls(host))
-    assert asked.count("b") == asked.count("c") == 1 and "b c" in asked, asked  # together, then each alone
+    assert [asked for _, asked in calls(host)] == ["a", "b c"]  # the leader's own, then one for both waiting
+    from assay.errors import ForgeError
+
+    folder = str(host / "fetches")
+    assert fetchgroup._failed(os.path.join(folder, "1-x.out"), "1-x", b"k" * 64) is None  # no mark: none taken
+    (host / "fetches" / "1-x.out").write_text(json.dumps({"id": "1-x", "error": "planted", "mac": "0" * 64}))
+    assert fetchgroup._failed(os.path.join(folder, "1-x.out"), "1-x", b"k" * 64) is None
+    body = {"id": "1-x", "error": "signed", "hint": "h"}
+    (host / "fetches" / "1-x.out").write_text(json.dumps({**body, "mac": pushgroup._mac(b"k" * 64, body)}))
+    got = fetchgroup._failed(os.path.join(folder, "1-x.out"), "1-x", b"k" * 64)
+    assert isinstance(got, ForgeError) and got.message == "signed"
+    assert fetchgroup._failed(os.path.join(folder, "1-x.out"), "2-y", b"k" * 64) is None  # another request's
 
 
 def test_a_request_the_hosts_key_did_not_sign_is_never_fetched_for(host: Path) -> None:

@@ -338,6 +338,41 @@ def test_a_desk_thread_waiting_is_woken_by_its_stop_not_by_a_clock() -> None:
         group.close_output()
 
 
+def test_an_idle_desk_thread_is_woken_by_its_hosts_watcher_not_by_looking(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle desk that is a thread waits for the `wake` file without looking at it five times a second: the host's
+    watcher, having touched it, wakes the desk threads of its process (`stops.nudge`), which look at once. With
+    every look a minute apart, the desk (its thread seen blocked in `poll`) is woken within the test's 10 s."""
+    from types import SimpleNamespace
+
+    from assay.desk import loop
+
+    monkeypatch.setattr(loop, "WAKE_LOOK_S", 60.0)
+    monkeypatch.setattr(loop, "NUDGED_LOOK_S", 60.0)
+    waiting = SimpleNamespace(state_dir=tmp_path, _looked_at=time.time())
+
+    def body(ident: int) -> tuple[bool, float]:
+        tid = threading.get_native_id()
+
+        def wake_once_it_waits() -> None:
+            deadline = time.monotonic() + 10
+            while "poll" not in Path(f"/proc/self/task/{tid}/wchan").read_text() and time.monotonic() < deadline:
+                time.sleep(0.01)  # a look at the kernel's account of the thread: no event says it waits
+            wake = tmp_path / loop.WAKE
+            wake.touch()
+            os.utime(wake, (time.time() + 1, time.time() + 1))
+            stops.nudge()
+
+        threading.Thread(target=wake_once_it_waits).start()
+        began = time.monotonic()
+        woken = loop.Desk._woken(waiting, 60)  # type: ignore[arg-type]
+        return woken, time.monotonic() - began
+
+    woken, took = in_desk(body)
+    assert woken and took < 10, took
+    assert not list((tmp_path / loop.IDLE).iterdir())  # its mark as idle is gone with the wait
+
+
 def test_a_desk_thread_that_cannot_begin_ends_and_is_not_waited_for_ever(monkeypatch: pytest.MonkeyPatch) -> None:
     """A desk thread whose start fails (no descriptor left for its stop's pipe) ends with 1, said, and its host's
     `start` returns: the host goes on with its other desks."""

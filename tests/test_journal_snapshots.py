@@ -457,3 +457,57 @@ def test_making_one_chain_whole_leaves_the_other_cut_chains_of_the_cache_cut(for
         assert not port.shallow_commits() & set(git("--git-dir", str(forge.path), "rev-list", REF).split())
     finally:
         port.close()
+
+
+def deep_claim(held: Claims, forge: Forge) -> list[str]:
+    """alpha's claim renewed past the first fetch's depth, its journal's tip the commit that made a snapshot; the
+    claim's chain, newest first."""
+    s = session(held, "r1")
+    while len(git("--git-dir", str(forge.path), "rev-list", "refs/assay/claims/alpha").split()) <= first_depth() + 2:
+        s.note("each push renews the claim", sync=True)
+    while s.journal.last_seq % EVERY:
+        s.note("one entry, one commit", sync=True)
+    return git("--git-dir", str(forge.path), "rev-list", "refs/assay/claims/alpha").split()
+
+
+def test_a_cache_that_holds_anything_never_fetches_a_claim_shallow(forge: Forge, held: Claims, tmp_path: Path) -> None:
+    """The claim goes into the journal's shallow fetch only on a cache that holds nothing: one that holds an older
+    claim tip with its whole chain would have that chain cut (and fetched whole again by its next reader)."""
+    port = fresh_port(forge, tmp_path, "warm")
+    try:
+        Claims(port).history("alpha")  # the claim's chain, whole, as it is now
+        chain = deep_claim(held, forge)
+        open_session(Claims(port), "alpha", "d", 1, run="r2", indexed=True)
+        assert not port.shallow_commits() & set(chain)
+        assert [c.sha for c in Claims(port).history("alpha")] == list(reversed(chain))
+    finally:
+        port.close()
+
+
+def test_a_retired_claims_custody_is_whole_on_the_board_of_a_machine_whose_first_step_cut_it(
+        forge: Forge, held: Claims, tmp_path: Path) -> None:
+    """A retired claim is reached from the retired index through a second parent, which no first-parent walk from
+    that index sees cut: the board makes every custody chain it shows whole first."""
+    from assay.config import open_reviews
+    from assay.core.custody import release
+    from assay.core.retire import retire
+    from assay.observe.board import read_forge
+
+    held.claim("beta", "d")
+    release(held, "beta", "d", outcome="done", epoch=1)
+    assert retire(held, ["beta"]).retired  # the retired index's chain begins: alpha's claim joins it second
+    chain = deep_claim(held, forge)
+    port = fresh_port(forge, tmp_path, "new-machine")
+    try:
+        open_session(Claims(port), "alpha", "d", 1, run="r2", indexed=True)
+        assert port.shallow_commits() & set(chain)  # the first step's fetch cut the claim's chain
+        release(held, "alpha", "d", outcome="done", epoch=1)
+        assert retire(held, ["alpha"]).retired
+        assert not git("--git-dir", str(forge.path), "for-each-ref", "refs/assay/claims/").strip()
+        whole = git("--git-dir", str(forge.path), "rev-list", git("--git-dir", str(forge.path), "rev-parse",
+                                                                  "refs/assay/retired-keep")).split()
+        read = read_forge(port, open_reviews(port))
+        custody = [c.sha for c in read.chains["alpha"] if not hasattr(c, "problem")]
+        assert len(custody) == len(chain) + 1 and set(custody) <= set(whole)  # the release is the newest
+    finally:
+        port.close()

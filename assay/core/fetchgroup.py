@@ -8,9 +8,11 @@ goes through the folder `fetches/` of the forge's cache: it writes its request (
 it lacks, signed with the key), holds a lock on that file while it waits, and takes the folder's lock (`flock`,
 released by the kernel when its holder dies). Whoever holds the folder's lock looks again at what the cache lacks of
 its own request and of every other one waited on then, fetches all of that in one `git fetch`, and marks each of
-those requests done (`<id>.out`). A requester whose request is marked, or that finds the cache holding what it asked
-for once it holds the lock, looks at the cache again and fetches alone whatever is still missing (a fetch that
-failed, an object the forge no longer serves by id): the cache is the answer, never the mark.
+those requests done (`<id>.out`, signed; with the fetch's error if it failed). A requester whose request is marked,
+or that finds the cache holding what it asked for once it holds the lock, looks at the cache again: the cache is the
+answer, never the mark. What is still missing there it fetches alone, unless the group's fetch, which included it,
+failed: then that error is its own (the forge refused, or did not answer, what it would have asked alone), and a
+forge in trouble meets one failing fetch a host, not one a desk.
 
 While a fetch is on its way the leader names what it fetches (`current`, signed): a request that lacks nothing else
 waits for it and fetches nothing. Otherwise a forge that answers briskly is fetched from as without a group: a
@@ -18,9 +20,10 @@ request made while a fetch has been on its way for less than `listgroup.queue_af
 fetch takes longer, the forge is slow: the requests made meanwhile wait for it and go as one in the next.
 
 A requester fetches alone when the lock's holder is stopped (SIGSTOP) and when no fetch began within `wait_s` of its
-request. Requests are signed with the key, so what an agent writing into the cache plants is never fetched for; a
-planted mark only makes its requester look at the cache sooner. Nothing here writes to the forge: a leader killed
-mid-fetch leaves its requests, the kernel frees the lock, and the next holder fetches for them.
+request. Requests and marks are signed with the key for one request's name, so what an agent writing into the cache
+plants is never fetched for, nor taken as an error; a planted mark only makes its requester look at the cache
+sooner. Nothing here writes to the forge: a leader killed mid-fetch leaves its requests, the kernel frees the lock,
+and the next holder fetches for them.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ Direct = Callable[[Wants], None]  # fetch these now, alone; ForgeError where the
 
 def fetch(folder: str, wants: Wants, missing: Missing, direct: Direct, wait_s: float) -> None:
     """Make the tips `wants` present in the cache, fetched with the host's other requests waiting (see the module's
-    text); ForgeError where the forge would not give what is still missing when this process fetches alone."""
+    text); ForgeError where the forge would not give what is still missing: the group's fetch's error, which
+    included it, or this process's own fetching alone."""
     secret = key()
     wants = sorted(set(wants))
     if secret is None or not wants or not all(PATTERN.fullmatch(r) and OBJECT_ID.fullmatch(s) for r, s in wants):
@@ -60,11 +64,14 @@ def fetch(folder: str, wants: Wants, missing: Missing, direct: Direct, wait_s: f
     req, out = os.path.join(folder, f"{rid}.req"), os.path.join(folder, f"{rid}.out")
     body = {"id": rid, "wants": [list(w) for w in wants]}
     held = fd = -1
+    failed: ForgeError | None = None  # the group's fetch, which included what this request lacked, failed so
     try:
         held = _write(req, {**body, "mac": _mac(secret, body)}, keep_locked=True)
         fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         if _await(folder, fd, out, wants, secret, wait_s):
-            _lead(folder, rid, secret, wants, missing, direct)
+            failed = _lead(folder, rid, secret, wants, missing, direct)
+        else:
+            failed = _failed(out, rid, secret)
     finally:
         with contextlib.suppress(OSError):
             _done(req, out)
@@ -72,8 +79,21 @@ def fetch(folder: str, wants: Wants, missing: Missing, direct: Direct, wait_s: f
             if opened >= 0:
                 os.close(opened)
     still = missing(wants)
+    if still and failed is not None:
+        raise failed
     if still:
         direct(still)
+
+
+def _failed(out: str, rid: str, secret: bytes) -> ForgeError | None:
+    """The error of the group's fetch that marked request `rid` done, if the host's key signed it for `rid`."""
+    data = _read(out)
+    if data is None or "error" not in data:
+        return None
+    body = {k: v for k, v in data.items() if k != "mac"}
+    if body.get("id") != rid or not hmac.compare_digest(str(data.get("mac", "")), _mac(secret, body)):
+        return None  # planted, or another request's: this process fetches alone
+    return ForgeError(str(body["error"]), str(body.get("hint", "")))
 
 
 def _await(folder: str, fd: int, out: str, wants: Wants, secret: bytes, wait_s: float) -> bool:
@@ -118,24 +138,34 @@ def _covered(folder: str, wants: Wants, secret: bytes) -> bool:
     return {s for _, s in wants} <= set(shas)
 
 
-def _lead(folder: str, own: str, secret: bytes, wants: Wants, missing: Missing, direct: Direct) -> None:
-    """One fetch of what the cache lacks of this request and of every other one waited on now; each marked done
-    before the lock goes, whatever the fetch did (its requester looks at the cache)."""
+def _lead(folder: str, own: str, secret: bytes, wants: Wants, missing: Missing, direct: Direct) -> ForgeError | None:
+    """One fetch of what the cache lacks of this request and of every other one waited on now; each of those marked
+    done before the lock goes (with the fetch's error, signed, if it failed: each lacked only what it fetched).
+    Returns that error."""
     waiting = _waiting(folder, own, secret)
     lacking = missing(sorted({*wants, *(w for _, theirs in waiting for w in theirs)}))
+    failed: ForgeError | None = None
+    current = os.path.join(folder, CURRENT)
     try:
         if lacking:
             shas = sorted({s for _, s in lacking})
-            _write(os.path.join(folder, CURRENT), {"shas": shas, "mac": _mac(secret, {"shas": shas})})
+            with contextlib.suppress(OSError):  # only a hint for requests to come
+                _write(current, {"shas": shas, "mac": _mac(secret, {"shas": shas})})
             _stamp(folder)  # a fetch begins: its requesters wait for it however slow the forge
-            with contextlib.suppress(ForgeError):  # each requester fetches alone what is still missing: its own error
+            try:
                 direct(lacking)
+            except ForgeError as e:
+                failed = e
     finally:
         with contextlib.suppress(OSError):
-            os.unlink(os.path.join(folder, CURRENT))
+            os.unlink(current)
         for rid, _ in waiting:
+            said = {"id": rid, **({"error": failed.message, "hint": failed.hint} if failed is not None else {})}
+            req = os.path.join(folder, f"{rid}.req")
             with contextlib.suppress(OSError):
-                _write(os.path.join(folder, f"{rid}.out"), {"id": rid})
+                if _waited_on(req):  # a requester gone meanwhile is marked no more: no answer left behind
+                    _write(os.path.join(folder, f"{rid}.out"), {**said, "mac": _mac(secret, said)})
+    return failed
 
 
 def _waiting(folder: str, own: str, secret: bytes) -> list[tuple[str, Wants]]:
@@ -143,11 +173,13 @@ def _waiting(folder: str, own: str, secret: bytes) -> list[tuple[str, Wants]]:
     verified; litter removed."""
     found: list[tuple[str, Wants]] = []
     for rid, path in requests_in(folder):
-        if rid == own or os.path.exists(path[:-4] + ".out"):
+        if rid == own:
             continue
         if not _waited_on(path):
             with contextlib.suppress(OSError):
-                os.unlink(path)  # its requester is gone
+                _done(path, path[:-4] + ".out")  # its requester is gone
+            continue
+        if os.path.exists(path[:-4] + ".out"):
             continue
         data = _read(path) or {}
         raw = data.get("wants")

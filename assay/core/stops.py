@@ -87,6 +87,17 @@ def stop(ident: int, sig: int) -> None:
                 pass
 
 
+def nudge() -> None:
+    """Wake every desk that is a thread of this process from its wait, stopping none: each looks again at what it
+    waits for (the host's watcher, having touched the `wake` file its idle desks wait on)."""
+    with _pipes:
+        for desk in _desks.values():
+            try:
+                os.write(desk.wake[1], b".")
+            except OSError:  # a full pipe wakes its desk as well
+                pass
+
+
 def check() -> None:
     """Raise the stop handed to the calling desk, if one was and no step's intent is being journaled."""
     desk = _desks.get(_thread.get_ident())

@@ -64,6 +64,7 @@ IDLE_MAX_S = 120.0  # the longest an idle desk waits between looks at the forge
 MAX_THROTTLED_S = 3720.0  # the longest a desk waits before it looks again when GitHub's limits ask for a wait
 WAKE = "wake"  # in the state folder: touched by the host's supervisor when the forge moves (`supervisor.py`)
 WAKE_LOOK_S = 0.2  # how often an idle desk looks at it
+NUDGED_LOOK_S = 5.0  # how often an idle desk that is a thread looks at it: its host's watcher wakes it (`stops.nudge`)
 IDLE = "idle"  # in the state folder: a file named by the pid of each desk waiting for the wake file, its time
 # the time its last look at the forge began
 
@@ -112,7 +113,9 @@ class Desk:
 
     def _woken(self, wait_s: float) -> bool:
         """Wait up to `wait_s`; True as soon as the host's supervisor says the forge moved (it touches the state
-        folder's `wake` file when main, a claim or a journal moves), so an idle desk looks at once."""
+        folder's `wake` file when main, a claim or a journal moves), so an idle desk looks at once. A desk that is a
+        thread waits for its host's watcher to wake it (`stops.nudge`), looking at the file only now and then; a
+        desk process looks at it five times a second."""
         wake = self.state_dir / WAKE
         since = _mtime(wake)
         deadline = time.monotonic() + wait_s
@@ -123,7 +126,14 @@ class Desk:
             os.utime(idle, (self._looked_at, self._looked_at))  # when its last look began
         try:
             while (left := deadline - time.monotonic()) > 0:
-                stops.sleep(min(WAKE_LOOK_S, left))
+                fd = stops.waker()  # a desk that is a thread: drained first, so a nudge after the look below wakes it
+                if fd is None:
+                    stops.sleep(min(WAKE_LOOK_S, left))
+                else:
+                    stops.check()
+                    if _mtime(wake) == since:
+                        stops.readable([fd], min(NUDGED_LOOK_S, left))
+                    stops.check()
                 if _mtime(wake) != since:
                     return True
             return False

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from assay.core import pushgroup
+from assay.core import pushgroup, stops
 from assay.core.git import ForgeGit
 from assay.core.lives import pid_exists
 from assay.desk.procs import dies_with_parent, retitle
@@ -311,6 +311,7 @@ def watch(forge: str, state_dir: Path | None, poll_s: float, children: Sequence[
                     if woken(git, looks, refs, [looked for _, looked in waiting - judged]):
                         wake.touch()
                         os.utime(wake)  # a new mtime, whatever the file system's resolution did with the last one
+                        stops.nudge()  # desks that are threads of this process look at it at once
                     if not looks or looks[-1][1] != refs:
                         looks = [*looks, (time.time(), refs)][-LOOKS_KEPT:]
                     judged = waiting

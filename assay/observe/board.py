@@ -145,6 +145,10 @@ def _chains(git: ForgeGit, tips: dict[str, str]) \
     """Every custody chain: one rev-list for all of them, then one cat-file batch for all their records and
     commits; with each commit's committer time (a renewal repeats its record: only its commit tells when), and
     the progress each tip carries, by brief."""
+    # a chain fetched cut short (a new machine's first step's claim) is made whole first: a retired claim's too, which
+    # no first-parent walk from the retired index reaches
+    if git.shallow_commits():
+        git.ensure_objects(tips)
     walked = git.chains(list(tips.values()))
     commits = {ref: list(reversed(walked.get(tip, []))) for ref, tip in sorted(tips.items())}
     names = [name for shas in commits.values() for sha in shas for name in (f"{sha}:claim.json", sha)]

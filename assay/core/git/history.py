@@ -53,6 +53,15 @@ class History(ObjectCache):
         (`ensure_objects`). A journal snapshot's reader takes this, not the chain below the snapshot."""
         self._fetch(refs, f"--depth={max(1, depth)}")
 
+    def holds_nothing(self) -> bool:
+        """Whether the cache holds no object at all (no pack, nothing loose): a new machine's."""
+        objects = os.path.join(self.cache, "objects")
+        try:
+            return not any(len(n) == 2 for n in os.listdir(objects)) \
+                and not any(n.endswith(".pack") for n in os.listdir(os.path.join(objects, "pack")))
+        except OSError:
+            return False
+
     def shallow_commits(self) -> frozenset[str]:
         """The commits the cache holds without their parents (git's `shallow` file); empty when it is whole."""
         try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -270,13 +269,11 @@ def first_depth() -> int:
 
 
 def fetch_first(git: ForgeGit, brief: str, claim_tip: str, tip: str | None) -> None:
-    """A first read of a brief on a cache that holds neither its claim's tip nor its journal's, nor an index of the
-    journal: one fetch of both, shallow as `_from_snapshot` fetches the journal (a new machine's step pays one round
-    trip where it paid two). A claim whose chain is deeper than that is made whole by its own reader
-    (`ensure_objects`), as after any shallow fetch; anything else is left to the readers, which fetch what they lack."""
-    if tip is None or os.path.exists(journalindex.path_for(git.cache, brief)):
-        return
-    if any(git.read_typed([claim_tip, tip])):
+    """A first read of a brief on a cache that holds nothing yet (a new machine's first step): one fetch of its claim
+    and its journal, shallow as `_from_snapshot` fetches the journal (one round trip where there were two). A claim
+    whose chain is deeper than that is made whole by its reader of custody (`ensure_objects`), as after any shallow
+    fetch. Never on a cache that holds anything: a chain it holds whole (an older claim tip's) would be cut."""
+    if tip is None or not git.holds_nothing():
         return
     git.fetch_shallow({claim_ref(brief): claim_tip, journal_ref(brief): tip}, first_depth())
 
