@@ -24,7 +24,8 @@ from tests.helpers import procs
 
 # One process's fetch of WANTS ("ref=sha,...") through the host's group. The "cache" is a file of the object ids
 # present (`cache`); `direct` notes the ids it was asked for in `calls`, then: "hold" waits for the file `go`, "stop"
-# stops itself (SIGSTOP); then a file `fail` makes it the forge's refusal, else the ids are added to the cache.
+# stops itself (SIGSTOP); then a file `fail` makes it the forge's refusal (its text the error; one that names an id
+# fails only a fetch of that id, as git's "not our ref"), else the ids are added to the cache.
 PROGRAM = """
 import fcntl, json, os, signal, sys, time
 from pathlib import Path
@@ -44,8 +45,9 @@ def direct(asked):
         os.kill(os.getpid(), signal.SIGSTOP)
     while mode == "hold" and not (work / "go").exists():
         time.sleep(0.005)
-    if (work / "fail").exists():
-        raise ForgeError("the forge said no", "try again later")
+    said = (work / "fail").read_text() if (work / "fail").exists() else None
+    if said is not None and (not any(s in said for s in "abcd") or any(s in said for _, s in asked)):
+        raise ForgeError(said or "the forge said no", "try again later")
     with open(work / "cache", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.write("".join(f"{s}\\n" for _, s in asked))
@@ -189,6 +191,20 @@ def test_the_forges_refusal_of_the_groups_fetch_reaches_every_requester_in_it(ho
     got = fetchgroup._failed(os.path.join(folder, "1-x.out"), "1-x", b"k" * 64)
     assert isinstance(got, ForgeError) and got.message == "signed"
     assert fetchgroup._failed(os.path.join(folder, "1-x.out"), "2-y", b"k" * 64) is None  # another request's
+
+
+def test_an_error_that_names_one_object_is_that_objects_the_others_fetch_alone(host: Path) -> None:
+    """The group's fetch fails because the forge no longer serves one requester's object ("not our ref <id>": git
+    then fetches none of the others): that requester says so, the others fetch alone and have theirs."""
+    leader = start(host, f"refs/heads/main={A}", "hold")
+    until(lambda: len(calls(host)) == 1, "the leader did not begin its fetch")
+    others = [start(host, f"refs/assay/claims/x={B}"), start(host, f"refs/assay/claims/y={C}")]
+    until(lambda: len(requests(host)) == 3, "the requests did not wait beside the leader's")
+    (host / "fail").write_text(f"upload-pack: not our ref {B}")
+    (host / "go").touch()
+    assert said(leader) == "ok"
+    assert [said(p) for p in others] == [f"error: upload-pack: not our ref {B}", "ok"]
+    assert sorted(asked for _, asked in calls(host)) == ["a", "b", "b c", "c"]  # together, then each alone
 
 
 def test_a_request_the_hosts_key_did_not_sign_is_never_fetched_for(host: Path) -> None:

@@ -511,3 +511,20 @@ def test_a_retired_claims_custody_is_whole_on_the_board_of_a_machine_whose_first
         assert len(custody) == len(chain) + 1 and set(custody) <= set(whole)  # the release is the newest
     finally:
         port.close()
+
+
+def test_a_cache_a_fetch_is_filling_does_not_hold_nothing(forge: Forge, tmp_path: Path) -> None:
+    """A fetch into a new cache writes its pack as `tmp_pack_*` and names it at its end: meanwhile the cache is not
+    a new machine's, whose first step may fetch its claim shallow (that would cut what the fetch brings)."""
+    port = fresh_port(forge, tmp_path, "filling")
+    try:
+        port.read_typed(["0" * 40])  # the cache is made
+        assert port.holds_nothing()
+        arriving = Path(port.cache) / "objects" / "pack" / "tmp_pack_XYZ"
+        arriving.write_bytes(b"PACK")
+        assert not port.holds_nothing()
+        arriving.unlink()
+        port.ensure_objects({"refs/heads/main": forge.tip("refs/heads/main")})
+        assert not port.holds_nothing()
+    finally:
+        port.close()

@@ -11,8 +11,10 @@ its own request and of every other one waited on then, fetches all of that in on
 those requests done (`<id>.out`, signed; with the fetch's error if it failed). A requester whose request is marked,
 or that finds the cache holding what it asked for once it holds the lock, looks at the cache again: the cache is the
 answer, never the mark. What is still missing there it fetches alone, unless the group's fetch, which included it,
-failed: then that error is its own (the forge refused, or did not answer, what it would have asked alone), and a
-forge in trouble meets one failing fetch a host, not one a desk.
+failed for the forge's own trouble (a timeout, a refused connection, a 5xx: what it would have met alone): then that
+error is its own, and a forge in trouble meets one failing fetch a host, not one a desk. An error that names one of
+the objects fetched (one the forge no longer serves: git then fetches none of the others) is that object's: each
+requester fetches alone.
 
 While a fetch is on its way the leader names what it fetches (`current`, signed): a request that lacks nothing else
 waits for it and fetches nothing. Otherwise a forge that answers briskly is fetched from as without a group: a
@@ -155,7 +157,7 @@ def _lead(folder: str, own: str, secret: bytes, wants: Wants, missing: Missing, 
             try:
                 direct(lacking)
             except ForgeError as e:
-                failed = e
+                failed = None if _names_any(e, lacking) else e  # an object's own trouble: each fetches alone
     finally:
         with contextlib.suppress(OSError):
             os.unlink(current)
@@ -166,6 +168,14 @@ def _lead(folder: str, own: str, secret: bytes, wants: Wants, missing: Missing, 
                 if _waited_on(req):  # a requester gone meanwhile is marked no more: no answer left behind
                     _write(os.path.join(folder, f"{rid}.out"), {**said, "mac": _mac(secret, said)})
     return failed
+
+
+def _names_any(error: ForgeError, wants: Wants) -> bool:
+    """Whether the forge's error names one of `wants` (git's "not our ref <id>", "couldn't find remote ref <ref>"): the
+    trouble of that object, which fails a fetch of it with others, not of the forge; else (a timeout, a refusal of
+    the connection, the forge's 5xx) every requester would have met it alone."""
+    said = f"{error.message}\n{error.hint}"
+    return any(sha in said or ref in said for ref, sha in wants)
 
 
 def _waiting(folder: str, own: str, secret: bytes) -> list[tuple[str, Wants]]:

@@ -91,7 +91,7 @@ def nudge() -> None:
     """Wake every desk that is a thread of this process from its wait, stopping none: each looks again at what it
     waits for (the host's watcher, having touched the `wake` file its idle desks wait on)."""
     with _pipes:
-        for desk in _desks.values():
+        for desk in list(_desks.values()):  # (a desk thread may begin meanwhile)
             try:
                 os.write(desk.wake[1], b".")
             except OSError:  # a full pipe wakes its desk as well

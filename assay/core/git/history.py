@@ -54,11 +54,13 @@ class History(ObjectCache):
         self._fetch(refs, f"--depth={max(1, depth)}")
 
     def holds_nothing(self) -> bool:
-        """Whether the cache holds no object at all (no pack, nothing loose): a new machine's."""
+        """Whether the cache holds no object at all (no pack, nothing loose) and none is on its way (a fetch's
+        `tmp_pack_*` into it): a new machine's."""
         objects = os.path.join(self.cache, "objects")
         try:
             return not any(len(n) == 2 for n in os.listdir(objects)) \
-                and not any(n.endswith(".pack") for n in os.listdir(os.path.join(objects, "pack")))
+                and not any(n.endswith(".pack") or n.startswith("tmp_") for n in os.listdir(os.path.join(objects,
+                                                                                                         "pack")))
         except OSError:
             return False
 
