@@ -524,7 +524,9 @@ def test_a_cache_a_fetch_is_filling_does_not_hold_nothing(forge: Forge, tmp_path
         arriving.write_bytes(b"PACK")
         assert not port.holds_nothing()
         arriving.unlink()
-        port.ensure_objects({"refs/heads/main": forge.tip("refs/heads/main")})
+        main = forge.tip("refs/heads/main")
+        assert main is not None
+        port.ensure_objects({"refs/heads/main": main})
         assert not port.holds_nothing()
     finally:
         port.close()
