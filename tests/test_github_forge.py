@@ -219,6 +219,43 @@ def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
         desk.wait()
 
 
+def test_a_desk_waiting_out_githubs_limit_sweeps_each_heartbeat_meanwhile(
+        forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """An hour's wait GitHub's limit asks of a desk is no hour without a sweep: a dead desk's claim is expired at the
+    waiting desk's next heartbeat (the sweep reads only the forge), GitHub is asked nothing meanwhile, and the wait
+    is said once, not each heartbeat."""
+    beating = DESK + "heartbeat_s: 1\nlease_s: 2\n"
+    publish(forge, {"desks/builder.yaml": beating, "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt"),
+                    "briefs/other.md": brief("Other", ["write o.txt hi"], "test -f o.txt")})
+    env = running_env(forge, fake_github, tmp_path)
+    assert assay("claim", "other", "--desk", "ghost", "--lease", "2", env=env).code == 0  # its process is gone
+    assert assay("desk", "run", "builder", "--once", "--max-briefs", "1", env=env, timeout=180).code == 0
+    armed = fake_github.faults.arm("GET", r"/pulls", Fault.SECONDARY_RATE_LIMIT, times=10_000, retry_after=3600)
+    desk, lines = running_desk(env)
+    try:
+        said, deadline = [""], time.monotonic() + 120
+        while "looking again in 3600s" not in said[-1]:
+            said.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))  # queue.Empty: it never said so
+        fired = armed.fired
+
+        def state() -> str:
+            claims = assay("claims", "--json", env=env).json()
+            assert isinstance(claims, dict), claims
+            return str({c["brief"]: c["state"] for c in claims["claims"]}.get("other"))
+
+        while (now := state()) == "held":  # the old desk slept the hour through: the test's deadline ends it
+            assert time.monotonic() < deadline and desk.poll() is None, now
+            time.sleep(0.5)  # a look at the forge, as any reader makes: no event says a sweep ran
+        assert now == "expired"
+        while not lines.empty():
+            said.append(lines.get())
+        assert sum("looking again in" in line for line in said) == 1, said
+        assert armed.fired == fired
+    finally:
+        os.killpg(desk.pid, signal.SIGKILL)
+        desk.wait()
+
+
 def test_a_desk_whose_run_githubs_limit_paused_claims_no_other_brief_before_the_wait_is_over(
         forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
     """The limits are the token's: a desk whose run paused on one claims none of its other ready briefs meanwhile

@@ -109,6 +109,7 @@ class Desk:
         self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
         self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
         self._paused: tuple[float, Throttled] | None = None  # GitHub's limits paused a run: until when (monotonic)
+        self._throttled_until = 0.0  # the end of the wait GitHub's limits last asked of a pass (monotonic), as said
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     def _woken(self, wait_s: float) -> bool:
@@ -169,8 +170,10 @@ class Desk:
                 if once:
                     raise
                 wait = max(poll_s, min(exc.wait_s, MAX_THROTTLED_S))
-                self.echo(f"{self.spec.name}: {exc.message}; looking again in {wait:.0f}s")
-                stops.sleep(wait)
+                if time.monotonic() + wait > self._throttled_until + poll_s:  # said once a wait, not each heartbeat
+                    self.echo(f"{self.spec.name}: {exc.message}; looking again in {wait:.0f}s")
+                self._throttled_until = time.monotonic() + wait
+                stops.sleep(min(wait, max(poll_s, self.spec.heartbeat_s)))  # sweeping each heartbeat meanwhile
                 continue
             except ForgeError as exc:
                 if once:
