@@ -221,36 +221,33 @@ def test_a_desk_githubs_limit_stops_waits_as_asked_before_it_looks_again(
 
 def test_a_desk_waiting_out_githubs_limit_sweeps_each_heartbeat_meanwhile(
         forge: Forge, fake_github: FakeGitHub, tmp_path: Path) -> None:
-    """An hour's wait GitHub's limit asks of a desk is no hour without a sweep: a dead desk's claim is expired at the
-    waiting desk's next heartbeat (the sweep reads only the forge), GitHub is asked nothing meanwhile, and the wait
-    is said once, not each heartbeat."""
+    """An hour's wait GitHub's limit asks of a desk is no hour without a sweep: a claim whose desk died during the
+    wait is expired by the waiting desk's sweep (it reads only the forge); GitHub is asked nothing meanwhile, no
+    brief is claimed, and the wait is said once, not each heartbeat."""
     beating = DESK + "heartbeat_s: 1\nlease_s: 2\n"
-    publish(forge, {"desks/builder.yaml": beating, "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt"),
+    publish(forge, {"desks/builder.yaml": beating, "sweepers/default.yaml": "name: default\nexpire:\n  grace_s: 0\n",
+                    "briefs/gh.md": brief("Gh", ["write gh.txt hi"], "test -f gh.txt"),
                     "briefs/other.md": brief("Other", ["write o.txt hi"], "test -f o.txt")})
     env = running_env(forge, fake_github, tmp_path)
-    assert assay("claim", "other", "--desk", "ghost", "--lease", "2", env=env).code == 0  # its process is gone
     assert assay("desk", "run", "builder", "--once", "--max-briefs", "1", env=env, timeout=180).code == 0
-    armed = fake_github.faults.arm("GET", r"/pulls", Fault.SECONDARY_RATE_LIMIT, times=10_000, retry_after=3600)
+    armed = [fake_github.faults.arm(method, r".", Fault.SECONDARY_RATE_LIMIT, times=10_000, retry_after=3600)
+             for method in ("GET", "POST", "PATCH", "PUT", "DELETE")]  # every request to the API, counted
     desk, lines = running_desk(env)
     try:
         said, deadline = [""], time.monotonic() + 120
         while "looking again in 3600s" not in said[-1]:
             said.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))  # queue.Empty: it never said so
-        fired = armed.fired
-
-        def state() -> str:
-            claims = assay("claims", "--json", env=env).json()
-            assert isinstance(claims, dict), claims
-            return str({c["brief"]: c["state"] for c in claims["claims"]}.get("other"))
-
-        while (now := state()) == "held":  # the old desk slept the hour through: the test's deadline ends it
-            assert time.monotonic() < deadline and desk.poll() is None, now
-            time.sleep(0.5)  # a look at the forge, as any reader makes: no event says a sweep ran
-        assert now == "expired"
-        while not lines.empty():
-            said.append(lines.get())
+        fired = sum(a.fired for a in armed)
+        assert assay("claim", "other", "--desk", "ghost", "--lease", "2", env=env).code == 0  # its process is gone
+        while not (": sweep: " in said[-1] and "other" in said[-1]):  # the old desk slept the hour through
+            said.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))  # queue.Empty: no sweep came
+        assert "expire" in said[-1], said[-1]
+        claims = assay("claims", "--json", env=env).json()
+        assert isinstance(claims, dict), claims
+        assert {c["brief"]: c["state"] for c in claims["claims"]}.get("other") == "expired", claims
+        assert not any("claimed" in line for line in said), said  # nor was the expired brief taken meanwhile
         assert sum("looking again in" in line for line in said) == 1, said
-        assert armed.fired == fired
+        assert sum(a.fired for a in armed) == fired and desk.poll() is None
     finally:
         os.killpg(desk.pid, signal.SIGKILL)
         desk.wait()

@@ -108,8 +108,8 @@ class Desk:
         self._looked_at = 0.0  # when this desk's last pass began to read the forge (wall clock)
         self._steer_looked: set[str] = set()  # waiting claim tips whose journals were looked at for steering
         self._done_when_at: dict[str, tuple[str, bool]] = {}  # waiting brief -> (main its done_when ran on, passed)
-        self._paused: tuple[float, Throttled] | None = None  # GitHub's limits paused a run: until when (monotonic)
-        self._throttled_until = 0.0  # the end of the wait GitHub's limits last asked of a pass (monotonic), as said
+        self._paused: tuple[float, Throttled] | None = None  # GitHub's limits asked for a wait: until when (monotonic)
+        self._pause_said = 0.0  # the end of the longest such wait said (monotonic)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
 
     def _woken(self, wait_s: float) -> bool:
@@ -156,23 +156,21 @@ class Desk:
             self._looked_at = time.time() if passes else 0.0
             passes += 1
             stops.check()  # a desk that is a thread: a stop its host handed it ends it here, between passes
-            self._sweep_if_due()
+            self._sweep_if_due()  # (git alone: also while GitHub's limits ask for a wait)
             try:
+                self._still_paused()  # GitHub's limits asked for a wait: nothing asked of it, no brief claimed
                 snapshot = read_snapshot(self.claims, lazy_footprints=True)
                 self._report_findings(snapshot)
                 progressed = self._settle_waiting(snapshot, report)
                 progressed = self._wake_stale(snapshot) or progressed
                 skip = self._resting() | (set(report.worked) - again if once else set())
-                self._still_paused()  # a run GitHub's limits paused: no brief claimed before the wait is over
                 brief, claim = self._next(snapshot, skip)
                 self._report_findings(snapshot)  # again: the choice may have read the footprints, and junk there
             except Throttled as exc:  # GitHub's limits (or the fleet's budget) ask for a wait: no call before it
                 if once:
                     raise
                 wait = max(poll_s, min(exc.wait_s, MAX_THROTTLED_S))
-                if time.monotonic() + wait > self._throttled_until + poll_s:  # said once a wait, not each heartbeat
-                    self.echo(f"{self.spec.name}: {exc.message}; looking again in {wait:.0f}s")
-                self._throttled_until = time.monotonic() + wait
+                self._pause(exc, wait)
                 stops.sleep(min(wait, max(poll_s, self.spec.heartbeat_s)))  # sweeping each heartbeat meanwhile
                 continue
             except ForgeError as exc:
@@ -198,10 +196,20 @@ class Desk:
             idle = 0 if progressed or woken else idle + 1
         return report
 
+    def _pause(self, exc: Throttled, wait_s: float) -> None:
+        """GitHub's limits (or the fleet's budget) ask for no call before `wait_s` from now: said once a wait, and
+        kept, so each pass meanwhile only sweeps (`_still_paused`)."""
+        until = time.monotonic() + wait_s
+        if until > self._pause_said + self.poll_s:
+            self.echo(f"{self.spec.name}: {exc.message}; looking again in {wait_s:.0f}s")
+            self._pause_said = until
+        if self._paused is None or until > self._paused[0]:
+            self._paused = (until, exc)
+
     def _still_paused(self) -> None:
-        """Raise `Throttled` while the wait GitHub's limits asked of a paused run lasts: the limits are the token's,
-        so the next brief's run would pause at its first call to GitHub and hand its claim back, a claim and a
-        journal written for nothing."""
+        """Raise `Throttled` while the wait GitHub's limits asked lasts (of a pass, or of a paused run): the limits
+        are the token's, so a call now lengthens the wait, and the next brief's run would pause at its first call to
+        GitHub and hand its claim back, a claim and a journal written for nothing."""
         if self._paused is None:
             return
         until, exc = self._paused
