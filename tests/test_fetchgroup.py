@@ -11,8 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from assay.core import fetchgroup, pushgroup
 from tests.conftest import REPO, git
 from tests.fakegithub.server import FakeGitHub
 from tests.helpers import procs
+from tests.helpers.procs import until
 
 # One process's fetch of WANTS ("ref=sha,...") through the host's group. The "cache" is a file of the object ids
 # present (`cache`); `direct` notes the ids it was asked for in `calls`, then: "hold" waits for the file `go`, "stop"
@@ -88,13 +87,6 @@ def calls(host: Path) -> list[tuple[int, str]]:
     """(pid, the first letters of the ids it fetched, sorted) for each fetch made."""
     return [(int(pid), asked) for pid, _, asked in
             (line.partition(" ") for line in (host / "calls").read_text().splitlines())]
-
-
-def until(done: Callable[[], bool], what: str, deadline_s: float = 30.0) -> None:
-    end = time.monotonic() + deadline_s
-    while not done():
-        assert time.monotonic() < end, what
-        time.sleep(0.005)
 
 
 def requests(host: Path) -> list[Path]:

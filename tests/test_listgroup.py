@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from assay.core import listgroup, pushgroup
 from tests.conftest import REPO, git
 from tests.fakegithub.server import FakeGitHub
 from tests.helpers import procs
+from tests.helpers.procs import until
 
 # One process's listing of PATTERNS through the host's group. Its `direct` lists the "forge", a JSON file of refs,
 # as it is when the listing begins, notes the patterns it was asked for in `calls`, then: "hold" waits for the
@@ -79,13 +79,6 @@ def answer(proc: subprocess.Popen[str]) -> dict[str, str] | str:
 def calls(host: Path) -> list[tuple[int, str]]:
     return [(int(pid), asked) for pid, _, asked in
             (line.partition(" ") for line in (host / "calls").read_text().splitlines())]
-
-
-def until(done: Callable[[], bool], what: str, deadline_s: float = 30.0) -> None:
-    end = time.monotonic() + deadline_s
-    while not done():
-        assert time.monotonic() < end, what
-        time.sleep(0.005)
 
 
 def requests(host: Path) -> list[Path]:

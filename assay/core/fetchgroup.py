@@ -39,7 +39,7 @@ import secrets
 import time
 from collections.abc import Callable
 
-from assay.core.listgroup import LOOK_S, PATTERN, POLL_MAX_S, POLL_S, key, queue_after
+from assay.core.listgroup import LOOK_S, PATTERN, POLL_MAX_S, POLL_S, key, let_go, queue_after
 from assay.core.lives import is_stopped
 from assay.core.pushgroup import _done, _leader, _mac, _mtime, _read, _stamp, _waited_on, _write, requests_in
 from assay.errors import ForgeError
@@ -75,11 +75,7 @@ def fetch(folder: str, wants: Wants, missing: Missing, direct: Direct, wait_s: f
         else:
             failed = _failed(out, rid, secret)
     finally:
-        with contextlib.suppress(OSError):
-            _done(req, out)
-        for opened in (fd, held):  # the folder's lock, if held, goes with it
-            if opened >= 0:
-                os.close(opened)
+        let_go(req, out, fd, held)
     still = missing(wants)
     if still and failed is not None:
         raise failed

@@ -93,11 +93,17 @@ def listing(folder: str, patterns: Sequence[str], direct: Direct, wait_s: float)
             raise ForgeError(str(got["error"]), str(got.get("hint", "")))
         return _only(got["refs"], asked)
     finally:
-        with contextlib.suppress(OSError):
-            _done(req, out)
-        for opened in (fd, held):  # the folder's lock, if held, goes with it
-            if opened >= 0:
-                os.close(opened)
+        let_go(req, out, fd, held)
+
+
+def let_go(req: str, out: str, *opened: int) -> None:
+    """A request's end, whatever happened: its files removed, its descriptors closed (the folder's lock, if held,
+    goes with it; -1: never opened)."""
+    with contextlib.suppress(OSError):
+        _done(req, out)
+    for fd in opened:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,

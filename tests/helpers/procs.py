@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,6 +44,14 @@ def await_state(pid: int, wanted: str, deadline_s: float = 60, gone_ok: bool = F
     while ((now := state(pid)) is None and not gone_ok) or (now is not None and now not in wanted):
         assert time.monotonic() < deadline, f"pid {pid} never reached state {wanted} (now {state(pid)})"
         time.sleep(0.01)
+
+
+def until(done: Callable[[], bool], what: str, deadline_s: float = 30.0) -> None:
+    """Poll `done` until it holds (bounded): what another process did, seen in the files it leaves."""
+    end = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < end, what
+        time.sleep(0.005)
 
 
 @contextmanager
