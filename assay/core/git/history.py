@@ -58,11 +58,11 @@ class History(ObjectCache):
         `tmp_pack_*` into it): a new machine's."""
         objects = os.path.join(self.cache, "objects")
         try:
-            return not any(len(n) == 2 for n in os.listdir(objects)) \
-                and not any(n.endswith(".pack") or n.startswith("tmp_") for n in os.listdir(os.path.join(objects,
-                                                                                                         "pack")))
+            loose, packs = os.listdir(objects), os.listdir(os.path.join(objects, "pack"))
         except OSError:
             return False
+        return not any(len(n) == 2 for n in loose) and not any(n.endswith(".pack") or n.startswith("tmp_")
+                                                               for n in packs)
 
     def shallow_commits(self) -> frozenset[str]:
         """The commits the cache holds without their parents (git's `shallow` file); empty when it is whole."""
