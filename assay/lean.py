@@ -221,13 +221,14 @@ def guarded(call: Callable[[], object], debug: Callable[[], bool]) -> int:
     """Run a command: a user's mistake is one `error:` line and its exit code, never a traceback (unless `debug()`
     says tracebacks were asked for)."""
     from assay.errors import AssayError, Cancelled
-    from assay.views import render_error
 
     try:
         rv = call()
     except AssayError as exc:
         if debug():
             raise
+        from assay.views import render_error
+
         render_error(exc.message, exc.hint)
         return exc.code
     except KeyboardInterrupt as exc:
@@ -238,6 +239,8 @@ def guarded(call: Callable[[], object], debug: Callable[[], bool]) -> int:
     except Exception as exc:  # a bug, not a user mistake: still no traceback unless asked
         if debug() or os.environ.get("ASSAY_DEBUG"):
             raise
+        from assay.views import render_error
+
         render_error(f"unexpected {type(exc).__name__}: {exc}", "run again with ASSAY_DEBUG=1 for a traceback")
         return 1
     return rv if isinstance(rv, int) else 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from assay.core.claims import Claims
-from assay.core.git import ForgeGit
+from assay.core.git import ForgeGit, GitObject
 from assay.core.journal import append_as_person, keys, read_indexed, read_log
 from assay.core.journal import index as journalindex
 from assay.core.journal.writer import first_depth
@@ -176,9 +176,10 @@ def segment_of(forge: Forge, seq: int) -> str:
                 <= int(n.removesuffix(".jsonl").split("-")[1]))
 
 
-JUNK = ["summary garbage", "unknown version", "other brief", "segment missing", "segment short", "wrong line",
-        "tip elsewhere", "not a tree"]
-FOUND_WHEN_READ = {"segment short"}  # a segment with a filter of its keys, not the last: read when a lookup needs it
+JUNK = ["summary garbage", "unknown version", "other brief", "segment missing", "segment short", "junk line",
+        "wrong line", "tip elsewhere", "not a tree"]
+# a segment with a filter of its keys, not the last: read when a lookup needs it, a line checked when it is used
+FOUND_WHEN_READ = {"segment short", "junk line"}
 
 
 def plant(forge: Forge, junk: str) -> None:
@@ -208,6 +209,9 @@ def plant(forge: Forge, junk: str) -> None:
         del rows[segments[1]]
     elif junk == "segment short":
         put(segments[1], "\n".join(git(*gd, "show", f"{snap}:{segments[1]}").splitlines()[:-1]) + "\n")
+    elif junk == "junk line":  # of the right length, first and last lines whole: a line between them is not JSON
+        lines = git(*gd, "show", f"{snap}:{segments[1]}").splitlines()
+        put(segments[1], "\n".join([*lines[:2], "{not json", *lines[3:]]) + "\n")
     elif junk == "wrong line":  # a line that decodes, but says another thing than the chain: its last
         lines = git(*gd, "show", f"{snap}:{segments[-1]}").splitlines()
         put(segments[-1], "\n".join([*lines[:-1], lines[-1].replace('"at":"', '"at":"1999 ')]) + "\n")
@@ -357,7 +361,9 @@ def test_a_cold_reader_of_a_tip_that_made_its_snapshot_fetches_once(forge: Forge
 
 def test_a_cold_reader_reads_only_the_segments_its_lookups_need(written: Forge, tmp_path: Path) -> None:
     """Each segment carries a filter of its entries' lookup keys: a lookup reads the segments that may hold what it
-    asks for (and the snapshot's last, which is checked against the chain), and finds there what the chain holds."""
+    asks for (and the snapshot's last, whose last line is checked against the chain), and finds there what the chain
+    holds. A segment is checked whole, and kept for the next reader, only where a lookup found lines in it: one a
+    filter sent it to in vain costs its read alone."""
     reader = fresh_port(written, tmp_path, "whole")
     whole = read_log(reader, "alpha").entries
     reader.close()
@@ -365,18 +371,28 @@ def test_a_cold_reader_reads_only_the_segments_its_lookups_need(written: Forge, 
     assert sorted(n for n in names if n.endswith(".keys")) == sorted(n.replace(".jsonl", ".keys")
                                                                     for n in names if n.endswith(".jsonl"))
     ids = {n: git("--git-dir", str(written.path), "rev-parse", f"{REF}:snapshot/{n}") for n in names}
+    segments = {ids[n] for n in names if n.endswith(".jsonl")}
     port = fresh_port(written, tmp_path, "lazy")
+    asked: list[str] = []
+    reads = port.read_typed
+
+    def read_typed(specs: list[str]) -> list[GitObject | None]:
+        asked.extend(s for s in specs if s in segments)
+        return reads(specs)
+
+    port.read_typed = read_typed  # type: ignore[method-assign,assignment]
     try:
         view = read_indexed(port, "alpha").base
         assert isinstance(view, journalindex.Snapshot)
         kept = Path(port.cache) / journalindex.SEGMENTS
         last = segment_of(written, 19)
-        assert {p.name for p in kept.iterdir()} == {ids[last]}  # the last, checked against the chain
+        assert asked == [ids[last]] and not kept.exists()  # the last, one line of it checked against the chain
         build = next(e for e in whole if e.kind == "intent" and e.step == "build")
         assert view.calls_of(build.identity) == [build]
-        assert ids[segment_of(written, build.seq)] in {p.name for p in kept.iterdir()}
+        assert {p.name for p in kept.iterdir()} == {ids[segment_of(written, build.seq)]}  # used: checked, kept
         assert view.calls_of(("never-run", "")) == [] and view.run_counts("no-such-run") == ({}, 0)
-        assert len(list(kept.iterdir())) <= 3  # the filters said the others hold neither (a false hit is rare)
+        assert len(set(asked)) <= 3  # the filters said the others hold neither (a false hit is rare)
+        assert {p.name for p in kept.iterdir()} == {ids[segment_of(written, build.seq)]}  # a false hit: not kept
     finally:
         port.close()
 

@@ -1,4 +1,4 @@
-"""SHA-1 and SHA-256 as hex, without importing hashlib for small inputs.
+"""SHA-1 and SHA-256 as hex, and BLAKE2b, without importing hashlib for small inputs.
 
 Importing hashlib starts OpenSSL: 4 ms of every short command (a claim, a renewal, a step).
 CPython's own modules give the same digests and cost nothing to import (`random` takes
@@ -28,6 +28,12 @@ except ImportError:
     except ImportError:
         _SHA256 = None
 
+_BLAKE2B: Callable[..., Any] | None
+try:
+    from _blake2 import blake2b as _BLAKE2B  # what hashlib.blake2b is
+except ImportError:
+    _BLAKE2B = None
+
 
 def sha1_hex(data: bytes) -> str:
     if _SHA1 is None or len(data) >= LARGE:
@@ -43,3 +49,12 @@ def sha256_hex(data: bytes) -> str:
 
         return hashlib.sha256(data).hexdigest()
     return str(_SHA256(data).hexdigest())
+
+
+def blake2b_digest(data: bytes, size: int) -> bytes:
+    """BLAKE2b of `data`, `size` bytes long (hashlib's own, without hashlib's start)."""
+    if _BLAKE2B is None:
+        import hashlib
+
+        return hashlib.blake2b(data, digest_size=size).digest()
+    return bytes(_BLAKE2B(data, digest_size=size).digest())

@@ -593,6 +593,7 @@ class Snapshot:
         self._git = git
         self._firsts = [a for a, _ in summary.segments]
         self._lines: dict[int, list[bytes]] = {}
+        self._unchecked: set[int] = set()  # segments read through git whose lines are not all checked yet
         self._nondets: list[JournalEntry] | None = None
         # a segment's entries and their commits as the chain holds them, for one found junk (`_from_chain`)
         self.chain: Callable[[int, int], tuple[list[JournalEntry], dict[int, str]]] | None = None
@@ -608,20 +609,35 @@ class Snapshot:
         return True
 
     def _segment(self, at: int) -> bytes:
-        """Segment `at`'s text, read now if it was not: kept for the next reader if every line decodes, of its seq;
-        else its entries are read from the chain (`chain`), and the segment marked as junk in the cache, so that
-        the next reader reads the chain at once."""
+        """Segment `at`'s text, read now if it was not: one of the wrong length is junk, its entries read from the
+        chain (`chain`) and the segment marked as junk in the cache, so that the next reader reads the chain at once.
+        A segment read through git is checked line by line only when a lookup uses it (`_checked`, `entry`): a
+        lookup's filter sends it to segments that hold nothing it asks for too, and a whole check is most of a read."""
         data = self._data[at]
         if data is None:
+            first, last = self._spans[at]
             blob = self._git.read_typed([self._ids[at]])[0]
             if blob is None:  # not in the cache: no word on the segment, which is not marked
                 data = self._from_chain(at, mark=False)
-            elif blob.kind == "blob" and self._whole(at, blob.data):
+            elif blob.kind == "blob" and blob.data.count(b"\n") == last - first + 1 and blob.data.endswith(b"\n"):
                 data = blob.data
-                _keep(os.path.join(self._git.cache, SEGMENTS), self._ids[at], data)
+                self._unchecked.add(at)
             else:
                 data = self._from_chain(at)
             self._data[at] = data
+        return data
+
+    def _checked(self, at: int) -> bytes:
+        """Segment `at`'s text, every line of it an entry of its seq: kept for the next reader; else its entries are
+        read from the chain, and the segment marked as junk in the cache."""
+        data = self._segment(at)
+        if at in self._unchecked:
+            self._unchecked.discard(at)
+            if self._whole(at, data):
+                _keep(os.path.join(self._git.cache, SEGMENTS), self._ids[at], data)
+            else:
+                data = self._data[at] = self._from_chain(at)
+                self._lines.pop(at, None)
         return data
 
     def _whole(self, at: int, data: bytes) -> bool:
@@ -716,6 +732,12 @@ class Snapshot:
         at = bisect.bisect_right(self._firsts, seq) - 1
         if at not in self._lines:
             self._lines[at] = self._segment(at)[:].split(b"\n")
+        if at in self._unchecked:  # this line alone is checked; a junk one sends the segment to the chain
+            with contextlib.suppress(RecordInvalid, UnicodeDecodeError):
+                entry = decode_entry(self._lines[at][seq - self._firsts[at]].decode("utf-8"), journal_ref(self.brief))
+                if entry.seq == seq:
+                    return entry
+            self._lines[at] = self._checked(at)[:].split(b"\n")
         return self._decode(self._lines[at][seq - self._firsts[at]], seq, at)
 
     def commit_of(self, seq: int) -> str | None:
@@ -737,8 +759,11 @@ class Snapshot:
             if found is not None and not found.may_hold(key):
                 continue
             data = self._segment(at)
-            seq, counted = first, 0
             where = data.find(needle)
+            if where != -1 and at in self._unchecked:  # a lookup uses it: every line checked first
+                data = self._checked(at)
+                where = data.find(needle)
+            seq, counted = first, 0
             while where != -1:
                 start = data.rfind(b"\n", 0, where) + 1
                 end = data.find(b"\n", where)

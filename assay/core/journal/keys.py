@@ -16,11 +16,11 @@ by the journal's writer under its claim.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import math
 from collections.abc import Iterable
 
+from assay.core.digests import blake2b_digest
 from assay.core.records import JournalEntry
 
 VERSION = 1
@@ -103,6 +103,6 @@ class Keys:
             return None
 
     def _positions(self, key: str) -> list[int]:
-        digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
+        digest = blake2b_digest(key.encode("utf-8"), 16)
         first, step = int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big") | 1
         return [(first + i * step) % self.size for i in range(self.hashes)]
