@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from assay.core.git import OBJECT_ID, ForgeGit, TreeEntry, parse_tree
 from assay.core.journal.keys import CALLS as _CALLS
 from assay.core.journal.keys import NONDET_KEY, Keys, call_key, intent_key, run_key
+from assay.core.lives import own_tag
 from assay.core.records import JournalEntry, decode_entry, journal_ref
 from assay.core.records.recordtype import dataclass
 from assay.errors import IndexDamaged, RecordInvalid
@@ -558,15 +559,12 @@ def _segments(git: ForgeGit, ids: list[str], needed: list[bool]) -> list[bytes |
 
 
 def _keep(folder: str, name: str, data: bytes) -> None:
+    """`data` kept as the file `name` in `folder`, whole or not at all (as `cachefile.save`; not tempfile, whose
+    loading is a cold reader's 4 ms)."""
+    tmp = os.path.join(folder, f".{name}.{own_tag()}.tmp")
     try:
         os.makedirs(folder, exist_ok=True)
-        import tempfile
-
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as out:
+        with open(tmp, "wb") as out:
             out.write(data)
         os.replace(tmp, os.path.join(folder, name))
     except OSError:
@@ -611,8 +609,9 @@ class Snapshot:
     def _segment(self, at: int) -> bytes:
         """Segment `at`'s text, read now if it was not: one of the wrong length is junk, its entries read from the
         chain (`chain`) and the segment marked as junk in the cache, so that the next reader reads the chain at once.
-        A segment read through git is checked line by line only when a lookup uses it (`_checked`, `entry`): a
-        lookup's filter sends it to segments that hold nothing it asks for too, and a whole check is most of a read."""
+        A segment read through git is checked whole when a lookup's filter sends it there (`_checked`: a junk line
+        could hide what it asks for), and one line at a time where only entries are asked for (`entry`: the
+        snapshot's last, which a cold reader checks against the chain, is one line of a thousand)."""
         data = self._data[at]
         if data is None:
             first, last = self._spans[at]
@@ -632,12 +631,12 @@ class Snapshot:
         read from the chain, and the segment marked as junk in the cache."""
         data = self._segment(at)
         if at in self._unchecked:
-            self._unchecked.discard(at)
             if self._whole(at, data):
                 _keep(os.path.join(self._git.cache, SEGMENTS), self._ids[at], data)
             else:
                 data = self._data[at] = self._from_chain(at)
                 self._lines.pop(at, None)
+            self._unchecked.discard(at)  # (not before: a chain that cannot be read now leaves it to be checked)
         return data
 
     def _whole(self, at: int, data: bytes) -> bool:
@@ -758,11 +757,8 @@ class Snapshot:
             found = self._keys[at]
             if found is not None and not found.may_hold(key):
                 continue
-            data = self._segment(at)
+            data = self._checked(at)  # whole, even where the needle is not found: a junk line may hide it
             where = data.find(needle)
-            if where != -1 and at in self._unchecked:  # a lookup uses it: every line checked first
-                data = self._checked(at)
-                where = data.find(needle)
             seq, counted = first, 0
             while where != -1:
                 start = data.rfind(b"\n", 0, where) + 1
@@ -773,7 +769,8 @@ class Snapshot:
 
     def _decode(self, line: bytes, seq: int, at: int) -> JournalEntry:
         """The entry on `line` of segment `at`: junk there stops the reader (IndexDamaged), the segment marked so
-        that the next reads the chain (a segment read when a lookup needed it was checked whole then)."""
+        that the next reads the chain (a segment read when a lookup needed it was checked whole then, or its lines are
+        checked one at a time as `entry` asks for them)."""
         try:
             entry = decode_entry(line.decode("utf-8"), journal_ref(self.brief))
             if entry.seq == seq:
