@@ -647,9 +647,10 @@ def test_a_listing_over_http_survives_a_dropped_connection_and_gives_up_on_a_sil
 
 def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pack(forge: Forge,
                                                                                      port: ForgeGit) -> None:
-    """A commit this port wrote, whose every object is its own or loose on the forge, arrives as those loose files;
-    one that reaches an object the forge holds only in a pack arrives through `pack-objects`. Either way the forge
-    has every object its refs reach (`git fsck`), and no pack is made for a small push."""
+    """A commit this port wrote, whose every object is its own, loose on the forge or named by the tree of the
+    commit its ref is expected at (a journal's snapshot, carried on), arrives as those loose files; one that reaches
+    another object the forge holds only in a pack arrives through `pack-objects`. Either way the forge has every
+    object its refs reach (`git fsck`), and no pack is made for a small push."""
     who = Signature("t", "t@example.invalid")
     blob = port.write_blob(b"one\n")
     first = port.write_commit(port.write_tree([TreeEntry("f", blob)]), [], "first", who, 1_700_000_000)
@@ -657,15 +658,28 @@ def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pa
     packs = set((forge.path / "objects" / "pack").glob("*.pack"))
     for sha in (first, blob):
         assert (forge.path / "objects" / sha[:2] / sha[2:]).is_file()
-    second = port.write_commit(port.write_tree([TreeEntry("f", blob), TreeEntry("g", port.write_blob(b"two\n"))]),
-                               [first], "second", who, 1_700_000_001)
+    two = port.write_blob(b"two\n")
+    second = port.write_commit(port.write_tree([TreeEntry("f", blob), TreeEntry("g", two)]), [first], "second", who,
+                               1_700_000_001)
     assert port.push([RefUpdate("refs/t/x", second, first)])["refs/t/x"].ok  # its parent and blob: loose there
     assert set((forge.path / "objects" / "pack").glob("*.pack")) == packs
     git("--git-dir", str(forge.path), "repack", "-a", "-d", "-q")  # now the forge has them only in a pack
+    ran: list[str] = []
+    run = port._git
+
+    def spied(*args: str, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+        ran.append(args[0])
+        return run(*args, **kw)
+
+    port._git = spied  # type: ignore[method-assign]
     third = port.write_commit(port.write_tree([TreeEntry("f", blob)]), [second], "third", who, 1_700_000_002)
     assert port.push([RefUpdate("refs/t/x", third, second)])["refs/t/x"].ok
+    assert "pack-objects" not in ran  # its file, packed on the forge, is one the tree of `second` names
+    fourth = port.write_commit(port.write_tree([TreeEntry("g", two)]), [third], "fourth", who, 1_700_000_003)
+    assert port.push([RefUpdate("refs/t/x", fourth, third)])["refs/t/x"].ok
+    assert "pack-objects" in ran  # "two", packed there, is named by an older commit's tree: not the expected one's
     git("--git-dir", str(forge.path), "fsck", "--strict", "--no-dangling")
-    assert git("--git-dir", str(forge.path), "rev-list", "refs/t/x").split() == [third, second, first]
+    assert git("--git-dir", str(forge.path), "rev-list", "refs/t/x").split() == [fourth, third, second, first]
 
 
 def test_the_sweeps_tidy_up_packs_the_loose_objects_pushes_leave(forge: Forge, port: ForgeGit) -> None:

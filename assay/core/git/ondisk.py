@@ -30,10 +30,11 @@ class DiskPush(Listing):
     def _send_loose(self, folder: str, updates: Sequence[RefUpdate], sync: bool) -> bool:
         """Give a forge on this machine the objects of `updates` as the objects this process wrote, when that is
         all they need: every object the new tips reach is one of those (read back from the cache, so what it
-        reaches is followed), a blob the forge holds loose, or an expected tip it holds (a ref names it, so all it
-        reaches is there). Any other object the forge holds may be one a push cut short left there without what
-        it reaches (a commit without its tree): then, as for an object written by another process, nothing is sent
-        and False returned, and `pack-objects --revs` works out what to send. Fewer than `UNPACK_BELOW` go as the
+        reaches is followed), a blob the forge holds loose, an expected tip it holds (a ref names it, so all it
+        reaches is there) or an object that tip's tree names (a journal's snapshot, which each commit carries on).
+        Any other object the forge holds may be one a push cut short left there without what it reaches (a commit
+        without its tree): then, as for an object written by another process, nothing is sent and False returned,
+        and `pack-objects --revs` works out what to send. Fewer than `UNPACK_BELOW` go as the
         loose files the cache holds, each synced before it is named when `sync` (the forge asks git to sync its
         loose objects), as git does: the file, not its folder; more go as one pack of exactly those objects.
         Two processes fewer than `pack-objects | unpack-objects` for the commits a push of Assay's own makes, and
@@ -72,6 +73,7 @@ class DiskPush(Listing):
         packed_tips: list[str] = []
         todo: list[tuple[str, str]] = [(u.new, "tip") for u in updates if u.new != ZERO]  # (sha, kind named)
         seen: set[str] = set()
+        named: dict[str, str] | None = None  # object -> the expected tip whose tree names it (read when needed)
         while todo:
             sha, kind = todo.pop()
             if sha in seen:
@@ -85,6 +87,11 @@ class DiskPush(Listing):
                     continue
                 if sha in self._sent:  # sent before with all it reaches
                     continue
+                if named is None:
+                    named = self._named_by_tips(tips)
+                if sha in named:  # a tree or file the new commit carries on (a journal's snapshot): held with it
+                    todo.append((named[sha], "tip"))
+                    continue
                 return None
             stored = self._loose_in_cache(sha)
             if stored is not None:
@@ -97,6 +104,19 @@ class DiskPush(Listing):
             send[sha] = stored
             todo += _links(raw)
         return send, packed_tips
+
+    def _named_by_tips(self, tips: set[str]) -> dict[str, str]:
+        """Each object the root tree of one of the commits `tips` names (those in the cache) -> that commit: a
+        forge that holds the commit holds them (two reads of the object batch)."""
+        commits = [(tip, obj) for tip, obj in zip(tips, self.read_typed(list(tips)), strict=True)
+                   if obj is not None and obj.kind == "commit"]
+        trees = {line[5:].decode("ascii", "replace"): tip for tip, obj in commits
+                 if (line := obj.data.split(b"\n", 1)[0]).startswith(b"tree ")}
+        named: dict[str, str] = {}
+        for tip, obj in zip(trees.values(), self.read_typed(list(trees)), strict=True):
+            if obj is not None and obj.kind == "tree":
+                named.update((sha, tip) for sha, _ in _links(b"tree %d\0" % len(obj.data) + obj.data))
+        return named
 
     def _loose_in_cache(self, sha: str) -> bytes | None:
         """The cache's loose file of `sha`, if it is there and holds that very object."""
