@@ -106,8 +106,9 @@ class DiskPush(Listing):
         return send, packed_tips
 
     def _named_by_tips(self, tips: set[str]) -> dict[str, str]:
-        """Each object the root tree of one of the commits `tips` names (those in the cache) -> that commit: a
-        forge that holds the commit holds them (two reads of the object batch)."""
+        """Each object the root tree of one of the commits `tips` names (those in the cache) -> that commit. Sound
+        as the tips themselves are: the refs move only from those commits (`_transact`'s compare-and-swap), so the
+        forge then holds all they reach, these among it (two reads of the object batch)."""
         commits = [(tip, obj) for tip, obj in zip(tips, self.read_typed(list(tips)), strict=True)
                    if obj is not None and obj.kind == "commit"]
         trees = {line[5:].decode("ascii", "replace"): tip for tip, obj in commits
