@@ -34,9 +34,9 @@ class DiskPush(Listing):
         reaches is there) or an object that tip's tree names (a journal's snapshot, which each commit carries on).
         Any other object the forge holds may be one a push cut short left there without what it reaches (a commit
         without its tree): then, as for an object written by another process, nothing is sent and False returned,
-        and `pack-objects --revs` works out what to send. Fewer than `UNPACK_BELOW` go as the
-        loose files the cache holds, each synced before it is named when `sync` (the forge asks git to sync its
-        loose objects), as git does: the file, not its folder; more go as one pack of exactly those objects.
+        and `pack-objects --revs` works out what to send. Fewer than `UNPACK_BELOW` go as the loose files the cache
+        holds, each synced before it is named when `sync` (the forge asks git to sync its loose objects), as git
+        does: the file, not its folder; more go as one pack of exactly those objects.
         Two processes fewer than `pack-objects | unpack-objects` for the commits a push of Assay's own makes, and
         for a big one (a retirement) no walk of the history below the expected tips, which grows with the forge."""
         found = self._fresh_closure(folder, updates)
