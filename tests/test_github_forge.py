@@ -420,6 +420,25 @@ def test_a_desk_waiting_out_a_limit_renews_its_claim_at_its_own_heartbeat(fake: 
     assert slept == [5, 5, 2] and len(renewals) == 4 and len(gh.pulls(OWNER, NAME)) == 1
 
 
+def test_a_wait_after_a_run_renews_nothing_of_its_claim(fake: tuple[FakeGitHub, World]) -> None:
+    """A desk's run holds its claim's renewal for the waits of its calls; once the run is over (its brief handed
+    back, or waiting on its review) a wait of the same port, for another brief, renews nothing of it: that claim
+    may be another desk's by then, and its renewal failing would stop a call it has nothing to do with."""
+    gh, w = fake
+    slept: list[float] = []
+    reviews = github_reviews(gh, slept=slept)
+    renewed: list[str] = []
+    with reviews.hold(lambda: renewed.append("alpha"), 400):
+        with reviews.hold(lambda: renewed.append("inner"), 400):
+            pass
+        gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=12)
+        reviews.open("alpha", "assay/alpha", "Alpha", w.push_branch("alpha"))
+    assert renewed == ["alpha", "alpha"]  # the outer hold again once the inner's block ended
+    gh.faults.arm("POST", r"/pulls$", Fault.SECONDARY_RATE_LIMIT, retry_after=12)
+    reviews.open("beta", "assay/beta", "Beta", w.push_branch("beta"))
+    assert renewed == ["alpha", "alpha"] and slept == [12, 12] and len(gh.pulls(OWNER, NAME)) == 2
+
+
 def test_a_read_the_token_may_not_make_names_the_permission_to_add(fake: tuple[FakeGitHub, World]) -> None:
     """A 403 that is no rate limit is a permission the token lacks: as GitHub names it
     (`X-Accepted-GitHub-Permissions`), else as the read needs; not waited out, not retried."""

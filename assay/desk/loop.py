@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,8 @@ class Desk:
         self._paused: tuple[float, Throttled] | None = None  # GitHub's limits asked for a wait: until when (monotonic)
         self._pause_said = 0.0  # the end of the longest such wait said (monotonic)
         git.lock_notes = lambda text: echo(f"{spec.name}: {text}")  # a stale ref lock it removed from the forge
+        # between briefs a wait GitHub asks for renews nothing, and one past half a lease is a pause (`_pause`)
+        reviews.hold(lambda: None, spec.lease_s / 2, spec.heartbeat_s)
 
     def _woken(self, wait_s: float) -> bool:
         """Wait up to `wait_s`; True as soon as the host's supervisor says the forge moved (it touches the state
@@ -631,6 +634,10 @@ class Desk:
     # -- one brief ------------------------------------------------------------------------------
 
     def work(self, snapshot: Snapshot, brief: Brief, claim: Claim) -> str:
+        """Work `brief` under `claim`; how the pass ended for it ("waiting", "lost", "interrupted", ...).
+
+        Long: every way a brief's work can end (junk, a refusal, a person, a lost claim, GitHub's limits, a stop,
+        a fault of the desk's own) is answered here, one clause each, in one place."""
         epoch = claim.record.epoch
         session: Session | None = None
         begun = False  # the run was counted (`begin_run`): only a counted run is ended early (a stop before it
@@ -639,11 +646,15 @@ class Desk:
             with _stops_first():
                 stops.check()  # a desk that is a thread: a stop handed to it as it claimed hands the brief back
                 session = open_session(self.claims, brief.id, self.spec.name, epoch, max_attempts=self.spec.attempts)
-                if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
-                    return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
-                session.begin_run()
-                begun = True
-                outcome = self._work(session, snapshot, brief, epoch)
+                # a rate limit waited out while this brief is worked renews its claim meanwhile (a desk that lost
+                # it stops before it writes); after, the waits of this desk renew nothing of it (`__init__`)
+                with self.reviews.hold(partial(self._renew, session, brief.id, epoch), self.spec.lease_s / 2,
+                                       self.spec.heartbeat_s):
+                    if session.dying_runs() >= self.spec.attempts and self._merged(brief.id):
+                        return self._done(brief.id, epoch, "review merged (its runs had died before they could see it)")
+                    session.begin_run()
+                    begun = True
+                    outcome = self._work(session, snapshot, brief, epoch)
             self._trouble.pop(brief.id, None)
             self._refusals.pop(brief.id, None)
             return outcome
@@ -688,6 +699,10 @@ class Desk:
             if (stopping := self._faulted(brief.id, epoch, session, fault)) is not None:
                 raise stopping from None
             raise
+
+    def _renew(self, session: Session, brief_id: str, epoch: int) -> None:
+        """Renew the claim (Fenced when it is lost): a heartbeat while a forge call waits."""
+        session.journal.claims.renew(brief_id, self.spec.name, epoch=epoch)
 
     def _faulted(self, brief_id: str, epoch: int, session: Session | None,
                  fault: Exception) -> KeyboardInterrupt | Cancelled | None:

@@ -11,6 +11,7 @@ import builtins
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from assay.core.git import OBJECT_ID, RefUpdate
@@ -217,11 +218,13 @@ class Reviews(Protocol):
         reviews are refs (no read of the refs then)."""
         ...
 
-    def hold(self, keepalive: Callable[[], None], max_wait_s: float, every_s: float = 30.0) -> None:
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float,
+             every_s: float = 30.0) -> AbstractContextManager[object]:
         """While a call waits (a rate limit), call `keepalive` (a claim's renewal, which raises when the claim is
         lost) every `every_s` (a desk's heartbeat: the sweep calls a claim not renewed for three overdue) and
-        once before writing, and wait no longer than `max_wait_s` in all. A forge whose calls never wait ignores
-        it."""
+        once before writing, and wait no longer than `max_wait_s` in all: until the `with` block it opens ends,
+        when what was held before is held again (a brief's run: a wait after it, for another brief, renews
+        nothing of this one), or for good, called alone. A forge whose calls never wait ignores it."""
         ...
 
     def open(self, brief: str, branch: str, title: str, head: str) -> Review:

@@ -12,6 +12,7 @@ one twice, or after a crash between the request and its answer, never makes two.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import re
@@ -237,9 +238,18 @@ class GitHubReviews:
             self._wait(wait)
         return waited
 
-    def hold(self, keepalive: Callable[[], None], max_wait_s: float, every_s: float = KEEPALIVE_EVERY_S) -> None:
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float,
+             every_s: float = KEEPALIVE_EVERY_S) -> contextlib.AbstractContextManager[object]:
+        was = (self._keepalive, self._max_wait_s, self._keepalive_every_s)
         self._keepalive, self._max_wait_s = keepalive, min(MAX_WAIT_S, max_wait_s)
         self._keepalive_every_s = max(0.5, min(every_s, KEEPALIVE_EVERY_S))
+
+        def again() -> None:
+            self._keepalive, self._max_wait_s, self._keepalive_every_s = was
+
+        held = contextlib.ExitStack()
+        held.callback(again)
+        return held
 
     def _wait(self, seconds: float) -> None:
         """Wait out a rate limit in slices, renewing the claim between them and once more at the end: a desk

@@ -10,6 +10,7 @@ push, so main never holds a merge the review does not record, nor the reverse.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -182,8 +183,10 @@ class PlainReviews:
             return None
         return Review(chain.read_one(self.git, ref, tip, REVIEWS_PREFIX, "review.json", decode_review), tip)
 
-    def hold(self, keepalive: Callable[[], None], max_wait_s: float, every_s: float = 30.0) -> None:
+    def hold(self, keepalive: Callable[[], None], max_wait_s: float,
+             every_s: float = 30.0) -> contextlib.AbstractContextManager[object]:
         """Reviews on a plain forge are refs: their writes never wait."""
+        return contextlib.nullcontext()
 
     def list(self, tips: Mapping[str, str] | None = None) -> builtins.list[Review | InvalidReview]:
         """Every review tip on the forge, by ref (junk listed as invalid): one ls-remote (none given `tips`), one
