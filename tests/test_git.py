@@ -41,6 +41,26 @@ def test_objects_we_write_are_the_objects_git_would_write(port: ForgeGit) -> Non
     assert git("fsck", "--no-dangling", cwd=Path(port.cache)) == ""
 
 
+def test_a_new_cache_takes_no_template_hooks(forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's git template (`GIT_TEMPLATE_DIR`, `init.templateDir`) may hold hooks: a cache is made without any, so
+    no hook of theirs runs as the cache's refs and objects change, and no samples are copied into each new cache."""
+    template = tmp_path / "template"
+    (template / "hooks").mkdir(parents=True)
+    hook = template / "hooks" / "reference-transaction"
+    hook.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+    hook.chmod(0o755)
+    monkeypatch.setenv("GIT_TEMPLATE_DIR", str(template))
+    made = ForgeGit(forge.url, tmp_path / "cache")
+    try:
+        assert not (Path(made.cache) / "hooks").exists()
+        assert (Path(made.cache) / "objects" / "pack").is_dir()  # what `holds_nothing` lists
+        made.ls_remote("refs/heads/main")
+        made.ensure_objects(made.ls_remote("refs/heads/main"))
+    finally:
+        made.close()
+    assert not (tmp_path / "ran").exists()
+
+
 def test_read_objects_batches_and_reports_missing(port: ForgeGit) -> None:
     a = port.write_blob(b"a")
     b = port.write_blob(b"")

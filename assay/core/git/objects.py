@@ -95,7 +95,7 @@ class ObjectCache:
             raise UsageError(f"cannot use {parent} as Assay's cache: {exc.strerror}",
                              hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
         try:
-            run_git(["init", "--bare", "-q", tmp])
+            run_git(["init", "--bare", "-q", "--template=", tmp])  # no template: no hook samples, nor a user's hooks
             # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
             # process sharing this cache never sees a commit whose tree is still being written.
             # Written into the new repository's own file (no one else reads it yet): one write, not a process a key.
