@@ -100,8 +100,6 @@ class BriefWork:
         supersede, ready), read as one story: their order is the journal's and the crash points'."""
         session, brief = self.session, self.brief
         self._main, self._branch_seen = main, None
-        # a rate limit waited out renews the claim meanwhile, and a desk that lost it stops before it writes
-        self.reviews.hold(self._renew, self.spec.lease_s / 2, self.spec.heartbeat_s)
         redo, feedback = self._round()
         self._redo = redo
         if brief.done_when and self._already_on_main(main, redo):
@@ -361,10 +359,6 @@ class BriefWork:
             return ""
         current = journal.claims.read(self.brief.id)
         return str((waits[-1].data or {}).get("on", "")) if current and current.record.state == "waiting" else ""
-
-    def _renew(self) -> None:
-        """Renew the claim (Fenced when it is lost): a heartbeat while a forge call waits."""
-        self.session.journal.claims.renew(self.brief.id, self.spec.name, epoch=self.epoch)
 
     def _round(self) -> tuple[dict[str, str], str]:
         """Which round of the work this run is, and the feedback it starts with.
