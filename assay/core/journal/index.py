@@ -600,11 +600,16 @@ class Snapshot:
         """Whether segment `at`'s text has its length (a kept one was checked so when it was kept) and ends in
         lines of its first and last seqs (IndexDamaged where one is junk)."""
         first, last = self._spans[at]
-        if isinstance(data, bytes) and (data.count(b"\n") != last - first + 1 or not data.endswith(b"\n")):
+        if isinstance(data, bytes) and not self._sized(at, data):
             return False
         self._decode(data[:data.find(b"\n")], first, at)
         self._decode(data[data.rfind(b"\n", 0, len(data) - 1) + 1:-1], last, at)
         return True
+
+    def _sized(self, at: int, data: bytes) -> bool:
+        """Whether segment `at`'s text is a line for each of its seqs."""
+        first, last = self._spans[at]
+        return data.count(b"\n") == last - first + 1 and data.endswith(b"\n")
 
     def _segment(self, at: int) -> bytes:
         """Segment `at`'s text, read now if it was not: one of the wrong length is junk, its entries read from the
@@ -614,11 +619,10 @@ class Snapshot:
         snapshot's last, which a cold reader checks against the chain, is one line of a thousand)."""
         data = self._data[at]
         if data is None:
-            first, last = self._spans[at]
             blob = self._git.read_typed([self._ids[at]])[0]
             if blob is None:  # not in the cache: no word on the segment, which is not marked
                 data = self._from_chain(at, mark=False)
-            elif blob.kind == "blob" and blob.data.count(b"\n") == last - first + 1 and blob.data.endswith(b"\n"):
+            elif blob.kind == "blob" and self._sized(at, blob.data):
                 data = blob.data
                 self._unchecked.add(at)
             else:
@@ -732,10 +736,9 @@ class Snapshot:
         if at not in self._lines:
             self._lines[at] = self._segment(at)[:].split(b"\n")
         if at in self._unchecked:  # this line alone is checked; a junk one sends the segment to the chain
-            with contextlib.suppress(RecordInvalid, UnicodeDecodeError):
-                entry = decode_entry(self._lines[at][seq - self._firsts[at]].decode("utf-8"), journal_ref(self.brief))
-                if entry.seq == seq:
-                    return entry
+            found = self._parse(self._lines[at][seq - self._firsts[at]], seq)
+            if isinstance(found, JournalEntry):
+                return found
             self._lines[at] = self._checked(at)[:].split(b"\n")
         return self._decode(self._lines[at][seq - self._firsts[at]], seq, at)
 
@@ -771,13 +774,17 @@ class Snapshot:
         """The entry on `line` of segment `at`: junk there stops the reader (IndexDamaged), the segment marked so
         that the next reads the chain (a segment read when a lookup needed it was checked whole then, or its lines are
         checked one at a time as `entry` asks for them)."""
+        found = self._parse(line, seq)
+        if isinstance(found, JournalEntry):
+            return found
+        self._mark(at)
+        raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} has {found}",
+                           hint="run the command again: the journal is read from its chain")
+
+    def _parse(self, line: bytes, seq: int) -> JournalEntry | str:
+        """The entry on `line`, if it is one of seq `seq`; else what is wrong with it."""
         try:
             entry = decode_entry(line.decode("utf-8"), journal_ref(self.brief))
-            if entry.seq == seq:
-                return entry
-            what = f"entry {entry.seq} where {seq} goes"
         except (RecordInvalid, UnicodeDecodeError) as exc:
-            what = f"junk at seq {seq}: {exc}"
-        self._mark(at)
-        raise IndexDamaged(f"the snapshot of the journal of {self.brief!r} has {what}",
-                           hint="run the command again: the journal is read from its chain")
+            return f"junk at seq {seq}: {exc}"
+        return entry if entry.seq == seq else f"entry {entry.seq} where {seq} goes"
