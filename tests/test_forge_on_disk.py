@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,6 +106,36 @@ def test_settings_only_a_client_reads_leave_the_fast_path_open(forge: Forge, tmp
     assert vetting.forge_vetting(str(forge.path), str(tmp_path)) == vetting.Vetting(False, False)
     git("--git-dir", str(forge.path), "config", "transfer.fsckObjects", "true")
     assert vetting.forge_vetting(str(forge.path), str(tmp_path)).vets
+
+
+def test_a_prefetch_reads_the_vetting_and_a_change_made_after_it_is_still_seen(forge: Forge, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short command's prefetch starts reading how the forge takes a push (`vetting.warm`): its push then finds
+    the answer read, no `git` of its own for it; a rule the forge gained after that reading is seen all the same
+    (its config's stamp changed: read again)."""
+    monkeypatch.setattr(vetting, "_VETTING", {})
+    port = ForgeGit(forge.url, tmp_path / "cache")
+    try:
+        port.prefetch("refs/heads/main")
+        reading = vetting._WARMING[str(forge.path)]
+        reading.join(30)
+        read_by: list[list[str]] = []
+        real = gitrun.run_git
+
+        def spied(args: list[str], **kw: Any) -> subprocess.CompletedProcess[bytes]:
+            read_by.append(args)
+            return real(args, **kw)
+        monkeypatch.setattr(vetting, "run_git", spied)
+        assert vetting.forge_vetting(str(forge.path), port.cache) == vetting.Vetting(False, False)
+        assert read_by == [] and str(forge.path) not in vetting._WARMING
+
+        port.prefetch("refs/heads/main")  # read already: nothing started again
+        assert str(forge.path) not in vetting._WARMING
+        git("--git-dir", str(forge.path), "config", "receive.denyDeletes", "true")
+        assert vetting.forge_vetting(str(forge.path), port.cache).vets
+        assert any("config" in args for args in read_by)
+    finally:
+        port.close()
 
 
 def test_a_commit_the_forge_holds_without_its_tree_is_sent_whole(forge: Forge) -> None:

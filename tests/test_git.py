@@ -61,6 +61,25 @@ def test_a_new_cache_takes_no_template_hooks(forge: Forge, tmp_path: Path, monke
     assert not (tmp_path / "ran").exists()
 
 
+def test_a_new_cache_is_of_the_formats_assay_writes_whatever_the_user_sets(forge: Forge, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user whose git makes SHA-256 repositories by default (`GIT_DEFAULT_HASH`) still gets a cache of the forge's
+    SHA-1 objects, refs as files: its reads, writes and fetches work, and `git fsck` finds it whole."""
+    monkeypatch.setenv("GIT_DEFAULT_HASH", "sha256")
+    made = ForgeGit(forge.url, tmp_path / "cache")
+    try:
+        tip = made.ls_remote("refs/heads/main")
+        made.ensure_objects(tip)
+        blob = made.write_blob(b"cached\n")
+        assert made.read_objects([blob, tip["refs/heads/main"]])[0] == b"cached\n"
+        assert made.read_typed([tip["refs/heads/main"]])[0].kind == "commit"  # type: ignore[union-attr]
+    finally:
+        made.close()
+    monkeypatch.delenv("GIT_DEFAULT_HASH")
+    assert git("--git-dir", made.cache, "rev-parse", "--show-object-format").strip() == "sha1"
+    git("--git-dir", made.cache, "fsck", "--strict", "--no-dangling")
+
+
 def test_read_objects_batches_and_reports_missing(port: ForgeGit) -> None:
     a = port.write_blob(b"a")
     b = port.write_blob(b"")

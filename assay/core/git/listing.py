@@ -15,6 +15,7 @@ from assay.core.credentials import redact
 from assay.core.git.history import History
 from assay.core.git.objects import close_quietly
 from assay.core.git.run import first_error, git_env, git_timeout, local_forge_path, run_git, stall_seconds
+from assay.core.git.vetting import warm
 from assay.errors import ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
@@ -67,10 +68,10 @@ class Listing(History):
         return refs
 
     def prefetch(self, *refs: str) -> None:
-        """Start listing `refs` (full ref names) on a forge on this machine, and the object batch, while the caller
-        goes on (a short command loads the code it runs meanwhile: the two cores work at once where one would
-        wait). The next `ls_remote` of refs among these takes the answer, once; a push, or a listing of others,
-        drops it. Anywhere else nothing is done."""
+        """Start listing `refs` (full ref names) on a forge on this machine, the object batch, and the reading of
+        how the forge takes a push (`vetting.warm`), while the caller goes on (a short command loads the code it
+        runs meanwhile: the two cores work at once where one would wait). The next `ls_remote` of refs among these
+        takes the answer, once; a push, or a listing of others, drops it. Anywhere else nothing is done."""
         folder = local_forge_path(self.url)
         if folder is None or not refs or not all(_PREFIXABLE.fullmatch(r) and not r.endswith("*") for r in refs):
             return
@@ -80,6 +81,7 @@ class Listing(History):
         self._drop_prefetch()
         self._prefetched = (frozenset(refs), self._start_ls_refs(folder, request))
         self._batch_process()
+        warm(folder, self.cache)  # how the forge takes a push: the command's first push asks it
 
     def _drop_prefetch(self) -> None:
         if self._prefetched is not None:

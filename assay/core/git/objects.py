@@ -56,6 +56,24 @@ class Signature(NamedTuple):
         return cls(clean, f"{local}@assay.invalid")
 
 
+def _make_bare(folder: str, url: str) -> None:
+    """An empty bare repository in the empty folder `folder`, as `git init --bare --template=` makes one (its
+    folders, `HEAD`, the core settings), written here: a process fewer for every new cache, and always the formats
+    Assay writes (SHA-1 objects, refs as files), whatever `init.*` settings the user has. No template: no hook
+    samples, nor a user's hooks, which would run as the cache changes. The config also says:
+    fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a process sharing this cache
+    never sees a commit whose tree is still being written; no gc or maintenance, no reflogs; the forge it caches.
+    A loose object's fan-out folder is made when its first object is written (`_create`)."""
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        os.makedirs(os.path.join(folder, sub))
+    with open(os.path.join(folder, "HEAD"), "w", encoding="ascii") as head:
+        head.write("ref: refs/heads/main\n")
+    with open(os.path.join(folder, "config"), "w", encoding="utf-8") as config:
+        config.write("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+                     "\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
+                     f"[fetch]\n\tunpackLimit = 1\n[assay]\n\tforge = {_config_value(strip_credentials(url))}\n")
+
+
 class ObjectCache:
     """A forge's objects in a local bare repository: read through one `cat-file --batch`, written loose."""
 
@@ -95,15 +113,7 @@ class ObjectCache:
             raise UsageError(f"cannot use {parent} as Assay's cache: {exc.strerror}",
                              hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
         try:
-            run_git(["init", "--bare", "-q", "--template=", tmp])  # no template: no hook samples, nor a user's hooks
-            # fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a
-            # process sharing this cache never sees a commit whose tree is still being written.
-            # Written into the new repository's own file (no one else reads it yet): one write, not a process a key.
-            # A loose object's fan-out folder is made when its first object is written (`_create`).
-            with open(os.path.join(tmp, "config"), "a", encoding="utf-8") as config:
-                config.write("\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[fetch]\n\tunpackLimit = 1\n"
-                             "[core]\n\tlogAllRefUpdates = false\n"
-                             f"[assay]\n\tforge = {_config_value(strip_credentials(self.url))}\n")
+            _make_bare(tmp, self.url)
         except BaseException:
             rmtree(tmp)  # never a half-made cache left behind
             raise

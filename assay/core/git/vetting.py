@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 
@@ -43,6 +44,28 @@ _FSYNC_LOOSE = {"loose-object": True, "pack": False, "pack-metadata": False, "co
                 "all": True}  # core.fsync's components (git 2.36 on), and whether each holds `loose-object`
 
 
+_WARMING: dict[str, threading.Thread] = {}  # a forge's folder: the reading `warm` started of its vetting
+
+
+def warm(folder: str, cache: str) -> None:
+    """Start reading how the forge in `folder` takes a push (`forge_vetting`), in a thread, while the caller goes
+    on: a short command loads its code meanwhile on one core, and a new cache's first push then finds the answer
+    read (two `git` processes off its way). Only a speed-up: the push itself asks `forge_vetting`, which waits for
+    this reading and checks its stamps as it checks any kept answer."""
+    if folder in _VETTING or folder in _WARMING:
+        return
+    reading = threading.Thread(target=_warm_quietly, args=(folder, cache), name="assay-vetting", daemon=True)
+    _WARMING[folder] = reading
+    reading.start()
+
+
+def _warm_quietly(folder: str, cache: str) -> None:
+    try:
+        _forge_vetting(folder, cache)
+    except Exception:  # noqa: BLE001 (the push reads it again, and meets the same trouble in its own order)
+        pass
+
+
 def forge_vetting(folder: str, cache: str) -> Vetting:
     """How a forge on this machine takes a push. It vets each one, through `git push`, when it has a say in what
     it receives: hooks (in its own folder or where `core.hooksPath` points), `receive.*` and `transfer.*` rules
@@ -54,6 +77,13 @@ def forge_vetting(folder: str, cache: str) -> Vetting:
     Asked again only when a file that decides it changed (the config files git reads, those they include, the
     forge's hooks, its worktrees) or the `GIT_CONFIG*` variables did; the answer and those stamps are kept in the
     forge's cache for the next process."""
+    reading = _WARMING.pop(folder, None)
+    if reading is not None:  # started by `warm`: its answer is kept as this one's would be
+        reading.join()
+    return _forge_vetting(folder, cache)
+
+
+def _forge_vetting(folder: str, cache: str) -> Vetting:
     seen = _vetting_key(folder)
     known = _VETTING.get(folder)
     if known is not None and known[0] == [*seen, *file_stamps(known[1])]:
