@@ -13,6 +13,7 @@ import pytest
 
 from assay.core.git import ForgeGit, RefUpdate, Signature, TreeEntry, vetting
 from assay.core.git import run as gitrun
+from assay.errors import ForgeError
 from tests.conftest import Forge, git
 from tests.helpers import synctrace
 from tests.helpers.desks import brief, publish, run_desk
@@ -136,6 +137,32 @@ def test_a_prefetch_reads_the_vetting_and_a_change_made_after_it_is_still_seen(f
         assert any("config" in args for args in read_by)
     finally:
         port.close()
+
+
+def test_a_prefetched_vetting_that_failed_is_said_once_and_one_never_started_is_read_by_the_push(
+        forge: Forge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error a prefetch's reading met (git's timeout, say) is the push's: said, not met a second time; and a
+    reading whose thread could not be started (a process limit) leaves the push to read the vetting itself."""
+    monkeypatch.setattr(vetting, "_VETTING", {})
+    monkeypatch.setattr(vetting, "_WARMING", {})
+    folder = str(forge.path)
+    calls: list[str] = []
+    real = vetting._forge_vetting
+
+    def timed_out(where: str, cache: str) -> vetting.Vetting:
+        calls.append(where)
+        raise ForgeError("git timed out after 120 s")
+    monkeypatch.setattr(vetting, "_forge_vetting", timed_out)
+    vetting.warm(folder, str(tmp_path))
+    with pytest.raises(ForgeError, match="timed out"):
+        vetting.forge_vetting(folder, str(tmp_path))
+    assert calls == [folder] and not vetting._WARMING
+
+    monkeypatch.setattr(vetting, "_forge_vetting", real)
+    monkeypatch.setattr(vetting._Warming, "start", lambda self: (_ for _ in ()).throw(RuntimeError("no thread")))
+    vetting.warm(folder, str(tmp_path))
+    assert not vetting._WARMING
+    assert vetting.forge_vetting(folder, str(tmp_path)) == vetting.Vetting(False, False)
 
 
 def test_a_commit_the_forge_holds_without_its_tree_is_sent_whole(forge: Forge) -> None:

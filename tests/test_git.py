@@ -64,7 +64,8 @@ def test_a_new_cache_takes_no_template_hooks(forge: Forge, tmp_path: Path, monke
 def test_a_new_cache_is_of_the_formats_assay_writes_whatever_the_user_sets(forge: Forge, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A user whose git makes SHA-256 repositories by default (`GIT_DEFAULT_HASH`) still gets a cache of the forge's
-    SHA-1 objects, refs as files: its reads, writes and fetches work, and `git fsck` finds it whole."""
+    SHA-1 objects, refs as files: its reads, writes and fetches work, `git fsck` finds it whole, and its core
+    settings are those `git init` writes on the same file system."""
     monkeypatch.setenv("GIT_DEFAULT_HASH", "sha256")
     made = ForgeGit(forge.url, tmp_path / "cache")
     try:
@@ -78,6 +79,11 @@ def test_a_new_cache_is_of_the_formats_assay_writes_whatever_the_user_sets(forge
     monkeypatch.delenv("GIT_DEFAULT_HASH")
     assert git("--git-dir", made.cache, "rev-parse", "--show-object-format").strip() == "sha1"
     git("--git-dir", made.cache, "fsck", "--strict", "--no-dangling")
+    git("init", "-q", "--bare", "--template=", str(tmp_path / "by-git"))  # what git finds of this file system
+    ours, theirs = ({line for line in git("config", "--file", str(folder / "config"), "--list").splitlines()
+                     if line.startswith("core.") and "logallrefupdates" not in line}
+                    for folder in (Path(made.cache), tmp_path / "by-git"))
+    assert ours == theirs and any(line.startswith("core.filemode=") for line in ours)
 
 
 def test_read_objects_batches_and_reports_missing(port: ForgeGit) -> None:

@@ -57,21 +57,65 @@ class Signature(NamedTuple):
 
 
 def _make_bare(folder: str, url: str) -> None:
-    """An empty bare repository in the empty folder `folder`, as `git init --bare --template=` makes one (its
-    folders, `HEAD`, the core settings), written here: a process fewer for every new cache, and always the formats
-    Assay writes (SHA-1 objects, refs as files), whatever `init.*` settings the user has. No template: no hook
-    samples, nor a user's hooks, which would run as the cache changes. The config also says:
-    fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a process sharing this cache
-    never sees a commit whose tree is still being written; no gc or maintenance, no reflogs; the forge it caches.
-    A loose object's fan-out folder is made when its first object is written (`_create`)."""
+    """An empty bare repository in the empty folder `folder`, as `git init --bare --template=` makes one, written
+    here: a process fewer for every new cache, and always the formats Assay writes (SHA-1 objects, refs as files),
+    whatever `init.*` settings or `GIT_DEFAULT_*` variables the user has. Its folders, `HEAD`, and the core
+    settings git finds by trying the file system as `git init` does (`_file_system`: a desk's worktree added from
+    the cache reads them). No template: no hook samples, nor a user's hooks, which would run as the cache changes.
+    The config also says: fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a process
+    sharing this cache never sees a commit whose tree is still being written; no gc or maintenance, no reflogs;
+    the forge it caches. A loose object's fan-out folder is made when its first object is written (`_create`)."""
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         os.makedirs(os.path.join(folder, sub))
     with open(os.path.join(folder, "HEAD"), "w", encoding="ascii") as head:
         head.write("ref: refs/heads/main\n")
-    with open(os.path.join(folder, "config"), "w", encoding="utf-8") as config:
-        config.write("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
-                     "\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
-                     f"[fetch]\n\tunpackLimit = 1\n[assay]\n\tforge = {_config_value(strip_credentials(url))}\n")
+    config = os.path.join(folder, "config")
+    with open(config, "w", encoding="utf-8") as out:
+        out.write("[core]\n\trepositoryformatversion = 0\n")
+    found = _file_system(folder, config)
+    with open(config, "a", encoding="utf-8") as out:
+        out.write("".join(f"\t{key} = {value}\n" for key, value in found) +
+                  "\tbare = true\n\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
+                  f"[fetch]\n\tunpackLimit = 1\n[assay]\n\tforge = {_config_value(strip_credentials(url))}\n")
+
+
+def _file_system(folder: str, config: str) -> list[tuple[str, str]]:
+    """What `git init` finds of the file system a new repository is on (builtin/init-db.c, `create_default_files`)
+    and writes as core settings: whether it keeps the executable bit (`filemode`), makes symbolic links
+    (`symlinks`, written only when false), tells names apart by case (`ignorecase`, written only when true) and,
+    on macOS, whether it decomposes Unicode names (`precomposeunicode`)."""
+    import stat
+    import sys
+
+    st = os.stat(config)
+    try:
+        os.chmod(config, st.st_mode ^ stat.S_IXUSR)
+        filemode = os.lstat(config).st_mode != st.st_mode
+        os.chmod(config, st.st_mode)
+    except OSError:
+        filemode = False
+    found = [("filemode", "true" if filemode and not st.st_mode & stat.S_IXUSR else "false")]
+    probe = os.path.join(folder, "tXXXXXX")
+    try:
+        os.symlink("testing", probe)
+        linked = os.path.islink(probe)
+        os.unlink(probe)
+    except OSError:
+        linked = False
+    if not linked:
+        found.append(("symlinks", "false"))
+    if os.path.exists(os.path.join(folder, "CoNfIg")):
+        found.append(("ignorecase", "true"))
+    if sys.platform == "darwin":
+        composed = os.path.join(folder, "\u00e4")
+        try:
+            os.close(os.open(composed, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+        except OSError:
+            return found
+        found.append(("precomposeunicode", "true" if os.access(os.path.join(folder, "a\u0308"), os.R_OK)
+                      else "false"))
+        os.unlink(composed)
+    return found
 
 
 class ObjectCache:

@@ -44,26 +44,38 @@ _FSYNC_LOOSE = {"loose-object": True, "pack": False, "pack-metadata": False, "co
                 "all": True}  # core.fsync's components (git 2.36 on), and whether each holds `loose-object`
 
 
-_WARMING: dict[str, threading.Thread] = {}  # a forge's folder: the reading `warm` started of its vetting
+class _Warming(threading.Thread):
+    """`warm`'s reading of one forge's vetting, and the error it met (the push that waits for it says that error,
+    rather than meet the same trouble, a timeout say, a second time)."""
+
+    def __init__(self, folder: str, cache: str) -> None:
+        super().__init__(name="assay-vetting", daemon=True)
+        self.folder, self.cache = folder, cache
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            _forge_vetting(self.folder, self.cache)
+        except Exception as exc:  # noqa: BLE001 (said by the push that waits for this reading)
+            self.error = exc
+
+
+_WARMING: dict[str, _Warming] = {}  # a forge's folder: the reading `warm` started of its vetting
 
 
 def warm(folder: str, cache: str) -> None:
     """Start reading how the forge in `folder` takes a push (`forge_vetting`), in a thread, while the caller goes
     on: a short command loads its code meanwhile on one core, and a new cache's first push then finds the answer
     read (two `git` processes off its way). Only a speed-up: the push itself asks `forge_vetting`, which waits for
-    this reading and checks its stamps as it checks any kept answer."""
+    this reading and checks its stamps as it checks any kept answer. A thread that cannot be started is none."""
     if folder in _VETTING or folder in _WARMING:
         return
-    reading = threading.Thread(target=_warm_quietly, args=(folder, cache), name="assay-vetting", daemon=True)
-    _WARMING[folder] = reading
-    reading.start()
-
-
-def _warm_quietly(folder: str, cache: str) -> None:
+    reading = _Warming(folder, cache)
     try:
-        _forge_vetting(folder, cache)
-    except Exception:  # noqa: BLE001 (the push reads it again, and meets the same trouble in its own order)
-        pass
+        reading.start()
+    except RuntimeError:  # no thread to be had (a process limit): the push reads it
+        return
+    _WARMING[folder] = reading
 
 
 def forge_vetting(folder: str, cache: str) -> Vetting:
@@ -78,8 +90,10 @@ def forge_vetting(folder: str, cache: str) -> Vetting:
     forge's hooks, its worktrees) or the `GIT_CONFIG*` variables did; the answer and those stamps are kept in the
     forge's cache for the next process."""
     reading = _WARMING.pop(folder, None)
-    if reading is not None:  # started by `warm`: its answer is kept as this one's would be
+    if reading is not None:  # started by `warm`: its answer is kept as this one's would be, its error said
         reading.join()
+        if reading.error is not None:
+            raise reading.error
     return _forge_vetting(folder, cache)
 
 
