@@ -8,7 +8,8 @@ waits, and takes the folder's lock (`flock`, released by the kernel when its hol
 lock answers:
 
 - if its own request was answered meanwhile (`<id>.out`), it reads the answer and goes;
-- else it leads a round: it waits until the first deadline of the waiting requests (each waits at most the window
+- else it leads a round: it waits until the first deadline of the waiting requests (looking again as each new one
+  wakes it through the folder's FIFO `.wake`, not on a clock; each waits at most the window
   from when it was made, 0 s: only requests made while the last round pushed share this one; a push that nobody
   waits on, made `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes
   with the first push that must go), reads the forge's tips of every ref the waiting requests name, and pushes the
@@ -46,6 +47,8 @@ import math
 import os
 import re
 import secrets
+import select
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +66,8 @@ LOCK_WAIT_S = 10.0  # beyond the window, the longest a requester waits for the f
 ROUND_WAIT_S = 180.0  # ... unless the round took a step this recently (git's timeout, 120 s, bounds each step)
 POLL_S = 0.01  # a requester's first looks for its answer; later ones come less often (`_await`)
 POLL_MAX_S = 0.25  # the longest between two looks: one wait in 20 at most, so a slow forge is not polled hot
+WAKE = ".wake"  # a FIFO in the folder: each new request wakes the round gathering (`_gather`), which else sleeps
+WAKE_MAX_S = 1.0  # ... at most this long between two looks at the folder (a request that could not wake it)
 STALE_S = 600.0  # answers, requests and partial files older than this are litter
 ZERO = "0" * 40
 _REF = re.compile(r"refs/(?!.*(?:\.\.|//|@\{|\.lock(?:/|$)))[A-Za-z0-9._/+-]{1,240}")
@@ -160,6 +165,7 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
     made = time.time()
     body = {"updates": [list(u) for u in updates], "atomic": atomic, "at": made, "wait": wait_s}
     held = _write(req, {**body, "mac": _mac(key, body)}, keep_locked=True)
+    _wake(folder)  # a round gathering now looks again: this request's deadline may be the first
     fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         got = _await(folder, fd, out, wait_s)
@@ -196,20 +202,74 @@ def _gather(folder: str, due: float) -> None:
     pushed, and can only end the wait early. A request already answered, or whose requester is gone, is waiting
     no more: the last round's, whose requesters have not yet collected their answers, would otherwise end this wait
     at once (their deadlines are past), and each request made while a round pushed would go in a round of its own
-    right after it."""
+    right after it. The folder is looked at again when a request is made (it wakes this wait: `_wake`), at least
+    each `WAKE_MAX_S`, and no more often than each `POLL_S` (wakes as fast as anyone writes them cost no more than
+    looking that often); where no FIFO can be had, each `2 * POLL_S`."""
     deadlines: dict[str, float] = {}
-    while True:
-        names = os.listdir(folder)
-        answered = {name[:-4] for name in names if name.endswith(".out")}
-        waiting = [name for name in names if name.endswith(".req") and name[:-4] not in answered]
-        for name in waiting:
-            if name not in deadlines:
-                path = os.path.join(folder, name)
-                deadlines[name] = _deadline(_read(path)) if _waited_on(path) else math.inf
-        left = min([due, *(deadlines[name] for name in waiting)]) - time.time()
-        if left <= 0:
-            return
-        time.sleep(min(left, POLL_S * 2))
+    pipe = _wake_pipe(folder)
+    try:
+        while True:
+            if pipe is not None:
+                _drain(pipe)  # before the look: a request made after it wakes the wait below
+            names = os.listdir(folder)
+            answered = {name[:-4] for name in names if name.endswith(".out")}
+            waiting = [name for name in names if name.endswith(".req") and name[:-4] not in answered]
+            for name in waiting:
+                if name not in deadlines:
+                    path = os.path.join(folder, name)
+                    deadlines[name] = _deadline(_read(path)) if _waited_on(path) else math.inf
+            left = min([due, *(deadlines[name] for name in waiting)]) - time.time()
+            if left <= 0:
+                return
+            if pipe is None:
+                time.sleep(min(left, POLL_S * 2))
+                continue
+            poller = select.poll()
+            poller.register(pipe, select.POLLIN)
+            if poller.poll(min(left, WAKE_MAX_S) * 1000):
+                time.sleep(min(POLL_S, max(left, 0.0)))
+    finally:
+        if pipe is not None:
+            os.close(pipe)
+
+
+def _wake_pipe(folder: str) -> int | None:
+    """The folder's FIFO, made if it is not there, open to read (and to write: a reader alone sees its end each time
+    a writer closes, and would wake at once ever after), or None when it cannot be had or something else is there
+    (any writer of the cache can plant one: then the folder is looked at on a clock, as without)."""
+    path = os.path.join(folder, WAKE)
+    with contextlib.suppress(FileExistsError, OSError):
+        os.mkfifo(path, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _drain(pipe: int) -> None:
+    with contextlib.suppress(BlockingIOError, OSError):
+        while os.read(pipe, 4096):
+            pass
+
+
+def _wake(folder: str) -> None:
+    """Wake the round gathering in `folder`, if one is (a byte into its FIFO). No FIFO, no reader, a full pipe or
+    something else planted there: nothing to do (the gathering looks again within `WAKE_MAX_S`)."""
+    try:
+        fd = os.open(os.path.join(folder, WAKE), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:  # none made yet, nobody reading (ENXIO), a link
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b".")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _deadline(data: dict[str, Any] | None) -> float:
@@ -383,7 +443,7 @@ def requests_in(folder: str) -> Iterator[tuple[str, str]]:
         path = os.path.join(folder, name)
         if name.endswith(".req"):
             yield name[:-4], path
-        elif name != ".lock" and now - _mtime(path) > STALE_S:
+        elif name not in (".lock", WAKE) and now - _mtime(path) > STALE_S:
             with contextlib.suppress(OSError):
                 os.unlink(path)
 
