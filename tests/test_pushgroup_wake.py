@@ -45,27 +45,47 @@ def request(folder: Path, name: str, wait_s: float) -> int:
 
 def test_a_gathering_sleeps_until_woken_and_a_request_that_must_go_ends_it(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pushgroup, "WAKE_MAX_S", 30.0)  # only a wake ends the sleep within the joins below
     folder = tmp_path / "pushes"
     folder.mkdir()
     looks = Looks(folder, monkeypatch)
     thread = gathering(folder, 60.0)
-    made = time.monotonic() + 10
-    while not (folder / pushgroup.WAKE).exists() and time.monotonic() < made:  # made before the first look
-        time.sleep(0.01)
-    thread.join(2.5)  # a quiet folder, 2.5 s of a 60-s window: looked at each WAKE_MAX_S, not each 20 ms
-    assert thread.is_alive() and looks.count <= 5, looks.count
+    thread.join(2.5)  # a quiet folder: looked at once, then asleep
+    assert thread.is_alive() and looks.count == 1, looks.count
     patient = request(folder, "patient", 30.0)  # wakes it; its deadline is later than the first's: it waits on
     thread.join(0.5)
     assert thread.is_alive()
     urgent = request(folder, "urgent", 0.0)  # must go now: the wait ends at once, not at the first's deadline
     thread.join(10)
     assert not thread.is_alive()
-    assert looks.count <= 10, looks.count
+    assert looks.count <= 4, looks.count
     os.close(patient)
     os.close(urgent)
 
 
+def test_a_request_made_while_the_folder_is_looked_at_still_wakes_the_wait(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request lands just after a look listed the folder without it: its wake, pending, ends the sleep."""
+    monkeypatch.setattr(pushgroup, "WAKE_MAX_S", 30.0)
+    folder = tmp_path / "pushes"
+    folder.mkdir()
+    held: list[int] = []
+    real = os.listdir
+
+    def listed_then_requested(path: str) -> list[str]:
+        names = real(path)
+        if os.path.abspath(path) == str(folder) and not held:
+            held.append(request(folder, "urgent", 0.0))
+        return names
+    monkeypatch.setattr(os, "listdir", listed_then_requested)
+    thread = gathering(folder, 60.0)
+    thread.join(10)
+    assert not thread.is_alive()
+    os.close(held[0])
+
+
 def test_junk_planted_as_the_fifo_leaves_the_wait_on_a_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pushgroup, "WAKE_MAX_S", 30.0)
     folder = tmp_path / "pushes"
     folder.mkdir()
     (folder / pushgroup.WAKE).write_text("not a fifo\n")

@@ -203,14 +203,18 @@ def _gather(folder: str, due: float) -> None:
     no more: the last round's, whose requesters have not yet collected their answers, would otherwise end this wait
     at once (their deadlines are past), and each request made while a round pushed would go in a round of its own
     right after it. The folder is looked at again when a request is made (it wakes this wait: `_wake`), at least
-    each `WAKE_MAX_S`, and no more often than each `POLL_S` (wakes as fast as anyone writes them cost no more than
-    looking that often); where no FIFO can be had, each `2 * POLL_S`."""
+    each `WAKE_MAX_S`, and no more often than each `2 * POLL_S` (wakes as fast as anyone writes them cost no
+    more than looking that often: the clock this wait kept before it had a FIFO, and keeps where it has none)."""
     deadlines: dict[str, float] = {}
     pipe = _wake_pipe(folder)
+    poller = select.poll()
+    if pipe is not None:
+        poller.register(pipe, select.POLLIN)
     try:
         while True:
             if pipe is not None:
                 _drain(pipe)  # before the look: a request made after it wakes the wait below
+            looked = time.monotonic()
             names = os.listdir(folder)
             answered = {name[:-4] for name in names if name.endswith(".out")}
             waiting = [name for name in names if name.endswith(".req") and name[:-4] not in answered]
@@ -221,13 +225,8 @@ def _gather(folder: str, due: float) -> None:
             left = min([due, *(deadlines[name] for name in waiting)]) - time.time()
             if left <= 0:
                 return
-            if pipe is None:
-                time.sleep(min(left, POLL_S * 2))
-                continue
-            poller = select.poll()
-            poller.register(pipe, select.POLLIN)
-            if poller.poll(min(left, WAKE_MAX_S) * 1000):
-                time.sleep(min(POLL_S, max(left, 0.0)))
+            if pipe is None or poller.poll(min(left, WAKE_MAX_S) * 1000):  # the clock without a FIFO; after a
+                time.sleep(max(0.0, min(left, looked + POLL_S * 2 - time.monotonic())))  # wake, no faster than it
     finally:
         if pipe is not None:
             os.close(pipe)
@@ -244,16 +243,19 @@ def _wake_pipe(folder: str) -> int | None:
         fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return None
-    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _drain(pipe: int) -> None:
-    with contextlib.suppress(BlockingIOError, OSError):
-        while os.read(pipe, 4096):
-            pass
+    """Read what wakes are waiting, once (a writer keeping the pipe full wakes the next wait at once, no more)."""
+    with contextlib.suppress(OSError):
+        os.read(pipe, 65536)
 
 
 def _wake(folder: str) -> None:
