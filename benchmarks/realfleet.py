@@ -147,6 +147,23 @@ def cpu_now() -> tuple[float, float]:
     return busy, own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def pressure_now() -> dict[str, float]:
+    """The kernel's pressure stall counters (seconds), where it keeps them: how long some task, and every task
+    (`full`), waited for a core (`cpu`) or for the disk (`io`)."""
+    found: dict[str, float] = {}
+    for what in ("cpu", "io"):
+        try:
+            with open(f"/proc/pressure/{what}") as counters:
+                for line in counters:
+                    kind, *fields = line.split()
+                    total = dict(f.split("=") for f in fields).get("total")
+                    if total is not None:
+                        found[f"{what} {kind}"] = int(total) / 1e6
+        except OSError:
+            continue
+    return found
+
+
 def descendants(pids: list[int]) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -371,12 +388,14 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             acct.touch()
             subprocess.run(["accton", str(acct)], check=True, capture_output=True)
         busy0, forge0 = cpu_now()
+        stalls0 = pressure_now()
         times0 = cpu_times(descendants([h.proc.pid for h in hosts]))
         end = time.time() + args.minutes * 60
         while (left := end - time.time()) > 0:  # the measured minutes; the lowest memory available meanwhile
             lowest[0] = min(lowest[0], available_mb())
             time.sleep(min(5.0, left))
         busy1, forge1 = cpu_now()
+        stalls1 = pressure_now()
         if args.acct:
             subprocess.run(["accton", "off"], check=False, capture_output=True)
         by_kind = cpu_by_kind(times0, cpu_times(descendants([h.proc.pid for h in hosts])), args.minutes * 60)
@@ -475,6 +494,10 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           + (f"; {garbled} lines of the git log garbled (appends interleaved), left out" if garbled else ""))
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it; by kind (cores): "
           + ", ".join(f"{kind} {used:.2f}" for kind, used in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    stalled = [f"{kind} {(stalls1[kind] - stalls0[kind]) / (ended - settle) * 100:.0f}%" for kind in stalls1
+               if kind in stalls0 and kind != "cpu full"]
+    if stalled:
+        print("  waiting (the share of the measured time some task, or every task, waited): " + ", ".join(stalled))
     if args.acct:
         print("  processes that ended while measured, by command (count, cores): " + ", ".join(
             f"{name} {count} {cpu / (ended - settle):.2f}" for name, (count, cpu) in accounted(acct)[:12]))
