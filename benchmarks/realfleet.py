@@ -147,6 +147,13 @@ def cpu_now() -> tuple[float, float]:
     return busy, own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def front_now() -> float:
+    """Seconds this process used (the forge's front end, one interpreter serving every request, spawning the
+    backend for each; and the benchmark's own reading of the log)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def pressure_now() -> dict[str, float]:
     """The kernel's pressure stall counters (seconds), where it keeps them: how long some task, and every task
     (`full`), waited for a core (`cpu`) or for the disk (`io`)."""
@@ -388,6 +395,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             acct.touch()
             subprocess.run(["accton", str(acct)], check=True, capture_output=True)
         busy0, forge0 = cpu_now()
+        front0 = front_now()
         stalls0 = pressure_now()
         times0 = cpu_times(descendants([h.proc.pid for h in hosts]))
         end = time.time() + args.minutes * 60
@@ -395,6 +403,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
             lowest[0] = min(lowest[0], available_mb())
             time.sleep(min(5.0, left))
         busy1, forge1 = cpu_now()
+        front1 = front_now()
         stalls1 = pressure_now()
         if args.acct:
             subprocess.run(["accton", "off"], check=False, capture_output=True)
@@ -492,7 +501,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           "desk-minute); by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
                                      sorted(local.items(), key=lambda kv: -kv[1])[:12])
           + (f"; {garbled} lines of the git log garbled (appends interleaved), left out" if garbled else ""))
-    print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it; by kind (cores): "
+    front = (front1 - front0) / (ended - settle)
+    print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it (its front end's one "
+          f"interpreter {front:.2f}); by kind (cores): "
           + ", ".join(f"{kind} {used:.2f}" for kind, used in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     stalled = [f"{kind} {(stalls1[kind] - stalls0[kind]) / (ended - settle) * 100:.0f}%" for kind in stalls1
                if kind in stalls0 and kind != "cpu full"]

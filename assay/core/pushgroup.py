@@ -9,10 +9,10 @@ lock answers:
 
 - if its own request was answered meanwhile (`<id>.out`), it reads the answer and goes;
 - else it leads a round: it waits until the first deadline of the waiting requests (looking again as each new one
-  wakes it through the folder's FIFO `.wake`, not on a clock; each waits at most the window
-  from when it was made, 0 s: only requests made while the last round pushed share this one; a push that nobody
-  waits on, made `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes
-  with the first push that must go), reads the forge's tips of every ref the waiting requests name, and pushes the
+  wakes it through the folder's FIFO `.wake`, not on a clock; each waits at most the window from when it was made,
+  0 s: only requests made while the last round pushed share this one; a push that nobody waits on, made
+  `unhurried()`, waits up to twice the host's recent gap between rounds, at most `LAZY_S`, and goes with the first
+  push that must go), reads the forge's tips of every ref the waiting requests name, and pushes the
   requests whose leases match (at most one per ref, a later one waits for the next round) as one atomic push. A
   request alone in its round is answered "alone" and pushes itself. A request whose lease the forge no longer
   matches is answered with those tips, from which its requester settles what its own push would meet (`Refuse`:
