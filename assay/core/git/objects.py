@@ -7,7 +7,9 @@ import atexit
 import os
 import re
 import select
+import stat
 import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -84,9 +86,6 @@ def _file_system(folder: str, config: str) -> list[tuple[str, str]]:
     and writes as core settings: whether it keeps the executable bit (`filemode`), makes symbolic links
     (`symlinks`, written only when false), tells names apart by case (`ignorecase`, written only when true) and,
     on macOS, whether it decomposes Unicode names (`precomposeunicode`)."""
-    import stat
-    import sys
-
     st = os.stat(config)
     try:
         os.chmod(config, st.st_mode ^ stat.S_IXUSR)
@@ -158,6 +157,10 @@ class ObjectCache:
                              hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
         try:
             _make_bare(tmp, self.url)
+        except OSError as exc:  # a full disk, a quota: said as a folder that cannot be used is
+            rmtree(tmp)
+            raise UsageError(f"cannot make Assay's cache in {parent}: {exc.strerror}",
+                             hint="free space there, or point ASSAY_CACHE_DIR at a folder you can write") from None
         except BaseException:
             rmtree(tmp)  # never a half-made cache left behind
             raise
