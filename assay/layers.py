@@ -48,7 +48,8 @@ LAYERS = (
     Layer("ports", ("core.git", "core.records", "core.envs"),
           "git runs git; records' codec; agents' environments"),
     Layer("shared", ("core.lives", "core.stops", "core.credentials", "core.cachefile", "core.crash", "core.digests",
-                     "core.pushgroup", "core.listgroup", "core.fetchgroup", "core.records.recordtype", "errors", ""),
+                     "core.pushgroup", "core.listgroup", "core.fetchgroup", "core.groupbell", "core.records.recordtype",
+                     "errors", ""),
           "errors, crash points, lives, credentials, caches, digests, records, host groups"),
 )
 

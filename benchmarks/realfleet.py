@@ -2,7 +2,7 @@
 one forge behind `git http-backend` on loopback. What the forge answers them, and what they cost their machine.
 
     python benchmarks/realfleet.py [--desks 100,500,1000] [--per-host 20] [--push-window 2] [--brief-min 30]
-                                   [--minutes 6] [--ramp-s 60] [--threads]
+                                   [--minutes 6] [--ramp-s 60] [--threads] [--acct] [--keep DIR]
 
 For each fleet size N: a forge made by `assay init` holding a desk preset `bench` and briefs enough for the run;
 N / K supervisors (`assay desk run bench --count K --push-window W`), each a host of its own (its own state and
@@ -33,6 +33,7 @@ The floor: one raw `git push` of a new commit to a small repository behind the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -533,8 +534,13 @@ def main() -> None:
     parser.add_argument("--threads", action="store_true", help="each host's desks are threads of its supervisor")
     parser.add_argument("--acct", action="store_true", help="the CPU of every process that ended while measured, "
                         "by command (process accounting: root, and `accton`)")
+    parser.add_argument("--keep", metavar="DIR", help="run in DIR (new) and keep it: each size's forge, git log "
+                        "(`n<N>/git.log`: when, how long, which command) and hosts' folders, to read after")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="assay-bench-realfleet-") as name:
+    if args.keep:
+        os.makedirs(args.keep)  # a new folder: an earlier run's is never mixed in, nor removed
+    with (contextlib.nullcontext(args.keep) if args.keep else
+          tempfile.TemporaryDirectory(prefix="assay-bench-realfleet-")) as name:
         tmp = Path(name)
         (tmp / "floor").mkdir()
         backend = Backend(tmp / "floor")
@@ -544,7 +550,8 @@ def main() -> None:
         print(f"floor: one raw git push over HTTP {floor * 1000:.1f} ms")
         for n in (int(x) for x in args.desks.split(",")):
             run(tmp, n, args, floor)
-            shutil.rmtree(tmp / f"n{n}", ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(tmp / f"n{n}", ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from assay.core import groupbell
 from assay.core.listgroup import LOOK_S, PATTERN, POLL_MAX_S, POLL_S, key, let_go, queue_after
 from assay.core.lives import is_stopped
 from assay.core.pushgroup import _done, _leader, _mac, _mtime, _read, _stamp, _waited_on, _write, requests_in
@@ -66,16 +67,23 @@ def fetch(folder: str, wants: Wants, missing: Missing, direct: Direct, wait_s: f
     req, out = os.path.join(folder, f"{rid}.req"), os.path.join(folder, f"{rid}.out")
     body = {"id": rid, "wants": [list(w) for w in wants]}
     held = fd = -1
+    bell: int | None = None
+    led = False
     failed: ForgeError | None = None  # the group's fetch, which included what this request lacked, failed so
     try:
         held = _write(req, {**body, "mac": _mac(secret, body)}, keep_locked=True)
+        bell = groupbell.listen(folder, rid)
         fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        if _await(folder, fd, out, wants, secret, wait_s):
+        if _await(folder, fd, out, wants, secret, wait_s, bell):
+            led = True
             failed = _lead(folder, rid, secret, wants, missing, direct)
         else:
             failed = _failed(out, rid, secret)
     finally:
         let_go(req, out, fd, held)
+        groupbell.hang_up(folder, rid, bell)
+        if led:  # marked, the lock let go: each waiter looks at the cache, or leads the next fetch
+            groupbell.ring(folder)
     still = missing(wants)
     if still and failed is not None:
         raise failed
@@ -94,7 +102,8 @@ def _failed(out: str, rid: str, secret: bytes) -> ForgeError | None:
     return ForgeError(str(body["error"]), str(body.get("hint", "")))
 
 
-def _await(folder: str, fd: int, out: str, wants: Wants, secret: bytes, wait_s: float) -> bool:
+def _await(folder: str, fd: int, out: str, wants: Wants, secret: bytes, wait_s: float,
+           bell: int | None = None) -> bool:
     """True once this process holds the folder's lock with its request unmarked (it leads); False once it is to look
     at the cache: its request marked done, the lock's holder stopped, the fetch on its way young and not fetching what
     this request lacks (a brisk forge), or `wait_s` passed since the request and since the last fetch began."""
@@ -105,6 +114,7 @@ def _await(folder: str, fd: int, out: str, wants: Wants, secret: bytes, wait_s: 
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if os.path.exists(out):  # fetched for meanwhile: nothing to lead
                 fcntl.flock(fd, fcntl.LOCK_UN)
+                groupbell.ring(folder)  # let go: a request waiting for the lock, woken by the last ring, leads
                 return False
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it: a waiter can see it stopped
@@ -124,7 +134,8 @@ def _await(folder: str, fd: int, out: str, wants: Wants, secret: bytes, wait_s: 
             holder = _leader(folder)
             if holder != os.getpid() and is_stopped(holder):  # a holder that will not be done soon
                 return False
-        time.sleep(min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # a fetch a while coming: look less often
+        groupbell.wait(bell, min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # woken by the leader's ring; on a
+        # clock without a bell, less often as it waits
 
 
 def _covered(folder: str, wants: Wants, secret: bytes) -> bool:

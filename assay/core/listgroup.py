@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from assay.core import groupbell
 from assay.core.credentials import named
 from assay.core.lives import is_stopped
 from assay.core.pushgroup import KEY_ENV, _done, _leader, _mac, _mtime, _read, _stamp, _waited_on, _write, requests_in
@@ -80,11 +81,15 @@ def listing(folder: str, patterns: Sequence[str], direct: Direct, wait_s: float)
     asked = sorted(set(patterns))
     body = {"id": rid, "patterns": asked}
     held = fd = -1
+    bell: int | None = None
+    led = False
     try:
         held = _write(req, {**body, "mac": _mac(secret, body)}, keep_locked=True)
+        bell = groupbell.listen(folder, rid)
         fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        got = _await(folder, fd, rid, asked, secret, wait_s)
+        got = _await(folder, fd, rid, asked, secret, wait_s, bell)
         if isinstance(got, str):  # this process leads
+            led = True
             return _lead(folder, rid, secret, asked, direct)
         _done(req, out)
         if got is None or got.get("alone"):
@@ -94,6 +99,9 @@ def listing(folder: str, patterns: Sequence[str], direct: Direct, wait_s: float)
         return _only(got["refs"], asked)
     finally:
         let_go(req, out, fd, held)
+        groupbell.hang_up(folder, rid, bell)
+        if led:  # answered, the lock let go: each waiter collects its answer, or leads the next listing
+            groupbell.ring(folder)
 
 
 def let_go(req: str, out: str, *opened: int) -> None:
@@ -107,7 +115,7 @@ def let_go(req: str, out: str, *opened: int) -> None:
 
 
 def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
-           wait_s: float) -> dict[str, Any] | str | None:
+           wait_s: float, bell: int | None = None) -> dict[str, Any] | str | None:
     """This request's answer, verified; "lead" once this process holds the folder's lock with no answer; None to
     list alone: the listing on its way is young (`queue_after`: the forge answers briskly), the lock's holder is
     stopped, `wait_s` passed since the request was made and since the last listing began (a slow forge's listing
@@ -120,6 +128,7 @@ def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if os.path.exists(out):  # answered meanwhile: nothing to lead
                 fcntl.flock(fd, fcntl.LOCK_UN)
+                groupbell.ring(folder)  # let go: a request waiting for the lock, woken by the last ring, leads
                 return _answer(out, rid, asked, secret)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it: a waiter can see it stopped
@@ -139,7 +148,8 @@ def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
             holder = _leader(folder)
             if holder != os.getpid() and is_stopped(holder):  # a holder that will not answer soon
                 return None
-        time.sleep(min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # an answer a while coming: look less often
+        groupbell.wait(bell, min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # woken by the leader's ring; on a
+        # clock without a bell, less often as it waits
 
 
 def _answer(out: str, rid: str, asked: list[str], secret: bytes) -> dict[str, Any] | None:

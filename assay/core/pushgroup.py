@@ -31,7 +31,7 @@ lease lets a request that landed before land no more. A requester withdraws its 
 when the leader holding the folder's lock is stopped (SIGSTOP), or after `window + LOCK_WAIT_S` unless the round
 on its way took a step (began, read, pushed: `_stamp`) within `ROUND_WAIT_S`, and at the latest `ROUND_WAIT_S`
 after that: a forge slow to take a round gets one push of the host at a time, not every requester's on top of it
-(their looks for an answer come less often the longer it takes). Requests that do not verify with the key
+(each sleeps until a leader rings it: `groupbell`). Requests that do not verify with the key
 (another token's desks, an agent writing into the cache) or name a ref or id that is not one are ignored, and so
 is an answer that is not one (its requester goes alone).
 """
@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from assay.core import groupbell
 from assay.core.crash import crash_point
 from assay.core.credentials import named
 from assay.core.lives import is_stopped
@@ -166,9 +167,13 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
     body = {"updates": [list(u) for u in updates], "atomic": atomic, "at": made, "wait": wait_s}
     held = _write(req, {**body, "mac": _mac(key, body)}, keep_locked=True)
     _wake(folder)  # a round gathering now looks again: this request's deadline may be the first
-    fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = -1
+    bell: int | None = None
+    held_lock = False
     try:
-        got = _await(folder, fd, out, wait_s)
+        bell = groupbell.listen(folder, rid)
+        fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        held_lock, got = _await(folder, fd, out, wait_s, bell)
         if got is None:  # the leader is stopped, or never let go: withdrawn, then alone
             return _alone(req, out, updates, atomic, direct)
         if isinstance(got, str):  # this process leads the round
@@ -191,8 +196,12 @@ def push(folder: str, updates: Sequence[Update], atomic: bool, direct: Direct, r
                              "the forge")
         return {str(ref): (str(r[0]), str(r[1])) for ref, r in results.items()}
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         os.close(held)
+        groupbell.hang_up(folder, rid, bell)
+        if held_lock:  # the lock let go: the requests left wake to lead the next round
+            groupbell.ring(folder)
 
 
 def _gather(folder: str, due: float) -> None:
@@ -287,28 +296,31 @@ def _body(data: dict[str, Any]) -> dict[str, Any]:
     return {k: data.get(k) for k in ("updates", "atomic", "at", "wait") if k in data}
 
 
-def _await(folder: str, fd: int, out: str, wait_s: float) -> dict[str, Any] | str | None:
-    """This request's answer; "lead" once this process holds the folder's lock with no answer; None to go alone."""
+def _await(folder: str, fd: int, out: str, wait_s: float,
+           bell: int | None = None) -> tuple[bool, dict[str, Any] | str | None]:
+    """Whether this process now holds the folder's lock, and this request's answer; "lead" once it holds the lock
+    with no answer; None to go alone. Between looks it sleeps until a leader rings its `bell` (`groupbell`), or on
+    a clock where it has none."""
     began = time.monotonic()
     deadline, latest = began + wait_s + LOCK_WAIT_S, began + wait_s + LOCK_WAIT_S + ROUND_WAIT_S
     looked = 0.0
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return _read(out) or "lead"
+            return True, _read(out) or "lead"
         except BlockingIOError:
             pass
         if os.path.exists(out):  # answered by the leader, who still holds the lock for the others
-            return _read(out) or None  # junk there (any writer of the cache): alone, never a second leader
+            return False, _read(out) or None  # junk there (any writer of the cache): alone, never a second leader
         now = time.monotonic()
         if now >= latest or (now >= deadline and not _round_young(folder)):
-            return None
+            return False, None
         if now - looked > 0.2:
             looked = now
             leader = _leader(folder)
             if leader != os.getpid() and is_stopped(leader):  # a leader that will not answer soon
-                return None
-        time.sleep(min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # an answer a while coming: look less often
+                return False, None
+        groupbell.wait(bell, min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # the clock: less often as it waits
 
 
 def _round_young(folder: str) -> bool:
@@ -362,6 +374,7 @@ def _lead(folder: str, own: str, key: bytes, read: Read, direct: Direct) -> None
     crash_point("push-group.after-push")
     for rid, _ in taken:
         _write(os.path.join(folder, f"{rid}.out"), answers.get(rid) or {"alone": True})
+    groupbell.ring(folder)  # answered: each collects its answer now (this leader's own push may take a while yet)
     with contextlib.suppress(OSError):  # the answers are written: a round no file can record still happened
         _write(os.path.join(folder, ".rounds"), {"at": [*_rounds(folder), time.time()][-ROUNDS_KEPT:]})
 
@@ -439,12 +452,17 @@ def _waiting(folder: str, own: str, key: bytes) -> list[Request]:
 
 def requests_in(folder: str) -> Iterator[tuple[str, str]]:
     """Each request in a host's folder (its id, its path); litter removed on the way: answers and partial files
-    older than `STALE_S` (their requesters are gone, or their writers were killed)."""
+    older than `STALE_S` (their requesters are gone, or their writers were killed), and bells whose requests are
+    gone (`groupbell`: a requester killed as it waited, whose request a leader removed)."""
     now = time.time()
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         if name.endswith(".req"):
             yield name[:-4], path
+        elif name.endswith(groupbell.BELL) and not name.startswith("."):  # a waiter's: litter once its request goes
+            if not os.path.exists(path[:-len(groupbell.BELL)] + ".req"):  # (made after it, removed before it)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         elif name not in (".lock", WAKE) and now - _mtime(path) > STALE_S:
             with contextlib.suppress(OSError):
                 os.unlink(path)
