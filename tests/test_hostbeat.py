@@ -146,3 +146,11 @@ def test_a_hosts_desks_started_together_start_at_their_own_share_of_the_most_urg
     # anywhere in its own share (m10..m19): the same slot of another host's supervisor starts elsewhere
     assert starts <= {f"m{i}" for i in range(10, 20)} and len(starts) > 1, starts
     assert [b.id for b in _spread(ready, "")] == ["b0", "b1", "b2", "b3", "late"]  # a desk alone: as ever
+    # the most urgent taken, the next level is spread as well: the fleet's idle desks do not all try its first
+    levels: list[Any] = [SimpleNamespace(id="urgent", priority=1)] + [SimpleNamespace(id=f"n{i:02d}", priority=5)
+                                                                     for i in range(40)]
+    for slot, share in (("0/4", range(0, 10)), ("3/4", range(30, 40))):
+        orders = [[b.id for b in _spread(levels, slot)] for _ in range(200)]
+        assert all(o[0] == "urgent" and sorted(o[1:]) == [f"n{i:02d}" for i in range(40)] for o in orders)
+        nexts = {o[1] for o in orders}
+        assert nexts <= {f"n{i:02d}" for i in share} and len(nexts) > 1, nexts

@@ -10,6 +10,7 @@ brief's writes backs the brief off; neither stops the desk from working on every
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import time
@@ -911,14 +912,19 @@ def run_desk(ports: Ports, name: str, state_dir: Path | None, *, once: bool = Fa
 
 
 def _spread(ready: list[Brief], slot: str) -> list[Brief]:
-    """The ready briefs in the order this desk tries them: the most urgent first, and among the equally most
-    urgent, a desk of a supervisor's N (`slot`: "i/N") starts at its own share of them, so a host's desks
-    started together each claim a brief of their own instead of all racing for the first; where in its share is
-    drawn each pass, so that the desks of several hosts race seldom too."""
+    """The ready briefs in the order this desk tries them: the most urgent first, and among equally urgent ones,
+    a desk of a supervisor's N (`slot`: "i/N") starts at its own share of them, so a host's desks started together
+    each claim a brief of their own instead of all racing for the first; where in its share is drawn each pass,
+    so that the desks of several hosts race seldom too. So for each level of urgency, not the first alone: once
+    the most urgent are taken, a fleet's idle desks would otherwise all try the next level's first briefs in the
+    same order (at 1,000 desks, a brief's claim refused up to 13 times)."""
     index, _, count = slot.partition("/")
     if not ready or not index.isdigit() or not count.isdigit() or int(count) < 2:
         return ready
-    top = [b for b in ready if b.priority == ready[0].priority]
-    # anywhere in its share: the desks of other hosts, which have the same slots, start elsewhere in theirs
-    start = min(len(top) - 1, int((int(index) + random.random()) * len(top) / int(count)))
-    return top[start:] + top[:start] + ready[len(top):]
+    spread: list[Brief] = []
+    for _, level in itertools.groupby(ready, key=lambda b: b.priority):
+        same = list(level)
+        # anywhere in its share: the desks of other hosts, which have the same slots, start elsewhere in theirs
+        start = min(len(same) - 1, int((int(index) + random.random()) * len(same) / int(count)))
+        spread += same[start:] + same[:start]
+    return spread
