@@ -538,7 +538,11 @@ def main() -> None:
                         "(`n<N>/git.log`: when, how long, which command) and hosts' folders, to read after")
     args = parser.parse_args()
     if args.keep:
-        os.makedirs(args.keep)  # a new folder: an earlier run's is never mixed in, nor removed
+        args.keep = str(Path(args.keep).resolve())  # the forge, the shim and the hosts' folders are named by it
+        if os.path.lexists(args.keep):
+            parser.error(f"--keep {args.keep}: it exists; name a new folder (an earlier run's is never mixed in, "
+                         "nor removed)")
+        os.makedirs(args.keep)
     with (contextlib.nullcontext(args.keep) if args.keep else
           tempfile.TemporaryDirectory(prefix="assay-bench-realfleet-")) as name:
         tmp = Path(name)
@@ -548,7 +552,7 @@ def main() -> None:
         floor = floor_push(backend, tmp)
         backend.shutdown()
         print(f"floor: one raw git push over HTTP {floor * 1000:.1f} ms")
-        for n in (int(x) for x in args.desks.split(",")):
+        for n in dict.fromkeys(int(x) for x in args.desks.split(",")):  # each size once
             run(tmp, n, args, floor)
             if not args.keep:
                 shutil.rmtree(tmp / f"n{n}", ignore_errors=True)

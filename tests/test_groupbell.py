@@ -305,3 +305,22 @@ def test_a_bell_whose_request_is_gone_is_litter(tmp_path: Path) -> None:
     (tmp_path / "alive.req").write_text("{}")
     assert [rid for rid, _ in pushgroup.requests_in(str(tmp_path))] == ["alive"]
     assert sorted(os.listdir(tmp_path)) == ["alive.bell", "alive.req"]
+
+
+def test_a_listing_requester_that_took_the_lock_for_its_answer_rings_as_it_lets_go(folder: Path) -> None:
+    lock = holding(folder)
+    answered_first, first = in_thread(listgroup.listing, str(folder), ["refs/heads/a"], noting([], {}), 600.0)
+    rid = request_of(folder)
+    listed: list[Any] = []
+    waiter, got = in_thread(listgroup.listing, str(folder), ["refs/heads/b"], noting(listed, {"refs/heads/b": SHA}),
+                            600.0)
+    request_of(folder, others=1)
+    listgroup._reply(str(folder), rid, ["refs/heads/a"], KEY.encode(), {"refs": {"refs/heads/a": SHA}})
+    os.close(lock)  # let go, and only the first requester rung: it takes the lock, finds its answer, lets go
+    bell = os.open(folder / f"{rid}{groupbell.BELL}", os.O_WRONLY | os.O_NONBLOCK)
+    os.write(bell, b".")
+    os.close(bell)
+    answered_first.join(10)
+    waiter.join(10)  # rung as the lock went: it leads its own listing
+    assert not waiter.is_alive() and first == [{"refs/heads/a": SHA}]
+    assert got == [{"refs/heads/b": SHA}] and listed == [["refs/heads/b"]]

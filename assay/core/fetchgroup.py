@@ -116,8 +116,9 @@ def _await(folder: str, fd: int, out: str, wants: Wants, secret: bytes, wait_s: 
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 groupbell.ring(folder)  # let go: a request waiting for the lock, woken by the last ring, leads
                 return False
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it: a waiter can see it stopped
+            with contextlib.suppress(OSError):  # who holds it, a hint: a waiter can see it stopped (a full disk
+                os.ftruncate(fd, 0)             # leaves it out; the lock is had all the same, and led)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             return True
         except BlockingIOError:
             pass

@@ -36,6 +36,8 @@ def listen(folder: str, rid: str) -> int | None:
     try:
         fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # made here, and not to be had: not left behind
         return None
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):

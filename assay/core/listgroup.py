@@ -47,7 +47,8 @@ from assay.errors import ForgeError
 POLL_S = 0.002  # a requester's first looks for its answer; later ones come less often (`_await`)
 POLL_MAX_S = 0.25  # the longest between two looks: one wait in 20 at most, so an overloaded forge's waits are
 # not polled hot (1,000 desks polling every 50 ms while listings took 4 s spent a core on it)
-LOOK_S = 0.2  # how often a waiting requester checks that the leader is not stopped
+LOOK_S = 0.2  # how often a waiting requester checks that the leader is not stopped (at most: one with a bell
+# looks when rung, or each `groupbell.RING_MAX_S`)
 QUEUE_AFTER_S = 0.5  # a listing on its way this long means a slow forge: requests wait for it (ASSAY_LISTING_QUEUE_S)
 PATTERN = re.compile(r"refs/[A-Za-z0-9._/+@-]{0,240}\*?")  # an exact ref, or a prefix ending in `*`
 
@@ -130,8 +131,9 @@ def _await(folder: str, fd: int, rid: str, asked: list[str], secret: bytes,
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 groupbell.ring(folder)  # let go: a request waiting for the lock, woken by the last ring, leads
                 return _answer(out, rid, asked, secret)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it: a waiter can see it stopped
+            with contextlib.suppress(OSError):  # who holds it, a hint: a waiter can see it stopped (a full disk
+                os.ftruncate(fd, 0)             # leaves it out; the lock is had all the same, and led)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             return "lead"
         except BlockingIOError:
             pass

@@ -919,7 +919,7 @@ def _spread(ready: list[Brief], slot: str) -> list[Brief]:
     the most urgent are taken, a fleet's idle desks would otherwise all try the next level's first briefs in the
     same order (at 1,000 desks, a brief's claim refused up to 13 times)."""
     index, _, count = slot.partition("/")
-    if not ready or not index.isdigit() or not count.isdigit() or int(count) < 2:
+    if not ready or not index.isdecimal() or not count.isdecimal() or int(count) < 2:
         return ready
     spread: list[Brief] = []
     for _, level in itertools.groupby(ready, key=lambda b: b.priority):
