@@ -49,6 +49,13 @@ def noting(calls: list[Any], answer: Any = None, then: Any = None) -> Any:
     return direct
 
 
+def ring_only(folder: Path, rid: str) -> None:
+    """Ring request `rid`'s bell alone."""
+    bell = os.open(folder / f"{rid}{groupbell.BELL}", os.O_WRONLY | os.O_NONBLOCK)
+    os.write(bell, b".")
+    os.close(bell)
+
+
 def in_thread(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
     got: list[Any] = []
     thread = threading.Thread(target=lambda: got.append(target(*args)), daemon=True)
@@ -203,13 +210,19 @@ def ok(updates: Any, atomic: bool) -> dict[str, tuple[str, str]]:
     return {u[0]: ("ok", "") for u in updates}
 
 
-def test_a_push_leader_rings_as_it_lets_go_and_the_next_request_leads(folder: Path) -> None:
+def held_push() -> tuple[threading.Event, threading.Event, Any]:
+    """A `direct` push that says it began (`entered`) and lands once `go` is set."""
     entered, go = threading.Event(), threading.Event()
 
     def slow(updates: Any, atomic: bool) -> dict[str, tuple[str, str]]:
         entered.set()
         go.wait(30)
         return ok(updates, atomic)
+    return entered, go, slow
+
+
+def test_a_push_leader_rings_as_it_lets_go_and_the_next_request_leads(folder: Path) -> None:
+    entered, go, slow = held_push()
     leader, led = pushing(folder, UPDATE_A, slow)
     assert entered.wait(10)  # its push is on its way (alone, its request withdrawn): a request made now waits
     waiter, got = pushing(folder, UPDATE_B, ok)
@@ -250,21 +263,14 @@ def test_a_requester_that_took_the_lock_for_its_answer_rings_as_it_lets_go(folde
     """Answered "alone", it pushes holding the lock it took to find its answer; a request waiting for the next
     round sleeps meanwhile, and is rung when that lock goes."""
     lock = holding(folder)
-    entered, go = threading.Event(), threading.Event()
-
-    def slow(updates: Any, atomic: bool) -> dict[str, tuple[str, str]]:
-        entered.set()
-        go.wait(30)
-        return ok(updates, atomic)
+    entered, go, slow = held_push()
     first, _ = pushing(folder, UPDATE_A, slow)
     rid = request_of(folder)
     pushgroup._write(str(folder / f"{rid}.out"), {"alone": True})
     later, got = pushing(folder, UPDATE_C, ok)
     request_of(folder, others=1)
     os.close(lock)  # let go, and only the first requester rung: it takes the lock, finds its answer, pushes alone
-    bell = os.open(folder / f"{rid}{groupbell.BELL}", os.O_WRONLY | os.O_NONBLOCK)
-    os.write(bell, b".")
-    os.close(bell)
+    ring_only(folder, rid)
     assert entered.wait(10)
     later.join(1.0)
     assert later.is_alive()
@@ -317,9 +323,7 @@ def test_a_listing_requester_that_took_the_lock_for_its_answer_rings_as_it_lets_
     request_of(folder, others=1)
     listgroup._reply(str(folder), rid, ["refs/heads/a"], KEY.encode(), {"refs": {"refs/heads/a": SHA}})
     os.close(lock)  # let go, and only the first requester rung: it takes the lock, finds its answer, lets go
-    bell = os.open(folder / f"{rid}{groupbell.BELL}", os.O_WRONLY | os.O_NONBLOCK)
-    os.write(bell, b".")
-    os.close(bell)
+    ring_only(folder, rid)
     answered_first.join(10)
     waiter.join(10)  # rung as the lock went: it leads its own listing
     assert not waiter.is_alive() and first == [{"refs/heads/a": SHA}]

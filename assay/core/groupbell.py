@@ -33,11 +33,20 @@ def listen(folder: str, rid: str) -> int | None:
         os.mkfifo(path, 0o600)  # a new name: anything already there was planted, and is not waited on
     except OSError:
         return None
+    fd = open_fifo(path)
+    if fd is None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # made here, and not to be had: not left behind
+    return fd
+
+
+def open_fifo(path: str) -> int | None:
+    """The FIFO at `path` open to read (and to write: a reader alone sees its end each time a writer closes, and
+    would wake at once ever after), non-blocking; None when it cannot be opened so, is a link, or is not a FIFO
+    (anything can be planted in a folder of the cache)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(path)  # made here, and not to be had: not left behind
         return None
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):

@@ -248,17 +248,7 @@ def _wake_pipe(folder: str) -> int | None:
     path = os.path.join(folder, WAKE)
     with contextlib.suppress(FileExistsError, OSError):
         os.mkfifo(path, 0o600)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
+    return groupbell.open_fifo(path)
 
 
 def _drain(pipe: int) -> None:
