@@ -310,7 +310,8 @@ def _await(folder: str, fd: int, out: str, wait_s: float,
             leader = _leader(folder)
             if leader != os.getpid() and is_stopped(leader):  # a leader that will not answer soon
                 return False, None
-        groupbell.wait(bell, min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # the clock: less often as it waits
+        groupbell.wait(bell, min(POLL_MAX_S, max(POLL_S, (now - began) / 20)))  # woken by a ring; on a clock
+        # without a bell, less often as it waits
 
 
 def _round_young(folder: str) -> bool:
