@@ -16,8 +16,9 @@ fleet's briefs end and begin at a steady rate from the start, as a fleet's that 
 the reviews.
 
 Measured after the ramp and a settling minute, for MINUTES: every `git` process a desk starts, timed by a `git`
-first on PATH (bash, `$EPOCHREALTIME`; a push's answer kept in a file, for the report), by command; pushes a
-busy desk-minute, p50/p95, by what they wrote and by 10-s span; how many desks' journals a landed push carried;
+first on PATH (bash, `$EPOCHREALTIME`; the CPU it used, with what it started, from bash's `times`; a push's answer
+kept in a file, for the report), by command; pushes a busy desk-minute, p50/p95, by what they wrote and by 10-s
+span; how many desks' journals a landed push carried;
 what git said of each refused claim creation, and for which briefs; ref listings a busy desk-minute as the forge
 answered them (a desk lists from its own process: no `git` is started for them); the briefs made ready against
 those the brief length promises; the machine's CPU (the forge's share: the backend's CGI processes and its
@@ -83,10 +84,12 @@ Sleep: {first:.0f} {second:.0f} b{i}.txt
 """
 SHIM = """#!/bin/bash
 start=$EPOCHREALTIME
+used="{times}/$$"  # the CPU git and what it started used (bash's `times`: no process of its own to read it)
 if [[ " $* " == *" push "* ]]; then  # what git said of a refused push, and which desk of which host pushed
   said="{log}.$$"
   "{real}" "$@" >"$said.out" 2>"$said"
   code=$? end=$EPOCHREALTIME  # git's own time: not the handing on of its answer below
+  times >"$used"
   cat "$said.out"
   cat "$said" >&2
   [ $code -ne 0 ] && echo "$start ${{ASSAY_DESK_SLOT:-?}} ${{ASSAY_STATE_DIR##*/hosts/}} $(cat "$said.out" "$said" | \
@@ -95,10 +98,18 @@ if [[ " $* " == *" push "* ]]; then  # what git said of a refused push, and whic
 else
   "{real}" "$@"
   code=$? end=$EPOCHREALTIME
+  times >"$used"
 fi
-echo "$start $end $code $*" >> "{log}"
+{{ read -r _; read -r user system; }} <"$used"
+echo "$start $end $code $user/$system $*" >> "{log}"
 exit $code
 """
+_CPU = re.compile(r"(\d+)m([\d.]+)s")
+
+
+def cpu_of(field: str) -> float:
+    """Seconds of CPU from the shim's `user/system` (bash's `times`: `0m0.012s/0m0.004s`)."""
+    return sum(int(m) * 60 + float(sec) for m, sec in _CPU.findall(field))
 KINDS = {"push": "push", "ls-remote": "listing", "remote-http": "listing", "fetch": "fetch"}  # git's commands
 
 
@@ -366,7 +377,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     shim, log, acct = root / "bin", root / "git.log", root / "pacct"
     shim.mkdir()
     where = f"127.0.0.1:{backend.server_address[1]}"
-    (shim / "git").write_text(SHIM.format(real=shutil.which("git"), log=log))
+    times = Path(tempfile.mkdtemp(prefix="realfleet-times-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    (shim / "git").write_text(SHIM.format(real=shutil.which("git"), log=log, times=times))
     (shim / "git").chmod(0o755)
     hosts: list[Host] = []
     count = (n + args.per_host - 1) // args.per_host
@@ -420,25 +432,29 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
         for host in hosts:
             host.proc.wait()
         backend.shutdown()
+        shutil.rmtree(times, ignore_errors=True)
     calls = []
     refused: dict[str, int] = {}  # the kinds of ref that refused pushes named (claims, journal, footprints, ...)
     said = refusals(Path(f"{log}.said"))
     creations: list[tuple[str, str, str]] = []  # refused claim creations: (brief, desk, what git said)
     local: dict[str, int] = {}  # every git process the desks started, by its command
+    cpu: dict[str, float] = {}  # ... and the CPU seconds it used, with what it started (`git push`'s transport)
     by_refs: dict[str, list[float]] = {}  # landed pushes' times by the kinds of ref they wrote
     carried: list[int] = []  # the journals each landed push wrote: the desks whose pushes it carried
     spans: dict[int, list[float]] = {}  # landed pushes' times by the 10 s of the measured minutes they began in
     garbled = 0  # lines two git processes' appends interleaved (a long push's line is over PIPE_BUF)
     for line in log.read_text(errors="replace").splitlines():
-        parts = line.split(" ", 3)
+        parts = line.split(" ", 4)
         try:
             [float(part) for part in parts[:3]]
         except ValueError:
             garbled += 1
             continue
-        if len(parts) == 4 and settle <= float(parts[0]) < ended:
+        if len(parts) == 5 and settle <= float(parts[0]) < ended:
+            used = parts.pop(3)
             command = command_of(parts[3])
             local[command] = local.get(command, 0) + 1
+            cpu[command] = cpu.get(command, 0.0) + cpu_of(used)
             if where not in parts[3]:
                 continue
             calls.append((kind_of(parts[3]), float(parts[1]) - float(parts[0]), int(parts[2])))
@@ -502,6 +518,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           "desk-minute); by command: " + ", ".join(f"{k} {v / max(ready, 1):.1f}" for k, v in
                                      sorted(local.items(), key=lambda kv: -kv[1])[:12])
           + (f"; {garbled} lines of the git log garbled (appends interleaved), left out" if garbled else ""))
+    print(f"  their CPU: {sum(cpu.values()) / (ended - settle):.2f} cores; by command (cores, ms each): " + ", ".join(
+        f"{k} {v / (ended - settle):.3f} {v / local[k] * 1000:.0f}" for k, v in
+        sorted(cpu.items(), key=lambda kv: -kv[1])[:12]))
     front = (front1 - front0) / (ended - settle)
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it (its front end's one "
           f"interpreter {front:.2f}); by kind (cores): "

@@ -128,11 +128,9 @@ def rows_on_main(claims: Claims, brief: Brief, main: str, head: str, tree: str, 
     commit = git.write_commit(tree, [main, head], f"Merge {WORK_BRANCH_PREFIX}{brief.id} into main (a check)\n",
                               Signature.of(by), 0)
     path = state_dir / "land" / "on-main" / brief.id
-    clean = git.worktree(path, commit)
-    clean.git("checkout", "-q", "--force", "--detach", commit)
-    clean.git("clean", "-q", "-ffdx")
-    evidence = [{"brief": b.id, **run_row(row, path, row.timeout_s, {**scrubbed_env(), **dict(b.env)})}
-                for b in [brief, *landed_briefs(main, path, brief.id)] for row in b.verify]
+    with git.clean_checkout(path, commit):
+        evidence = [{"brief": b.id, **run_row(row, path, row.timeout_s, {**scrubbed_env(), **dict(b.env)})}
+                    for b in [brief, *landed_briefs(main, path, brief.id)] for row in b.verify]
     if not evidence:
         return None
     passed = all(r["passed"] for r in evidence)
@@ -301,15 +299,13 @@ class _Lander:
         """Run the rows at the merge commit, in a clean checkout; journal the evidence on the brief first."""
         rows = [(brief.id, r) for r in brief.verify] + [(b, r) for b, r in self.landed_rows if b != brief.id]
         self._renew(sum(r.timeout_s for _, r in rows))
-        clean = self.reviews.git.worktree(self.checkout, merge.commit)
-        clean.git("checkout", "-q", "--force", "--detach", merge.commit)
-        clean.git("clean", "-q", "-ffdx")
         env = {**scrubbed_env(), **dict(brief.env)}
         evidence = []
-        for owner, row in rows:
-            started = time.monotonic()
-            result = run_row(row, self.checkout, row.timeout_s, env)
-            evidence.append({"brief": owner, **result, "duration_ms": int((time.monotonic() - started) * 1000)})
+        with self.reviews.git.clean_checkout(self.checkout, merge.commit):
+            for owner, row in rows:
+                started = time.monotonic()
+                result = run_row(row, self.checkout, row.timeout_s, env)
+                evidence.append({"brief": owner, **result, "duration_ms": int((time.monotonic() - started) * 1000)})
         self._note(brief.id, {"main": merge.main, "head": merge.head, "commit": merge.commit,
                               "passed": all(r["passed"] for r in evidence),
                               "rows": [{k: r[k] for k in ("brief", "row", "command", "exit_code", "passed",

@@ -41,18 +41,16 @@ def verify(git: ForgeGit, session: Session, brief: Brief, head: str, checkout: P
     intent or the review's); return the verdict. With `landed_on` (the main a round woken as main moved merged in),
     the rows of every brief landed on it run too, each from main's copy (journaled in one note, `landed_rows`): they
     must hold after this merge as well."""
-    clean = git.worktree(checkout, head)
-    clean.git("checkout", "-q", "--force", "--detach", head)
-    clean.git("clean", "-q", "-ffdx")
     failures = []
-    for row in brief.verify:
-        evidence = run_row(row, checkout, timeout_s, env)
-        session.journal.add("verify", sync=False, data={"head": head, **evidence})
-        if not evidence["passed"]:
-            failures.append(f"{row.id} exited {evidence['exit_code']}, expected {row.expect_exit}")
-    if landed_on:
+    with git.clean_checkout(checkout, head):
+        for row in brief.verify:
+            evidence = run_row(row, checkout, timeout_s, env)
+            session.journal.add("verify", sync=False, data={"head": head, **evidence})
+            if not evidence["passed"]:
+                failures.append(f"{row.id} exited {evidence['exit_code']}, expected {row.expect_exit}")
         rows = [{"brief": other.id, **run_row(row, checkout, row.timeout_s, {**scrubbed_env(), **dict(other.env)})}
-                for other in landed_briefs(landed_on, checkout, brief.id) for row in other.verify]
+                for other in landed_briefs(landed_on, checkout, brief.id) for row in other.verify] if landed_on else []
+    if landed_on:
         session.journal.add("note", sync=False, data={"landed_rows": {"main": landed_on, "head": head, "rows": [
             {k: r.get(k) for k in ("brief", "row", "command", "exit_code", "passed", "tail")} for r in rows]}})
         failures += [f"{r['brief']}/{r['row']} (landed on main) exited {r['exit_code']}" for r in rows
@@ -64,10 +62,8 @@ def on_main(git: ForgeGit, brief: Brief, main: str, checkout: Path, timeout_s: i
             env: dict[str, str]) -> dict[str, Any]:
     """Run the brief's `done_when:` rows on a clean checkout of main's commit `main`: whether the work is there
     already. The verdict holds each row's evidence (as a verify row's), so the step's result is the evidence."""
-    clean = git.worktree(checkout, main)
-    clean.git("checkout", "-q", "--force", "--detach", main)
-    clean.git("clean", "-q", "-ffdx")
-    rows = [run_row(row, checkout, timeout_s, env) for row in brief.done_when]
+    with git.clean_checkout(checkout, main):
+        rows = [run_row(row, checkout, timeout_s, env) for row in brief.done_when]
     failures = [f"{r['row']} exited {r['exit_code']}, expected {r['expect_exit']}" for r in rows if not r["passed"]]
     return {"main": main, "passed": bool(rows) and not failures, "rows": rows,
             "summary": "; ".join(failures) or "all done_when rows passed"}

@@ -26,7 +26,7 @@ from assay.core.deskspec import DeskSpec
 from assay.core.envs import agent_env
 from assay.core.footprints import learned_ref
 from assay.core.forge.base import Reviews, Thread, answer_text
-from assay.core.git import ZERO, ForgeGit, RefUpdate, Signature
+from assay.core.git import SPARES, ZERO, ForgeGit, RefUpdate, Signature, WorkRepo
 from assay.core.outcomes import round_entries, summary, unsettled_unsafe
 from assay.core.records import WORK_BRANCH_PREFIX, WORK_BRANCH_REF_PREFIX, JournalEntry
 from assay.core.steps import Session
@@ -91,6 +91,7 @@ class BriefWork:
         self._round_main = ""  # the main this round merges into the branch first (a round woken as main moved)
         self._redo: dict[str, str] = {}  # this round's identity in its steps' inputs
         self._threads: tuple[Thread, ...] = ()  # the review threads waiting on an answer, as the last prompt read them
+        self._pushed = ""  # the commit this run found or put on the forge as the work branch's tip (`_push`)
 
     def run(self, main: str) -> str:
         """Work the brief to `waiting` (on its review) or `blocked`, or settle it `done` when its `done_when:`
@@ -109,7 +110,7 @@ class BriefWork:
         tip = self._branch_seen or self.git.ls_remote(self.branch_ref).get(self.branch_ref) or head  # as it is
         self.git.ensure_objects({self.branch_ref: tip})
         self._made_worktree = not (self.worktree / ".git").exists()  # no earlier run's files on this machine
-        self.git.worktree(self.worktree, tip)
+        self.git.worktree(self.worktree, tip, self.worktree.parent / SPARES)  # a spare made clean, if there is one
         if self._round_main:
             self._catch_up(self._round_main)
         # a review ref can be opened on an empty branch; GitHub opens no pull request without commits
@@ -197,6 +198,7 @@ class BriefWork:
             if attempt > self.spec.attempts:
                 session.block(f"{self.spec.attempts} attempts failed: a review thread waits on an answer")
                 return "blocked"
+        self._give_back_worktree()  # while the claim is still this run's: no other run may be in it yet
         session.end_run(sync=False)
         with pushgroup.unhurried():  # the run's end, the entry and the claim change in one push, which nobody waits on
             session.wait("review")
@@ -632,7 +634,21 @@ class BriefWork:
             journal.add("note", sync=True, data={"pushed": head}, refs=[RefUpdate(self.branch_ref, head, tip or ZERO)],
                         riders=[rider] if rider else [])
             self._footprint_rode = needless or (rider is not None and rider in journal.landed_riders)
+        self._pushed = head
         return head
+
+    def _give_back_worktree(self) -> None:
+        """As the review is made ready, the claim still this run's: a worktree whose files and HEAD are the branch
+        as this run pushed it (nothing uncommitted, untracked or hidden from git, no git operation under way;
+        ignored files are let go, as on another machine) goes to the pool of spares beside it, so the next brief's
+        worktree is made clean from it rather than checked out whole. One holding anything more stays here."""
+        if not self._pushed or not (self.worktree / ".git").exists():
+            return
+        repo = WorkRepo(self.worktree)
+        with contextlib.suppress(AssayError, OSError):
+            if repo.head() == self._pushed and self.git.reusable(self.worktree) and not repo.git(
+                    "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none").stdout:
+                self.git.give_back(self.worktree, self.worktree.parent / SPARES)
 
     def _footprint_rider(self, head: str, prints: str | None) -> tuple[RefUpdate | None, bool]:
         """The footprint of a brief that declares none, from what its work changes against main, to ride the push

@@ -12,8 +12,9 @@ the source is a raw object id. We run the `git` binary and parse `--porcelain`.
 
 By job: `run` runs git; `refs` and `objects` hold its values and the cache's objects; `history` the commits
 fetched and their chains; `listing` reads refs; `ondisk` and `push` write them (`vetting`: which way a forge on
-disk takes a push; `locks`: the stale ref locks a killed push left); `workrepo` a checkout; `forge` puts
-`ForgeGit` together, each job's class built on the one below it. The names callers use are here.
+disk takes a push; `locks`: the stale ref locks a killed push left); `workrepo` a checkout; `worktrees` the
+desks' worktrees and their pools of spares; `forge` puts `ForgeGit` together, each job's class built on the one
+below it. The names callers use are here.
 """
 
 from assay.core.git.forge import ForgeGit
@@ -38,10 +39,11 @@ from assay.core.git.run import (
 )
 from assay.core.git.vetting import Vetting
 from assay.core.git.workrepo import WorkRepo
+from assay.core.git.worktrees import SPARES
 
 __all__ = [
-    "HTTP_PUSH_AT", "OBJECT_ID", "PACK_REFS_AT", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO", "ForgeGit",
-    "GitObject", "PushResult", "RefUpdate", "Signature", "TreeEntry", "Vetting", "WorkRepo", "auth_env",
+    "HTTP_PUSH_AT", "OBJECT_ID", "PACK_REFS_AT", "SPARES", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO",
+    "ForgeGit", "GitObject", "PushResult", "RefUpdate", "Signature", "TreeEntry", "Vetting", "WorkRepo", "auth_env",
     "clear_stale_lock", "committed_at", "configured_person", "default_cache_root", "git_env", "init_bare",
     "is_local_path", "local_forge_path", "local_repo_origin", "lock_named", "parse_porcelain", "parse_tree",
     "refusal_hint", "remote_has_ref", "repo_root", "run_git",

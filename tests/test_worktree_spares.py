@@ -1,0 +1,242 @@
+"""A desk's worktrees are reused, never checked out whole again: a worktree whose work is all on the forge goes to a
+pool of spares beside it as its run ends, a verify checkout as its rows end, and the next one is a spare made clean
+at its commit (HEAD, index and files as a new worktree's). No file of one brief is ever seen by another; a spare
+that cannot be made clean is removed (a process killed as it takes or gives one back: tests/crash/
+test_crash_worktrees.py). Checked with plain git."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from assay.core.git import SPARES, ForgeGit
+from assay.core.git.worktrees import LITTER_S, SPARES_MAX, TAKING
+from assay.errors import ForgeError
+from tests.conftest import Forge, assay, git
+from tests.helpers.desks import DESK, brief, desk_env, publish
+from tests.helpers.worktrees import clean_at, listed
+
+
+@pytest.fixture
+def port(forge: Forge, tmp_path: Path) -> ForgeGit:
+    port = ForgeGit(forge.url, tmp_path / "cache")
+    port.ensure_objects({"refs/heads/main": str(forge.tip("refs/heads/main"))})
+    return port
+
+
+def _second_commit(forge: Forge) -> str:
+    publish(forge, {"docs/two.md": "two\n", "briefs/alpha.md": "changed\n"})
+    return str(forge.tip("refs/heads/main"))
+
+
+def test_a_spare_is_made_clean_at_the_next_commit(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    """Given back, a worktree's folder goes to the pool whole; taken, it is clean at the new commit: a file of the
+    old one's that is untracked, ignored, changed or staged is gone, and git keeps its record through a prune."""
+    main = str(forge.tip("refs/heads/main"))
+    later = _second_commit(forge)
+    port.ensure_objects({"refs/heads/main": later})
+    pool, first, second = tmp_path / "wt" / SPARES, tmp_path / "wt" / "first", tmp_path / "wt" / "second"
+    repo = port.worktree(first, main, pool)
+    (first / ".gitignore").write_text("*.log\n")
+    (first / "build.log").write_text("ignored\n")
+    (first / "left.txt").write_text("untracked\n")
+    (first / "briefs" / "beta.md").write_text("changed, staged\n")
+    repo.git("add", "briefs/beta.md")
+    os.makedirs(first / "deep" / "er")
+    (first / "deep" / "er" / "x").write_text("x\n")
+    port.give_back(first, pool)
+    assert not first.exists() and len(os.listdir(pool)) == 1
+    assert listed(port.cache) == [str(pool / os.listdir(pool)[0])]  # the record points at its new place
+    port.worktree(second, later, pool)
+    clean_at(second, later)
+    assert os.listdir(pool) == [] and listed(port.cache) == [str(second)]
+
+
+def test_a_spare_that_hides_a_file_from_git_is_removed(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    """A worktree whose index marks a file assumed unchanged (or skipped) would, as a spare, keep that file as the
+    old brief left it: it is removed as it is given back, with its record, and the next worktree made by git."""
+    main = str(forge.tip("refs/heads/main"))
+    pool, first, second = tmp_path / "wt" / SPARES, tmp_path / "wt" / "first", tmp_path / "wt" / "second"
+    repo = port.worktree(first, main, pool)
+    repo.git("update-index", "--assume-unchanged", "briefs/alpha.md")
+    (first / "briefs" / "alpha.md").write_text("the old brief's secret edit\n")
+    assert not port.reusable(first)
+    port.give_back(first, pool)
+    assert not first.exists() and os.listdir(pool) == [] and listed(port.cache) == []
+    port.worktree(second, main, pool)
+    clean_at(second, main)
+    assert "secret" not in (second / "briefs" / "alpha.md").read_text()
+    assert listed(port.cache) == [str(second)]
+
+
+def test_a_spare_whose_record_was_pruned_is_removed(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    main = str(forge.tip("refs/heads/main"))
+    pool, first, second = tmp_path / "wt" / SPARES, tmp_path / "wt" / "first", tmp_path / "wt" / "second"
+    port.worktree(first, main, pool)
+    port.give_back(first, pool)
+    (spare,) = os.listdir(pool)
+    with open(pool / spare / ".git") as f:
+        admin = Path(f.read().split(":", 1)[1].strip())
+    (admin / "gitdir").write_text(str(tmp_path / "gone" / ".git") + "\n")  # as a kill before it was pointed back
+    git("--git-dir", str(port.cache), "worktree", "prune")
+    assert not admin.exists()
+    port.worktree(second, main, pool)
+    clean_at(second, main)
+    assert os.listdir(pool) == []
+
+
+def test_a_take_git_cannot_finish_puts_the_spare_back(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    """A commit the cache lacks: the take fails as a new worktree would, and the spare goes back to the pool (its
+    record pointed at it there), to be made clean by the next take."""
+    main = str(forge.tip("refs/heads/main"))
+    pool, first, second = tmp_path / "wt" / SPARES, tmp_path / "wt" / "first", tmp_path / "wt" / "second"
+    port.worktree(first, main, pool)
+    port.give_back(first, pool)
+    with pytest.raises(ForgeError):
+        port.worktree(second, "1" * 40, pool)
+    (spare,) = os.listdir(pool)
+    assert not second.exists() and listed(port.cache) == [str(pool / spare)]
+    port.worktree(second, main, pool)
+    clean_at(second, main)
+    assert os.listdir(pool) == [] and listed(port.cache) == [str(second)]
+
+
+def test_a_spare_another_taker_holds_is_left_to_it(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    main = str(forge.tip("refs/heads/main"))
+    pool, first, second = tmp_path / "wt" / SPARES, tmp_path / "wt" / "first", tmp_path / "wt" / "second"
+    port.worktree(first, main, pool)
+    port.give_back(first, pool)
+    (spare,) = os.listdir(pool)
+    other = os.open(pool / spare, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX)  # another taker, between its lock and its rename
+        port.worktree(second, main, pool)
+    finally:
+        os.close(other)
+    clean_at(second, main)
+    assert os.listdir(pool) == [spare] and sorted(listed(port.cache)) == sorted([str(pool / spare), str(second)])
+
+
+def test_a_full_pool_takes_no_more_and_a_taker_s_leftover_is_litter(forge: Forge, port: ForgeGit,
+                                                                     tmp_path: Path) -> None:
+    """A worktree given back to a full pool is removed with its record; a spare a killed taker left half made clean
+    is never taken, and removed with its record once it is `LITTER_S` old (by the time in its name) and no taker
+    holds its lock."""
+    main = str(forge.tip("refs/heads/main"))
+    pool = tmp_path / "wt" / SPARES
+    pool.mkdir(parents=True)
+    for k in range(SPARES_MAX):
+        (pool / f"junk{k:02d}").mkdir()  # not worktrees: a taker removes each as it finds it no spare
+    extra = tmp_path / "wt" / "extra"
+    port.worktree(extra, main)
+    port.give_back(extra, pool)
+    assert not extra.exists() and len(os.listdir(pool)) == SPARES_MAX and listed(port.cache) == []
+    for name in os.listdir(pool):
+        os.rmdir(pool / name)
+    now = int(time.time())
+    fresh, stale, held = (pool / f"{TAKING}{at}-{n}" for at, n in ((now, "fresh"), (now - int(LITTER_S) - 60, "stale"),
+                                                                    (now - int(LITTER_S) - 60, "held")))
+    for leftover in (fresh, stale, held):
+        port.worktree(leftover, main)
+    taker = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(taker, fcntl.LOCK_EX)  # a taker alive, however long it takes
+        taken = tmp_path / "wt" / "taken"
+        port.worktree(taken, main, pool)
+    finally:
+        os.close(taker)
+    clean_at(taken, main)
+    assert sorted(os.listdir(pool)) == sorted([fresh.name, held.name])  # the stale one removed, with its record
+    assert sorted(listed(port.cache)) == sorted([str(fresh), str(held), str(taken)])
+
+
+def test_a_worktree_with_git_state_of_its_own_is_no_spare(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    """A worktree whose record holds more than a commit's files (a rebase under way here) is removed as it is given
+    back, with its record; one whose history is all it holds beyond them (a reflog, ORIG_HEAD) is taken, that
+    history forgotten."""
+    main = str(forge.tip("refs/heads/main"))
+    pool, first, second, third = (tmp_path / "wt" / n for n in (SPARES, "first", "second", "third"))
+    port.worktree(first, main, pool)
+    with open(first / ".git") as f:
+        admin = Path(f.read().split(":", 1)[1].strip())
+    (admin / "rebase-merge").mkdir()
+    assert not port.reusable(first)
+    port.give_back(first, pool)
+    assert not first.exists() and not admin.exists() and os.listdir(pool) == []
+    repo = port.worktree(second, main, pool)
+    repo.git("-c", "user.name=a", "-c", "user.email=a@a", "-c", "core.logAllRefUpdates=true", "commit", "-q",
+             "--allow-empty", "-m", "its own")
+    with open(second / ".git") as f:
+        admin = Path(f.read().split(":", 1)[1].strip())
+    assert (admin / "logs" / "HEAD").exists() and port.reusable(second)
+    port.give_back(second, pool)
+    port.worktree(third, main, pool)
+    clean_at(third, main)
+    assert not {"logs", "COMMIT_EDITMSG", "ORIG_HEAD"} & set(os.listdir(admin))
+    assert git("rev-parse", "--git-dir", cwd=third).strip() == str(admin)  # the same record, taken
+
+
+def test_a_git_file_made_to_name_another_worktree_s_record_moves_nothing(forge: Forge, port: ForgeGit,
+                                                                        tmp_path: Path) -> None:
+    """A checkout whose `.git` was made to name another worktree's record is not given back (the other one's
+    record is left as it is), and adopted it gets a record of its own."""
+    main = str(forge.tip("refs/heads/main"))
+    pool, victim, rows = tmp_path / "wt" / SPARES, tmp_path / "wt" / "victim", tmp_path / "wt" / "rows"
+    port.worktree(victim, main, pool)
+    port.worktree(rows, main, pool)
+    (rows / ".git").write_text((victim / ".git").read_text())
+    port.give_back(rows, pool)
+    assert rows.exists() and not pool.exists() and listed(port.cache) == sorted([str(rows), str(victim)])
+    clean_at(victim, main)
+    port.worktree(rows, main, pool)  # adopted: rehomed, with a record of its own
+    assert git("rev-parse", "--git-dir", cwd=rows).strip() != git("rev-parse", "--git-dir", cwd=victim).strip()
+    assert str(rows) in listed(port.cache) and str(victim) in listed(port.cache)
+
+
+def test_a_clean_checkout_is_one_thread_s_at_a_time(forge: Forge, port: ForgeGit, tmp_path: Path) -> None:
+    """Rows in a clean checkout hold its lock; it is given back as they end, and no lock file is left."""
+    import fcntl
+
+    main = str(forge.tip("refs/heads/main"))
+    checkout = tmp_path / "verify" / "desk" / "brief"
+    lock = checkout.parent / ".brief.lock"
+    with port.clean_checkout(checkout, main) as repo:
+        assert repo.head() == main
+        other = os.open(lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another thread's rows would wait here
+        finally:
+            os.close(other)
+    assert not checkout.exists() and not lock.exists() and len(os.listdir(checkout.parent / SPARES)) == 1
+
+
+def test_a_desk_s_next_brief_is_worked_in_the_last_one_s_worktree_made_clean(forge: Forge, tmp_path: Path) -> None:
+    """One desk, two briefs in turn: the second's worktree and verify checkout are the first's, given back and made
+    clean (no `git worktree add` in the second run); neither its agent nor its verify row sees a file of the first
+    brief's (committed, ignored or made by the first's verify row), and its branch holds only its own work."""
+    publish(forge, {"desks/builder.yaml": DESK.format(name="builder", attempts=1), ".gitignore": "*.log\n",
+                    "briefs/a-one.md": brief("One", ["write one.txt one", "write build.log ignored"],
+                                             "touch made-by-verify.txt && test -f one.txt"),
+                    "briefs/b-two.md": brief("Two", ["run ! test -e one.txt -o -e build.log -o -e made-by-verify.txt",
+                                                     "write two.txt two"],
+                                             "! test -e one.txt -o -e made-by-verify.txt && test -f two.txt")})
+    for brief_id in ("a-one", "b-two"):
+        log = tmp_path / f"{brief_id}.git.log"
+        ran = assay("desk", "run", "builder", "--once", "--max-briefs", "1", "--forge", forge.url,
+                    env=desk_env(tmp_path, GIT_TRACE2_EVENT=str(log)), timeout=120)
+        assert ran.code == 0 and "review ready" in ran.out, ran.out + ran.err
+        if brief_id == "b-two":
+            assert '"worktree","add"' not in log.read_text()  # no checkout of every file
+    state = next((tmp_path / "state").iterdir())
+    for kind in ("worktrees", "verify"):
+        folder = state / kind / "builder"
+        assert sorted(os.listdir(folder)) == [SPARES], kind  # each given back as its run or rows ended
+        assert len(os.listdir(folder / SPARES)) == 1, kind  # the first one's, taken and given back again
+    main = str(forge.tip("refs/heads/main"))
+    changed = git("--git-dir", str(forge.path), "diff", "--name-only", main, "refs/heads/assay/b-two").split()
+    assert changed == ["two.txt"]
