@@ -646,9 +646,9 @@ class BriefWork:
             return
         repo = WorkRepo(self.worktree)
         with contextlib.suppress(AssayError, OSError):
-            if repo.head() == self._pushed and self.git.reusable(self.worktree) and not repo.git(
+            if repo.head() == self._pushed and not repo.git(
                     "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none").stdout:
-                self.git.give_back(self.worktree, self.worktree.parent / SPARES)
+                self.git.give_back(self.worktree, self.worktree.parent / SPARES, keep_unfit=True)
 
     def _footprint_rider(self, head: str, prints: str | None) -> tuple[RefUpdate | None, bool]:
         """The footprint of a brief that declares none, from what its work changes against main, to ride the push

@@ -118,16 +118,20 @@ class Worktrees(Pushing):
         marks = WorkRepo(path).git("ls-files", "-v", "-z", check=False)
         return marks.returncode == 0 and all(m.startswith(b"H ") for m in marks.stdout.split(b"\0") if m)
 
-    def give_back(self, path: Path, spares: Path) -> None:
+    def give_back(self, path: Path, spares: Path, keep_unfit: bool = False) -> None:
         """Give the worktree at `path` to the pool `spares` (a folder on the same file system): its record locked
         and pointed at its place in the pool, then the worktree renamed there, then the record unlocked; removed
-        instead, with its record, when the pool is full or it is not `reusable`. Anything that is not this cache's
-        own worktree at `path` is left alone; a failure leaves the worktree where it is (adopted there again)."""
+        instead, with its record, when the pool is full or it is not `reusable` (left where it is with
+        `keep_unfit`: it may hold work). Anything that is not this cache's own worktree at `path` is left alone; a
+        failure leaves the worktree where it is (adopted there again)."""
         admin = self._admin(path)
         if admin is None or not self._points_here(admin, path):
             return
         with contextlib.suppress(AssayError, OSError):
-            if not self.reusable(path) or len(self._spares_in(spares)) >= SPARES_MAX:
+            fit = self.reusable(path)
+            if not fit and keep_unfit:
+                return
+            if not fit or len(self._spares_in(spares)) >= SPARES_MAX:
                 self._discard(path, spares)
                 return
             spares.mkdir(parents=True, exist_ok=True)
