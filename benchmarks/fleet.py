@@ -17,8 +17,8 @@
    desk pushes when it does: the claim, the desk's own steps in a burst, the agent's steps and a heartbeat every
    HEARTBEAT_S while a fake agent sleeps, the closing steps in a burst; each push atomic, with a lease on each
    ref (the journal and the claim renewed with it, or the claim alone), made as Assay makes it: on disk new
-   commits written and pushed by `ForgeGit.push` (its own ref transaction), over HTTP a real `git push
-   --atomic` of prepared commits; each desk's pushes
+   commits written and pushed by `ForgeGit.push` (its own ref transaction), over HTTP prepared commits pushed by
+   `ForgeGit.push` (one POST to the forge's receive-pack); each desk's pushes
    one after another; the ref advertisements of busy and idle desks as a desk's look reads the forge. A push's
    latency is from when its desk meant to push to when the forge answered, so a forge (or a machine) that falls
    behind shows.
@@ -324,8 +324,8 @@ class Result:
     demanded_ads: float
     latencies: list[float]
     failed: int
-    cpu_s: float  # user + system CPU of this process's children (git, the backend's CGI) over the window, and on
-    # disk this process's own (where the desks' pushes write their objects)
+    cpu_s: float  # user + system CPU of this process's children (git, the backend's CGI) over the window, and this
+    # process's own (the desks' pushes are made here; over HTTP it also serves the backend's requests)
 
     def p(self, q: float) -> float:
         if not self.latencies:
@@ -356,8 +356,12 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
     prefix = {"claim": "refs/assay/claims", "journal": "refs/assay/journal"}
     started_at = [0.0]
 
-    own = ForgeGit(url, root / "desk-cache") if local_forge_path(url) is not None else None
-    if own is not None:  # the forge's objects loose, as pushes leave them between two `gc --auto`
+    own = ForgeGit(url, root / "desk-cache")
+    on_disk = local_forge_path(url) is not None
+    if not on_disk:  # the desks' prepared commits, read by the port's cache where they are
+        own._ensure_cache()
+        (Path(own.cache) / "objects" / "info" / "alternates").write_text(f"{local / 'objects'}\n")
+    else:  # the forge's objects loose, as pushes leave them between two `gc --auto`
         for pack in (forge / "objects" / "pack").glob("*.pack"):
             data = pack.read_bytes()
             for part in pack.parent.glob(pack.stem + ".*"):
@@ -368,12 +372,12 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
 
     def desk(p: DeskPlan) -> None:
         done = {(d, kind): 0 for d, kind in {r for push in p.pushes for r in push.refs}}
-        port = own.spare() if own is not None else None  # a desk's (or host's) own: a port serves one thread
+        port = own.spare()  # a desk's (or host's) own: a port serves one thread
         for push in p.pushes:
             delay = started_at[0] + push.due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)  # the simulated desk's own clock: when it means to push
-            if port is not None:  # as Assay pushes to a forge on disk: the commits it writes, its own transaction
+            if on_disk:  # as Assay pushes to a forge on disk: the commits it writes, its own transaction
                 updates = []
                 for d, kind in push.refs:
                     old = tips[(d, kind)]
@@ -385,13 +389,10 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
                 if ok:
                     for u, key in zip(updates, push.refs, strict=True):
                         tips[key] = u.new
-            else:  # over HTTP Assay pushes with git push, as here
-                args = ["git", "push", "-q", "--atomic", "--porcelain", url]
-                for d, kind in push.refs:
-                    ref = f"{prefix[kind]}/b{d}"
-                    old, new = shas[(d, kind)][done[(d, kind)]], shas[(d, kind)][done[(d, kind)] + 1]
-                    args += [f"--force-with-lease={ref}:{old}", f"{new}:{ref}"]
-                ok = subprocess.run(args, cwd=local, capture_output=True).returncode == 0
+            else:  # over HTTP as Assay pushes: one POST to the forge's receive-pack (`Pushing._push_http`)
+                updates = [RefUpdate(f"{prefix[kind]}/b{d}", shas[(d, kind)][done[(d, kind)] + 1],
+                                     shas[(d, kind)][done[(d, kind)]]) for d, kind in push.refs]
+                ok = all(r.ok for r in port.push(updates, atomic=True).values())
             finished = time.monotonic()
             with lock:
                 if ok:
@@ -400,8 +401,7 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
                         done[key] += 1
                 else:
                     failed[0] += 1
-        if port is not None:
-            port.close()
+        port.close()
 
     reader = ForgeGit(url, root / "reader-cache")  # reads as a desk's look does (ls-refs on a forge on disk)
     look = [PREFIXES[k] + "*" if k in PREFIXES else SINGLES[k] for k in QUEUE]
@@ -419,7 +419,7 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
 
     threads = [threading.Thread(target=desk, args=(p,), daemon=True) for p in plans]
     threads.append(threading.Thread(target=advertiser, daemon=True))
-    cpu = _children_cpu() + (time.process_time() if own is not None else 0.0)
+    cpu = _children_cpu() + time.process_time()
     started_at[0] = time.monotonic() + 0.5
     for t in threads:
         t.start()
@@ -427,9 +427,8 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
         t.join()
     for t in looks:
         t.join()
-    cpu = _children_cpu() + (time.process_time() if own is not None else 0.0) - cpu
-    if own is not None:
-        own.close()
+    cpu = _children_cpu() + time.process_time() - cpu
+    own.close()
     return Result(n, window, sum(len(p.pushes) for p in plans) / window, ads_per_s, latencies, failed[0], cpu)
 
 

@@ -16,9 +16,11 @@ fleet's briefs end and begin at a steady rate from the start, as a fleet's that 
 the reviews.
 
 Measured after the ramp and a settling minute, for MINUTES: every `git` process a desk starts, timed by a `git`
-first on PATH (bash, `$EPOCHREALTIME`; the CPU it used, with what it started, from bash's `times`; a push's answer
-kept in a file, for the report), by command; pushes a busy desk-minute, p50/p95, by what they wrote and by 10-s
-span; how many desks' journals a landed push carried;
+first on PATH (bash, `$EPOCHREALTIME`; the CPU it used, with what it started, from bash's `times`), by command;
+every push a desk makes (from its own process, or through `git push` where it must), timed around
+`Pushing._push_direct` by a `sitecustomize` on the desks' PYTHONPATH, with what was refused; pushes a busy
+desk-minute, p50/p95, by what they wrote and by 10-s span, and the forge's time for each; how many desks'
+journals a landed push carried;
 what git said of each refused claim creation, and for which briefs; ref listings a busy desk-minute as the forge
 answered them (a desk lists from its own process: no `git` is started for them); the briefs made ready against
 those the brief length promises; the machine's CPU (the forge's share: the backend's CGI processes and its
@@ -110,7 +112,42 @@ _CPU = re.compile(r"(\d+)m([\d.]+)s")
 def cpu_of(field: str) -> float:
     """Seconds of CPU from the shim's `user/system` (bash's `times`: `0m0.012s/0m0.004s`)."""
     return sum(int(m) * 60 + float(sec) for m, sec in _CPU.findall(field))
-KINDS = {"push": "push", "ls-remote": "listing", "remote-http": "listing", "fetch": "fetch"}  # git's commands
+KINDS = {"assay-push": "push", "ls-remote": "listing", "remote-http": "listing", "fetch": "fetch"}  # a call's kind
+# by its command (`assay-push`: a desk's push as `TIMED` logs it; a `git push` it made is within one)
+TIMED = """import sys
+if any(word == "desk" for word in sys.argv):  # a host's supervisor or desk: its pushes timed, as the shim times git
+    import os
+    import time
+
+    from assay.core.git import push
+
+    _push = push.Pushing._push_direct
+
+    def _write(path, text):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+    def _timed(self, updates, atomic):
+        start, said = time.time(), None
+        try:
+            out = _push(self, updates, atomic)
+            said = next((r for r in out.values() if not r.ok), None)
+            return out
+        finally:
+            code = 0 if said is None and "out" in locals() else 1
+            line = ("assay-push " + " ".join(f"--force-with-lease={{u.ref}}:{{u.expected}}" for u in updates) +
+                    f" {{self.remote}} " + " ".join(f"{{u.new}}:{{u.ref}}" for u in updates))
+            _write({log!r}, f"{{start:.6f}} {{time.time():.6f}} {{code}} 0m0.000s/0m0.000s {{line}}\\n")
+            if code:
+                why = f"[rejected] ({{said.detail}})" if said is not None else "fatal: no outcome"
+                _write({log!r} + ".said", f"{{start:.6f}} {{os.environ.get('ASSAY_DESK_SLOT', '?')}} "
+                       f"{{os.environ.get('ASSAY_STATE_DIR', '').split('/hosts/')[-1]}} {{why}}\\n")
+
+    push.Pushing._push_direct = _timed
+"""
 
 
 def make_forge(root: Path, briefs: int, first_wave: int, brief_s: float, rng: random.Random) -> Path:
@@ -380,6 +417,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     times = Path(tempfile.mkdtemp(prefix="realfleet-times-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
     (shim / "git").write_text(SHIM.format(real=shutil.which("git"), log=log, times=times))
     (shim / "git").chmod(0o755)
+    (root / "site").mkdir()
+    (root / "site" / "sitecustomize.py").write_text(TIMED.format(log=str(log)))
     hosts: list[Host] = []
     count = (n + args.per_host - 1) // args.per_host
     started = time.time()
@@ -389,7 +428,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     try:
         for h in range(count):
             desks = min(args.per_host, n - h * args.per_host)
-            env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
+            env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(root / "site"),
                    "ASSAY_STATE_DIR": str(root / "hosts" / f"h{h}" / "state"),
                    "ASSAY_CACHE_DIR": str(root / "hosts" / f"h{h}" / "cache")}
             env.pop("ASSAY_PUSH_WINDOW_S", None)
@@ -453,8 +492,9 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
         if len(parts) == 5 and settle <= float(parts[0]) < ended:
             used = parts.pop(3)
             command = command_of(parts[3])
-            local[command] = local.get(command, 0) + 1
-            cpu[command] = cpu.get(command, 0.0) + cpu_of(used)
+            if command != "assay-push":  # a push a desk made: not a git process
+                local[command] = local.get(command, 0) + 1
+                cpu[command] = cpu.get(command, 0.0) + cpu_of(used)
             if where not in parts[3]:
                 continue
             calls.append((kind_of(parts[3]), float(parts[1]) - float(parts[0]), int(parts[2])))
@@ -478,6 +518,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     pushes = [d for k, d, c in calls if k == "push" and c == 0]
     failed = sum(1 for k, _, c in calls if k == "push" and c != 0)
     served = [(k, d) for k, at, d in backend.served if settle <= at < ended]  # the forge's side of each request
+    posts = [d for k, d in served if k == "push"]
     listings = [d for k, d in served if k == "listing"]  # from the desks' processes or through git's transport
     adverts = sum(1 for k, _ in served if k == "advertisement")
     fetches = [d for k, d, _ in calls if k == "fetch"]
@@ -489,7 +530,8 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
           f"{args.brief_min:g}-minute briefs, {args.minutes:g} minutes measured")
     print(f"  pushes: {len(pushes) / desk_min:.3f} a busy desk-minute ({len(pushes)} landed, {failed} refused); "
           f"p50 {pct(pushes, 0.5) * 1000:.0f} ms, p95 {pct(pushes, 0.95) * 1000:.0f} ms "
-          f"({pct(pushes, 0.95) / floor:.1f}x the floor push)")
+          f"({pct(pushes, 0.95) / floor:.1f}x the floor push); the forge's receive-pack answered "
+          f"{len(posts)} posts in p50 {pct(posts, 0.5) * 1000:.0f} ms, p95 {pct(posts, 0.95) * 1000:.0f} ms")
     print(f"  journals a landed push wrote: {statistics.mean(carried or [0]):.2f} on average; by count: "
           + ", ".join(f"{k}: {carried.count(k)}" for k in sorted(set(carried))))
     print("  landed pushes by what they wrote (count p50/p95 ms): " + ", ".join(

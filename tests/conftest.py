@@ -48,6 +48,10 @@ def pinned_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key in [k for k in os.environ if k.startswith("ASSAY_")]:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("ASSAY_CACHE_DIR", str(tmp_path / "cache"))
+    from assay.core.git import listing, push
+
+    monkeypatch.setattr(listing, "_HEADS", {})  # what this process learned of forges: each test's its own
+    monkeypatch.setattr(push, "_CAPS", {})
 
 
 def git(*args: str, cwd: Path | None = None, check: bool = True, input: str | None = None) -> str:

@@ -295,7 +295,7 @@ def test_release_without_desk_is_usage_error(forge: Forge) -> None:
 
 
 def test_demo_runs_and_every_brief_ends_done(tmp_path: Path) -> None:
-    run = assay("demo", "--dir", str(tmp_path / "demo"), timeout=170)
+    run = assay("demo", "--dir", str(tmp_path / "demo"), timeout=200)
     assert run.code == 0, run.err
     assert "all 6 briefs done" in run.out and "deploy ran 1 time(s)" in run.out
     forge = tmp_path / "demo" / "forge.git"
@@ -339,9 +339,9 @@ def test_the_demo_names_assay_as_the_shell_finds_it(tmp_path: Path) -> None:
 def test_a_demo_whose_brief_is_blocked_says_which_at_once(tmp_path: Path) -> None:
     """Crashes in a row until a brief is blocked: the demo names the brief and why, exit 5, without waiting."""
     where = str(tmp_path / "demo")
-    codes = [assay("demo", "--dir", where, "--crash-at", "push.after-commit", timeout=170).code for _ in range(3)]
+    codes = [assay("demo", "--dir", where, "--crash-at", "push.after-commit", timeout=200).code for _ in range(3)]
     assert codes[:2] == [0, 0]
-    again = assay("demo", "--dir", where, timeout=170)
+    again = assay("demo", "--dir", where, timeout=200)
     assert again.code == 5, again.out + again.err
     blocked = [r for r in assay("claims", "--json", "--forge", f"{where}/forge.git").json()["claims"]  # type: ignore[index]
                if r["state"] == "blocked"]
@@ -355,11 +355,11 @@ def test_demo_crash_then_recover(tmp_path: Path, round_: int) -> None:
     from tests.journal_check import entries, invariants
 
     where = str(tmp_path / "demo")
-    crashed = assay("demo", "--dir", where, "--crash-at", "step.after-execute:deploy", timeout=170)
+    crashed = assay("demo", "--dir", where, "--crash-at", "step.after-execute:deploy", timeout=200)
     assert crashed.code == 0, crashed.err
     assert "crash injected at step.after-execute:deploy" in crashed.out
     assert (tmp_path / "demo" / "effects.log").read_text().count("deployed rate-limit") == 1
-    recovered = assay("demo", "--dir", where, timeout=170)
+    recovered = assay("demo", "--dir", where, timeout=200)
     assert recovered.code == 0, recovered.err
     assert "Outcome unknown" in recovered.out
     assert "Operation will NOT be replayed automatically" in recovered.out

@@ -749,16 +749,16 @@ def test_the_sweeps_tidy_up_packs_the_loose_objects_pushes_leave(forge: Forge, p
     git("--git-dir", str(forge.path), "fsck", "--strict", "--no-dangling")
 
 
-def test_a_big_push_over_http_is_one_exchange_with_receive_pack_under_its_leases(
+def test_a_push_over_http_is_one_exchange_with_receive_pack_under_its_leases(
         fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A push of `HTTP_PUSH_AT` refs or more to a forge over HTTP is posted to its receive-pack as it is, not
-    through `git push` (which matches each ref pushed against every ref advertised): the new commit arrives with
-    its objects, every deletion lands, atomically; one ref that moved under its lease refuses the whole push."""
+    """An atomic push to a forge over HTTP is posted to its receive-pack from this process, not through `git push`
+    (which reads every ref advertised first): the new commit arrives with its objects, every deletion lands,
+    atomically; one ref that moved under its lease refuses the whole push, the forge checking it."""
     gh = fake_github
     bare = gh.create_repo("o", "r").path
     tree = git("--git-dir", str(bare), "mktree", input="").strip()
     base = git("--git-dir", str(bare), "commit-tree", tree, "-m", "x").strip()
-    n = gitmod.HTTP_PUSH_AT
+    n = 40
     refs = "".join(f"create refs/assay/claims/b{i:03d} {base}\n" for i in range(n))
     git("--git-dir", str(bare), "update-ref", "--stdin", input=refs + f"create refs/heads/main {base}\n")
     monkeypatch.setenv("ASSAY_GITHUB_API", gh.api_url)

@@ -23,7 +23,7 @@ from assay.core.git.listing import remote_has_ref
 from assay.core.git.locks import STALE_LOCK_S, clear_stale_lock, lock_named, refusal_hint
 from assay.core.git.objects import GitObject, Signature, TreeEntry, committed_at, parse_tree
 from assay.core.git.ondisk import PACK_REFS_AT, UNPACK_BELOW
-from assay.core.git.push import HTTP_PUSH_AT
+from assay.core.git.push import PACK_GUARD
 from assay.core.git.refs import OBJECT_ID, ZERO, PushResult, RefUpdate, parse_porcelain
 from assay.core.git.run import (
     auth_env,
@@ -42,7 +42,7 @@ from assay.core.git.workrepo import WorkRepo
 from assay.core.git.worktrees import SPARES
 
 __all__ = [
-    "HTTP_PUSH_AT", "OBJECT_ID", "PACK_REFS_AT", "SPARES", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO",
+    "OBJECT_ID", "PACK_GUARD", "PACK_REFS_AT", "SPARES", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO",
     "ForgeGit", "GitObject", "PushResult", "RefUpdate", "Signature", "TreeEntry", "Vetting", "WorkRepo", "auth_env",
     "clear_stale_lock", "committed_at", "configured_person", "default_cache_root", "git_env", "init_bare",
     "is_local_path", "local_forge_path", "local_repo_origin", "lock_named", "parse_porcelain", "parse_tree",

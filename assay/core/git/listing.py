@@ -29,6 +29,37 @@ PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part
 _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
 
 
+_HEADS: dict[str, dict[str, None]] = {}  # per forge: tips of main this process saw there, the newest last
+_HEADS_LOCK = threading.Lock()
+HEADS_KEPT = 4
+
+
+def saw_heads(remote: str, refs: dict[str, str]) -> None:
+    """Keep main's tip among `refs` (the newest `HEADS_KEPT`) as a commit `remote` has (`heads_seen`). Main only
+    moves forward, so what its tips reach stays on the forge; a work branch may be rewritten, its commits let go."""
+    tip = refs.get("refs/heads/main")
+    if tip:
+        with _HEADS_LOCK:
+            seen = _HEADS.setdefault(remote, {})
+            seen.pop(tip, None)
+            seen[tip] = None
+            while len(seen) > HEADS_KEPT:
+                del seen[next(iter(seen))]
+
+
+def heads_seen(remote: str) -> list[str]:
+    """Tips of main this process saw `remote` have (listed, or pushed there), the newest last: what a push there
+    can leave out of its pack, with all they reach."""
+    with _HEADS_LOCK:
+        return list(_HEADS.get(remote, ()))
+
+
+def forget_heads(remote: str) -> None:
+    """`remote` lacked what a tip seen there reaches (main was rewritten, the forge made anew): none is trusted."""
+    with _HEADS_LOCK:
+        _HEADS.pop(remote, None)
+
+
 class Listing(History):
     """Reads the forge's refs."""
 
@@ -44,7 +75,12 @@ class Listing(History):
         or over HTTP is asked for only those refs (protocol v2's `ls-refs` with a `ref-prefix` each); `git
         ls-remote` asks for every ref, however few the patterns name, and matches them here. The first listing
         whose refs a `prefetch` named takes that answer instead. Over HTTP, a desk under a supervisor lists with the
-        host's other desks where the forge is slow (`listgroup.py`)."""
+        host's other desks where the forge is slow (`listgroup.py`). The branch tips listed are kept (`saw_heads`)."""
+        refs = self._ls_remote(patterns)
+        saw_heads(self.remote, refs)
+        return refs
+
+    def _ls_remote(self, patterns: Sequence[str]) -> dict[str, str]:
         folder = local_forge_path(self.url)
         prefixable = bool(patterns) and all(_PREFIXABLE.fullmatch(p) for p in patterns)
         if folder is not None and prefixable:
@@ -152,6 +188,22 @@ class Listing(History):
     def _ls_refs_direct(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP from this process (`smarthttp.py`): None where that cannot be done
         as git would do it, or did not answer whole; then git's transport asks."""
+        direct = self._smart_http()
+        if direct is None or not direct.usable():
+            return None
+        self.round_trips["ls-remote"] += 1
+        answer = direct.post(_ls_refs_request(patterns))
+        if answer is None:
+            return None
+        lines = pkt_lines(answer)
+        if not _framed(answer) or any(line.startswith("ERR ") for line in lines):
+            direct.failed()
+            return None
+        return _listed(lines, patterns)
+
+    def _smart_http(self) -> SmartHTTP | None:
+        """This port's connection to an HTTP forge's smart-HTTP services (`smarthttp.py`), for listings and
+        pushes; None where git would not send its requests as that module does."""
         from assay.core.git.smarthttp import SmartHTTP, settings_for
 
         if not self._direct_looked:  # git's configuration and environment, read once
@@ -159,17 +211,7 @@ class Listing(History):
             settings = settings_for(self.remote, self._cache_env(self._env), self.cache)
             if settings is not None:
                 self._direct = SmartHTTP(self.remote, settings, stall_seconds())
-        if self._direct is None or not self._direct.usable:
-            return None
-        self.round_trips["ls-remote"] += 1
-        answer = self._direct.post(_ls_refs_request(patterns))
-        if answer is None:
-            return None
-        lines = pkt_lines(answer)
-        if not _framed(answer) or any(line.startswith("ERR ") for line in lines):
-            self._direct.failures += 1
-            return None
-        return _listed(lines, patterns)
+        return self._direct
 
     def _ls_refs_http(self, patterns: Sequence[str]) -> dict[str, str] | None:
         """`ls-remote` of a forge over HTTP with a `ref-prefix` for each pattern, through git's own transport

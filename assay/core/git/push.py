@@ -1,6 +1,6 @@
 """The compare-and-swap push: `--force-with-lease`, never a `+` refspec; an outcome not heard is settled by
-re-reading the refs. A forge on disk takes it as its own ref transaction, a big one over HTTP as one post to its
-receive-pack, any other through `git push`."""
+re-reading the refs. A forge on disk takes an atomic or one-ref push as its own ref transaction, a forge over HTTP
+as one post to its receive-pack from this process; any other goes through `git push`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from assay.core.credentials import redact
-from assay.core.git.listing import pkt_line, pkt_lines
+from assay.core.git.listing import pkt_line, saw_heads
 from assay.core.git.locks import clear_stale_lock, lock_named
 from assay.core.git.ondisk import DiskPush
 from assay.core.git.refs import ZERO, PushResult, RefUpdate, parse_porcelain
@@ -19,10 +19,12 @@ from assay.errors import ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
-    from typing import Any, Literal
+    from typing import Literal
+
+    from assay.core.git.smarthttp import SmartHTTP
 
 PUSH_TRIES = 6  # pushes of one update while racing writers hold ref locks
-HTTP_PUSH_AT = 64  # updates in one push over HTTP that go to receive-pack directly, not through `git push`
+PACK_GUARD = 1000  # objects a push over HTTP creating a ref sends itself; past it, `git push` packs (see `_push_http`)
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
 
 
@@ -30,11 +32,6 @@ class Pushing(DiskPush):
     """CAS-writes refs of the forge."""
 
     lock_notes: Callable[[str], None] | None = None  # who is told of a stale ref lock removed (None: stderr)
-
-    def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
-        super().__init__(url, cache_root, token)
-        self._auth = self._env.get(f"GIT_CONFIG_VALUE_{int(self._env['GIT_CONFIG_COUNT']) - 1}") if self._env else None
-        self._posts = self.remote.lower().startswith(("http://", "https://"))  # see `_push_http`
 
     def push(self, updates: Sequence[RefUpdate], atomic: bool = False) -> dict[str, PushResult]:
         """CAS-push `updates`; each result is ok, stale (someone else moved the ref) or rejected.
@@ -77,17 +74,20 @@ class Pushing(DiskPush):
     def _push_direct(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult]:
         """`push`, made by this process alone."""
         self._drop_prefetch()
+        doubt = False  # a try's outcome was not heard: a lease found stale since may be that try's landing
         for attempt in range(PUSH_TRIES):
             if attempt:  # racing writers hold ref locks for a moment: back off a random while
                 import random
 
                 time.sleep(random.uniform(0, 0.05 * 2 ** attempt))
             heard = self._push_once(updates, atomic)
-            if heard is not None and all(r.status != "rejected" for r in heard.values()):
+            if heard is not None and all(r.status != "rejected" for r in heard.values()) and \
+                    not (doubt and any(r.status == "stale" for r in heard.values())):
                 return heard
+            doubt = doubt or heard is None
             tips = self._reread(updates)
             settled = {u.ref: self._settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
-            if atomic:
+            if atomic and not _in_part(heard):
                 settled = _atomic_outcome(updates, settled)
             nothing_happened = all(r.status == "rejected" for r in settled.values())
             if nothing_happened and heard is not None and self._clear_stale_locks(heard):
@@ -122,10 +122,14 @@ class Pushing(DiskPush):
                 and not (vetting := forge_vetting(folder, self.cache)).vets \
                 and (self._send_loose(folder, updates, vetting.sync_loose) or self._send_objects(folder, updates)):
             return self._transact(folder, updates)
-        if folder is None and atomic and self._posts and len(updates) >= HTTP_PUSH_AT:
+        if folder is None and (atomic or len(updates) == 1):
             posted = self._push_http(updates)
             if posted is not False:
                 return posted
+        return self._push_git(updates, atomic)
+
+    def _push_git(self, updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult] | None:
+        """The push through `git push --porcelain`; None when its outcome was not heard."""
         args = ["push", "--porcelain", "--no-verify"]
         if atomic:
             args.append("--atomic")
@@ -147,70 +151,97 @@ class Pushing(DiskPush):
                 else results[u.ref] for u in updates}
 
     def _push_http(self, updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None | Literal[False]:
-        """A big atomic push to a forge over HTTP as one exchange with its `git-receive-pack` (smart HTTP): the forge's
-        advertisement read once, the commands and one pack (`pack-objects --revs`, leaving out what the expected
-        tips hold) posted once, its report read. `git push` matches each ref pushed against every ref the forge
-        advertises, twice (in push and in send-pack): a push of thousands of refs to a forge of tens of
-        thousands costs minutes; this costs what it sends. The lease is the command's old id, as `git push
-        --force-with-lease` sends it; a ref not where the lease expects is refused here, before anything is sent.
-        False when nothing was sent and `git push` should do it (the forge is not plain smart HTTP to
-        this client: a redirect, a login it asks for, a capability it lacks; it is not asked so again); None when
-        the outcome was not heard."""
-        import urllib.error
-        import urllib.request
+        """An atomic or one-ref push to a forge over HTTP as one POST to its `git-receive-pack` (smart HTTP) from
+        this process, on the connection its listings keep (`smarthttp.py`): the commands, each under its lease (the
+        command's old id, as `git push --force-with-lease` sends it: the forge writes a ref only from there), and
+        one pack of what the leases' commits and main's tips seen on the forge (`heads_seen`) do not reach.
 
-        base = self.remote.rstrip("/")
-        headers = {"User-Agent": "git/assay", **({"Authorization": self._auth.partition(": ")[2]} if self._auth
-                                                  else {})}
-        opener = urllib.request.build_opener(_no_redirect_handler())  # no redirect: it would carry the token
-        try:
-            with opener.open(urllib.request.Request(f"{base}/info/refs?service=git-receive-pack",
-                                                    headers=headers), timeout=git_timeout()) as answer:
-                advertised, caps = _advertisement(answer.read()) if answer.geturl().startswith(base) else ({}, set())
-        except (OSError, ValueError, urllib.error.URLError):
-            advertised, caps = {}, set()
-        if not {"report-status", "delete-refs", "atomic"} <= caps:
-            self._posts = False
+        `git push` reads the forge's advertisement of every ref first, and walks every advertised tip it holds to
+        leave out what the forge has: at 5,900 refs, 50 ms of CPU here and a second request at the forge, which
+        lists them all for it. This reads the forge's capabilities once every `CAPS_KEEP_S`. A push that deletes
+        a ref reads the advertisement and checks the leases against it first, as `git push` does: the forge
+        deletes a ref whose expected id it lacks without checking it.
+
+        False when nothing was written and `git push` should do it: git would not send it this way; the forge
+        is not plain smart HTTP to this client, or refused the request before reading it (a login, a redirect);
+        or it lacked objects the pack left out, for every ref (where it lacked them for some, it wrote the others:
+        `_reported`). None when the outcome was not heard."""
+        from assay.core.git.smarthttp import RECEIVE
+
+        direct = self._smart_http()
+        if direct is None or not direct.usable(RECEIVE) or any(u.new == ZERO == u.expected for u in updates):
             return False
-        stale = {u.ref for u in updates if advertised.get(u.ref, ZERO) != u.expected}
+        advertised: dict[str, str] | None = None
+        if any(u.new == ZERO for u in updates):
+            advertised, caps = _advertised(direct)
+        else:
+            caps = _receive_caps(self.remote, direct)
+        if not _usable(caps):
+            return False
+        stale = {u.ref for u in updates if advertised is not None and advertised.get(u.ref, ZERO) != u.expected}
         if stale:  # as `git push --force-with-lease --porcelain` reports it
             return {u.ref: PushResult(u.ref, "stale", "stale info") if u.ref in stale
                     else PushResult(u.ref, "rejected", "atomic push failed") for u in updates}
         body = self._receive_pack_request(updates, caps)
         if body is None:
-            return False  # nothing was sent: `git push` says why
+            return False
         self.round_trips["push"] += 1
-        request = urllib.request.Request(f"{base}/git-receive-pack", data=body, method="POST", headers={
-            **headers, "Content-Type": "application/x-git-receive-pack-request",
-            "Accept": "application/x-git-receive-pack-result"})
         try:
-            with opener.open(request, timeout=git_timeout() + 0.01 * len(updates)) as answer:
-                report = pkt_lines(answer.read())
-        except (OSError, ValueError, urllib.error.URLError) as exc:
-            self._last_push_error = str(exc)
-            return None  # the outcome was not heard: the caller re-reads
-        return self._reported(report, updates)
+            reply = direct.request(RECEIVE, body, more_s=0.01 * len(updates))
+        except ForgeError as exc:  # timed out, or the forge went silent
+            self._last_push_error = exc.message
+            return None
+        if reply.data is None:
+            if not reply.sent or 300 <= reply.status < 500:  # not taken (a login, a redirect): git push says why
+                return False
+            self._last_push_error = f"the forge answered HTTP {reply.status}" if reply.status else \
+                "the forge's answer was lost"
+            return None
+        return self._reported(reply.data, "side-band-64k" in caps, updates)
 
-    def _receive_pack_request(self, updates: Sequence[RefUpdate], caps: set[str]) -> bytes | None:
+    def _receive_pack_request(self, updates: Sequence[RefUpdate], caps: frozenset[str]) -> bytes | None:
         """What `_push_http` posts: the commands (the first asking for the capabilities it needs), then one pack
-        (`pack-objects --revs`, leaving out what the expected tips hold); None if the pack could not be made."""
-        agent = ["report-status", "atomic", *(["ofs-delta"] if "ofs-delta" in caps else [])]
-        body = b"".join(pkt_line(f"{u.expected} {u.new} {u.ref}" + ("\0" + " ".join(agent) if i == 0 else "") + "\n")
+        (`pack-objects --revs`) leaving out what the expected tips and main's tips seen on the forge reach; None
+        if the pack could not be made, or a push creating a ref would send more than `PACK_GUARD` objects (main
+        not seen: `git push` finds what the forge has)."""
+        from assay.core.git.listing import heads_seen
+
+        asked = ["report-status", *(["atomic"] if len(updates) > 1 else []),
+                 *(c for c in ("side-band-64k", "quiet", "ofs-delta") if c in caps)]
+        body = b"".join(pkt_line(f"{u.expected} {u.new} {u.ref}" + ("\0" + " ".join(asked) if i == 0 else "") + "\n")
                         for i, u in enumerate(updates)) + b"0000"
         news = [u.new for u in updates if u.new != ZERO]
-        if news:
-            olds = [u.expected for u in updates if u.expected != ZERO]
-            present = [sha for sha, obj in zip(olds, self.read_typed(olds), strict=True) if obj is not None]
-            wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
-            try:
-                body += self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
-            except ForgeError:
-                return None
-        return body
+        if not news:
+            return body
+        known = list(dict.fromkeys([*(u.expected for u in updates if u.expected != ZERO), *heads_seen(self.remote)]))
+        present = [sha for sha, obj in zip(known, self.read_typed(known), strict=True) if obj is not None]
+        wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
+        try:
+            pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
+        except ForgeError:
+            return None
+        creates = any(u.expected == ZERO and u.new != ZERO for u in updates)
+        if creates and int.from_bytes(pack[8:12], "big") > PACK_GUARD:
+            return None
+        return body + pack
 
-    def _reported(self, report: list[str], updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None:
-        """Each update's outcome from receive-pack's report (`unpack ok`, then `ok <ref>` or `ng <ref> <why>` a
-        line); None when the report is not whole: the outcome was not heard."""
+    def _reported(self, data: bytes, banded: bool,
+                  updates: Sequence[RefUpdate]) -> dict[str, PushResult] | None | Literal[False]:
+        """Each update's outcome from receive-pack's answer (on side band 1 where `banded`: `unpack ok`, then `ok
+        <ref>` or `ng <ref> <why>` a line; a refusal's reason the forge's first `error:` on band 2); None when
+        it is not whole: the outcome was not heard.
+
+        The forge checks each new tip's objects alone, and an atomic push writes the refs that passed: where it
+        lacked objects the pack left out (main rewritten since it was seen), it wrote the other refs. Those are
+        reported as written (`_push_direct` then settles the push as the forge left it, not as atomic), and the
+        rest go at once through `git push`, under their leases, which sends what the forge lacks; where it wrote
+        none, False: `git push` sends the whole push."""
+        from assay.core.git.listing import forget_heads
+
+        try:
+            report, said = _report(data, banded)
+        except ValueError:
+            report, said = [], ""
         results: dict[str, PushResult] = {}
         for line in report:
             word, _, rest = line.partition(" ")
@@ -219,11 +250,22 @@ class Pushing(DiskPush):
                 results[ref] = PushResult(ref, "ok", "")
             elif word == "ng":
                 results[ref] = PushResult(ref, "rejected", why)
-        if not report or report[0] != "unpack ok" or not all(u.ref in results for u in updates):
-            self._last_push_error = report[0] if report else "no report from the forge"
+        if not report or not report[0].startswith("unpack ") or not all(u.ref in results for u in updates):
+            self._last_push_error = redact(said.strip().splitlines()[-1]) if said.strip() else \
+                "no whole report from the forge"
             return None
+        missing = [u for u in updates if results[u.ref].detail == "missing necessary objects"]
+        if report[0] != "unpack ok" or missing:
+            forget_heads(self.remote)  # what they reach is not all on the forge
+            if report[0] != "unpack ok" or not any(r.ok for r in results.values()):
+                return False  # nothing was written
+            results.update(self._push_git(missing, atomic=True) or {})
+        cause = _forge_error(said)
+        results = {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
+                   else results[u.ref] for u in updates}
         self._last_push_error = "; ".join(sorted({r.detail for r in results.values() if not r.ok}))
-        return {u.ref: results[u.ref] for u in updates}
+        saw_heads(self.remote, {u.ref: u.new for u in updates if results[u.ref].ok and u.new != ZERO})
+        return results
 
     def _settle(self, u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
         if tip == u.new:
@@ -254,34 +296,90 @@ class Pushing(DiskPush):
                          hint="run the command again when the forge is reachable; it re-reads before writing")
 
 
-def _no_redirect_handler() -> Any:
-    import urllib.request
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        """Follows no redirect: the push's Authorization header must reach the forge named and nothing else (the
-        push then falls back to `git push`, which follows git's own rules)."""
-
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    return NoRedirect
+_CAPS: dict[str, tuple[float, frozenset[str]]] = {}  # per forge: its receive-pack's capabilities, and when read
+CAPS_KEEP_S = 600.0
+_NEEDED = frozenset({"report-status", "delete-refs", "atomic"})
 
 
-def _advertisement(data: bytes) -> tuple[dict[str, str], set[str]]:
-    """The refs and capabilities of a smart-HTTP `git-receive-pack` advertisement (`# service=` line, flush, then
-    one ref a line, the first with the capabilities after a NUL); nothing for anything else."""
-    if not data.startswith(b"001f# service=git-receive-pack\n0000"):
-        return {}, set()
+def _receive_caps(remote: str, direct: SmartHTTP) -> frozenset[str]:
+    """The capabilities `remote`'s receive-pack advertises (none: it could not be read), read at most every
+    `CAPS_KEEP_S` by this process, whether or not they are what a push from here needs (`_usable`)."""
+    known = _CAPS.get(remote)
+    if known is None or not 0 <= time.monotonic() - known[0] < CAPS_KEEP_S:
+        known = (time.monotonic(), _advertised(direct)[1])
+        if known[1]:  # unread (the forge away, a login asked): asked again next time
+            _CAPS[remote] = known
+    return known[1]
+
+
+def _usable(caps: frozenset[str]) -> bool:
+    """Whether a receive-pack with `caps` takes a push from here: leases reported, atomic pushes (a forge that does
+    not advertise `atomic` would take a request for it as a push of refs one by one), SHA-1 ids."""
+    return caps >= _NEEDED and all(not c.startswith("object-format=") or c == "object-format=sha1" for c in caps)
+
+
+def _advertised(direct: SmartHTTP) -> tuple[dict[str, str], frozenset[str]]:
+    """The refs and capabilities of the forge's receive-pack advertisement (`# service=` line, flush, then one ref
+    a line, the first with the capabilities after a NUL); nothing for anything else."""
+    from assay.core.git.smarthttp import RECEIVE
+
+    head = b"001f# service=git-receive-pack\n0000"
+    try:
+        data = direct.request(RECEIVE).data or b""
+        lines = _packets(data[len(head):]) if data.startswith(head) else []
+    except (ForgeError, ValueError):
+        return {}, frozenset()
     refs: dict[str, str] = {}
-    caps: set[str] = set()
-    for i, line in enumerate(pkt_lines(data[len(b"001f# service=git-receive-pack\n0000"):])):
-        line, _, listed = line.partition("\0")
+    caps: frozenset[str] = frozenset()
+    for i, raw in enumerate(lines):
+        line, _, listed = raw.decode("utf-8", "replace").rstrip("\n").partition("\0")
         if i == 0:
-            caps = set(listed.split())
+            caps = frozenset(listed.split())
         sha, _, ref = line.partition(" ")
         if ref.startswith("refs/"):
             refs[ref] = sha
     return refs, caps
+
+
+def _packets(data: bytes) -> list[bytes]:
+    """The payloads of a pkt-line stream up to its first flush; ValueError where it is not one."""
+    out: list[bytes] = []
+    at = 0
+    while at + 4 <= len(data):
+        size = int(data[at:at + 4], 16)
+        if size < 4:
+            break
+        out.append(data[at + 4:at + size])
+        at += size
+    return out
+
+
+def _report(data: bytes, banded: bool) -> tuple[list[str], str]:
+    """receive-pack's report-status lines in its answer, and what the forge said beside them (side bands 2 and 3,
+    where `banded`). ValueError where the answer is not pkt-lines."""
+    status, said = data, b""
+    if banded:
+        status = b""
+        for packet in _packets(data):
+            if packet[:1] == b"\x01":
+                status += packet[1:]
+            elif packet[:1] in (b"\x02", b"\x03"):
+                said += packet[1:]
+    return [p.decode("utf-8", "replace").rstrip("\n") for p in _packets(status)], said.decode("utf-8", "replace")
+
+
+def _forge_error(said: str) -> str:
+    """The forge's first `error:` or `fatal:` line beside its report (a hook's reason, a stale lock's name)."""
+    for line in said.replace("\r", "\n").splitlines():
+        text = line.strip()
+        if text.startswith(("error:", "fatal:")):
+            return redact(text.removeprefix("error:").removeprefix("fatal:").strip())
+    return ""
+
+
+def _in_part(heard: dict[str, PushResult] | None) -> bool:
+    """Whether a push's report says the forge wrote some of its refs and not others (`_reported`)."""
+    return heard is not None and any(r.ok for r in heard.values()) and not all(r.ok for r in heard.values())
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:

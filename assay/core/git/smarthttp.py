@@ -1,15 +1,18 @@
-"""A forge's refs listed over smart HTTP from this process: protocol v2's `ls-refs` in one POST, on a connection
-kept alive between listings. No git process is started, and the forge answers one request where git's transport
-makes two (its capability advertisement first, then the command).
+"""A forge's refs listed, and pushes made, over smart HTTP from this process, on a connection kept alive between
+requests: a listing is protocol v2's `ls-refs` in one POST (no git process; the forge answers one request where
+git's transport makes two, its capability advertisement first, then the command); a push is one POST of its
+commands and pack to `git-receive-pack` (`push.py`).
 
 Used only where git itself would send the request the same way: an `http://` or `https://` forge, no proxy, no
 TLS setting but where certificate authorities are, no protocol or other `http.*` setting and no URL rewriting in
 git's configuration or environment; the headers git would add for the forge (`http.<url>.extraHeader`, how Assay
-hands git a token) are sent as they are. Anything unexpected (a connection that fails, an error status, a
-redirect, an answer that is not a whole v2 listing) is no answer: the caller asks git's own transport instead,
-which also says why a forge cannot be read. After three such answers in a row the forge is not asked this way
-again by this process. A forge that sends nothing for the stall time (`ASSAY_GIT_STALL_S`), or has not answered
-whole within git's timeout, is an error here as through git.
+hands git a token) are sent as they are. For a listing, anything unexpected (a connection that fails, an error
+status, a redirect, an answer that is not a whole v2 listing) is no answer: the caller asks git's own transport
+instead, which also says why a forge cannot be read. For a push, what was not sent, or refused before it was read
+(a login, a redirect), goes through `git push`; an answer lost once sent is an outcome not heard, settled by
+re-reading. After three such answers in a row a service is not asked this way again by its port. A forge that
+sends nothing for the stall time (`ASSAY_GIT_STALL_S`), or has not answered whole within git's timeout, is an error
+here as through git.
 """
 
 from __future__ import annotations
@@ -34,6 +37,20 @@ _CERTIFICATES = {"GIT_SSL_CAINFO": "cafile", "GIT_SSL_CAPATH": "capath", "sslcai
                  "sslcapath": "capath"}  # the TLS settings applied here (an https forge's certificate authorities)
 RESULT = "application/x-git-upload-pack-result"
 GIVE_UP_AFTER = 3  # failed answers in a row
+UPLOAD, RECEIVE = "git-upload-pack", "git-receive-pack"
+_KINDS = {UPLOAD: {"Git-Protocol": "version=2"}, RECEIVE: {}}  # what a POST to each adds (pushes: protocol v0)
+_VERBS = {UPLOAD: "ls-remote", RECEIVE: "push"}  # what git's own command would be, for its words
+_FAILING = {UPLOAD: "cannot read forge", RECEIVE: "cannot push to forge"}
+
+
+@dataclass
+class Reply:
+    """What a request met: whether it may have reached the forge, and the service's whole answer (None: none, or
+    an answer that was not the service's, such as an error status or a redirect, whose `status` is kept)."""
+
+    sent: bool
+    data: bytes | None = None
+    status: int = 0
 
 
 @dataclass
@@ -166,83 +183,111 @@ def _entries(out: bytes) -> list[tuple[str, str]]:
 
 
 class SmartHTTP:
-    """POSTs to one forge's `git-upload-pack` over a kept-alive connection (one at a time; a second thread
-    meanwhile gets a connection of its own)."""
+    """Requests to one forge's smart-HTTP services over a kept-alive connection (one at a time; a second thread
+    meanwhile gets a connection of its own): its `git-upload-pack` (listings), and its `git-receive-pack`
+    (pushes, `push.py`). Each service counts its own failed answers."""
 
     def __init__(self, remote: str, settings: Settings, stall_s: float) -> None:
         parts = urllib.parse.urlsplit(remote)
         self._remote = remote
         self._https = parts.scheme.lower() == "https"
         self._host, self._port = parts.hostname or "", parts.port or (443 if self._https else 80)
-        self._path = parts.path.rstrip("/") + "/git-upload-pack"
-        self._headers = {"Content-Type": "application/x-git-upload-pack-request", "Accept": RESULT,
-                         "Git-Protocol": "version=2", "User-Agent": "git/2 (assay)", **settings.headers}
+        self._base = parts.path.rstrip("/")
+        self._headers = {"User-Agent": "git/2 (assay)", **settings.headers}
         self._certificates = (settings.cafile, settings.capath)
         self._stall_s = stall_s
         self._lock = threading.Lock()
         self._conn: http.client.HTTPConnection | None = None
         self._pid = os.getpid()  # a connection is never used by a process forked from its maker
-        self.failures = 0  # in a row
+        self.failures: dict[str, int] = {}  # a service's failed answers in a row
 
-    @property
-    def usable(self) -> bool:
-        return self.failures < GIVE_UP_AFTER
+    def usable(self, service: str = UPLOAD) -> bool:
+        return self.failures.get(service, 0) < GIVE_UP_AFTER
+
+    def failed(self, service: str = UPLOAD) -> None:
+        """An answer that was not what the service answers (counted towards `GIVE_UP_AFTER`)."""
+        self.failures[service] = self.failures.get(service, 0) + 1
 
     def post(self, body: bytes) -> bytes | None:
-        """The forge's answer to `body`, or None (see the module). ForgeError when the forge sends nothing for
-        the stall time, or has not answered whole within git's timeout: git's transport would fail as well."""
+        """The forge's upload-pack answer to `body` (protocol v2), or None (see the module). ForgeError when the
+        forge sends nothing for the stall time, or has not answered whole within git's timeout: git's transport
+        would fail as well."""
+        return self.request(UPLOAD, body).data
+
+    def request(self, service: str, body: bytes | None = None, more_s: float = 0.0) -> Reply:
+        """A POST of `body` to `service`, or with no body a GET of its advertisement (`info/refs?service=`), given
+        `more_s` beyond git's timeout. ForgeError as in `post`."""
         if not self._lock.acquire(blocking=False):
-            return self._exchange(None, body)[0]
+            return self._exchange(None, service, body, more_s)[0]
         try:
             kept = self._conn if self._pid == os.getpid() else None
             self._conn = None
-            answer, self._conn = self._exchange(kept, body)
+            if kept is not None and _closed(kept):
+                kept.close()  # the forge closed it while it was kept (it read nothing of ours): a new one
+                kept = None
+            answer, self._conn = self._exchange(kept, service, body, more_s)
             self._pid = os.getpid()
             return answer
         finally:
             self._lock.release()
 
-    def _exchange(self, kept: http.client.HTTPConnection | None,
-                  body: bytes) -> tuple[bytes | None, http.client.HTTPConnection | None]:
-        """One request: on `kept` (tried again once on a new connection if the forge had closed it), or on a new
-        connection. The answer, and the connection to keep (None: none)."""
+    def _exchange(self, kept: http.client.HTTPConnection | None, service: str, body: bytes | None,
+                  more_s: float) -> tuple[Reply, http.client.HTTPConnection | None]:
+        """One request: on `kept`, or on a new connection. A read sent on `kept` as the forge closed it is sent
+        again once on a new one; a push is not (whether the forge took it is the caller's to find out). The answer,
+        and the connection to keep (None: none)."""
+        kind = _KINDS[service]
+        if body is None:
+            path, expected = f"{self._base}/info/refs?service={service}", f"application/x-{service}-advertisement"
+            headers = self._headers
+        else:
+            path, expected = f"{self._base}/{service}", f"application/x-{service}-result"
+            headers = {**self._headers, "Content-Type": f"application/x-{service}-request", "Accept": expected,
+                       **kind}
         conn = kept
-        for reused in (kept is not None, False):
+        sent = False
+        for reused in (kept is not None and service != RECEIVE, False):
             try:
                 conn = conn or self._connect()
             except (OSError, ValueError):  # a certificate file that cannot be read, say: git says why
-                self.failures += 1
-                return None, None
+                self.failed(service)
+                return Reply(sent), None
             late = threading.Event()
-            timer = threading.Timer(git_timeout(), _cut, (conn, late))
+            timer = threading.Timer(git_timeout() + more_s, _cut, (conn, late))
             timer.start()
             try:
-                conn.request("POST", self._path, body, self._headers)
+                if conn.sock is None:
+                    conn.connect()  # refused, or unreachable: nothing was sent
+                sent = True
+                conn.request("POST" if body is not None else "GET", path, body, headers)
                 response = conn.getresponse()
                 data = response.read()
             except Exception as exc:
                 conn.close()
                 if late.is_set():
-                    raise ForgeError(f"git ls-remote timed out after {git_timeout():.0f}s") from None
+                    raise ForgeError(f"git {_VERBS[service]} timed out after {git_timeout() + more_s:.0f}s") from None
                 if isinstance(exc, TimeoutError):
-                    raise ForgeError(f"cannot read forge {redact(self._remote)}: too slow, nothing came for "
+                    raise ForgeError(f"{_FAILING[service]} {redact(self._remote)}: too slow, nothing came for "
                                      f"{self._stall_s:.0f}s", hint="check the forge URL and its network") from None
                 if reused and isinstance(exc, _DROPPED):
                     conn = None
                     continue  # the forge closed the kept connection meanwhile: once more, on a new one
                 if not isinstance(exc, (OSError, ValueError, http.client.HTTPException)):
                     raise
-                self.failures += 1
-                return None, None
+                self.failed(service)
+                return Reply(sent), None
             finally:
                 timer.cancel()
-            ok = response.status == 200 and response.getheader("Content-Type", "").startswith(RESULT)
-            self.failures = 0 if ok else self.failures + 1
+            ok = response.status == 200 and response.getheader("Content-Type", "").startswith(expected)
+            if ok:
+                self.failures[service] = 0
+            else:
+                self.failed(service)
             if response.will_close or not ok:
                 conn.close()
                 conn = None
-            return (data if ok else None), conn
-        return None, None
+            return Reply(True, data if ok else None, response.status), conn
+        return Reply(True), None
 
     def _connect(self) -> http.client.HTTPConnection:
         """A connection (made on its first request)."""
@@ -262,6 +307,19 @@ class SmartHTTP:
 
 
 _DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, http.client.RemoteDisconnected)
+
+
+def _closed(conn: http.client.HTTPConnection) -> bool:
+    """Whether a kept connection's forge closed it (or sent something unasked): it reads as ready."""
+    import select
+
+    sock = conn.sock
+    if sock is None:
+        return False
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _cut(conn: http.client.HTTPConnection, late: threading.Event) -> None:
