@@ -17,6 +17,8 @@ EXIT_CODES = {  # DESIGN.md, *Exit codes*: what each class's `code` means
     4: "refused (repeat of an outcome-unknown effect)",
     5: "needs a person (replay mismatch, blocked)",
 }
+WRITTEN_ALONE = "written by the forge without the rest of its atomic push"  # a push result's detail: the forge
+# wrote this ref and refused others of the same atomic push (`core/git/push.py`); the host's push group answers so
 DESK_GONE = 75  # `assay step` when its desk went away mid-step (EX_TEMPFAIL): the outcome is the journal's
 OTHER_EXITS = {  # exits no error class makes
     DESK_GONE: "`assay step` lost its desk mid-step and stopped its command: the journal holds the outcome",

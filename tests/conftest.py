@@ -51,6 +51,7 @@ def pinned_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from assay.core.git import listing, push
 
     monkeypatch.setattr(listing, "_HEADS", {})  # what this process learned of forges: each test's its own
+    monkeypatch.setattr(listing, "_HELD", {})
     monkeypatch.setattr(push, "_CAPS", {})
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from assay.core import git as gitmod
 from assay.core.credentials import redact
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
 from assay.errors import ForgeError, NotATree
 from tests.conftest import Forge, git
 from tests.fakegithub.server import FakeGitHub
+from tests.helpers.gitlog import spy_git
 
 
 @pytest.fixture
@@ -640,7 +640,7 @@ def test_a_listing_over_http_survives_a_dropped_connection_and_gives_up_on_a_sil
     import socket
     import threading
 
-    from assay.core.git.listing import pkt_line
+    from assay.core.git.refs import pkt_line
     from assay.core.git.smarthttp import RESULT
 
     sha = "a" * 40
@@ -709,14 +709,7 @@ def test_a_push_to_a_forge_on_disk_sends_the_loose_objects_it_wrote_or_else_a_pa
     assert port.push([RefUpdate("refs/t/x", second, first)])["refs/t/x"].ok  # its parent and blob: loose there
     assert set((forge.path / "objects" / "pack").glob("*.pack")) == packs
     git("--git-dir", str(forge.path), "repack", "-a", "-d", "-q")  # now the forge has them only in a pack
-    ran: list[str] = []
-    run = port._git
-
-    def spied(*args: str, **kw: Any) -> subprocess.CompletedProcess[bytes]:
-        ran.append(args[0])
-        return run(*args, **kw)
-
-    port._git = spied  # type: ignore[method-assign]
+    ran = spy_git(port)
     third = port.write_commit(port.write_tree([TreeEntry("f", blob)]), [second], "third", who, 1_700_000_002)
     assert port.push([RefUpdate("refs/t/x", third, second)])["refs/t/x"].ok
     assert "pack-objects" not in ran  # its file, packed on the forge, is one the tree of `second` names

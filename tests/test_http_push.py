@@ -4,18 +4,17 @@ an outcome not heard is settled by re-reading, as for any push."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from assay.core.git import ZERO, ForgeGit, PushResult, RefUpdate, Signature, TreeEntry, listing
 from assay.core.git import push as pushing
-from assay.errors import ForgeError
+from assay.errors import WRITTEN_ALONE, ForgeError
 from tests.conftest import git
 from tests.fakegithub.server import FakeGitHub
+from tests.helpers.gitlog import spy_git
 
 WHO = Signature("t", "t@example.invalid")
 
@@ -39,19 +38,6 @@ def port(fake_github: FakeGitHub, forge: Path, tmp_path: Path) -> Iterator[Forge
     made = ForgeGit(fake_github.git_url("o", "r"), cache_root=tmp_path / "cache")
     yield made
     made.close()
-
-
-def spy_git(port: ForgeGit) -> list[str]:
-    """The git commands `port` runs from now on, by name."""
-    ran: list[str] = []
-    run = port._git
-
-    def spied(*args: str, **kw: Any) -> subprocess.CompletedProcess[bytes]:
-        ran.append(args[0])
-        return run(*args, **kw)
-
-    port._git = spied  # type: ignore[method-assign]
-    return ran
 
 
 def commands_posted(request: bytes) -> list[bytes]:
@@ -121,7 +107,7 @@ def test_a_branch_made_where_main_was_never_seen_carries_main_and_past_the_guard
     third = work_on(port, main, b"three\n")
     assert port.push([RefUpdate("refs/heads/assay/b3", third)])["refs/heads/assay/b3"].ok
     assert "push" in ran  # git push sent it: its request is git's own
-    assert b"report-status-v2" in fake_github.git_served[-1][1] or b"side-band" in fake_github.git_served[-1][1]
+    assert b"report-status-v2" in fake_github.git_served[-1][1]  # git's request: ours asks for report-status
     assert git("--git-dir", str(forge), "rev-parse", "refs/heads/assay/b3").strip() == third
     git("--git-dir", str(forge), "fsck", "--strict", "--no-dangling")
 
@@ -143,29 +129,54 @@ def test_a_pack_missing_what_the_forge_lacks_is_refused_there_and_git_push_sends
     git("--git-dir", str(forge), "fsck", "--strict", "--no-dangling")
 
 
-@pytest.mark.parametrize("lease_holds", [True, False])
-def test_an_atomic_push_the_forge_wrote_in_part_is_finished_or_said_as_it_stands(
-        fake_github: FakeGitHub, forge: Path, port: ForgeGit, lease_holds: bool) -> None:
-    """The forge checks each new tip's objects alone: where one lacks what the pack left out, it writes the other
-    refs of an atomic push. The rest then go through `git push` under their leases: where those hold, the push
-    has landed whole; where one does not, each ref is reported as the forge holds it, not as a whole refused."""
+def test_an_atomic_push_the_forge_wrote_in_part_is_said_as_it_stands(fake_github: FakeGitHub, forge: Path,
+                                                                    port: ForgeGit) -> None:
+    """The forge checks each new tip's objects alone, before any lease: where one ref's expected commit is not
+    there (the pack leaves out what it reaches), it writes the other refs of an atomic push. The rest is pushed
+    alone under its lease, which is stale: each ref is reported as the forge holds it, the one written marked so,
+    not the whole as refused (nor the one written as moved by another)."""
     main = port.ls_remote("refs/heads/main")["refs/heads/main"]
     port.ensure_objects({"refs/heads/main": main})
-    if not lease_holds:
-        git("--git-dir", str(forge), "update-ref", "refs/heads/assay/lacking", main)  # its lease (none) is stale
-    never = work_on(port, main, b"never pushed\n")
-    listing.saw_heads(port.remote, {"refs/heads/main": never})
-    lacking, fine = work_on(port, never, b"lacking\n"), work_on(port, main, b"fine\n")
-    said = port.push([RefUpdate("refs/heads/assay/lacking", lacking), RefUpdate("refs/heads/assay/fine", fine)],
+    git("--git-dir", str(forge), "update-ref", "refs/heads/assay/lacking", main)
+    gone = work_on(port, main, b"never on the forge\n")  # what the lease names: the forge never had it
+    lacking, fine = work_on(port, gone, b"lacking\n"), work_on(port, main, b"fine\n")
+    said = port.push([RefUpdate("refs/heads/assay/lacking", lacking, gone), RefUpdate("refs/heads/assay/fine", fine)],
                      atomic=True)
     on_forge = {ref: sha for sha, ref in (line.split() for line in git(
         "--git-dir", str(forge), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/assay").splitlines())}
-    assert on_forge["refs/heads/assay/fine"] == fine and said["refs/heads/assay/fine"].ok
-    if lease_holds:
-        assert on_forge["refs/heads/assay/lacking"] == lacking and said["refs/heads/assay/lacking"].ok
-    else:
-        assert on_forge["refs/heads/assay/lacking"] == main and said["refs/heads/assay/lacking"].status == "stale"
+    assert on_forge == {"refs/heads/assay/fine": fine, "refs/heads/assay/lacking": main}
+    assert said["refs/heads/assay/fine"] == PushResult("refs/heads/assay/fine", "ok", WRITTEN_ALONE)
+    assert said["refs/heads/assay/lacking"].status == "stale"
     git("--git-dir", str(forge), "fsck", "--strict", "--no-dangling")
+
+
+def pkt(data: bytes) -> bytes:
+    return b"%04x" % (len(data) + 4) + data
+
+
+REPORT = pkt(b"unpack ok\n") + pkt(b"ok refs/heads/x\n") + b"0000"
+
+
+@pytest.mark.parametrize(("answer", "banded", "said"), [
+    (REPORT, False, ""),
+    (pkt(b"\x01") + pkt(b"\x01" + REPORT[:14]) + pkt(b"\x02hook says\n") + pkt(b"\x01" + REPORT[14:]) + b"0000", True,
+     "hook says\n"),
+    (pkt(b"\x03fatal: gone\n") + b"0000", True, "fatal: gone\n"),
+])
+def test_a_report_is_read_on_its_side_band_keepalives_and_all(answer: bytes, banded: bool, said: str) -> None:
+    """receive-pack's report, plain or on side band 1 in packets that split it, with empty keepalives between and
+    the forge's words on bands 2 and 3 (a fatal error: no report)."""
+    report = ["unpack ok", "ok refs/heads/x"] if REPORT[:14] in answer else []
+    assert pushing._report(answer, banded) == (report, said)
+
+
+@pytest.mark.parametrize(("answer", "banded"), [
+    (REPORT[:-6], False), (REPORT[:-4], False), (b"zz" + REPORT[2:], False), (pkt(b"\x01" + REPORT), True),
+    (pkt(b"\x01" + REPORT[:-4]) + b"0000", True)])
+def test_a_report_cut_short_is_no_report(answer: bytes, banded: bool) -> None:
+    """An answer cut off (the forge's process killed mid-way, a connection closed) is not read as whole."""
+    with pytest.raises(ValueError):
+        pushing._report(answer, banded)
 
 
 def test_the_lease_is_the_forges_to_check(fake_github: FakeGitHub, forge: Path, port: ForgeGit) -> None:

@@ -58,7 +58,7 @@ from assay.core import groupbell
 from assay.core.crash import crash_point
 from assay.core.credentials import named
 from assay.core.lives import is_stopped
-from assay.errors import ForgeError
+from assay.errors import WRITTEN_ALONE, ForgeError
 
 KEY_ENV = "ASSAY_PUSH_GROUP_TOKEN"
 LAZY_S = 10.0  # the longest an unhurried push waits for one that must go (ASSAY_PUSH_LAZY_S)
@@ -396,7 +396,8 @@ def _rounds_of(folder: str, fits: list[Request], direct: Direct, read: Read) -> 
             landed = direct([u for _, updates in fits for u in updates], True)
         except ForgeError:
             break
-        if all(status == "ok" for status, _ in landed.values()):
+        if all(status == "ok" for status, _ in landed.values()) or \
+                any(detail == WRITTEN_ALONE for _, detail in landed.values()):  # the forge wrote part: as it stands
             answers |= {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates in fits}
             break
         moved = {ref for ref, (status, _) in landed.items() if status == "stale"}

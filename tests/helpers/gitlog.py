@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 # A push to a forge on this machine can be its own ref transaction (`update-ref --stdin`): its log line ends with
 # what it moved, written as a push's refspecs (`<new>:<ref>`, `:<ref>` to delete). A protocol v2 request to a forge
@@ -67,3 +68,16 @@ def pushes(log: Path) -> list[tuple[int, str]]:
 
 def is_push(args: str) -> bool:
     return re.search(r"(^| )push |(^| )update-ref --stdin", args) is not None
+
+
+def spy_git(port: Any) -> list[str]:
+    """The git commands a `ForgeGit` runs (through its `_git`) from now on, by name, in order."""
+    ran: list[str] = []
+    run = port._git
+
+    def spied(*args: str, **kw: Any) -> Any:
+        ran.append(args[0])
+        return run(*args, **kw)
+
+    port._git = spied
+    return ran

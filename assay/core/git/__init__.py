@@ -12,9 +12,10 @@ the source is a raw object id. We run the `git` binary and parse `--porcelain`.
 
 By job: `run` runs git; `refs` and `objects` hold its values and the cache's objects; `history` the commits
 fetched and their chains; `listing` reads refs; `ondisk` and `push` write them (`vetting`: which way a forge on
-disk takes a push; `locks`: the stale ref locks a killed push left); `workrepo` a checkout; `worktrees` the
-desks' worktrees and their pools of spares; `forge` puts `ForgeGit` together, each job's class built on the one
-below it. The names callers use are here.
+disk takes a push; `locks`: the stale ref locks a killed push left); over HTTP `smarthttp` asks the forge from
+this process, for listings, pushes and fetches (`httpfetch`); `workrepo` a checkout; `worktrees` the desks'
+worktrees and their pools of spares; `forge` puts `ForgeGit` together, each job's class built on the one below
+it. The names callers use are here.
 """
 
 from assay.core.git.forge import ForgeGit

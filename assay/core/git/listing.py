@@ -9,11 +9,13 @@ import re
 import select
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 
 from assay.core.credentials import redact
 from assay.core.git.history import History
 from assay.core.git.objects import close_quietly
+from assay.core.git.refs import pkt_line
 from assay.core.git.run import first_error, git_env, git_timeout, local_forge_path, run_git, stall_seconds
 from assay.core.git.vetting import warm
 from assay.errors import ForgeError
@@ -29,7 +31,7 @@ PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part
 _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
 
 
-_HEADS: dict[str, dict[str, None]] = {}  # per forge: tips of main this process saw there, the newest last
+_HEADS: dict[str, dict[str, float]] = {}  # per forge: tips of main this process saw there -> when, the newest last
 _HEADS_LOCK = threading.Lock()
 HEADS_KEPT = 4
 
@@ -42,22 +44,46 @@ def saw_heads(remote: str, refs: dict[str, str]) -> None:
         with _HEADS_LOCK:
             seen = _HEADS.setdefault(remote, {})
             seen.pop(tip, None)
-            seen[tip] = None
+            seen[tip] = time.monotonic()
             while len(seen) > HEADS_KEPT:
                 del seen[next(iter(seen))]
 
 
-def heads_seen(remote: str) -> list[str]:
-    """Tips of main this process saw `remote` have (listed, or pushed there), the newest last: what a push there
-    can leave out of its pack, with all they reach."""
+def heads_seen(remote: str, within_s: float | None = None) -> list[str]:
+    """Tips of main this process saw `remote` have (listed, or pushed there; in the last `within_s` seconds if
+    given), the newest last: what a push there can leave out of its pack, with all they reach."""
+    now = time.monotonic()
     with _HEADS_LOCK:
-        return list(_HEADS.get(remote, ()))
+        return [sha for sha, at in _HEADS.get(remote, {}).items() if within_s is None or now - at <= within_s]
 
 
 def forget_heads(remote: str) -> None:
     """`remote` lacked what a tip seen there reaches (main was rewritten, the forge made anew): none is trusted."""
     with _HEADS_LOCK:
         _HEADS.pop(remote, None)
+
+
+_HELD: dict[str, dict[str, str]] = {}  # per forge: ref -> its last tip this process fetched or pushed, the newest last
+HELD_KEPT = 4096
+
+
+def held(remote: str, tips: dict[str, str]) -> None:
+    """Keep `tips` (ref -> a commit the cache holds with its history) as what a fetch of those refs can say it
+    has (`held_of`)."""
+    with _HEADS_LOCK:
+        kept = _HELD.setdefault(remote, {})
+        for ref, sha in tips.items():
+            kept.pop(ref, None)
+            kept[ref] = sha
+        while len(kept) > HELD_KEPT:
+            del kept[next(iter(kept))]
+
+
+def held_of(remote: str, refs: Sequence[str]) -> list[str]:
+    """The tips of `refs` this process fetched or pushed last (`held`)."""
+    with _HEADS_LOCK:
+        kept = _HELD.get(remote, {})
+        return [kept[ref] for ref in refs if ref in kept]
 
 
 class Listing(History):
@@ -69,6 +95,7 @@ class Listing(History):
         self._prefetched: tuple[frozenset[str], subprocess.Popen[bytes]] | None = None  # see `prefetch`
         self._direct: SmartHTTP | None = None  # listings over HTTP from this process, where git would list so
         self._direct_looked = False  # whether git's configuration was read for it
+        self._fetch_failures = 0  # fetches from this process over HTTP that failed in a row (`_fetch_direct`)
 
     def ls_remote(self, *patterns: str) -> dict[str, str]:
         """Refs of the forge matching `patterns` (exact refs or `prefix/*`), one round trip. A forge on this machine
@@ -201,6 +228,43 @@ class Listing(History):
             return None
         return _listed(lines, patterns)
 
+    def _fetch_pairs(self, wants: Sequence[tuple[str, str]], *extra: str) -> None:
+        """One fetch of the tips `wants` (ref, object id): from this process over HTTP where it can be
+        (`_fetch_direct`), else through `git fetch`."""
+        if not extra and self._fetch_direct(wants):
+            return
+        super()._fetch_pairs(wants, *extra)
+
+    def _fetch_direct(self, wants: Sequence[tuple[str, str]]) -> bool:
+        """A fetch over HTTP from this process (`httpfetch.py`): the tips by id, saying which tips of those refs and
+        of main the cache holds, the pack indexed into the cache. Whether it fetched every tip; where it did not
+        (no such connection, a forge that refuses the ids, a cache cut short by a shallow read, an answer that is
+        not a whole pack), `git fetch` does, and after `GIVE_UP_AFTER` such fetches in a row this port does not
+        try again. A forge gone silent is an error, as through git."""
+        if not self.remote.lower().startswith(("http://", "https://")):
+            return False
+        from assay.core.git.httpfetch import packfile, request
+        from assay.core.git.smarthttp import GIVE_UP_AFTER
+
+        direct = self._smart_http()
+        if direct is None or not direct.usable() or self._fetch_failures >= GIVE_UP_AFTER or \
+                os.path.exists(os.path.join(self.cache, "shallow")):
+            return False
+        shas = sorted({sha for _, sha in wants})
+        known = [sha for sha in dict.fromkeys([*held_of(self.remote, [r for r, _ in wants]),
+                                               *heads_seen(self.remote)]) if sha not in shas]
+        lacking = {sha for _, sha in self._lacking([(sha, sha) for sha in known])}
+        self.round_trips["fetch"] += 1
+        answer = direct.post(request(shas, [sha for sha in known if sha not in lacking]))
+        pack = packfile(answer) if answer is not None else None
+        if pack is None or self._git("index-pack", "--stdin", "--fix-thin", input=pack, check=False).returncode \
+                or self._lacking(list(wants)):
+            self._fetch_failures += 1
+            return False
+        self._fetch_failures = 0
+        held(self.remote, dict(wants))
+        return True
+
     def _smart_http(self) -> SmartHTTP | None:
         """This port's connection to an HTTP forge's smart-HTTP services (`smarthttp.py`), for listings and
         pushes; None where git would not send its requests as that module does."""
@@ -277,11 +341,6 @@ class Listing(History):
         if self._direct:
             self._direct.close()
         super().close()
-
-
-def pkt_line(text: str) -> bytes:
-    data = text.encode()
-    return b"%04x" % (len(data) + 4) + data
 
 
 def _ls_refs_request(patterns: Sequence[str]) -> bytes:

@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from assay.core.credentials import redact
-from assay.core.git.listing import pkt_line, saw_heads
+from assay.core.git.listing import held, saw_heads
 from assay.core.git.locks import clear_stale_lock, lock_named
 from assay.core.git.ondisk import DiskPush
-from assay.core.git.refs import ZERO, PushResult, RefUpdate, parse_porcelain
+from assay.core.git.refs import ZERO, PushResult, RefUpdate, parse_porcelain, pkt_line
 from assay.core.git.run import first_error, git_timeout, local_forge_path, note, remote_error
 from assay.core.git.vetting import forge_vetting
-from assay.errors import ForgeError
+from assay.errors import WRITTEN_ALONE, ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 PUSH_TRIES = 6  # pushes of one update while racing writers hold ref locks
 PACK_GUARD = 1000  # objects a push over HTTP creating a ref sends itself; past it, `git push` packs (see `_push_http`)
+HEADS_FRESH_S = 60.0  # how lately main's tips were seen for a push of several refs to leave out what they reach
+_NOT_TAKEN = frozenset({301, 302, 303, 307, 308, 401, 403, 404, 407})  # answers given before receive-pack ran
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
 
 
@@ -87,7 +89,9 @@ class Pushing(DiskPush):
             doubt = doubt or heard is None
             tips = self._reread(updates)
             settled = {u.ref: self._settle(u, tips.get(u.ref, ZERO), heard) for u in updates}
-            if atomic and not _in_part(heard):
+            if heard is not None and any(r.detail == WRITTEN_ALONE for r in heard.values()):
+                settled |= {ref: r for ref, r in heard.items() if r.detail == WRITTEN_ALONE and settled[ref].ok}
+            elif atomic:  # the forge wrote all of it or nothing
                 settled = _atomic_outcome(updates, settled)
             nothing_happened = all(r.status == "rejected" for r in settled.values())
             if nothing_happened and heard is not None and self._clear_stale_locks(heard):
@@ -192,7 +196,7 @@ class Pushing(DiskPush):
             self._last_push_error = exc.message
             return None
         if reply.data is None:
-            if not reply.sent or 300 <= reply.status < 500:  # not taken (a login, a redirect): git push says why
+            if not reply.sent or reply.status in _NOT_TAKEN:  # not taken (a login, a redirect): git push says why
                 return False
             self._last_push_error = f"the forge answered HTTP {reply.status}" if reply.status else \
                 "the forge's answer was lost"
@@ -213,7 +217,11 @@ class Pushing(DiskPush):
         news = [u.new for u in updates if u.new != ZERO]
         if not news:
             return body
-        known = list(dict.fromkeys([*(u.expected for u in updates if u.expected != ZERO), *heads_seen(self.remote)]))
+        # the forge checks each new tip's objects alone: where one lacked what the pack left out (main rewritten and
+        # its old commits removed since it was seen), an atomic push of more refs would be written in part; so for
+        # those, only main as seen lately (`git push` trusts an advertisement read a moment before)
+        seen = heads_seen(self.remote, None if len(updates) == 1 else HEADS_FRESH_S)
+        known = list(dict.fromkeys([*(u.expected for u in updates if u.expected != ZERO), *seen]))
         present = [sha for sha, obj in zip(known, self.read_typed(known), strict=True) if obj is not None]
         wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
         try:
@@ -232,10 +240,10 @@ class Pushing(DiskPush):
         it is not whole: the outcome was not heard.
 
         The forge checks each new tip's objects alone, and an atomic push writes the refs that passed: where it
-        lacked objects the pack left out (main rewritten since it was seen), it wrote the other refs. Those are
-        reported as written (`_push_direct` then settles the push as the forge left it, not as atomic), and the
-        rest go at once through `git push`, under their leases, which sends what the forge lacks; where it wrote
-        none, False: `git push` sends the whole push."""
+        lacked objects the pack left out (an expected commit it no longer holds), it wrote the other refs. Those
+        are reported `WRITTEN_ALONE` (`_push_direct` and the host's push group then say the push as the forge left
+        it, not as atomic), and the rest are pushed at once, alone, under their leases; where it wrote none, False:
+        `git push` sends the whole push."""
         from assay.core.git.listing import forget_heads
 
         try:
@@ -259,12 +267,19 @@ class Pushing(DiskPush):
             forget_heads(self.remote)  # what they reach is not all on the forge
             if report[0] != "unpack ok" or not any(r.ok for r in results.values()):
                 return False  # nothing was written
-            results.update(self._push_git(missing, atomic=True) or {})
         cause = _forge_error(said)
         results = {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
-                   else results[u.ref] for u in updates}
+                   and u not in missing else results[u.ref] for u in updates}
+        if missing:
+            results |= {ref: r._replace(detail=WRITTEN_ALONE) for ref, r in results.items() if r.ok}
+            try:  # the rest, alone: landed, refused, or settled by reading them again
+                results |= self._push_direct(missing, atomic=True)
+            except ForgeError:
+                pass  # left refused: the caller reads them again
         self._last_push_error = "; ".join(sorted({r.detail for r in results.values() if not r.ok}))
-        saw_heads(self.remote, {u.ref: u.new for u in updates if results[u.ref].ok and u.new != ZERO})
+        landed = {u.ref: u.new for u in updates if results[u.ref].ok and u.new != ZERO}
+        saw_heads(self.remote, landed)
+        held(self.remote, landed)  # what a later fetch of these refs can say it has
         return results
 
     def _settle(self, u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
@@ -325,9 +340,14 @@ def _advertised(direct: SmartHTTP) -> tuple[dict[str, str], frozenset[str]]:
 
     head = b"001f# service=git-receive-pack\n0000"
     try:
-        data = direct.request(RECEIVE).data or b""
+        data = direct.request(RECEIVE).data
+        if data is None:
+            return {}, frozenset()
         lines = _packets(data[len(head):]) if data.startswith(head) else []
     except (ForgeError, ValueError):
+        lines = []
+    if not lines:
+        direct.failed(RECEIVE)  # not an advertisement: after a few, no push is tried this way
         return {}, frozenset()
     refs: dict[str, str] = {}
     caps: frozenset[str] = frozenset()
@@ -342,16 +362,18 @@ def _advertised(direct: SmartHTTP) -> tuple[dict[str, str], frozenset[str]]:
 
 
 def _packets(data: bytes) -> list[bytes]:
-    """The payloads of a pkt-line stream up to its first flush; ValueError where it is not one."""
+    """The payloads of a pkt-line stream up to its flush; ValueError where it is not one, or is cut short."""
     out: list[bytes] = []
     at = 0
     while at + 4 <= len(data):
         size = int(data[at:at + 4], 16)
-        if size < 4:
+        if size == 0:
+            return out
+        if size < 4 or at + size > len(data):
             break
         out.append(data[at + 4:at + size])
         at += size
-    return out
+    raise ValueError("pkt-lines cut short")
 
 
 def _report(data: bytes, banded: bool) -> tuple[list[str], str]:
@@ -365,7 +387,8 @@ def _report(data: bytes, banded: bool) -> tuple[list[str], str]:
                 status += packet[1:]
             elif packet[:1] in (b"\x02", b"\x03"):
                 said += packet[1:]
-    return [p.decode("utf-8", "replace").rstrip("\n") for p in _packets(status)], said.decode("utf-8", "replace")
+    lines = _packets(status) if status or not banded else []  # on side band 3 alone: the forge's error, no report
+    return [p.decode("utf-8", "replace").rstrip("\n") for p in lines], said.decode("utf-8", "replace")
 
 
 def _forge_error(said: str) -> str:
@@ -375,11 +398,6 @@ def _forge_error(said: str) -> str:
         if text.startswith(("error:", "fatal:")):
             return redact(text.removeprefix("error:").removeprefix("fatal:").strip())
     return ""
-
-
-def _in_part(heard: dict[str, PushResult] | None) -> bool:
-    """Whether a push's report says the forge wrote some of its refs and not others (`_reported`)."""
-    return heard is not None and any(r.ok for r in heard.values()) and not all(r.ok for r in heard.values())
 
 
 def _atomic_outcome(updates: Sequence[RefUpdate], settled: dict[str, PushResult]) -> dict[str, PushResult]:

@@ -50,3 +50,9 @@ def parse_porcelain(text: str) -> dict[str, PushResult]:
         else:
             results[ref] = PushResult(ref, "rejected", summary)
     return results
+
+
+def pkt_line(text: str) -> bytes:
+    """One pkt-line of git's wire protocol: its length in four hex digits, then `text`."""
+    data = text.encode()
+    return b"%04x" % (len(data) + 4) + data

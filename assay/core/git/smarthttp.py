@@ -316,8 +316,8 @@ def _closed(conn: http.client.HTTPConnection) -> bool:
     sock = conn.sock
     if sock is None:
         return False
-    try:
-        return bool(select.select([sock], [], [], 0)[0])
+    try:  # TLS: bytes read off the socket and held decrypted do not make it ready
+        return bool(getattr(sock, "pending", lambda: 0)()) or bool(select.select([sock], [], [], 0)[0])
     except (OSError, ValueError):
         return True
 
