@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from assay.core.git import ForgeGit, Signature
+from assay.core.git.httpfetch import packfile
 from assay.errors import ForgeError
 from tests.conftest import git
 from tests.fakegithub.server import FakeGitHub
+from tests.helpers.github import repo_over_http
 from tests.helpers.gitlog import spy_git
 
 WHO = Signature("t", "t@example.invalid")
@@ -21,9 +23,7 @@ WHO = Signature("t", "t@example.invalid")
 @pytest.fixture
 def forge(fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A repository on the fake GitHub with a journal-like chain of 20 commits, a file each."""
-    monkeypatch.setenv("ASSAY_GITHUB_API", fake_github.api_url)
-    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
-    bare = fake_github.create_repo("o", "r").path
+    bare = repo_over_http(fake_github, monkeypatch)
     tip = ""
     for i in range(20):
         tip = grow(bare, tip, i)
@@ -82,7 +82,22 @@ def test_what_the_forge_will_not_serve_goes_to_git_fetch(fake_github: FakeGitHub
         port.ensure_objects({"refs/assay/journal/b2": "1" * 40})
     assert "fetch" in ran
     ref = "refs/assay/journal/b1"
-    port.fetch_shallow(port.ls_remote(ref), depth=2)
+    tip = port.ls_remote(ref)[ref]
+    port.fetch_shallow({ref: tip}, depth=2)
+    git("--git-dir", str(forge), "update-ref", ref, grow(forge, tip, 20))
     ran.clear()
-    port.ensure_objects(port.ls_remote(ref))
-    assert "fetch" in ran and "index-pack" not in ran
+    port.ensure_objects(port.ls_remote(ref), whole=False)  # the new tip alone will do: still one fetch
+    assert ran.count("fetch") == 1 and "index-pack" not in ran
+
+
+@pytest.mark.parametrize(("answer", "whole"), [
+    (b"000dpackfile\n" + b"0005\x01" + b"0007\x02x\n" + b"0009\x01PACK" + b"0000", True),
+    (b"000dpackfile\n" + b"0009\x01PACK", False),  # cut short: no flush
+    (b"000dpackfile\n" + b"0009\x01PACK" + b"0008\x03no\n" + b"0000", False),  # the forge's error on band 3
+    (b"0011ERR not ours\n0000", False),
+    (b"0011shallow-info\n" + b"0001" + b"000dpackfile\n" + b"0009\x01PACK" + b"0000", False),  # not asked for
+])
+def test_a_fetch_answer_is_a_pack_only_when_whole(answer: bytes, whole: bool) -> None:
+    """A `fetch` answer's pack: its `packfile` section on side band 1, keepalives and progress between; anything
+    else, or an answer cut short, is none."""
+    assert packfile(answer) == (b"PACK" if whole else None)

@@ -14,6 +14,7 @@ from assay.core.git import push as pushing
 from assay.errors import WRITTEN_ALONE, ForgeError
 from tests.conftest import git
 from tests.fakegithub.server import FakeGitHub
+from tests.helpers.github import repo_over_http
 from tests.helpers.gitlog import spy_git
 
 WHO = Signature("t", "t@example.invalid")
@@ -22,9 +23,7 @@ WHO = Signature("t", "t@example.invalid")
 @pytest.fixture
 def forge(fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A repository on the fake GitHub whose main holds 30 files."""
-    monkeypatch.setenv("ASSAY_GITHUB_API", fake_github.api_url)
-    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
-    bare = fake_github.create_repo("o", "r").path
+    bare = repo_over_http(fake_github, monkeypatch)
     blobs = [git("--git-dir", str(bare), "hash-object", "-w", "--stdin", input=f"file {i}\n").strip()
              for i in range(30)]
     tree = git("--git-dir", str(bare), "mktree", input="".join(f"100644 blob {b}\tf{i}\n" for i, b in enumerate(blobs)))
@@ -129,24 +128,45 @@ def test_a_pack_missing_what_the_forge_lacks_is_refused_there_and_git_push_sends
     git("--git-dir", str(forge), "fsck", "--strict", "--no-dangling")
 
 
-def test_an_atomic_push_the_forge_wrote_in_part_is_said_as_it_stands(fake_github: FakeGitHub, forge: Path,
-                                                                    port: ForgeGit) -> None:
-    """The forge checks each new tip's objects alone, before any lease: where one ref's expected commit is not
-    there (the pack leaves out what it reaches), it writes the other refs of an atomic push. The rest is pushed
-    alone under its lease, which is stale: each ref is reported as the forge holds it, the one written marked so,
-    not the whole as refused (nor the one written as moved by another)."""
+@pytest.mark.parametrize("case", ["lease holds", "stale lease", "built on meanwhile"])
+def test_an_atomic_push_the_forge_wrote_in_part_is_finished_or_put_back(fake_github: FakeGitHub, forge: Path,
+                                                                        port: ForgeGit, case: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forge checks each new tip's objects alone, before any lease: where one lacks what the pack left out
+    (main's tip seen a moment ago that the forge no longer has), it writes the other refs of an atomic push. The
+    rest is then pushed alone under its lease: landed, the push has landed whole; refused (a stale lease), what
+    was written is put back, so nothing was; where that cannot be, each ref is said as the forge holds it, the
+    one written marked so, not the whole as refused nor that one as moved by another."""
     main = port.ls_remote("refs/heads/main")["refs/heads/main"]
     port.ensure_objects({"refs/heads/main": main})
-    git("--git-dir", str(forge), "update-ref", "refs/heads/assay/lacking", main)
-    gone = work_on(port, main, b"never on the forge\n")  # what the lease names: the forge never had it
-    lacking, fine = work_on(port, gone, b"lacking\n"), work_on(port, main, b"fine\n")
-    said = port.push([RefUpdate("refs/heads/assay/lacking", lacking, gone), RefUpdate("refs/heads/assay/fine", fine)],
+    if case != "lease holds":
+        git("--git-dir", str(forge), "update-ref", "refs/heads/assay/lacking", main)  # its lease (none) is stale
+    never = work_on(port, main, b"never pushed\n")
+    listing.saw_heads(port.remote, {"refs/heads/main": never})
+    lacking, fine = work_on(port, never, b"lacking\n"), work_on(port, main, b"fine\n")
+    if case == "built on meanwhile":
+        real = port._push_direct
+
+        def no_undo(updates: Sequence[RefUpdate], atomic: bool) -> dict[str, PushResult]:
+            if any(u.new == ZERO and u.expected == fine for u in updates):
+                raise ForgeError("the forge went away")  # the written ref cannot be put back
+            return real(updates, atomic)
+
+        monkeypatch.setattr(port, "_push_direct", no_undo)
+    said = port.push([RefUpdate("refs/heads/assay/lacking", lacking), RefUpdate("refs/heads/assay/fine", fine)],
                      atomic=True)
     on_forge = {ref: sha for sha, ref in (line.split() for line in git(
         "--git-dir", str(forge), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/assay").splitlines())}
-    assert on_forge == {"refs/heads/assay/fine": fine, "refs/heads/assay/lacking": main}
-    assert said["refs/heads/assay/fine"] == PushResult("refs/heads/assay/fine", "ok", WRITTEN_ALONE)
-    assert said["refs/heads/assay/lacking"].status == "stale"
+    if case == "lease holds":
+        assert on_forge == {"refs/heads/assay/fine": fine, "refs/heads/assay/lacking": lacking}
+        assert all(r.ok for r in said.values()), said
+    elif case == "stale lease":
+        assert on_forge == {"refs/heads/assay/lacking": main}
+        assert said["refs/heads/assay/fine"].status == "rejected" and said["refs/heads/assay/lacking"].status == "stale"
+    else:
+        assert on_forge == {"refs/heads/assay/fine": fine, "refs/heads/assay/lacking": main}
+        assert said["refs/heads/assay/fine"] == PushResult("refs/heads/assay/fine", "ok", WRITTEN_ALONE)
+        assert said["refs/heads/assay/lacking"].status == "stale"
     git("--git-dir", str(forge), "fsck", "--strict", "--no-dangling")
 
 

@@ -396,9 +396,12 @@ def _rounds_of(folder: str, fits: list[Request], direct: Direct, read: Read) -> 
             landed = direct([u for _, updates in fits for u in updates], True)
         except ForgeError:
             break
-        if all(status == "ok" for status, _ in landed.values()) or \
-                any(detail == WRITTEN_ALONE for _, detail in landed.values()):  # the forge wrote part: as it stands
+        if all(status == "ok" for status, _ in landed.values()):
             answers |= {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates in fits}
+            break
+        if any(detail == WRITTEN_ALONE for _, detail in landed.values()):  # the forge wrote part of the round:
+            answers |= {rid: {"results": {u[0]: landed[u[0]] for u in updates}} for rid, updates in fits
+                        if any(landed[u[0]][0] != "rejected" for u in updates)}  # as it stands; the rest alone
             break
         moved = {ref for ref, (status, _) in landed.items() if status == "stale"}
         if not moved or any(status == "ok" for status, _ in landed.values()):

@@ -7,6 +7,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from assay.core.forge.base import Reviews
 from assay.core.forge.github import GitHubReviews, GitHubTarget
@@ -68,3 +69,11 @@ def post_status(fake: FakeGitHub, sha: str, state: str, context: str = "assay ve
                                  headers={"Authorization": f"Bearer {fake.token}"})
     with urllib.request.urlopen(req, timeout=30) as resp:
         assert resp.status == 201
+
+
+def repo_over_http(fake_github: FakeGitHub, monkeypatch: Any) -> Path:
+    """A new repository `o/r` on the fake GitHub, its token and API in this process's environment: a `ForgeGit`
+    of `fake_github.git_url("o", "r")` reaches it over HTTP as a desk would. Its bare repository's folder."""
+    monkeypatch.setenv("ASSAY_GITHUB_API", fake_github.api_url)
+    monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)
+    return fake_github.create_repo("o", "r").path

@@ -9,7 +9,6 @@ import re
 import select
 import subprocess
 import threading
-import time
 from collections.abc import Sequence
 
 from assay.core.credentials import redact
@@ -31,7 +30,7 @@ PIPE_HOLDS = select.PIPE_BUF  # bytes an empty pipe takes at once, never in part
 _PREFIXABLE = re.compile(r"refs/[^*?\[\\]*\*?")  # a full ref name, or one ending in `*`: asked for by prefix
 
 
-_HEADS: dict[str, dict[str, float]] = {}  # per forge: tips of main this process saw there -> when, the newest last
+_HEADS: dict[str, dict[str, None]] = {}  # per forge: tips of main this process saw there, the newest last
 _HEADS_LOCK = threading.Lock()
 HEADS_KEPT = 4
 
@@ -44,17 +43,16 @@ def saw_heads(remote: str, refs: dict[str, str]) -> None:
         with _HEADS_LOCK:
             seen = _HEADS.setdefault(remote, {})
             seen.pop(tip, None)
-            seen[tip] = time.monotonic()
+            seen[tip] = None
             while len(seen) > HEADS_KEPT:
                 del seen[next(iter(seen))]
 
 
-def heads_seen(remote: str, within_s: float | None = None) -> list[str]:
-    """Tips of main this process saw `remote` have (listed, or pushed there; in the last `within_s` seconds if
-    given), the newest last: what a push there can leave out of its pack, with all they reach."""
-    now = time.monotonic()
+def heads_seen(remote: str) -> list[str]:
+    """Tips of main this process saw `remote` have (listed, or pushed there), the newest last: what a push or a
+    fetch there can leave out, with all they reach."""
     with _HEADS_LOCK:
-        return [sha for sha, at in _HEADS.get(remote, {}).items() if within_s is None or now - at <= within_s]
+        return list(_HEADS.get(remote, {}))
 
 
 def forget_heads(remote: str) -> None:
@@ -226,6 +224,7 @@ class Listing(History):
         if not _framed(answer) or any(line.startswith("ERR ") for line in lines):
             direct.failed()
             return None
+        direct.succeeded()
         return _listed(lines, patterns)
 
     def _fetch_pairs(self, wants: Sequence[tuple[str, str]], *extra: str) -> None:
@@ -254,12 +253,16 @@ class Listing(History):
         known = [sha for sha in dict.fromkeys([*held_of(self.remote, [r for r, _ in wants]),
                                                *heads_seen(self.remote)]) if sha not in shas]
         lacking = {sha for _, sha in self._lacking([(sha, sha) for sha in known])}
+        haves = [sha for sha in known if sha not in lacking]
         self.round_trips["fetch"] += 1
-        answer = direct.post(request(shas, [sha for sha in known if sha not in lacking]))
-        pack = packfile(answer) if answer is not None else None
+        answer = direct.post(request(shas, haves))
+        refused = answer is not None and answer[4:8] == b"ERR "  # an id it does not serve: git fetch asks by ref
+        pack = packfile(answer) if answer is not None and not refused else None
+        del answer
         if pack is None or self._git("index-pack", "--stdin", "--fix-thin", input=pack, check=False).returncode \
-                or self._lacking(list(wants)):
-            self._fetch_failures += 1
+                or self._git("rev-list", "--objects", "--quiet", "--stdin", check=False, input="".join(
+                    [*(f"{sha}\n" for sha in shas), *(f"^{sha}\n" for sha in haves)]).encode()).returncode:
+            self._fetch_failures += 0 if refused else 1  # the objects' walk: each the fetch brought is here
             return False
         self._fetch_failures = 0
         held(self.remote, dict(wants))

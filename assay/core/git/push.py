@@ -4,6 +4,7 @@ as one post to its receive-pack from this process; any other goes through `git p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 PUSH_TRIES = 6  # pushes of one update while racing writers hold ref locks
 PACK_GUARD = 1000  # objects a push over HTTP creating a ref sends itself; past it, `git push` packs (see `_push_http`)
-HEADS_FRESH_S = 60.0  # how lately main's tips were seen for a push of several refs to leave out what they reach
 _NOT_TAKEN = frozenset({301, 302, 303, 307, 308, 401, 403, 404, 407})  # answers given before receive-pack ran
 _CONTENTION = ("failed to update ref", "cannot lock ref", "failed to lock", "unable to create", "atomic")
 
@@ -217,11 +217,9 @@ class Pushing(DiskPush):
         news = [u.new for u in updates if u.new != ZERO]
         if not news:
             return body
-        # the forge checks each new tip's objects alone: where one lacked what the pack left out (main rewritten and
-        # its old commits removed since it was seen), an atomic push of more refs would be written in part; so for
-        # those, only main as seen lately (`git push` trusts an advertisement read a moment before)
-        seen = heads_seen(self.remote, None if len(updates) == 1 else HEADS_FRESH_S)
-        known = list(dict.fromkeys([*(u.expected for u in updates if u.expected != ZERO), *seen]))
+        # where the forge lacks what these reach (main rewritten and its old commits removed since it was seen), it
+        # refuses a push of one ref, and writes the rest of an atomic push of more: `_reported` finishes or undoes it
+        known = list(dict.fromkeys([*(u.expected for u in updates if u.expected != ZERO), *heads_seen(self.remote)]))
         present = [sha for sha, obj in zip(known, self.read_typed(known), strict=True) if obj is not None]
         wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
         try:
@@ -245,6 +243,7 @@ class Pushing(DiskPush):
         it, not as atomic), and the rest are pushed at once, alone, under their leases; where it wrote none, False:
         `git push` sends the whole push."""
         from assay.core.git.listing import forget_heads
+        from assay.core.git.smarthttp import RECEIVE
 
         try:
             report, said = _report(data, banded)
@@ -262,6 +261,8 @@ class Pushing(DiskPush):
             self._last_push_error = redact(said.strip().splitlines()[-1]) if said.strip() else \
                 "no whole report from the forge"
             return None
+        if direct := self._smart_http():
+            direct.succeeded(RECEIVE)
         missing = [u for u in updates if results[u.ref].detail == "missing necessary objects"]
         if report[0] != "unpack ok" or missing:
             forget_heads(self.remote)  # what they reach is not all on the forge
@@ -271,16 +272,31 @@ class Pushing(DiskPush):
         results = {u.ref: results[u.ref]._replace(detail=cause) if cause and results[u.ref].status == "rejected"
                    and u not in missing else results[u.ref] for u in updates}
         if missing:
-            results |= {ref: r._replace(detail=WRITTEN_ALONE) for ref, r in results.items() if r.ok}
-            try:  # the rest, alone: landed, refused, or settled by reading them again
-                results |= self._push_direct(missing, atomic=True)
-            except ForgeError:
-                pass  # left refused: the caller reads them again
+            results = self._finish_or_undo(results, missing, [u for u in updates if results[u.ref].ok])
         self._last_push_error = "; ".join(sorted({r.detail for r in results.values() if not r.ok}))
         landed = {u.ref: u.new for u in updates if results[u.ref].ok and u.new != ZERO}
         saw_heads(self.remote, landed)
         held(self.remote, landed)  # what a later fetch of these refs can say it has
         return results
+
+    def _finish_or_undo(self, results: dict[str, PushResult], missing: Sequence[RefUpdate],
+                        written: Sequence[RefUpdate]) -> dict[str, PushResult]:
+        """An atomic push the forge wrote in part (`_reported`): the rest pushed alone under its leases; where it
+        does not land, what was written is put back under leases of its own, so the push has not happened, as
+        an atomic push that fails; where that cannot be (another writer built on it meanwhile), each ref is said
+        as the forge holds it, those written `WRITTEN_ALONE`."""
+        rest: dict[str, PushResult] | None = None
+        with contextlib.suppress(ForgeError):
+            rest = self._push_direct(missing, atomic=True)
+        if rest is not None and all(r.ok for r in rest.values()):
+            return results | rest  # landed whole, in two pushes
+        undone: dict[str, PushResult] | None = None
+        with contextlib.suppress(ForgeError):
+            undone = self._push_direct([RefUpdate(u.ref, u.expected, u.new) for u in written], atomic=True)
+        if undone is not None and all(r.ok for r in undone.values()):
+            return results | {u.ref: PushResult(u.ref, "rejected", "atomic push failed") for u in written} | (
+                rest or {})  # nothing written: the caller's re-read settles each ref
+        return results | {u.ref: results[u.ref]._replace(detail=WRITTEN_ALONE) for u in written} | (rest or {})
 
     def _settle(self, u: RefUpdate, tip: str, heard: dict[str, PushResult] | None) -> PushResult:
         if tip == u.new:
@@ -349,6 +365,7 @@ def _advertised(direct: SmartHTTP) -> tuple[dict[str, str], frozenset[str]]:
     if not lines:
         direct.failed(RECEIVE)  # not an advertisement: after a few, no push is tried this way
         return {}, frozenset()
+    direct.succeeded(RECEIVE)
     refs: dict[str, str] = {}
     caps: frozenset[str] = frozenset()
     for i, raw in enumerate(lines):

@@ -208,6 +208,10 @@ class SmartHTTP:
         """An answer that was not what the service answers (counted towards `GIVE_UP_AFTER`)."""
         self.failures[service] = self.failures.get(service, 0) + 1
 
+    def succeeded(self, service: str = UPLOAD) -> None:
+        """An answer the caller found whole: the failures in a row start again from none."""
+        self.failures[service] = 0
+
     def post(self, body: bytes) -> bytes | None:
         """The forge's upload-pack answer to `body` (protocol v2), or None (see the module). ForgeError when the
         forge sends nothing for the stall time, or has not answered whole within git's timeout: git's transport
@@ -279,9 +283,7 @@ class SmartHTTP:
             finally:
                 timer.cancel()
             ok = response.status == 200 and response.getheader("Content-Type", "").startswith(expected)
-            if ok:
-                self.failures[service] = 0
-            else:
+            if not ok:
                 self.failed(service)
             if response.will_close or not ok:
                 conn.close()
