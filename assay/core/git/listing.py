@@ -259,10 +259,11 @@ class Listing(History):
         refused = answer is not None and answer[4:8] == b"ERR "  # an id it does not serve: git fetch asks by ref
         pack = packfile(answer) if answer is not None and not refused else None
         del answer
+        # indexed, then the objects' walk: each object the fetch brought is here, connected to what the cache held
         if pack is None or self._git("index-pack", "--stdin", "--fix-thin", input=pack, check=False).returncode \
                 or self._git("rev-list", "--objects", "--quiet", "--stdin", check=False, input="".join(
                     [*(f"{sha}\n" for sha in shas), *(f"^{sha}\n" for sha in haves)]).encode()).returncode:
-            self._fetch_failures += 0 if refused else 1  # the objects' walk: each the fetch brought is here
+            self._fetch_failures += 0 if refused else 1  # a refused id is no failure of the way
             return False
         self._fetch_failures = 0
         held(self.remote, dict(wants))

@@ -220,7 +220,8 @@ class Pushing(DiskPush):
         # where the forge lacks what these reach (main rewritten and its old commits removed since it was seen), it
         # refuses a push of one ref, and writes the rest of an atomic push of more: `_reported` finishes or undoes it
         known = list(dict.fromkeys([*(u.expected for u in updates if u.expected != ZERO), *heads_seen(self.remote)]))
-        present = [sha for sha, obj in zip(known, self.read_typed(known), strict=True) if obj is not None]
+        lacking = {sha for _, sha in self._lacking([(sha, sha) for sha in known])}
+        present = [sha for sha in known if sha not in lacking]
         wanted = "".join([*(f"{sha}\n" for sha in news), *(f"^{sha}\n" for sha in present)])
         try:
             pack = self._git("pack-objects", "--revs", "--stdout", "-q", input=wanted.encode()).stdout
