@@ -48,7 +48,8 @@ POINTS: dict[str, str] = {
     "worktree.giving-back": "a worktree's record is locked and points into the pool; the worktree is not there yet",
     "worktree.given-back": "a worktree is in its pool; its record is still locked",
     "worktree.discarding": "a worktree that is no spare is renamed aside, its record pointing there; neither removed",
-    "push.after-commit": "a desk committed its work with its epoch's trailer; the branch is not pushed (work.py)",
+    "push.after-commit": "a desk committed its work with its epoch's trailer; the branch is not pushed (work.py; "
+                         "its `:<step>` is the brief)",
     "steer.after-entry": "steering is journaled; the waiting brief it is for is not woken yet (custody.py)",
     "sweep.after-observe": "a sweeper's observations are on the forge; nothing they call for is done yet",
     "recovery.after-load": "a recovery read the journal and found an interrupted intent; nothing decided",

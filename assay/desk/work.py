@@ -621,7 +621,7 @@ class BriefWork:
                 repo.reset_soft(tip)  # its push: made again under this epoch, so its trailer tells who pushed it
         message = f"{self.brief.title}\n\nAssay-Brief: {self.brief.id}\nAssay-Epoch: {self.epoch}\n"
         repo.commit_all(message, author=Signature.of(self.spec.name))
-        crash_point("push.after-commit")
+        crash_point("push.after-commit", self.brief.id)
         head = repo.head()
         if tip and tip != head and not self.git.is_ancestor(tip, head):
             raise Conflict(f"{self.branch_ref} has commits that the worktree of {self.brief.id!r} lacks; "
