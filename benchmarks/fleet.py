@@ -273,10 +273,16 @@ class Backend(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # a forge's front end takes every connection; the default 5 drops SYNs (1-s retries)
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, upkeep_every: int = 0) -> None:
         self.root = root
         self.served: list[tuple[str, float, float]] = []  # (what, when, seconds): each request the forge answered
         self.listed: list[tuple[float, str]] = []  # (when, the ref prefixes asked for): each listing the forge answered
+        self.upkeep_every = upkeep_every  # `git maintenance run` after this many pushes to a repository (0: never)
+        self.upkeeps: list[tuple[float, float]] = []  # (when, seconds): each upkeep run, as `Backend.upkeep` ran it
+        self.upkeeping: list[threading.Thread] = []  # the upkeeps started, to be joined
+        self._pushes: dict[str, int] = {}
+        self._count_lock = threading.Lock()
+        self._upkeep_lock = threading.Lock()  # held by the upkeep under way
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -295,6 +301,8 @@ class Backend(http.server.ThreadingHTTPServer):
                 kind = ("listing" if b"command=ls-refs" in body else "fetch" if "upload-pack" in url.path else
                         "push" if "receive-pack" in url.path else "advertisement")
                 server.served.append((kind, started, time.time() - started))
+                if kind == "push" and server.upkeep_every:
+                    server.pushed(urllib.parse.unquote(url.path).split("/git-receive-pack")[0].strip("/"))
                 if kind == "listing":
                     asked = sorted(p.decode(errors="replace") for p in re.findall(rb"ref-prefix (\S+)\n", body))
                     server.listed.append((started, " ".join(asked) or "everything"))
@@ -309,6 +317,33 @@ class Backend(http.server.ThreadingHTTPServer):
             do_GET = do_POST = _serve
 
         super().__init__(("127.0.0.1", 0), Handler)
+
+    def pushed(self, repo: str) -> None:
+        """Count a push to `repo`; each `upkeep_every`-th starts its upkeep (unless one runs), as a forge's
+        housekeeping does after so many pushes (GitLab's repacks after every N pushes; GitHub's maintenance)."""
+        with self._count_lock:
+            self._pushes[repo] = self._pushes.get(repo, 0) + 1
+            if self._pushes[repo] % self.upkeep_every:
+                return
+        thread = threading.Thread(target=self.upkeep, args=(self.root / repo,), daemon=True)
+        self.upkeeping.append(thread)
+        thread.start()
+
+    def upkeep(self, repo: Path) -> None:
+        """`git maintenance run` of a served repository, one at a time (a run already under way is enough): its
+        loose objects packed, its refs packed, its commit graph written, its packs combined. Without it every push's
+        connectivity check (`rev-list --not --all`) reads each loose ref and each ref tip's commit whole (measured
+        here: 67 ms of CPU a push at 6,000 refs with 3,300 loose objects and 965 loose refs; 25 ms kept)."""
+        if not self._upkeep_lock.acquire(blocking=False):
+            return
+        try:
+            began = time.time()
+            subprocess.run(["git", "--git-dir", str(repo), "maintenance", "run", "--quiet", "--task=loose-objects",
+                            "--task=pack-refs", "--task=commit-graph", "--task=incremental-repack"],
+                           capture_output=True, check=False)
+            self.upkeeps.append((began, time.time() - began))
+        finally:
+            self._upkeep_lock.release()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A client that gave up (its git timed out) is counted by the client; anything else is printed."""

@@ -2,7 +2,7 @@
 one forge behind `git http-backend` on loopback. What the forge answers them, and what they cost their machine.
 
     python benchmarks/realfleet.py [--desks 100,500,1000] [--per-host 20] [--push-window 2] [--brief-min 30]
-                                   [--minutes 6] [--ramp-s 60] [--threads] [--acct] [--keep DIR]
+                                   [--minutes 6] [--ramp-s 60] [--threads] [--acct] [--upkeep-every 100] [--keep DIR]
 
 For each fleet size N: a forge made by `assay init` holding a desk preset `bench` and briefs enough for the run;
 N / K supervisors (`assay desk run bench --count K --push-window W`), each a host of its own (its own state and
@@ -13,7 +13,9 @@ ready, as it would on GitHub's side of the network. The agent is a shell script 
 Assay's): it sleeps, runs two safe steps and an unsafe one through `assay step run`, sleeps again and writes a
 file of its own. A brief lasts BRIEF_MIN minutes; the first brief of each desk a random part of that, so the
 fleet's briefs end and begin at a steady rate from the start, as a fleet's that has run for a while. Nobody merges
-the reviews.
+the reviews. The forge keeps its repository as forges keep theirs: `git maintenance run` (loose objects, refs and
+packs combined, the commit graph written) after every 100 pushes (`--upkeep-every`; 0 leaves it to `gc --auto`,
+which waits for 6,700 loose objects or 50 packs, each push's connectivity check slower meanwhile).
 
 Measured after the ramp and a settling minute, for MINUTES: every `git` process a desk starts, timed by a `git`
 first on PATH (bash, `$EPOCHREALTIME`; the CPU it used, with what it started, from bash's `times`), by command;
@@ -408,7 +410,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     briefs = int(n * (1 + 1.5 * (args.minutes + 3 + args.ramp_s / 60) / args.brief_min)) + 20
     forge = make_forge(root / "http", briefs, n, brief_s, rng)
     git("--git-dir", str(forge), "config", "http.receivepack", "true")
-    backend = Backend(root / "http")
+    backend = Backend(root / "http", upkeep_every=args.upkeep_every)
     threading.Thread(target=backend.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{backend.server_address[1]}/forge.git"
     shim, log, acct = root / "bin", root / "git.log", root / "pacct"
@@ -567,6 +569,10 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     print(f"  CPU: the machine {machine * 100:.0f}% busy, the forge {forge_cores:.2f} cores of it (its front end's one "
           f"interpreter {front:.2f}); by kind (cores): "
           + ", ".join(f"{kind} {used:.2f}" for kind, used in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    kept = [took for at, took in backend.upkeeps if settle <= at < ended]
+    print(f"  the forge's upkeep (`git maintenance run` after every {args.upkeep_every} pushes): {len(kept)} runs "
+          f"while measured, p50 {pct(kept, 0.5) * 1000:.0f} ms" if args.upkeep_every else
+          "  the forge's upkeep: none (`gc --auto` alone)")
     stalled = [f"{kind} {(stalls1[kind] - stalls0[kind]) / (ended - settle) * 100:.0f}%" for kind in stalls1
                if kind in stalls0 and kind != "cpu full"]
     if stalled:
@@ -592,6 +598,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=6.0, help="measured, after the ramp and a minute")
     parser.add_argument("--ramp-s", type=float, default=60.0, help="the hosts start one after another over this")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--upkeep-every", type=int, default=100, metavar="PUSHES",
+                        help="the forge's `git maintenance run` after this many pushes, as forges keep their "
+                             "repositories (0: never; `gc --auto` alone, after 6,700 loose objects or 50 packs)")
     parser.add_argument("--threads", action="store_true", help="each host's desks are threads of its supervisor")
     parser.add_argument("--acct", action="store_true", help="the CPU of every process that ended while measured, "
                         "by command (process accounting: root, and `accton`)")
