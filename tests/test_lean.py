@@ -92,10 +92,11 @@ def test_a_plain_call_is_parsed_as_click_would(monkeypatch: pytest.MonkeyPatch) 
 
 def _imports(forge: Forge, *argv: str) -> tuple[int, str, set[str]]:
     """Run the `assay` entry point in a fresh process: its exit code, output and the top packages it imported."""
-    probe = ("import sys\nfrom assay.entry import main\nsys.argv = ['assay', *sys.argv[1:]]\n"
-             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             "sys.stderr.write('\\nIMPORTED ' + ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
-             "sys.exit(code)\n")
+    probe = ("import atexit, sys\nfrom assay.entry import main\nsys.argv = ['assay', *sys.argv[1:]]\n"
+             "def said():\n"  # at exit, as a short command ends (`entry._leave`: its exit functions, then os._exit)
+             "    sys.stderr.write('\\nIMPORTED ' + ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+             "    sys.stderr.flush()\n"
+             "atexit.register(said)\nmain()\n")
     proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "ASSAY_FORGE": forge.url})
     err, _, imported = proc.stderr.rpartition("\nIMPORTED ")
