@@ -75,19 +75,34 @@ def test_a_fetch_is_one_post_asking_only_for_what_is_new(fake_github: FakeGitHub
 
 def test_what_the_forge_will_not_serve_goes_to_git_fetch(fake_github: FakeGitHub, forge: Path,
                                                          port: ForgeGit) -> None:
-    """An id the forge does not have is refused there: `git fetch` is asked, and says why; a cache a shallow read
-    cut short is fetched into by `git fetch` alone."""
+    """An id the forge does not have is refused there: `git fetch` is asked, and says why."""
     ran = spy_git(port)
     with pytest.raises(ForgeError, match="cannot fetch"):
         port.ensure_objects({"refs/assay/journal/b2": "1" * 40})
     assert "fetch" in ran
+
+
+def test_a_cache_a_shallow_read_cut_short_says_where_it_ends(fake_github: FakeGitHub, forge: Path,
+                                                            port: ForgeGit) -> None:
+    """A cache cut short by a shallow read says its shallow commits, as `git fetch` does: the forge packs what is
+    new above them, the cache stays cut where it was, and what the fetch brought is whole down to there."""
+    ran = spy_git(port)
     ref = "refs/assay/journal/b1"
     tip = port.ls_remote(ref)[ref]
     port.fetch_shallow({ref: tip}, depth=2)
-    git("--git-dir", str(forge), "update-ref", ref, grow(forge, tip, 20))
+    cut = port.shallow_commits()
+    assert cut
+    made = [tip]
+    for i in range(3):
+        made.append(grow(forge, made[-1], 20 + i))
+    git("--git-dir", str(forge), "update-ref", ref, made[-1])
     ran.clear()
-    port.ensure_objects(port.ls_remote(ref), whole=False)  # the new tip alone will do: still one fetch
-    assert ran.count("fetch") == 1 and "index-pack" not in ran
+    port.ensure_objects(port.ls_remote(ref), whole=False)  # the new tip alone will do: one request, no git fetch
+    assert "fetch" not in ran and ran.count("index-pack") == 1
+    assert port.shallow_commits() == cut
+    newer = made[-1]
+    assert port.rev_list(newer)[:4] == made[::-1]  # the three new commits, then the tip the shallow read fetched
+    subprocess.run(["git", "fsck", "--connectivity-only", newer], cwd=port.cache, check=True, capture_output=True)
 
 
 @pytest.mark.parametrize(("answer", "whole"), [
@@ -101,3 +116,14 @@ def test_a_fetch_answer_is_a_pack_only_when_whole(answer: bytes, whole: bool) ->
     """A `fetch` answer's pack: its `packfile` section on side band 1, keepalives and progress between; anything
     else, or an answer cut short, is none."""
     assert packfile(answer) == (b"PACK" if whole else None)
+
+
+@pytest.mark.parametrize(("answer", "whole"), [
+    (b"0011shallow-info\n" + b"0001" + b"000dpackfile\n" + b"0009\x01PACK" + b"0000", True),
+    (b"000dpackfile\n" + b"0009\x01PACK" + b"0000", True),
+    (b"0011shallow-info\n" + b"0035unshallow " + b"1" * 40 + b"\n" + b"0001" + b"000dpackfile\n" + b"0009\x01PACK"
+     + b"0000", False),  # the cache's shallow file would change: git fetch's to do
+    (b"0011shallow-info\n" + b"000dpackfile\n" + b"0009\x01PACK" + b"0000", False),  # the section not ended
+])
+def test_a_shallow_caches_fetch_takes_an_empty_shallow_info_section(answer: bytes, whole: bool) -> None:
+    assert packfile(answer, shallow_said=True) == (b"PACK" if whole else None)

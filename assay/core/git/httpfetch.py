@@ -12,21 +12,28 @@ from collections.abc import Sequence
 from assay.core.git.refs import pkt_line
 
 FLUSH, DELIM = b"0000", b"0001"
+_SHALLOW_INFO = pkt_line("shallow-info\n") + DELIM  # the section's header and end, with no line between
 
 
-def request(wants: Sequence[str], haves: Sequence[str]) -> bytes:
+def request(wants: Sequence[str], haves: Sequence[str], shallow: Sequence[str] = ()) -> bytes:
     """A protocol v2 `fetch` of `wants` by object id, saying `haves` are held, done in one round (a thin pack:
-    its deltas may be on objects the haves reach)."""
+    its deltas may be on objects the haves reach). `shallow`: the commits the cache holds without their parents
+    (git's `shallow` file), as `git fetch` says them: the forge takes them for the ends of what the cache holds,
+    and answers with a `shallow-info` section."""
     args = ["thin-pack", "no-progress", "ofs-delta", *(f"want {sha}" for sha in wants),
-            *(f"have {sha}" for sha in haves), "done"]
+            *(f"shallow {sha}" for sha in shallow), *(f"have {sha}" for sha in haves), "done"]
     return pkt_line("command=fetch\n") + DELIM + b"".join(pkt_line(f"{arg}\n") for arg in args) + FLUSH
 
 
-def packfile(answer: bytes) -> bytes | None:
+def packfile(answer: bytes, shallow_said: bool = False) -> bytes | None:
     """The pack in a `fetch` answer (its `packfile` section, side band 1); None for anything else: an `ERR`, a
-    section this fetch did not ask for, a side band 3 error, an answer cut short."""
+    section this fetch did not ask for, a side band 3 error, an answer cut short. Where the request said the cache's
+    shallow commits, a `shallow-info` section may come first, and only empty: a commit the forge names shallow or
+    no longer shallow would change the cache's `shallow` file, which `git fetch` keeps."""
     at, data = 0, bytearray()
     in_pack = False
+    if shallow_said and answer.startswith(_SHALLOW_INFO):
+        at = len(_SHALLOW_INFO)
     while at + 4 <= len(answer):
         try:
             size = int(answer[at:at + 4], 16)

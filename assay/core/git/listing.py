@@ -236,9 +236,10 @@ class Listing(History):
 
     def _fetch_direct(self, wants: Sequence[tuple[str, str]]) -> bool:
         """A fetch over HTTP from this process (`httpfetch.py`): the tips by id, saying which tips of those refs and
-        of main the cache holds, the pack indexed into the cache. Whether it fetched every tip; where it did not
-        (no such connection, a forge that refuses the ids, a cache cut short by a shallow read, an answer that is
-        not a whole pack), `git fetch` does, and after `GIVE_UP_AFTER` such fetches in a row this port does not
+        of main the cache holds (and, as `git fetch` does, the commits a shallow read left it without parents),
+        the pack indexed into the cache. Whether it fetched every tip; where it did not (no such connection, a forge
+        that refuses the ids, an answer that is not a whole pack or would change where the cache is cut short),
+        `git fetch` does, and after `GIVE_UP_AFTER` such fetches in a row this port does not
         try again. A forge gone silent is an error, as through git."""
         if not self.remote.lower().startswith(("http://", "https://")):
             return False
@@ -246,18 +247,18 @@ class Listing(History):
         from assay.core.git.smarthttp import GIVE_UP_AFTER
 
         direct = self._smart_http()
-        if direct is None or not direct.usable() or self._fetch_failures >= GIVE_UP_AFTER or \
-                os.path.exists(os.path.join(self.cache, "shallow")):
+        if direct is None or not direct.usable() or self._fetch_failures >= GIVE_UP_AFTER:
             return False
+        shallow = sorted(self.shallow_commits())  # a cache a shallow read cut short says where it ends
         shas = sorted({sha for _, sha in wants})
         known = [sha for sha in dict.fromkeys([*held_of(self.remote, [r for r, _ in wants]),
                                                *heads_seen(self.remote)]) if sha not in shas]
         lacking = {sha for _, sha in self._lacking([(sha, sha) for sha in known])}
         haves = [sha for sha in known if sha not in lacking]
         self.round_trips["fetch"] += 1
-        answer = direct.post(request(shas, haves))
+        answer = direct.post(request(shas, haves, shallow))
         refused = answer is not None and answer[4:8] == b"ERR "  # an id it does not serve: git fetch asks by ref
-        pack = packfile(answer) if answer is not None and not refused else None
+        pack = packfile(answer, bool(shallow)) if answer is not None and not refused else None
         del answer
         # indexed, then the objects' walk: each object the fetch brought is here, connected to what the cache held
         if pack is None or self._git("index-pack", "--stdin", "--fix-thin", input=pack, check=False).returncode \
