@@ -1058,7 +1058,8 @@ def board_serve(directory: Path, port: int) -> None:
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("assay-demo"), show_default=True,
               help="Where the demo forge, desks and worktrees live; an earlier demo there is resumed.")
 @click.option("--crash-at", metavar="POINT[:STEP]", help="Arm a named crash point in every desk, e.g. "
-              "step.after-execute:deploy; the demo stops at the crash. Run the demo again to recover.")
+              "step.after-execute:deploy (push.after-commit takes a brief: push.after-commit:setup-ci); the demo "
+              "stops at the crash. Run the demo again to recover.")
 def demo(directory: Path, crash_at: str | None) -> None:
     """Run the embedded demo: a forge on disk, six briefs, three desks with the scripted agent."""
     from assay.demo import run_demo

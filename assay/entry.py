@@ -53,13 +53,30 @@ def _leave(code: int) -> None:
     import atexit
     import os
 
+    code = _flushed(code)
+    atexit._run_exitfuncs()
+    os._exit(_flushed(code))  # and what an exit function said
+
+
+def _flushed(code: int) -> int:
+    """`code`, once stdout and stderr are flushed; where stdout cannot take what was written (a full disk, an I/O
+    error), 120, as Python's own exit says a failed flush. A reader gone (a closed pipe), or a stream closed or
+    never opened (`>&-`), has nothing more to take."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader gone (a closed pipe), or the stream closed: nothing more to say
+            if stream is not None:
+                stream.flush()
+        except (BrokenPipeError, ValueError):
             pass
-    atexit._run_exitfuncs()
-    os._exit(code)
+        except OSError as exc:
+            if stream is sys.stdout:
+                try:
+                    sys.stderr.write(f"error: the command's output could not be written: {exc.strerror or exc}\n")
+                    sys.stderr.flush()
+                except (OSError, ValueError, AttributeError):  # no stderr either: the exit code says it
+                    pass
+                code = 120
+    return code
 
 
 def _desk_near() -> bool:

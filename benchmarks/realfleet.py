@@ -401,6 +401,13 @@ def races(creations: list[tuple[str, str, str]]) -> str:
             + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
 
 
+def _pushes(text: str) -> int:
+    """`--upkeep-every`: a number of pushes, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of pushes (0 or more)")
+    return int(text)
+
+
 def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
     """Long: one fleet size, from the forge's making to the desks' end, and its report."""
     brief_s = args.brief_min * 60
@@ -472,7 +479,7 @@ def run(tmp: Path, n: int, args: argparse.Namespace, floor: float) -> None:
                 os.killpg(host.proc.pid, signal.SIGKILL)  # the desks die with their supervisor
         for host in hosts:
             host.proc.wait()
-        backend.shutdown()
+        backend.close()  # an upkeep under way ends before the forge's folder may be removed
         shutil.rmtree(times, ignore_errors=True)
     calls = []
     refused: dict[str, int] = {}  # the kinds of ref that refused pushes named (claims, journal, footprints, ...)
@@ -598,7 +605,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=6.0, help="measured, after the ramp and a minute")
     parser.add_argument("--ramp-s", type=float, default=60.0, help="the hosts start one after another over this")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--upkeep-every", type=int, default=100, metavar="PUSHES",
+    parser.add_argument("--upkeep-every", type=_pushes, default=100, metavar="PUSHES",
                         help="the forge's `git maintenance run` after this many pushes, as forges keep their "
                              "repositories (0: never; `gc --auto` alone, after 6,700 loose objects or 50 packs)")
     parser.add_argument("--threads", action="store_true", help="each host's desks are threads of its supervisor")
