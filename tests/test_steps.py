@@ -456,3 +456,33 @@ def test_a_retry_in_the_same_run_meets_its_own_cut_off_intent_not_an_older_runs_
         assert calls == cut[:1]  # resumed under its intent's key
         second.end_run()
         assert invariants(forge.path, "alpha") == []
+
+
+def test_a_stop_never_pushes_a_result_whose_files_ride_the_work_still_to_come(forge: Forge, held: Claims) -> None:
+    """An agent's run finished, its result waiting for the push of its work (`lazy_result`); a stop in the push:
+    the stop's writes (the push's cancelled end, the run's end) leave that result out, so the agent's intent stays
+    open and the next run runs the agent again, rather than replaying a finished run on a worktree without its
+    files (which reads as an agent that changed nothing)."""
+    s1 = session(held, "r1")
+    s1.begin_run()
+    agent_calls, agent = counter()
+    s1.step("agent", agent, input={"attempt": 1}, policy="idempotent", lazy_result=True)
+
+    def stopped(key: str) -> Any:
+        raise KeyboardInterrupt("SIGTERM")
+
+    with pytest.raises(KeyboardInterrupt):
+        s1.step("push", stopped, input={"attempt": 1}, policy="idempotent", rides=True, lazy_result=True)
+    s1.stop_run("stopped by SIGTERM")
+    on_forge = entries(forge.path, "alpha")
+    agent_intent = next(e for e in on_forge if e["kind"] == "intent" and e.get("step") == "agent")
+    assert not [e for e in on_forge if e.get("intent") == agent_intent["seq"]]  # no result: the intent is open
+    assert [e["data"].get("status") or e.get("status") for e in on_forge if e.get("step") == "push"
+            and e["kind"] == "result"] == ["cancelled"]
+    assert any((e.get("data") or {}).get("stopped") for e in on_forge)  # the run's end, so no death is counted
+    s2 = session(held, "r2")
+    list(s2.recover())
+    assert s2.step("agent", agent, input={"attempt": 1}, policy="idempotent", lazy_result=True) == {"n": 2}
+    assert len(agent_calls) == 2  # run again, not replayed
+    s2.flush()
+    assert invariants(forge.path, "alpha") == []

@@ -478,6 +478,7 @@ class Session:
                     output = fn(key)
         except (KeyboardInterrupt, Cancelled) as stop:
             reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
+            self.journal.drop_unlanded_files()  # not pushed by the stop without their files
             try:
                 if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
                     self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
@@ -645,6 +646,7 @@ class Session:
 
     def stop_run(self, reason: str) -> None:
         """End this run early, not dead: it does not count towards blocking. Best effort (the forge may refuse)."""
+        self.journal.drop_unlanded_files()
         try:
             self.journal.add("note", sync=True, data={"run": "end", "stopped": reason})
         except AssayError:

@@ -497,6 +497,18 @@ class Journal:
             self.on_pending()
         return draft
 
+    def drop_unlanded_files(self) -> None:
+        """Before a stop's own writes (a step's cancelled end, the run's end): the results whose effect's files ride
+        a push still to come (the work branch's: this journal takes no snapshot of a worktree, it has no
+        `recorder`) are dropped rather than pushed without those files. Their intents stay open, and a later run
+        runs them again (they are idempotent or safe), as after a crash before their push; replayed on a worktree
+        without their files, an agent's finished run would read as one that changed nothing. An unsafe step's
+        result is never dropped (nor left pending: it is journaled at once)."""
+        if self.recorder is None:
+            moving = {id(d) for d in self._ref_drafts.values()}  # an entry that moves a ref goes with it, or not at all
+            self.pending = [d for d in self.pending if not (d.files and id(d) not in moving
+                                                            and d.fields.get("policy") in ("idempotent", "safe"))]
+
     def flush(self, action: str = "renew", **args: Any) -> None:
         """Push every pending entry in one commit, with the claim change `action` (a renewal, unless a
         transition rides along) in the same atomic push: an append is a heartbeat and a fencing check."""
