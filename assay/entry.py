@@ -50,6 +50,8 @@ def _leave(code: int) -> None:
     end), then `os._exit`, without the interpreter's teardown of every module and object it loaded (about 6 ms of a
     cold `assay step run`'s 250, each time an agent runs a step), which writes nothing a command left open: its
     files are closed and its git processes ended as it returns."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:  # a profiler (`-m cProfile`), a debugger:
+        sys.exit(code)  # they say what they saw as the interpreter ends
     import atexit
     import os
 
