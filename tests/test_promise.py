@@ -1,8 +1,9 @@
 """The promise suite: a small fleet (a forge on disk, three desks running the promise agent) under a seeded random
-schedule of SIGKILLs (a desk's whole group, the desk alone, an agent, `assay mcp`, a step's command) and
-SIGSTOP/SIGCONT pauses, while steps run by CLI and by MCP with effects made by grandchildren, conversations are
-checkpointed and resumed under another HOME, people steer, briefs spawn children, hooks and probes run, and sweeps
-and events come; with junk planted in every ref kind and stale ref locks. Then each invariant of the promise is
+schedule of SIGKILLs (a desk's whole group, the desk alone, an agent, `assay mcp`, a step's command), SIGTERMs (a
+person stopping a desk, which hands its brief back) and SIGSTOP/SIGCONT pauses, while steps run by CLI and by MCP
+with effects made by grandchildren, conversations are checkpointed and resumed under another HOME, people steer,
+briefs spawn children, hooks and probes run, and sweeps and events come; with junk planted in every ref kind and
+stale ref locks. Then each invariant of the promise is
 judged from evidence outside Assay (`tests/promise/judge.py`).
 
 `ASSAY_PROMISE_TRIALS` (default 2) trials, seeds from `ASSAY_PROMISE_SEED` (default 1) on: a failure names the

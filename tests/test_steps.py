@@ -466,7 +466,8 @@ def test_a_stop_never_pushes_a_result_whose_files_ride_the_work_still_to_come(fo
     s1 = session(held, "r1")
     s1.begin_run()
     agent_calls, agent = counter()
-    s1.step("agent", agent, input={"attempt": 1}, policy="idempotent", lazy_result=True)
+    s1.step("agent", agent, input={"attempt": 1}, policy="idempotent", lazy_result=True, with_work=True)
+    s1.step("verify", lambda key: {"passed": True}, input={"attempt": 1}, lazy_result=True)  # not with the work
 
     def stopped(key: str) -> Any:
         raise KeyboardInterrupt("SIGTERM")
@@ -480,9 +481,11 @@ def test_a_stop_never_pushes_a_result_whose_files_ride_the_work_still_to_come(fo
     assert [e["data"].get("status") or e.get("status") for e in on_forge if e.get("step") == "push"
             and e["kind"] == "result"] == ["cancelled"]
     assert any((e.get("data") or {}).get("stopped") for e in on_forge)  # the run's end, so no death is counted
+    assert [e["kind"] for e in on_forge if e.get("step") == "verify"] == ["intent", "result"]  # it went
     s2 = session(held, "r2")
     list(s2.recover())
-    assert s2.step("agent", agent, input={"attempt": 1}, policy="idempotent", lazy_result=True) == {"n": 2}
+    assert s2.step("agent", agent, input={"attempt": 1}, policy="idempotent", lazy_result=True,
+                   with_work=True) == {"n": 2}
     assert len(agent_calls) == 2  # run again, not replayed
     s2.flush()
     assert invariants(forge.path, "alpha") == []

@@ -116,6 +116,7 @@ class Call:
     input: Any
     writer: dict[str, Any] | None = None  # the process life running the effect, if not this process
     probe: str | None = None  # a shell command telling whether an unsafe effect happened (exit 0) or not (1)
+    with_work: bool = False  # its result lands with the work its effect left in the worktree, or not at all
 
 
 class Session:
@@ -257,13 +258,16 @@ class Session:
 
     def step(self, name: str, fn: Callable[[str], T], input: Any = None, policy: str = "safe",
              reuse: bool = True, writer: dict[str, Any] | None = None, probe: str | None = None,
-             rides: bool = False, lazy_result: bool = False) -> T:
+             rides: bool = False, lazy_result: bool = False, with_work: bool = False) -> T:
         """Run `fn(idempotency_key)` as a durable step, or return what it returned before.
 
         `rides`: the step's effect is a ref moved in a journal push of its own (`journal.add(..., refs=…)`), so its
         intent rides that push instead of one before it: the effect is still never on the forge without its
         intent, and a push is saved. `lazy_result`: the result rides the next push; a crash before it leaves the
         intent open, and the step (idempotent) is resumed with its key. Neither applies to unsafe steps.
+        `with_work` (with `lazy_result`): the effect is files in the worktree that only the work's push carries (an
+        agent's run): a stop before that push drops the result (`Journal.drop_unlanded_files`), so the step runs
+        again rather than being replayed where those files are not.
 
         `writer`: the life (`lives.Life.to_data()`) of the process that runs the effect when it is
         not this one (an agent's `assay step run` served by its desk), so a repeat can tell if it runs.
@@ -280,7 +284,8 @@ class Session:
         if probe is not None and policy != "unsafe":
             raise UsageError(f"--probe settles an unknown outcome, which only unsafe steps have, not {policy} ones")
         identity = (name, input_sha(input))
-        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer, probe)
+        call = Call(name, identity[1], self._calls.get(identity, 0), policy, input, writer, probe,
+                    with_work and lazy_result)
         self._calls[identity] = call.ordinal + 1
         interrupted = self._interrupted(identity)
         if interrupted is not None and (interrupted.ordinal or 0) > call.ordinal \
@@ -477,17 +482,7 @@ class Session:
                 with self.journal.acting_for(intent):  # a ref its effect moves, dropped as moved, takes its result
                     output = fn(key)
         except (KeyboardInterrupt, Cancelled) as stop:
-            reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
-            self.journal.drop_unlanded_files()  # not pushed by the stop without their files
-            try:
-                if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
-                    self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key,
-                                     policy=call.policy, data={"reason": reason})
-                else:
-                    self.journal.add("result", sync=True, resolves=intent, **ids, key=key,
-                                     policy=call.policy, status="cancelled", data={"reason": reason})
-            except AssayError as exc:  # the stop goes on: an intent left without its end is settled as a cut-off one
-                stop.add_note(f"the step's end was not journaled: {exc.message}")
+            self._stopped(call, ids, intent, key, stop)
             raise
         except StepFailed as exc:
             self._result(call, ids, intent, key, "failed", {"error": exc.error}, durable_first)
@@ -504,6 +499,23 @@ class Session:
         crash_point("step.after-result", call.name)
         self._after(call, key, "completed", output)
         return output
+
+    def _stopped(self, call: Call, ids: dict[str, Any], intent: Draft | JournalEntry, key: str,
+                 stop: KeyboardInterrupt | Cancelled) -> None:
+        """A stop (Ctrl-C, SIGTERM) in a step: its end journaled (an unsafe effect that began: `outcome_unknown`;
+        else `cancelled`), without a result that lands with the work's push or not at all; a note on the stop where
+        the forge could not take it (an intent left without its end is settled as a cut-off one's)."""
+        reason = stop.reason if isinstance(stop, Cancelled) else "cancelled"
+        self.journal.drop_unlanded_files()
+        try:
+            if call.policy == "unsafe" and (not isinstance(stop, Cancelled) or stop.started):
+                self.journal.add("outcome_unknown", sync=True, resolves=intent, **ids, key=key, policy=call.policy,
+                                 data={"reason": reason})
+            else:
+                self.journal.add("result", sync=True, resolves=intent, **ids, key=key, policy=call.policy,
+                                 status="cancelled", data={"reason": reason})
+        except AssayError as exc:
+            stop.add_note(f"the step's end was not journaled: {exc.message}")
 
     def _after(self, call: Call, key: str, status: str, result: Any) -> None:
         """The desk's after_step hook, once the result is on the forge: its failure is journaled as a note and
@@ -524,7 +536,8 @@ class Session:
                 blobs["output"] = text.encode("utf-8")
                 data = {}
         self.journal.add("result", sync=sync, resolves=intent, blobs=blobs, **ids, key=key, policy=call.policy,
-                         status=status, data=data or None, files=True)  # the files its effect left ride its push
+                         status=status, data=data or None, files=True,  # the files its effect left ride its push
+                         with_work=call.with_work and status == "completed")
 
     def _replay(self, call: Call, result: JournalEntry) -> Any:
         data = result.data or {}

@@ -130,7 +130,7 @@ class BriefWork:
             while True:
                 mark = {"attempt": attempt, **({"steered": steered} if steered else {}), **redo}
                 agent = session.step("agent", partial(self._agent, attempt, feedback), input=mark, policy="idempotent",
-                                     lazy_result=True)  # intent on the forge first; its result rides the work's push
+                                     lazy_result=True, with_work=True)  # intent first; its result rides the work's push
                 parked = self._parked_by_agent()
                 if parked:  # the agent parked its brief (on its child briefs, say): the run ends here, holding nothing
                     session.end_run()

@@ -196,6 +196,18 @@ class PromiseFleet:
                 os.killpg(group, signal.SIGKILL)
         return proc.wait(timeout=30) == -signal.SIGKILL
 
+    def terminate(self, name: str) -> str:
+        """SIGTERM the desk (a threaded desk's host, with it), as a person stops it; how it ended (SIGKILL after 30 s:
+        a stop that never ends is no stop)."""
+        proc = self.procs[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            return f"ended with {proc.wait(timeout=30)}"
+        except subprocess.TimeoutExpired:
+            self.kill(name)
+            return "did not end in 30 s: SIGKILLed"
+
     def kill_alone(self, name: str) -> bool:
         """SIGKILL the desk process only: its children learn of it as they can."""
         proc = self.procs[name]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 INVARIANTS = ("effect-twice", "effect-unjournaled", "settled-against-evidence", "steer-undelivered", "steer-lost",
               "stuck", "overlap", "main-broken", "thread-unanswered", "answer-twice",
-              "secret", "traceback", "stranded", "journal")
+              "secret", "traceback", "stranded", "journal", "lost-work")
 OPEN_INTENT = re.compile(r"intent (\d+) \(\S+\) has neither a result nor an outcome_unknown")
 
 
@@ -55,6 +55,7 @@ def judge(ev: Evidence) -> list[Break]:
     out += [Break("stranded", f"pid {pid} ran on after {after}, under no desk: {cmd}")
             for pid, cmd, after in ev.orphaned]
     out += journal_shape(ev, journals)
+    out += lost_work(journals)
     out += fleet_work(ev)
     out += threads(ev)
     return out
@@ -230,6 +231,27 @@ def tracebacks(ev: Evidence, read_jsonl: Any) -> list[Break]:
             if not AGENT_LINE.match(chunk) or ours in chunk:
                 out.append(Break("traceback", f"in {where}: {chunk[:1500]}"))
                 break
+    return out
+
+
+def lost_work(journals: dict[str, list[dict[str, Any]]]) -> list[Break]:
+    """An agent run that finished (exit 0) in one run of a brief, replayed by a later run (no agent began since),
+    has its work where that later run checks it: a verify row failing there checked a worktree without it (the run's
+    result reached the forge without its files)."""
+    out = []
+    for b, journal in journals.items():
+        finished: tuple[int, str] | None = None  # the agent run that finished last (exit 0), and in which run
+        for e in sorted(journal, key=lambda e: int(e.get("seq", 0))):
+            if e.get("step") == "agent" and e.get("kind") in ("intent", "result"):
+                said = (e.get("data") or {}).get("output")
+                done = e.get("kind") == "result" and isinstance(said, dict) and said.get("exit_code") == 0
+                finished = (int(e["seq"]), str(e.get("run"))) if done else None
+            elif e.get("kind") == "verify" and (e.get("data") or {}).get("passed") is False and finished is not None \
+                    and str(e.get("run")) != finished[1]:
+                out.append(Break("lost-work", f"{b}: verify failed at seq {e.get('seq')} (run {e.get('run')}) on the "
+                                              f"work of the agent run that finished (exit 0) at seq {finished[0]} "
+                                              f"(run {finished[1]}), replayed"))
+                finished = None
     return out
 
 

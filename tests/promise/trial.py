@@ -23,8 +23,8 @@ from . import junk
 from .judge import Break, Evidence, judge
 from .reader import briefs_on_main, claim_tips, review_chain
 
-FAULTS = ("group", "desk", "agent", "mcp", "client", "step", "pause", "long-pause")
-WEIGHTS = (3, 2, 2, 2, 2, 2, 3, 1)
+FAULTS = ("group", "desk", "agent", "mcp", "client", "step", "pause", "long-pause", "term")
+WEIGHTS = (3, 2, 2, 2, 2, 2, 3, 1, 2)
 TERMINAL = ("waiting", "blocked", "done")
 SETTLE_S = 60.0  # past the usual 10-35 s; a brief stuck by a stale lock (finding 5) stays so
 EFFECT_DELAYS = (0.3, 1.5, 3.0)  # how long an effect's grandchild works before it writes
@@ -209,6 +209,11 @@ class Trial:
             self.out.faults["kill desk"] += int(died)
             self.tell(f"SIGKILL {name} alone: {'died' if died else 'had ended'}")
             self.orphans(f"SIGKILL {name} alone")
+        elif kind == "term":  # a person stops the desk (systemctl stop, a cancelled CI job): it hands its brief back
+            said = self.fleet.terminate(name)
+            self.out.faults["stops"] += 1
+            self.tell(f"SIGTERM {name}: {said}")
+            self.orphans(f"SIGTERM {name}")
         else:
             self.pause(name, long=kind == "long-pause")
             return

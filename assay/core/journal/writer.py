@@ -60,6 +60,7 @@ class Draft:
     resolves: Draft | JournalEntry | None = None
     entry: JournalEntry | None = None
     files: bool = False  # a step's result whose effect may have changed the worktree (`Journal.recorder`)
+    with_work: bool = False  # a result that lands with the work's push or not at all (`drop_unlanded_files`)
 
     @property
     def seq(self) -> int:
@@ -469,7 +470,8 @@ class Journal:
 
     def add(self, kind: str, *, sync: bool = True, blobs: dict[str, bytes] | None = None,
             resolves: Draft | JournalEntry | None = None, refs: list[RefUpdate] | None = None,
-            riders: list[RefUpdate] | None = None, files: bool = False, **fields: Any) -> Draft:
+            riders: list[RefUpdate] | None = None, files: bool = False, with_work: bool = False,
+            **fields: Any) -> Draft:
         """Draft an entry; with sync=True it is on the forge (with everything before it) on return.
 
         `refs` are moved in the same atomic push (a work branch, say), so they are
@@ -482,7 +484,7 @@ class Journal:
             self.flush()  # one move of a ref a push: the earlier one goes first
         self.riders += riders or []
         draft = Draft(kind, {k: v for k, v in fields.items() if v is not None}, dict(blobs or {}), resolves,
-                      files=files)
+                      files=files, with_work=with_work)
         for u in refs or []:
             self.extra_refs.append(u)
             self._ref_drafts[u.ref] = draft
@@ -498,16 +500,14 @@ class Journal:
         return draft
 
     def drop_unlanded_files(self) -> None:
-        """Before a stop's own writes (a step's cancelled end, the run's end): the results whose effect's files ride
-        a push still to come (the work branch's: this journal takes no snapshot of a worktree, it has no
-        `recorder`) are dropped rather than pushed without those files. Their intents stay open, and a later run
-        runs them again (they are idempotent or safe), as after a crash before their push; replayed on a worktree
-        without their files, an agent's finished run would read as one that changed nothing. An unsafe step's
-        result is never dropped (nor left pending: it is journaled at once)."""
+        """Before a stop's own writes (a step's cancelled end, the run's end): the results that land with the work's
+        push or not at all (`with_work`: an agent's finished run, whose files only the work branch carries) are
+        dropped rather than pushed without those files, where this journal takes no snapshot of the worktree (it
+        has no `recorder`). Their intents stay open, and a later run runs them again (they are idempotent), as
+        after a crash before their push; replayed on a worktree without their files, an agent's finished run read
+        as one that changed nothing."""
         if self.recorder is None:
-            moving = {id(d) for d in self._ref_drafts.values()}  # an entry that moves a ref goes with it, or not at all
-            self.pending = [d for d in self.pending if not (d.files and id(d) not in moving
-                                                            and d.fields.get("policy") in ("idempotent", "safe"))]
+            self.pending = [d for d in self.pending if not d.with_work]
 
     def flush(self, action: str = "renew", **args: Any) -> None:
         """Push every pending entry in one commit, with the claim change `action` (a renewal, unless a
