@@ -4,12 +4,16 @@ click (`lean.py`); everything else is the full command line (`cli.py`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 FAST = ("step", "brief", "wait")  # the commands a desk may serve (`stepclient.main` says which of their forms)
 
 
 def main() -> None:
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # started without it (`>&-`): what is said there goes nowhere, no error
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - open for the process's life, as stdout is
     try:
         _main()
     except KeyboardInterrupt as stop:  # a stop that came before a command could take it (while code loads)
@@ -53,7 +57,6 @@ def _leave(code: int) -> None:
     if sys.getprofile() is not None or sys.gettrace() is not None:  # a profiler (`-m cProfile`), a debugger:
         sys.exit(code)  # they say what they saw as the interpreter ends
     import atexit
-    import os
 
     code = _flushed(code)
     atexit._run_exitfuncs()
@@ -73,7 +76,7 @@ def _flushed(code: int) -> int:
         except OSError as exc:
             if stream is sys.stdout:
                 try:
-                    sys.stderr.write(f"error: the command's output could not be written: {exc.strerror or exc}\n")
+                    sys.stderr.write(f"error: the command's output could not be written: {exc}\n")
                     sys.stderr.flush()
                 except (OSError, ValueError, AttributeError):  # no stderr either: the exit code says it
                     pass
@@ -84,8 +87,6 @@ def _flushed(code: int) -> int:
 def _desk_near() -> bool:
     """Whether a desk's socket is named (`stepclient.main` answers nothing else): with none, its imports are
     spared (a step straight to the forge starts its first fetch the sooner)."""
-    import os
-
     return bool(os.environ.get("ASSAY_SOCKET") or os.environ.get("ASSAY_PROGRESS_SOCKET"))
 
 

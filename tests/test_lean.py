@@ -225,3 +225,21 @@ def test_a_renewal_and_a_step_run_start_only_the_git_processes_they_need(forge: 
     hook.chmod(0o755)
     refused = assay("renew", "alpha", "--desk", "d", "--epoch", "1", env=env)
     assert refused.code == 1 and "hook declined" in refused.err, refused.err
+
+
+def test_an_output_that_cannot_be_written_is_said_and_a_closed_one_is_no_error(forge: Forge) -> None:
+    """A short command ends without the interpreter's teardown (`entry._leave`), yet says what it could not write:
+    a full disk under its output is an error on stderr (its own, or the exit's: 120, as Python's exit says it),
+    never a traceback; no stdout at all (`>&-`) takes nothing."""
+    assay = [sys.executable, "-m", "assay"]
+    env = {**os.environ, "ASSAY_FORGE": forge.url}
+    subprocess.run([*assay, "claim", "alpha", "--desk", "d"], env=env, timeout=60, check=True,
+                   stdout=subprocess.DEVNULL)
+    renew = [*assay, "renew", "alpha", "--desk", "d", "--epoch", "1"]  # one line, left in the buffer until the end
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(renew, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    assert proc.returncode in (1, 120) and "No space left on device" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    closed = subprocess.run(renew, stderr=subprocess.PIPE, text=True, env=env, timeout=60,
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
