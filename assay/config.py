@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from assay.core.digests import sha256_hex
-from assay.core.git import is_local_path, local_repo_origin
+from assay.core.git.gitenv import is_local_path
 from assay.core.records.recordtype import dataclass
 from assay.errors import ConfigInvalid, UsageError
 
@@ -82,6 +82,8 @@ def resolve_forge(flag: str | None, cwd: str | os.PathLike[str] | None = None) -
             if not isinstance(forge, str) or not forge.strip():
                 raise ConfigInvalid(f"{config}: `forge:` must be a URL or path")
             return ForgeChoice(_normalise(forge, os.path.dirname(config)), config)
+    from assay.core.git import local_repo_origin
+
     origin = local_repo_origin(cwd) if _inside_repo(cwd) else None
     if origin:
         return ForgeChoice(_normalise(origin, cwd), "the repository's origin")
@@ -94,14 +96,14 @@ def _inside_repo(cwd: str) -> bool:
 
 
 def _normalise(url: str, base: str) -> str:
+    url = url.strip()
+    if is_local_path(url):  # a folder (no `scheme://`: no credentials to note)
+        return os.path.realpath(os.path.join(base, os.path.expanduser(url)))
     from assay.core.credentials import remember, strip_credentials
 
-    url = url.strip()
     remember(url)
     if url.startswith("file://"):
         return strip_credentials(url)  # a file has no login: git would read `user:pw@` as part of the path
-    if is_local_path(url):
-        return os.path.realpath(os.path.join(base, os.path.expanduser(url)))
     return url
 
 

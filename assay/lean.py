@@ -212,6 +212,28 @@ def prefetch(ports: Ports, brief: str | None) -> None:
         pass
 
 
+CLAIMS_PREFIX, JOURNAL_PREFIX = "refs/assay/claims/", "refs/assay/journal/"  # `records`' (tests/test_lean.py)
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def fetch_ahead(forge: str | None, brief: str | None) -> None:
+    """Start a new machine's first read of the brief (one shallow fetch of its claim and its journal, as the
+    journal's reader makes it: `journal.writer.fetch_first`) before the command's code loads, where the forge is
+    named (`--forge`, ASSAY_FORGE) and has no cache here yet (`ahead.fetch`). Only a speed-up: an id that is no
+    brief's, or a forge that cannot be reached, is left to the command, which reports it in its own order."""
+    if not brief or not (forge or os.environ.get("ASSAY_FORGE")) or not set(brief) <= _ID_CHARS or len(brief) > 64:
+        return
+    from assay.config import resolve_forge
+    from assay.core.git import ahead
+    from assay.core.journal.spacing import first_depth
+
+    try:
+        url = resolve_forge(forge).url
+    except Exception:  # the command meets the same trouble, and says what it is
+        return
+    ahead.fetch(url, (CLAIMS_PREFIX + brief, JOURNAL_PREFIX + brief), first_depth())
+
+
 def debug_asked() -> bool:
     """Whether ASSAY_DEBUG asks for tracebacks (as `--debug` does)."""
     return os.environ.get("ASSAY_DEBUG", "").strip().lower() not in ("", "0", "false", "f", "no", "n", "off")
@@ -296,6 +318,7 @@ def step_run(name: str, policy: str, input_json: str | None, fresh: bool, probe:
     """`assay step run` straight to the forge (no desk serving it): the command's exit code, fresh or recorded."""
     from assay.config import Ports
 
+    fetch_ahead(forge, brief or os.environ.get("ASSAY_BRIEF"))
     with Ports(forge) as ports:
         prefetch(ports, brief or os.environ.get("ASSAY_BRIEF"))
         from assay.desk.effects import check_effect, context_from, open_context_session, run_effect

@@ -404,7 +404,6 @@ def run_fleet(root: Path, url_for: Callable[[Path], str], profile: Profile, n: i
     own = ForgeGit(url, root / "desk-cache")
     on_disk = local_forge_path(url) is not None
     if not on_disk:  # the desks' prepared commits, read by the port's cache where they are
-        own._ensure_cache()
         (Path(own.cache) / "objects" / "info" / "alternates").write_text(f"{local / 'objects'}\n")
     else:  # the forge's objects loose, as pushes leave them between two `gc --auto`
         for pack in (forge / "objects" / "pack").glob("*.pack"):

@@ -22,7 +22,7 @@ Prints min/median/max of each and the big/fresh ratio of the medians (target <= 
 interleaved with its floor, a plain `git fetch` of what it reads (the claim and the journal) into an empty
 repository:
 
-- `big` carries a journal snapshot every 1000 entries (`journalindex.SNAPSHOT_EVERY`), as Assay writes them: a
+- `big` carries a journal snapshot every 1000 entries (`spacing.SNAPSHOT_EVERY`), as Assay writes them: a
   cold resume reads the tip's snapshot and the commits after its tip; its floor is the same two plain fetches
   (`--depth=1`, then `--depth` down to the snapshot's tip). Targets: <= 2 s and <= 1.2x the floor.
 - `plain`, the same journal without snapshots (as an older Assay wrote it): the whole chain fetched, decoded and
@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from assay.core.journal import index as journalindex  # noqa: E402
 from assay.core.journal.keys import Keys  # noqa: E402
+from assay.core.journal.spacing import SNAPSHOT_EVERY  # noqa: E402
 from assay.core.records import ClaimRecord, JournalEntry  # noqa: E402
 from assay.core.steps import input_sha  # noqa: E402
 from benchmarks import compiled  # noqa: E402
@@ -54,7 +55,7 @@ from benchmarks import compiled  # noqa: E402
 AT = "2026-01-01T00:00:00Z"
 WHO = b"committer Bench <bench@example.invalid> 1767225600 +0000\n"
 BRIEFS = ("big", "fresh")
-EVERY = journalindex.SNAPSHOT_EVERY
+EVERY = SNAPSHOT_EVERY
 
 
 def data(payload: bytes) -> bytes:

@@ -542,7 +542,7 @@ def test_gits_http_settings_are_read_again_when_a_config_file_changes(tmp_path: 
     """A desk makes ports for its forge again and again: git's settings are read once (two `git config` processes)
     and again only when one of the files git reads them from changed (one they include too), or after `KEEP_S`."""
     from assay.core.git import smarthttp
-    from assay.core.git.run import git_env
+    from assay.core.git.gitenv import git_env
     from assay.core.git.run import run_git as real
 
     cache, home = tmp_path / "cache", tmp_path / "home"
@@ -581,7 +581,7 @@ def test_a_listing_over_http_leaves_to_git_what_git_would_send_another_way(tmp_p
     setting (but where the certificate authorities are), another `http.*` setting, a rewritten URL or an older
     protocol leaves the listing to git; the headers git would send to this forge (a token, as `auth_env` hands it
     to git) are sent, those for another forge are not, and an empty value forgets the ones before it, as in git."""
-    from assay.core.git.run import auth_env, git_env
+    from assay.core.git.gitenv import auth_env, git_env
     from assay.core.git.smarthttp import Settings
     from assay.core.git.smarthttp import read_settings as settings_for
 

@@ -20,7 +20,7 @@ from assay.core.claims import Claims
 from assay.core.git import ForgeGit, GitObject
 from assay.core.journal import append_as_person, keys, read_indexed, read_log
 from assay.core.journal import index as journalindex
-from assay.core.journal.writer import first_depth
+from assay.core.journal.spacing import first_depth
 from assay.core.records import JournalEntry
 from assay.core.steps import Session, open_session
 from tests.conftest import Forge, assay

@@ -8,9 +8,10 @@ import re
 from collections.abc import Iterable, Sequence
 
 from assay.core.credentials import redact
+from assay.core.git.gitenv import git_timeout
 from assay.core.git.objects import ObjectCache
 from assay.core.git.refs import OBJECT_ID
-from assay.core.git.run import first_error, git_timeout
+from assay.core.git.run import first_error
 from assay.errors import ForgeError
 
 _PAIR = re.compile(r"([0-9a-f]{40}|[0-9a-f]{64}) (?:[0-9a-f]{40}|[0-9a-f]{64})\n")  # a line `changed_against` gave

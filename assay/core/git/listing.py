@@ -12,10 +12,11 @@ import threading
 from collections.abc import Sequence
 
 from assay.core.credentials import redact
+from assay.core.git.gitenv import git_env, git_timeout, stall_seconds
 from assay.core.git.history import History
 from assay.core.git.objects import close_quietly
 from assay.core.git.refs import pkt_line
-from assay.core.git.run import first_error, git_env, git_timeout, local_forge_path, run_git, stall_seconds
+from assay.core.git.run import first_error, local_forge_path, run_git
 from assay.core.git.vetting import warm
 from assay.errors import ForgeError
 
@@ -142,7 +143,7 @@ class Listing(History):
         self._drop_prefetch()
         self._prefetched = (frozenset(refs), self._start_ls_refs(folder, request))
         self._batch_process()
-        warm(folder, self.cache)  # how the forge takes a push: the command's first push asks it
+        warm(folder, self._folder)  # how the forge takes a push (its own file there): the first push asks it
 
     def _drop_prefetch(self) -> None:
         if self._prefetched is not None:

@@ -7,20 +7,20 @@ import atexit
 import os
 import re
 import select
-import stat
 import subprocess
-import sys
 import threading
 import time
 import zlib
 from collections import Counter
 from collections.abc import Generator, Iterable, Sequence
 
-from assay.core.credentials import http_userinfo, remember, strip_credentials, token_for
-from assay.core.digests import sha1_hex, sha256_hex
-from assay.core.git.run import auth_env, default_cache_root, git_env, local_forge_path, rmtree, run_git
+import assay.core.git.ahead as ahead  # by its full name: `from assay.core.git` is the package
+from assay.core.digests import sha1_hex
+from assay.core.git.ahead import cache_folder, make_cache
+from assay.core.git.gitenv import cache_env, forge_access
+from assay.core.git.run import local_forge_path, run_git
 from assay.core.records.recordtype import NamedTuple
-from assay.errors import ForgeError, NotATree, UsageError
+from assay.errors import ForgeError, NotATree
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -58,116 +58,33 @@ class Signature(NamedTuple):
         return cls(clean, f"{local}@assay.invalid")
 
 
-def _make_bare(folder: str, url: str) -> None:
-    """An empty bare repository in the empty folder `folder`, as `git init --bare --template=` makes one, written
-    here: a process fewer for every new cache, and always the formats Assay writes (SHA-1 objects, refs as files),
-    whatever `init.*` settings or `GIT_DEFAULT_*` variables the user has. Its folders, `HEAD`, and the core
-    settings git finds by trying the file system as `git init` does (`_file_system`: a desk's worktree added from
-    the cache reads them). No template: no hook samples, nor a user's hooks, which would run as the cache changes.
-    The config also says: fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a process
-    sharing this cache never sees a commit whose tree is still being written; no gc or maintenance, no reflogs;
-    the forge it caches. A loose object's fan-out folder is made when its first object is written (`_create`)."""
-    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
-        os.makedirs(os.path.join(folder, sub))
-    with open(os.path.join(folder, "HEAD"), "w", encoding="ascii") as head:
-        head.write("ref: refs/heads/main\n")
-    config = os.path.join(folder, "config")
-    with open(config, "w", encoding="utf-8") as out:
-        out.write("[core]\n\trepositoryformatversion = 0\n")
-    found = _file_system(folder, config)
-    with open(config, "a", encoding="utf-8") as out:
-        out.write("".join(f"\t{key} = {value}\n" for key, value in found) +
-                  "\tbare = true\n\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
-                  f"[fetch]\n\tunpackLimit = 1\n[assay]\n\tforge = {_config_value(strip_credentials(url))}\n")
-
-
-def _file_system(folder: str, config: str) -> list[tuple[str, str]]:
-    """What `git init` finds of the file system a new repository is on (builtin/init-db.c, `create_default_files`)
-    and writes as core settings: whether it keeps the executable bit (`filemode`), makes symbolic links
-    (`symlinks`, written only when false), tells names apart by case (`ignorecase`, written only when true) and,
-    on macOS, whether it decomposes Unicode names (`precomposeunicode`)."""
-    st = os.stat(config)
-    try:
-        os.chmod(config, st.st_mode ^ stat.S_IXUSR)
-        filemode = os.lstat(config).st_mode != st.st_mode
-        os.chmod(config, st.st_mode)
-    except OSError:
-        filemode = False
-    found = [("filemode", "true" if filemode and not st.st_mode & stat.S_IXUSR else "false")]
-    probe = os.path.join(folder, "tXXXXXX")
-    try:
-        os.symlink("testing", probe)
-        linked = os.path.islink(probe)
-        os.unlink(probe)
-    except OSError:
-        linked = False
-    if not linked:
-        found.append(("symlinks", "false"))
-    if os.path.exists(os.path.join(folder, "CoNfIg")):
-        found.append(("ignorecase", "true"))
-    if sys.platform == "darwin":
-        composed = os.path.join(folder, "\u00e4")
-        try:
-            os.close(os.open(composed, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
-        except OSError:
-            return found
-        found.append(("precomposeunicode", "true" if os.access(os.path.join(folder, "a\u0308"), os.R_OK)
-                      else "false"))
-        os.unlink(composed)
-    return found
-
-
 class ObjectCache:
     """A forge's objects in a local bare repository: read through one `cat-file --batch`, written loose."""
 
     def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
         self.url = url
-        remember(url)  # its password, however git's errors quote it, is masked
-        bare = http_userinfo(url) or url.startswith("file://")  # a file URL's `user:pw@` is no login: git needs none
-        self.remote = strip_credentials(url) if bare else url  # what git's argument lists show
-        token = token if token is not None else token_for(url)
-        userinfo = http_userinfo(url)
-        if token:
-            self._env: dict[str, str] | None = auth_env(self.remote, token)  # for the commands that reach the forge
-        elif userinfo:  # a URL's own user:password goes to git as a header too, never as an argument
-            self._env = auth_env(self.remote, userinfo[1], userinfo[0]) if userinfo[1] else \
-                auth_env(self.remote, userinfo[0])
-        else:
-            self._env = None
-        root = os.fspath(cache_root) if cache_root else default_cache_root()
-        self._spawn = (root, token)  # what `spare` builds a twin from
-        self.cache = os.path.join(root, sha256_hex(url.encode())[:20])  # a path (str): pathlib is not loaded here
+        self.remote, self._env = forge_access(url, token)  # the env: for the commands that reach the forge
+        self._spawn = (cache_root, token)  # what `spare` builds a twin from
+        self._folder = cache_folder(url, cache_root)
         self._batch: subprocess.Popen[bytes] | None = None
         self._written = 0
         self._local = local_forge_path(url) is not None
         self._fresh: set[str] = set()  # objects written here (loose in the cache) not yet pushed to a forge on disk
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
-        self._ensure_cache()
+        make_cache(self._folder, self.remote)
 
-    def _ensure_cache(self) -> None:
-        if os.path.isdir(os.path.join(self.cache, "objects")):
-            return
-        parent = os.path.dirname(self.cache)
-        try:
-            os.makedirs(parent, exist_ok=True)
-            tmp = os.path.join(parent, f".init-{os.getpid()}-{os.urandom(8).hex()}")  # (not tempfile: 4 ms to load)
-            os.mkdir(tmp, 0o700)
-        except OSError as exc:
-            raise UsageError(f"cannot use {parent} as Assay's cache: {exc.strerror}",
-                             hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
-        try:
-            _make_bare(tmp, self.url)
-        except OSError as exc:  # a full disk, a quota: said as a folder that cannot be used is
-            rmtree(tmp)
-            raise UsageError(f"cannot make Assay's cache in {parent}: {exc.strerror}",
-                             hint="free space there, or point ASSAY_CACHE_DIR at a folder you can write") from None
-        except BaseException:
-            rmtree(tmp)  # never a half-made cache left behind
-            raise
-        try:
-            os.rename(tmp, self.cache)
-        except OSError:  # another process made it first; theirs is as good as ours
-            rmtree(tmp)
+    @property
+    def cache(self) -> str:
+        """The cache's folder, once the first fetch this process started into it ahead of this port has ended."""
+        self._await_ahead()
+        return self._folder
+
+    def _await_ahead(self) -> None:
+        """Wait for the first fetch this process started into the cache ahead of this port (`ahead.fetch`), if
+        one was: nothing is read or written there while it runs (but the object batch's process, which reads
+        when asked: `_exchange` awaits it first)."""
+        if ahead.PENDING and ahead.settle(self._folder):
+            self.round_trips["fetch"] += 1
 
     def _git(self, *args: str, input: bytes | None = None, check: bool = True,
              timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -177,9 +94,7 @@ class ObjectCache:
                        env=self._cache_env(self._env))
 
     def _cache_env(self, env: dict[str, str] | None) -> dict[str, str]:
-        """`env` for git in the cache, which never looks above it: a damaged cache is an error, never the
-        repository around it (a cache inside a checkout) taking its objects and refs."""
-        return {**(env or git_env()), "GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.abspath(self.cache))}
+        return cache_env(self.cache, env)
 
     def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
         """Contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`."""
@@ -210,6 +125,7 @@ class ObjectCache:
         count. A process left out of step by an error, or by a reader that stopped
         before the last answer, is killed, never reused.
         """
+        self._await_ahead()
         proc = self._batch_process()
         self._batch = None  # this exchange's until its last answer: a read meanwhile starts a process of its own
         assert proc.stdin and proc.stdout
@@ -243,8 +159,9 @@ class ObjectCache:
 
     def _batch_process(self) -> subprocess.Popen[bytes]:
         if self._batch is None or self._batch.poll() is not None:
-            self._batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self.cache, env=self._cache_env(None),
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self._batch = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self._folder,  # (started unsettled)
+                                           env=cache_env(self._folder, None), stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE)
             atexit.register(self.close)
         return self._batch
 
@@ -391,12 +308,6 @@ def _read_answer(out: IO[bytes]) -> GitObject | None:
     if len(data) != int(parts[2]) or out.read(1) != b"\n":
         raise ForgeError("git cat-file stopped answering", hint="run the command again")
     return GitObject(parts[1], data)
-
-
-def _config_value(value: str) -> str:
-    """`value` as a git configuration file holds it: quoted, with git's escapes."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
 
 
 def _create(path: str, folder: str) -> int:

@@ -9,10 +9,11 @@ import zlib
 from collections.abc import Sequence
 
 from assay.core.digests import sha1_hex
+from assay.core.git.gitenv import git_timeout
 from assay.core.git.listing import Listing
 from assay.core.git.objects import FRESH_LIMIT
 from assay.core.git.refs import ZERO, PushResult, RefUpdate
-from assay.core.git.run import first_error, forge_env, git_timeout, local_forge_path, run_git
+from assay.core.git.run import first_error, forge_env, local_forge_path, run_git
 from assay.errors import ForgeError
 
 PACK_REFS_AT = 256  # loose refs on a forge on this machine that make a sweep pack them

@@ -10,11 +10,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from assay.core.credentials import redact
+from assay.core.git.gitenv import git_timeout
 from assay.core.git.listing import held, saw_heads
 from assay.core.git.locks import clear_stale_lock, lock_named
 from assay.core.git.ondisk import DiskPush
 from assay.core.git.refs import ZERO, PushResult, RefUpdate, parse_porcelain, pkt_line
-from assay.core.git.run import first_error, git_timeout, local_forge_path, note, remote_error
+from assay.core.git.run import first_error, local_forge_path, note, remote_error
 from assay.core.git.vetting import forge_vetting
 from assay.errors import WRITTEN_ALONE, ForgeError
 

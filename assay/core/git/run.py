@@ -4,73 +4,16 @@ when it fails, and where a forge on this machine is."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Sequence
 
 from assay.core.credentials import redact, strip_credentials
-from assay.errors import ForgeError, UsageError
+from assay.core.git.gitenv import git_env, git_timeout, is_local_path
+from assay.errors import ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def git_env() -> dict[str, str]:
-    """The environment git runs in: no prompts, stable messages, and an HTTP forge that stalls (accepts the
-    connection, then sends nothing) given up after `ASSAY_GIT_STALL_S` seconds, not the whole git timeout."""
-    env = dict(os.environ)
-    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", "GIT_HTTP_LOW_SPEED_LIMIT": "1",
-                "GIT_HTTP_LOW_SPEED_TIME": str(int(stall_seconds()))})
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
-    return env
-
-
-def auth_env(url: str, token: str, user: str = "x-access-token") -> dict[str, str]:
-    """git's environment with `token` as an HTTP header for `url`'s host, set through GIT_CONFIG_* variables:
-    never in a URL, an argument list or a config file, and only for the git processes that talk to the forge."""
-    import base64
-
-    env = git_env()
-    n = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
-    host = re.match(r"[a-z]+://[^/]+/", url)
-    key = f"http.{host.group(0) if host else url}.extraHeader"
-    basic = base64.b64encode(f"{user}:{token}".encode()).decode()
-    env.update({"GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": key,
-                f"GIT_CONFIG_VALUE_{n}": f"Authorization: Basic {basic}"})
-    return env
-
-
-def default_cache_root() -> str:
-    explicit = os.environ.get("ASSAY_CACHE_DIR")
-    if explicit:
-        return explicit
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "assay")
-
-
-def _seconds(name: str, default: float) -> float:
-    """A positive number of seconds from the environment; bad input names the variable."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise UsageError(f"{name}={raw!r} is not a number of seconds above 0", hint=f"unset it, or e.g. {name}=60")
-    return value
-
-
-def git_timeout() -> float:
-    return _seconds("ASSAY_GIT_TIMEOUT", 120)
-
-
-def stall_seconds() -> float:
-    """How long an HTTP forge may send nothing before a read of it is given up (`ASSAY_GIT_STALL_S`)."""
-    return _seconds("ASSAY_GIT_STALL_S", 30)
 
 
 def run_git(args: Sequence[str], cwd: str | os.PathLike[str] | None = None, input: bytes | None = None,
@@ -145,10 +88,6 @@ def rmtree(path: str | os.PathLike[str]) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
-
-
-def is_local_path(url: str) -> bool:
-    return "://" not in url and not (":" in url.split("/")[0] and not url.startswith("/"))
 
 
 def local_forge_path(url: str) -> str | None:

@@ -27,7 +27,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from assay.core.credentials import redact
-from assay.core.git.run import git_timeout, run_git
+from assay.core.git.gitenv import git_timeout
+from assay.core.git.run import run_git
 from assay.core.git.vetting import config_files, file_stamps
 from assay.errors import ForgeError
 

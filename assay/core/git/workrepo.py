@@ -7,9 +7,10 @@ import subprocess
 from collections.abc import Sequence
 
 from assay.core.credentials import redact
+from assay.core.git.gitenv import git_env
 from assay.core.git.objects import Signature
 from assay.core.git.refs import OBJECT_ID, ZERO, parse_porcelain
-from assay.core.git.run import first_error, git_env, run_git
+from assay.core.git.run import first_error, run_git
 from assay.errors import ForgeError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing

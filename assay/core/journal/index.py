@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from assay.core.git import OBJECT_ID, ForgeGit, TreeEntry, parse_tree
 from assay.core.journal.keys import CALLS as _CALLS
 from assay.core.journal.keys import NONDET_KEY, Keys, call_key, intent_key, run_key
+from assay.core.journal.spacing import snapshot_every
 from assay.core.lives import own_tag
 from assay.core.records import JournalEntry, decode_entry, journal_ref
 from assay.core.records.recordtype import dataclass
@@ -343,14 +344,7 @@ def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of
 SNAPSHOT_DIR = "snapshot"  # a tree in each journal commit from the first snapshot on
 SUMMARY = "snapshot.json"
 SNAPSHOT_VERSION = 1
-SNAPSHOT_EVERY = 1000  # a tail of at most this many entries (and one group) is decoded by a cold reader
 _HOLDS_BLOB = "_blob"  # a `data` key naming a blob of the entry's commit ends so
-
-
-def snapshot_every() -> int:
-    """Entries between snapshots: `SNAPSHOT_EVERY`, or `ASSAY_SNAPSHOT_EVERY` (tests cross it with a few)."""
-    raw = os.environ.get("ASSAY_SNAPSHOT_EVERY", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else SNAPSHOT_EVERY
 
 
 @dataclass(frozen=True)

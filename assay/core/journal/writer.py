@@ -24,6 +24,7 @@ from assay.core import retired
 from assay.core.claims import Claim, Claims, fence
 from assay.core.crash import crash_point
 from assay.core.git import ForgeGit, GitObject, RefUpdate, TreeEntry
+from assay.core.journal.spacing import first_depth
 from assay.core.records import (
     JournalEntry,
     chain,
@@ -257,16 +258,6 @@ def _ends_with(ref: str, index: journalindex.Index, end: GitObject | None) -> bo
     """The index's last row is the last entry of its tip commit: the index is of this chain."""
     lines = _entry_lines(ref, index.tip, end) if end is not None and end.kind == "blob" else []
     return bool(lines) and decode_entry(lines[-1], ref) == decode_entry(index.last_body(), ref)
-
-
-FIRST_DEPTH = 16  # commits a cold reader fetches first: the tip and the few below it, which hold the snapshot's tip
-# where the tip made the snapshot (a writer crossing the interval) or a few commits followed it; a few small commits
-# more are little beside the snapshot's segments, a second fetch (a process and a round trip) is much. At most a
-# tenth of the interval (tests cross it every few entries): never most of the chain below the snapshot
-
-
-def first_depth() -> int:
-    return max(2, min(FIRST_DEPTH, journalindex.snapshot_every() // 10))
 
 
 def fetch_first(git: ForgeGit, brief: str, claim_tip: str, tip: str | None) -> None:
