@@ -212,7 +212,7 @@ def prefetch(ports: Ports, brief: str | None) -> None:
         pass
 
 
-CLAIMS_PREFIX, JOURNAL_PREFIX = "refs/assay/claims/", "refs/assay/journal/"  # `records`' (tests/test_lean.py)
+CLAIMS_PREFIX, JOURNAL_PREFIX = "refs/assay/claims/", "refs/assay/journal/"  # `records`' (tests/test_ahead.py)
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,15 +40,18 @@ def _held_with_a_step(forge: Forge, tmp_path: Path) -> None:
     assert ran.code == 0 and "built" in ran.out, ran.err
 
 
-def _fake_git(tmp_path: Path, real: str) -> tuple[Path, Path]:
+def _fake_git(tmp_path: Path, real: str, deaf: bool = False) -> tuple[Path, Path]:
     """A `git` first on PATH whose fetch into a named cache (`ahead`'s form: `--git-dir … fetch`) writes its pid to
-    a file and hangs; every other call is the real git's. (The folder, the pid file.)"""
+    a file and hangs (`deaf`: and ignores SIGTERM, as would a process stuck in the kernel); every other call is the
+    real git's. (The folder, the pid file.)"""
     folder, pid_file = tmp_path / "hanging-bin", tmp_path / "fetch.pid"
     folder.mkdir()
     (folder / "git").write_text(f"""#!/bin/sh
 if [ "$1" = "--git-dir" ] && [ "$3" = "fetch" ]; then
+  {"trap '' TERM" if deaf else ""}
   echo $$ > "{pid_file}"
-  exec sleep 300
+  sleep 300
+  exit 1
 fi
 exec "{real}" "$@"
 """)
@@ -57,6 +61,19 @@ exec "{real}" "$@"
 
 def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The processes of process group `group` still running (not dead and awaiting their reaping)."""
+    running = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[2] == str(group) and fields[0] not in ("Z", "X"):
+            running.append(int(stat.parent.name))
+    return running
 
 
 def test_a_cold_step_run_fetches_its_brief_once_started_ahead(forge: Forge, tmp_path: Path) -> None:
@@ -117,17 +134,36 @@ def test_a_fetch_no_port_waited_for_ends_with_the_command(forge: Forge, tmp_path
     assert not _alive(pid), f"the fetch started ahead ({pid}) outlived its command"
 
 
-def test_a_fetch_that_hangs_is_ended_at_the_git_timeout_and_the_reader_fetches(forge: Forge, tmp_path: Path) -> None:
+@pytest.mark.parametrize("deaf", [False, True])
+def test_a_fetch_that_hangs_is_ended_at_the_git_timeout_and_the_reader_fetches(forge: Forge, tmp_path: Path,
+                                                                               deaf: bool) -> None:
+    """Stopped with its helpers (its process group: here the `sleep` its shell waits on), by SIGKILL where SIGTERM
+    does not end it, and though the command was started ignoring SIGTERM (`nohup`-like): never waited for on end."""
     _held_with_a_step(forge, tmp_path)
     real = shutil.which("git")
     assert real is not None
-    folder, pid_file = _fake_git(tmp_path, real)
-    env = {"ASSAY_FORGE": forge.url, "ASSAY_CACHE_DIR": str(tmp_path / "new-machine"), "ASSAY_GIT_TIMEOUT": "1",
-           "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
-    replayed = assay(*STEP, "--run", "r2", "--", "sh", "-c", _build(tmp_path), env=env)
-    assert replayed.code == 0 and "already completed" in replayed.err, replayed  # fetched by the reader itself
+    folder, pid_file = _fake_git(tmp_path, real, deaf)
+    env = {**os.environ, "ASSAY_FORGE": forge.url, "ASSAY_CACHE_DIR": str(tmp_path / "new-machine"),
+           "ASSAY_GIT_TIMEOUT": "1", "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "assay", *STEP, "--run", "r2", "--", "sh", "-c", _build(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    assert proc.returncode == 0 and "already completed" in proc.stderr, proc  # fetched by the reader itself
     assert (tmp_path / "builds").read_text() == "built\n"
-    assert not _alive(int(pid_file.read_text()))
+    pid = int(pid_file.read_text())
+    assert not _alive(pid) and not _running_in_group(pid)
+
+
+def test_a_cache_keeps_no_credentials_of_its_forges_url(tmp_path: Path) -> None:
+    """What the cache's config names as its forge (`assay.forge`), whichever way a URL carries a login."""
+    for url in ("ssh://deploy:hunter2222@example.invalid/r.git", "https://x-access-token:hunter3333@example.invalid/r",
+                "file://user:hunter4444@/srv/forge.git"):
+        port = ForgeGit(url, tmp_path / "caches")
+        try:
+            config = (Path(port.cache) / "config").read_text()
+            assert "hunter" not in config and "example.invalid" in config or "/srv/forge.git" in config, config
+        finally:
+            port.close()
 
 
 def test_the_names_ahead_mirrors_are_the_records_own() -> None:

@@ -3,27 +3,34 @@
 A command's first read of a brief on a new machine (an empty cache) is one shallow fetch of its claim and its
 journal (`journal.writer.fetch_first`), most of a cold `assay step run`. `fetch` starts that fetch as soon as the
 command knows its forge and brief, before the rest of its code loads (about 30 ms of modules on a 2-core machine,
-loaded while git fetches), into a cache this process makes then. The cache's port waits for it before it reads or
-writes anything there (`ObjectCache.cache`, `settle`); a fetch no port waited for is ended with the process
-(`_end_all`). Only a speed-up: a fetch that fails leaves the cache as it was, and the reader fetches as it would
-have. It loads neither `subprocess` nor `re` (a forge over HTTP loads what its credentials need).
+loaded while git fetches), into a cache this process makes then. The cache's port waits for it before it reads
+anything there or writes anything git keeps there (`ObjectCache.cache`, `settle`); a fetch no port waited for is
+ended with the process (`_end_all`). Only a speed-up: a fetch that fails leaves the cache as it was, and the
+reader fetches as it would have. It loads neither `subprocess` nor `re` (a forge over HTTP loads what its
+credentials need).
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import stat
 import sys
+import time
 
 from assay.core.digests import sha256_hex
-from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, git_timeout
+from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, git_timeout, is_local_path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-PENDING: dict[str, int] = {}  # a cache's folder -> the pid of the fetch started into it, until it is waited for
+PENDING: dict[str, tuple[int, int, float]] = {}  # a cache's folder -> the fetch started into it, until it is waited
+# for: its pid, its pidfd, when it started (`time.monotonic()`)
+_LOCK = _thread.allocate_lock()  # one waiter at a time (`settle`)
 _ENDED_AT_EXIT: list[bool] = []  # [True] once `_end_all` is registered to run at exit
+STOP_S = 2.0  # after SIGTERM, how long a fetch has to end before SIGKILL
+GRACE_S = 3.0  # at exit, how long a fetch no port waited for has to finish before it is stopped
 FETCH = ("fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q")  # as `History`
 
 
@@ -32,10 +39,10 @@ def cache_folder(url: str, root: str | os.PathLike[str] | None = None) -> str:
     return os.path.join(os.fspath(root) if root else default_cache_root(), sha256_hex(url.encode())[:20])
 
 
-def make_cache(folder: str, remote: str) -> bool:
-    """Make the cache `folder` of the forge `remote` (its URL without credentials) unless it is there: whether this
-    call made it (False where it was there, or another process made it meanwhile). A folder that cannot be made is
-    a UsageError; never a half-made cache left behind."""
+def make_cache(folder: str, url: str) -> bool:
+    """Make the cache `folder` of the forge `url` unless it is there: whether this call made it (False where it was
+    there, or another process made it meanwhile). A folder that cannot be made is a UsageError; never a half-made
+    cache left behind."""
     if os.path.isdir(os.path.join(folder, "objects")):
         return False
     from assay.errors import UsageError
@@ -49,7 +56,7 @@ def make_cache(folder: str, remote: str) -> bool:
         raise UsageError(f"cannot use {parent} as Assay's cache: {exc.strerror}",
                          hint="point ASSAY_CACHE_DIR at a folder this user can write") from None
     try:
-        _make_bare(tmp, remote)
+        _make_bare(tmp, url)
     except OSError as exc:  # a full disk, a quota: said as a folder that cannot be used is
         _rmtree(tmp)
         raise UsageError(f"cannot make Assay's cache in {parent}: {exc.strerror}",
@@ -68,84 +75,103 @@ def make_cache(folder: str, remote: str) -> bool:
 def fetch(url: str, refs: Sequence[str], depth: int) -> None:
     """Start `git fetch --depth=depth url refs…` into the cache of `url` (as `ForgeGit(url)` finds it) if there is
     none yet: the cache is made here, and its port waits for the fetch (`settle`). Nothing where the cache is there
-    (a reader there fetches what it lacks itself), or where anything goes wrong (a bad setting, no git, a cache
+    (a reader there fetches what it lacks itself), where the fetch could not be waited for within a time limit (no
+    pidfd: not Linux, or a sandbox that refuses them), or where anything goes wrong (a bad setting, no git, a cache
     that cannot be made): the command meets the same trouble and says what it is."""
     folder = cache_folder(url)
-    if folder in PENDING or os.path.isdir(os.path.join(folder, "objects")):
+    if folder in PENDING or not hasattr(os, "pidfd_open") or os.path.isdir(os.path.join(folder, "objects")):
         return
     try:
         remote, env = forge_access(url)
-        if not make_cache(folder, remote):
+        if not make_cache(folder, url):
             return
         pid = _spawn(["git", "--git-dir", folder, *FETCH, f"--depth={max(1, depth)}", remote, *refs],
                      cache_env(folder, env))
     except Exception:  # noqa: BLE001 - only a speed-up: the command meets the same trouble, and says what it is
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # no bounded wait for it to be had: none runs
+        _end(pid, None, 0)
         return
     if not _ENDED_AT_EXIT:
         import atexit
 
         atexit.register(_end_all)
         _ENDED_AT_EXIT.append(True)
-    PENDING[folder] = pid
+    PENDING[folder] = (pid, fd, time.monotonic())
 
 
 def _spawn(argv: list[str], env: dict[str, str]) -> int:
-    """Start `argv` (found on PATH) as `subprocess` would with nothing to say to it: no input, its output
-    discarded, the signals Python ignores (SIGPIPE, SIGXFSZ) back to their defaults; its pid."""
+    """Start `argv` (found on PATH) in a process group of its own (its helpers, `upload-pack`, `index-pack`,
+    `remote-https`, are stopped with it), with nothing to say to it (no input, its output discarded), the signals
+    Python or its caller ignore that stop it (SIGTERM) or git expects (SIGPIPE, SIGXFSZ) at their defaults, none
+    blocked; its pid."""
     import signal  # loaded already: a command's signals are set before it runs (`entry.stop_as_interrupt`)
 
     null = os.devnull
     return os.posix_spawnp(argv[0], argv, env, file_actions=[(os.POSIX_SPAWN_OPEN, fd, null, os.O_RDWR, 0)
                                                              for fd in (0, 1, 2)],
-                           setsigdef=[getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
+                           setpgroup=0, setsigmask=[],
+                           setsigdef=[getattr(signal, name) for name in ("SIGTERM", "SIGPIPE", "SIGXFZ", "SIGXFSZ")
                                       if hasattr(signal, name)])
 
 
 def settle(folder: str) -> bool:
     """Wait for the fetch started into `folder`, if one was (and is not waited for yet): whether one was. A fetch
-    that outlasts git's time limit (`ASSAY_GIT_TIMEOUT`) is ended; how any ended, the cache's reader finds out."""
-    pid = PENDING.get(folder)
-    if pid is None:
-        return False
-    _wait(pid, git_timeout())
-    del PENDING[folder]
+    still running at git's time limit from its start (`ASSAY_GIT_TIMEOUT`) is stopped; how any ended, the cache's
+    reader finds out. One thread waits; another asking meanwhile waits for it."""
+    with _LOCK:
+        entry = PENDING.get(folder)
+        if entry is None:
+            return False
+        pid, fd, started = entry
+        _end(pid, fd, git_timeout() - (time.monotonic() - started))
+        del PENDING[folder]  # (before its pidfd is closed: an interrupt between leaves it to `_end_all`, whole)
+        os.close(fd)
     return True
 
 
-def _wait(pid: int, timeout: float) -> None:
-    """Reap `pid` once it ends, or after `timeout` seconds ended (SIGTERM): woken as it ends (a pidfd), not by
-    polling; where pidfds are missing (not Linux, or older than 5.3), by a blocking wait."""
+def _end(pid: int, fd: int | None, wait_s: float) -> None:
+    """Reap the fetch `pid` (its pidfd `fd`) once it ends, waiting at most `wait_s` seconds (woken as it ends, not
+    by polling); then its process group is stopped: SIGTERM (git removes the temporary files of a fetch it was
+    stopped in), after `STOP_S` SIGKILL; at once without a pidfd to wait on. Bounded however the fetch behaves; its
+    group is signalled only while it is unreaped (its id is then its own)."""
     import select
     import signal
 
+    def ended(within: float) -> bool:
+        return fd is not None and bool(select.select([fd], [], [], max(0.0, within))[0])
+
+    if not ended(wait_s):
+        for sig, then in ((signal.SIGTERM, STOP_S), (signal.SIGKILL, 0.0)) if fd is not None else \
+                ((signal.SIGKILL, 0.0),):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            if ended(then):
+                break
     try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        fd = None
-    if fd is not None:
-        try:
-            if not select.select([fd], [], [], timeout)[0]:
-                os.kill(pid, signal.SIGTERM)
-        finally:
-            os.close(fd)
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:  # reaped already
+        if fd is not None and hasattr(os, "P_PIDFD"):
+            os.waitid(os.P_PIDFD, fd, os.WEXITED)
+        else:
+            os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped already (by a wait an interrupt cut short)
         pass
 
 
 def _end_all() -> None:
-    """At exit: the fetches no port waited for (the command ended first: bad input, an error) are ended and
-    reaped, never left running on (git removes the temporary files of a fetch it was stopped in)."""
-    import signal
-
-    for folder, pid in list(PENDING.items()):
+    """At exit: the fetches no port waited for (the command ended first: bad input, an error) are given `GRACE_S`
+    to finish (a fetch stopped between its pack and its `shallow` file would leave the cache cut short unsaid),
+    then stopped, and reaped: never left running on. A second Ctrl-C meanwhile stops them at once."""
+    for folder, (pid, fd, _) in list(PENDING.items()):
         try:
-            os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+            _end(pid, fd, GRACE_S)
+        except KeyboardInterrupt:
+            _end(pid, None, 0)
         PENDING.pop(folder, None)
+        os.close(fd)
 
 
 def _rmtree(path: str) -> None:
@@ -154,7 +180,7 @@ def _rmtree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _make_bare(folder: str, remote: str) -> None:
+def _make_bare(folder: str, url: str) -> None:
     """An empty bare repository in the empty folder `folder`, as `git init --bare --template=` makes one, written
     here: a process fewer for every new cache, and always the formats Assay writes (SHA-1 objects, refs as files),
     whatever `init.*` settings or `GIT_DEFAULT_*` variables the user has. Its folders, `HEAD`, and the core
@@ -162,7 +188,7 @@ def _make_bare(folder: str, remote: str) -> None:
     the cache reads them). No template: no hook samples, nor a user's hooks, which would run as the cache changes.
     The config also says: fetch.unpackLimit=1: fetched objects arrive as one pack that appears whole, so a process
     sharing this cache never sees a commit whose tree is still being written; no gc or maintenance, no reflogs;
-    the forge it caches (`remote`, without credentials). A loose object's fan-out folder is made when its first
+    the forge it caches (its URL without credentials). A loose object's fan-out folder is made when its first
     object is written (`ObjectCache`)."""
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         os.makedirs(os.path.join(folder, sub))
@@ -175,7 +201,7 @@ def _make_bare(folder: str, remote: str) -> None:
     with open(config, "a", encoding="utf-8") as out:
         out.write("".join(f"\t{key} = {value}\n" for key, value in found) +
                   "\tbare = true\n\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
-                  f"[fetch]\n\tunpackLimit = 1\n[assay]\n\tforge = {_config_value(remote)}\n")
+                  f"[fetch]\n\tunpackLimit = 1\n[assay]\n\tforge = {_config_value(_without_credentials(url))}\n")
 
 
 def _file_system(folder: str, config: str) -> list[tuple[str, str]]:
@@ -213,6 +239,14 @@ def _file_system(folder: str, config: str) -> list[tuple[str, str]]:
         os.unlink(composed)
     return found
 
+
+
+def _without_credentials(url: str) -> str:
+    if is_local_path(url):  # a folder: nothing to take out (and nothing to load for one)
+        return url
+    from assay.core.credentials import strip_credentials
+
+    return strip_credentials(url)
 
 
 def _config_value(value: str) -> str:

@@ -76,7 +76,7 @@ def forge_access(url: str, token: str | None = None) -> tuple[str, dict[str, str
     taken out) and the environment of the git processes that reach it, with the token (`token`, else the forge's
     own: `credentials.token_for`) or the URL's `user:password` as a header, never as an argument; None for
     git's plain environment (a forge that takes none)."""
-    if is_local_path(url):  # a folder: no login (and nothing to load for one)
+    if is_local_path(url) and not token:  # a folder: no login (and nothing to load for one)
         return url, None
     from assay.core.credentials import http_userinfo, remember, strip_credentials, token_for
 

@@ -15,9 +15,10 @@ from collections import Counter
 from collections.abc import Generator, Iterable, Sequence
 
 import assay.core.git.ahead as ahead  # by its full name: `from assay.core.git` is the package
+from assay.core.credentials import token_for
 from assay.core.digests import sha1_hex
 from assay.core.git.ahead import cache_folder, make_cache
-from assay.core.git.gitenv import cache_env, forge_access
+from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, is_local_path
 from assay.core.git.run import local_forge_path, run_git
 from assay.core.records.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree
@@ -63,15 +64,17 @@ class ObjectCache:
 
     def __init__(self, url: str, cache_root: str | os.PathLike[str] | None = None, token: str | None = None) -> None:
         self.url = url
+        token = token if token is not None or is_local_path(url) else token_for(url)
         self.remote, self._env = forge_access(url, token)  # the env: for the commands that reach the forge
-        self._spawn = (cache_root, token)  # what `spare` builds a twin from
-        self._folder = cache_folder(url, cache_root)
+        root = os.fspath(cache_root) if cache_root else default_cache_root()
+        self._spawn = (root, token)  # what `spare` builds a twin from
+        self._folder = cache_folder(url, root)
         self._batch: subprocess.Popen[bytes] | None = None
         self._written = 0
         self._local = local_forge_path(url) is not None
         self._fresh: set[str] = set()  # objects written here (loose in the cache) not yet pushed to a forge on disk
         self.round_trips: Counter[str] = Counter()  # ls-remote, fetch and push invocations, for measuring
-        make_cache(self._folder, self.remote)
+        make_cache(self._folder, url)
 
     @property
     def cache(self) -> str:

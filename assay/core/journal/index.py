@@ -335,7 +335,7 @@ def _insert(conn: sqlite3.Connection, entries: Sequence[JournalEntry], commit_of
 
 # -- snapshots: the index carried on the journal chain ------------------------------------------------------
 #
-# Every `SNAPSHOT_EVERY` entries the journal commit that crosses the boundary carries `snapshot/`: the entries
+# Every `spacing.SNAPSHOT_EVERY` entries the journal commit that crosses the boundary carries `snapshot/`: the entries
 # before it as segments of canonical lines (each written once, by the snapshot that added it, and kept by id in
 # every later one) and a summary of what a session asks of them all at once (open intents, counts). Later commits
 # carry the same tree on. A cold reader reads the tip's snapshot and only the commits after its `tip`; the chain
