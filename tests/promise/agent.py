@@ -72,7 +72,8 @@ def called(i: int, code: int) -> None:
 
 def converse(argv: list[str]) -> set[int]:
     """Log the request and keep the conversation; returns the script's items done in it before (a resumed
-    conversation goes on where it was, as a model's would)."""
+    conversation goes on where it was, as a model's would: its work is the conversation's, `brief_text`, not only
+    the message it was resumed with, such as a person's steering)."""
     prompt, mode, session = argv[0], argv[1] if len(argv) > 1 else "", argv[2] if len(argv) > 2 else ""
     sent = Path(prompt).read_text() if prompt.startswith("/") and Path(prompt).is_file() else prompt
     log("requests.jsonl", {**context(), "pid": os.getpid(), "mode": mode, "session": session, "prompt": sent,
@@ -81,10 +82,14 @@ def converse(argv: list[str]) -> set[int]:
     done: set[int] = set()
     if mode == "--resume" and path is not None and path.exists():
         for line in path.read_text().splitlines():
-            for block in json.loads(line)["message"]["content"]:
+            message = json.loads(line)["message"]
+            for block in message["content"]:
                 if block.get("type") == "tool_result" and block.get("content") == "exit 0":
                     done.add(int(block["tool_use_id"][1:]))
-    turn("user", {"type": "text", "text": prompt})
+                elif message["role"] == "user" and block.get("type") == "text":
+                    CONVERSATION.append(str(block["text"]))
+    turn("user", {"type": "text", "text": sent})
+    CONVERSATION.append(sent)
     return done
 
 
@@ -209,8 +214,18 @@ def answer_threads() -> int:
     return 0
 
 
+CONVERSATION: list[str] = []  # the user's messages of this conversation, oldest first (`converse`)
+WORK_BLOCKS = ("```mcp-calls\n", "```promise-script\n")
+
+
 def prompt_text() -> str:
     return Path(os.environ["ASSAY_PROMPT_FILE"]).read_text()
+
+
+def brief_text() -> str:
+    """The work of this conversation: its first message that holds some (the brief it was started with; a run
+    resumed with another message, a person's steering, goes on with it), else the prompt."""
+    return next((m for m in CONVERSATION if any(block in m for block in WORK_BLOCKS)), None) or prompt_text()
 
 
 async def tools(calls: list[dict[str, Any]], done: set[int]) -> int:
@@ -251,7 +266,7 @@ def main() -> int:
     done = converse(sys.argv[1:])
     look_for_secrets()
     try:
-        return work(prompt_text(), done)
+        return work(brief_text(), done)
     except Exception as exc:  # noqa: BLE001 - a killed `assay mcp` ends the agent, as it would end a real CLI
         print(f"agent: the tools went away: {type(exc).__name__}", flush=True)
         return 1

@@ -235,9 +235,11 @@ def tracebacks(ev: Evidence, read_jsonl: Any) -> list[Break]:
 
 
 def lost_work(journals: dict[str, list[dict[str, Any]]]) -> list[Break]:
-    """An agent run that finished (exit 0) in one run of a brief, replayed by a later run (no agent began since),
-    has its work where that later run checks it: a verify row failing there checked a worktree without it (the run's
-    result reached the forge without its files)."""
+    """An agent run that finished (exit 0) has its work where the brief's next verify checks it, in that run or in
+    a later one that replayed it (no agent began since): the fleet's agents do the work their checks test before
+    they exit 0, a resumed conversation's too (`agent.converse`). A verify row failing there checked a worktree
+    without it: the files were lost (a result that reached the forge without them, a worktree restored without
+    what its conversation had done)."""
     out = []
     for b, journal in journals.items():
         finished: tuple[int, str] | None = None  # the agent run that finished last (exit 0), and in which run
@@ -246,11 +248,11 @@ def lost_work(journals: dict[str, list[dict[str, Any]]]) -> list[Break]:
                 said = (e.get("data") or {}).get("output")
                 done = e.get("kind") == "result" and isinstance(said, dict) and said.get("exit_code") == 0
                 finished = (int(e["seq"]), str(e.get("run"))) if done else None
-            elif e.get("kind") == "verify" and (e.get("data") or {}).get("passed") is False and finished is not None \
-                    and str(e.get("run")) != finished[1]:
+            elif e.get("kind") == "verify" and (e.get("data") or {}).get("passed") is False and finished is not None:
+                how = "replayed" if str(e.get("run")) != finished[1] else "in the same run"
                 out.append(Break("lost-work", f"{b}: verify failed at seq {e.get('seq')} (run {e.get('run')}) on the "
                                               f"work of the agent run that finished (exit 0) at seq {finished[0]} "
-                                              f"(run {finished[1]}), replayed"))
+                                              f"(run {finished[1]}), {how}"))
                 finished = None
     return out
 
