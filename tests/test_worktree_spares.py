@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -241,3 +244,45 @@ def test_a_desk_s_next_brief_is_worked_in_the_last_one_s_worktree_made_clean(for
     main = str(forge.tip("refs/heads/main"))
     changed = git("--git-dir", str(forge.path), "diff", "--name-only", main, "refs/heads/assay/b-two").split()
     assert changed == ["two.txt"]
+
+
+def test_processes_making_worktrees_of_one_cache_at_once_all_make_theirs(forge: Forge, port: ForgeGit,
+                                                                          tmp_path: Path) -> None:
+    """Desks of one host (processes) make their worktrees of a shared cache at the same moment, each pruning first
+    (a new process's first) the records of the last round's, whose folders are gone: git's `worktree add` reads every
+    record as it makes its own, and dies on one another process has half made or half removed; `worktree prune`
+    removes the records' folder under an add. Each makes its own, whole, round after round."""
+    main = str(forge.tip("refs/heads/main"))
+    for round in range(4):
+        folders = [tmp_path / "wt" / f"r{round}-{i:02d}" for i in range(12)]
+        failed = _at_once(forge.url, tmp_path / "cache", folders, main)
+        assert not failed, failed[:2]
+        assert sorted(listed(port.cache))[-len(folders):] == [str(f) for f in folders]
+        for folder in folders:
+            clean_at(folder, main)
+            shutil.rmtree(folder)  # its record left for the next round's prunes
+
+
+def _at_once(url: str, cache: Path, folders: list[Path], commit: str) -> list[str]:
+    """A process a folder, each making its worktree of `cache` there, all at once (each loaded, then let go
+    together); what those that failed said."""
+    wait, go = os.pipe()  # each child, loaded, says so on `ready`, then reads `wait` until the parent closes `go`
+    said, ready = os.pipe()
+    code = ("import os, sys\nfrom pathlib import Path\nfrom assay.core.git import ForgeGit\n"
+            "port = ForgeGit(sys.argv[1], sys.argv[2])\nimport assay.core.git.worktrees\n"
+            "os.write(int(sys.argv[6]), b'.')\nos.read(int(sys.argv[3]), 1)\n"
+            "port.worktree(Path(sys.argv[4]), sys.argv[5])\n")
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", code, url, str(cache), str(wait), str(folder), commit,
+                                   str(ready)], stderr=subprocess.PIPE, text=True, pass_fds=(wait, ready))
+                 for folder in folders]
+    finally:
+        os.close(wait)
+        os.close(ready)
+    loaded = b""
+    while len(loaded) < len(folders) and (more := os.read(said, len(folders))):  # an early end: a child failed
+        loaded += more
+    os.close(said)
+    os.close(go)  # all at once
+    ended = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
+    return [err for code, err in ended if code]

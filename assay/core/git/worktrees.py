@@ -36,6 +36,7 @@ TAKING = ".taking-"  # `.taking-<unix time>-<random>`: a spare being made clean,
 DISCARDED = ".discarded-"  # `.discarded-<unix time>-<random>`: a worktree being removed
 LITTER_S = 60.0  # a taking or discarded folder this old and nobody's (its process was killed) is removed
 LOCKED = "locked"  # in a worktree's record while it moves; ours say "assay: <token>"
+RECORDS_LOCK = "assay-worktrees.lock"  # in the cache: held while a process makes or removes worktrees' records
 # what the record of a worktree that is only a commit's files holds; anything else (a rebase, a merge or a bisect
 # under way, sparse patterns, its own config, submodules, refs of its own, a person's lock) is state no other brief
 # may inherit, and such a worktree is never a spare
@@ -62,10 +63,26 @@ class Worktrees(Pushing):
         path.parent.mkdir(parents=True, exist_ok=True)
         if spares is not None and not os.path.lexists(path) and self._take_spare(spares, path, commit):
             return WorkRepo(path)
-        self._prune()
-        # twice forced: over a folder gone, and over a record of this path that a killed mover left locked
-        self._git("worktree", "add", "--detach", "--force", "--force", str(path), commit)
+        with self._records():
+            self._prune()
+            # twice forced: over a folder gone, and over a record of this path that a killed mover left locked
+            self._git("worktree", "add", "--detach", "--force", "--force", str(path), commit)
         return WorkRepo(path)
+
+    @contextlib.contextmanager
+    def _records(self) -> Iterator[None]:
+        """The worktrees' records (`<cache>/worktrees/`) made and removed by one process of this cache at a time
+        (an flock, let go however its holder ends): git's `worktree add` reads every record as it makes its own and
+        dies on one another process has half made or half removed (`failed to read …/commondir`), and `worktree
+        prune` removes the folder of records once it is empty, under an add making its record there."""
+        import fcntl
+
+        fd = os.open(os.path.join(self.cache, RECORDS_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def clean_checkout(self, path: Path, commit: str) -> Iterator[WorkRepo]:
@@ -268,7 +285,8 @@ class Worktrees(Pushing):
                     aside = moved
                     crash_point("worktree.discarding")
         if own is not None and self._points_here(own, aside):
-            rmtree(own)
+            with self._records():
+                rmtree(own)
         rmtree(aside)
 
     def _admin(self, path: str | os.PathLike[str]) -> str | None:
@@ -334,7 +352,8 @@ class Worktrees(Pushing):
 
     def _prune(self) -> None:
         """Forget the worktrees whose folders are gone (a git process), at most once every `PRUNE_EVERY_S` in a
-        process: `add --force` takes a path whose folder is gone anyway, so this only keeps the records few."""
+        process: `add --force` takes a path whose folder is gone anyway, so this only keeps the records few. Its
+        caller holds the records (`_records`)."""
         now, key = time.monotonic(), str(self.cache)
         if now - _pruned.get(key, -PRUNE_EVERY_S) >= PRUNE_EVERY_S:
             _pruned[key] = now
@@ -351,8 +370,9 @@ class Worktrees(Pushing):
             self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(path), "HEAD", check=False)
         spare = path.parent / f".{path.name}.rehome"
         rmtree(spare)
-        self._prune()
-        self._git("worktree", "add", "--no-checkout", "--detach", "--force", str(spare), start)
+        with self._records():
+            self._prune()
+            self._git("worktree", "add", "--no-checkout", "--detach", "--force", str(spare), start)
         (path / ".git").unlink()
         os.replace(spare / ".git", path / ".git")
         spare.rmdir()
