@@ -286,3 +286,24 @@ def _at_once(url: str, cache: Path, folders: list[Path], commit: str) -> list[st
     os.close(go)  # all at once
     ended = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
     return [err for code, err in ended if code]
+
+
+def test_a_process_paused_holding_the_worktrees_lock_is_said_not_waited_for(forge: Forge, port: ForgeGit,
+                                                                           tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process of the cache holds its worktrees' lock and does not let go (paused, SIGSTOP): a new worktree
+    waits for it up to twice git's time limit, then says which lock and what to do; nothing is made meanwhile."""
+    from assay.core.git.objects import RECORDS_LOCK
+
+    monkeypatch.setenv("ASSAY_GIT_TIMEOUT", "0.2")
+    held = os.open(os.path.join(port.cache, RECORDS_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(ForgeError) as raised:
+            port.worktree(tmp_path / "wt" / "paused", str(forge.tip("refs/heads/main")))
+        assert RECORDS_LOCK in raised.value.message and "paused" in (raised.value.hint or "")
+        assert not (tmp_path / "wt" / "paused" / ".git").exists() and listed(port.cache) == []
+    finally:
+        os.close(held)
+    port.worktree(tmp_path / "wt" / "paused", str(forge.tip("refs/heads/main")))  # let go: made at once
+    assert listed(port.cache) == [str(tmp_path / "wt" / "paused")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections.abc import Iterable, Sequence
 
 from assay.core.credentials import redact
@@ -100,12 +101,21 @@ class History(ObjectCache):
         """One fetch of the tips `wants` (ref, object id) by their ids; by their refs where the forge refuses."""
         args = ["fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-auto-maintenance", "-q", *extra,
                 "--stdin", self.remote]
-        by_id = self._git(*args, check=False, input="".join(f"{sha}\n" for sha in {s for _, s in wants}).encode())
+        by_id = self._fetch_git(args, "".join(f"{sha}\n" for sha in {s for _, s in wants}).encode())
         if by_id.returncode == 0:
             return
-        proc = self._git(*args, check=False, input="".join(f"{ref}\n" for ref in {r for r, _ in wants}).encode())
+        proc = self._fetch_git(args, "".join(f"{ref}\n" for ref in {r for r, _ in wants}).encode())
         if proc.returncode != 0:
             raise ForgeError(f"cannot fetch from forge {redact(self.url)}: {first_error(proc.stderr)}")
+
+    def _fetch_git(self, args: list[str], names: bytes) -> subprocess.CompletedProcess[bytes]:
+        """`git fetch` into the cache; once more while no worktree's record is being made or removed
+        (`_records`) where its check of what it fetched (which reads every worktree's HEAD) died on one that was."""
+        proc = self._git(*args, check=False, input=names)
+        if proc.returncode != 0 and b"worktrees/" in proc.stderr:
+            with self._records():
+                proc = self._git(*args, check=False, input=names)
+        return proc
 
     def _missing(self, refs: dict[str, str]) -> dict[str, str]:
         """The refs whose tips the cache lacks."""

@@ -4,6 +4,7 @@ loose (atomic: temp file, then rename), packed as it grows."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import select
@@ -12,13 +13,13 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 
 import assay.core.git.ahead as ahead  # by its full name: `from assay.core.git` is the package
 from assay.core.credentials import token_for
 from assay.core.digests import sha1_hex
 from assay.core.git.ahead import cache_folder, make_cache
-from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, is_local_path
+from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, git_timeout, is_local_path
 from assay.core.git.run import local_forge_path, run_git
 from assay.core.records.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree
@@ -31,6 +32,7 @@ NETWORK_COMMANDS = frozenset({"ls-remote", "fetch", "push"})  # the git commands
 MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's size
 LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
 PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
+RECORDS_LOCK = "assay-worktrees.lock"  # in the cache: held while a process makes or removes worktrees' records
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
 
 
@@ -88,6 +90,35 @@ class ObjectCache:
         when asked: `_exchange` awaits it first)."""
         if ahead.PENDING and ahead.settle(self._folder):
             self.round_trips["fetch"] += 1
+
+    @contextlib.contextmanager
+    def _records(self) -> Iterator[None]:
+        """The worktrees' records (`<cache>/worktrees/`) made and removed by one process of this cache at a time
+        (an flock, let go however its holder ends): git's `worktree add` reads every record as it makes its own and
+        dies on one another process has half made or half removed (`failed to read …/commondir`), as does any
+        command that reads every worktree's HEAD (a fetch's connectivity check), and `worktree prune` removes the
+        folder of records once it is empty, under an add making its record there. Waited for up to twice git's
+        time limit (a prune and an add); a holder paused longer (SIGSTOP) is a ForgeError, not a wait for ever."""
+        import fcntl
+
+        path = os.path.join(self.cache, RECORDS_LOCK)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            deadline, pause = time.monotonic() + 2 * git_timeout(), 0.005
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise ForgeError(f"the cache's worktrees are locked by another process: {path}",
+                                         hint="a process of this cache is paused or hung: resume or end it") \
+                            from None
+                    time.sleep(pause)  # an flock is waited for by looking: nothing wakes a waiter as it goes
+                    pause = min(0.1, pause * 2)
+            yield
+        finally:
+            os.close(fd)
 
     def _git(self, *args: str, input: bytes | None = None, check: bool = True,
              timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -36,7 +36,6 @@ TAKING = ".taking-"  # `.taking-<unix time>-<random>`: a spare being made clean,
 DISCARDED = ".discarded-"  # `.discarded-<unix time>-<random>`: a worktree being removed
 LITTER_S = 60.0  # a taking or discarded folder this old and nobody's (its process was killed) is removed
 LOCKED = "locked"  # in a worktree's record while it moves; ours say "assay: <token>"
-RECORDS_LOCK = "assay-worktrees.lock"  # in the cache: held while a process makes or removes worktrees' records
 # what the record of a worktree that is only a commit's files holds; anything else (a rebase, a merge or a bisect
 # under way, sparse patterns, its own config, submodules, refs of its own, a person's lock) is state no other brief
 # may inherit, and such a worktree is never a spare
@@ -68,21 +67,6 @@ class Worktrees(Pushing):
             # twice forced: over a folder gone, and over a record of this path that a killed mover left locked
             self._git("worktree", "add", "--detach", "--force", "--force", str(path), commit)
         return WorkRepo(path)
-
-    @contextlib.contextmanager
-    def _records(self) -> Iterator[None]:
-        """The worktrees' records (`<cache>/worktrees/`) made and removed by one process of this cache at a time
-        (an flock, let go however its holder ends): git's `worktree add` reads every record as it makes its own and
-        dies on one another process has half made or half removed (`failed to read …/commondir`), and `worktree
-        prune` removes the folder of records once it is empty, under an add making its record there."""
-        import fcntl
-
-        fd = os.open(os.path.join(self.cache, RECORDS_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
 
     @contextlib.contextmanager
     def clean_checkout(self, path: Path, commit: str) -> Iterator[WorkRepo]:
@@ -366,17 +350,17 @@ class Worktrees(Pushing):
         place of the old one, and the index is reset to HEAD, the files left as they are."""
         head = run_git(["rev-parse", "-q", "--verify", "HEAD"], cwd=path, check=False, env=self._env)
         start = head.stdout.decode().strip() if head.returncode == 0 else commit
-        if head.returncode == 0:
-            self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(path), "HEAD", check=False)
         spare = path.parent / f".{path.name}.rehome"
         rmtree(spare)
-        with self._records():
+        with self._records():  # the fetch (its check reads every record), the new record until it is whole
+            if head.returncode == 0:
+                self._git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(path), "HEAD", check=False)
             self._prune()
             self._git("worktree", "add", "--no-checkout", "--detach", "--force", str(spare), start)
-        (path / ".git").unlink()
-        os.replace(spare / ".git", path / ".git")
-        spare.rmdir()
-        self._git("worktree", "repair", str(path))
+            (path / ".git").unlink()
+            os.replace(spare / ".git", path / ".git")
+            spare.rmdir()
+            self._git("worktree", "repair", str(path))
         run_git(["reset", "-q"], cwd=path, env=self._env)
 
 
