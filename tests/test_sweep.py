@@ -101,6 +101,8 @@ def test_a_desk_renewing_at_the_lease_edge_is_never_expired_wrongly(policed: For
     desk, sweeper = Claims(ports[0]), Claims(ports[1])
     desk.claim("alpha", "d", lease_s=1)
     outcomes = {"renewed": 0, "expired": 0}
+    lead = 0.0  # how far the desk's renewal starts ahead of the sweep (behind it, below 0): moved after each round
+    # toward the side that lost, so that both win some rounds however this machine's load favours one
     try:
         for k in range(16):
             now = T0 + 10 * k
@@ -109,9 +111,10 @@ def test_a_desk_renewing_at_the_lease_edge_is_never_expired_wrongly(policed: For
             barrier = threading.Barrier(2)
             result: dict[str, object] = {}
 
-            racer = threading.Thread(target=_renew_at_once, args=(desk, barrier, result))
+            racer = threading.Thread(target=_renew_at_once, args=(desk, barrier, result, max(0.0, -lead)))
             racer.start()
             barrier.wait()
+            threading.Event().wait(max(0.0, lead))
             report = sweep(sweeper, now=now + 2)  # past lease 1 s + grace 0 s for the observed tip
             racer.join()
             tip = policed.claim_json("alpha")
@@ -121,24 +124,26 @@ def test_a_desk_renewing_at_the_lease_edge_is_never_expired_wrongly(policed: For
                 assert parent == observed  # the tombstone sits on the tip that stood still, not on a renewal
                 assert result["renew"] is not True and lease[0].action == "expired"
                 outcomes["expired"] += 1
+                lead += 0.02
                 desk.claim("alpha", "d", lease_s=1)
             else:
                 assert result["renew"] is True and tip["state"] == "held"
                 assert not lease or lease[0].action.startswith("kept")
                 outcomes["renewed"] += 1
+                lead -= 0.02
                 desk.renew("alpha", "d")  # a tip the next round's first sweep sees for the first time
     finally:
         for p in ports:
             p.close()
     print(f"lease-edge races: {outcomes}")
-    assert sum(outcomes.values()) == 16 and outcomes["renewed"] > 0
+    assert sum(outcomes.values()) == 16 and outcomes["renewed"] > 0 and outcomes["expired"] > 0
     assert invariants(policed.path, "alpha") == []
 
 
-def _renew_at_once(desk: Claims, barrier: threading.Barrier, result: dict[str, object]) -> None:
+def _renew_at_once(desk: Claims, barrier: threading.Barrier, result: dict[str, object], behind: float) -> None:
     barrier.wait()
     # vary which side reaches the forge first: the sweep reads, then writes a tombstone some 10 to 30 ms later
-    threading.Event().wait(random.uniform(0, 0.03))
+    threading.Event().wait(behind + random.uniform(0, 0.03))
     try:
         desk.renew("alpha", "d")
         result["renew"] = True
