@@ -20,12 +20,32 @@ KEY = "k" * 40
 SHA = "a" * 40
 
 
+OWNER: dict[str, int] = {}  # a request's id -> the thread that listens for its ring (the `folder` fixture's)
+ASLEEP: set[int] = set()  # the threads gone to sleep on their bell since they began listening
+
+
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A group's folder, its clocks so slow that within the joins below only a ring wakes a waiter."""
+    """A group's folder, its clocks so slow that within the joins below only a ring wakes a waiter; which thread
+    listens for each request, and whether it is asleep on its bell yet, noted for `request_of`."""
     monkeypatch.setenv(pushgroup.KEY_ENV, KEY)
     monkeypatch.setenv("ASSAY_LISTING_QUEUE_S", "0")  # a listing on its way is waited for however young
     monkeypatch.setattr(groupbell, "RING_MAX_S", 30.0)  # (their clocks, a look each 0.25 s at most, are not used)
+    listen, wait = groupbell.listen, groupbell.wait
+    OWNER.clear()
+    ASLEEP.clear()
+
+    def listening(where: str, rid: str) -> int | None:
+        ASLEEP.discard(threading.get_ident())
+        OWNER[rid] = threading.get_ident()
+        return listen(where, rid)
+
+    def sleeping(bell: int | None, clock_s: float) -> None:
+        ASLEEP.add(threading.get_ident())  # (its last look for an answer made: only a ring wakes it now)
+        wait(bell, clock_s)
+
+    monkeypatch.setattr(groupbell, "listen", listening)
+    monkeypatch.setattr(groupbell, "wait", sleeping)
     where = tmp_path / "group"
     where.mkdir()
     return where
@@ -64,13 +84,15 @@ def in_thread(target: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
 
 
 def request_of(folder: Path, others: int = 0) -> str:
-    """The id of a request waiting in `folder` with its bell, once there are `others` + 1 (the newest)."""
+    """The id of a request waiting in `folder` with its bell, once there are `others` + 1 (the newest) and, where
+    the `folder` fixture notes it, its requester sleeps on its bell (so that an answer written now is not found by
+    a look it had still to make)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         found = sorted((entry.stat().st_mtime_ns, entry.name[:-4]) for entry in os.scandir(folder)
                        if entry.name.endswith(".req") and os.path.exists(folder / f"{entry.name[:-4]}{groupbell.BELL}"))
-        if len(found) > others:
-            return found[-1][1]
+        if len(found) > others and (found[-1][1] not in OWNER or OWNER[found[-1][1]] in ASLEEP):
+            return found[-1][1]  # (and, in a `folder`, its requester asleep on its bell)
         time.sleep(0.01)
     raise AssertionError(f"no {others + 1} requests with their bells in {os.listdir(folder)}")
 
