@@ -49,7 +49,7 @@ LAYERS = (
           "git runs git; records' codec; agents' environments"),
     Layer("shared", ("core.lives", "core.stops", "core.credentials", "core.cachefile", "core.crash", "core.digests",
                      "core.pushgroup", "core.listgroup", "core.fetchgroup", "core.groupbell", "core.records.recordtype",
-                     "errors", ""),
+                     "core.lazy", "errors", ""),
           "errors, crash points, lives, credentials, caches, digests, records, host groups"),
 )
 

@@ -20,6 +20,8 @@ only `run` (where a forge is) or `ahead` (a new cache's first fetch, started bef
 those.
 """
 
+from assay.core.lazy import names
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from assay.core.git.forge import ForgeGit
@@ -48,15 +50,7 @@ _HOMES = {  # each name's module
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
-
-def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
-    globals()[name] = value  # found here directly from now on
-    return value
-
+__getattr__ = names(__name__, _HOME)
 
 __all__ = [
     "OBJECT_ID", "PACK_GUARD", "PACK_REFS_AT", "SPARES", "STALE_LOCK_S", "UNPACK_BELOW", "WALK_AT_MOST", "ZERO",

@@ -4,6 +4,8 @@ without decoding it whole; `spacing` says how far apart its snapshots are. The n
 loaded as a caller first names it (PEP 562): `spacing` loads alone.
 """
 
+from assay.core.lazy import names
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from assay.core.journal.writer import (
@@ -25,16 +27,9 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> object:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"{__name__}.writer", fromlist=[name]), name)
-    globals()[name] = value  # found here directly from now on
-    return value
-
-
 __all__ = [
     "INLINE_LIMIT", "KEEP_AFTER", "MAX_PENDING_S", "Draft", "Journal", "JournalLog", "append_as_person",
     "append_built_as_person", "entry_view", "fork_as_person", "read_indexed", "read_kept", "read_log", "read_logs",
     "transition_as",
 ]
+__getattr__ = names(__name__, dict.fromkeys(__all__, "writer"))

@@ -5,6 +5,8 @@ rows of their own (`assay.layers`) and are imported by their own names. Each nam
 `codec` as a caller first names it (PEP 562): `recordtype` loads alone.
 """
 
+from assay.core.lazy import names
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from assay.core.records.codec import (
@@ -46,14 +48,6 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> object:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"{__name__}.codec", fromlist=[name]), name)
-    globals()[name] = value  # found here directly from now on
-    return value
-
-
 __all__ = [
     "CLAIMS_PREFIX", "ClaimRecord", "FORMAT_VERSION", "JOURNAL_PREFIX", "JournalEntry", "LANDING_CLAIM",
     "LEARNED_PREFIX", "LIVE_STATES", "MAIN_REF", "POLICIES", "REVIEWS_PREFIX", "ReviewComment", "ReviewRecord",
@@ -62,3 +56,4 @@ __all__ = [
     "human_age", "iso_seconds", "journal_ref", "load_record", "parse_iso", "review_ref", "utc_now_iso",
     "validate_brief_id", "wip_ref",
 ]
+__getattr__ = names(__name__, dict.fromkeys(__all__, "codec"))
