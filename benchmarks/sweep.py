@@ -4,7 +4,7 @@ growth from the smallest size to the largest (target <= 5 from 100 to 10,000 bri
     python benchmarks/sweep.py [--sizes 100,1000,10000] [--rounds 5]
 
 Each forge is built with `git fast-import`: N briefs on main, each with a held claim (lease 600 s,
-so nothing expires) and a journal of two entries. Each round times, interleaved over all sizes:
+so nothing expires) and a journal of two entries, each journal its own commit (its own run id). Each round times, interleaved over all sizes:
 
 - the floor: `assay claims --json`, the least read of every claim (one ls-remote, one fetch, one
   cat-file batch), in the same process setup;
@@ -54,8 +54,9 @@ def build(path: Path, n: int) -> None:
                             branch=f"assay/{brief}", at=AT)
         out += (b"\ncommit refs/assay/claims/%s\n" % brief.encode() + WHO + data(b"claim")
                 + b"M 100644 inline claim.json\n" + data(claim.encode()))
-        lines = [JournalEntry(seq=1, epoch=1, kind="note", at=AT, run="r1", data={"run": "start"}),
-                 JournalEntry(seq=2, epoch=1, kind="intent", at=AT, run="r1", step="build", ordinal=0,
+        run = f"r{i:05d}"  # each journal its own run: its own blob, tree and commit, as on a real forge
+        lines = [JournalEntry(seq=1, epoch=1, kind="note", at=AT, run=run, data={"run": "start"}),
+                 JournalEntry(seq=2, epoch=1, kind="intent", at=AT, run=run, step="build", ordinal=0,
                               input_sha="0" * 64, policy="safe")]
         jsonl = "".join(e.encode() + "\n" for e in lines).encode()
         out += (b"\ncommit refs/assay/journal/%s\n" % brief.encode() + WHO + data(b"journal")

@@ -183,3 +183,26 @@ def test_audit_all_names_the_review_records_and_refs_it_could_not_read(forge: Fo
     bad_name = checks["refs/assay/journal/Bad_Name"]["read"]
     assert not bad_name["passed"] and "not a valid brief id" in bad_name["reason"]
     no_traceback(run.err)
+
+
+def test_one_pass_over_the_listing_sorts_every_ref_by_kind_and_sets_junk_aside(forge: Forge, claims: Claims) -> None:
+    """The scan files each listed ref under its prefix in one pass (a ref's folder finds it): refs whose name is no
+    brief id (a `/` in it, upper case) are junk of that kind, in the order of the kinds asked; refs under no
+    prefix are filed nowhere."""
+    from assay.core.scan import WHOLE, scan
+
+    tip = forge.tip("refs/heads/main")
+    assert tip
+    for ref in ("refs/assay/claims/a", "refs/assay/claims/b/c", "refs/assay/claims/Up", "refs/assay/journal/a",
+                "refs/assay/journal/Up", "refs/heads/assay/a", "refs/heads/assay/x/y", "refs/assay/reviews/r",
+                "refs/assay/learned/a", "refs/assay/other/a", "refs/heads/feature"):
+        write_loose_ref(forge, ref, tip)
+    found = scan(claims.git, WHOLE)
+    assert found.by_brief("claims") == {"a": tip} and found.by_brief("journals") == {"a": tip}
+    assert found.by_brief("branches") == {"a": tip} and found.by_brief("reviews") == {"r": tip}
+    assert found.by_brief("learned") == {"a": tip}
+    assert [j.ref for j in found.junk] == ["refs/assay/claims/Up", "refs/assay/claims/b/c", "refs/assay/journal/Up",
+                                           "refs/heads/assay/x/y"]
+    assert "upper-case" in found.junk[0].problem and "path separator" in found.junk[1].problem
+    only = scan(claims.git, ("journals", "claims"))
+    assert [j.ref for j in only.junk] == ["refs/assay/journal/Up", "refs/assay/claims/Up", "refs/assay/claims/b/c"]

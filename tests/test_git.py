@@ -13,6 +13,7 @@ import pytest
 
 from assay.core.credentials import redact
 from assay.core.git import ZERO, ForgeGit, GitObject, RefUpdate, Signature, TreeEntry, parse_porcelain
+from assay.core.git.history import LOOK_LOOSE_AT_MOST
 from assay.errors import ForgeError, NotATree
 from tests.conftest import Forge, git
 from tests.fakegithub.server import FakeGitHub
@@ -409,6 +410,24 @@ def test_chains_walks_many_first_parent_chains_in_one_rev_list(port: ForgeGit) -
     found = port.chains([a[-1], b[-1], blob, a[-1]])
     assert found == {a[-1]: a[::-1], b[-1]: b[::-1], blob: []}
     assert found[a[-1]] == port.rev_list(a[-1]) and port.chains([]) == {}
+
+
+def test_many_objects_are_looked_for_by_type_alone_and_many_chains_walked_the_same(port: ForgeGit) -> None:
+    """Past `LOOK_LOOSE_AT_MOST` names, presence and type come from one `cat-file --batch-check` (no object read
+    whole); what it answers is what the batch that reads them answers: absent, malformed and non-commit names
+    included."""
+    commits = _many(port, LOOK_LOOSE_AT_MOST + 20, "k")
+    blob, tree = port.write_blob(b"b"), port.write_tree([TreeEntry("f", port.write_blob(b"f"))])
+    absent = "0" * 40
+    names = [*commits, blob, tree, absent, f"{blob}\n{tree}", "nothex", commits[0][:10]]
+    kinds = port.kinds(names)
+    assert kinds == [*(["commit"] * len(commits)), "blob", "tree", None, None, None, None]
+    assert kinds[:-3] == [o.kind if o else None for o in port.read_typed(names[:-3])]
+    wants = [(f"refs/x/{i}", sha) for i, sha in enumerate([*commits, blob, absent, "nothex"])]
+    assert port._lacking(wants) == [(f"refs/x/{len(commits) + 1}", absent), (f"refs/x/{len(commits) + 2}", "nothex")]
+    assert port._lacking(wants[:3] + wants[-2:]) == wants[-2:]  # a few: through the batch, the same answer
+    found = port.chains([*commits, blob, absent])
+    assert found == {**{c: [c] for c in commits}, blob: [], absent: []}
 
 
 def _many(port: ForgeGit, n: int, tag: str) -> list[str]:

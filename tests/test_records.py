@@ -104,3 +104,47 @@ def test_a_journal_entry_encodes_every_field_it_has_and_nothing_else() -> None:
     assert entry.encode() == json.dumps(expected, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     bare = JournalEntry(seq=1, epoch=1, kind="note", at="2026-01-01T00:00:00Z")
     assert set(json.loads(bare.encode())) == {"seq", "epoch", "kind", "at", "run", "v"}
+
+
+def _refused_by_the_rules(brief: str) -> bool:
+    """The brief-id rules as `docs` state them, one by one, without the pattern that checks most of them at once."""
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789._-")
+    return (not brief or not brief.isascii() or "/" in brief or "\\" in brief or ".." in brief
+            or brief.endswith((".", ".lock")) or len(brief) > 64 or brief != brief.lower()
+            or not set(brief) <= allowed or brief[0] in "._-")
+
+
+def test_a_brief_id_is_taken_exactly_when_no_rule_refuses_it() -> None:
+    """Most ids are taken by one pattern and three rules before the rules that name a problem run: the same ids."""
+    import random
+
+    rng = random.Random(7)
+    pieces = ["a", "z", "0", "9", ".", "..", "-", "_", ".lock", "A", "/", "\\", "é", " ", "\n", "x" * 30]
+    tried = [*GOOD_IDS, *BAD_IDS, "a.lock", "a.locks", "lock", "a-", "a_", "9.", "a\n", "\na", "x" * 63 + ".",
+             *("".join(rng.choices(pieces, k=rng.randint(1, 6))) for _ in range(3000))]
+    for brief in tried:
+        try:
+            validate_brief_id(brief)
+            taken = True
+        except BriefIdInvalid:
+            taken = False
+        assert taken != _refused_by_the_rules(brief), brief
+
+
+def test_a_journal_line_is_read_as_json_loads_reads_it() -> None:
+    """Lines are parsed by json's scanner without `json.loads`'s wrapping: whitespace around an entry is still taken,
+    and text after it, or no value at all, is refused in json's own words."""
+    from assay.core.records import decode_entry
+
+    entry = JournalEntry(seq=1, epoch=1, kind="note", at="2026-01-01T00:00:00Z", run="r", data={"t": "ü\\n"})
+    line = entry.encode()
+    assert decode_entry(line, "r") == entry == decode_entry(f"  {line}\t", "r")
+    for bad in (f"{line} x", f"{line}{line}", "", "   ", f"[{line}]", line[:-1], "NaN", line.replace("{", "{ ,", 1)):
+        with pytest.raises(RecordInvalid) as info:
+            decode_entry(bad, "refs/assay/journal/r")
+        try:
+            json.loads(bad)
+            said = "journal line is not a JSON object"
+        except json.JSONDecodeError as exc:
+            said = f"journal line is not JSON ({exc})"
+        assert info.value.problem == said, bad

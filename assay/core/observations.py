@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from assay.core.git import ZERO, ForgeGit
-from assay.core.records import FORMAT_VERSION, chain, parse_iso, validate_brief_id
+from assay.core.records import FORMAT_VERSION, chain, iso_seconds, validate_brief_id
 from assay.core.records.recordtype import asdict, dataclass, field
 from assay.errors import RecordInvalid, UsageError
 
@@ -60,9 +60,16 @@ class Observations:
     v: int = FORMAT_VERSION
 
     def encode(self) -> bytes:
-        data = {"v": self.v, "at": self.at, "briefs": {b: asdict(s) for b, s in sorted(self.briefs.items())},
+        data = {"v": self.v, "at": self.at, "briefs": {b: _plain_seen(s) for b, s in sorted(self.briefs.items())},
                 "findings": {k: asdict(f) for k, f in sorted(self.findings.items())}}
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _plain_seen(s: BriefSeen) -> dict[str, Any]:
+    """`asdict(s)`, field by field (a sweep of 10,000 briefs writes as many)."""
+    return {"claim": s.claim, "claim_seen": s.claim_seen, "journal": s.journal, "branch": s.branch,
+            "progress_seen": s.progress_seen, "unknown": [{"seq": u.seq, "step": u.step, "seen": u.seen}
+                                                          for u in s.unknown]}
 
 
 def write_observations(git: ForgeGit, seen: Observations, tip: str | None, on_commit: bool, said: str, by: str,
@@ -74,8 +81,21 @@ def write_observations(git: ForgeGit, seen: Observations, tip: str | None, on_co
     chain.push(git, [update._replace(expected=tip or ZERO)], "sweeper")
 
 
+_SECONDS: dict[str, float] = {}  # a time's text -> its seconds: a sweep reads thousands, most of them a few sweeps'
+_SECONDS_KEPT = 65536
+
+
 def seconds(iso: str) -> float:
-    return parse_iso(iso).timestamp()
+    """A time `utc_now_iso` wrote, in seconds since the epoch; ValueError if it is none."""
+    try:
+        return _SECONDS[iso]
+    except (KeyError, TypeError):  # (TypeError: not text, which iso_seconds says)
+        pass
+    value = iso_seconds(iso)
+    if len(_SECONDS) >= _SECONDS_KEPT:
+        _SECONDS.clear()
+    _SECONDS[iso] = value
+    return value
 
 
 def decode_observations(data: bytes | None, ref: str) -> Observations:
@@ -116,7 +136,7 @@ def _brief(name: str) -> str:
 def _time(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError("a time must be a string")
-    parse_iso(value)
+    seconds(value)
     return value
 
 
@@ -127,6 +147,14 @@ def _text(value: Any) -> str:
 
 
 def _brief_seen(obj: Any) -> BriefSeen:
+    if type(obj) is dict and obj.get("unknown") == []:  # most briefs: nothing unknown, every field text
+        g = obj.get
+        claim, claim_seen, journal, branch, progress_seen = (g("claim"), g("claim_seen"), g("journal"), g("branch"),
+                                                             g("progress_seen"))
+        if type(claim) is str and type(claim_seen) is str and type(journal) is str and type(branch) is str \
+                and type(progress_seen) is str and claim_seen in _SECONDS and progress_seen in _SECONDS:
+            return BriefSeen(claim, claim_seen, journal, branch, progress_seen)  # (times read before: valid)
+    # (the checks below say what is wrong, where anything is)
     obj = _mapping(obj)
     unknown = obj["unknown"]
     if not isinstance(unknown, list):

@@ -121,20 +121,30 @@ def scan(git: ForgeGit, kinds: tuple[str, ...] = WHOLE) -> Scan:
     if not refs.get(MAIN_REF):
         raise NoMainBranch()
     out = Scan(git, tuple(kinds), refs)
+    prefixes = [PREFIXES[k] for k in kinds if k in PREFIXES]
+    named, junk = _named(refs, prefixes)
     for kind in kinds:
         if kind in PREFIXES:
-            out.tips[kind] = _named(refs, PREFIXES[kind], out.junk)
+            out.tips[kind] = named[PREFIXES[kind]]
+            out.junk += junk[PREFIXES[kind]]
     return out
 
 
-def _named(refs: dict[str, str], prefix: str, junk: list[InvalidRecord]) -> dict[str, str]:
-    """The refs under `prefix` that name a brief; the others are junk."""
-    out: dict[str, str] = {}
+def _named(refs: dict[str, str],
+           prefixes: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, list[InvalidRecord]]]:
+    """By prefix, the refs under it that name a brief, and the others (junk): one pass over `refs` (no prefix is
+    another's; a ref's folder finds its prefix where its brief has no `/`)."""
+    named: dict[str, dict[str, str]] = {p: {} for p in prefixes}
+    junk: dict[str, list[InvalidRecord]] = {p: [] for p in prefixes}
     for ref, sha in refs.items():
-        if ref.startswith(prefix):
-            try:
-                brief_of_ref(ref, prefix)
-                out[ref] = sha
-            except RecordInvalid as exc:
-                junk.append(InvalidRecord(ref, sha, exc.problem))
-    return out
+        prefix = ref[:ref.rfind("/") + 1]
+        if prefix not in named:
+            prefix = next((p for p in prefixes if ref.startswith(p)), "")
+            if not prefix:
+                continue
+        try:
+            brief_of_ref(ref, prefix)
+            named[prefix][ref] = sha
+        except RecordInvalid as exc:
+            junk[prefix].append(InvalidRecord(ref, sha, exc.problem))
+    return named, junk

@@ -202,8 +202,10 @@ def interrupted_effects(git: ForgeGit, state: ForgeState) -> dict[str, list[Jour
     writer still runs here can never journal its result. A few journals are read through the decoded-log cache
     (local git only); many, in one rev-list and one cat-file batch."""
     out: dict[str, list[JournalEntry]] = {}
+    here = f"/{os.uname().nodename}/"  # a holder of another host (most of them) is judged by its lease, not here
     stopped = {b: state.journals[b] for b, c in state.claims.items() if b in state.journals
-               and (c.record.state in TOMBSTONES or (c.record.state == "held" and _dead_here(c.record.holder)))}
+               and (c.record.state in TOMBSTONES
+                    or (c.record.state == "held" and here in c.record.holder and _dead_here(c.record.holder)))}
     logs = read_logs(git, stopped) if len(stopped) > BATCH_JOURNALS else {}  # many: one batch for all
     for brief, tip in sorted(stopped.items()):
         try:
@@ -246,6 +248,11 @@ def observe(state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | Recor
         claim = state.claims.get(brief)
         tip, journal, branch = claim.sha if claim else "", state.journals.get(brief, ""), state.branches.get(brief, "")
         old = base.get(brief)
+        found = unknowns.get(brief)
+        if old is not None and old.claim == tip and old.journal == journal and old.branch == branch \
+                and not old.unknown and not (isinstance(found, list) and found):
+            out[brief] = old  # nothing moved, nothing unknown: as the base saw it (most briefs of a steady sweep)
+            continue
         claim_tip, claim_seen = tip, at
         journal_tip, branch_tip, progress_seen = journal, branch, at
         if old is not None:
@@ -253,7 +260,6 @@ def observe(state: ForgeState, unknowns: dict[str, list[tuple[int, str]] | Recor
                 claim_tip, claim_seen = old.claim, old.claim_seen
             if (old.journal, old.branch) == (journal, branch) or seconds(old.progress_seen) >= read_at:
                 journal_tip, branch_tip, progress_seen = old.journal, old.branch, old.progress_seen
-        found = unknowns.get(brief)
         first = {u.seq: u.seen for u in old.unknown} if old else {}
         unknown = tuple(UnknownSeen(seq, step, first.get(seq, at))
                         for seq, step in (found if isinstance(found, list) else []))

@@ -19,6 +19,7 @@ _PAIR = re.compile(r"([0-9a-f]{40}|[0-9a-f]{64}) (?:[0-9a-f]{40}|[0-9a-f]{64})\n
 # a depth no chain reaches, one below git's "infinite" (2^31 - 1), at which the forge unshallows every commit the
 # cache holds shallow (a journal's 100,000 commits below its snapshot, to make a claim's chain whole)
 WHOLE_DEPTH = 2**31 - 2
+LOOK_LOOSE_AT_MOST = 64  # tips looked for by their loose files and the running cat-file batch; more: a batch-check
 WALK_AT_MOST = 8  # commits of a chain read through the cat-file batch before `rev-list` is asked for the rest
 
 
@@ -122,13 +123,20 @@ class History(ObjectCache):
         return dict(self._lacking(list(refs.items())))
 
     def _lacking(self, wants: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The (ref, tip) pairs whose tips the cache lacks: loose objects by name, the rest in one cat-file batch."""
+        """The (ref, tip) pairs whose tips the cache lacks: a few by their loose files, then through the cat-file
+        batch already running; many by one `cat-file --batch-check`, which reads no object's contents."""
+        if len(wants) > LOOK_LOOSE_AT_MOST:
+            return self._absent(wants)
         objects = f"{self.cache}/objects/"
         unsure = [(ref, sha) for ref, sha in wants if not os.path.exists(f"{objects}{sha[:2]}/{sha[2:]}")]
         if not unsure:
             return []
         found = self.read_typed([sha for _, sha in unsure])
         return [want for want, obj in zip(unsure, found, strict=True) if obj is None]
+
+    def _absent(self, wants: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (ref, tip) pairs whose tips git does not find in the cache (one `cat-file --batch-check`)."""
+        return [want for want, kind in zip(wants, self.kinds([sha for _, sha in wants]), strict=True) if kind is None]
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether `older` is `newer` or in its history (both must be in the cache)."""
@@ -310,8 +318,10 @@ class History(ObjectCache):
     def _first_parents(self, tips: list[str]) -> dict[str, str | None]:
         """Each commit on the first-parent chains of `tips` (those that are commits in the cache) -> its first
         parent (None for a root): one cat-file batch and one `rev-list`."""
-        kinds = self.read_typed(tips)
-        commits = [t for t, obj in zip(tips, kinds, strict=True) if obj is not None and obj.kind == "commit"]
+        if len(tips) > LOOK_LOOSE_AT_MOST:
+            commits = [t for t, kind in zip(tips, self.kinds(tips), strict=True) if kind == "commit"]
+        else:
+            commits = [t for t, obj in zip(tips, self.read_typed(tips), strict=True) if obj and obj.kind == "commit"]
         parent: dict[str, str | None] = {}
         if commits:
             out = self._git("rev-list", "--first-parent", "--parents", "--stdin",

@@ -20,6 +20,7 @@ from assay.core.credentials import token_for
 from assay.core.digests import sha1_hex
 from assay.core.git.ahead import cache_folder, make_cache
 from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, git_timeout, is_local_path
+from assay.core.git.refs import OBJECT_ID
 from assay.core.git.run import local_forge_path, run_git
 from assay.core.records.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree
@@ -33,6 +34,7 @@ MAINTAIN_EVERY = 512  # objects a process writes between looks at the cache's si
 LOOSE_LIMIT = 6700  # loose objects in the cache before they are packed (git's gc.auto)
 PACK_LIMIT = 50  # packs in the cache before they are folded into one (git's gc.autoPackLimit)
 RECORDS_LOCK = "assay-worktrees.lock"  # in the cache: held while a process makes or removes worktrees' records
+GIT_TYPES = frozenset({"commit", "tree", "blob", "tag"})
 FRESH_LIMIT = 100_000  # objects written and not yet pushed that a port remembers, for sending them loose
 
 
@@ -129,6 +131,21 @@ class ObjectCache:
 
     def _cache_env(self, env: dict[str, str] | None) -> dict[str, str]:
         return cache_env(self.cache, env)
+
+    def kinds(self, names: Sequence[str]) -> list[str | None]:
+        """The type of each object (`sha`; `commit`, `tree`, `blob`, `tag`), None where the cache has none (or the
+        name is none a batch can carry): one `cat-file --batch-check`, which reads no object's contents."""
+        asked = [n for n in names if OBJECT_ID.fullmatch(n)]
+        if not asked:
+            return [None] * len(names)
+        lines = self._git("cat-file", "--batch-check=%(objectname) %(objecttype)", "--buffer",
+                          input="".join(f"{n}\n" for n in asked).encode()).stdout.decode().splitlines()
+        found: dict[str, str] = {}
+        for line in lines:
+            name, _, kind = line.partition(" ")
+            if kind in GIT_TYPES:  # else "<name> missing" (or ambiguous)
+                found[name] = kind
+        return [found.get(n) for n in names]
 
     def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
         """Contents of many objects (`sha` or `sha:path`) through one `cat-file --batch`."""

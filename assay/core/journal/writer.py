@@ -124,7 +124,8 @@ def read_logs(git: ForgeGit, tips: dict[str, str]) -> dict[str, JournalLog | Rec
     all of them, for readers of the whole forge (the board). A journal that holds junk is its error."""
     chains = git.chains(list(tips.values()))
     order = sorted(tips)
-    texts = iter(git.read_typed([f"{c}:entries.jsonl" for b in order for c in reversed(chains.get(tips[b], []))]))
+    # streamed: git finds the next journals' texts while these are decoded
+    texts = git.stream_typed([f"{c}:entries.jsonl" for b in order for c in reversed(chains.get(tips[b], []))])
     out: dict[str, JournalLog | RecordInvalid] = {}
     for brief in order:
         ref, tip = journal_ref(brief), tips[brief]
@@ -140,6 +141,7 @@ def read_logs(git: ForgeGit, tips: dict[str, str]) -> dict[str, JournalLog | Rec
             out[brief] = JournalLog(entries, commit_of, tip, len(commits))
         except RecordInvalid as exc:
             out[brief] = exc
+    next(texts, None)  # past the last answer: the batch process is kept for the next read
     return out
 
 

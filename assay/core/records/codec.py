@@ -43,6 +43,9 @@ def brief_id_problem(brief: str) -> str | None:
 
 def validate_brief_id(brief: str) -> str:
     """Return `brief` if it is a safe file name and ref component, else raise BriefIdInvalid."""
+    if isinstance(brief, str) and _BRIEF_ID.fullmatch(brief) and not brief.endswith((".", ".lock")) \
+            and ".." not in brief:
+        return brief  # (the pattern holds every rule below but these three; the rules name what is wrong)
     if not brief:
         raise BriefIdInvalid(brief, "it is empty")
     if not brief.isascii():
@@ -272,12 +275,20 @@ _ENTRY_TYPES: dict[str, type] = {
 }
 
 
+_SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (set by its __init__; not in the stubs)
+
+
 def decode_entry(line: str, ref: str) -> JournalEntry:
     """Parse one journal line; anything that is not a valid v1 entry raises RecordInvalid(ref, …)."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise RecordInvalid(ref, f"journal line is not JSON ({exc})") from None
+        obj, end = _SCAN_JSON(line, 0)  # what `json.loads` runs, without its checks around it (a sweep reads many)
+        if end != len(line):
+            raise ValueError  # (text after it, or whitespace: `json.loads` says which)
+    except (StopIteration, ValueError):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordInvalid(ref, f"journal line is not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise RecordInvalid(ref, "journal line is not a JSON object")
     if obj.get("v") != FORMAT_VERSION:

@@ -109,7 +109,12 @@ def replace(record: T, /, **changes: Any) -> T:
     return type(record)(**changes)
 
 
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:  # the most of any record's fields: first
+        return value
     if hasattr(type(value), "__record_fields__"):
         return asdict(value)
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
