@@ -4,7 +4,8 @@ growth from the smallest size to the largest (target <= 5 from 100 to 10,000 bri
     python benchmarks/sweep.py [--sizes 100,1000,10000] [--rounds 5]
 
 Each forge is built with `git fast-import`: N briefs on main, each with a held claim (lease 600 s,
-so nothing expires) and a journal of two entries, each journal its own commit (its own run id). Each round times, interleaved over all sizes:
+so nothing expires) and a journal of two entries, each journal its own commit (its own run id).
+Each round times, interleaved over all sizes:
 
 - the floor: `assay claims --json`, the least read of every claim (one ls-remote, one fetch, one
   cat-file batch), in the same process setup;

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -338,3 +339,19 @@ def test_a_waiting_brief_the_forge_refuses_does_not_stop_the_desk(work: Forge, t
     assert forced.code == 0, forced.err  # a person is not stopped by the lock either
     assert "not journaled" in str(claim_chain(work.path, "t")[-1]["reason"])
     claims.git.close()
+
+
+def test_a_request_that_is_junk_json_is_answered_as_a_bad_request(served: tuple[StepServer, dict[str, str]],
+                                                                   forge: Forge) -> None:
+    """What the desk's socket receives is the agent's to send: a JSON value that is no object, nesting past the
+    stack, a number past int's digits: each answered as a bad request, no traceback, the desk serving on."""
+    server, env = served
+    for junk in (b"[1, 2]\n", b"[" * 100_000 + b"\n", b'{"op": ' + b"9" * 5000 + b"}\n", b"\xff\n"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(server.path))
+            conn.sendall(junk)
+            reply = json.loads(conn.makefile("rb").readline())
+        assert reply["do"] == "error" and reply["message"].startswith("bad request to the desk"), (junk[:20], reply)
+    value = client(env, "step", "value", "uuid")
+    out, err = value.communicate(timeout=60)
+    assert value.returncode == 0 and len(out.strip()) == 36, err

@@ -148,3 +148,24 @@ def test_a_journal_line_is_read_as_json_loads_reads_it() -> None:
         except json.JSONDecodeError as exc:
             said = f"journal line is not JSON ({exc})"
         assert info.value.problem == said, bad
+
+
+HOSTILE_JSON = {"deep": "[" * 100_000, "long number": '{"v": ' + "9" * 5000 + "}", "not utf-8": "\udcff"}
+
+
+@pytest.mark.parametrize("case", HOSTILE_JSON)
+def test_json_no_reader_can_take_is_junk_named_not_a_crash(case: str) -> None:
+    """Text a hostile writer controls, which json cannot turn into values (nesting past the stack, a number past
+    int's digits limit, bytes that are no UTF-8), is junk in every record the forge holds."""
+    from assay.core.observations import decode_observations
+    from assay.core.records import decode_entry
+
+    text = HOSTILE_JSON[case]
+    data = text.encode("utf-8", "surrogateescape")
+    with pytest.raises(RecordInvalid, match="is not JSON"):
+        decode_claim(data, "refs/assay/claims/fix-login")
+    with pytest.raises(RecordInvalid, match="observations.json is not JSON"):
+        decode_observations(data, "refs/assay/sweeper")
+    if case != "not utf-8":  # (a journal's lines are text already: its blob's bytes are checked as UTF-8 first)
+        with pytest.raises(RecordInvalid, match="journal line is not JSON"):
+            decode_entry(text, "refs/assay/journal/fix-login")

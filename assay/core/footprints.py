@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
-from assay.core.records import FORMAT_VERSION, LEARNED_PREFIX, validate_brief_id
+from assay.core.records import FORMAT_VERSION, LEARNED_PREFIX, NOT_JSON, validate_brief_id
 from assay.core.records.recordtype import dataclass
 from assay.errors import RecordInvalid, UsageError
 
@@ -210,7 +210,7 @@ def decode(data: bytes | None, ref: str) -> dict[str, Footprint]:
         raise RecordInvalid(ref, f"the commit has no {FOOTPRINTS}")
     try:
         obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except NOT_JSON as exc:
         raise RecordInvalid(ref, f"{FOOTPRINTS} is not JSON ({exc})") from None
     if not isinstance(obj, dict) or set(obj) != {"v", "briefs"} or not isinstance(obj["briefs"], dict):
         raise RecordInvalid(ref, f'{FOOTPRINTS} must be an object with exactly "v" and "briefs"')

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from assay.core.git import ZERO, ForgeGit
-from assay.core.records import FORMAT_VERSION, chain, iso_seconds, validate_brief_id
+from assay.core.records import FORMAT_VERSION, NOT_JSON, chain, iso_seconds, validate_brief_id
 from assay.core.records.recordtype import asdict, dataclass, field
 from assay.errors import RecordInvalid, UsageError
 
@@ -104,7 +104,7 @@ def decode_observations(data: bytes | None, ref: str) -> Observations:
         raise RecordInvalid(ref, f"the commit has no {OBSERVATIONS}")
     try:
         obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except NOT_JSON as exc:
         raise RecordInvalid(ref, f"{OBSERVATIONS} is not JSON ({exc})") from None
     if not isinstance(obj, dict) or set(obj) != {"v", "at", "briefs", "findings"}:
         raise RecordInvalid(ref, f'{OBSERVATIONS} must be an object with exactly "v", "at", "briefs", "findings"')

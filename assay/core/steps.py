@@ -46,7 +46,7 @@ from assay.core.outcomes import (
     unknown_fields,
     verdict_of_exit,
 )
-from assay.core.records import POLICIES, JournalEntry
+from assay.core.records import NOT_JSON, POLICIES, JournalEntry, journal_ref
 from assay.core.records.recordtype import dataclass
 from assay.errors import (
     AssayError,
@@ -54,6 +54,7 @@ from assay.errors import (
     HookRefused,
     NeedsPerson,
     OutcomeUnknown,
+    RecordInvalid,
     Refused,
     ReplayMismatch,
     StepFailed,
@@ -544,7 +545,12 @@ class Session:
         if result.status == "failed":
             raise StepFailed(call.name, str(data.get("error", "failed")))
         if "output_blob" in data:
-            return json.loads(self.journal.blob(result, data["output_blob"]))
+            blob = self.journal.blob(result, data["output_blob"])
+            try:
+                return json.loads(blob)
+            except NOT_JSON as exc:
+                raise RecordInvalid(journal_ref(self.journal.brief), f"entry {result.seq}'s output "
+                                    f"{data['output_blob']} is not JSON ({exc})") from None
         return data.get("output")
 
     # -- recorded nondeterminism --------------------------------------------------------------

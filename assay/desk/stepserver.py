@@ -312,7 +312,7 @@ class StepServer:
     def _reply(self, conn: socket.socket, stream: Any) -> dict[str, Any] | None:
         life = _peer_life(conn)  # at once: a client that dies while it queues can name no writer later
         try:
-            request = json.loads(stream.readline() or b"{}")
+            request = _object(json.loads(stream.readline() or b"{}"))
             if request.get("op") == "progress":  # not a call: kept for the next heartbeat, even while a step runs
                 self.progress = progress_text(request.get("text"))
                 return {"do": "return", "progress": self.progress}
@@ -352,7 +352,7 @@ class StepServer:
             return {"do": "error", "code": 143, "message": f"{exc.reason}; the step's end is recorded", "hint": ""}
         except AssayError as exc:
             return {"do": "error", "code": exc.code, "message": exc.message, "hint": exc.hint}
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:  # junk from the client
             return {"do": "error", "code": 1, "message": f"bad request to the desk: {exc}", "hint": ""}
 
     def _wait(self, on: str) -> dict[str, Any]:
@@ -452,7 +452,7 @@ class StepServer:
                 line = b""
             if not line:
                 raise self._gone(inflight, effect.policy)
-            message = json.loads(line)
+            message = _object(json.loads(line))
             if message.get("op") == "cancelled":  # SIGTERM or Ctrl-C reached the client, or this desk stops
                 if effect.policy != "unsafe":
                     raise ClientGone()  # left open: a later call resumes it with the same idempotency key
@@ -592,3 +592,10 @@ def _peer_life(conn: socket.socket) -> Life | None:
 def _send(stream: Any, message: dict[str, Any]) -> None:
     stream.write(json.dumps(message).encode() + b"\n")
     stream.flush()
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A client's message, which is a JSON object; ValueError (a bad request) if it is anything else."""
+    if not isinstance(value, dict):
+        raise ValueError(f"a message to the desk is a JSON object, not {type(value).__name__}")
+    return value

@@ -113,7 +113,7 @@ class ForgeBudget:
         try:
             record = json.loads(data or b"{}")
             return [Grant(float(at), int(n), str(holder)) for at, n, holder in record.get("grants") or []]
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             return []  # an unreadable ledger is replaced: the limits hold again from the next grant
 
     def _write(self, grants: list[Grant]) -> str:

@@ -316,8 +316,8 @@ class History(ObjectCache):
             self._parents.update(self._first_parents(wanted))
 
     def _first_parents(self, tips: list[str]) -> dict[str, str | None]:
-        """Each commit on the first-parent chains of `tips` (those that are commits in the cache) -> its first
-        parent (None for a root): one cat-file batch and one `rev-list`."""
+        """Each commit on the first-parent chains of `tips` (full object ids; those that are commits in the cache)
+        -> its first parent (None for a root): one cat-file batch (or batch-check) and one `rev-list`."""
         if len(tips) > LOOK_LOOSE_AT_MOST:
             commits = [t for t, kind in zip(tips, self.kinds(tips), strict=True) if kind == "commit"]
         else:

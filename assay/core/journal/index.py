@@ -404,7 +404,7 @@ def decode_summary(data: bytes | None, brief: str) -> Summary | None:
         if sorted(set(raw["open"])) != raw["open"] or (raw["open"] and raw["open"][-1] > raw["last_seq"]):
             return None
         return Summary(brief, raw["tip"], raw["last_seq"], segments, tuple(raw["open"]), raw["nondets"], raw["starts"])
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
 

@@ -100,7 +100,7 @@ class Keys:
             if type(raw["k"]) is not int or not 1 <= raw["k"] <= 32 or raw["m"] != len(bits) * 8 or not bits:
                 return None
             return cls(bits, raw["k"])
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             return None
 
     def _positions(self, key: str) -> list[int]:

@@ -127,21 +127,24 @@ def read_logs(git: ForgeGit, tips: dict[str, str]) -> dict[str, JournalLog | Rec
     # streamed: git finds the next journals' texts while these are decoded
     texts = git.stream_typed([f"{c}:entries.jsonl" for b in order for c in reversed(chains.get(tips[b], []))])
     out: dict[str, JournalLog | RecordInvalid] = {}
-    for brief in order:
-        ref, tip = journal_ref(brief), tips[brief]
-        commits = list(reversed(chains.get(tip, [])))
-        found = [next(texts) for _ in commits]
-        try:
-            if not commits:
-                raise RecordInvalid(ref, f"its tip {tip[:10]} is not a commit in the forge's objects")
-            entries: list[JournalEntry] = []
-            commit_of: dict[int, str] = {}
-            _decode(ref, commits, found, entries, commit_of)
-            _check_seq(ref, entries, 1)
-            out[brief] = JournalLog(entries, commit_of, tip, len(commits))
-        except RecordInvalid as exc:
-            out[brief] = exc
-    next(texts, None)  # past the last answer: the batch process is kept for the next read
+    try:
+        for brief in order:
+            ref, tip = journal_ref(brief), tips[brief]
+            commits = list(reversed(chains.get(tip, [])))
+            found = [next(texts) for _ in commits]
+            try:
+                if not commits:
+                    raise RecordInvalid(ref, f"its tip {tip[:10]} is not a commit in the forge's objects")
+                entries: list[JournalEntry] = []
+                commit_of: dict[int, str] = {}
+                _decode(ref, commits, found, entries, commit_of)
+                _check_seq(ref, entries, 1)
+                out[brief] = JournalLog(entries, commit_of, tip, len(commits))
+            except RecordInvalid as exc:
+                out[brief] = exc
+        next(texts, None)  # past the last answer: the batch process is kept for the next read
+    finally:
+        texts.close()  # stopped early (an interrupt): its process ends now, not when the stream is collected
     return out
 
 

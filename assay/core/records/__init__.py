@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         LEARNED_PREFIX,
         LIVE_STATES,
         MAIN_REF,
+        NOT_JSON,
         POLICIES,
         REVIEWS_PREFIX,
         STATES,
@@ -50,10 +51,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLAIMS_PREFIX", "ClaimRecord", "FORMAT_VERSION", "JOURNAL_PREFIX", "JournalEntry", "LANDING_CLAIM",
-    "LEARNED_PREFIX", "LIVE_STATES", "MAIN_REF", "POLICIES", "REVIEWS_PREFIX", "ReviewComment", "ReviewRecord",
-    "STATES", "TOMBSTONES", "WIP_PREFIX", "WORK_BRANCH_PREFIX", "WORK_BRANCH_REF_PREFIX", "brief_id_problem",
-    "brief_of_ref", "check_tip", "claim_ref", "condition_problem", "decode_claim", "decode_entry", "decode_review",
-    "human_age", "iso_seconds", "journal_ref", "load_record", "parse_iso", "review_ref", "utc_now_iso",
+    "LEARNED_PREFIX", "LIVE_STATES", "MAIN_REF", "NOT_JSON", "POLICIES", "REVIEWS_PREFIX", "ReviewComment",
+    "ReviewRecord", "STATES", "TOMBSTONES", "WIP_PREFIX", "WORK_BRANCH_PREFIX", "WORK_BRANCH_REF_PREFIX",
+    "brief_id_problem", "brief_of_ref", "check_tip", "claim_ref", "condition_problem", "decode_claim", "decode_entry",
+    "decode_review", "human_age", "iso_seconds", "journal_ref", "load_record", "parse_iso", "review_ref", "utc_now_iso",
     "validate_brief_id", "wip_ref",
 ]
 __getattr__ = names(__name__, dict.fromkeys(__all__, "codec"))

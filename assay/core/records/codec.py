@@ -185,7 +185,7 @@ def load_record(data: bytes | None, ref: str, name: str,
         raise RecordInvalid(ref, f"the commit has no {name}")
     try:
         obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except NOT_JSON as exc:
         raise RecordInvalid(ref, f"{name} is not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise RecordInvalid(ref, f"{name} is not a JSON object")
@@ -275,6 +275,9 @@ _ENTRY_TYPES: dict[str, type] = {
 }
 
 
+# what json raises on text a writer controls: not JSON (and not UTF-8), a number past int's digits limit, nesting past
+# the stack (a hostile desk's record is junk to report, never a traceback)
+NOT_JSON = (ValueError, RecursionError)
 _SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (set by its __init__; not in the stubs)
 
 
@@ -284,10 +287,10 @@ def decode_entry(line: str, ref: str) -> JournalEntry:
         obj, end = _SCAN_JSON(line, 0)  # what `json.loads` runs, without its checks around it (a sweep reads many)
         if end != len(line):
             raise ValueError  # (text after it, or whitespace: `json.loads` says which)
-    except (StopIteration, ValueError):
+    except (StopIteration, *NOT_JSON):
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except NOT_JSON as exc:
             raise RecordInvalid(ref, f"journal line is not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise RecordInvalid(ref, "journal line is not a JSON object")
