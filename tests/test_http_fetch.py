@@ -73,6 +73,30 @@ def test_a_fetch_is_one_post_asking_only_for_what_is_new(fake_github: FakeGitHub
     subprocess.run(["git", "fsck", "--connectivity-only", newer], cwd=port.cache, check=True, capture_output=True)
 
 
+def test_an_answer_too_large_to_hold_goes_to_git_fetch_which_streams_it(fake_github: FakeGitHub, forge: Path,
+                                                                       port: ForgeGit,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fetch answer past `ANSWER_AT_MOST` (the first fetch of a big repository's history) is not held in memory:
+    its connection is closed unread, `git fetch` brings the same objects, and the next fetch, a small one, is this
+    process's own again."""
+    from assay.core.git import smarthttp
+
+    ref = "refs/assay/journal/b1"
+    tip = port.ls_remote(ref)[ref]
+    monkeypatch.setattr(smarthttp, "ANSWER_AT_MOST", 1000)  # the chain's 60 objects are a pack of some kilobytes
+    ran = spy_git(port)
+    port.ensure_objects({ref: tip})
+    assert "fetch" in ran and ran.count("index-pack") == 0 and len(port.rev_list(tip)) == 20
+    subprocess.run(["git", "fsck", "--connectivity-only", tip], cwd=port.cache, check=True, capture_output=True)
+    assert any(b"command=fetch" in request for _, request, _ in fake_github.git_served)  # asked, then left to git
+    monkeypatch.setattr(smarthttp, "ANSWER_AT_MOST", 64 * 2**20)
+    newer = grow(forge, tip, 20)
+    git("--git-dir", str(forge), "update-ref", ref, newer)
+    ran.clear()
+    port.ensure_objects(port.ls_remote(ref))
+    assert "fetch" not in ran and ran.count("index-pack") == 1 and port.rev_list(newer)[1] == tip
+
+
 def test_what_the_forge_will_not_serve_goes_to_git_fetch(fake_github: FakeGitHub, forge: Path,
                                                          port: ForgeGit) -> None:
     """An id the forge does not have is refused there: `git fetch` is asked, and says why."""

@@ -38,6 +38,9 @@ _CERTIFICATES = {"GIT_SSL_CAINFO": "cafile", "GIT_SSL_CAPATH": "capath", "sslcai
                  "sslcapath": "capath"}  # the TLS settings applied here (an https forge's certificate authorities)
 RESULT = "application/x-git-upload-pack-result"
 GIVE_UP_AFTER = 3  # failed answers in a row
+# the most of an answer held in memory: a larger one (the first fetch of a big repository's history) is left to git,
+# whose transport streams it to `index-pack`; its connection is closed unread
+ANSWER_AT_MOST = 64 * 2**20
 UPLOAD, RECEIVE = "git-upload-pack", "git-receive-pack"
 _KINDS = {UPLOAD: {"Git-Protocol": "version=2"}, RECEIVE: {}}  # what a POST to each adds (pushes: protocol v0)
 _VERBS = {UPLOAD: "ls-remote", RECEIVE: "push"}  # what git's own command would be, for its words
@@ -266,7 +269,7 @@ class SmartHTTP:
                 sent = True
                 conn.request("POST" if body is not None else "GET", path, body, headers)
                 response = conn.getresponse()
-                data = response.read()
+                data = response.read(ANSWER_AT_MOST + 1)
             except Exception as exc:
                 conn.close()
                 if late.is_set():
@@ -283,8 +286,9 @@ class SmartHTTP:
                 return Reply(sent), None
             finally:
                 timer.cancel()
-            ok = response.status == 200 and response.getheader("Content-Type", "").startswith(expected)
-            if not ok:
+            whole = len(data) <= ANSWER_AT_MOST  # else: too large to hold, no failure of the way
+            ok = whole and response.status == 200 and response.getheader("Content-Type", "").startswith(expected)
+            if whole and not ok:
                 self.failed(service)
             if response.will_close or not ok:
                 conn.close()
