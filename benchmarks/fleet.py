@@ -30,8 +30,8 @@ The floor: one raw `git push` of a new commit to a small bare repository (median
 
 With `--all`, the other figures of a fleet follow in the same run, each benchmark beside its own floor: one host's
 pushes together (`hostpush.py`), GitHub requests a brief and the briefs a token carries (`github_calls.py`),
-sweep and desk-pass growth from 100 to 10,000 briefs (`sweep.py`), retiring 10,000 briefs on disk and over HTTP
-(`retire.py`) and a cold resume on a 100,000-entry journal (`journal_resume.py`).
+sweep growth (`sweep.py`) and desk-pass growth (`scale.py`) from 100 to 10,000 briefs, retiring 10,000 briefs on
+disk and over HTTP (`retire.py`) and a cold resume on a 100,000-entry journal (`journal_resume.py`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ from benchmarks import compiled  # noqa: E402
 from tests.fakegithub.gitside import http_backend, request_body  # noqa: E402
 from tests.helpers.gitlog import calls, is_push, lists_refs, logging_git  # noqa: E402
 
-ALL = ("hostpush.py", "github_calls.py", "sweep.py", "retire.py", "journal_resume.py")  # `--all`, in this order
+# `--all`, in this order
+ALL = ("hostpush.py", "github_calls.py", "sweep.py", "scale.py", "retire.py", "journal_resume.py")
 BURST_GAP_S = 0.5  # between a desk's own steps' pushes (measured: a desk-side step takes about this long)
 WHO = b"committer Fleet <fleet@example.invalid> 1700000000 +0000\n"
 

@@ -84,7 +84,9 @@ def retire_run(forge: str, cache: Path) -> float:
     """Seconds one `assay retire` of every done brief takes, in a process of its own, its cache empty."""
     env = {**os.environ, "ASSAY_FORGE": forge, "ASSAY_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "assay", "retire"], env=env, check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "assay", "retire"], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"assay retire on {forge} failed ({proc.returncode}): {proc.stderr[-800:]}")
     return time.perf_counter() - started
 
 
