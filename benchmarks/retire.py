@@ -120,6 +120,16 @@ def growth(tmp: Path, scratch: Path, sizes: list[int], http: bool) -> None:
               f"(exponent {math.log(grew) / math.log(large / small):.2f}; linear: 1.00)")
 
 
+def settle(forge: Path) -> float:
+    """Seconds until the forge is quiet: the `git gc --auto` its receive-pack started after the last push (detached,
+    holding `gc.pid`) has ended (at most 300 s), then its writes on disk, as the build's before phase 1."""
+    started = time.perf_counter()
+    while (forge / "gc.pid").exists() and time.perf_counter() - started < 300:
+        time.sleep(0.1)  # a detached process of git's own: nothing to wait on but its lock file
+    subprocess.run(["sync"], check=False)
+    return time.perf_counter() - started
+
+
 def phase(scratch: Path, empty: Path, full: Path, rounds: int, tag: str) -> tuple[list[float], list[float]]:
     a: list[float] = []
     b: list[float] = []
@@ -161,8 +171,10 @@ def main() -> None:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "assay", "retire"], env=env, check=True, capture_output=True)
         retire_s = time.perf_counter() - started
+        waited = settle(full)
         left = git("ls-remote", str(full)).count("\n")
-        print(f"`assay retire` of {opts.briefs} briefs: {retire_s:.1f} s; the forge now advertises {left} refs")
+        print(f"`assay retire` of {opts.briefs} briefs: {retire_s:.1f} s; the forge now advertises {left} refs "
+              f"(quiet {waited:.1f} s after it)")
         e2, f2 = phase(scratch, empty, full, opts.rounds, "after")
         print("after retiring:")
         show("raw push, empty forge", e2)

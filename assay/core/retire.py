@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 
 from assay.core.claims import Claims
-from assay.core.git import ZERO, ForgeGit, RefUpdate, TreeEntry, parse_tree
+from assay.core.git import ZERO, ForgeGit, RefUpdate, TreeEntry, committed_at, parse_tree
 from assay.core.records import (
     CLAIMS_PREFIX,
     LEARNED_PREFIX,
@@ -133,6 +133,11 @@ def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str
     index = chain.commit(git, RETIRED_REF, retired_tip, {INDEX_DIR: TreeEntry(INDEX_DIR, index_dir, "40000")},
                          message, by, now)
     kept = list(dict.fromkeys(sha for r in records for sha in r.refs.values()))
-    keep = chain.commit(git, KEEP_REF, keep_tip, {}, message, by, now, merged=kept)
+    # the tips under one commit of their own, as old as the oldest of them, below the chain's: a push's check of what
+    # it brings walks the forge's refs from the newest commit down a few commits, and parses each one's parents, so
+    # the chain's commits (two parents each) are what it meets, never a bundle's hundreds of tips
+    stamps = [t for obj in git.read_typed(kept) if (t := committed_at(obj.data if obj else None)) is not None]
+    bundle = chain.commit(git, KEEP_REF, kept[0], {}, message, by, min(stamps, default=now), merged=kept[1:])
+    keep = chain.commit(git, KEEP_REF, keep_tip, {}, message, by, now, merged=[bundle.new])
     deletions = [RefUpdate(ref, ZERO, sha) for r in records for ref, sha in sorted(r.refs.items())]
     return [index, keep, *deletions]

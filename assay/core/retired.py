@@ -6,7 +6,7 @@ footprint) would slow
 down with every brief ever done. Retiring a `done` brief records the tips of those refs
 in `refs/assay/retired` (one small JSON file per brief) and deletes them, in one atomic
 push under leases on every ref it touches. Their objects stay reachable from
-`refs/assay/retired-keep`, whose commits have the retired tips as parents, so the custody
+`refs/assay/retired-keep`, whose commits each have a commit with the retired tips as parents, so the custody
 chain, the journal and the review of a retired brief are read exactly as before
 (`tip_of`), while readers that only need to know *which* briefs are retired fetch the
 index alone. The format is in docs/data-model.md.
