@@ -166,11 +166,7 @@ def main() -> None:
         print("before retiring:")
         show("raw push, empty forge", e1)
         show(f"raw push, {opts.briefs} finished briefs", f1)
-        env = {**os.environ, "ASSAY_FORGE": str(full), "ASSAY_CACHE_DIR": str(tmp / "cache"),
-               "PYTHONPATH": str(ROOT)}
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "assay", "retire"], env=env, check=True, capture_output=True)
-        retire_s = time.perf_counter() - started
+        retire_s = retire_run(str(full), tmp / "cache")
         waited = settle(full)
         left = git("ls-remote", str(full)).count("\n")
         print(f"`assay retire` of {opts.briefs} briefs: {retire_s:.1f} s; the forge now advertises {left} refs "

@@ -87,6 +87,7 @@ def test_an_answer_too_large_to_hold_goes_to_git_fetch_which_streams_it(fake_git
     ran = spy_git(port)
     port.ensure_objects({ref: tip})
     assert "fetch" in ran and ran.count("index-pack") == 0 and len(port.rev_list(tip)) == 20
+    assert port._fetch_failures == 0  # no failure of the way: the next fetch is tried this way again
     subprocess.run(["git", "fsck", "--connectivity-only", tip], cwd=port.cache, check=True, capture_output=True)
     assert any(b"command=fetch" in request for _, request, _ in fake_github.git_served)  # asked, then left to git
     monkeypatch.setattr(smarthttp, "ANSWER_AT_MOST", 64 * 2**20)
@@ -151,3 +152,35 @@ def test_a_fetch_answer_is_a_pack_only_when_whole(answer: bytes, whole: bool) ->
 ])
 def test_a_shallow_caches_fetch_takes_an_empty_shallow_info_section(answer: bytes, whole: bool) -> None:
     assert packfile(answer, shallow_said=True) == (b"PACK" if whole else None)
+
+
+@pytest.mark.parametrize(("declared", "sent", "whole"), [(100, 8, False), (8, 8, True), (2000, 0, False)])
+def test_an_answer_is_whole_as_its_length_says_or_not_taken(declared: int, sent: int, whole: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer that stops short of the length it declared is no answer (not a good one cut), and one that
+    declares more than `ANSWER_AT_MOST` is not read at all: too large, no failure of the way."""
+    import socket
+    import threading
+
+    from assay.core.git import smarthttp
+
+    monkeypatch.setattr(smarthttp, "ANSWER_AT_MOST", 1000)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-git-upload-pack-result\r\n"
+                         b"Content-Length: %d\r\n\r\n" % declared + b"0008abcd"[:sent])
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        direct = smarthttp.SmartHTTP(f"http://127.0.0.1:{port}/o/r.git", smarthttp.Settings(), 10.0)
+        reply = direct.request(smarthttp.UPLOAD, b"0000")
+    finally:
+        server.close()
+    assert reply.sent and (reply.data == b"0008abcd") == whole and (reply.data is None) != whole
+    assert reply.too_large == (declared > 1000)
+    assert direct.failures.get(smarthttp.UPLOAD, 0) == (0 if whole or declared > 1000 else 1)

@@ -76,7 +76,7 @@ def retire(claims: Claims, briefs: Sequence[str] = (), *, older_than_s: float = 
             result.retired, result.cleared = chosen, sorted(orphans)
             return result
         retired_tip, keep_tip = refs.get(RETIRED_REF), refs.get(KEEP_REF)
-        # the keep commit names every tip as a parent: git needs them in the cache to push it
+        # the keep chain's commits reach every tip (as parents of one of their own): git needs them in the cache
         git.ensure_objects({p + b: refs[p + b] for b in chosen for p in PREFIXES if p + b in refs})
         for start in range(0, len(chosen), BATCH):
             batch = chosen[start:start + BATCH]
@@ -136,8 +136,8 @@ def _retire_updates(git: ForgeGit, records: list[RetiredBrief], retired_tip: str
     # the tips under one commit of their own, as old as the oldest of them, below the chain's: a push's check of what
     # it brings walks the forge's refs from the newest commit down a few commits, and parses each one's parents, so
     # the chain's commits (two parents each) are what it meets, never a bundle's hundreds of tips
-    stamps = [t for obj in git.read_typed(kept) if (t := committed_at(obj.data if obj else None)) is not None]
-    bundle = chain.commit(git, KEEP_REF, kept[0], {}, message, by, min(stamps, default=now), merged=kept[1:])
+    stamps = [t for obj in git.read_typed(kept) if obj and obj.kind == "commit" and (t := committed_at(obj.data))]
+    bundle = chain.commit(git, KEEP_REF, kept[0], {}, message, by, min([*stamps, now]), merged=kept[1:])
     keep = chain.commit(git, KEEP_REF, keep_tip, {}, message, by, now, merged=[bundle.new])
     deletions = [RefUpdate(ref, ZERO, sha) for r in records for ref, sha in sorted(r.refs.items())]
     return [index, keep, *deletions]

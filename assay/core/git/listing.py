@@ -245,7 +245,7 @@ class Listing(History):
         if not self.remote.lower().startswith(("http://", "https://")):
             return False
         from assay.core.git.httpfetch import packfile, request
-        from assay.core.git.smarthttp import GIVE_UP_AFTER
+        from assay.core.git.smarthttp import GIVE_UP_AFTER, UPLOAD
 
         direct = self._smart_http()
         if direct is None or not direct.usable() or self._fetch_failures >= GIVE_UP_AFTER:
@@ -257,7 +257,8 @@ class Listing(History):
         lacking = {sha for _, sha in self._lacking([(sha, sha) for sha in known])}
         haves = [sha for sha in known if sha not in lacking]
         self.round_trips["fetch"] += 1
-        answer = direct.post(request(shas, haves, shallow))
+        reply = direct.request(UPLOAD, request(shas, haves, shallow))
+        answer = reply.data
         refused = answer is not None and answer[4:8] == b"ERR "  # an id it does not serve: git fetch asks by ref
         pack = packfile(answer, bool(shallow)) if answer is not None and not refused else None
         del answer
@@ -265,7 +266,7 @@ class Listing(History):
         if pack is None or self._git("index-pack", "--stdin", "--fix-thin", input=pack, check=False).returncode \
                 or self._git("rev-list", "--objects", "--quiet", "--stdin", check=False, input="".join(
                     [*(f"{sha}\n" for sha in shas), *(f"^{sha}\n" for sha in haves)]).encode()).returncode:
-            self._fetch_failures += 0 if refused else 1  # a refused id is no failure of the way
+            self._fetch_failures += 0 if refused or reply.too_large else 1  # nor a refused id, nor a pack too large
             return False
         self._fetch_failures = 0
         held(self.remote, dict(wants))

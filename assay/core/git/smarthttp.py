@@ -55,6 +55,7 @@ class Reply:
     sent: bool
     data: bytes | None = None
     status: int = 0
+    too_large: bool = False  # an answer past ANSWER_AT_MOST, left unread (not counted as a failure)
 
 
 @dataclass
@@ -269,7 +270,10 @@ class SmartHTTP:
                 sent = True
                 conn.request("POST" if body is not None else "GET", path, body, headers)
                 response = conn.getresponse()
-                data = response.read(ANSWER_AT_MOST + 1)
+                if response.length is not None:  # a length said: a larger one is not read; a shorter one is cut
+                    data = response.read() if response.length <= ANSWER_AT_MOST else b""  # (IncompleteRead)
+                else:  # chunked: read up to one byte past what is held
+                    data = response.read(ANSWER_AT_MOST + 1)
             except Exception as exc:
                 conn.close()
                 if late.is_set():
@@ -286,14 +290,14 @@ class SmartHTTP:
                 return Reply(sent), None
             finally:
                 timer.cancel()
-            whole = len(data) <= ANSWER_AT_MOST  # else: too large to hold, no failure of the way
+            whole = len(data) <= ANSWER_AT_MOST and (response.length or 0) <= ANSWER_AT_MOST  # else: too large
             ok = whole and response.status == 200 and response.getheader("Content-Type", "").startswith(expected)
             if whole and not ok:
                 self.failed(service)
             if response.will_close or not ok:
                 conn.close()
                 conn = None
-            return Reply(True, data if ok else None, response.status), conn
+            return Reply(True, data if ok else None, response.status, not whole), conn
         return Reply(True), None
 
     def _connect(self) -> http.client.HTTPConnection:

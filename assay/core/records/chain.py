@@ -101,7 +101,7 @@ def decode_tip(ref: str, sha: str, tip: GitObject | None, blob: GitObject | None
 def commit(git: ForgeGit, ref: str, parent: str | None, files: Files, message: str, author: str,
            when: float, merged: Sequence[str] = ()) -> RefUpdate:
     """A commit on `parent` holding `files`, written to the cache (not pushed), as the update that moves `ref`;
-    `merged`, more parents after it (the retired keep chain names every tip it keeps)."""
+    `merged`, more parents after it (the retired keep chain's commit of the tips it keeps)."""
     entries: list[TreeEntry] = []
     for name, content in files.items():
         if isinstance(content, bytes):
