@@ -247,3 +247,21 @@ def pid_exists(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def flock_within(fd: int, wait_s: float) -> bool:
+    """An exclusive `flock` on `fd` (let go by the kernel however its holder's life ends), waited for up to
+    `wait_s`: whether it was had. A holder paused (SIGSTOP) keeps it: the caller decides what a wait in vain means.
+    Waited for by looking, less often as the wait goes on: nothing wakes a waiter as it is let go."""
+    import fcntl
+
+    deadline, pause = time.monotonic() + wait_s, 0.005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(0.05, pause * 2)

@@ -21,7 +21,6 @@ batch's outcome and stops its agent.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.core.claims import Claims, holder_life
-from assay.core.lives import is_stopped, life_state, own_tag
+from assay.core.lives import flock_within, is_stopped, life_state, own_tag
 from assay.core.records import validate_brief_id
 from assay.errors import AssayError, Conflict, ForgeRefused
 
@@ -162,16 +161,6 @@ def _locked(path: Path, wait_s: float) -> Iterator[bool]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.05)
-        yield True
+        yield flock_within(fd, wait_s)
     finally:
         os.close(fd)

@@ -22,6 +22,7 @@ from assay.core.git.ahead import cache_folder, make_cache
 from assay.core.git.gitenv import cache_env, default_cache_root, forge_access, git_timeout, is_local_path
 from assay.core.git.refs import OBJECT_ID
 from assay.core.git.run import local_forge_path, run_git
+from assay.core.lives import flock_within
 from assay.core.records.recordtype import NamedTuple
 from assay.errors import ForgeError, NotATree
 
@@ -101,23 +102,12 @@ class ObjectCache:
         command that reads every worktree's HEAD (a fetch's connectivity check), and `worktree prune` removes the
         folder of records once it is empty, under an add making its record there. Waited for up to twice git's
         time limit (a prune and an add); a holder paused longer (SIGSTOP) is a ForgeError, not a wait for ever."""
-        import fcntl
-
         path = os.path.join(self.cache, RECORDS_LOCK)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            deadline, pause = time.monotonic() + 2 * git_timeout(), 0.005
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise ForgeError(f"the cache's worktrees are locked by another process: {path}",
-                                         hint="a process of this cache is paused or hung: resume or end it") \
-                            from None
-                    time.sleep(pause)  # an flock is waited for by looking: nothing wakes a waiter as it goes
-                    pause = min(0.1, pause * 2)
+            if not flock_within(fd, 2 * git_timeout()):
+                raise ForgeError(f"the cache's worktrees are locked by another process: {path}",
+                                 hint="a process of this cache is paused or hung: resume or end it")
             yield
         finally:
             os.close(fd)
